@@ -1,0 +1,106 @@
+//! Address newtypes. A virtual address, a physical address and a page frame number are
+//! different things; the type system keeps them apart.
+
+use std::fmt;
+
+/// Size of a small page on every architecture the tool reads.
+pub const PAGE_SIZE: u64 = 0x1000;
+/// `log2(PAGE_SIZE)`.
+pub const PAGE_SHIFT: u32 = 12;
+
+/// A virtual address in the dumped machine's kernel address space.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct VirtAddr(pub u64);
+
+/// A physical address in the dumped machine.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct PhysAddr(pub u64);
+
+/// A physical page frame number (physical address >> 12).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pfn(pub u64);
+
+impl VirtAddr {
+    /// The address `n` bytes further on, wrapping like the CPU does.
+    pub fn offset(self, n: u64) -> VirtAddr {
+        VirtAddr(self.0.wrapping_add(n))
+    }
+    /// Offset of the address inside its 4 KiB page.
+    pub fn page_offset(self) -> u64 {
+        self.0 & (PAGE_SIZE - 1)
+    }
+    /// Start of the 4 KiB page holding the address.
+    pub fn page_base(self) -> VirtAddr {
+        VirtAddr(self.0 & !(PAGE_SIZE - 1))
+    }
+}
+
+impl PhysAddr {
+    pub fn pfn(self) -> Pfn {
+        Pfn(self.0 >> PAGE_SHIFT)
+    }
+    pub fn page_offset(self) -> u64 {
+        self.0 & (PAGE_SIZE - 1)
+    }
+    pub fn offset(self, n: u64) -> PhysAddr {
+        PhysAddr(self.0.wrapping_add(n))
+    }
+}
+
+impl Pfn {
+    pub fn addr(self) -> PhysAddr {
+        PhysAddr(self.0 << PAGE_SHIFT)
+    }
+}
+
+macro_rules! hex_fmt {
+    ($t:ty, $name:literal) => {
+        impl fmt::Debug for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($name, "({:#x})"), self.0)
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:#x}", self.0)
+            }
+        }
+        impl fmt::LowerHex for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
+    };
+}
+hex_fmt!(VirtAddr, "VirtAddr");
+
+/// Addresses serialize as `"0x…"` strings: JSON numbers cannot hold every u64 exactly.
+macro_rules! hex_serde {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&format!("{:#x}", self.0))
+            }
+        }
+    };
+}
+hex_serde!(VirtAddr);
+hex_serde!(PhysAddr);
+hex_fmt!(PhysAddr, "PhysAddr");
+hex_fmt!(Pfn, "Pfn");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_math() {
+        let va = VirtAddr(0xFFFF_F804_7BA0_1234);
+        assert_eq!(va.page_offset(), 0x234);
+        assert_eq!(va.page_base(), VirtAddr(0xFFFF_F804_7BA0_1000));
+        assert_eq!(PhysAddr(0x1AD_123).pfn(), Pfn(0x1AD));
+        assert_eq!(Pfn(0x1AD).addr(), PhysAddr(0x1AD_000));
+        assert_eq!(format!("{}", va), "0xfffff8047ba01234");
+        assert_eq!(VirtAddr(u64::MAX).offset(2), VirtAddr(1));
+    }
+}

@@ -1,0 +1,85 @@
+//! Bounds-checked little-endian reads from byte slices. Every read returns `None` instead of
+//! panicking when the slice is too short, so a truncated or crafted structure can never crash
+//! the tool.
+
+/// Little-endian reader over a byte slice.
+pub trait LeBytes {
+    fn u8_at(&self, off: usize) -> Option<u8>;
+    fn u16_at(&self, off: usize) -> Option<u16>;
+    fn u32_at(&self, off: usize) -> Option<u32>;
+    fn u64_at(&self, off: usize) -> Option<u64>;
+    fn i64_at(&self, off: usize) -> Option<i64> {
+        self.u64_at(off).map(|v| v as i64)
+    }
+    /// `len` bytes at `off`, if all of them are inside the slice.
+    fn bytes_at(&self, off: usize, len: usize) -> Option<&[u8]>;
+}
+
+impl LeBytes for [u8] {
+    fn u8_at(&self, off: usize) -> Option<u8> {
+        self.get(off).copied()
+    }
+    fn u16_at(&self, off: usize) -> Option<u16> {
+        Some(u16::from_le_bytes(self.bytes_at(off, 2)?.try_into().ok()?))
+    }
+    fn u32_at(&self, off: usize) -> Option<u32> {
+        Some(u32::from_le_bytes(self.bytes_at(off, 4)?.try_into().ok()?))
+    }
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        Some(u64::from_le_bytes(self.bytes_at(off, 8)?.try_into().ok()?))
+    }
+    fn bytes_at(&self, off: usize, len: usize) -> Option<&[u8]> {
+        self.get(off..off.checked_add(len)?)
+    }
+}
+
+/// Four-character tag as text, with non-printable bytes escaped (for error messages).
+pub fn tag_text(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                (b as char).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
+        .collect()
+}
+
+/// Decode UTF-16LE bytes, replacing invalid units and dropping a trailing NUL run.
+pub fn utf16le_lossy(bytes: &[u8]) -> String {
+    let units: Vec<u16> = bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let end = units.iter().position(|&u| u == 0).unwrap_or(units.len());
+    String::from_utf16_lossy(&units[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_bounded() {
+        let b = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+        assert_eq!(b.u16_at(0), Some(0x0201));
+        assert_eq!(b.u32_at(5), Some(0x0908_0706));
+        assert_eq!(b.u32_at(6), None);
+        assert_eq!(b.u64_at(1), Some(0x0908_0706_0504_0302));
+        assert_eq!(b.u64_at(usize::MAX), None);
+        assert_eq!(b.bytes_at(usize::MAX - 1, 4), None);
+    }
+
+    #[test]
+    fn tags_and_strings() {
+        assert_eq!(tag_text(b"PAGE"), "PAGE");
+        assert_eq!(tag_text(&[0x4b, 0, 0xff, 0x47]), "K\\x00\\xffG");
+        let s: Vec<u8> = "nt\0xx"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
+            .collect();
+        assert_eq!(utf16le_lossy(&s), "nt");
+    }
+}

@@ -1,0 +1,258 @@
+//! The dump-file layer: opens a Windows kernel crash dump, validates its header and every
+//! extent the header declares against the real file length, and answers "where in the file is
+//! physical page N" (full and bitmap dumps) or "where is virtual address V" (triage dumps).
+//!
+//! The file is memory-mapped; nothing is read until asked for, so opening a 128 GiB dump costs
+//! the header and (for bitmap dumps) one pass over the bitmap.
+
+mod bitmap;
+mod error;
+mod header;
+mod runs;
+mod triage;
+
+pub use bitmap::Bitmap;
+pub use error::DumpError;
+pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
+pub use runs::{Run, RunList};
+pub use triage::{Segment, SegmentSource, Triage, TriageDriver};
+
+use crate::addr::{Pfn, PAGE_SIZE};
+use crate::bytes::LeBytes;
+use std::fs::File;
+use std::path::Path;
+
+/// How to open a dump.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenOptions {
+    /// Accept a dump whose page data is cut short: pages past the end of the file read as
+    /// missing instead of failing the open.
+    pub allow_truncated: bool,
+}
+
+/// What follows the header.
+#[derive(Clone, Debug)]
+pub enum Contents {
+    /// DumpType 1: physical memory runs.
+    Runs(RunList),
+    /// DumpType 5/6: bitmap of stored physical pages.
+    Bitmap(Bitmap),
+    /// DumpType 4: virtually addressed blocks.
+    Triage(Triage),
+}
+
+/// Result of looking a physical page up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageLookup<'a> {
+    /// The page's 4096 bytes.
+    Present(&'a [u8]),
+    /// The dump does not contain this page (outside every run, bit clear, or a triage dump).
+    NotInDump,
+    /// The header says the page is stored at `file_offset`, but the file ends before it.
+    BeyondEof { file_offset: u64 },
+}
+
+enum Backing {
+    Map(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Map(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// An opened crash dump.
+pub struct DumpFile {
+    backing: Backing,
+    header: DumpHeader,
+    contents: Contents,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for DumpFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DumpFile")
+            .field("len", &self.len())
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DumpFile {
+    /// Open and validate a dump file.
+    ///
+    /// The file is mapped read-only. Every extent is checked against the file's length at
+    /// open; if the file is truncated *while* mapped, reads may fault (memmap2 #13): do not
+    /// analyse a dump that another process is still writing.
+    pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        if len == 0 {
+            return Err(DumpError::Empty);
+        }
+        // SAFETY: the mapping is read-only and every access is bounds-checked against the
+        // length at open; see the caveat above about files shrinking underneath us.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        #[cfg(unix)]
+        {
+            // Random access: don't let the kernel read ahead megabytes per touched page.
+            let _ = map.advise(memmap2::Advice::Random);
+        }
+        Self::from_backing(Backing::Map(map), opts)
+    }
+
+    /// Parse a dump held in memory.
+    pub fn from_bytes(bytes: Vec<u8>, opts: OpenOptions) -> Result<DumpFile, DumpError> {
+        Self::from_backing(Backing::Owned(bytes), opts)
+    }
+
+    fn from_backing(backing: Backing, opts: OpenOptions) -> Result<DumpFile, DumpError> {
+        let file = backing.bytes();
+        let file_len = file.len() as u64;
+        let header = DumpHeader::parse(file)?;
+        let mut warnings = Vec::new();
+        let dt = header.dump_type;
+        let (contents, data_end, what) = match dt {
+            DumpType::FULL => {
+                let runs = RunList::parse(file, &header)?;
+                if runs.declared_pages != runs.total_pages() {
+                    warnings.push(format!(
+                        "PhysicalMemoryBlock.NumberOfPages is {:#x} but the runs hold {:#x} pages; the runs are used",
+                        runs.declared_pages,
+                        runs.total_pages()
+                    ));
+                }
+                let end = runs.data_end();
+                let what = format!(
+                    "the page data of {} runs ({:#x} pages)",
+                    runs.runs().len(),
+                    runs.total_pages()
+                );
+                (Contents::Runs(runs), end, what)
+            }
+            DumpType::BITMAP_FULL | DumpType::BITMAP_KERNEL => {
+                let bm = Bitmap::parse(file, header.header_size)?;
+                if bm.present != bm.declared_present {
+                    warnings.push(format!(
+                        "bitmap header TotalPresentPages is {:#x} but {:#x} bits are set; the bitmap is used",
+                        bm.declared_present, bm.present
+                    ));
+                }
+                let end = bm.data_end();
+                let what = format!("the page data of {:#x} bitmap pages", bm.present);
+                (Contents::Bitmap(bm), end, what)
+            }
+            DumpType::TRIAGE => {
+                let t = Triage::parse(file, &header)?;
+                warnings.extend(t.warnings.iter().cloned());
+                (Contents::Triage(t), Some(0), String::new())
+            }
+            other => {
+                return Err(match other.name() {
+                    Some(name) => DumpError::UnsupportedDumpType {
+                        value: other.0,
+                        name,
+                    },
+                    None => DumpError::UnknownDumpType {
+                        value: other.0,
+                        offset: header.dump_type_offset(),
+                    },
+                })
+            }
+        };
+        match data_end {
+            Some(end) if end <= file_len => {}
+            end => {
+                let end = end.unwrap_or(u64::MAX);
+                if !opts.allow_truncated {
+                    return Err(DumpError::Truncated {
+                        what,
+                        end,
+                        file_len,
+                    });
+                }
+                warnings.push(format!(
+                    "truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing"
+                ));
+            }
+        }
+        Ok(DumpFile {
+            backing,
+            header,
+            contents,
+            warnings,
+        })
+    }
+
+    pub fn header(&self) -> &DumpHeader {
+        &self.header
+    }
+
+    pub fn contents(&self) -> &Contents {
+        &self.contents
+    }
+
+    /// Problems found at open that did not stop it.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// File length in bytes.
+    pub fn len(&self) -> u64 {
+        self.backing.bytes().len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `len` bytes of the file at `offset`, if they are all inside it.
+    pub fn file_bytes(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.backing
+            .bytes()
+            .bytes_at(usize::try_from(offset).ok()?, len)
+    }
+
+    /// The triage part, for DumpType 4.
+    pub fn triage(&self) -> Option<&Triage> {
+        match &self.contents {
+            Contents::Triage(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether the dump holds physical memory (full or bitmap).
+    pub fn has_physical_memory(&self) -> bool {
+        !matches!(self.contents, Contents::Triage(_))
+    }
+
+    /// Number of physical pages the header says are stored.
+    pub fn stored_pages(&self) -> u64 {
+        match &self.contents {
+            Contents::Runs(r) => r.total_pages(),
+            Contents::Bitmap(b) => b.present,
+            Contents::Triage(_) => 0,
+        }
+    }
+
+    /// Look up one physical page.
+    pub fn page(&self, pfn: Pfn) -> PageLookup<'_> {
+        let off = match &self.contents {
+            Contents::Runs(r) => r.file_offset(pfn),
+            Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), pfn),
+            Contents::Triage(_) => None,
+        };
+        match off {
+            None => PageLookup::NotInDump,
+            Some(o) => match self.file_bytes(o, PAGE_SIZE as usize) {
+                Some(p) => PageLookup::Present(p),
+                None => PageLookup::BeyondEof { file_offset: o },
+            },
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! KUSER_SHARED_DATA: the page the kernel shares with user mode at a fixed address.
+//! Offsets checked against the real 19041 ISF (NtBuildNumber 0x260, NtMajorVersion 0x26C,
+//! NtMinorVersion 0x270, SystemTime 0x14, QpcFrequency 0x300).
+
+use crate::addr::VirtAddr;
+use crate::bytes::LeBytes;
+use crate::dump::Arch;
+use crate::mem::{AddressSpace, MemError};
+
+pub const KUSER_X64: VirtAddr = VirtAddr(0xFFFF_F780_0000_0000);
+pub const KUSER_X86: VirtAddr = VirtAddr(0xFFDF_0000);
+
+mod field {
+    pub const SYSTEM_TIME: usize = 0x14;
+    pub const NT_BUILD_NUMBER: usize = 0x260;
+    pub const NT_PRODUCT_TYPE: usize = 0x264;
+    pub const PRODUCT_TYPE_IS_VALID: usize = 0x268;
+    pub const NT_MAJOR_VERSION: usize = 0x26C;
+    pub const NT_MINOR_VERSION: usize = 0x270;
+    pub const END: usize = 0x274;
+}
+
+/// The fields `info` reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KUserSharedData {
+    pub va: VirtAddr,
+    /// As stored (free builds set the top nibble, e.g. 0xF0004A61).
+    pub nt_build_number_raw: u32,
+    pub nt_product_type: Option<u32>,
+    pub nt_major_version: u32,
+    pub nt_minor_version: u32,
+    /// FILETIME; `None` when the KSYSTEM_TIME was caught mid-update (High1Time != High2Time).
+    pub system_time: Option<u64>,
+}
+
+impl KUserSharedData {
+    pub fn address(arch: Arch) -> VirtAddr {
+        if arch.is_64bit() {
+            KUSER_X64
+        } else {
+            KUSER_X86
+        }
+    }
+
+    pub fn read(space: &AddressSpace<'_>) -> Result<KUserSharedData, MemError> {
+        let va = Self::address(space.arch());
+        let mut b = vec![0u8; field::END];
+        space.read(va, &mut b)?;
+        let u = |o: usize| b.u32_at(o).unwrap_or(0);
+        let low = u(field::SYSTEM_TIME);
+        let high1 = u(field::SYSTEM_TIME + 4);
+        let high2 = u(field::SYSTEM_TIME + 8);
+        Ok(KUserSharedData {
+            va,
+            nt_build_number_raw: u(field::NT_BUILD_NUMBER),
+            nt_product_type: (b[field::PRODUCT_TYPE_IS_VALID] != 0)
+                .then(|| u(field::NT_PRODUCT_TYPE)),
+            nt_major_version: u(field::NT_MAJOR_VERSION),
+            nt_minor_version: u(field::NT_MINOR_VERSION),
+            system_time: (high1 == high2).then(|| (u64::from(high1) << 32) | u64::from(low)),
+        })
+    }
+
+    /// The build number without the free/checked flag nibble.
+    pub fn build_number(&self) -> u32 {
+        self.nt_build_number_raw & 0x0FFF_FFFF
+    }
+}

@@ -1,0 +1,76 @@
+//! Kernel objects, read through typed views over the memory layer.
+//!
+//! The layouts used here are the stable, public ones (KDDEBUGGER_DATA64, KUSER_SHARED_DATA,
+//! the head of KLDR_DATA_TABLE_ENTRY, the PE format); version-dependent structures come from
+//! the symbols layer.
+
+pub mod kdbg;
+pub mod kuser;
+pub mod modules;
+pub mod pe;
+
+use crate::addr::VirtAddr;
+use crate::bytes::utf16le_lossy;
+use crate::mem::{AddressSpace, MemError};
+
+/// Read a NUL-terminated ASCII string of at most `max` bytes, page by page. `None` when the
+/// first byte is unreadable; a string cut by a missing page ends there.
+pub fn read_ascii_z(space: &AddressSpace<'_>, va: VirtAddr, max: usize) -> Option<String> {
+    let mut out = Vec::new();
+    let mut cur = va;
+    while out.len() < max {
+        let n = (0x1000 - cur.page_offset() as usize).min(max - out.len());
+        let mut buf = vec![0u8; n];
+        if space.read(cur, &mut buf).is_err() {
+            break;
+        }
+        if let Some(z) = buf.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&buf[..z]);
+            return Some(String::from_utf8_lossy(&out).into_owned());
+        }
+        out.extend_from_slice(&buf);
+        cur = cur.offset(n as u64);
+    }
+    (!out.is_empty()).then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A UNICODE_STRING as stored: byte length and buffer address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnicodeString {
+    pub length: u16,
+    pub maximum_length: u16,
+    pub buffer: VirtAddr,
+}
+
+impl UnicodeString {
+    /// Size of a UNICODE_STRING on the architecture.
+    pub fn size(space: &AddressSpace<'_>) -> u64 {
+        if space.arch().is_64bit() {
+            16
+        } else {
+            8
+        }
+    }
+
+    /// Read the descriptor at `va`.
+    pub fn read(space: &AddressSpace<'_>, va: VirtAddr) -> Result<UnicodeString, MemError> {
+        let length = space.read_u16(va)?;
+        let maximum_length = space.read_u16(va.offset(2))?;
+        let ptr_off = if space.arch().is_64bit() { 8 } else { 4 };
+        let buffer = space.read_ptr(va.offset(ptr_off))?;
+        Ok(UnicodeString {
+            length,
+            maximum_length,
+            buffer,
+        })
+    }
+
+    /// The text (Length is at most 0xFFFF bytes, so the read is bounded).
+    pub fn text(&self, space: &AddressSpace<'_>) -> Result<String, MemError> {
+        if self.length == 0 {
+            return Ok(String::new());
+        }
+        let bytes = space.read_vec(self.buffer, usize::from(self.length & !1))?;
+        Ok(utf16le_lossy(&bytes))
+    }
+}

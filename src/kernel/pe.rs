@@ -1,0 +1,226 @@
+//! The kernel's in-memory PE image: headers and the CodeView (RSDS) debug record that names
+//! its PDB. Parsing uses goblin on the pages actually present; only the header page, the
+//! debug directory and the record itself are read (crash-dump-format.md §1.4 "PDB match").
+
+use crate::addr::VirtAddr;
+use crate::mem::{AddressSpace, MemError};
+use goblin::pe::debug::{CodeviewPDB70DebugInfo, ImageDebugDirectory, IMAGE_DEBUG_TYPE_CODEVIEW};
+use serde::Serialize;
+use std::fmt;
+
+const HEADER_PAGE: usize = 0x1000;
+const DEBUG_ENTRY_SIZE: u32 = 28;
+/// More debug-directory entries than this is not a real image.
+const MAX_DEBUG_ENTRIES: u32 = 64;
+/// Longest RSDS record accepted (24 bytes + a path of at most 1 KiB).
+const MAX_RSDS: u32 = 24 + 1024;
+
+/// A PDB's identity: what a symbol store is keyed on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PdbId {
+    pub name: String,
+    /// GUID as text, `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`.
+    pub guid: String,
+    pub age: u32,
+    /// Symbol-store directory name: GUID without dashes + age in hex.
+    pub store_key: String,
+}
+
+impl PdbId {
+    /// From the 16 GUID bytes as stored (Data1..3 little-endian, Data4 as bytes).
+    pub fn from_raw(name: String, raw: &[u8; 16], age: u32) -> PdbId {
+        let d1 = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
+        let d2 = u16::from_le_bytes([raw[4], raw[5]]);
+        let d3 = u16::from_le_bytes([raw[6], raw[7]]);
+        let d4: String = raw[8..].iter().map(|b| format!("{b:02X}")).collect();
+        let guid = format!("{d1:08X}-{d2:04X}-{d3:04X}-{}-{}", &d4[..4], &d4[4..]);
+        let store_key = format!("{d1:08X}{d2:04X}{d3:04X}{d4}{age:X}");
+        PdbId {
+            name,
+            guid,
+            age,
+            store_key,
+        }
+    }
+}
+
+/// Facts from the PE headers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PeHeaders {
+    pub machine: u16,
+    pub time_date_stamp: u32,
+    pub size_of_image: u32,
+    pub number_of_sections: u16,
+    pub image_base: u64,
+}
+
+/// Why the PDB identity could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PdbIdError {
+    HeaderUnreadable(MemError),
+    BadHeader(String),
+    NoDebugDirectory,
+    DebugDirectoryUnreadable(MemError),
+    NoCodeView,
+    RecordUnreadable(MemError),
+    BadRecord(String),
+}
+
+impl fmt::Display for PdbIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PdbIdError::HeaderUnreadable(e) => write!(f, "PE header not in the dump ({e})"),
+            PdbIdError::BadHeader(s) => write!(f, "PE header is invalid: {s}"),
+            PdbIdError::NoDebugDirectory => f.write_str("the image has no debug directory"),
+            PdbIdError::DebugDirectoryUnreadable(e) => {
+                write!(f, "debug directory not in the dump ({e})")
+            }
+            PdbIdError::NoCodeView => f.write_str("no CodeView entry in the debug directory"),
+            PdbIdError::RecordUnreadable(e) => write!(f, "CodeView record not in the dump ({e})"),
+            PdbIdError::BadRecord(s) => write!(f, "CodeView record is invalid: {s}"),
+        }
+    }
+}
+
+/// The kernel image as far as it could be read.
+#[derive(Clone, Debug)]
+pub struct KernelImage {
+    pub base: VirtAddr,
+    pub headers: Result<PeHeaders, PdbIdError>,
+    pub pdb: Result<PdbId, PdbIdError>,
+}
+
+impl KernelImage {
+    pub fn read(space: &AddressSpace<'_>, base: VirtAddr) -> KernelImage {
+        // Triage dumps may hold less than a page of the header (the real ARM64 one: 256
+        // bytes); parse what is there.
+        let mut page = vec![0u8; HEADER_PAGE];
+        let have = space.read_prefix(base, &mut page);
+        if have == 0 {
+            let e = space
+                .read(base, &mut page[..1])
+                .err()
+                .unwrap_or(MemError::NotInTriage { va: base });
+            let err = PdbIdError::HeaderUnreadable(e);
+            return KernelImage {
+                base,
+                headers: Err(err.clone()),
+                pdb: Err(err),
+            };
+        }
+        page.truncate(have);
+        let header = match goblin::pe::header::Header::parse(&page) {
+            Ok(h) => h,
+            Err(e) => {
+                let err = if have < HEADER_PAGE {
+                    PdbIdError::BadHeader(format!(
+                        "only {have:#x} bytes of it are in the dump ({e})"
+                    ))
+                } else {
+                    PdbIdError::BadHeader(e.to_string())
+                };
+                return KernelImage {
+                    base,
+                    headers: Err(err.clone()),
+                    pdb: Err(err),
+                };
+            }
+        };
+        let opt = header.optional_header;
+        let headers = Ok(PeHeaders {
+            machine: header.coff_header.machine,
+            time_date_stamp: header.coff_header.time_date_stamp,
+            size_of_image: opt.map_or(0, |o| o.windows_fields.size_of_image),
+            number_of_sections: header.coff_header.number_of_sections,
+            image_base: opt.map_or(0, |o| o.windows_fields.image_base),
+        });
+        let debug = opt.and_then(|o| o.data_directories.get_debug_table().copied());
+        let pdb = match debug {
+            Some(d) if d.virtual_address != 0 && d.size != 0 => {
+                read_codeview(space, base, d.virtual_address, d.size)
+            }
+            _ => Err(PdbIdError::NoDebugDirectory),
+        };
+        KernelImage { base, headers, pdb }
+    }
+}
+
+fn read_codeview(
+    space: &AddressSpace<'_>,
+    base: VirtAddr,
+    rva: u32,
+    size: u32,
+) -> Result<PdbId, PdbIdError> {
+    let count = (size / DEBUG_ENTRY_SIZE).min(MAX_DEBUG_ENTRIES);
+    let mut dir = vec![0u8; (count * DEBUG_ENTRY_SIZE) as usize];
+    space
+        .read(base.offset(u64::from(rva)), &mut dir)
+        .map_err(PdbIdError::DebugDirectoryUnreadable)?;
+    let entry = dir
+        .chunks_exact(DEBUG_ENTRY_SIZE as usize)
+        .map(parse_debug_entry)
+        .find(|e| e.data_type == IMAGE_DEBUG_TYPE_CODEVIEW)
+        .ok_or(PdbIdError::NoCodeView)?;
+    if entry.size_of_data < 24 || entry.size_of_data > MAX_RSDS {
+        return Err(PdbIdError::BadRecord(format!(
+            "SizeOfData {:#x} is not a plausible RSDS record size",
+            entry.size_of_data
+        )));
+    }
+    // In a mapped image the record is at AddressOfRawData (an RVA), not PointerToRawData.
+    let mut record = vec![0u8; entry.size_of_data as usize];
+    space
+        .read(base.offset(u64::from(entry.address_of_raw_data)), &mut record)
+        .map_err(PdbIdError::RecordUnreadable)?;
+    // Hand goblin the record alone: an entry describing it at offset 0.
+    let local = ImageDebugDirectory {
+        address_of_raw_data: 0,
+        pointer_to_raw_data: 0,
+        ..entry
+    };
+    let cv = CodeviewPDB70DebugInfo::parse(&record, &local)
+        .map_err(|e| PdbIdError::BadRecord(e.to_string()))?
+        .ok_or_else(|| PdbIdError::BadRecord("signature is not RSDS".into()))?;
+    let name_end = cv
+        .filename
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(cv.filename.len());
+    let name = String::from_utf8_lossy(&cv.filename[..name_end]).into_owned();
+    Ok(PdbId::from_raw(name, &cv.signature, cv.age))
+}
+
+fn parse_debug_entry(b: &[u8]) -> ImageDebugDirectory {
+    use crate::bytes::LeBytes;
+    let u32_ = |o| b.u32_at(o).unwrap_or(0);
+    let u16_ = |o| b.u16_at(o).unwrap_or(0);
+    ImageDebugDirectory {
+        characteristics: u32_(0),
+        time_date_stamp: u32_(4),
+        major_version: u16_(8),
+        minor_version: u16_(10),
+        data_type: u32_(12),
+        size_of_data: u32_(16),
+        address_of_raw_data: u32_(20),
+        pointer_to_raw_data: u32_(24),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdb_id_text() {
+        // The 19041 kernel of the real triage dump: GUID 5278AFF8-6C34-1677-D7D7-835C85B7B844.
+        let raw = [
+            0xF8, 0xAF, 0x78, 0x52, 0x34, 0x6C, 0x77, 0x16, 0xD7, 0xD7, 0x83, 0x5C, 0x85, 0xB7,
+            0xB8, 0x44,
+        ];
+        let id = PdbId::from_raw("ntkrnlmp.pdb".into(), &raw, 1);
+        assert_eq!(id.guid, "5278AFF8-6C34-1677-D7D7-835C85B7B844");
+        assert_eq!(id.store_key, "5278AFF86C341677D7D7835C85B7B8441");
+        let id = PdbId::from_raw("x".into(), &raw, 0x1A);
+        assert_eq!(id.store_key, "5278AFF86C341677D7D7835C85B7B8441A");
+    }
+}

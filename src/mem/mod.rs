@@ -1,0 +1,256 @@
+//! The memory layer: physical reads and virtual reads over a [`DumpFile`].
+//!
+//! A read either returns every byte asked for or a [`MemError`] naming the first virtual
+//! address that could not be read; it never fills gaps with zeros. `try_` reads turn "not in
+//! the dump" into `Ok(None)` for callers that expect holes.
+
+mod error;
+mod paging;
+
+pub use error::{MemError, PagingLevel};
+pub use paging::{PagingMode, Translation};
+
+use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
+use crate::dump::{Arch, DumpFile, PageLookup};
+
+/// Largest single read the memory layer accepts; bigger reads are a caller bug or hostile
+/// input (a length taken from memory).
+pub const MAX_READ: usize = 256 << 20;
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Paged { mode: PagingMode, dtb: PhysAddr },
+    Triage,
+    Unsupported { arch: &'static str },
+}
+
+/// A virtual address space of the dumped machine.
+#[derive(Clone, Copy)]
+pub struct AddressSpace<'d> {
+    dump: &'d DumpFile,
+    arch: Arch,
+    kind: Kind,
+}
+
+impl std::fmt::Debug for AddressSpace<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddressSpace")
+            .field("arch", &self.arch)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl<'d> AddressSpace<'d> {
+    /// The kernel address space: the header's DirectoryTableBase, or the triage blocks.
+    pub fn kernel(dump: &'d DumpFile) -> AddressSpace<'d> {
+        Self::with_dtb(dump, dump.header().directory_table_base)
+    }
+
+    /// An address space rooted at `dtb` (CR3 as the OS stores it; PCID/low bits are masked
+    /// as the architecture requires).
+    pub fn with_dtb(dump: &'d DumpFile, dtb: u64) -> AddressSpace<'d> {
+        let arch = dump.header().arch;
+        let kind = if dump.triage().is_some() {
+            Kind::Triage
+        } else {
+            match arch {
+                Arch::X64 => Kind::Paged {
+                    mode: PagingMode::X64,
+                    dtb: PhysAddr(dtb & 0x000F_FFFF_FFFF_F000),
+                },
+                Arch::X86 { pae: true } => Kind::Paged {
+                    mode: PagingMode::Pae,
+                    dtb: PhysAddr(dtb & 0xFFFF_FFE0),
+                },
+                Arch::X86 { pae: false } => Kind::Paged {
+                    mode: PagingMode::NonPae,
+                    dtb: PhysAddr(dtb & 0xFFFF_F000),
+                },
+                Arch::Arm64 => Kind::Unsupported { arch: "ARM64" },
+            }
+        };
+        AddressSpace { dump, arch, kind }
+    }
+
+    pub fn dump(&self) -> &'d DumpFile {
+        self.dump
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// The page-table root in use (None for triage dumps).
+    pub fn dtb(&self) -> Option<PhysAddr> {
+        match self.kind {
+            Kind::Paged { dtb, .. } => Some(dtb),
+            _ => None,
+        }
+    }
+
+    /// Whether virtual reads can work at all (false for ARM64 full/bitmap dumps).
+    pub fn translation_supported(&self) -> bool {
+        !matches!(self.kind, Kind::Unsupported { .. })
+    }
+
+    /// Bring an address to the form the architecture uses: on x86, 64-bit values that hold
+    /// a sign-extended 32-bit pointer (as KDDEBUGGER_DATA64 stores them) become 32-bit.
+    pub fn normalize(&self, va: VirtAddr) -> Result<VirtAddr, MemError> {
+        match self.arch {
+            Arch::X86 { .. } => match va.0 >> 32 {
+                0 | 0xFFFF_FFFF => Ok(VirtAddr(va.0 & 0xFFFF_FFFF)),
+                _ => Err(MemError::NonCanonical { va }),
+            },
+            _ => Ok(va),
+        }
+    }
+
+    /// Translate one virtual address to a physical one (full and bitmap dumps).
+    pub fn translate(&self, va: VirtAddr) -> Result<Translation, MemError> {
+        let va = self.normalize(va)?;
+        match self.kind {
+            Kind::Paged { mode, dtb } => paging::translate(self.dump, mode, dtb, va),
+            Kind::Triage => Err(MemError::Unsupported {
+                arch: "triage dumps (no page tables; memory is addressed by virtual address)",
+            }),
+            Kind::Unsupported { arch } => Err(MemError::Unsupported { arch }),
+        }
+    }
+
+    /// Read `buf.len()` bytes at `va`, across any number of pages.
+    pub fn read(&self, va: VirtAddr, buf: &mut [u8]) -> Result<(), MemError> {
+        let start = self.normalize(va)?;
+        let len = buf.len() as u64;
+        let top = if self.arch.is_64bit() {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        if len > 0 && top - start.0 < len - 1 {
+            return Err(MemError::Wraps { va: start, len });
+        }
+        let mut done = 0usize;
+        while done < buf.len() {
+            let cur = start.offset(done as u64);
+            let n = self.read_chunk(cur, &mut buf[done..])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copy as much as one contiguous piece (a page, or a triage segment) holds.
+    fn read_chunk(&self, va: VirtAddr, out: &mut [u8]) -> Result<usize, MemError> {
+        match self.kind {
+            Kind::Triage => {
+                let t = self.dump.triage().ok_or(MemError::NotInTriage { va })?;
+                let s = t.segment(va.0).ok_or(MemError::NotInTriage { va })?;
+                let skip = va.0 - s.va;
+                let n = ((s.len - skip) as usize).min(out.len());
+                let src = self
+                    .dump
+                    .file_bytes(s.file_offset + skip, n)
+                    .ok_or(MemError::NotInTriage { va })?;
+                out[..n].copy_from_slice(src);
+                Ok(n)
+            }
+            _ => {
+                let t = self.translate(va)?;
+                let n = ((PAGE_SIZE - va.page_offset()) as usize).min(out.len());
+                match self.dump.page(t.pa.pfn()) {
+                    PageLookup::Present(p) => {
+                        let o = t.pa.page_offset() as usize;
+                        out[..n].copy_from_slice(&p[o..o + n]);
+                        Ok(n)
+                    }
+                    PageLookup::NotInDump => Err(MemError::PageMissing { va, pa: t.pa }),
+                    PageLookup::BeyondEof { .. } => Err(MemError::PageBeyondEof { va, pa: t.pa }),
+                }
+            }
+        }
+    }
+
+    /// Read as many leading bytes of `buf` as the dump holds contiguously from `va`; returns
+    /// how many were read (0 when the first byte is missing).
+    pub fn read_prefix(&self, va: VirtAddr, buf: &mut [u8]) -> usize {
+        let Ok(start) = self.normalize(va) else {
+            return 0;
+        };
+        let mut done = 0usize;
+        while done < buf.len() {
+            match self.read_chunk(start.offset(done as u64), &mut buf[done..]) {
+                Ok(n) => done += n,
+                Err(_) => break,
+            }
+        }
+        done
+    }
+
+    /// Like [`read`](Self::read), but bytes that are not in the dump give `Ok(None)`.
+    pub fn try_read(&self, va: VirtAddr, buf: &mut [u8]) -> Result<Option<()>, MemError> {
+        match self.read(va, buf) {
+            Ok(()) => Ok(Some(())),
+            Err(e) if e.is_missing() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read `len` bytes into a new vector (bounded by [`MAX_READ`]).
+    pub fn read_vec(&self, va: VirtAddr, len: usize) -> Result<Vec<u8>, MemError> {
+        if len > MAX_READ {
+            return Err(MemError::TooLarge {
+                what: "read",
+                va,
+                reason: format!("{len:#x} bytes is more than the {MAX_READ:#x}-byte limit"),
+            });
+        }
+        let mut v = vec![0u8; len];
+        self.read(va, &mut v)?;
+        Ok(v)
+    }
+
+    pub fn read_u16(&self, va: VirtAddr) -> Result<u16, MemError> {
+        let mut b = [0u8; 2];
+        self.read(va, &mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    pub fn read_u32(&self, va: VirtAddr) -> Result<u32, MemError> {
+        let mut b = [0u8; 4];
+        self.read(va, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    pub fn read_u64(&self, va: VirtAddr) -> Result<u64, MemError> {
+        let mut b = [0u8; 8];
+        self.read(va, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Read a pointer of the architecture's size.
+    pub fn read_ptr(&self, va: VirtAddr) -> Result<VirtAddr, MemError> {
+        Ok(VirtAddr(if self.arch.is_64bit() {
+            self.read_u64(va)?
+        } else {
+            u64::from(self.read_u32(va)?)
+        }))
+    }
+
+    /// Read physical memory (full and bitmap dumps).
+    pub fn read_phys(&self, pa: PhysAddr, buf: &mut [u8]) -> Result<(), MemError> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let cur = pa.offset(done as u64);
+            let n = ((PAGE_SIZE - cur.page_offset()) as usize).min(buf.len() - done);
+            match self.dump.page(cur.pfn()) {
+                PageLookup::Present(p) => {
+                    let o = cur.page_offset() as usize;
+                    buf[done..done + n].copy_from_slice(&p[o..o + n]);
+                }
+                _ => return Err(MemError::PhysMissing { pa: cur }),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}

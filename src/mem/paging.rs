@@ -1,0 +1,227 @@
+//! Page-table walks: x64 4-level (1 GiB and 2 MiB large pages), x86 PAE (2 MiB large pages,
+//! CR3 32-byte aligned) and x86 non-PAE (4 MiB large pages). Transition PTEs (Valid 0,
+//! Transition 1, Prototype 0) are accepted at the last level only
+//! (crash-dump-format.md §1.5; kdmp-parser-rs, volatility3).
+
+use super::error::{MemError, PagingLevel};
+use crate::addr::{PhysAddr, VirtAddr};
+use crate::bytes::LeBytes;
+use crate::dump::{DumpFile, PageLookup};
+
+/// Paging mode of an address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagingMode {
+    X64,
+    Pae,
+    NonPae,
+}
+
+/// The result of translating one virtual address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    pub va: VirtAddr,
+    pub pa: PhysAddr,
+    /// Size of the page that maps `va` (4 KiB, 2 MiB, 4 MiB or 1 GiB).
+    pub page_size: u64,
+    /// The last-level entry was a transition PTE (page on the standby/modified list).
+    pub transition: bool,
+}
+
+const PRESENT: u64 = 1;
+const LARGE: u64 = 1 << 7;
+const PROTOTYPE: u64 = 1 << 10;
+const TRANSITION: u64 = 1 << 11;
+/// Physical address bits 12..51 of an 8-byte entry (NX and software bits 52..63 cleared).
+const ADDR_MASK_64: u64 = 0x000F_FFFF_FFFF_F000;
+const ADDR_MASK_1G: u64 = 0x000F_FFFF_C000_0000;
+const ADDR_MASK_2M: u64 = 0x000F_FFFF_FFE0_0000;
+const ADDR_MASK_32: u64 = 0xFFFF_F000;
+const ADDR_MASK_4M: u64 = 0xFFC0_0000;
+
+/// A last-level entry maps a page if it is valid, or a transition PTE.
+fn last_level_maps(e: u64) -> (bool, bool) {
+    if e & PRESENT != 0 {
+        (true, false)
+    } else if e & TRANSITION != 0 && e & PROTOTYPE == 0 {
+        (true, true)
+    } else {
+        (false, false)
+    }
+}
+
+/// Read one page-table entry of `size` bytes at physical `entry_pa`.
+fn entry(
+    dump: &DumpFile,
+    va: VirtAddr,
+    level: PagingLevel,
+    entry_pa: PhysAddr,
+    size: usize,
+) -> Result<u64, MemError> {
+    match dump.page(entry_pa.pfn()) {
+        PageLookup::Present(p) => {
+            let o = entry_pa.page_offset() as usize;
+            let v = if size == 8 {
+                p.u64_at(o)
+            } else {
+                p.u32_at(o).map(u64::from)
+            };
+            // Entries are naturally aligned, so they never straddle a page.
+            v.ok_or(MemError::TableMissing {
+                va,
+                level,
+                table_pa: entry_pa,
+            })
+        }
+        PageLookup::NotInDump | PageLookup::BeyondEof { .. } => Err(MemError::TableMissing {
+            va,
+            level,
+            table_pa: PhysAddr(entry_pa.0 & !0xFFF),
+        }),
+    }
+}
+
+fn not_present(va: VirtAddr, level: PagingLevel, e: u64, entry_pa: PhysAddr) -> MemError {
+    MemError::NotPresent {
+        va,
+        level,
+        entry: e,
+        entry_pa,
+    }
+}
+
+/// Translate `va` with the tables rooted at `dtb` (a physical address already masked).
+pub fn translate(
+    dump: &DumpFile,
+    mode: PagingMode,
+    dtb: PhysAddr,
+    va: VirtAddr,
+) -> Result<Translation, MemError> {
+    match mode {
+        PagingMode::X64 => translate_x64(dump, dtb, va),
+        PagingMode::Pae => translate_pae(dump, dtb, va),
+        PagingMode::NonPae => translate_nonpae(dump, dtb, va),
+    }
+}
+
+fn done(va: VirtAddr, pa: u64, page_size: u64, transition: bool) -> Translation {
+    Translation {
+        va,
+        pa: PhysAddr(pa),
+        page_size,
+        transition,
+    }
+}
+
+fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
+    let v = va.0;
+    // Canonical: bits 63..47 all equal.
+    let top = v >> 47;
+    if top != 0 && top != 0x1_FFFF {
+        return Err(MemError::NonCanonical { va });
+    }
+    let idx = |shift: u32| (v >> shift) & 0x1FF;
+    let pml4e_pa = PhysAddr((dtb.0 & ADDR_MASK_64) + idx(39) * 8);
+    let pml4e = entry(dump, va, PagingLevel::Pml4, pml4e_pa, 8)?;
+    if pml4e & PRESENT == 0 {
+        return Err(not_present(va, PagingLevel::Pml4, pml4e, pml4e_pa));
+    }
+    let pdpte_pa = PhysAddr((pml4e & ADDR_MASK_64) + idx(30) * 8);
+    let pdpte = entry(dump, va, PagingLevel::Pdpt, pdpte_pa, 8)?;
+    if pdpte & PRESENT == 0 {
+        return Err(not_present(va, PagingLevel::Pdpt, pdpte, pdpte_pa));
+    }
+    if pdpte & LARGE != 0 {
+        return Ok(done(
+            va,
+            (pdpte & ADDR_MASK_1G) | (v & 0x3FFF_FFFF),
+            1 << 30,
+            false,
+        ));
+    }
+    let pde_pa = PhysAddr((pdpte & ADDR_MASK_64) + idx(21) * 8);
+    let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 8)?;
+    if pde & PRESENT == 0 {
+        return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
+    }
+    if pde & LARGE != 0 {
+        return Ok(done(
+            va,
+            (pde & ADDR_MASK_2M) | (v & 0x1F_FFFF),
+            1 << 21,
+            false,
+        ));
+    }
+    let pte_pa = PhysAddr((pde & ADDR_MASK_64) + idx(12) * 8);
+    let pte = entry(dump, va, PagingLevel::Pt, pte_pa, 8)?;
+    match last_level_maps(pte) {
+        (true, transition) => Ok(done(
+            va,
+            (pte & ADDR_MASK_64) | (v & 0xFFF),
+            1 << 12,
+            transition,
+        )),
+        _ => Err(not_present(va, PagingLevel::Pt, pte, pte_pa)),
+    }
+}
+
+fn translate_pae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
+    let v = va.0;
+    // PAE CR3 holds a 32-byte-aligned PDPT address, not a page-aligned one.
+    let pdpte_pa = PhysAddr((dtb.0 & 0xFFFF_FFE0) + ((v >> 30) & 3) * 8);
+    let pdpte = entry(dump, va, PagingLevel::Pdpt, pdpte_pa, 8)?;
+    if pdpte & PRESENT == 0 {
+        return Err(not_present(va, PagingLevel::Pdpt, pdpte, pdpte_pa));
+    }
+    let pde_pa = PhysAddr((pdpte & ADDR_MASK_64) + ((v >> 21) & 0x1FF) * 8);
+    let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 8)?;
+    if pde & PRESENT == 0 {
+        return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
+    }
+    if pde & LARGE != 0 {
+        return Ok(done(
+            va,
+            (pde & ADDR_MASK_2M) | (v & 0x1F_FFFF),
+            1 << 21,
+            false,
+        ));
+    }
+    let pte_pa = PhysAddr((pde & ADDR_MASK_64) + ((v >> 12) & 0x1FF) * 8);
+    let pte = entry(dump, va, PagingLevel::Pt, pte_pa, 8)?;
+    match last_level_maps(pte) {
+        (true, transition) => Ok(done(
+            va,
+            (pte & ADDR_MASK_64) | (v & 0xFFF),
+            1 << 12,
+            transition,
+        )),
+        _ => Err(not_present(va, PagingLevel::Pt, pte, pte_pa)),
+    }
+}
+
+fn translate_nonpae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
+    let v = va.0;
+    let pde_pa = PhysAddr((dtb.0 & ADDR_MASK_32) + ((v >> 22) & 0x3FF) * 4);
+    let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 4)?;
+    if pde & PRESENT == 0 {
+        return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
+    }
+    if pde & LARGE != 0 {
+        return Ok(done(
+            va,
+            (pde & ADDR_MASK_4M) | (v & 0x3F_FFFF),
+            1 << 22,
+            false,
+        ));
+    }
+    let pte_pa = PhysAddr((pde & ADDR_MASK_32) + ((v >> 12) & 0x3FF) * 4);
+    let pte = entry(dump, va, PagingLevel::Pt, pte_pa, 4)?;
+    match last_level_maps(pte) {
+        (true, transition) => Ok(done(
+            va,
+            (pte & ADDR_MASK_32) | (v & 0xFFF),
+            1 << 12,
+            transition,
+        )),
+        _ => Err(not_present(va, PagingLevel::Pt, pte, pte_pa)),
+    }
+}

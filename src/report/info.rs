@@ -1,0 +1,637 @@
+//! `etwdump info`: what the dump is and what kernel it came from.
+
+use super::hex;
+use crate::addr::VirtAddr;
+use crate::dump::{Arch, Contents, DumpFile};
+use crate::kernel::kdbg::{KdDebuggerData, KdbgState};
+use crate::kernel::kuser::KUserSharedData;
+use crate::kernel::modules;
+use crate::kernel::pe::{KernelImage, PdbId};
+use crate::mem::AddressSpace;
+use crate::time::{duration_100ns, filetime_to_iso8601};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Debug, Serialize)]
+pub struct InfoReport {
+    pub file_size: u64,
+    pub arch: &'static str,
+    pub machine_image_type: String,
+    pub dump_type: DumpTypeInfo,
+    pub header_major_version: u32,
+    /// The NT build number from the header (MinorVersion).
+    pub header_minor_version: u32,
+    pub windows: WindowsVersion,
+    pub processors: u32,
+    pub bugcheck: BugCheck,
+    pub system_time: String,
+    pub system_time_raw: u64,
+    pub system_up_time: String,
+    pub dtb: String,
+    pub pfn_database: String,
+    pub ps_loaded_module_list: String,
+    pub ps_active_process_head: String,
+    pub kd_debugger_data_block: KdbgInfo,
+    pub kernel_base: KernelBase,
+    pub kernel_image: Option<ImageInfo>,
+    pub kernel_pdb: Option<PdbId>,
+    /// Why `kernel_pdb` is null.
+    pub kernel_pdb_unavailable: Option<String>,
+    pub loaded_modules: ModulesInfo,
+    pub memory: MemoryInfo,
+    pub triage: Option<TriageInfo>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DumpTypeInfo {
+    pub value: u32,
+    pub name: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowsVersion {
+    /// From KUSER_SHARED_DATA; null when that page is not in the dump.
+    pub nt_major_version: Option<u32>,
+    pub nt_minor_version: Option<u32>,
+    pub nt_build_number: Option<u32>,
+    pub nt_build_number_raw: Option<String>,
+    /// Why the KUSER_SHARED_DATA fields are null.
+    pub kuser_shared_data_unavailable: Option<String>,
+    /// KDBG.NtBuildLab, e.g. "19041.1.amd64fre.vb_release.191206-1406".
+    pub build_lab: Option<String>,
+    /// The build the tool goes by: KUSER NtBuildNumber when present, else the header's.
+    pub build: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BugCheck {
+    pub code: String,
+    pub parameters: [String; 4],
+}
+
+#[derive(Debug, Serialize)]
+pub struct KdbgInfo {
+    pub address: String,
+    /// A readable block with the `KDBG` tag was found.
+    pub decoded: bool,
+    pub tag: Option<String>,
+    pub size: Option<String>,
+    pub kern_base: Option<String>,
+    pub ps_loaded_module_list: Option<String>,
+    pub etwp_debugger_data: Option<String>,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct KernelBase {
+    pub address: Option<String>,
+    /// "PsLoadedModuleList", "triage driver list" or "KDBG.KernBase".
+    pub source: Option<&'static str>,
+    pub kdbg_kern_base: Option<String>,
+    /// Whether the KDBG's KernBase agrees; null when there is nothing to compare.
+    pub kdbg_agrees: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImageInfo {
+    pub time_date_stamp: String,
+    pub size_of_image: String,
+    pub number_of_sections: u16,
+    pub machine: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModulesInfo {
+    pub count: usize,
+    pub first: Option<String>,
+    /// Why the list could not be walked completely.
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryInfo {
+    /// "physical (runs)", "physical (bitmap)" or "virtual blocks (triage)".
+    pub kind: &'static str,
+    pub physical_pages_stored: u64,
+    pub physical_bytes_stored: u64,
+    pub runs: Option<usize>,
+    pub bitmap_signature: Option<String>,
+    pub bitmap_bits: Option<u64>,
+    pub paging: Option<&'static str>,
+    /// Why virtual reads cannot work, if they cannot.
+    pub translation_unsupported: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TriageInfo {
+    pub data_blocks: u32,
+    pub data_block_bytes: u64,
+    pub lowest_address: Option<String>,
+    pub highest_address: Option<String>,
+    pub kdbg_copy_bytes: u32,
+    pub drivers: usize,
+    pub context: bool,
+    pub exception: bool,
+    pub prcb: bool,
+    pub process: bool,
+    pub thread: bool,
+    pub call_stack_bytes: u32,
+    pub secondary_data_bytes: u64,
+    pub kernel_header_bytes: u64,
+    pub kuser_shared_data: bool,
+    pub summary: String,
+}
+
+/// Gather the report.
+pub fn info(dump: &DumpFile) -> InfoReport {
+    let h = dump.header();
+    let space = AddressSpace::kernel(dump);
+    let mut warnings: Vec<String> = dump.warnings().to_vec();
+
+    // KDBG
+    let kdbg_state = KdDebuggerData::read(&space, h.kd_debugger_data_block);
+    let kdbg = match &kdbg_state {
+        KdbgState::Decoded(k) => Some(k),
+        _ => None,
+    };
+    let kdbg_info = kdbg_info(&space, &kdbg_state);
+
+    // KUSER_SHARED_DATA
+    let kuser = KUserSharedData::read(&space);
+    let windows = {
+        let build_lab = kdbg.and_then(|k| k.read_build_lab(&space));
+        match &kuser {
+            Ok(k) => {
+                let has_build = k.nt_major_version >= 10 && k.build_number() != 0;
+                if has_build && k.build_number() != h.minor_version {
+                    warnings.push(format!(
+                        "KUSER_SHARED_DATA.NtBuildNumber {} differs from the header's MinorVersion {}",
+                        k.build_number(),
+                        h.minor_version
+                    ));
+                }
+                WindowsVersion {
+                    nt_major_version: Some(k.nt_major_version),
+                    nt_minor_version: Some(k.nt_minor_version),
+                    nt_build_number: has_build.then(|| k.build_number()),
+                    nt_build_number_raw: has_build.then(|| hex(u64::from(k.nt_build_number_raw))),
+                    kuser_shared_data_unavailable: (!has_build).then(|| {
+                        "NtBuildNumber is not kept in KUSER_SHARED_DATA before Windows 10".into()
+                    }),
+                    build_lab,
+                    build: if has_build {
+                        k.build_number()
+                    } else {
+                        h.minor_version
+                    },
+                }
+            }
+            Err(e) => WindowsVersion {
+                nt_major_version: None,
+                nt_minor_version: None,
+                nt_build_number: None,
+                nt_build_number_raw: None,
+                kuser_shared_data_unavailable: Some(format!(
+                    "KUSER_SHARED_DATA at {} is not readable: {e}",
+                    KUserSharedData::address(h.arch)
+                )),
+                build_lab,
+                build: h.minor_version,
+            },
+        }
+    };
+
+    // Modules and kernel base
+    let module_list = if h.ps_loaded_module_list.0 != 0 {
+        modules::walk(&space, h.ps_loaded_module_list)
+    } else {
+        Err(crate::mem::MemError::NonCanonical {
+            va: h.ps_loaded_module_list,
+        })
+    };
+    let loaded_modules = match &module_list {
+        Ok(l) => ModulesInfo {
+            count: l.modules.len(),
+            first: l.modules.first().and_then(|m| m.full_name.clone()),
+            problem: l.incomplete.clone(),
+        },
+        Err(e) => ModulesInfo {
+            count: 0,
+            first: None,
+            problem: Some(format!(
+                "the list head PsLoadedModuleList {} is not readable: {e}",
+                h.ps_loaded_module_list
+            )),
+        },
+    };
+    let kdbg_base = kdbg
+        .and_then(|k| k.kern_base())
+        .and_then(|b| space.normalize(b).ok());
+    let (base, source) = match (&module_list, dump.triage()) {
+        (Ok(l), _) if !l.modules.is_empty() => {
+            (Some(l.modules[0].base), Some("PsLoadedModuleList"))
+        }
+        (_, Some(t)) if !t.drivers.is_empty() => (
+            Some(VirtAddr(t.drivers[0].base)),
+            Some("triage driver list"),
+        ),
+        _ => match kdbg_base {
+            Some(b) => (Some(b), Some("KDBG.KernBase")),
+            None => (None, None),
+        },
+    };
+    let kdbg_agrees = match (base, kdbg_base, source) {
+        (Some(b), Some(k), Some(s)) if s != "KDBG.KernBase" => Some(b == k),
+        _ => None,
+    };
+    if kdbg_agrees == Some(false) {
+        warnings.push(format!(
+            "kernel base from the {} ({}) differs from KDBG.KernBase ({})",
+            source.unwrap_or("?"),
+            base.map(|b| b.to_string()).unwrap_or_default(),
+            kdbg_base.map(|b| b.to_string()).unwrap_or_default()
+        ));
+    }
+    let kernel_base = KernelBase {
+        address: base.map(|b| b.to_string()),
+        source,
+        kdbg_kern_base: kdbg_base.map(|b| b.to_string()),
+        kdbg_agrees,
+    };
+
+    // Kernel image and PDB
+    let (kernel_image, kernel_pdb, kernel_pdb_unavailable) = match base {
+        Some(b) => {
+            let img = KernelImage::read(&space, b);
+            let image = img.headers.as_ref().ok().map(|p| ImageInfo {
+                time_date_stamp: hex(u64::from(p.time_date_stamp)),
+                size_of_image: hex(u64::from(p.size_of_image)),
+                number_of_sections: p.number_of_sections,
+                machine: hex(u64::from(p.machine)),
+            });
+            match img.pdb {
+                Ok(p) => (image, Some(p), None),
+                Err(e) => (image, None, Some(e.to_string())),
+            }
+        }
+        None => (None, None, Some("the kernel base is unknown".into())),
+    };
+
+    let memory = memory_info(dump, &space);
+    let triage = triage_info(dump, &space, base);
+
+    InfoReport {
+        file_size: dump.len(),
+        arch: h.arch.name(),
+        machine_image_type: hex(u64::from(h.machine_image_type)),
+        dump_type: DumpTypeInfo {
+            value: h.dump_type.0,
+            name: h.dump_type.name().unwrap_or("unknown"),
+        },
+        header_major_version: h.major_version,
+        header_minor_version: h.minor_version,
+        windows,
+        processors: h.number_processors,
+        bugcheck: BugCheck {
+            code: hex(u64::from(h.bugcheck_code)),
+            parameters: h.bugcheck_params.map(hex),
+        },
+        system_time: filetime_to_iso8601(h.system_time),
+        system_time_raw: h.system_time,
+        system_up_time: duration_100ns(h.system_up_time),
+        dtb: hex(h.directory_table_base),
+        pfn_database: h.pfn_database.to_string(),
+        ps_loaded_module_list: h.ps_loaded_module_list.to_string(),
+        ps_active_process_head: h.ps_active_process_head.to_string(),
+        kd_debugger_data_block: kdbg_info,
+        kernel_base,
+        kernel_image,
+        kernel_pdb,
+        kernel_pdb_unavailable,
+        loaded_modules,
+        memory,
+        triage,
+        warnings,
+    }
+}
+
+fn kdbg_info(space: &AddressSpace<'_>, state: &KdbgState) -> KdbgInfo {
+    let mut i = KdbgInfo {
+        address: String::new(),
+        decoded: false,
+        tag: None,
+        size: None,
+        kern_base: None,
+        ps_loaded_module_list: None,
+        etwp_debugger_data: None,
+        note: None,
+    };
+    match state {
+        KdbgState::Decoded(k) => {
+            i.address = k.va.to_string();
+            i.decoded = true;
+            i.tag = Some("KDBG".into());
+            i.size = Some(hex(u64::from(k.size)));
+            let norm = |v: Option<VirtAddr>| {
+                v.map(|a| {
+                    space
+                        .normalize(a)
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|_| a.to_string())
+                })
+            };
+            i.kern_base = norm(k.kern_base());
+            i.ps_loaded_module_list = norm(k.ps_loaded_module_list());
+            i.etwp_debugger_data = norm(k.etwp_debugger_data());
+        }
+        KdbgState::NotDecoded { va, tag } => {
+            i.address = va.to_string();
+            i.tag = Some(tag.clone());
+            i.note = Some(format!(
+                "no \"KDBG\" tag at +0x10 (found \"{tag}\"): the block is encoded or not a debugger data block"
+            ));
+        }
+        KdbgState::NoAddress => {
+            i.address = "0x0".into();
+            i.note = Some("the header gives no KdDebuggerDataBlock address".into());
+        }
+        KdbgState::Unreadable { va, error } => {
+            i.address = va.to_string();
+            i.note = Some(format!("not in the dump: {error}"));
+        }
+    }
+    i
+}
+
+fn memory_info(dump: &DumpFile, space: &AddressSpace<'_>) -> MemoryInfo {
+    let paging = match (dump.has_physical_memory(), dump.header().arch) {
+        (false, _) => None,
+        (true, Arch::X64) => Some("x64 4-level"),
+        (true, Arch::X86 { pae: true }) => Some("x86 PAE"),
+        (true, Arch::X86 { pae: false }) => Some("x86 2-level (non-PAE)"),
+        (true, Arch::Arm64) => None,
+    };
+    let translation_unsupported = match dump.header().arch {
+        Arch::Arm64 if dump.has_physical_memory() => {
+            Some("ARM64 address translation is not supported yet: virtual memory cannot be read".into())
+        }
+        Arch::Arm64 => Some(
+            "ARM64 address translation is not supported yet (this triage dump's blocks are read by virtual address)"
+                .into(),
+        ),
+        _ if !space.translation_supported() => Some("not supported".into()),
+        _ => None,
+    };
+    let pages = dump.stored_pages();
+    let (kind, runs, sig, bits) = match dump.contents() {
+        Contents::Runs(r) => ("physical (runs)", Some(r.runs().len()), None, None),
+        Contents::Bitmap(b) => (
+            "physical (bitmap)",
+            None,
+            Some(b.signature.clone()),
+            Some(b.bits),
+        ),
+        Contents::Triage(_) => ("virtual blocks (triage)", None, None, None),
+    };
+    MemoryInfo {
+        kind,
+        physical_pages_stored: pages,
+        physical_bytes_stored: pages * 0x1000,
+        runs,
+        bitmap_signature: sig,
+        bitmap_bits: bits,
+        paging,
+        translation_unsupported,
+    }
+}
+
+fn triage_info(
+    dump: &DumpFile,
+    space: &AddressSpace<'_>,
+    kernel_base: Option<VirtAddr>,
+) -> Option<TriageInfo> {
+    let t = dump.triage()?;
+    let segs = t.segments();
+    let kernel_header_bytes = kernel_base
+        .and_then(|b| t.segment(b.0).map(|s| s.len - (b.0 - s.va)))
+        .unwrap_or(0);
+    let kuser = t
+        .segment(KUserSharedData::address(dump.header().arch).0)
+        .is_some();
+    let mut summary = format!(
+        "{} memory blocks ({} bytes) addressed by virtual address; no page tables, so only these bytes are readable",
+        t.data_blocks_count, t.data_blocks_bytes
+    );
+    if t.debugger_data_size > 0 {
+        let _ = write!(summary, "; a {:#x}-byte KDBG copy", t.debugger_data_size);
+    }
+    let _ = write!(summary, "; {} drivers listed", t.drivers.len());
+    if !kuser {
+        summary.push_str("; KUSER_SHARED_DATA is not included");
+    }
+    let _ = space;
+    Some(TriageInfo {
+        data_blocks: t.data_blocks_count,
+        data_block_bytes: t.data_blocks_bytes,
+        lowest_address: segs.first().map(|s| hex(s.va)),
+        highest_address: segs.last().map(|s| hex(s.va + s.len - 1)),
+        kdbg_copy_bytes: t.debugger_data_size,
+        drivers: t.drivers.len(),
+        context: t.context_offset != 0,
+        exception: t.exception_offset != 0,
+        prcb: t.prcb_offset != 0,
+        process: t.process_offset != 0,
+        thread: t.thread_offset != 0,
+        call_stack_bytes: t.size_of_call_stack,
+        secondary_data_bytes: t.secondary_data_bytes,
+        kernel_header_bytes,
+        kuser_shared_data: kuser,
+        summary,
+    })
+}
+
+impl InfoReport {
+    /// The human-readable rendering.
+    pub fn to_table(&self) -> String {
+        let mut o = String::new();
+        let mut row = |k: &str, v: String| {
+            let _ = writeln!(o, "{k:<26}{v}");
+        };
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        row("Architecture", self.arch.into());
+        row(
+            "Dump type",
+            format!("{} ({})", self.dump_type.name, self.dump_type.value),
+        );
+        row("File size", format!("{} bytes", self.file_size));
+        let w = &self.windows;
+        let ver = match (w.nt_major_version, w.nt_minor_version) {
+            (Some(a), Some(b)) => format!(
+                "{a}.{b}.{}{}",
+                w.build,
+                w.nt_build_number_raw
+                    .as_ref()
+                    .map(|r| format!(" (KUSER NtBuildNumber {r})"))
+                    .unwrap_or_default()
+            ),
+            _ => format!(
+                "build {} (from the header; {})",
+                w.build,
+                w.kuser_shared_data_unavailable.clone().unwrap_or_default()
+            ),
+        };
+        row("Windows version", ver);
+        row(
+            "Header version",
+            format!(
+                "major {:#x}{}, minor (build) {}",
+                self.header_major_version,
+                match self.header_major_version {
+                    0xF => " (free build)",
+                    0xC => " (checked build)",
+                    _ => "",
+                },
+                self.header_minor_version
+            ),
+        );
+        if let Some(l) = &w.build_lab {
+            row("Build lab", l.clone());
+        }
+        row("Processors", self.processors.to_string());
+        row(
+            "Bug check",
+            format!(
+                "{} ({})",
+                self.bugcheck.code,
+                self.bugcheck.parameters.join(", ")
+            ),
+        );
+        row("System time (UTC)", self.system_time.clone());
+        row("System up time", self.system_up_time.clone());
+        row("DTB", self.dtb.clone());
+        row("PfnDataBase", self.pfn_database.clone());
+        row("PsLoadedModuleList", self.ps_loaded_module_list.clone());
+        row("PsActiveProcessHead", self.ps_active_process_head.clone());
+        let k = &self.kd_debugger_data_block;
+        row(
+            "KdDebuggerDataBlock",
+            format!(
+                "{} (decoded KDBG: {}{})",
+                k.address,
+                if k.decoded { "yes" } else { "no" },
+                match (&k.size, &k.note) {
+                    (Some(s), _) => format!(", tag KDBG, size {s}"),
+                    (None, Some(n)) => format!("; {n}"),
+                    _ => String::new(),
+                }
+            ),
+        );
+        let b = &self.kernel_base;
+        row(
+            "Kernel base",
+            match &b.address {
+                Some(a) => format!(
+                    "{a} (from {}; KDBG KernBase {}{})",
+                    b.source.unwrap_or("?"),
+                    opt(&b.kdbg_kern_base),
+                    match b.kdbg_agrees {
+                        Some(true) => ", agrees",
+                        Some(false) => ", DISAGREES",
+                        None => "",
+                    }
+                ),
+                None => "unknown".into(),
+            },
+        );
+        if let Some(i) = &self.kernel_image {
+            row(
+                "Kernel image",
+                format!(
+                    "TimeDateStamp {}, SizeOfImage {}, {} sections",
+                    i.time_date_stamp, i.size_of_image, i.number_of_sections
+                ),
+            );
+        }
+        match &self.kernel_pdb {
+            Some(p) => {
+                row("Kernel PDB", p.name.clone());
+                row("PDB GUID / age", format!("{} / {}", p.guid, p.age));
+                row(
+                    "Symbol store key",
+                    format!("{}/{}/{}", p.name, p.store_key, p.name),
+                );
+            }
+            None => row(
+                "Kernel PDB",
+                format!("unknown: {}", opt(&self.kernel_pdb_unavailable)),
+            ),
+        }
+        let m = &self.loaded_modules;
+        row(
+            "Loaded modules",
+            match &m.problem {
+                None => format!("{} (first: {})", m.count, opt(&m.first)),
+                Some(p) => format!("{} read; {p}", m.count),
+            },
+        );
+        let mem = &self.memory;
+        if self.triage.is_none() {
+            row(
+                "Memory",
+                format!(
+                    "{}: {} pages ({} bytes){}{}",
+                    mem.kind,
+                    mem.physical_pages_stored,
+                    mem.physical_bytes_stored,
+                    mem.runs
+                        .map(|r| format!(" in {r} runs"))
+                        .unwrap_or_default(),
+                    match (&mem.bitmap_signature, mem.bitmap_bits) {
+                        (Some(s), Some(bits)) => format!(", bitmap {s} covering {bits} PFNs"),
+                        _ => String::new(),
+                    }
+                ),
+            );
+        }
+        if let Some(p) = mem.paging {
+            row("Paging", p.into());
+        }
+        if let Some(u) = &mem.translation_unsupported {
+            row("Address translation", u.clone());
+        }
+        if let Some(t) = &self.triage {
+            row("Triage memory", t.summary.clone());
+            row(
+                "Triage VA range",
+                format!("{} - {}", opt(&t.lowest_address), opt(&t.highest_address)),
+            );
+            row(
+                "Triage contents",
+                format!(
+                    "context {}, exception {}, KPRCB {}, process {}, thread {}, call stack {} bytes, kernel header {} bytes, secondary data {} bytes",
+                    yes(t.context),
+                    yes(t.exception),
+                    yes(t.prcb),
+                    yes(t.process),
+                    yes(t.thread),
+                    t.call_stack_bytes,
+                    t.kernel_header_bytes,
+                    t.secondary_data_bytes
+                ),
+            );
+        }
+        for w in &self.warnings {
+            row("Warning", w.clone());
+        }
+        o
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}

@@ -1,0 +1,17 @@
+//! What the commands print: reports assembled from the lower layers, rendered as a table or
+//! JSON. Nothing here parses dump bytes itself.
+
+pub mod info;
+pub mod read;
+
+/// Output format of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// `0x…` text for a value.
+pub fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}

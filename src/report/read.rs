@@ -1,0 +1,75 @@
+//! `etwdump read`: bytes at a virtual or physical address.
+
+use crate::addr::{PhysAddr, VirtAddr};
+use crate::mem::{AddressSpace, MemError};
+use serde::Serialize;
+
+/// Largest read the command accepts.
+pub const MAX_LEN: usize = 16 << 20;
+
+#[derive(Debug, Serialize)]
+pub struct ReadReport {
+    pub address: String,
+    pub physical: bool,
+    pub length: usize,
+    pub hex: String,
+}
+
+/// Read `len` bytes at `addr` (virtual unless `physical`).
+pub fn read(
+    space: &AddressSpace<'_>,
+    addr: u64,
+    len: usize,
+    physical: bool,
+) -> Result<(ReadReport, Vec<u8>), MemError> {
+    if len > MAX_LEN {
+        return Err(MemError::TooLarge {
+            what: "read",
+            va: VirtAddr(addr),
+            reason: format!(
+                "{len:#x} bytes is more than the {MAX_LEN:#x}-byte limit of this command"
+            ),
+        });
+    }
+    let mut buf = vec![0u8; len];
+    if physical {
+        space.read_phys(PhysAddr(addr), &mut buf)?;
+    } else {
+        space.read(VirtAddr(addr), &mut buf)?;
+    }
+    let hex = buf.iter().map(|b| format!("{b:02x}")).collect();
+    Ok((
+        ReadReport {
+            address: format!("{addr:#x}"),
+            physical,
+            length: len,
+            hex,
+        },
+        buf,
+    ))
+}
+
+/// Classic 16-bytes-per-line hex dump.
+pub fn hexdump(addr: u64, bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for (i, chunk) in bytes.chunks(16).enumerate() {
+        let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
+        let ascii: String = chunk
+            .iter()
+            .map(|&b| {
+                if b.is_ascii_graphic() || b == b' ' {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:016x}  {:<47}  {}\n",
+            addr.wrapping_add(i as u64 * 16),
+            hex.join(" "),
+            ascii
+        ));
+    }
+    out
+}
