@@ -170,7 +170,10 @@ fn read_codeview(
     // In a mapped image the record is at AddressOfRawData (an RVA), not PointerToRawData.
     let mut record = vec![0u8; entry.size_of_data as usize];
     space
-        .read(base.offset(u64::from(entry.address_of_raw_data)), &mut record)
+        .read(
+            base.offset(u64::from(entry.address_of_raw_data)),
+            &mut record,
+        )
         .map_err(PdbIdError::RecordUnreadable)?;
     // Hand goblin the record alone: an entry describing it at offset 0.
     let local = ImageDebugDirectory {

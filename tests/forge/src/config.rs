@@ -1,0 +1,243 @@
+//! What to forge: architecture, file layout and the machine/kernel parameters.
+
+use crate::util::guid_from_str;
+
+/// Processor architecture / paging mode of the dumped machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arch {
+    /// AMD64, 4-level paging, `PAGEDU64` header.
+    X64,
+    /// x86 with PAE paging (8-byte entries, 4-entry PDPT), `PAGEDUMP` header, PaeEnabled = 1.
+    X86Pae,
+    /// x86 with classic 2-level paging (4-byte entries), `PAGEDUMP` header, PaeEnabled = 0.
+    X86NonPae,
+}
+
+impl Arch {
+    pub fn is_x64(self) -> bool {
+        self == Arch::X64
+    }
+
+    /// Short name used in the manifest: "x64", "x86pae" or "x86".
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::X64 => "x64",
+            Arch::X86Pae => "x86pae",
+            Arch::X86NonPae => "x86",
+        }
+    }
+
+    /// Size of a pointer in kernel structures (LIST_ENTRY, UNICODE_STRING.Buffer, ...).
+    pub fn ptr_size(self) -> usize {
+        if self.is_x64() {
+            8
+        } else {
+            4
+        }
+    }
+
+    /// Size of the dump header: 0x2000 (`DUMP_HEADER64`) or 0x1000 (`DUMP_HEADER32`), §1.1.
+    pub fn header_size(self) -> u64 {
+        if self.is_x64() {
+            0x2000
+        } else {
+            0x1000
+        }
+    }
+}
+
+/// Signature of the bitmap summary header (§1.2a).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BitmapSig {
+    /// `SDMP` (kernel/summary bitmap dump).
+    Sdmp,
+    /// `FDMP` (full/active bitmap dump).
+    Fdmp,
+}
+
+impl BitmapSig {
+    pub fn magic(self) -> &'static [u8; 4] {
+        match self {
+            BitmapSig::Sdmp => b"SDMP",
+            BitmapSig::Fdmp => b"FDMP",
+        }
+    }
+}
+
+/// How physical memory is stored in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// DumpType 1: every page of every PHYSICAL_MEMORY_DESCRIPTOR run, run after run (§1.2).
+    Full,
+    /// DumpType 5 or 6: summary header + bitmap at the end of the dump header (§1.2a);
+    /// only the pages the forge uses (plus a few filler pages) are stored.
+    Bitmap { sig: BitmapSig, dump_type: u32 },
+}
+
+impl Layout {
+    /// The value written to the header's DumpType field.
+    pub fn dump_type(self) -> u32 {
+        match self {
+            Layout::Full => 1,
+            Layout::Bitmap { dump_type, .. } => dump_type,
+        }
+    }
+
+    pub fn is_bitmap(self) -> bool {
+        matches!(self, Layout::Bitmap { .. })
+    }
+}
+
+/// Parameters of a forged dump. Start from [`Config::x64`], [`Config::x86_pae`] or
+/// [`Config::x86_nonpae`] and change fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub arch: Arch,
+    pub layout: Layout,
+    /// Header MinorVersion and KUSER_SHARED_DATA.NtBuildNumber (e.g. 19041).
+    pub build: u32,
+    pub cpus: u32,
+    /// Virtual address of the kernel image (x86: a 32-bit value).
+    pub kernel_base: u64,
+    pub pdb_name: String,
+    /// GUID bytes in on-disk order, exactly as in the RSDS record.
+    pub pdb_guid: [u8; 16],
+    pub pdb_age: u32,
+    /// FILETIME: header SystemTime and KUSER_SHARED_DATA.SystemTime.
+    pub system_time: u64,
+    /// 100 ns units: header SystemUpTime and KUSER_SHARED_DATA.InterruptTime.
+    pub system_up_time: u64,
+    pub bugcheck_code: u32,
+    /// On x86 only the low 32 bits are written.
+    pub bugcheck_params: [u64; 4],
+    /// false: the KDBG block holds pseudo-random bytes without the `KDBG` tag (an encoded copy).
+    pub kdbg_decoded: bool,
+    /// Size of the machine's physical memory; a multiple of 1 MiB, at least 16 MiB.
+    pub physical_memory_bytes: u64,
+    /// The page holding the debug directory and RSDS record is not stored in the dump.
+    pub omit_debug_directory_page: bool,
+    /// x64 only: bits ORed into the header DirectoryTableBase (PCID-like, e.g. 0x2).
+    pub dtb_low_bits: u64,
+}
+
+/// GUID of the 19041 kernel of the real triage dump D1 (crash-dump-format.md §2.2); the shared
+/// JPCERT ISF `5278AFF86C341677D7D7835C85B7B844-1` describes it, and the forge places
+/// KdDebuggerDataBlock, PsLoadedModuleList, PsActiveProcessHead, NtBuildLabEx, MmPfnDatabase,
+/// KiProcessorBlock and EtwpDebuggerData at that kernel's RVAs.
+pub const X64_19041_GUID: &str = "5278AFF8-6C34-1677-D7D7-835C85B7B844";
+/// Made-up GUIDs for the x86 kernels (no real x86 PDB is available).
+pub const X86_PAE_GUID: &str = "7D4C8A1E-3B52-4F6E-9A0D-2C81B5E7F913";
+pub const X86_NONPAE_GUID: &str = "E1A94C27-58D3-4B0F-8E6A-93C2D7F10B45";
+
+impl Config {
+    /// x64 full dump of a 16 MiB, 4-CPU build-19041 machine; header values as in the real
+    /// triage dump D1 (bug check 0x1000007E, SystemTime 132583451029877657).
+    pub fn x64() -> Self {
+        Config {
+            arch: Arch::X64,
+            layout: Layout::Full,
+            build: 19041,
+            cpus: 4,
+            kernel_base: 0xFFFF_F804_7BA0_0000,
+            pdb_name: "ntkrnlmp.pdb".to_string(),
+            pdb_guid: guid_from_str(X64_19041_GUID),
+            pdb_age: 1,
+            system_time: 132_583_451_029_877_657,
+            system_up_time: 37_470_697,
+            bugcheck_code: 0x1000_007E,
+            bugcheck_params: [
+                0xFFFF_FFFF_C000_0005,
+                0xFFFF_F804_8B58_334C,
+                0xFFFF_8504_2989_1EE8,
+                0xFFFF_8504_2989_1720,
+            ],
+            kdbg_decoded: true,
+            physical_memory_bytes: 16 << 20,
+            omit_debug_directory_page: false,
+            dtb_low_bits: 0,
+        }
+    }
+
+    /// x86 PAE full dump (kernel `ntkrpamp.pdb` at 0x82A00000).
+    /// The committed sample (tests/data/sample-x64.dmp): x64 bitmap dump (SDMP, type 5),
+    /// build 19041, KASLR base, the real 19041 kernel's PDB GUID/age
+    /// (5278AFF8-6C34-1677-D7D7-835C85B7B844, age 1).
+    pub fn sample() -> Self {
+        Config {
+            layout: Layout::Bitmap {
+                sig: BitmapSig::Sdmp,
+                dump_type: 5,
+            },
+            ..Config::x64()
+        }
+    }
+
+    pub fn x86_pae() -> Self {
+        Config {
+            arch: Arch::X86Pae,
+            kernel_base: 0x82A0_0000,
+            pdb_name: "ntkrpamp.pdb".to_string(),
+            pdb_guid: guid_from_str(X86_PAE_GUID),
+            pdb_age: 1,
+            bugcheck_params: [0xC000_0005, 0x82B1_F34C, 0x8C5E_7A18, 0x8C5E_7730],
+            ..Config::x64()
+        }
+    }
+
+    /// x86 non-PAE full dump (kernel `ntoskrnl.pdb` at 0x82A00000).
+    pub fn x86_nonpae() -> Self {
+        Config {
+            arch: Arch::X86NonPae,
+            pdb_name: "ntoskrnl.pdb".to_string(),
+            pdb_guid: guid_from_str(X86_NONPAE_GUID),
+            pdb_age: 2,
+            ..Config::x86_pae()
+        }
+    }
+
+    /// Symbol-store key of the kernel PDB (GUID + age), e.g. "5278AFF86C341677D7D7835C85B7B8441".
+    pub fn pdb_symbol_key(&self) -> String {
+        crate::util::pdb_symbol_key(&self.pdb_guid, self.pdb_age)
+    }
+
+    pub(crate) fn validate(&self) {
+        let mib = 1u64 << 20;
+        assert!(
+            self.physical_memory_bytes >= 16 * mib
+                && self.physical_memory_bytes.is_multiple_of(mib),
+            "physical_memory_bytes must be a multiple of 1 MiB and at least 16 MiB"
+        );
+        assert!(self.cpus >= 1 && self.cpus <= 256, "cpus must be 1..=256");
+        assert_eq!(
+            self.kernel_base & 0xFFFF,
+            0,
+            "kernel_base must be 64 KiB aligned"
+        );
+        if let Layout::Bitmap { dump_type, .. } = self.layout {
+            assert!(
+                dump_type == 5 || dump_type == 6,
+                "bitmap dumps have DumpType 5 or 6"
+            );
+        }
+        match self.arch {
+            Arch::X64 => {
+                assert!(
+                    self.kernel_base >= 0xFFFF_F800_0000_0000,
+                    "x64 kernel_base must be in the system image range 0xFFFFF800..."
+                );
+                assert!(
+                    self.dtb_low_bits < 0x1000,
+                    "dtb_low_bits must be below 0x1000"
+                );
+            }
+            Arch::X86Pae | Arch::X86NonPae => {
+                assert!(
+                    (0x8000_0000..0x8500_0000).contains(&self.kernel_base),
+                    "x86 kernel_base must be a 32-bit value in 0x80000000..0x85000000 \
+                     (pool and probe areas of the forge start at 0x86000000)"
+                );
+                assert_eq!(self.dtb_low_bits, 0, "dtb_low_bits is x64 only");
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! etwdump-forge: builds SYNTHETIC Windows kernel crash dumps for etwdump's tests.
+//!
+//! Everything here is derived from the reference documents
+//! (`shared/reference/crash-dump-format.md`, `tooling-notes.md`), never from etwdump's reader,
+//! so that a misreading on either side shows up as a test failure.
+//!
+//! ```no_run
+//! use etwdump_forge::{forge, Config, Expect};
+//! let forged = forge(&Config::x64());
+//! forged.write_to(std::path::Path::new("/tmp/x64.dmp")).unwrap();
+//! for p in &forged.probes {
+//!     match &p.expect {
+//!         Expect::Bytes(b) => println!("{} {:#x} -> {} bytes", p.name, p.va, b.len()),
+//!         Expect::Unreadable { first_unreadable_va } => {
+//!             println!("{} {:#x} -> unreadable at {:#x}", p.name, p.va, first_unreadable_va)
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! A forged dump holds: the dump header (§1.1), physical memory as a full (DumpType 1) or
+//! bitmap (5/6) dump (§1.2/§1.2a), page tables built by the forge (§1.5), a hand-made kernel PE
+//! image with a debug directory and RSDS record, KDDEBUGGER_DATA64, the loaded-module list,
+//! KUSER_SHARED_DATA, and a probe area whose reads have known results.
+
+mod config;
+mod header;
+mod kernel;
+mod layout;
+mod machine;
+mod paging;
+mod pe;
+mod phys;
+mod probes;
+mod util;
+
+use std::path::Path;
+
+pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
+pub use util::{guid_from_str, pdb_symbol_key};
+
+/// A loaded module as listed by PsLoadedModuleList.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    pub base_name: String,
+    pub full_name: String,
+    pub base: u64,
+    pub size: u32,
+}
+
+/// What a correct reader returns for a probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// All bytes are readable and equal these.
+    Bytes(Vec<u8>),
+    /// The read fails; the bytes before `first_unreadable_va` are readable. If the very first
+    /// byte is unreadable, `first_unreadable_va` is the probe's `va` itself (not page aligned
+    /// in general); otherwise it is the start of the first unreadable page.
+    Unreadable { first_unreadable_va: u64 },
+}
+
+/// A virtual read with a known result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub name: String,
+    pub va: u64,
+    pub len: usize,
+    pub expect: Expect,
+}
+
+/// A forged dump and everything a test needs to know about it.
+#[derive(Clone, Debug)]
+pub struct Forged {
+    pub config: Config,
+    /// The DirectoryTableBase written in the header (x64: including `dtb_low_bits`;
+    /// PAE: the 32-byte-aligned PDPT address).
+    pub dtb: u64,
+    pub kdbg_va: u64,
+    /// KUSER_SHARED_DATA kernel VA (0xFFFFF78000000000 / 0xFFDF0000).
+    pub kuser_va: u64,
+    pub ps_loaded_module_list: u64,
+    pub ps_active_process_head: u64,
+    /// The header's PfnDataBase = KDBG.MmPfnDatabase = address of the MmPfnDatabase variable
+    /// (as measured on the real dump D1), not the database itself; see `mm_pfn_database_value`.
+    pub pfn_database: u64,
+    pub nt_build_lab: String,
+    /// In load order; [0] is ntoskrnl.exe.
+    pub modules: Vec<Module>,
+    pub probes: Vec<Probe>,
+    /// Physical pages actually stored in the file.
+    pub stored_pages: u64,
+
+    // ---- extras beyond the agreed API ----
+    /// The machine's memory runs (BasePage, PageCount), as in PHYSICAL_MEMORY_DESCRIPTOR.
+    pub runs: Vec<(u64, u64)>,
+    /// 0x2000 (x64) or 0x1000 (x86).
+    pub header_size: u64,
+    /// File offset of the first stored page.
+    pub first_page_offset: u64,
+    /// 0x7FFE0000: the user-mode alias of KUSER_SHARED_DATA.
+    pub kuser_user_va: u64,
+    pub nt_build_lab_va: u64,
+    pub debug_directory_va: u64,
+    pub rsds_va: u64,
+    /// VAs of the KLDR_DATA_TABLE_ENTRYs, in load order.
+    pub ldr_entries: Vec<u64>,
+    /// Address of KiProcessorBlock (an array of `cpus` KPRCB pointers; the KPRCBs are not
+    /// mapped).
+    pub ki_processor_block: u64,
+    /// Address of EtwpDebuggerData (KDBG+0x330 points here; the page is not mapped).
+    pub etwp_debugger_data: u64,
+    /// Value stored in the MmPfnDatabase variable (the PFN database VA; not mapped).
+    pub mm_pfn_database_value: u64,
+
+    file: layout::FileImage,
+    pm: phys::PhysMem,
+    vmap: paging::VirtMap,
+}
+
+/// Build a dump for `config`. Deterministic: the same config gives the same bytes.
+pub fn forge(config: &Config) -> Forged {
+    machine::build(config)
+}
+
+impl Forged {
+    pub fn file_len(&self) -> u64 {
+        self.file.len
+    }
+
+    /// The whole file in memory (small dumps only; panics above 2 GiB).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.file.to_bytes()
+    }
+
+    /// Write the file sparsely: only the header, bitmap and non-zero pages are written; zero
+    /// and unstored areas are skipped with seeks and `set_len`.
+    pub fn write_to(&self, path: &Path) -> std::io::Result<()> {
+        self.file.write_to(path)
+    }
+
+    /// What a correct reader returns for `len` bytes at `va`, according to the mappings the
+    /// forge made. Addresses the forge did not map read as unreadable (this includes the
+    /// page-table self-map region except the one page listed in the probes).
+    pub fn expected_read(&self, va: u64, len: usize) -> Expect {
+        match self.vmap.read(&self.pm, va, len) {
+            Ok(b) => Expect::Bytes(b),
+            Err(first) => Expect::Unreadable {
+                first_unreadable_va: first,
+            },
+        }
+    }
+
+    /// The physical address the forge mapped `va` to: by a valid or a transition PTE, or by a
+    /// large page. `None` where a correct reader finds no translation. The page may still be
+    /// absent from the file (see [`Forged::expected_read`]).
+    pub fn physical_address(&self, va: u64) -> Option<u64> {
+        self.vmap.translate(va)
+    }
+
+    /// The probe named `name`.
+    pub fn probe(&self, name: &str) -> Option<&Probe> {
+        self.probes.iter().find(|p| p.name == name)
+    }
+
+    /// The dump type written in the header (1, 5 or 6).
+    pub fn dump_type(&self) -> u32 {
+        self.config.layout.dump_type()
+    }
+}
+
+#[cfg(test)]
+mod tests;
