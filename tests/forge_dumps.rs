@@ -3,7 +3,7 @@
 //! address (or says the address must be unreadable, and where the first unreadable byte is).
 
 mod common;
-use common::{etwdump, info_json};
+use common::{etwdump, info_json, Rng};
 use etwdump::addr::VirtAddr;
 use etwdump::dump::{Arch, DumpFile, OpenOptions};
 use etwdump::mem::AddressSpace;
@@ -278,17 +278,6 @@ fn committed_sample_is_the_forge_sample() {
         j["kernel_pdb"]["store_key"],
         "5278AFF86C341677D7D7835C85B7B8441"
     );
-}
-
-/// xorshift64*: deterministic pseudo-random numbers.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
 }
 
 /// Differential test: random reads around every probe and forged object, of random lengths

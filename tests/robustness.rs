@@ -1,6 +1,8 @@
 //! Hostile input: crafted lists and random corruption never panic or hang, and problems are
 //! reported with the address that is wrong.
 
+mod common;
+use common::Rng;
 use etwdump::addr::VirtAddr;
 use etwdump::dump::{Contents, DumpFile, OpenOptions};
 use etwdump::mem::AddressSpace;
@@ -78,17 +80,6 @@ fn module_entry_pointing_nowhere_is_reported() {
         why.starts_with("entry 0xffff8000dead0000 is unreadable: 0xffff8000dead0030: PML4E 0x0"),
         "{why}"
     );
-}
-
-/// xorshift64*: deterministic pseudo-random numbers without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
 }
 
 #[test]

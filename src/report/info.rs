@@ -83,11 +83,34 @@ pub struct KdbgInfo {
     pub note: Option<String>,
 }
 
+/// Where the kernel base came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum KernelBaseSource {
+    /// DllBase of the first entry of the loaded-module list.
+    #[serde(rename = "PsLoadedModuleList")]
+    ModuleList,
+    /// Entry 0 of a triage dump's driver list.
+    #[serde(rename = "triage driver list")]
+    TriageDriverList,
+    /// KDDEBUGGER_DATA64.KernBase (used only when neither list is readable).
+    #[serde(rename = "KDBG.KernBase")]
+    Kdbg,
+}
+
+impl KernelBaseSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelBaseSource::ModuleList => "PsLoadedModuleList",
+            KernelBaseSource::TriageDriverList => "triage driver list",
+            KernelBaseSource::Kdbg => "KDBG.KernBase",
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct KernelBase {
     pub address: Option<String>,
-    /// "PsLoadedModuleList", "triage driver list" or "KDBG.KernBase".
-    pub source: Option<&'static str>,
+    pub source: Option<KernelBaseSource>,
     pub kdbg_kern_base: Option<String>,
     /// Whether the KDBG's KernBase agrees; null when there is nothing to compare.
     pub kdbg_agrees: Option<bool>,
@@ -230,25 +253,25 @@ pub fn info(dump: &DumpFile) -> InfoReport {
         .and_then(|b| space.normalize(b).ok());
     let (base, source) = match (&module_list, dump.triage()) {
         (Ok(l), _) if !l.modules.is_empty() => {
-            (Some(l.modules[0].base), Some("PsLoadedModuleList"))
+            (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
         }
         (_, Some(t)) if !t.drivers.is_empty() => (
             Some(VirtAddr(t.drivers[0].base)),
-            Some("triage driver list"),
+            Some(KernelBaseSource::TriageDriverList),
         ),
         _ => match kdbg_base {
-            Some(b) => (Some(b), Some("KDBG.KernBase")),
+            Some(b) => (Some(b), Some(KernelBaseSource::Kdbg)),
             None => (None, None),
         },
     };
     let kdbg_agrees = match (base, kdbg_base, source) {
-        (Some(b), Some(k), Some(s)) if s != "KDBG.KernBase" => Some(b == k),
+        (Some(b), Some(k), Some(s)) if s != KernelBaseSource::Kdbg => Some(b == k),
         _ => None,
     };
     if kdbg_agrees == Some(false) {
         warnings.push(format!(
             "kernel base from the {} ({}) differs from KDBG.KernBase ({})",
-            source.unwrap_or("?"),
+            source.map_or("?", KernelBaseSource::name),
             base.map(|b| b.to_string()).unwrap_or_default(),
             kdbg_base.map(|b| b.to_string()).unwrap_or_default()
         ));
@@ -279,7 +302,7 @@ pub fn info(dump: &DumpFile) -> InfoReport {
     };
 
     let memory = memory_info(dump, &space);
-    let triage = triage_info(dump, &space, base);
+    let triage = triage_info(dump, base);
 
     InfoReport {
         file_size: dump.len(),
@@ -406,11 +429,7 @@ fn memory_info(dump: &DumpFile, space: &AddressSpace<'_>) -> MemoryInfo {
     }
 }
 
-fn triage_info(
-    dump: &DumpFile,
-    space: &AddressSpace<'_>,
-    kernel_base: Option<VirtAddr>,
-) -> Option<TriageInfo> {
+fn triage_info(dump: &DumpFile, kernel_base: Option<VirtAddr>) -> Option<TriageInfo> {
     let t = dump.triage()?;
     let segs = t.segments();
     let kernel_header_bytes = kernel_base
@@ -430,7 +449,6 @@ fn triage_info(
     if !kuser {
         summary.push_str("; KUSER_SHARED_DATA is not included");
     }
-    let _ = space;
     Some(TriageInfo {
         data_blocks: t.data_blocks_count,
         data_block_bytes: t.data_blocks_bytes,
@@ -533,7 +551,7 @@ impl InfoReport {
             match &b.address {
                 Some(a) => format!(
                     "{a} (from {}; KDBG KernBase {}{})",
-                    b.source.unwrap_or("?"),
+                    b.source.map_or("?", KernelBaseSource::name),
                     opt(&b.kdbg_kern_base),
                     match b.kdbg_agrees {
                         Some(true) => ", agrees",

@@ -38,3 +38,15 @@ pub fn info_json(path: &std::path::Path) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("info JSON")
 }
+
+/// xorshift64*: deterministic pseudo-random numbers without a dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
