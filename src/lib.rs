@@ -10,7 +10,9 @@
 pub mod addr;
 pub mod bytes;
 pub mod dump;
+pub mod etw;
 pub mod kernel;
 pub mod mem;
 pub mod report;
+pub mod symbols;
 pub mod time;

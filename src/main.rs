@@ -2,8 +2,10 @@
 
 use clap::{Parser, Subcommand};
 use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump::mem::AddressSpace;
 use etwdump::report::{self, Format};
+use etwdump::symbols::Symbols;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,12 +30,66 @@ struct DumpArgs {
     allow_truncated: bool,
 }
 
+#[derive(clap::Args, Default)]
+struct SymbolArgs {
+    /// The kernel's PDB (ntkrnlmp.pdb, ntkrpamp.pdb, ntoskrnl.pdb)
+    #[arg(long, value_name = "FILE", conflicts_with = "isf")]
+    pdb: Option<PathBuf>,
+    /// A Volatility 3 ISF file (.json or .json.xz)
+    #[arg(long, value_name = "FILE")]
+    isf: Option<PathBuf>,
+    /// A local symbol store (DIR/ntkrnlmp.pdb/<GUID><AGE>/ntkrnlmp.pdb, or Volatility's
+    /// DIR/windows/ntkrnlmp.pdb/<GUID>-<AGE>.json.xz); repeatable. The local directories of
+    /// _NT_SYMBOL_PATH are searched too
+    #[arg(long = "symbols", value_name = "DIR")]
+    stores: Vec<PathBuf>,
+    /// Use the symbols even when they do not match the dump's kernel
+    #[arg(long)]
+    force: bool,
+}
+
+impl SymbolArgs {
+    fn options(&self) -> SymbolOptions {
+        SymbolOptions {
+            pdb: self.pdb.clone(),
+            isf: self.isf.clone(),
+            stores: self.stores.clone(),
+            nt_symbol_path: std::env::var("_NT_SYMBOL_PATH").ok(),
+            force: self.force,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// What the dump is: architecture, dump type, Windows build, bug check, kernel and its PDB
     Info {
         #[command(flatten)]
         dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
+    /// Structure layouts and global symbols as etwdump reads them from a PDB or ISF file
+    /// (or, given a dump, from the symbols resolved for its kernel)
+    Symbols {
+        /// A crash dump whose kernel's symbols to resolve (optional)
+        dump: Option<PathBuf>,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Structures to show (default: those the tool reads)
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<String>,
+        /// List every global symbol, not only those the tool uses
+        #[arg(long)]
+        all_symbols: bool,
+        /// For built-in layouts without a dump: the NT build number
+        #[arg(long)]
+        build: Option<u32>,
+        /// For built-in layouts without a dump: 32-bit x86
+        #[arg(long)]
+        x86: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
@@ -88,12 +144,62 @@ fn display(p: &Path) -> String {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match cli.command {
-        Command::Info { dump, format } => {
+        Command::Info {
+            dump,
+            symbols,
+            format,
+        } => {
             let d = open(&dump)?;
-            let r = report::info::info(&d);
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let r = report::info::info_with(&ctx);
             match format {
                 Format::Table => write!(out, "{}", r.to_table())?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
+            }
+        }
+        Command::Symbols {
+            dump,
+            symbols,
+            types,
+            all_symbols,
+            build,
+            x86,
+            format,
+        } => {
+            let wanted: Vec<&str> = if types.is_empty() {
+                etwdump::symbols::WANTED_TYPES.to_vec()
+            } else {
+                types.iter().map(String::as_str).collect()
+            };
+            let rep = match dump {
+                Some(p) => {
+                    let d = open(&DumpArgs {
+                        dump: p,
+                        allow_truncated: false,
+                    })?;
+                    let ctx = KernelContext::open(&d, &symbols.options())?;
+                    report::symbols::report(&ctx.symbols, &wanted, all_symbols)
+                }
+                None => {
+                    let sym = if let Some(p) = &symbols.pdb {
+                        Symbols::from_pdb(p, &wanted)?
+                    } else if let Some(p) = &symbols.isf {
+                        Symbols::from_isf(p, &wanted)?
+                    } else if build.is_some() {
+                        Symbols::none(if x86 { 4 } else { 8 })
+                    } else {
+                        anyhow::bail!("give --pdb FILE, --isf FILE, --build N, or a dump");
+                    };
+                    let sym = match build {
+                        Some(b) => sym.with_builtin(b, !x86),
+                        None => sym,
+                    };
+                    report::symbols::report(&sym, &wanted, all_symbols)
+                }
+            };
+            match format {
+                Format::Table => write!(out, "{}", rep.to_table())?,
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rep)?)?,
             }
         }
         Command::Read {

@@ -4,10 +4,12 @@
 //! the head of KLDR_DATA_TABLE_ENTRY, the PE format); version-dependent structures come from
 //! the symbols layer.
 
+pub mod context;
 pub mod kdbg;
 pub mod kuser;
 pub mod modules;
 pub mod pe;
+pub mod view;
 
 use crate::addr::VirtAddr;
 use crate::bytes::utf16le_lossy;

@@ -4,6 +4,7 @@
 
 use crate::addr::VirtAddr;
 use crate::mem::{AddressSpace, MemError};
+use crate::symbols::PdbIdentity;
 use goblin::pe::debug::{CodeviewPDB70DebugInfo, ImageDebugDirectory, IMAGE_DEBUG_TYPE_CODEVIEW};
 use serde::Serialize;
 use std::fmt;
@@ -14,35 +15,6 @@ const DEBUG_ENTRY_SIZE: u32 = 28;
 const MAX_DEBUG_ENTRIES: u32 = 64;
 /// Longest RSDS record accepted (24 bytes + a path of at most 1 KiB).
 const MAX_RSDS: u32 = 24 + 1024;
-
-/// A PDB's identity: what a symbol store is keyed on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PdbId {
-    pub name: String,
-    /// GUID as text, `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`.
-    pub guid: String,
-    pub age: u32,
-    /// Symbol-store directory name: GUID without dashes + age in hex.
-    pub store_key: String,
-}
-
-impl PdbId {
-    /// From the 16 GUID bytes as stored (Data1..3 little-endian, Data4 as bytes).
-    pub fn from_raw(name: String, raw: &[u8; 16], age: u32) -> PdbId {
-        let d1 = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
-        let d2 = u16::from_le_bytes([raw[4], raw[5]]);
-        let d3 = u16::from_le_bytes([raw[6], raw[7]]);
-        let d4: String = raw[8..].iter().map(|b| format!("{b:02X}")).collect();
-        let guid = format!("{d1:08X}-{d2:04X}-{d3:04X}-{}-{}", &d4[..4], &d4[4..]);
-        let store_key = format!("{d1:08X}{d2:04X}{d3:04X}{d4}{age:X}");
-        PdbId {
-            name,
-            guid,
-            age,
-            store_key,
-        }
-    }
-}
 
 /// Facts from the PE headers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -87,7 +59,7 @@ impl fmt::Display for PdbIdError {
 pub struct KernelImage {
     pub base: VirtAddr,
     pub headers: Result<PeHeaders, PdbIdError>,
-    pub pdb: Result<PdbId, PdbIdError>,
+    pub pdb: Result<PdbIdentity, PdbIdError>,
 }
 
 impl KernelImage {
@@ -150,7 +122,7 @@ fn read_codeview(
     base: VirtAddr,
     rva: u32,
     size: u32,
-) -> Result<PdbId, PdbIdError> {
+) -> Result<PdbIdentity, PdbIdError> {
     let count = (size / DEBUG_ENTRY_SIZE).min(MAX_DEBUG_ENTRIES);
     let mut dir = vec![0u8; (count * DEBUG_ENTRY_SIZE) as usize];
     space
@@ -190,7 +162,12 @@ fn read_codeview(
         .position(|&b| b == 0)
         .unwrap_or(cv.filename.len());
     let name = String::from_utf8_lossy(&cv.filename[..name_end]).into_owned();
-    Ok(PdbId::from_raw(name, &cv.signature, cv.age))
+    Ok(PdbIdentity::from_guid_bytes(
+        name,
+        &cv.signature,
+        cv.age,
+        false,
+    ))
 }
 
 fn parse_debug_entry(b: &[u8]) -> ImageDebugDirectory {
@@ -206,24 +183,5 @@ fn parse_debug_entry(b: &[u8]) -> ImageDebugDirectory {
         size_of_data: u32_(16),
         address_of_raw_data: u32_(20),
         pointer_to_raw_data: u32_(24),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pdb_id_text() {
-        // The 19041 kernel of the real triage dump: GUID 5278AFF8-6C34-1677-D7D7-835C85B7B844.
-        let raw = [
-            0xF8, 0xAF, 0x78, 0x52, 0x34, 0x6C, 0x77, 0x16, 0xD7, 0xD7, 0x83, 0x5C, 0x85, 0xB7,
-            0xB8, 0x44,
-        ];
-        let id = PdbId::from_raw("ntkrnlmp.pdb".into(), &raw, 1);
-        assert_eq!(id.guid, "5278AFF8-6C34-1677-D7D7-835C85B7B844");
-        assert_eq!(id.store_key, "5278AFF86C341677D7D7835C85B7B8441");
-        let id = PdbId::from_raw("x".into(), &raw, 0x1A);
-        assert_eq!(id.store_key, "5278AFF86C341677D7D7835C85B7B8441A");
     }
 }

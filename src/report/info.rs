@@ -3,13 +3,15 @@
 use super::hex;
 use crate::addr::VirtAddr;
 use crate::dump::{Arch, Contents, DumpFile};
-use crate::kernel::kdbg::{KdDebuggerData, KdbgState};
+use crate::etw::roots::{find_roots, EtwRoot};
+use crate::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
+use crate::kernel::kdbg::KdbgState;
 use crate::kernel::kuser::KUserSharedData;
-use crate::kernel::modules;
-use crate::kernel::pe::{KernelImage, PdbId};
 use crate::mem::AddressSpace;
+use crate::symbols::PdbIdentity;
 use crate::time::{duration_100ns, filetime_to_iso8601};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 #[derive(Debug, Serialize)]
@@ -34,13 +36,32 @@ pub struct InfoReport {
     pub kd_debugger_data_block: KdbgInfo,
     pub kernel_base: KernelBase,
     pub kernel_image: Option<ImageInfo>,
-    pub kernel_pdb: Option<PdbId>,
+    pub kernel_pdb: Option<PdbIdentity>,
     /// Why `kernel_pdb` is null.
     pub kernel_pdb_unavailable: Option<String>,
     pub loaded_modules: ModulesInfo,
     pub memory: MemoryInfo,
     pub triage: Option<TriageInfo>,
+    pub symbols: SymbolsInfo,
+    pub etw_roots: Vec<EtwRoot>,
     pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SymbolsInfo {
+    /// "pdb", "isf" or "none".
+    pub source: &'static str,
+    pub path: Option<String>,
+    /// The identity the symbol file declares.
+    pub pdb: Option<PdbIdentity>,
+    /// How the symbols were matched to this dump's kernel.
+    #[serde(rename = "match")]
+    pub matched: SymbolMatch,
+    /// The built-in layout era for this build, if one covers it.
+    pub builtin_era: Option<&'static str>,
+    pub builtin_notes: Vec<String>,
+    /// Where each structure's layout comes from ("pdb", "isf", "builtin"), null if none.
+    pub layouts: BTreeMap<String, Option<&'static str>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -81,30 +102,6 @@ pub struct KdbgInfo {
     pub ps_loaded_module_list: Option<String>,
     pub etwp_debugger_data: Option<String>,
     pub note: Option<String>,
-}
-
-/// Where the kernel base came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum KernelBaseSource {
-    /// DllBase of the first entry of the loaded-module list.
-    #[serde(rename = "PsLoadedModuleList")]
-    ModuleList,
-    /// Entry 0 of a triage dump's driver list.
-    #[serde(rename = "triage driver list")]
-    TriageDriverList,
-    /// KDDEBUGGER_DATA64.KernBase (used only when neither list is readable).
-    #[serde(rename = "KDBG.KernBase")]
-    Kdbg,
-}
-
-impl KernelBaseSource {
-    pub fn name(self) -> &'static str {
-        match self {
-            KernelBaseSource::ModuleList => "PsLoadedModuleList",
-            KernelBaseSource::TriageDriverList => "triage driver list",
-            KernelBaseSource::Kdbg => "KDBG.KernBase",
-        }
-    }
 }
 
 #[derive(Debug, Serialize)]
@@ -166,74 +163,51 @@ pub struct TriageInfo {
     pub summary: String,
 }
 
-/// Gather the report.
+/// Gather the report (built-in layouts only; no symbol file).
 pub fn info(dump: &DumpFile) -> InfoReport {
+    info_with(&KernelContext::without_symbols(dump))
+}
+
+/// Gather the report for a kernel context (with whatever symbols it has).
+pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
+    let dump = ctx.dump;
     let h = dump.header();
-    let space = AddressSpace::kernel(dump);
-    let mut warnings: Vec<String> = dump.warnings().to_vec();
+    let space = &ctx.space;
+    let warnings = ctx.warnings.clone();
+    let kdbg = ctx.kdbg();
+    let kdbg_info = kdbg_info(space, &ctx.kdbg);
 
-    // KDBG
-    let kdbg_state = KdDebuggerData::read(&space, h.kd_debugger_data_block);
-    let kdbg = match &kdbg_state {
-        KdbgState::Decoded(k) => Some(k),
-        _ => None,
-    };
-    let kdbg_info = kdbg_info(&space, &kdbg_state);
-
-    // KUSER_SHARED_DATA
-    let kuser = KUserSharedData::read(&space);
-    let windows = {
-        let build_lab = kdbg.and_then(|k| k.read_build_lab(&space));
-        match &kuser {
-            Ok(k) => {
-                let has_build = k.nt_major_version >= 10 && k.build_number() != 0;
-                if has_build && k.build_number() != h.minor_version {
-                    warnings.push(format!(
-                        "KUSER_SHARED_DATA.NtBuildNumber {} differs from the header's MinorVersion {}",
-                        k.build_number(),
-                        h.minor_version
-                    ));
-                }
-                WindowsVersion {
-                    nt_major_version: Some(k.nt_major_version),
-                    nt_minor_version: Some(k.nt_minor_version),
-                    nt_build_number: has_build.then(|| k.build_number()),
-                    nt_build_number_raw: has_build.then(|| hex(u64::from(k.nt_build_number_raw))),
-                    kuser_shared_data_unavailable: (!has_build).then(|| {
-                        "NtBuildNumber is not kept in KUSER_SHARED_DATA before Windows 10".into()
-                    }),
-                    build_lab,
-                    build: if has_build {
-                        k.build_number()
-                    } else {
-                        h.minor_version
-                    },
-                }
-            }
-            Err(e) => WindowsVersion {
-                nt_major_version: None,
-                nt_minor_version: None,
-                nt_build_number: None,
-                nt_build_number_raw: None,
-                kuser_shared_data_unavailable: Some(format!(
-                    "KUSER_SHARED_DATA at {} is not readable: {e}",
-                    KUserSharedData::address(h.arch)
-                )),
+    let build_lab = kdbg.and_then(|k| k.read_build_lab(space));
+    let windows = match &ctx.kuser {
+        Ok(k) => {
+            let has_build = k.nt_major_version >= 10 && k.build_number() != 0;
+            WindowsVersion {
+                nt_major_version: Some(k.nt_major_version),
+                nt_minor_version: Some(k.nt_minor_version),
+                nt_build_number: has_build.then(|| k.build_number()),
+                nt_build_number_raw: has_build.then(|| hex(u64::from(k.nt_build_number_raw))),
+                kuser_shared_data_unavailable: (!has_build).then(|| {
+                    "NtBuildNumber is not kept in KUSER_SHARED_DATA before Windows 10".into()
+                }),
                 build_lab,
-                build: h.minor_version,
-            },
+                build: ctx.build,
+            }
         }
+        Err(e) => WindowsVersion {
+            nt_major_version: None,
+            nt_minor_version: None,
+            nt_build_number: None,
+            nt_build_number_raw: None,
+            kuser_shared_data_unavailable: Some(format!(
+                "KUSER_SHARED_DATA at {} is not readable: {e}",
+                KUserSharedData::address(h.arch)
+            )),
+            build_lab,
+            build: ctx.build,
+        },
     };
 
-    // Modules and kernel base
-    let module_list = if h.ps_loaded_module_list.0 != 0 {
-        modules::walk(&space, h.ps_loaded_module_list)
-    } else {
-        Err(crate::mem::MemError::NonCanonical {
-            va: h.ps_loaded_module_list,
-        })
-    };
-    let loaded_modules = match &module_list {
+    let loaded_modules = match &ctx.modules {
         Ok(l) => ModulesInfo {
             count: l.modules.len(),
             first: l.modules.first().and_then(|m| m.full_name.clone()),
@@ -248,61 +222,35 @@ pub fn info(dump: &DumpFile) -> InfoReport {
             )),
         },
     };
-    let kdbg_base = kdbg
-        .and_then(|k| k.kern_base())
-        .and_then(|b| space.normalize(b).ok());
-    let (base, source) = match (&module_list, dump.triage()) {
-        (Ok(l), _) if !l.modules.is_empty() => {
-            (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
-        }
-        (_, Some(t)) if !t.drivers.is_empty() => (
-            Some(VirtAddr(t.drivers[0].base)),
-            Some(KernelBaseSource::TriageDriverList),
-        ),
-        _ => match kdbg_base {
-            Some(b) => (Some(b), Some(KernelBaseSource::Kdbg)),
-            None => (None, None),
-        },
-    };
-    let kdbg_agrees = match (base, kdbg_base, source) {
+    let kdbg_agrees = match (ctx.base, ctx.kdbg_base, ctx.base_source) {
         (Some(b), Some(k), Some(s)) if s != KernelBaseSource::Kdbg => Some(b == k),
         _ => None,
     };
-    if kdbg_agrees == Some(false) {
-        warnings.push(format!(
-            "kernel base from the {} ({}) differs from KDBG.KernBase ({})",
-            source.map_or("?", KernelBaseSource::name),
-            base.map(|b| b.to_string()).unwrap_or_default(),
-            kdbg_base.map(|b| b.to_string()).unwrap_or_default()
-        ));
-    }
     let kernel_base = KernelBase {
-        address: base.map(|b| b.to_string()),
-        source,
-        kdbg_kern_base: kdbg_base.map(|b| b.to_string()),
+        address: ctx.base.map(|b| b.to_string()),
+        source: ctx.base_source,
+        kdbg_kern_base: ctx.kdbg_base.map(|b| b.to_string()),
         kdbg_agrees,
     };
 
-    // Kernel image and PDB
-    let (kernel_image, kernel_pdb, kernel_pdb_unavailable) = match base {
-        Some(b) => {
-            let img = KernelImage::read(&space, b);
+    let (kernel_image, kernel_pdb, kernel_pdb_unavailable) = match &ctx.image {
+        Some(img) => {
             let image = img.headers.as_ref().ok().map(|p| ImageInfo {
                 time_date_stamp: hex(u64::from(p.time_date_stamp)),
                 size_of_image: hex(u64::from(p.size_of_image)),
                 number_of_sections: p.number_of_sections,
                 machine: hex(u64::from(p.machine)),
             });
-            match img.pdb {
-                Ok(p) => (image, Some(p), None),
+            match &img.pdb {
+                Ok(p) => (image, Some(p.clone()), None),
                 Err(e) => (image, None, Some(e.to_string())),
             }
         }
         None => (None, None, Some("the kernel base is unknown".into())),
     };
 
-    let memory = memory_info(dump, &space);
-    let triage = triage_info(dump, base);
+    let memory = memory_info(dump, space);
+    let triage = triage_info(dump, ctx.base);
 
     InfoReport {
         file_size: dump.len(),
@@ -335,9 +283,36 @@ pub fn info(dump: &DumpFile) -> InfoReport {
         loaded_modules,
         memory,
         triage,
+        symbols: symbols_info(ctx),
+        etw_roots: find_roots(ctx),
         warnings,
     }
 }
+
+fn symbols_info(ctx: &KernelContext<'_>) -> SymbolsInfo {
+    let s = &ctx.symbols;
+    SymbolsInfo {
+        source: s.source.kind(),
+        path: s.source.path().map(|p| p.display().to_string()),
+        pdb: s.identity.clone(),
+        matched: ctx.symbol_match.clone(),
+        builtin_era: s.builtin_era,
+        builtin_notes: s.builtin_notes.clone(),
+        layouts: LAYOUT_REPORT
+            .iter()
+            .map(|t| (t.to_string(), s.layout(t).map(|l| l.source.name())))
+            .collect(),
+    }
+}
+
+/// The structures whose layout source `info` reports.
+const LAYOUT_REPORT: &[&str] = &[
+    "_WMI_LOGGER_CONTEXT",
+    "_WMI_BUFFER_HEADER",
+    "_ETW_SILODRIVERSTATE",
+    "_KPRCB",
+    "_KDDEBUGGER_DATA64",
+];
 
 fn kdbg_info(space: &AddressSpace<'_>, state: &KdbgState) -> KdbgInfo {
     let mut i = KdbgInfo {
@@ -584,6 +559,74 @@ impl InfoReport {
                 "Kernel PDB",
                 format!("unknown: {}", opt(&self.kernel_pdb_unavailable)),
             ),
+        }
+        let sy = &self.symbols;
+        row(
+            "Symbols",
+            match sy.source {
+                "none" => "none (built-in layouts; give --pdb, --isf or --symbols)".into(),
+                k => format!(
+                    "{k} {}{}",
+                    opt(&sy.path),
+                    sy.pdb
+                        .as_ref()
+                        .map(|p| format!(" ({p})"))
+                        .unwrap_or_default()
+                ),
+            },
+        );
+        if sy.source != "none" {
+            row(
+                "Symbol match",
+                match &sy.matched {
+                    SymbolMatch::NoSymbols => "-".into(),
+                    SymbolMatch::Rsds => "GUID and age equal the kernel's CodeView record".into(),
+                    SymbolMatch::SymbolOffsets { checks } => format!(
+                        "by symbol offsets: {} of {} globals at the same RVA ({})",
+                        checks.iter().filter(|c| c.agrees).count(),
+                        checks.len(),
+                        checks
+                            .iter()
+                            .map(|c| c.symbol)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    SymbolMatch::Unverified { reason } => format!("NOT VERIFIED: {reason}"),
+                },
+            );
+        }
+        row(
+            "Layouts",
+            format!(
+                "{}{}",
+                sy.layouts
+                    .iter()
+                    .map(|(t, src)| format!("{t} {}", src.unwrap_or("none")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                sy.builtin_era
+                    .map(|e| format!("; built-in era {e}"))
+                    .unwrap_or_else(|| "; no built-in layouts for this build".into())
+            ),
+        );
+        for r in &self.etw_roots {
+            row(
+                "ETW root",
+                format!(
+                    "{} {}: {}{} ({})",
+                    r.name,
+                    r.address
+                        .map(|a| a.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    if r.present {
+                        "in the dump"
+                    } else {
+                        "NOT in the dump"
+                    },
+                    r.value.map(|v| format!(", holds {v}")).unwrap_or_default(),
+                    r.note
+                ),
+            );
         }
         let m = &self.loaded_modules;
         row(

@@ -3,6 +3,7 @@
 
 pub mod info;
 pub mod read;
+pub mod symbols;
 
 /// Output format of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -1,0 +1,3 @@
+//! The ETW layer: where the kernel keeps its loggers, and what of it the dump holds.
+
+pub mod roots;

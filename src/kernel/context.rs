@@ -1,0 +1,355 @@
+//! The kernel as found in a dump: address space, debugger data block, kernel base and image,
+//! build number, and the symbols (PDB, ISF, symbol store or built-in) checked against it.
+
+use super::kdbg::{KdDebuggerData, KdbgState};
+use super::kuser::KUserSharedData;
+use super::modules::{self, ModuleList};
+use super::pe::KernelImage;
+use crate::addr::VirtAddr;
+use crate::dump::{Arch, DumpFile};
+use crate::mem::{AddressSpace, MemError};
+use crate::symbols::{store, PdbIdentity, SymbolError, Symbols, WANTED_TYPES};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Which symbols to use.
+#[derive(Clone, Debug, Default)]
+pub struct SymbolOptions {
+    pub pdb: Option<PathBuf>,
+    pub isf: Option<PathBuf>,
+    /// Local symbol stores (`--symbols DIR`).
+    pub stores: Vec<PathBuf>,
+    /// The value of `_NT_SYMBOL_PATH`, if it should be consulted.
+    pub nt_symbol_path: Option<String>,
+    /// Use symbols whose identity does not match the dump's kernel.
+    pub force: bool,
+}
+
+/// Where the kernel base came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum KernelBaseSource {
+    /// DllBase of the first entry of the loaded-module list.
+    #[serde(rename = "PsLoadedModuleList")]
+    ModuleList,
+    /// Entry 0 of a triage dump's driver list.
+    #[serde(rename = "triage driver list")]
+    TriageDriverList,
+    /// KDDEBUGGER_DATA64.KernBase (used only when neither list is readable).
+    #[serde(rename = "KDBG.KernBase")]
+    Kdbg,
+}
+
+impl KernelBaseSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelBaseSource::ModuleList => "PsLoadedModuleList",
+            KernelBaseSource::TriageDriverList => "triage driver list",
+            KernelBaseSource::Kdbg => "KDBG.KernBase",
+        }
+    }
+}
+
+/// One global whose RVA the dump and the symbols both give.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RvaCheck {
+    pub symbol: &'static str,
+    pub dump_rva: String,
+    pub symbols_rva: String,
+    pub agrees: bool,
+}
+
+/// How the symbols were matched to the dump's kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+pub enum SymbolMatch {
+    /// No symbol file in use.
+    NoSymbols,
+    /// The kernel's CodeView GUID/age equals the symbols'.
+    Rsds,
+    /// The dump lacks the CodeView record; RVAs of globals known from the dump's header and
+    /// KDBG equal the symbols'.
+    SymbolOffsets { checks: Vec<RvaCheck> },
+    /// Not verified, and `--force` was given (or there was nothing to compare).
+    Unverified { reason: String },
+}
+
+/// The kernel found in a dump.
+pub struct KernelContext<'d> {
+    pub dump: &'d DumpFile,
+    pub space: AddressSpace<'d>,
+    pub kdbg: KdbgState,
+    pub kuser: Result<KUserSharedData, MemError>,
+    pub modules: Result<ModuleList, MemError>,
+    pub base: Option<VirtAddr>,
+    pub base_source: Option<KernelBaseSource>,
+    /// KDBG.KernBase, normalized.
+    pub kdbg_base: Option<VirtAddr>,
+    pub image: Option<KernelImage>,
+    /// The build the tool goes by: KUSER NtBuildNumber (10.0+) or the header's.
+    pub build: u32,
+    pub symbols: Symbols,
+    pub symbol_match: SymbolMatch,
+    pub warnings: Vec<String>,
+}
+
+impl<'d> KernelContext<'d> {
+    /// Find the kernel and load the symbols `opts` names (built-in layouts as fallback).
+    pub fn open(dump: &'d DumpFile, opts: &SymbolOptions) -> Result<Self, SymbolError> {
+        let mut me = Self::without_symbols(dump);
+        let (symbols, matched) = me.load_symbols(opts)?;
+        me.symbols = symbols.with_builtin(me.build, dump.header().arch == Arch::X64);
+        me.symbol_match = matched;
+        Ok(me)
+    }
+
+    /// Find the kernel; built-in layouts only.
+    pub fn without_symbols(dump: &'d DumpFile) -> Self {
+        let h = dump.header();
+        let space = AddressSpace::kernel(dump);
+        let mut warnings: Vec<String> = dump.warnings().to_vec();
+        let kdbg = KdDebuggerData::read(&space, h.kd_debugger_data_block);
+        let kuser = KUserSharedData::read(&space);
+        let modules = if h.ps_loaded_module_list.0 != 0 {
+            modules::walk(&space, h.ps_loaded_module_list)
+        } else {
+            Err(MemError::NonCanonical {
+                va: h.ps_loaded_module_list,
+            })
+        };
+        let kdbg_base = match &kdbg {
+            KdbgState::Decoded(k) => k.kern_base().and_then(|b| space.normalize(b).ok()),
+            _ => None,
+        };
+        let (base, base_source) = match (&modules, dump.triage()) {
+            (Ok(l), _) if !l.modules.is_empty() => {
+                (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
+            }
+            (_, Some(t)) if !t.drivers.is_empty() => (
+                Some(VirtAddr(t.drivers[0].base)),
+                Some(KernelBaseSource::TriageDriverList),
+            ),
+            _ => (kdbg_base, kdbg_base.map(|_| KernelBaseSource::Kdbg)),
+        };
+        if let (Some(b), Some(k), Some(s)) = (base, kdbg_base, base_source) {
+            if s != KernelBaseSource::Kdbg && b != k {
+                warnings.push(format!(
+                    "kernel base from the {} ({b}) differs from KDBG.KernBase ({k})",
+                    s.name()
+                ));
+            }
+        }
+        let build = match &kuser {
+            Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => {
+                if k.build_number() != h.minor_version {
+                    warnings.push(format!(
+                        "KUSER_SHARED_DATA.NtBuildNumber {} differs from the header's MinorVersion {}",
+                        k.build_number(),
+                        h.minor_version
+                    ));
+                }
+                k.build_number()
+            }
+            _ => h.minor_version,
+        };
+        let image = base.map(|b| KernelImage::read(&space, b));
+        let x64 = h.arch.is_64bit();
+        KernelContext {
+            dump,
+            space,
+            kdbg,
+            kuser,
+            modules,
+            base,
+            base_source,
+            kdbg_base,
+            image,
+            build,
+            symbols: Symbols::none(if x64 { 8 } else { 4 })
+                .with_builtin(build, h.arch == Arch::X64),
+            symbol_match: SymbolMatch::NoSymbols,
+            warnings,
+        }
+    }
+
+    /// The kernel's PDB identity from its CodeView record, if the dump holds it.
+    pub fn kernel_pdb(&self) -> Option<&PdbIdentity> {
+        self.image.as_ref().and_then(|i| i.pdb.as_ref().ok())
+    }
+
+    /// The decoded KDBG, if any.
+    pub fn kdbg(&self) -> Option<&KdDebuggerData> {
+        match &self.kdbg {
+            KdbgState::Decoded(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// RVAs of globals the dump itself reveals (header and KDBG), for matching symbols.
+    pub fn known_rvas(&self) -> Vec<(&'static str, u64)> {
+        let Some(base) = self.base else {
+            return Vec::new();
+        };
+        let h = self.dump.header();
+        let rva = |va: VirtAddr| {
+            self.space
+                .normalize(va)
+                .ok()
+                .filter(|v| v.0 > base.0 && v.0 - base.0 < 0x1_0000_0000)
+                .map(|v| v.0 - base.0)
+        };
+        let mut out = Vec::new();
+        let mut push = |name: &'static str, va: Option<VirtAddr>| {
+            if let Some(r) = va.and_then(rva) {
+                if !out.iter().any(|(n, _)| *n == name) {
+                    out.push((name, r));
+                }
+            }
+        };
+        push("PsLoadedModuleList", Some(h.ps_loaded_module_list));
+        push("PsActiveProcessHead", Some(h.ps_active_process_head));
+        push("KdDebuggerDataBlock", Some(h.kd_debugger_data_block));
+        if let Some(k) = self.kdbg() {
+            push("KiProcessorBlock", k.ki_processor_block());
+            push("EtwpDebuggerData", k.etwp_debugger_data());
+            push("MmPfnDatabase", k.mm_pfn_database());
+            push("NtBuildLabEx", k.nt_build_lab());
+        }
+        out
+    }
+
+    fn load_symbols(
+        &mut self,
+        opts: &SymbolOptions,
+    ) -> Result<(Symbols, SymbolMatch), SymbolError> {
+        let symbols = if let Some(p) = &opts.pdb {
+            Symbols::from_pdb(p, WANTED_TYPES)?
+        } else if let Some(p) = &opts.isf {
+            Symbols::from_isf(p, WANTED_TYPES)?
+        } else {
+            let mut dirs = opts.stores.clone();
+            let explicit = !dirs.is_empty();
+            if let Some(v) = &opts.nt_symbol_path {
+                dirs.extend(store::nt_symbol_path_dirs(v));
+            }
+            if dirs.is_empty() {
+                return Ok((
+                    Symbols::none(self.space.arch().pointer_size()),
+                    SymbolMatch::NoSymbols,
+                ));
+            }
+            let Some(id) = self.kernel_pdb().cloned() else {
+                let why = match self.image.as_ref().map(|i| &i.pdb) {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "the kernel base is unknown".to_string(),
+                };
+                if explicit {
+                    return Err(SymbolError::NoIdentity(format!(
+                        "{why}; give the PDB or ISF file with --pdb or --isf"
+                    )));
+                }
+                self.warnings.push(format!(
+                    "_NT_SYMBOL_PATH not used: the kernel's PDB GUID is unknown ({why})"
+                ));
+                return Ok((
+                    Symbols::none(self.space.arch().pointer_size()),
+                    SymbolMatch::NoSymbols,
+                ));
+            };
+            match store::find(&dirs, &id) {
+                (Some(store::Found::Pdb(p)), _) => Symbols::from_pdb(&p, WANTED_TYPES)?,
+                (Some(store::Found::Isf(p)), _) => Symbols::from_isf(&p, WANTED_TYPES)?,
+                (None, tried) => {
+                    if explicit {
+                        return Err(SymbolError::NotInStore {
+                            wanted: id.to_string(),
+                            searched: tried.len(),
+                            first: tried
+                                .first()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_default(),
+                        });
+                    }
+                    self.warnings.push(format!(
+                        "no symbols for {id} in the _NT_SYMBOL_PATH directories; using built-in layouts"
+                    ));
+                    return Ok((
+                        Symbols::none(self.space.arch().pointer_size()),
+                        SymbolMatch::NoSymbols,
+                    ));
+                }
+            }
+        };
+        let matched = self.check_match(&symbols, opts.force)?;
+        Ok((symbols, matched))
+    }
+
+    fn check_match(&self, symbols: &Symbols, force: bool) -> Result<SymbolMatch, SymbolError> {
+        let kind = symbols.source.kind();
+        let source_kind = if kind == "pdb" { "PDB" } else { "ISF" };
+        if let (Some(dump_id), Some(sym_id)) = (self.kernel_pdb(), symbols.identity.as_ref()) {
+            if dump_id.same_build(sym_id) {
+                return Ok(SymbolMatch::Rsds);
+            }
+            if !force {
+                return Err(SymbolError::Mismatch {
+                    dump: dump_id.to_string(),
+                    symbols: sym_id.to_string(),
+                    source_kind,
+                });
+            }
+            return Ok(SymbolMatch::Unverified {
+                reason: format!("forced: the dump's kernel is {dump_id}, the symbols are {sym_id}"),
+            });
+        }
+        let checks: Vec<RvaCheck> = self
+            .known_rvas()
+            .into_iter()
+            .filter_map(|(name, dump_rva)| {
+                symbols.rva(name).map(|s| RvaCheck {
+                    symbol: name,
+                    dump_rva: format!("{dump_rva:#x}"),
+                    symbols_rva: format!("{s:#x}"),
+                    agrees: s == dump_rva,
+                })
+            })
+            .collect();
+        let bad: Vec<&RvaCheck> = checks.iter().filter(|c| !c.agrees).collect();
+        if !bad.is_empty() && !force {
+            let what = bad
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} at RVA {} (symbols: {})",
+                        c.symbol, c.dump_rva, c.symbols_rva
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(SymbolError::Mismatch {
+                dump: format!("a kernel with {what}"),
+                symbols: symbols
+                    .identity
+                    .as_ref()
+                    .map_or_else(|| "unidentified".to_string(), |i| i.to_string()),
+                source_kind,
+            });
+        }
+        if checks.len() >= 2 && bad.is_empty() {
+            return Ok(SymbolMatch::SymbolOffsets { checks });
+        }
+        let why = match self.image.as_ref().map(|i| &i.pdb) {
+            Some(Err(e)) => format!("the kernel's CodeView record is unreadable ({e})"),
+            _ => "the symbols carry no PDB identity".into(),
+        };
+        Ok(SymbolMatch::Unverified {
+            reason: if bad.is_empty() {
+                format!(
+                    "{why}, and only {} global RVA(s) could be compared",
+                    checks.len()
+                )
+            } else {
+                format!("forced although {} global RVA(s) disagree", bad.len())
+            },
+        })
+    }
+}

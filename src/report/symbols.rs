@@ -1,0 +1,159 @@
+//! `etwdump symbols`: the layouts and global symbols a symbol file provides, as the tool
+//! reads them (for checking etwdump against other readers of the same file).
+
+use crate::symbols::{PdbIdentity, StructLayout, Symbols, TypeRef};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+#[derive(Debug, Serialize)]
+pub struct SourceInfo {
+    pub kind: &'static str,
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FieldInfo {
+    pub offset: u64,
+    #[serde(rename = "type")]
+    pub ty: TypeRef,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TypeInfo {
+    pub size: u64,
+    pub source: &'static str,
+    pub is_union: bool,
+    pub fields: BTreeMap<String, FieldInfo>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SymbolsReport {
+    pub symbol_source: SourceInfo,
+    pub pdb: Option<PdbIdentity>,
+    pub pointer_size: u64,
+    pub types: BTreeMap<String, TypeInfo>,
+    /// Types asked for that neither the symbols nor the built-in tables have.
+    pub missing_types: Vec<String>,
+    /// Global symbol → RVA.
+    pub symbols: BTreeMap<String, String>,
+}
+
+fn type_info(l: &StructLayout) -> TypeInfo {
+    TypeInfo {
+        size: l.size,
+        source: l.source.name(),
+        is_union: l.is_union,
+        fields: l
+            .fields
+            .iter()
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    FieldInfo {
+                        offset: f.offset,
+                        ty: f.ty.clone(),
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Build the report for `types` (all global symbols when `all_symbols`, else the ones the
+/// tool uses).
+pub fn report(sym: &Symbols, types: &[&str], all_symbols: bool) -> SymbolsReport {
+    let mut out = BTreeMap::new();
+    let mut missing = Vec::new();
+    for t in types {
+        match sym.layout(t) {
+            Some(l) => {
+                out.insert(t.to_string(), type_info(l));
+            }
+            None => missing.push(t.to_string()),
+        }
+    }
+    let symbols = if all_symbols {
+        sym.all_symbols()
+            .map(|(k, v)| (k.to_string(), format!("{v:#x}")))
+            .collect()
+    } else {
+        crate::symbols::WANTED_SYMBOLS
+            .iter()
+            .filter_map(|n| sym.rva(n).map(|v| (n.to_string(), format!("{v:#x}"))))
+            .collect()
+    };
+    SymbolsReport {
+        symbol_source: SourceInfo {
+            kind: sym.source.kind(),
+            path: sym.source.path().map(|p| p.display().to_string()),
+        },
+        pdb: sym.identity.clone(),
+        pointer_size: sym.pointer_size,
+        types: out,
+        missing_types: missing,
+        symbols,
+    }
+}
+
+/// C-like rendering of a type reference.
+pub fn type_text(t: &TypeRef) -> String {
+    match t {
+        TypeRef::Base { name, .. } => name.clone(),
+        TypeRef::Pointer { target } => format!("{}*", type_text(target)),
+        TypeRef::Array { element, count } => format!("{}[{count}]", type_text(element)),
+        TypeRef::Struct { name } => format!("struct {name}"),
+        TypeRef::Union { name } => format!("union {name}"),
+        TypeRef::Enum { name, .. } => format!("enum {name}"),
+        TypeRef::Bitfield {
+            base,
+            position,
+            length,
+        } => format!("{} : {length} (bit {position})", type_text(base)),
+        TypeRef::Function => "function".into(),
+        TypeRef::Void => "void".into(),
+    }
+}
+
+impl SymbolsReport {
+    pub fn to_table(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "Symbol source: {}{}",
+            self.symbol_source.kind,
+            self.symbol_source
+                .path
+                .as_ref()
+                .map(|p| format!(" {p}"))
+                .unwrap_or_default()
+        );
+        if let Some(p) = &self.pdb {
+            let _ = writeln!(o, "PDB: {p}");
+        }
+        for (name, t) in &self.types {
+            let _ = writeln!(
+                o,
+                "\n{} {name} (size {:#x}, from {})",
+                if t.is_union { "union" } else { "struct" },
+                t.size,
+                t.source
+            );
+            let mut fields: Vec<_> = t.fields.iter().collect();
+            fields.sort_by_key(|(n, f)| (f.offset, n.as_str()));
+            for (n, f) in fields {
+                let _ = writeln!(o, "  +{:#06x} {n:<32} {}", f.offset, type_text(&f.ty));
+            }
+        }
+        if !self.missing_types.is_empty() {
+            let _ = writeln!(o, "\nNot available: {}", self.missing_types.join(", "));
+        }
+        if !self.symbols.is_empty() {
+            let _ = writeln!(o, "\nSymbols (RVA):");
+            for (n, v) in &self.symbols {
+                let _ = writeln!(o, "  {v:>10} {n}");
+            }
+        }
+        o
+    }
+}

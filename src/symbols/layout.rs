@@ -1,0 +1,223 @@
+//! The layout model: structures as the kernel's symbols describe them.
+//!
+//! A [`StructLayout`] lists its fields with byte offsets; members of anonymous unions and
+//! structures are flattened into the parent, as Windows PDBs present them, so fields may
+//! overlap. Field types are [`TypeRef`]s; nested structures are referenced by name and
+//! resolved in the [`TypeStore`].
+
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Where a layout came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayoutSource {
+    /// The type records of a PDB.
+    Pdb,
+    /// A Volatility 3 ISF file.
+    Isf,
+    /// The tool's built-in per-version tables.
+    Builtin,
+}
+
+impl LayoutSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            LayoutSource::Pdb => "pdb",
+            LayoutSource::Isf => "isf",
+            LayoutSource::Builtin => "builtin",
+        }
+    }
+}
+
+/// The type of a field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TypeRef {
+    /// An integer, character, float or other primitive of `size` bytes.
+    Base {
+        name: String,
+        size: u64,
+        signed: bool,
+    },
+    /// A pointer (size from the architecture); `target` is what it points to.
+    Pointer {
+        target: Box<TypeRef>,
+    },
+    /// `count` elements.
+    Array {
+        element: Box<TypeRef>,
+        count: u64,
+    },
+    Struct {
+        name: String,
+    },
+    Union {
+        name: String,
+    },
+    Enum {
+        name: String,
+        size: u64,
+    },
+    /// `length` bits at bit `position` of an integer of `base`'s size.
+    Bitfield {
+        base: Box<TypeRef>,
+        position: u32,
+        length: u32,
+    },
+    Function,
+    Void,
+}
+
+impl TypeRef {
+    /// Shorthand for an unsigned integer of `size` bytes.
+    pub fn uint(size: u64) -> TypeRef {
+        let name = match size {
+            1 => "unsigned char",
+            2 => "unsigned short",
+            4 => "unsigned long",
+            8 => "unsigned long long",
+            _ => "unsigned",
+        };
+        TypeRef::Base {
+            name: name.into(),
+            size,
+            signed: false,
+        }
+    }
+
+    /// Shorthand for a signed integer of `size` bytes.
+    pub fn int(size: u64) -> TypeRef {
+        let name = match size {
+            1 => "char",
+            2 => "short",
+            4 => "long",
+            8 => "long long",
+            _ => "int",
+        };
+        TypeRef::Base {
+            name: name.into(),
+            size,
+            signed: true,
+        }
+    }
+
+    /// Shorthand for a pointer to a named structure.
+    pub fn ptr_to(name: &str) -> TypeRef {
+        TypeRef::Pointer {
+            target: Box::new(TypeRef::Struct { name: name.into() }),
+        }
+    }
+
+    /// Shorthand for `void *`.
+    pub fn void_ptr() -> TypeRef {
+        TypeRef::Pointer {
+            target: Box::new(TypeRef::Void),
+        }
+    }
+
+    /// Shorthand for a named structure.
+    pub fn strukt(name: &str) -> TypeRef {
+        TypeRef::Struct { name: name.into() }
+    }
+
+    /// Size in bytes, given the pointer size and a way to look up aggregate sizes.
+    pub fn size(&self, pointer_size: u64, store: &TypeStore) -> Option<u64> {
+        match self {
+            TypeRef::Base { size, .. } | TypeRef::Enum { size, .. } => Some(*size),
+            TypeRef::Pointer { .. } => Some(pointer_size),
+            TypeRef::Array { element, count } => {
+                element.size(pointer_size, store)?.checked_mul(*count)
+            }
+            TypeRef::Struct { name } | TypeRef::Union { name } => store.get(name).map(|s| s.size),
+            TypeRef::Bitfield { base, .. } => base.size(pointer_size, store),
+            TypeRef::Function | TypeRef::Void => None,
+        }
+    }
+
+    /// True for pointers.
+    pub fn is_pointer(&self) -> bool {
+        matches!(self, TypeRef::Pointer { .. })
+    }
+}
+
+/// One field of a structure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Field {
+    pub name: String,
+    pub offset: u64,
+    #[serde(rename = "type")]
+    pub ty: TypeRef,
+}
+
+/// A structure or union.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StructLayout {
+    pub name: String,
+    pub size: u64,
+    pub is_union: bool,
+    /// Sorted by offset (then by name); anonymous members flattened.
+    pub fields: Vec<Field>,
+    pub source: LayoutSource,
+}
+
+impl StructLayout {
+    pub fn new(name: &str, size: u64, source: LayoutSource) -> StructLayout {
+        StructLayout {
+            name: name.into(),
+            size,
+            is_union: false,
+            fields: Vec::new(),
+            source,
+        }
+    }
+
+    /// Builder: add a field.
+    pub fn with(mut self, name: &str, offset: u64, ty: TypeRef) -> StructLayout {
+        self.fields.push(Field {
+            name: name.into(),
+            offset,
+            ty,
+        });
+        self
+    }
+
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Sort the fields by offset, then name.
+    pub fn normalize(&mut self) {
+        self.fields
+            .sort_by(|a, b| a.offset.cmp(&b.offset).then_with(|| a.name.cmp(&b.name)));
+    }
+}
+
+/// Layouts by structure name.
+#[derive(Clone, Debug, Default)]
+pub struct TypeStore {
+    types: HashMap<String, StructLayout>,
+}
+
+impl TypeStore {
+    pub fn insert(&mut self, mut s: StructLayout) {
+        s.normalize();
+        self.types.insert(s.name.clone(), s);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&StructLayout> {
+        self.types.get(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.types.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.types.is_empty()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.types.keys().map(String::as_str)
+    }
+}
