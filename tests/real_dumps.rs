@@ -164,3 +164,39 @@ fn triage_arm64_info() {
     assert!(text.contains("ARM64 address translation is not supported yet"));
     assert!(text.contains("Architecture              ARM64"));
 }
+
+/// The built-in KDDEBUGGER_DATA64 layout (public WDBGEXTS.H) read over the real dump's decoded
+/// KDBG gives the RVAs crash-dump-format.md §2.2 lists.
+#[test]
+fn builtin_kdbg_layout_on_the_real_dump() {
+    let Some(p) = shared_dump("triage_x64.dmp") else {
+        return;
+    };
+    let d = DumpFile::open(&p, OpenOptions::default()).unwrap();
+    let space = AddressSpace::kernel(&d);
+    let b = etwdump::symbols::builtin::layouts(19041, true).unwrap();
+    let k = b
+        .types
+        .iter()
+        .find(|t| t.name == "_KDDEBUGGER_DATA64")
+        .unwrap();
+    assert_eq!(k.size, 0x380);
+    let v = etwdump::kernel::view::View::new(&space, k, VirtAddr(0xFFFFF8047C600B20));
+    let base = 0xFFFFF8047BA00000u64;
+    assert_eq!(
+        v.uint("OwnerTag").unwrap(),
+        u64::from(u32::from_le_bytes(*b"KDBG"))
+    );
+    assert_eq!(v.uint("Size").unwrap(), 0x380);
+    assert_eq!(v.uint("KernBase").unwrap(), base);
+    for (field, rva) in [
+        ("PsLoadedModuleList", 0xC2A390),
+        ("PsActiveProcessHead", 0xC1E200),
+        ("KiProcessorBlock", 0xCFDC80),
+        ("EtwpDebuggerData", 0xC10D58),
+        ("MmPfnDatabase", 0xCFC500),
+        ("NtBuildLab", 0xC4C0A0),
+    ] {
+        assert_eq!(v.uint(field).unwrap(), base + rva, "KDBG.{field}");
+    }
+}

@@ -179,7 +179,8 @@ fn fixture_pdbs_equal_their_isf() {
 #[test]
 fn fixture_pdb_offsets_match_the_reference() {
     // (fixture, _WMI_LOGGER_CONTEXT size, BufferQueue, GlobalList, CurrentBuffer, LoggerName, LogFileName, InstanceGuid)
-    let rows: &[(&str, u64, Option<u64>, u64, u64, u64, u64, u64)] = &[
+    type Row = (&'static str, u64, Option<u64>, u64, u64, u64, u64, u64);
+    let rows: &[Row] = &[
         ("x64-7601", 0x340, None, 0x60, 0x70, 0x78, 0x88, 0x10C),
         ("x64-9600", 0x390, Some(0x40), 0x70, 0x90, 0x98, 0xA8, 0x124),
         (
@@ -635,4 +636,52 @@ fn triage_dump_with_real_isf() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("symbol mismatch: the dump's kernel is a kernel with PsLoadedModuleList at RVA 0xc2a390"), "{err}");
     }
+}
+
+/// A build no built-in table covers: info says so (layouts null, no era) instead of guessing.
+#[test]
+fn unknown_build_has_no_builtin_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = etwdump_forge::Config::x64();
+    c.build = 26100;
+    let dump = write_forge(dir.path(), &c);
+    let j = common::info_json(&dump);
+    assert_eq!(j["windows"]["build"], 26100);
+    assert!(j["symbols"]["builtin_era"].is_null());
+    assert!(j["symbols"]["layouts"]["_WMI_LOGGER_CONTEXT"].is_null());
+    // The KDBG layout is public and fixed: still read.
+    assert_eq!(j["kd_debugger_data_block"]["decoded"], true);
+    let out = etwdump(&[
+        "symbols",
+        "--build",
+        "26100",
+        "--types",
+        "_WMI_LOGGER_CONTEXT",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        j["missing_types"],
+        serde_json::json!(["_WMI_LOGGER_CONTEXT"])
+    );
+    // A covered build: the built-in table, with its source named.
+    let out = etwdump(&[
+        "symbols",
+        "--build",
+        "19041",
+        "--types",
+        "_WMI_LOGGER_CONTEXT",
+        "--format",
+        "json",
+    ]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let l = &j["types"]["_WMI_LOGGER_CONTEXT"];
+    assert_eq!(l["source"], "builtin");
+    assert_eq!(l["fields"]["LoggerName"]["offset"], 0x98);
+    let out = etwdump(&["symbols"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("give --pdb FILE, --isf FILE, --build N, or a dump"));
 }

@@ -7,18 +7,18 @@
 use crate::addr::VirtAddr;
 use crate::bytes::{tag_text, LeBytes};
 use crate::mem::{AddressSpace, MemError};
+use crate::symbols::{builtin, StructLayout};
+use std::sync::OnceLock;
 
-/// Offsets of the fields the tool uses.
-pub mod field {
-    pub const OWNER_TAG: usize = 0x10;
-    pub const SIZE: usize = 0x14;
-    pub const KERN_BASE: usize = 0x18;
-    pub const PS_LOADED_MODULE_LIST: usize = 0x48;
-    pub const PS_ACTIVE_PROCESS_HEAD: usize = 0x50;
-    pub const MM_PFN_DATABASE: usize = 0xC0;
-    pub const NT_BUILD_LAB: usize = 0x208;
-    pub const KI_PROCESSOR_BLOCK: usize = 0x218;
-    pub const ETWP_DEBUGGER_DATA: usize = 0x330;
+/// Offset of a field of the public KDDEBUGGER_DATA64 layout (built-in; tested against the
+/// real 19041 dump).
+fn off(name: &str) -> usize {
+    static LAYOUT: OnceLock<StructLayout> = OnceLock::new();
+    LAYOUT
+        .get_or_init(builtin::kdbg_layout)
+        .field(name)
+        .map(|f| f.offset as usize)
+        .unwrap_or_else(|| panic!("the built-in KDDEBUGGER_DATA64 layout lacks {name}"))
 }
 
 /// Largest block read (0x380 on Windows 10 19041; later builds add a few fields).
@@ -59,8 +59,8 @@ impl KdDebuggerData {
         if let Err(error) = space.read(va, &mut head) {
             return KdbgState::Unreadable { va, error };
         }
-        let tag = &head[field::OWNER_TAG..field::OWNER_TAG + 4];
-        let size = head.u32_at(field::SIZE).unwrap_or(0);
+        let tag = &head[off("OwnerTag")..off("OwnerTag") + 4];
+        let size = head.u32_at(off("Size")).unwrap_or(0);
         if tag != b"KDBG" || size < MIN_SIZE {
             return KdbgState::NotDecoded {
                 va,
@@ -94,25 +94,25 @@ impl KdDebuggerData {
     }
 
     pub fn kern_base(&self) -> Option<VirtAddr> {
-        self.u64_field(field::KERN_BASE).map(VirtAddr)
+        self.u64_field(off("KernBase")).map(VirtAddr)
     }
     pub fn ps_loaded_module_list(&self) -> Option<VirtAddr> {
-        self.u64_field(field::PS_LOADED_MODULE_LIST).map(VirtAddr)
+        self.u64_field(off("PsLoadedModuleList")).map(VirtAddr)
     }
     pub fn ps_active_process_head(&self) -> Option<VirtAddr> {
-        self.u64_field(field::PS_ACTIVE_PROCESS_HEAD).map(VirtAddr)
+        self.u64_field(off("PsActiveProcessHead")).map(VirtAddr)
     }
     pub fn mm_pfn_database(&self) -> Option<VirtAddr> {
-        self.u64_field(field::MM_PFN_DATABASE).map(VirtAddr)
+        self.u64_field(off("MmPfnDatabase")).map(VirtAddr)
     }
     pub fn nt_build_lab(&self) -> Option<VirtAddr> {
-        self.u64_field(field::NT_BUILD_LAB).map(VirtAddr)
+        self.u64_field(off("NtBuildLab")).map(VirtAddr)
     }
     pub fn ki_processor_block(&self) -> Option<VirtAddr> {
-        self.u64_field(field::KI_PROCESSOR_BLOCK).map(VirtAddr)
+        self.u64_field(off("KiProcessorBlock")).map(VirtAddr)
     }
     pub fn etwp_debugger_data(&self) -> Option<VirtAddr> {
-        self.u64_field(field::ETWP_DEBUGGER_DATA).map(VirtAddr)
+        self.u64_field(off("EtwpDebuggerData")).map(VirtAddr)
     }
 
     /// The NtBuildLab string (e.g. "19041.1.amd64fre.vb_release.191206-1406"), if readable.
