@@ -12,6 +12,7 @@ has about 150k type records in about 20 MB; the default size gives the same orde
 """
 import os
 import random
+import resource
 import subprocess
 import sys
 
@@ -25,7 +26,7 @@ kinds = ["unsigned long", "unsigned short", "unsigned char", "long long", "unsig
 with open(os.path.join(out, "big.c"), "w") as f:
     f.write('#include "%s"\n' % types_h)
     for i in range(n):
-        f.write("union BigU%d { unsigned long long Q; unsigned long D[2]; struct BigS%d *P; };\n" % (i, max(i - 1, 0)))
+        f.write("union BigU%d { unsigned long long Q; unsigned long D[2]; struct BigS%d *P; };\n" % (i, rng.randint(0, n - 1)))
         f.write("struct BigS%d {\n" % i)
         for j in range(rng.randint(4, 9)):
             k = rng.randint(0, 6)
@@ -57,9 +58,15 @@ with open(anchor, "w") as f:
               "_KPRCB", "_KUSER_SHARED_DATA", "_KLDR_DATA_TABLE_ENTRY", "_DBGKD_GET_VERSION64", "_EPROCESS",
               "_ETHREAD", "_KTHREAD", "_KPROCESS", "_EX_FAST_REF", "_LIST_ENTRY", "_UNICODE_STRING"]:
         f.write("struct %s Anchor%s;\n" % (t, t))
+def big_stack():
+    # clang recurses along chains of types; give it room.
+    resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
 cflags = ["--target=x86_64-pc-windows-msvc", "-fms-extensions", "-Wno-microsoft-anon-tag", "-gcodeview", "-g",
           "-O0", "-ffreestanding", "-fno-stack-protector", "-fno-builtin", "-c"]
-subprocess.check_call(["clang"] + cflags + [os.path.join(out, "big.c"), "-o", os.path.join(out, "big.obj")])
+subprocess.check_call(["clang"] + cflags + [os.path.join(out, "big.c"), "-o", os.path.join(out, "big.obj")],
+                      preexec_fn=big_stack)
 subprocess.check_call(["clang"] + cflags + [anchor, "-o", os.path.join(out, "anchor.obj")])
 subprocess.check_call(["lld-link", "/nologo", "/driver", "/entry:KiSystemStartup", "/nodefaultlib",
                        "/subsystem:native", "/machine:x64", "/base:0x140000000", "/opt:noref", "/debug",
