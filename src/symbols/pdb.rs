@@ -123,11 +123,10 @@ struct Converter<'a, 't> {
     anonymous: HashMap<TypeIndex, String>,
 }
 
+/// MSVC names anonymous aggregates `<unnamed-tag>` / `<anonymous-tag>` (many types share the
+/// name); those get a unique synthetic name. Other names are kept as the PDB has them.
 fn is_unnamed(name: &str) -> bool {
-    name.is_empty()
-        || name.contains("<unnamed-")
-        || name.contains("<anonymous-")
-        || name.starts_with("__unnamed")
+    name.is_empty() || name.contains("<unnamed-") || name.contains("<anonymous-")
 }
 
 impl<'t> Converter<'_, 't> {

@@ -2,13 +2,19 @@
 # Interop check of the forge's synthetic dumps.
 #
 #   tests/interop/run.sh [--with-16g] [--require-etwdump] [--skip-etwdump]
+#                        [--require-etwdump-symbols] [--skip-vol]
 #
-# 1. creates tests/interop/.venv (gitignored) with kdmp-parser==0.7.4 from PyPI,
+# 1. creates tests/interop/.venv (gitignored; vol.sh adds volatility3 to it) with kdmp-parser==0.7.4
+#    from PyPI,
 # 2. builds the forge (target dir: $FORGE_TARGET_DIR, default <repo>/target-forge) and writes the
 #    standard set of dumps + manifest.json into a temporary directory,
 # 3. walk_dump.py: an independent Python reading of every dump (x64, x86 PAE, x86 non-PAE),
 # 4. check_kdmp.py: kdmp-parser on every x64 dump, and etwdump (`$ETWDUMP read ... --format json`,
 #    default <repo>/target/debug/etwdump) on every dump.
+# 5. vol.sh: volatility3 2.28.2 (installed into the same venv) on the set's fixture dumps
+#    (`vol windows.info`) and volatility's ISF of each fixture PDB against
+#    `$ETWDUMP symbols --pdb`; --require-etwdump-symbols makes a missing `symbols` command a
+#    failure (vol.sh --require-etwdump), --skip-etwdump skips that part too, --skip-vol skips vol.sh.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set.
 # Exits non-zero on any disagreement.
 set -euo pipefail
@@ -19,13 +25,19 @@ venv="$here/.venv"
 
 forge_flags=()
 check_flags=()
+vol_flags=()
+run_vol=1
 for arg in "$@"; do
     case "$arg" in
         --with-16g) forge_flags+=(--with-16g) ;;
-        --require-etwdump | --skip-etwdump) check_flags+=("$arg") ;;
-        *) echo "usage: $0 [--with-16g] [--require-etwdump] [--skip-etwdump]" >&2; exit 2 ;;
+        --require-etwdump) check_flags+=("$arg") ;;
+        --skip-etwdump) check_flags+=("$arg"); vol_flags+=("$arg") ;;
+        --require-etwdump-symbols) vol_flags+=(--require-etwdump) ;;
+        --skip-vol) run_vol=0 ;;
+        *) echo "usage: $0 [--with-16g] [--require-etwdump] [--skip-etwdump] [--require-etwdump-symbols] [--skip-vol]" >&2; exit 2 ;;
     esac
 done
+start=$(date +%s)
 
 if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("kdmp-parser") != "0.7.4")' 2>/dev/null; then
     echo "== creating $venv with kdmp-parser==0.7.4"
@@ -49,9 +61,14 @@ echo "== check_kdmp.py (kdmp-parser 0.7.4 on x64 dumps; etwdump on all dumps)"
 export ETWDUMP="${ETWDUMP:-$root/target/debug/etwdump}"
 "$venv/bin/python" "$here/check_kdmp.py" "$out/manifest.json" ${check_flags[@]+"${check_flags[@]}"} || status=1
 
+if [ "$run_vol" -eq 1 ]; then
+    echo "== vol.sh (volatility3 on the fixture dumps; its ISF vs etwdump symbols)"
+    bash "$here/vol.sh" --manifest "$out/manifest.json" ${vol_flags[@]+"${vol_flags[@]}"} || status=1
+fi
+
 if [ "$status" -ne 0 ]; then
-    echo "== interop: FAILED"
+    echo "== interop: FAILED ($(($(date +%s) - start)) s)"
 else
-    echo "== interop: all checks passed"
+    echo "== interop: all checks passed ($(($(date +%s) - start)) s)"
 fi
 exit "$status"

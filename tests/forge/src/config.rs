@@ -1,5 +1,8 @@
 //! What to forge: architecture, file layout and the machine/kernel parameters.
 
+use std::path::Path;
+
+use crate::fixture::{Fixture, FixtureError};
 use crate::util::guid_from_str;
 
 /// Processor architecture / paging mode of the dumped machine.
@@ -88,8 +91,8 @@ impl Layout {
     }
 }
 
-/// Parameters of a forged dump. Start from [`Config::x64`], [`Config::x86_pae`] or
-/// [`Config::x86_nonpae`] and change fields.
+/// Parameters of a forged dump. Start from [`Config::x64`], [`Config::x86_pae`],
+/// [`Config::x86_nonpae`] or [`Config::from_fixture`] and change fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub arch: Arch,
@@ -118,6 +121,11 @@ pub struct Config {
     pub omit_debug_directory_page: bool,
     /// x64 only: bits ORed into the header DirectoryTableBase (PCID-like, e.g. 0x2).
     pub dtb_low_bits: u64,
+    /// A fixture kernel (`tests/fixtures/<name>/`) mapped instead of the forge's hand-made PE;
+    /// see [`Config::from_fixture`]. `None` (every other constructor): the hand-made kernel.
+    /// With a fixture, `build`, `pdb_name`, `pdb_guid`, `pdb_age` and the x86-ness of `arch`
+    /// must equal the fixture's (checked by `forge`).
+    pub fixture: Option<Fixture>,
 }
 
 /// GUID of the 19041 kernel of the real triage dump D1 (crash-dump-format.md §2.2); the shared
@@ -155,6 +163,39 @@ impl Config {
             physical_memory_bytes: 16 << 20,
             omit_debug_directory_page: false,
             dtb_low_bits: 0,
+            fixture: None,
+        }
+    }
+
+    /// A machine whose kernel is the fixture in `dir` (`<dir>/symbols.json` and
+    /// `<dir>/ntoskrnl.exe`, e.g. tests/fixtures/x64-19041): [`Config::x64`] (a full dump,
+    /// DumpType 1) or, for an x86 fixture, [`Config::x86_pae`], with the build number and the
+    /// PDB name/GUID/age of symbols.json. Everything else (memory layout, probes, KUSER, header) is
+    /// as for those configs. Panics if the fixture cannot be loaded; see
+    /// [`Config::try_from_fixture`].
+    pub fn from_fixture(dir: &Path) -> Self {
+        Self::try_from_fixture(dir).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Config::from_fixture`] returning the load error instead of panicking.
+    pub fn try_from_fixture(dir: &Path) -> Result<Self, FixtureError> {
+        Fixture::load(dir).map(Self::with_fixture)
+    }
+
+    /// [`Config::from_fixture`] for an already loaded fixture.
+    pub fn with_fixture(fixture: Fixture) -> Self {
+        let base = if fixture.x64 {
+            Config::x64()
+        } else {
+            Config::x86_pae()
+        };
+        Config {
+            build: fixture.build,
+            pdb_name: fixture.pdb_name.clone(),
+            pdb_guid: fixture.pdb_guid,
+            pdb_age: fixture.pdb_age,
+            fixture: Some(fixture),
+            ..base
         }
     }
 
@@ -237,6 +278,34 @@ impl Config {
                      (pool and probe areas of the forge start at 0x86000000)"
                 );
                 assert_eq!(self.dtb_low_bits, 0, "dtb_low_bits is x64 only");
+            }
+        }
+        if let Some(fx) = &self.fixture {
+            assert_eq!(
+                fx.x64,
+                self.arch.is_x64(),
+                "fixture {} does not match arch {:?}",
+                fx.name,
+                self.arch
+            );
+            assert!(
+                self.build == fx.build
+                    && self.pdb_name == fx.pdb_name
+                    && self.pdb_guid == fx.pdb_guid
+                    && self.pdb_age == fx.pdb_age,
+                "with fixture {} the build and the PDB name/GUID/age are the fixture's",
+                fx.name
+            );
+            let slots =
+                fx.storage_len("KiProcessorBlock").unwrap_or(0) as usize / self.arch.ptr_size();
+            assert!(
+                self.cpus as usize <= slots,
+                "fixture {}: KiProcessorBlock holds {slots} entries, cpus = {}",
+                fx.name,
+                self.cpus
+            );
+            if let Err(e) = fx.extras() {
+                panic!("fixture {}: {e}", fx.name);
             }
         }
     }

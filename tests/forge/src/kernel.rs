@@ -20,6 +20,7 @@ mod kdbg {
     pub const PS_ACTIVE_PROCESS_HEAD: usize = 0x50;
     pub const MM_PFN_DATABASE: usize = 0xC0;
     pub const NT_BUILD_LAB: usize = 0x208;
+    pub const CM_NT_CSD_VERSION: usize = 0x268;
     pub const KI_PROCESSOR_BLOCK: usize = 0x218;
     pub const ETWP_DEBUGGER_DATA: usize = 0x330;
     /// Bytes the forge writes (the 19041 size).
@@ -40,6 +41,9 @@ pub(crate) fn kdbg_size(build: u32) -> u32 {
 
 /// NtBuildLab(Ex) string the KDBG points to.
 pub(crate) fn nt_build_lab(cfg: &Config) -> String {
+    if let Some(lab) = cfg.fixture.as_ref().and_then(|f| f.nt_build_lab.clone()) {
+        return lab;
+    }
     let arch = if cfg.arch.is_x64() {
         "amd64fre"
     } else {
@@ -70,13 +74,62 @@ fn put_ptr(arch: Arch, buf: &mut [u8], off: usize, va: u64) {
     }
 }
 
+/// KiProcessorBlock[0..cpus]: the KPRCB addresses. Hand-made kernel: CPU 0 inside the
+/// kernel's KiInitialPcr area, the others in per-processor pool. Fixture kernels (whose image is
+/// a few pages): every KPCR in per-processor pool, KPRCB = KPCR + 0x180 (x64) / + 0x120 (x86),
+/// KPCRs `stride` apart so that `kprcb_size` bytes fit.
+pub(crate) fn kprcb_addresses(cfg: &Config, img: &KernelImage) -> Vec<u64> {
+    let x64 = cfg.arch.is_x64();
+    if let Some(fx) = &cfg.fixture {
+        let size = u64::from(fx.kprcb_size.unwrap_or(0));
+        return (0..u64::from(cfg.cpus))
+            .map(|i| {
+                if x64 {
+                    let stride = crate::util::align_up(0x180 + size, 0x1000).max(0x11_4000);
+                    0xFFFF_A081_6C1C_0000 + i * stride + 0x180
+                } else {
+                    let stride = crate::util::align_up(0x120 + size, 0x1000).max(0x4000);
+                    0x8A20_0000 + i * stride + 0x120
+                }
+            })
+            .collect();
+    }
+    (0..u64::from(cfg.cpus))
+        .map(|i| match (x64, i) {
+            (true, 0) => img.base + 0xD1_0180,
+            (true, _) => 0xFFFF_A081_6C1C_0180 + (i - 1) * 0x11_4000,
+            (false, 0) => img.base + 0x70_E120,
+            (false, _) => 0x8A20_0120 + (i - 1) * 0x4000,
+        })
+        .collect()
+}
+
+/// Write `data` at the public `name` of a fixture image, checking that it fits the variable's
+/// storage (up to the next public or the end of the section).
+fn write_fixture_var(cfg: &Config, img: &mut KernelImage, name: &str, rva: u32, data: &[u8]) {
+    if let Some(fx) = &cfg.fixture {
+        if let Some(len) = fx.storage_len(name) {
+            assert!(
+                data.len() <= len as usize,
+                "fixture {}: {name} has {len:#x} bytes, the forge writes {:#x}",
+                fx.name,
+                data.len()
+            );
+        }
+    }
+    img.write(rva, data);
+}
+
 /// Fill the kernel's .data variables: KDBG (decoded or encoded), KdpDebuggerDataListHead,
-/// PsActiveProcessHead (empty list), NtBuildLabEx, MmPfnDatabase and KiProcessorBlock.
+/// PsActiveProcessHead (empty list), NtBuildLabEx, MmPfnDatabase and KiProcessorBlock
+/// (`prcbs`, see [`kprcb_addresses`]); for fixture kernels also KdVersionBlock,
+/// KeNumberProcessors and CmNtCSDVersion.
 /// `pfn_db` is the value of the MmPfnDatabase variable (the database's VA).
 pub(crate) fn write_data_variables(
     cfg: &Config,
     img: &mut KernelImage,
     pfn_db: u64,
+    prcbs: &[u64],
     rng: &mut Rng,
 ) -> String {
     let arch = cfg.arch;
@@ -139,6 +192,9 @@ pub(crate) fn write_data_variables(
             kdbg::ETWP_DEBUGGER_DATA,
             kdbg_ptr(arch, va(sym.etwp_debugger_data)),
         );
+        if let Some(csd) = sym.cm_nt_csd_version {
+            put_u64(&mut k, kdbg::CM_NT_CSD_VERSION, kdbg_ptr(arch, va(csd)));
+        }
     } else {
         // An encoded copy looks like noise: no 'KDBG' tag, no recognisable pointers.
         rng.fill(&mut k);
@@ -146,7 +202,13 @@ pub(crate) fn write_data_variables(
             k[kdbg::OWNER_TAG] ^= 0xFF;
         }
     }
-    img.write(sym.kd_debugger_data_block, &k);
+    write_fixture_var(
+        cfg,
+        img,
+        "KdDebuggerDataBlock",
+        sym.kd_debugger_data_block,
+        &k,
+    );
 
     // KdpDebuggerDataListHead: a LIST_ENTRY whose only element is the KDBG.
     let mut head = vec![0u8; 2 * p];
@@ -159,33 +221,76 @@ pub(crate) fn write_data_variables(
     let mut l = vec![0u8; 2 * p];
     put_ptr(arch, &mut l, 0, pah);
     put_ptr(arch, &mut l, p, pah);
-    img.write(sym.ps_active_process_head, &l);
+    write_fixture_var(
+        cfg,
+        img,
+        "PsActiveProcessHead",
+        sym.ps_active_process_head,
+        &l,
+    );
 
     // NtBuildLabEx string (ASCII, NUL-terminated).
     let lab = nt_build_lab(cfg);
     let mut s = lab.as_bytes().to_vec();
     s.push(0);
-    img.write(sym.nt_build_lab, &s);
+    write_fixture_var(cfg, img, "NtBuildLabEx", sym.nt_build_lab, &s);
 
     // MmPfnDatabase variable -> PFN database VA.
     let mut v = vec![0u8; p];
     put_ptr(arch, &mut v, 0, pfn_db);
     img.write(sym.mm_pfn_database, &v);
 
-    // KiProcessorBlock[cpus]: KPRCB addresses (CPU 0 inside the kernel's KiInitialPcr area,
-    // the others in per-processor pool). The KPRCBs themselves are not mapped.
-    let mut arr = vec![0u8; p * cfg.cpus as usize];
-    for i in 0..cfg.cpus as u64 {
-        let prcb = match (arch.is_x64(), i) {
-            (true, 0) => img.base + 0xD1_0180,
-            (true, _) => 0xFFFF_A081_6C1C_0180 + (i - 1) * 0x11_4000,
-            (false, 0) => img.base + 0x70_E120,
-            (false, _) => 0x8A20_0120 + (i - 1) * 0x4000,
-        };
-        put_ptr(arch, &mut arr, i as usize * p, prcb);
+    // KiProcessorBlock[cpus]: KPRCB addresses. The hand-made kernel's KPRCBs are not mapped.
+    let mut arr = vec![0u8; p * prcbs.len()];
+    for (i, &prcb) in prcbs.iter().enumerate() {
+        put_ptr(arch, &mut arr, i * p, prcb);
     }
-    img.write(sym.ki_processor_block, &arr);
+    write_fixture_var(cfg, img, "KiProcessorBlock", sym.ki_processor_block, &arr);
+
+    // Fixture kernels: KdVersionBlock, KeNumberProcessors, CmNtCSDVersion.
+    if let Some(rva) = sym.kd_version_block {
+        let v = kd_version_block(cfg, image_base, va(sym.ps_loaded_module_list), list_head_va);
+        write_fixture_var(cfg, img, "KdVersionBlock", rva, &v);
+    }
+    if let Some(rva) = sym.ke_number_processors {
+        write_fixture_var(cfg, img, "KeNumberProcessors", rva, &cfg.cpus.to_le_bytes());
+    }
+    if let Some(rva) = sym.cm_nt_csd_version {
+        img.write(rva, &0u32.to_le_bytes()); // no service pack
+    }
     lab
+}
+
+/// DBGKD_GET_VERSION64 (0x28 bytes): MajorVersion 0xF (free build), MinorVersion = build,
+/// ProtocolVersion 6, Flags (MP | DATA, + PTR64 on x64), MachineType, MaxPacketType 0x0C,
+/// MaxStateChange 3, MaxManipulate 0x33, then KernBase, PsLoadedModuleList and
+/// DebuggerDataList (-> KdpDebuggerDataListHead) as 64-bit values (x86: sign-extended).
+/// The constant bytes are those of the fixture images (and of real kernels).
+pub(crate) fn kd_version_block(
+    cfg: &Config,
+    kern_base: u64,
+    ps_loaded_module_list: u64,
+    debugger_data_list: u64,
+) -> Vec<u8> {
+    let arch = cfg.arch;
+    let mut v = vec![0u8; 0x28];
+    put_u16(&mut v, 0x00, 0xF);
+    put_u16(
+        &mut v,
+        0x02,
+        u16::try_from(cfg.build).expect("16-bit build"),
+    );
+    v[0x04] = 6; // ProtocolVersion
+    v[0x05] = 0; // KdSecondaryVersion
+    put_u16(&mut v, 0x06, if arch.is_x64() { 7 } else { 3 }); // Flags
+    put_u16(&mut v, 0x08, if arch.is_x64() { 0x8664 } else { 0x014C });
+    v[0x0A] = 0x0C; // MaxPacketType
+    v[0x0B] = 3; // MaxStateChange
+    v[0x0C] = 0x33; // MaxManipulate
+    put_u64(&mut v, 0x10, kdbg_ptr(arch, kern_base));
+    put_u64(&mut v, 0x18, kdbg_ptr(arch, ps_loaded_module_list));
+    put_u64(&mut v, 0x20, kdbg_ptr(arch, debugger_data_list));
+    v
 }
 
 /// KUSER_SHARED_DATA page (offsets checked against a real ISF).
@@ -371,7 +476,8 @@ pub(crate) fn write_module_list_head(cfg: &Config, img: &mut KernelImage, entry_
     let mut l = vec![0u8; 2 * p];
     put_ptr(cfg.arch, &mut l, 0, entry_vas[0]);
     put_ptr(cfg.arch, &mut l, p, *entry_vas.last().expect("entries"));
-    img.write(img.sym.ps_loaded_module_list, &l);
+    let rva = img.sym.ps_loaded_module_list;
+    write_fixture_var(cfg, img, "PsLoadedModuleList", rva, &l);
 }
 
 /// UNICODE_STRING: x64 {u16 Length (bytes), u16 MaximumLength, u32 pad, u64 Buffer};

@@ -22,8 +22,15 @@
 //! bitmap (5/6) dump (§1.2/§1.2a), page tables built by the forge (§1.5), a hand-made kernel PE
 //! image with a debug directory and RSDS record, KDDEBUGGER_DATA64, the loaded-module list,
 //! KUSER_SHARED_DATA, and a probe area whose reads have known results.
+//!
+//! [`Config::from_fixture`] replaces the hand-made PE with a fixture kernel of
+//! `tests/fixtures/<name>/` (a tiny real PE whose PDB has real type layouts): the image is mapped
+//! and relocated at the kernel base and the kernel objects are placed at the fixture's public
+//! RVAs (KdDebuggerDataBlock, KdVersionBlock, KeNumberProcessors, KiProcessorBlock, ...); see
+//! [`Forged::symbols`] and the README.
 
 mod config;
+mod fixture;
 mod header;
 mod kernel;
 mod layout;
@@ -37,7 +44,11 @@ mod util;
 use std::path::Path;
 
 pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
-pub use util::{guid_from_str, pdb_symbol_key};
+pub use fixture::{
+    default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
+    Relocation,
+};
+pub use util::{guid_from_str, guid_to_string, pdb_symbol_key};
 
 /// A loaded module as listed by PsLoadedModuleList.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +122,22 @@ pub struct Forged {
     pub etwp_debugger_data: u64,
     /// Value stored in the MmPfnDatabase variable (the PFN database VA; not mapped).
     pub mm_pfn_database_value: u64,
+    /// Name -> VA (as placed) of the kernel variables: KdDebuggerDataBlock, EtwpDebuggerData,
+    /// PsActiveProcessHead, PsLoadedModuleList, NtBuildLabEx, MmPfnDatabase, KiProcessorBlock,
+    /// KdpDebuggerDataListHead; with a fixture also KdVersionBlock, KeNumberProcessors,
+    /// CmNtCSDVersion and every public of the fixture's symbols.json (undecorated names, e.g.
+    /// EtwpHostSiloState, PspHostSiloGlobals, WmipLoggerContext, KiSystemStartup). With a fixture,
+    /// MmPfnDatabase, KdpDebuggerDataListHead and CmNtCSDVersion are not publics of its PDB: the
+    /// forge puts them in the slack after .data's VirtualSize (still inside the mapped image).
+    /// The PDB identity is `config.pdb_name` / `config.pdb_guid` (on-disk bytes; see
+    /// [`guid_to_string`]) / `config.pdb_age`: with a fixture, those of its symbols.json, equal
+    /// to the RSDS record in the mapped image.
+    pub symbols: std::collections::BTreeMap<String, u64>,
+    /// The KPRCB addresses stored in KiProcessorBlock (`cpus` entries).
+    pub kprcbs: Vec<u64>,
+    /// `Some(sizeof(_KPRCB))` when the KPRCBs are mapped (fixtures whose size is known:
+    /// zero-filled pages from each KPCR's page to the end of its KPRCB); `None`: not mapped.
+    pub kprcb_size: Option<u32>,
 
     file: layout::FileImage,
     pm: phys::PhysMem,

@@ -107,9 +107,14 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let mode = pager.mode;
     let mut vmap = VirtMap::default();
 
-    // Kernel image and the variables in its .data.
-    let mut img = KernelImage::new(cfg);
-    let nt_build_lab = kernel::write_data_variables(cfg, &mut img, plan.pfn_database, pm.rng());
+    // Kernel image (hand-made or a fixture's) and the variables in its .data.
+    let mut img = match &cfg.fixture {
+        Some(fx) => KernelImage::from_fixture(cfg, fx),
+        None => KernelImage::new(cfg),
+    };
+    let prcbs = kernel::kprcb_addresses(cfg, &img);
+    let nt_build_lab =
+        kernel::write_data_variables(cfg, &mut img, plan.pfn_database, &prcbs, pm.rng());
     let modules = kernel::modules(cfg, &img);
     let ml_plan = ModuleListPlan {
         entries_page: plan.pool_entries,
@@ -162,6 +167,22 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         vmap.insert(va, PAGE_SIZE, pfn << 12);
     }
 
+    // Fixture kernels with a known sizeof(_KPRCB): map each CPU's KPCR/KPRCB pages
+    // (zero-filled, for later work to fill).
+    let kprcb_size = cfg.fixture.as_ref().and_then(|fx| fx.kprcb_size);
+    if let Some(size) = kprcb_size {
+        for &prcb in &prcbs {
+            let first = prcb & !0xFFF;
+            let end = crate::util::align_up(prcb + u64::from(size), PAGE_SIZE);
+            for va in (first..end).step_by(PAGE_SIZE as usize) {
+                let pfn = pm.alloc();
+                pm.set_page(pfn, &[0u8; PAGE_SIZE as usize]);
+                pager.set_pte(&mut pm, va, mode.leaf(pfn, Leaf::KernelData));
+                vmap.insert(va, PAGE_SIZE, pfn << 12);
+            }
+        }
+    }
+
     // The self-map makes one page-table page visible at a fixed VA.
     let (sm_va, sm_pa) = pager.self_map_page;
     vmap.insert(sm_va, PAGE_SIZE, sm_pa);
@@ -191,11 +212,15 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let mut add = |name: &str, va: u64, len: usize| specs.push((name.to_string(), va, len));
     add("kernel_mz_header", cfg.kernel_base, 64);
     add("kernel_pe_header_page", cfg.kernel_base, PAGE_SIZE as usize);
-    add(
-        "kernel_image_unmapped_page",
-        cfg.kernel_base + 0x1000 + 0x40,
-        0x10,
-    );
+    // Hand-made kernel: a .text page with PTE 0. Fixture kernels map every image page, so the
+    // page after SizeOfImage (same page table, PTE 0) is used.
+    let unmapped_image_va = match &cfg.fixture {
+        None => cfg.kernel_base + 0x1000 + 0x40,
+        Some(_) => {
+            cfg.kernel_base + crate::util::align_up(img.size_of_image.into(), PAGE_SIZE) + 0x40
+        }
+    };
+    add("kernel_image_unmapped_page", unmapped_image_va, 0x10);
     add("kdbg", kdbg_va, 0x20);
     add("kdbg_block", kdbg_va, kernel::kdbg_size(cfg.build) as usize);
     add("debug_directory", dir_va, img.debug_dir_size as usize);
@@ -212,6 +237,34 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     add("kuser_nt_version", plan.kuser + 0x260, 0x14);
     add("kuser_user_alias", plan.kuser_user + 0x260, 0x14);
     add("page_table_via_self_map", sm_va + sm_entry_off, 0x20);
+    if let Some(fx) = &cfg.fixture {
+        let sym = img.sym;
+        if let Some(rva) = sym.kd_version_block {
+            add("kd_version_block", img.va(rva), 0x28);
+        }
+        if let Some(rva) = sym.ke_number_processors {
+            add("ke_number_processors", img.va(rva), 4);
+        }
+        add(
+            "ki_processor_block",
+            img.va(sym.ki_processor_block),
+            p * prcbs.len(),
+        );
+        add("etwp_debugger_data", img.va(sym.etwp_debugger_data), 0x20);
+        add("mm_pfn_database_variable", img.va(sym.mm_pfn_database), p);
+        for (probe, public, len) in [
+            ("etwp_host_silo_state", "EtwpHostSiloState", p),
+            ("psp_host_silo_globals", "PspHostSiloGlobals", 0x40),
+            ("wmip_logger_context", "WmipLoggerContext", 64 * p),
+        ] {
+            if let Some(rva) = fx.symbol(public) {
+                add(probe, img.va(rva), len);
+            }
+        }
+        if kprcb_size.is_some() {
+            add("kprcb0", prcbs[0], 0x40);
+        }
+    }
 
     // Filler pages (stored, unreferenced) so that "used" != "stored".
     for _ in 0..FILLER_PAGES {
@@ -221,7 +274,10 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     // File layout, then the header (it records the file length).
     let header_size = arch.header_size();
     let placement = layout::place(cfg.layout, header_size, &pm);
-    let exception_address = cfg.kernel_base + if arch.is_x64() { 0x3F_5A80 } else { 0x15_A2B0 };
+    let exception_address = match &cfg.fixture {
+        Some(fx) => cfg.kernel_base + u64::from(fx.entry_rva),
+        None => cfg.kernel_base + if arch.is_x64() { 0x3F_5A80 } else { 0x15_A2B0 },
+    };
     let info = HeaderInfo {
         dtb,
         pfn_database: img.va(img.sym.mm_pfn_database),
@@ -260,6 +316,19 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         })
         .collect();
 
+    // name -> VA of every kernel variable placed (fixture: all its publics too).
+    let mut symbols: std::collections::BTreeMap<String, u64> = img
+        .sym
+        .named()
+        .into_iter()
+        .map(|(n, rva)| (n.to_string(), img.va(rva)))
+        .collect();
+    if let Some(fx) = &cfg.fixture {
+        for (n, &rva) in &fx.symbols {
+            symbols.insert(n.clone(), img.va(rva));
+        }
+    }
+
     Forged {
         config: cfg.clone(),
         dtb,
@@ -283,6 +352,9 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         ki_processor_block: img.va(img.sym.ki_processor_block),
         etwp_debugger_data: img.va(img.sym.etwp_debugger_data),
         mm_pfn_database_value: plan.pfn_database,
+        symbols,
+        kprcbs: prcbs,
+        kprcb_size,
         file,
         pm,
         vmap,

@@ -1,10 +1,16 @@
-//! `forge OUTDIR [--with-16g]`: write the standard set of synthetic dumps and manifest.json.
+//! `forge OUTDIR [--with-16g] [--fixtures DIR | --no-fixtures]`: write the standard set of
+//! synthetic dumps and manifest.json. The set includes one dump per fixture kernel found in
+//! DIR (default: tests/fixtures of this checkout), `fixture-<name>.dmp` (x64: full dump,
+//! DumpType 1; x86: PAE full dump).
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use etwdump_forge::{forge, BitmapSig, Config, Expect, Forged, Layout};
+use etwdump_forge::{
+    default_fixtures_root, fixture_dirs, forge, guid_to_string, BitmapSig, Config, Expect, Forged,
+    Layout,
+};
 use serde_json::{json, Value};
 
 fn hex_addr(v: u64) -> String {
@@ -16,8 +22,8 @@ fn hex_bytes(b: &[u8]) -> String {
 }
 
 /// The standard set: (file stem, config).
-fn standard_set(with_16g: bool) -> Vec<(&'static str, Config)> {
-    let mut v = vec![
+fn standard_set(with_16g: bool) -> Vec<(String, Config)> {
+    let v: Vec<(&str, Config)> = vec![
         ("x64-full", Config::x64()),
         (
             "x64-bitmap-sdmp",
@@ -49,17 +55,18 @@ fn standard_set(with_16g: bool) -> Vec<(&'static str, Config)> {
         ("x86pae-full", Config::x86_pae()),
         ("x86-full", Config::x86_nonpae()),
     ];
+    let mut v: Vec<(String, Config)> = v.into_iter().map(|(s, c)| (s.to_string(), c)).collect();
     if with_16g {
         let big = 16u64 << 30;
         v.push((
-            "x64-full-16g",
+            "x64-full-16g".to_string(),
             Config {
                 physical_memory_bytes: big,
                 ..Config::x64()
             },
         ));
         v.push((
-            "x64-bitmap-16g",
+            "x64-bitmap-16g".to_string(),
             Config {
                 physical_memory_bytes: big,
                 layout: Layout::Bitmap {
@@ -106,7 +113,7 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
         })
         .collect();
     let c = &f.config;
-    json!({
+    let mut entry = json!({
         "file": file,
         "arch": c.arch.name(),
         "dump_type": f.dump_type(),
@@ -123,20 +130,64 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
         "build": c.build,
         "cpus": c.cpus,
         "bugcheck_code": hex_addr(c.bugcheck_code as u64),
-        "pdb": {"name": c.pdb_name, "key": c.pdb_symbol_key(), "age": c.pdb_age},
+        "system_time": c.system_time,
+        "pdb": {"name": c.pdb_name, "key": c.pdb_symbol_key(), "age": c.pdb_age,
+                "guid": guid_to_string(&c.pdb_guid)},
         "physical_memory_bytes": c.physical_memory_bytes,
         "runs": f.runs.iter().map(|r| json!([hex_addr(r.0), hex_addr(r.1)])).collect::<Vec<_>>(),
         "stored_pages": f.stored_pages,
         "file_len": f.file_len(),
         "modules": modules,
         "probes": probes,
-    })
+    });
+    if let Some(fx) = &c.fixture {
+        let symbols: serde_json::Map<String, Value> = f
+            .symbols
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(hex_addr(*v))))
+            .collect();
+        let extra = json!({
+            "fixture": fx.name,
+            "kernel_size": hex_addr(fx.size_of_image.into()),
+            "symbols": symbols,
+            "kprcbs": f.kprcbs.iter().map(|v| hex_addr(*v)).collect::<Vec<_>>(),
+            "kprcb_size": f.kprcb_size.map(|s| hex_addr(s.into())),
+        });
+        let (Value::Object(e), Value::Object(x)) = (&mut entry, extra) else {
+            unreachable!("objects")
+        };
+        e.extend(x);
+    }
+    entry
 }
 
-fn write_set(outdir: &Path, with_16g: bool) -> std::io::Result<()> {
+/// One full dump per fixture directory below `root`: `fixture-<name>`.
+fn fixture_set(root: &Path) -> Result<Vec<(String, Config)>, String> {
+    let dirs = fixture_dirs(root);
+    if dirs.is_empty() {
+        return Err(format!("no fixture kernels in {}", root.display()));
+    }
+    dirs.iter()
+        .map(|d| {
+            let cfg = Config::try_from_fixture(d).map_err(|e| e.to_string())?;
+            let name = cfg
+                .fixture
+                .as_ref()
+                .map(|f| f.name.clone())
+                .unwrap_or_default();
+            Ok((format!("fixture-{name}"), cfg))
+        })
+        .collect()
+}
+
+fn write_set(outdir: &Path, with_16g: bool, fixtures: Option<&Path>) -> std::io::Result<()> {
+    let mut set = standard_set(with_16g);
+    if let Some(root) = fixtures {
+        set.extend(fixture_set(root).map_err(std::io::Error::other)?);
+    }
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
-    for (stem, cfg) in standard_set(with_16g) {
+    for (stem, cfg) in set {
         let f = forge(&cfg);
         let file = format!("{stem}.dmp");
         f.write_to(&outdir.join(&file))?;
@@ -154,8 +205,39 @@ fn write_set(outdir: &Path, with_16g: bool) -> std::io::Result<()> {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: forge OUTDIR [--with-16g]\n       forge --sample PATH");
+    eprintln!(
+        "usage: forge OUTDIR [--with-16g] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH"
+    );
     ExitCode::from(2)
+}
+
+/// Options of the `forge OUTDIR ...` form.
+struct SetArgs {
+    outdir: PathBuf,
+    with_16g: bool,
+    fixtures: Option<PathBuf>,
+}
+
+fn parse_set_args(args: &[String]) -> Option<SetArgs> {
+    let (dir, rest) = args.split_first()?;
+    if dir.starts_with('-') {
+        return None;
+    }
+    let mut a = SetArgs {
+        outdir: PathBuf::from(dir),
+        with_16g: false,
+        fixtures: Some(default_fixtures_root()),
+    };
+    let mut it = rest.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--with-16g" => a.with_16g = true,
+            "--no-fixtures" => a.fixtures = None,
+            "--fixtures" => a.fixtures = Some(PathBuf::from(it.next()?)),
+            _ => return None,
+        }
+    }
+    Some(a)
 }
 
 fn main() -> ExitCode {
@@ -173,9 +255,10 @@ fn main() -> ExitCode {
                 )
             })
         }
-        [dir] if !dir.starts_with('-') => write_set(Path::new(dir), false),
-        [dir, flag] if flag == "--with-16g" => write_set(Path::new(dir), true),
-        _ => return usage(),
+        _ => match parse_set_args(&args) {
+            Some(a) => write_set(&a.outdir, a.with_16g, a.fixtures.as_deref()),
+            None => return usage(),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

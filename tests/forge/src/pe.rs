@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::{Arch, Config};
+use crate::fixture::Fixture;
 use crate::util::{align_up, put_bytes, put_u16, put_u32, put_u64, PAGE_SIZE};
 
 const IMAGE_SCN_CNT_CODE: u32 = 0x0000_0020;
@@ -35,7 +36,7 @@ const IMAGE_DEBUG_TYPE_REPRO: u32 = 16;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Section {
-    pub name: &'static str,
+    pub name: String,
     pub rva: u32,
     pub vsize: u32,
     pub raw_ptr: u32,
@@ -54,6 +55,37 @@ pub(crate) struct Symbols {
     pub mm_pfn_database: u32,
     pub ki_processor_block: u32,
     pub kdp_debugger_data_list_head: u32,
+    /// Fixture kernels only (the hand-made kernel leaves these variables out): KdVersionBlock,
+    /// KeNumberProcessors and CmNtCSDVersion.
+    pub kd_version_block: Option<u32>,
+    pub ke_number_processors: Option<u32>,
+    pub cm_nt_csd_version: Option<u32>,
+}
+
+impl Symbols {
+    /// (name, RVA) of every variable the forge places.
+    pub(crate) fn named(&self) -> Vec<(&'static str, u32)> {
+        let mut v = vec![
+            ("KdDebuggerDataBlock", self.kd_debugger_data_block),
+            ("EtwpDebuggerData", self.etwp_debugger_data),
+            ("PsActiveProcessHead", self.ps_active_process_head),
+            ("PsLoadedModuleList", self.ps_loaded_module_list),
+            ("NtBuildLabEx", self.nt_build_lab),
+            ("MmPfnDatabase", self.mm_pfn_database),
+            ("KiProcessorBlock", self.ki_processor_block),
+            ("KdpDebuggerDataListHead", self.kdp_debugger_data_list_head),
+        ];
+        for (name, rva) in [
+            ("KdVersionBlock", self.kd_version_block),
+            ("KeNumberProcessors", self.ke_number_processors),
+            ("CmNtCSDVersion", self.cm_nt_csd_version),
+        ] {
+            if let Some(rva) = rva {
+                v.push((name, rva));
+            }
+        }
+        v
+    }
 }
 
 /// Page protection of an image page, from its section's characteristics.
@@ -119,7 +151,7 @@ fn build_sections(spec: &[SectionSpec]) -> Vec<Section> {
         .map(|&(name, vsize, chars, div)| {
             let raw_size = align_up((vsize / div) as u64, FILE_ALIGNMENT as u64) as u32;
             let s = Section {
-                name,
+                name: name.to_string(),
                 rva,
                 vsize,
                 raw_ptr: raw,
@@ -210,6 +242,9 @@ impl KernelImage {
                 mm_pfn_database: 0xCF_C500,
                 ki_processor_block: 0xCF_DC80,
                 kdp_debugger_data_list_head: 0xC0_0AF0,
+                kd_version_block: None,
+                ke_number_processors: None,
+                cm_nt_csd_version: None,
             }
         } else {
             Symbols {
@@ -221,6 +256,9 @@ impl KernelImage {
                 mm_pfn_database: data_rva + 0x6_A294,
                 ki_processor_block: data_rva + 0x7_C0C0,
                 kdp_debugger_data_list_head: data_rva + 0x2_5C20,
+                kd_version_block: None,
+                ke_number_processors: None,
+                cm_nt_csd_version: None,
             }
         };
         let data_end = data_rva
@@ -257,6 +295,52 @@ impl KernelImage {
         img.build_debug_directory(cfg);
         img.build_headers(cfg);
         img
+    }
+
+    /// The fixture's image loaded at `cfg.kernel_base` (every page of the headers and sections,
+    /// relocated) with the kernel variables at the fixture's public RVAs; the variables the
+    /// fixture lacks (KdpDebuggerDataListHead, MmPfnDatabase, CmNtCSDVersion) go into the slack
+    /// after .data's VirtualSize (see `Fixture::extras`).
+    pub(crate) fn from_fixture(cfg: &Config, fx: &Fixture) -> Self {
+        let extras = fx.extras().expect("checked by Config::validate");
+        let rva = |name: &str| fx.symbol(name).expect("required public (checked by load)");
+        let sym = Symbols {
+            kd_debugger_data_block: rva("KdDebuggerDataBlock"),
+            etwp_debugger_data: rva("EtwpDebuggerData"),
+            ps_active_process_head: rva("PsActiveProcessHead"),
+            ps_loaded_module_list: rva("PsLoadedModuleList"),
+            nt_build_lab: rva("NtBuildLabEx"),
+            mm_pfn_database: extras.mm_pfn_database,
+            ki_processor_block: rva("KiProcessorBlock"),
+            kdp_debugger_data_list_head: extras.kdp_debugger_data_list_head,
+            kd_version_block: Some(rva("KdVersionBlock")),
+            ke_number_processors: Some(rva("KeNumberProcessors")),
+            cm_nt_csd_version: Some(extras.cm_nt_csd_version),
+        };
+        let sections = fx
+            .sections
+            .iter()
+            .map(|s| Section {
+                name: s.name.clone(),
+                rva: s.rva,
+                vsize: s.virtual_size,
+                raw_ptr: s.raw_offset,
+                raw_size: s.raw_size,
+                chars: s.characteristics,
+            })
+            .collect();
+        KernelImage {
+            base: cfg.kernel_base,
+            size_of_image: fx.size_of_image,
+            timestamp: fx.timestamp,
+            sections,
+            sym,
+            debug_dir_rva: fx.debug_dir.0,
+            debug_dir_size: fx.debug_dir.1,
+            rsds_rva: fx.rsds_rva,
+            rsds_len: fx.rsds_len,
+            pages: fx.mapped_pages(cfg.kernel_base),
+        }
     }
 
     /// Debug directory (3 entries, REPRO first, then CodeView, then POGO) followed by the

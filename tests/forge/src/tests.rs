@@ -566,3 +566,444 @@ fn expected_read_matches_probes() {
         assert_eq!(f.expected_read(p.va, p.len), p.expect);
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// Fixture kernels (tests/fixtures/<name>/): the expectations below come from symbols.json and
+// ntoskrnl.exe read here with serde_json and by hand, and the dump is read back with `Walk`.
+
+fn fixture_dirs() -> Vec<PathBuf> {
+    let dirs = crate::fixture_dirs(&crate::default_fixtures_root());
+    assert!(
+        dirs.len() >= 7,
+        "fixtures missing in {}",
+        crate::default_fixtures_root().display()
+    );
+    dirs
+}
+
+fn symbols_json(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("symbols.json")).unwrap()).unwrap()
+}
+
+fn hexv(v: &serde_json::Value) -> u64 {
+    match v {
+        serde_json::Value::String(s) => {
+            u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+        }
+        other => other.as_u64().unwrap(),
+    }
+}
+
+fn json_symbols(j: &serde_json::Value) -> Vec<(String, u64)> {
+    j["symbols"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), hexv(v)))
+        .collect()
+}
+
+/// A pointer-sized value: 8 bytes on x64, 4 on x86.
+fn ptr_at(w: &Walk, x64: bool, va: u64) -> u64 {
+    let b = w.read(va, if x64 { 8 } else { 4 }).unwrap();
+    if x64 {
+        get_u64(&b, 0)
+    } else {
+        get_u32(&b, 0) as u64
+    }
+}
+
+/// KDBG / KdVersionBlock pointers: x86 addresses sign-extended.
+fn kd_ptr(x64: bool, va: u64) -> u64 {
+    if x64 {
+        va
+    } else {
+        crate::util::sign_extend32(va)
+    }
+}
+
+#[test]
+fn fixture_config_takes_build_pdb_and_arch_from_symbols_json() {
+    for dir in fixture_dirs() {
+        let j = symbols_json(&dir);
+        let cfg = Config::from_fixture(&dir);
+        let x64 = j["arch"] == "x64";
+        assert_eq!(cfg.arch, if x64 { Arch::X64 } else { Arch::X86Pae });
+        assert_eq!(cfg.layout, Layout::Full);
+        assert_eq!(u64::from(cfg.build), hexv(&j["build"]));
+        assert_eq!(cfg.pdb_name, j["pdb"]["name"].as_str().unwrap());
+        assert_eq!(
+            crate::guid_to_string(&cfg.pdb_guid),
+            j["pdb"]["guid"].as_str().unwrap()
+        );
+        assert_eq!(u64::from(cfg.pdb_age), hexv(&j["pdb"]["age"]));
+        let base = if x64 {
+            0xFFFF_F804_7BA0_0000
+        } else {
+            0x82A0_0000
+        };
+        assert_eq!(cfg.kernel_base, base);
+    }
+}
+
+#[test]
+fn fixture_dumps_read_back_probe_by_probe() {
+    for dir in fixture_dirs() {
+        let cfg = Config::from_fixture(&dir);
+        let mut variants = vec![cfg.clone(), bitmap(cfg.clone(), BitmapSig::Sdmp, 5)];
+        if cfg.arch == Arch::X86Pae {
+            variants.push(Config {
+                arch: Arch::X86NonPae,
+                ..cfg.clone()
+            });
+        }
+        for c in variants {
+            let f = forge(&c);
+            check_probes(&f, &f.to_bytes());
+            // Every image page is mapped; the page after SizeOfImage is not.
+            let p = f.probe("kernel_image_unmapped_page").unwrap();
+            assert!(matches!(p.expect, Expect::Unreadable { .. }), "{dir:?}");
+            for name in [
+                "kernel_pe_header_page",
+                "kdbg_block",
+                "rsds_record",
+                "kd_version_block",
+                "ke_number_processors",
+                "ki_processor_block",
+                "etwp_debugger_data",
+                "mm_pfn_database_variable",
+            ] {
+                let p = f.probe(name).unwrap_or_else(|| panic!("{name}"));
+                assert!(matches!(p.expect, Expect::Bytes(_)), "{name} {dir:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fixture_rsds_in_the_mapped_image_is_the_fixtures() {
+    for dir in fixture_dirs() {
+        let j = symbols_json(&dir);
+        let f = forge(&Config::from_fixture(&dir));
+        let file = f.to_bytes();
+        let w = Walk::new(&file);
+        let base = f.config.kernel_base;
+        let x64 = f.config.arch.is_x64();
+        // PE header -> DataDirectory[DEBUG] -> CodeView entry -> RSDS by AddressOfRawData.
+        let hdr = w.read(base, 0x1000).unwrap();
+        assert_eq!(&hdr[..2], b"MZ");
+        let pe = get_u32(&hdr, 0x3C) as usize;
+        let opt = pe + 24;
+        let dirs = opt + if x64 { 112 } else { 96 };
+        let (dbg_rva, dbg_size) = (get_u32(&hdr, dirs + 48), get_u32(&hdr, dirs + 52));
+        let dd = w.read(base + dbg_rva as u64, dbg_size as usize).unwrap();
+        let cv = dd
+            .chunks(28)
+            .find(|e| get_u32(e, 12) == 2)
+            .expect("CodeView entry");
+        let (len, rva) = (get_u32(cv, 16), get_u32(cv, 20));
+        assert_eq!(base + rva as u64, f.rsds_va);
+        let rsds = w.read(base + rva as u64, len as usize).unwrap();
+        assert_eq!(&rsds[..4], b"RSDS");
+        let guid: [u8; 16] = rsds[4..20].try_into().unwrap();
+        assert_eq!(
+            crate::guid_to_string(&guid),
+            j["pdb"]["guid"].as_str().unwrap(),
+            "{dir:?}"
+        );
+        assert_eq!(u64::from(get_u32(&rsds, 20)), hexv(&j["pdb"]["age"]));
+        let name: Vec<u8> = rsds[24..].iter().copied().take_while(|&c| c != 0).collect();
+        assert_eq!(name, j["pdb"]["name"].as_str().unwrap().as_bytes());
+        // The whole file copy of the headers is there (SizeOfHeaders bytes).
+        let exe = std::fs::read(dir.join("ntoskrnl.exe")).unwrap();
+        let soh = get_u32(&exe, opt + 60) as usize;
+        let image_base_off = opt + if x64 { 24 } else { 28 };
+        assert_eq!(hdr[..image_base_off], exe[..image_base_off]);
+        assert_eq!(hdr[image_base_off + 8..soh], exe[image_base_off + 8..soh]);
+        // ... except ImageBase, which is the load address.
+        if x64 {
+            assert_eq!(get_u64(&hdr, image_base_off), base);
+        } else {
+            assert_eq!(get_u32(&hdr, image_base_off) as u64, base);
+        }
+    }
+}
+
+#[test]
+fn fixture_relocations_are_applied_for_the_new_base() {
+    for dir in fixture_dirs() {
+        let j = symbols_json(&dir);
+        let exe = std::fs::read(dir.join("ntoskrnl.exe")).unwrap();
+        let f = forge(&Config::from_fixture(&dir));
+        let file = f.to_bytes();
+        let w = Walk::new(&file);
+        let base = f.config.kernel_base;
+        let x64 = f.config.arch.is_x64();
+        let pe = get_u32(&exe, 0x3C) as usize;
+        let opt = pe + 24;
+        let file_base = if x64 {
+            get_u64(&exe, opt + 24)
+        } else {
+            get_u32(&exe, opt + 28) as u64
+        };
+        let delta = base.wrapping_sub(file_base);
+        // RVA -> file offset from symbols.json's section table.
+        let sections = j["sections"].as_array().unwrap();
+        let file_off = |rva: u64| -> usize {
+            let s = sections
+                .iter()
+                .find(|s| {
+                    let r = hexv(&s["rva"]);
+                    rva >= r && rva < r + hexv(&s["raw_size"])
+                })
+                .expect("file-backed rva");
+            (hexv(&s["raw_offset"]) + rva - hexv(&s["rva"])) as usize
+        };
+        // Base relocation blocks from the MAPPED image's DataDirectory[BASERELOC].
+        let hdr = w.read(base, 0x1000).unwrap();
+        let dirs = opt + if x64 { 112 } else { 96 };
+        let (rel_rva, rel_size) = (get_u32(&hdr, dirs + 40), get_u32(&hdr, dirs + 44));
+        let rel = w.read(base + rel_rva as u64, rel_size as usize).unwrap();
+        let list_head = hexv(&j["symbols"]["PsLoadedModuleList"]);
+        let mut n = 0;
+        let mut off = 0;
+        while off + 8 <= rel.len() {
+            let page = get_u32(&rel, off) as u64;
+            let size = get_u32(&rel, off + 4) as usize;
+            for i in 0..(size - 8) / 2 {
+                let e = u16::from_le_bytes([rel[off + 8 + 2 * i], rel[off + 9 + 2 * i]]);
+                let rva = page + (e & 0xFFF) as u64;
+                match e >> 12 {
+                    0 => continue,
+                    10 => assert!(x64, "DIR64 in an x86 image"),
+                    3 => assert!(!x64, "HIGHLOW in the x64 fixtures"),
+                    t => panic!("relocation type {t}"),
+                }
+                // PsLoadedModuleList is overwritten with the module list; everything else
+                // relocated holds its file value + delta.
+                if (list_head..list_head + 2 * if x64 { 8 } else { 4 }).contains(&rva) {
+                    continue;
+                }
+                let orig = if x64 {
+                    get_u64(&exe, file_off(rva))
+                } else {
+                    get_u32(&exe, file_off(rva)) as u64
+                };
+                let want = if x64 {
+                    orig.wrapping_add(delta)
+                } else {
+                    (orig as u32).wrapping_add(delta as u32) as u64
+                };
+                assert_eq!(
+                    ptr_at(&w, x64, base + rva),
+                    want,
+                    "{dir:?} reloc at {rva:#x}"
+                );
+                assert_ne!(orig, want);
+                n += 1;
+            }
+            off += size;
+        }
+        assert!(n >= 2, "{dir:?}: only {n} relocations checked");
+        // The self-pointing PsActiveProcessHead is a relocated pointer to itself.
+        let pah = base + hexv(&j["symbols"]["PsActiveProcessHead"]);
+        assert_eq!(ptr_at(&w, x64, pah), pah);
+    }
+}
+
+#[test]
+fn fixture_symbols_land_inside_sections_and_are_mapped() {
+    for dir in fixture_dirs() {
+        let j = symbols_json(&dir);
+        let f = forge(&Config::from_fixture(&dir));
+        let file = f.to_bytes();
+        let w = Walk::new(&file);
+        let base = f.config.kernel_base;
+        let sections = j["sections"].as_array().unwrap();
+        for (name, rva) in json_symbols(&j) {
+            let s = sections
+                .iter()
+                .find(|s| {
+                    let r = hexv(&s["rva"]);
+                    rva >= r && rva < r + hexv(&s["virtual_size"])
+                })
+                .unwrap_or_else(|| panic!("{dir:?}: {name} at {rva:#x} in no section"));
+            assert_eq!(f.symbols[&name], base + rva, "{dir:?} {name}");
+            let expected_section = match name.as_str() {
+                "KiSystemStartup" | "EtwdumpFixtureTypeAnchor" => ".text",
+                _ => ".data",
+            };
+            assert_eq!(s["name"], expected_section, "{name}");
+            assert!(w.read(base + rva, 1).is_ok(), "{dir:?} {name} mapped");
+        }
+        // x86 publics carry the leading underscore and agree with the undecorated names.
+        if j["arch"] == "x86" {
+            for (name, rva) in json_symbols(&j) {
+                assert_eq!(hexv(&j["publics"][format!("_{name}")]), rva);
+            }
+        }
+        // The forge's own variables sit in .data's last page, after its VirtualSize.
+        let data = sections.iter().find(|s| s["name"] == ".data").unwrap();
+        let data_end = hexv(&data["rva"]) + hexv(&data["virtual_size"]);
+        for name in ["MmPfnDatabase", "KdpDebuggerDataListHead", "CmNtCSDVersion"] {
+            let rva = f.symbols[name] - base;
+            assert!(
+                rva >= data_end && rva < (data_end + 0xFFF) & !0xFFF,
+                "{name}"
+            );
+        }
+        // The storage of the silo / logger globals is mapped and left zero.
+        for (name, len) in [
+            ("EtwpHostSiloState", 8),
+            ("PspHostSiloGlobals", 0x40),
+            ("WmipLoggerContext", 0x100),
+        ] {
+            if let Some(&va) = f.symbols.get(name) {
+                assert!(w.read(va, len).unwrap().iter().all(|&b| b == 0), "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn fixture_kernel_objects_point_where_the_header_says() {
+    for dir in fixture_dirs() {
+        let j = symbols_json(&dir);
+        let cfg = Config::from_fixture(&dir);
+        let f = forge(&cfg);
+        let file = f.to_bytes();
+        let w = Walk::new(&file);
+        let x64 = cfg.arch.is_x64();
+        let base = cfg.kernel_base;
+        let sym = |n: &str| base + hexv(&j["symbols"][n]);
+        // Header.
+        let (kdbg_off, list_off, pah_off, pfn_off) = if x64 {
+            (0x80, 0x20, 0x28, 0x18)
+        } else {
+            (0x60, 0x18, 0x1C, 0x14)
+        };
+        let hdr = |off: usize| {
+            if x64 {
+                get_u64(&file, off)
+            } else {
+                get_u32(&file, off) as u64
+            }
+        };
+        assert_eq!(hdr(kdbg_off), sym("KdDebuggerDataBlock"));
+        assert_eq!(hdr(list_off), sym("PsLoadedModuleList"));
+        assert_eq!(hdr(pah_off), sym("PsActiveProcessHead"));
+        assert_eq!(hdr(pfn_off), f.symbols["MmPfnDatabase"]);
+        assert_eq!(f.kdbg_va, sym("KdDebuggerDataBlock"));
+        // KDBG.
+        let k = w.read(sym("KdDebuggerDataBlock"), 0x340).unwrap();
+        assert_eq!(&k[0x10..0x14], b"KDBG");
+        let size = get_u32(&k, 0x14);
+        assert_eq!(size, if cfg.build >= 19041 { 0x380 } else { 0x340 });
+        let list_head = f.symbols["KdpDebuggerDataListHead"];
+        for (off, want) in [
+            (0x00, list_head),
+            (0x18, base),
+            (0x48, sym("PsLoadedModuleList")),
+            (0x50, sym("PsActiveProcessHead")),
+            (0xC0, f.symbols["MmPfnDatabase"]),
+            (0x208, sym("NtBuildLabEx")),
+            (0x218, sym("KiProcessorBlock")),
+            (0x268, f.symbols["CmNtCSDVersion"]),
+            (0x330, sym("EtwpDebuggerData")),
+        ] {
+            assert_eq!(get_u64(&k, off), kd_ptr(x64, want), "{dir:?} KDBG+{off:#x}");
+        }
+        assert_eq!(ptr_at(&w, x64, list_head), sym("KdDebuggerDataBlock"));
+        assert_eq!(
+            ptr_at(&w, x64, f.symbols["MmPfnDatabase"]),
+            f.mm_pfn_database_value
+        );
+        // NtBuildLab -> the fixture's own NtBuildLabEx string.
+        let exe_lab = {
+            let s = w.read(sym("NtBuildLabEx"), 0x80).unwrap();
+            String::from_utf8(s.into_iter().take_while(|&c| c != 0).collect()).unwrap()
+        };
+        assert_eq!(exe_lab, f.nt_build_lab);
+        assert!(exe_lab.starts_with(&format!("{}.", cfg.build)), "{exe_lab}");
+        // KdVersionBlock (_DBGKD_GET_VERSION64).
+        let v = w.read(sym("KdVersionBlock"), 0x28).unwrap();
+        assert_eq!(u16::from_le_bytes([v[0], v[1]]), 0xF);
+        assert_eq!(u16::from_le_bytes([v[2], v[3]]) as u32, cfg.build);
+        let machine = u16::from_le_bytes([v[8], v[9]]);
+        assert_eq!(machine, if x64 { 0x8664 } else { 0x14C });
+        assert_eq!(get_u64(&v, 0x10), kd_ptr(x64, base));
+        assert_eq!(get_u64(&v, 0x18), kd_ptr(x64, sym("PsLoadedModuleList")));
+        assert_eq!(get_u64(&v, 0x20), kd_ptr(x64, list_head));
+        // KeNumberProcessors, KiProcessorBlock and the KPRCBs.
+        let n = w.read(sym("KeNumberProcessors"), 4).unwrap();
+        assert_eq!(get_u32(&n, 0), cfg.cpus);
+        assert_eq!(f.kprcbs.len(), cfg.cpus as usize);
+        for (i, &prcb) in f.kprcbs.iter().enumerate() {
+            let p = if x64 { 8 } else { 4 };
+            assert_eq!(
+                ptr_at(&w, x64, sym("KiProcessorBlock") + (i * p) as u64),
+                prcb
+            );
+        }
+        let kprcb_size = f.kprcb_size.expect("types.h gives sizeof(_KPRCB)");
+        let types_h = std::fs::read_to_string(dir.join("types.h")).unwrap();
+        assert!(types_h.contains(&format!("sizeof(struct _KPRCB) == {kprcb_size:#x}")));
+        for &prcb in &f.kprcbs {
+            let b = w.read(prcb, kprcb_size as usize).unwrap();
+            assert!(b.iter().all(|&x| x == 0));
+        }
+        for pair in f.kprcbs.windows(2) {
+            assert!(pair[0] + u64::from(kprcb_size) <= pair[1], "KPRCBs overlap");
+        }
+        // Module list: ntoskrnl.exe is the fixture image.
+        assert_eq!(f.modules[0].base, base);
+        assert_eq!(u64::from(f.modules[0].size), hexv(&j["image_size"]));
+    }
+}
+
+#[test]
+fn fixture_forging_is_deterministic() {
+    let dir = &fixture_dirs()[0];
+    let cfg = bitmap(Config::from_fixture(dir), BitmapSig::Sdmp, 5);
+    assert_eq!(forge(&cfg).to_bytes(), forge(&cfg).to_bytes());
+}
+
+#[test]
+fn fixture_load_rejects_an_inconsistent_fixture() {
+    let src = fixture_dirs()
+        .into_iter()
+        .find(|d| d.ends_with("x64-19041"))
+        .unwrap();
+    let tmp = temp_path("fixture-x64-19041");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::copy(src.join("ntoskrnl.exe"), tmp.join("ntoskrnl.exe")).unwrap();
+    let text = std::fs::read_to_string(src.join("symbols.json")).unwrap();
+    // Another GUID than the RSDS record's.
+    let bad = text.replace(
+        "E7D0F1C7-0064-0001-0000-000000019041",
+        "E7D0F1C7-0064-0001-0000-000000019042",
+    );
+    std::fs::write(tmp.join("symbols.json"), bad).unwrap();
+    let e = Config::try_from_fixture(&tmp).unwrap_err();
+    assert!(e.to_string().contains("RSDS"), "{e}");
+    // A symbol outside every section.
+    let bad = text.replace(
+        "\"KiProcessorBlock\": \"0x34a0\"",
+        "\"KiProcessorBlock\": \"0x9000\"",
+    );
+    assert_ne!(bad, text);
+    std::fs::write(tmp.join("symbols.json"), bad).unwrap();
+    let e = Config::try_from_fixture(&tmp).unwrap_err();
+    assert!(e.to_string().contains("KiProcessorBlock"), "{e}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "PDB name/GUID/age are the fixture's")]
+fn fixture_config_with_another_pdb_is_refused() {
+    let dir = &fixture_dirs()[0];
+    forge(&Config {
+        pdb_age: 7,
+        ..Config::from_fixture(dir)
+    });
+}

@@ -93,6 +93,19 @@ pub fn guid_from_str(s: &str) -> [u8; 16] {
     out
 }
 
+/// The GUID of on-disk bytes as "5278AFF8-6C34-1677-D7D7-835C85B7B844" (uppercase, dashed);
+/// the inverse of [`guid_from_str`].
+pub fn guid_to_string(guid: &[u8; 16]) -> String {
+    let d1 = u32::from_le_bytes(guid[0..4].try_into().expect("4"));
+    let d2 = u16::from_le_bytes(guid[4..6].try_into().expect("2"));
+    let d3 = u16::from_le_bytes(guid[6..8].try_into().expect("2"));
+    let tail: String = guid[10..16].iter().map(|b| format!("{b:02X}")).collect();
+    format!(
+        "{d1:08X}-{d2:04X}-{d3:04X}-{:02X}{:02X}-{tail}",
+        guid[8], guid[9]
+    )
+}
+
 /// The symbol-store key of a PDB: `%08X%04X%04X` + hex(Data4) + `%X` age
 /// (crash-dump-format.md §1.4 "PDB match"), from on-disk GUID bytes.
 pub fn pdb_symbol_key(guid: &[u8; 16], age: u32) -> String {
@@ -122,6 +135,7 @@ mod tests {
             ]
         );
         assert_eq!(pdb_symbol_key(&g, 1), "5278AFF86C341677D7D7835C85B7B8441");
+        assert_eq!(guid_to_string(&g), "5278AFF8-6C34-1677-D7D7-835C85B7B844");
     }
 
     #[test]
