@@ -66,6 +66,13 @@ if [ "$run_vol" -eq 1 ]; then
     bash "$here/vol.sh" --manifest "$out/manifest.json" ${vol_flags[@]+"${vol_flags[@]}"} || status=1
 fi
 
+echo "== pdbutil_check.py (llvm-pdbutil vs etwdump symbols on the fixture PDBs)"
+if command -v llvm-pdbutil >/dev/null 2>&1; then
+    python3 "$here/pdbutil_check.py" "$ETWDUMP" "$root/tests/fixtures" || status=1
+else
+    echo "SKIPPED: llvm-pdbutil is not installed"
+fi
+
 if [ "$status" -ne 0 ]; then
     echo "== interop: FAILED ($(($(date +%s) - start)) s)"
 else
