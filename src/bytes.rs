@@ -57,6 +57,23 @@ pub fn utf16le_lossy(bytes: &[u8]) -> String {
     String::from_utf16_lossy(&units[..end])
 }
 
+/// A GUID from its 16 in-memory bytes (Data1..3 little-endian), as
+/// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`.
+pub fn guid_text(b: &[u8; 16]) -> String {
+    format!(
+        "{:08X}-{:04X}-{:04X}-{:02X}{:02X}-{}",
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        u16::from_le_bytes([b[4], b[5]]),
+        u16::from_le_bytes([b[6], b[7]]),
+        b[8],
+        b[9],
+        b[10..]
+            .iter()
+            .map(|x| format!("{x:02X}"))
+            .collect::<String>()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

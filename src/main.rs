@@ -71,6 +71,15 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
     },
+    /// The ETW sessions (loggers) active when the dump was taken
+    Sessions {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        #[arg(long, value_enum, default_value = "table")]
+        format: report::ListFormat,
+    },
     /// Structure layouts and global symbols as etwdump reads them from a PDB or ISF file
     /// (or, given a dump, from the symbols resolved for its kernel)
     Symbols {
@@ -155,6 +164,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             match format {
                 Format::Table => write!(out, "{}", r.to_table())?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
+            }
+        }
+        Command::Sessions {
+            dump,
+            symbols,
+            format,
+        } => {
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let list = etwdump::etw::loggers::list_sessions(&ctx);
+            match format {
+                report::ListFormat::Table => write!(out, "{}", report::sessions::to_table(&list))?,
+                report::ListFormat::Json | report::ListFormat::Csv => {
+                    if format == report::ListFormat::Json {
+                        writeln!(out, "{}", serde_json::to_string_pretty(&list.sessions)?)?;
+                    } else {
+                        write!(out, "{}", report::sessions::to_csv(&list))?;
+                    }
+                    // Warnings go to stderr so stdout stays machine-readable.
+                    for w in &list.warnings {
+                        eprintln!("warning: {}", report::sessions::printable(w));
+                    }
+                }
             }
         }
         Command::Symbols {

@@ -1,3 +1,5 @@
 //! The ETW layer: where the kernel keeps its loggers, and what of it the dump holds.
 
+pub mod loggers;
+pub mod mode;
 pub mod roots;

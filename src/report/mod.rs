@@ -3,6 +3,7 @@
 
 pub mod info;
 pub mod read;
+pub mod sessions;
 pub mod symbols;
 
 /// Output format of a command.
@@ -10,6 +11,14 @@ pub mod symbols;
 pub enum Format {
     Table,
     Json,
+}
+
+/// Output format of a listing command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    Table,
+    Json,
+    Csv,
 }
 
 /// `0x…` text for a value.

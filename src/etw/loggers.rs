@@ -1,0 +1,468 @@
+//! The logger-context array and the sessions in it (etw-internals.md §1).
+//!
+//! Routes to the array, in order of preference, each used when the symbols (or the KDBG) allow:
+//! `EtwpHostSiloState` (or `PspHostSiloGlobals.EtwSiloState`) → `_ETW_SILODRIVERSTATE`, whose
+//! `EtwpLoggerContext` points to `MaxLoggers` pointers (1709+) or whose `WmipLoggerContext` is
+//! the inline array (1511-1703); the global `WmipLoggerContext` array (XP-1507); and
+//! `KDDEBUGGER_DATA64.EtwpDebuggerData` + 0x10 (no symbols needed). Every available route is
+//! followed and the results compared: a disagreement is reported (it can mean tampering).
+
+use crate::addr::VirtAddr;
+use crate::bytes::guid_text;
+use crate::etw::mode::{clock_type_name, logger_mode_flags};
+use crate::kernel::context::KernelContext;
+use crate::kernel::view::View;
+use crate::kernel::UnicodeString;
+use crate::mem::AddressSpace;
+use crate::symbols::StructLayout;
+use crate::time::filetime_to_iso8601;
+use serde::Serialize;
+
+/// Largest MaxLoggers accepted (the registry allows 32-256).
+const MAX_CAPACITY: u64 = 1024;
+/// Capacity used when nothing says otherwise (MAXLOGGERS).
+const DEFAULT_CAPACITY: u64 = 64;
+
+/// How the array was reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// `_ETW_SILODRIVERSTATE.EtwpLoggerContext` (pointer) and MaxLoggers (1709+).
+    SiloPointer,
+    /// `_ETW_SILODRIVERSTATE.WmipLoggerContext[64]` (1511-1703).
+    SiloInline,
+    /// The global `WmipLoggerContext` array (XP-1507).
+    GlobalArray,
+    /// `KDDEBUGGER_DATA64.EtwpDebuggerData` + 0x10.
+    KdbgEtwpDebuggerData,
+}
+
+impl Route {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Route::SiloPointer => "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpLoggerContext",
+            Route::SiloInline => "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.WmipLoggerContext[64]",
+            Route::GlobalArray => "global WmipLoggerContext[]",
+            Route::KdbgEtwpDebuggerData => "KDBG.EtwpDebuggerData + 0x10",
+        }
+    }
+}
+
+/// The array as one route found it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LoggerArray {
+    pub route: Route,
+    pub address: VirtAddr,
+    pub capacity: u64,
+    /// The silo state the array belongs to, when reached through it.
+    pub silo_state: Option<VirtAddr>,
+}
+
+/// One active session.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Session {
+    pub logger_id: u64,
+    pub name: Option<String>,
+    pub log_file: Option<String>,
+    pub instance_guid: Option<String>,
+    pub address: VirtAddr,
+    pub logger_mode: Option<u64>,
+    pub logger_mode_flags: Vec<String>,
+    pub clock_type: Option<u64>,
+    pub clock_type_name: Option<&'static str>,
+    pub buffer_size: Option<u64>,
+    pub minimum_buffers: Option<u64>,
+    pub maximum_buffers: Option<u64>,
+    pub number_of_buffers: Option<u64>,
+    pub buffers_written: Option<u64>,
+    pub events_lost: Option<u64>,
+    pub log_buffers_lost: Option<u64>,
+    pub real_time_buffers_lost: Option<u64>,
+    pub start_time: Option<String>,
+    pub pool_type: Option<u64>,
+    pub layout_source: &'static str,
+    // Beyond the contract:
+    pub maximum_event_size: Option<u64>,
+    pub start_time_raw: Option<u64>,
+    /// Fields that could not be read, with the address.
+    pub warnings: Vec<String>,
+}
+
+/// Everything `sessions` found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SessionList {
+    /// The array used.
+    pub array: Option<LoggerArray>,
+    /// Every route that gave an array.
+    pub routes: Vec<LoggerArray>,
+    pub sessions: Vec<Session>,
+    /// Free slots (NULL or bit 0 set).
+    pub free_slots: u64,
+    /// Slots rejected, routes that disagree, fields that could not be read.
+    pub warnings: Vec<String>,
+}
+
+/// Find the array and read every session in it.
+pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
+    let mut out = SessionList::default();
+    let routes = find_routes(ctx, &mut out.warnings);
+    let Some(primary) = routes.first().cloned() else {
+        out.warnings.push(if out.warnings.is_empty() {
+            "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)".into()
+        } else {
+            "the logger-context array could not be located: every route above failed".into()
+        });
+        return out;
+    };
+    for r in &routes[1..] {
+        if r.address != primary.address {
+            out.warnings.push(format!(
+                "routes disagree: {} gives the logger array at {}, {} gives {} (this can mean tampering); using the first",
+                primary.route.describe(),
+                primary.address,
+                r.route.describe(),
+                r.address
+            ));
+        }
+    }
+    let Some(layout) = ctx.symbols.layout("_WMI_LOGGER_CONTEXT") else {
+        out.warnings.push(format!(
+            "no _WMI_LOGGER_CONTEXT layout for build {} (no symbols with it, no built-in table)",
+            ctx.build
+        ));
+        out.array = Some(primary);
+        out.routes = routes;
+        return out;
+    };
+    read_slots(ctx, layout, &primary, &mut out);
+    out.array = Some(primary);
+    out.routes = routes;
+    out
+}
+
+fn global(ctx: &KernelContext<'_>, name: &str) -> Option<VirtAddr> {
+    Some(ctx.base?.offset(ctx.symbols.rva(name)?))
+}
+
+fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<LoggerArray> {
+    let space = &ctx.space;
+    let sym = &ctx.symbols;
+    let mut routes = Vec::new();
+
+    // The host silo state, by its two names.
+    let mut silos = Vec::new();
+    if let Some(va) = global(ctx, "EtwpHostSiloState") {
+        match space.read_ptr(va) {
+            Ok(p) if p.0 != 0 => silos.push(("EtwpHostSiloState", p)),
+            Ok(_) => warnings.push(format!("EtwpHostSiloState at {va} is NULL")),
+            Err(e) => warnings.push(format!("EtwpHostSiloState: {e}")),
+        }
+    }
+    if let (Some(va), Some(l)) = (
+        global(ctx, "PspHostSiloGlobals"),
+        sym.layout("_ESERVERSILO_GLOBALS"),
+    ) {
+        if l.field("EtwSiloState").is_some() {
+            match View::new(space, l, va).ptr("EtwSiloState") {
+                Ok(p) if p.0 != 0 => silos.push(("PspHostSiloGlobals.EtwSiloState", p)),
+                Ok(_) => {}
+                Err(e) => warnings.push(e.to_string()),
+            }
+        }
+    }
+    if silos.len() == 2 && silos[0].1 != silos[1].1 {
+        warnings.push(format!(
+            "EtwpHostSiloState points to {} but PspHostSiloGlobals.EtwSiloState to {} (this can mean tampering)",
+            silos[0].1, silos[1].1
+        ));
+    }
+    if let Some(&(_, silo)) = silos.first() {
+        match sym.layout("_ETW_SILODRIVERSTATE") {
+            Some(l) => {
+                let v = View::new(space, l, silo);
+                if v.has("EtwpLoggerContext") {
+                    match v.ptr("EtwpLoggerContext") {
+                        Ok(arr) if arr.0 != 0 => {
+                            let capacity = match v.uint("MaxLoggers") {
+                                Ok(n) if (1..=MAX_CAPACITY).contains(&n) => n,
+                                Ok(n) => {
+                                    warnings.push(format!(
+                                        "_ETW_SILODRIVERSTATE.MaxLoggers at {} is {n}, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots",
+                                        v.field_va("MaxLoggers").unwrap_or(silo)
+                                    ));
+                                    DEFAULT_CAPACITY
+                                }
+                                Err(e) => {
+                                    warnings.push(format!("{e}; reading {DEFAULT_CAPACITY} slots"));
+                                    DEFAULT_CAPACITY
+                                }
+                            };
+                            routes.push(LoggerArray {
+                                route: Route::SiloPointer,
+                                address: arr,
+                                capacity,
+                                silo_state: Some(silo),
+                            });
+                        }
+                        Ok(_) => warnings.push(format!("_ETW_SILODRIVERSTATE.EtwpLoggerContext at {silo} is NULL")),
+                        Err(e) => warnings.push(e.to_string()),
+                    }
+                } else if let Ok(f) = v.field("WmipLoggerContext") {
+                    let capacity = match &f.ty {
+                        crate::symbols::TypeRef::Array { count, .. } => *count,
+                        _ => DEFAULT_CAPACITY,
+                    };
+                    routes.push(LoggerArray {
+                        route: Route::SiloInline,
+                        address: silo.offset(f.offset),
+                        capacity,
+                        silo_state: Some(silo),
+                    });
+                }
+            }
+            None => warnings.push(format!(
+                "no _ETW_SILODRIVERSTATE layout for build {}: the silo state at {silo} cannot be read",
+                ctx.build
+            )),
+        }
+    }
+    if let Some(va) = global(ctx, "WmipLoggerContext") {
+        routes.push(LoggerArray {
+            route: Route::GlobalArray,
+            address: va,
+            capacity: if ctx.build < 2600 {
+                32
+            } else {
+                DEFAULT_CAPACITY
+            },
+            silo_state: None,
+        });
+    }
+    if let Some(d) = ctx.kdbg().and_then(|k| k.etwp_debugger_data()) {
+        if let Ok(d) = space.normalize(d) {
+            match space.read_ptr(d.offset(0x10)) {
+                Ok(arr) if arr.0 != 0 => {
+                    let capacity = match routes.first() {
+                        Some(r) => r.capacity,
+                        None => {
+                            if ctx.build >= 16299 {
+                                warnings.push(format!(
+                                    "the logger array's capacity (MaxLoggers) is unknown without symbols; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)"
+                                ));
+                            }
+                            DEFAULT_CAPACITY
+                        }
+                    };
+                    routes.push(LoggerArray {
+                        route: Route::KdbgEtwpDebuggerData,
+                        address: arr,
+                        capacity,
+                        silo_state: None,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => warnings.push(format!("KDBG.EtwpDebuggerData + 0x10: {e}")),
+            }
+        }
+    }
+    routes
+}
+
+fn is_kernel_address(space: &AddressSpace<'_>, va: VirtAddr) -> bool {
+    if space.arch().is_64bit() {
+        va.0 >= 0xFFFF_8000_0000_0000
+    } else {
+        (0x8000_0000..=0xFFFF_FFFF).contains(&va.0)
+    }
+}
+
+fn read_slots(
+    ctx: &KernelContext<'_>,
+    layout: &StructLayout,
+    arr: &LoggerArray,
+    out: &mut SessionList,
+) {
+    let space = &ctx.space;
+    let psize = space.arch().pointer_size();
+    for slot in 0..arr.capacity {
+        let slot_va = arr.address.offset(slot * psize);
+        let value = match space.read_ptr(slot_va) {
+            Ok(v) => v,
+            Err(e) => {
+                out.warnings
+                    .push(format!("slot {slot}: the array entry is unreadable: {e}"));
+                continue;
+            }
+        };
+        if value.0 == 0 || value.0 & 1 != 0 {
+            out.free_slots += 1;
+            continue;
+        }
+        if value == arr.address {
+            out.warnings.push(format!(
+                "slot {slot}: points back to the array ({value}): a logger starting or stopping (in transition)"
+            ));
+            continue;
+        }
+        match read_session(ctx, layout, arr, slot, value) {
+            Ok(s) => out.sessions.push(s),
+            Err(why) => out.warnings.push(format!(
+                "slot {slot}: {value} is not a logger context: {why}"
+            )),
+        }
+    }
+}
+
+fn read_session(
+    ctx: &KernelContext<'_>,
+    layout: &StructLayout,
+    arr: &LoggerArray,
+    slot: u64,
+    va: VirtAddr,
+) -> Result<Session, String> {
+    let space = &ctx.space;
+    if !is_kernel_address(space, va) {
+        return Err("not a kernel address".into());
+    }
+    if va.0 % space.arch().pointer_size() != 0 {
+        return Err("misaligned".into());
+    }
+    let v = View::new(space, layout, va);
+    let logger_id = v.uint("LoggerId").map_err(|e| e.to_string())?;
+    if logger_id != slot {
+        return Err(format!("LoggerId is {logger_id}, not the slot index"));
+    }
+    let buffer_size = v.uint("BufferSize").map_err(|e| e.to_string())?;
+    if buffer_size == 0 || buffer_size > (64 << 20) {
+        return Err(format!("BufferSize {buffer_size:#x} is not plausible"));
+    }
+    let mut warnings = Vec::new();
+    let mut opt = |name: &str| -> Option<u64> {
+        if !v.has(name) {
+            return None;
+        }
+        match v.uint(name) {
+            Ok(x) => Some(x),
+            Err(e) => {
+                warnings.push(e.to_string());
+                None
+            }
+        }
+    };
+    let maximum_event_size = opt("MaximumEventSize");
+    if let Some(m) = maximum_event_size {
+        if m > buffer_size {
+            return Err(format!(
+                "MaximumEventSize {m:#x} exceeds BufferSize {buffer_size:#x}"
+            ));
+        }
+    }
+    let clock_type = opt("ClockType");
+    if let Some(c) = clock_type {
+        if c > 3 {
+            return Err(format!("ClockType {c} is not 0-3"));
+        }
+    }
+    let number_of_buffers = opt("NumberOfBuffers");
+    let maximum_buffers = opt("MaximumBuffers");
+    if let (Some(n), Some(m)) = (number_of_buffers, maximum_buffers) {
+        if n > m {
+            return Err(format!("NumberOfBuffers {n} exceeds MaximumBuffers {m}"));
+        }
+    }
+    if let (Some(silo), true) = (arr.silo_state, v.has("SiloState")) {
+        let back = v.ptr("SiloState").map_err(|e| e.to_string())?;
+        if back != silo {
+            return Err(format!(
+                "SiloState is {back}, not the silo state {silo} the array belongs to"
+            ));
+        }
+    }
+    let logger_mode = opt("LoggerMode");
+    let minimum_buffers = opt("MinimumBuffers");
+    let buffers_written = opt("BuffersWritten");
+    let events_lost = opt("EventsLost");
+    let log_buffers_lost = opt("LogBuffersLost");
+    let real_time_buffers_lost = opt("RealTimeBuffersLost");
+    let start_time_raw = opt("StartTime");
+    let pool_type = opt("PoolType");
+    let name = read_name(&v, "LoggerName", &mut warnings)?;
+    let log_file = read_name(&v, "LogFileName", &mut warnings).unwrap_or(None);
+    let instance_guid = if v.has("InstanceGuid") {
+        match v.bytes("InstanceGuid", 16) {
+            Ok(b) => b.try_into().ok().map(|g: [u8; 16]| guid_text(&g)),
+            Err(e) => {
+                warnings.push(e.to_string());
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Session {
+        logger_id,
+        name,
+        log_file: log_file.filter(|s| !s.is_empty()),
+        instance_guid,
+        address: va,
+        logger_mode,
+        logger_mode_flags: logger_mode
+            .map(|m| logger_mode_flags(m as u32))
+            .unwrap_or_default(),
+        clock_type,
+        clock_type_name: clock_type.and_then(clock_type_name),
+        buffer_size: Some(buffer_size),
+        minimum_buffers,
+        maximum_buffers,
+        number_of_buffers,
+        buffers_written,
+        events_lost,
+        log_buffers_lost,
+        real_time_buffers_lost,
+        start_time: start_time_raw.filter(|&t| t != 0).map(filetime_to_iso8601),
+        pool_type,
+        layout_source: layout.source.name(),
+        maximum_event_size,
+        start_time_raw,
+        warnings,
+    })
+}
+
+/// A UNICODE_STRING field: Err when its descriptor is readable but impossible (the context is
+/// then not a logger), None with a warning when only the text is not in the dump.
+fn read_name(
+    v: &View<'_, '_>,
+    field: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, String> {
+    if !v.has(field) {
+        return Ok(None);
+    }
+    let at = v.field_va(field).map_err(|e| e.to_string())?;
+    let us = match UnicodeString::read(v.space, at) {
+        Ok(u) => u,
+        Err(e) => {
+            warnings.push(format!("{}.{field} at {at}: {e}", v.layout.name));
+            return Ok(None);
+        }
+    };
+    if us.length > us.maximum_length || us.length % 2 != 0 {
+        return Err(format!(
+            "{field} has Length {} and MaximumLength {}",
+            us.length, us.maximum_length
+        ));
+    }
+    if us.length == 0 {
+        return Ok(Some(String::new()));
+    }
+    match us.text(v.space) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            warnings.push(format!(
+                "{}.{field}: the text at {} is unreadable: {e}",
+                v.layout.name, us.buffer
+            ));
+            Ok(None)
+        }
+    }
+}
