@@ -148,6 +148,15 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
     let space = &ctx.space;
     let sym = &ctx.symbols;
     let mut routes = Vec::new();
+    if ctx.build < 2600 {
+        // etw-internals.md §1.1: 5.0 keeps its 32 logger pointers in the WMI service device's
+        // extension (WMISERVDEVEXT.LoggerContextTable), a route only inferred from one source.
+        warnings.push(format!(
+            "Windows 2000 (build {}) keeps its 32 logger contexts in the WMI service device extension (WmipServiceDeviceObject -> WMISERVDEVEXT.LoggerContextTable); etwdump does not support that route",
+            ctx.build
+        ));
+        return routes;
+    }
 
     // The host silo state, by its two names.
     let mut silos = Vec::new();
