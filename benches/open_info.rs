@@ -82,11 +82,40 @@ fn run_cli(path: &Path) -> (Duration, i64) {
     (dt, ru.ru_maxrss)
 }
 
+/// `sessions` beyond symbol loading, on the largest forge dump with ETW state: 16 GiB of
+/// memory, the 19041 fixture kernel, MaxLoggers 256.
+fn bench_sessions(c: &mut Criterion, dir: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fx = root.join("tests/fixtures/x64-19041");
+    let mut cfg = Config::from_fixture(&fx);
+    cfg.physical_memory_bytes = 16 << 30;
+    cfg.etw = Some(etwdump_forge::EtwSpec::standard_with_max_loggers(
+        cfg.build, 256,
+    ));
+    let p = dir.join("etw16g.dmp");
+    forge(&cfg).write_to(&p).expect("write");
+    let d = DumpFile::open(&p, OpenOptions::default()).unwrap();
+    let opts = etwdump::kernel::context::SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..Default::default()
+    };
+    let ctx = etwdump::kernel::context::KernelContext::open(&d, &opts).unwrap();
+    let n = etwdump::etw::loggers::list_sessions(&ctx).sessions.len();
+    println!(
+        "sessions bench: {} bytes, {n} sessions in 256 slots",
+        d.len()
+    );
+    c.bench_function("sessions after symbols (16 GiB dump, 256 slots)", |b| {
+        b.iter(|| etwdump::etw::loggers::list_sessions(&ctx))
+    });
+}
+
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let set = dumps(dir.path());
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c, &set);
+    bench_sessions(&mut c, dir.path());
     println!("\nCLI `etwdump info --format json` (child process, 20 runs each):");
     println!(
         "{:<16}{:>14}{:>14}{:>14}{:>16}",

@@ -2,7 +2,7 @@
 # Interop check of the forge's synthetic dumps.
 #
 #   tests/interop/run.sh [--with-16g] [--require-etwdump] [--skip-etwdump]
-#                        [--require-etwdump-symbols] [--skip-vol]
+#                        [--require-etwdump-symbols] [--require-etwdump-sessions] [--skip-vol]
 #
 # 1. creates tests/interop/.venv (gitignored; vol.sh adds volatility3 to it) with kdmp-parser==0.7.4
 #    from PyPI,
@@ -15,6 +15,11 @@
 #    (`vol windows.info`) and volatility's ISF of each fixture PDB against
 #    `$ETWDUMP symbols --pdb`; --require-etwdump-symbols makes a missing `symbols` command a
 #    failure (vol.sh --require-etwdump), --skip-etwdump skips that part too, --skip-vol skips vol.sh.
+# 6. sessions_check.py: the ETW dumps of the set (fixture-<name>-etw.dmp, ...): the volatility3
+#    plugin plugins/volatility3/etwdump_sessions.py (offline, with the ISFs vol.sh converted)
+#    and `$ETWDUMP sessions --format json` against the forge's expected sessions;
+#    --require-etwdump-sessions makes a missing `sessions` command a failure; with --skip-vol
+#    only etwdump is compared (no plugin run).
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set.
 # Exits non-zero on any disagreement.
 set -euo pipefail
@@ -26,15 +31,17 @@ venv="$here/.venv"
 forge_flags=()
 check_flags=()
 vol_flags=()
+sessions_flags=()
 run_vol=1
 for arg in "$@"; do
     case "$arg" in
         --with-16g) forge_flags+=(--with-16g) ;;
         --require-etwdump) check_flags+=("$arg") ;;
-        --skip-etwdump) check_flags+=("$arg"); vol_flags+=("$arg") ;;
+        --skip-etwdump) check_flags+=("$arg"); vol_flags+=("$arg"); sessions_flags+=("$arg") ;;
         --require-etwdump-symbols) vol_flags+=(--require-etwdump) ;;
-        --skip-vol) run_vol=0 ;;
-        *) echo "usage: $0 [--with-16g] [--require-etwdump] [--skip-etwdump] [--require-etwdump-symbols] [--skip-vol]" >&2; exit 2 ;;
+        --require-etwdump-sessions) sessions_flags+=("$arg") ;;
+        --skip-vol) run_vol=0; sessions_flags+=(--skip-plugin) ;;
+        *) echo "usage: $0 [--with-16g] [--require-etwdump] [--skip-etwdump] [--require-etwdump-symbols] [--require-etwdump-sessions] [--skip-vol]" >&2; exit 2 ;;
     esac
 done
 start=$(date +%s)
@@ -63,8 +70,13 @@ export ETWDUMP="${ETWDUMP:-$root/target/debug/etwdump}"
 
 if [ "$run_vol" -eq 1 ]; then
     echo "== vol.sh (volatility3 on the fixture dumps; its ISF vs etwdump symbols)"
-    bash "$here/vol.sh" --manifest "$out/manifest.json" ${vol_flags[@]+"${vol_flags[@]}"} || status=1
+    bash "$here/vol.sh" --manifest "$out/manifest.json" --work "$out/vol" \
+        ${vol_flags[@]+"${vol_flags[@]}"} || status=1
 fi
+
+echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump sessions)"
+"$venv/bin/python" "$here/sessions_check.py" "$out/manifest.json" --symbols "$out/vol/symbols" \
+    ${sessions_flags[@]+"${sessions_flags[@]}"} || status=1
 
 echo "== pdbutil_check.py (llvm-pdbutil vs etwdump symbols on the fixture PDBs)"
 if command -v llvm-pdbutil >/dev/null 2>&1; then

@@ -2,7 +2,8 @@
 # volatility3 interop: the forge's fixture dumps under `vol windows.info`, and volatility's
 # reading of the fixture PDBs against etwdump's (`etwdump symbols --pdb ... --format json`).
 #
-#   tests/interop/vol.sh [--manifest DIR/manifest.json] [--require-etwdump] [--skip-etwdump]
+#   tests/interop/vol.sh [--manifest DIR/manifest.json] [--work DIR] [--require-etwdump]
+#                        [--skip-etwdump]
 #
 # 1. makes sure tests/interop/.venv (gitignored; shared with run.sh's kdmp-parser) has
 #    volatility3==2.28.2 and pefile==2024.8.26 from PyPI (the only network use),
@@ -13,6 +14,9 @@
 #    `vol --offline windows.info` on every x64 fixture dump, and the layout comparison with
 #    $ETWDUMP (default <repo>/target/debug/etwdump). Without `etwdump symbols` that part prints
 #    "SKIPPED: etwdump symbols not available" (a failure with --require-etwdump).
+# --work DIR: keep the scratch directory (ISF files in DIR/symbols, volatility's cache in
+# DIR/cache) instead of a temporary one; run.sh passes one so that sessions_check.py reuses
+# the converted ISFs.
 # Exits non-zero on any disagreement.
 set -euo pipefail
 
@@ -23,12 +27,14 @@ VOL_VERSION=2.28.2
 PEFILE_VERSION=2024.8.26
 
 manifest=""
+keep_work=""
 check_flags=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --manifest) manifest="${2:?--manifest needs a path}"; shift ;;
+        --work) keep_work="${2:?--work needs a directory}"; shift ;;
         --require-etwdump | --skip-etwdump) check_flags+=("$1") ;;
-        *) echo "usage: $0 [--manifest PATH] [--require-etwdump] [--skip-etwdump]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--manifest PATH] [--work DIR] [--require-etwdump] [--skip-etwdump]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -48,13 +54,18 @@ then
         "volatility3==$VOL_VERSION" "pefile==$PEFILE_VERSION"
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/forge-vol.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+if [ -n "$keep_work" ]; then
+    mkdir -p "$keep_work"
+    work=$(cd "$keep_work" && pwd)
+else
+    work=$(mktemp -d "${TMPDIR:-/tmp}/forge-vol.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+fi
 if [ -z "$manifest" ]; then
     target="${FORGE_TARGET_DIR:-$root/target-forge}"
     echo "== building the forge (target dir $target)"
     (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --quiet -p etwdump-forge)
-    mkdir "$work/dumps"
+    mkdir -p "$work/dumps"
     "$target/debug/forge" "$work/dumps" 2>/dev/null
     manifest="$work/dumps/manifest.json"
 fi

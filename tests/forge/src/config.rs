@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use crate::etw::EtwSpec;
 use crate::fixture::{Fixture, FixtureError};
 use crate::util::guid_from_str;
 
@@ -126,6 +127,10 @@ pub struct Config {
     /// With a fixture, `build`, `pdb_name`, `pdb_guid`, `pdb_age` and the x86-ness of `arch`
     /// must equal the fixture's (checked by `forge`).
     pub fixture: Option<Fixture>,
+    /// ETW logger state (fixture configs only): the logger array where the fixture's kernel
+    /// keeps it, sessions, anomalies; see [`EtwSpec`] and [`crate::Forged::etw`]. `None` (every
+    /// constructor): nothing is added, the dump is byte-identical to one forged without it.
+    pub etw: Option<EtwSpec>,
 }
 
 /// GUID of the 19041 kernel of the real triage dump D1 (crash-dump-format.md §2.2); the shared
@@ -164,6 +169,7 @@ impl Config {
             omit_debug_directory_page: false,
             dtb_low_bits: 0,
             fixture: None,
+            etw: None,
         }
     }
 
@@ -197,6 +203,20 @@ impl Config {
             fixture: Some(fixture),
             ..base
         }
+    }
+
+    /// This config with ETW logger state `spec` (needs a fixture kernel).
+    pub fn with_etw(self, spec: EtwSpec) -> Self {
+        Config {
+            etw: Some(spec),
+            ..self
+        }
+    }
+
+    /// This config with [`EtwSpec::standard`] for its build (needs a fixture kernel).
+    pub fn with_standard_etw(self) -> Self {
+        let spec = EtwSpec::standard(self.build);
+        self.with_etw(spec)
     }
 
     /// x86 PAE full dump (kernel `ntkrpamp.pdb` at 0x82A00000).
@@ -280,6 +300,10 @@ impl Config {
                 assert_eq!(self.dtb_low_bits, 0, "dtb_low_bits is x64 only");
             }
         }
+        assert!(
+            self.etw.is_none() || self.fixture.is_some(),
+            "Config::etw needs a fixture kernel (Config::from_fixture)"
+        );
         if let Some(fx) = &self.fixture {
             assert_eq!(
                 fx.x64,

@@ -381,7 +381,7 @@ pub(crate) fn modules(cfg: &Config, img: &KernelImage) -> Vec<Module> {
 
 /// Pool header before an allocation: x64 POOL_HEADER (16 bytes: PreviousSize, PoolIndex,
 /// BlockSize in 16-byte units, PoolType, tag, ProcessBilled) or x86 (8 bytes, 8-byte units).
-fn pool_header(arch: Arch, buf: &mut [u8], off: usize, size: usize, tag: &[u8; 4]) {
+pub(crate) fn pool_header(arch: Arch, buf: &mut [u8], off: usize, size: usize, tag: &[u8; 4]) {
     if arch.is_x64() {
         buf[off] = 0;
         buf[off + 1] = 0;

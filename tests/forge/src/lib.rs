@@ -28,8 +28,15 @@
 //! and relocated at the kernel base and the kernel objects are placed at the fixture's public
 //! RVAs (KdDebuggerDataBlock, KdVersionBlock, KeNumberProcessors, KiProcessorBlock, ...); see
 //! [`Forged::symbols`] and the README.
+//!
+//! With a fixture, [`Config::etw`] ([`EtwSpec`], e.g. [`Config::with_standard_etw`]) adds ETW
+//! logger state: the logger-context array where that kernel keeps it (global, inline in the
+//! silo state, or behind `EtwpLoggerContext`), `_WMI_LOGGER_CONTEXT`s laid out from the
+//! fixture's types.h, and anomalies; [`Forged::etw`] ([`ForgedEtw`]) says what a reader must
+//! find in every slot.
 
 mod config;
+mod etw;
 mod fixture;
 mod header;
 mod kernel;
@@ -39,11 +46,18 @@ mod paging;
 mod pe;
 mod phys;
 mod probes;
+mod types_h;
 mod util;
 
 use std::path::Path;
 
 pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
+pub use etw::{
+    EtwRoute, EtwSpec, ExpectedSession, ExpectedSlot, ForgedEtw, GlobalListSpec, SessionSpec,
+    SlotSpec, EVENT_TRACE_BUFFERING_MODE, EVENT_TRACE_FILE_MODE_CIRCULAR,
+    EVENT_TRACE_FILE_MODE_SEQUENTIAL, EVENT_TRACE_REAL_TIME_MODE, EVENT_TRACE_SYSTEM_LOGGER_MODE,
+    EVENT_TRACE_USE_PAGED_MEMORY, NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
+};
 pub use fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
     Relocation,
@@ -138,6 +152,9 @@ pub struct Forged {
     /// `Some(sizeof(_KPRCB))` when the KPRCBs are mapped (fixtures whose size is known:
     /// zero-filled pages from each KPCR's page to the end of its KPRCB); `None`: not mapped.
     pub kprcb_size: Option<u32>,
+    /// `Some` when `config.etw` was given: the logger array, its route and what a correct
+    /// reader finds in every slot (see [`ForgedEtw`]).
+    pub etw: Option<ForgedEtw>,
 
     file: layout::FileImage,
     pm: phys::PhysMem,
@@ -197,3 +214,5 @@ impl Forged {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_etw;

@@ -2,6 +2,7 @@
 //! file layout and header.
 
 use crate::config::{Arch, Config};
+use crate::etw::EtwPage;
 use crate::header::{self, HeaderInfo};
 use crate::kernel::{self, ModuleListPlan};
 use crate::layout::{self, FileImage};
@@ -123,6 +124,12 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let (entries_page, names_page, entry_vas) =
         kernel::module_list_pages(cfg, &img, &ml_plan, &modules);
     kernel::write_module_list_head(cfg, &mut img, &entry_vas);
+    // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
+    // allocated otherwise, so other dumps stay byte-identical).
+    let etw_build = cfg
+        .etw
+        .as_ref()
+        .map(|spec| crate::etw::build(cfg, spec, &mut img, pm.rng()));
 
     // Map the image pages the forge wrote; all other image pages have PTE 0.
     let debug_page = img.debug_dir_rva & !0xFFF;
@@ -179,6 +186,26 @@ pub(crate) fn build(cfg: &Config) -> Forged {
                 pm.set_page(pfn, &[0u8; PAGE_SIZE as usize]);
                 pager.set_pte(&mut pm, va, mode.leaf(pfn, Leaf::KernelData));
                 vmap.insert(va, PAGE_SIZE, pfn << 12);
+            }
+        }
+    }
+
+    // ETW pool pages.
+    if let Some(eb) = &etw_build {
+        for page in &eb.pages {
+            match page {
+                EtwPage::Stored(va, content) => {
+                    let pfn = pm.alloc();
+                    pm.set_page(pfn, content);
+                    pager.set_pte(&mut pm, *va, mode.leaf(pfn, Leaf::KernelData));
+                    vmap.insert(*va, PAGE_SIZE, pfn << 12);
+                }
+                EtwPage::NotInDump(va) => {
+                    let pfn = pm.alloc_unstored();
+                    pager.set_pte(&mut pm, *va, mode.leaf(pfn, Leaf::KernelData));
+                    vmap.insert(*va, PAGE_SIZE, pfn << 12);
+                }
+                EtwPage::ZeroPte(va) => pager.ensure_pt(&mut pm, *va),
             }
         }
     }
@@ -263,6 +290,11 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         }
         if kprcb_size.is_some() {
             add("kprcb0", prcbs[0], 0x40);
+        }
+    }
+    if let Some(eb) = &etw_build {
+        for (name, va, len) in &eb.probes {
+            add(name, *va, *len);
         }
     }
 
@@ -355,6 +387,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         symbols,
         kprcbs: prcbs,
         kprcb_size,
+        etw: etw_build.map(|eb| eb.expected),
         file,
         pm,
         vmap,

@@ -1,15 +1,17 @@
 //! `forge OUTDIR [--with-16g] [--fixtures DIR | --no-fixtures]`: write the standard set of
 //! synthetic dumps and manifest.json. The set includes one dump per fixture kernel found in
 //! DIR (default: tests/fixtures of this checkout), `fixture-<name>.dmp` (x64: full dump,
-//! DumpType 1; x86: PAE full dump).
+//! DumpType 1; x86: PAE full dump), and the same with ETW logger state
+//! (`EtwSpec::standard`), `fixture-<name>-etw.dmp`, plus `fixture-x64-19041-etw-max80.dmp`
+//! (MaxLoggers 0x50); their manifest entries carry `"etw"` (route, array, expected slots).
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use etwdump_forge::{
-    default_fixtures_root, fixture_dirs, forge, guid_to_string, BitmapSig, Config, Expect, Forged,
-    Layout,
+    default_fixtures_root, fixture_dirs, forge, guid_to_string, BitmapSig, Config, EtwSpec, Expect,
+    ExpectedSlot, Forged, ForgedEtw, Layout,
 };
 use serde_json::{json, Value};
 
@@ -153,6 +155,13 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
             "kprcbs": f.kprcbs.iter().map(|v| hex_addr(*v)).collect::<Vec<_>>(),
             "kprcb_size": f.kprcb_size.map(|s| hex_addr(s.into())),
         });
+        let extra = match (&f.etw, extra) {
+            (Some(e), Value::Object(mut x)) => {
+                x.insert("etw".to_string(), etw_json(e));
+                Value::Object(x)
+            }
+            (_, x) => x,
+        };
         let (Value::Object(e), Value::Object(x)) = (&mut entry, extra) else {
             unreachable!("objects")
         };
@@ -161,13 +170,70 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
     entry
 }
 
-/// One full dump per fixture directory below `root`: `fixture-<name>`.
+/// The manifest's `"etw"` object: route, array, capacity and every slot as a reader must
+/// classify it (`kind`: "session" / "free" / "invalid").
+fn etw_json(e: &ForgedEtw) -> Value {
+    let opt_hex = |v: Option<u64>| v.map(hex_addr);
+    let slots: Vec<Value> = e
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            ExpectedSlot::Free { value } => {
+                json!({"slot": i, "kind": "free", "value": hex_addr(*value)})
+            }
+            ExpectedSlot::Invalid { va, why } => {
+                json!({"slot": i, "kind": "invalid", "va": hex_addr(*va), "why": why})
+            }
+            ExpectedSlot::Session(x) => json!({
+                "slot": i,
+                "kind": "session",
+                "logger_id": x.logger_id,
+                "name": x.name,
+                "log_file": x.log_file,
+                "logger_mode": x.logger_mode,
+                "clock_type": x.clock_type,
+                "buffer_size": x.buffer_size,
+                "minimum_buffers": x.minimum_buffers,
+                "maximum_buffers": x.maximum_buffers,
+                "number_of_buffers": x.number_of_buffers,
+                "buffers_written": x.buffers_written,
+                "events_lost": x.events_lost,
+                "log_buffers_lost": x.log_buffers_lost,
+                "real_time_buffers_lost": x.real_time_buffers_lost,
+                "start_time": x.start_time,
+                "pool_type": x.pool_type,
+                "instance_guid": x.instance_guid,
+                "context_va": hex_addr(x.context_va),
+                "maximum_event_size": x.maximum_event_size,
+                "flags": x.flags,
+                "name_va": hex_addr(x.name_va),
+                "buffers": x.buffers.iter().map(|b| hex_addr(*b)).collect::<Vec<_>>(),
+                "global_list_cycle_to": opt_hex(x.global_list_cycle_to),
+            }),
+        })
+        .collect();
+    json!({
+        "route": e.route.name(),
+        "array": hex_addr(e.array_va),
+        "capacity": e.capacity,
+        "silo_state": opt_hex(e.silo_state_va),
+        "host_silo_globals": opt_hex(e.host_silo_globals_va),
+        "debugger_data_array_ptr": hex_addr(e.debugger_data_array_ptr_va),
+        "slots": slots,
+    })
+}
+
+/// One full dump per fixture directory below `root`: `fixture-<name>`, then the same kernels
+/// with [`EtwSpec::standard`]: `fixture-<name>-etw`, and `fixture-x64-19041-etw-max80`
+/// (MaxLoggers 0x50).
 fn fixture_set(root: &Path) -> Result<Vec<(String, Config)>, String> {
     let dirs = fixture_dirs(root);
     if dirs.is_empty() {
         return Err(format!("no fixture kernels in {}", root.display()));
     }
-    dirs.iter()
+    let plain: Vec<(String, Config)> = dirs
+        .iter()
         .map(|d| {
             let cfg = Config::try_from_fixture(d).map_err(|e| e.to_string())?;
             let name = cfg
@@ -177,7 +243,19 @@ fn fixture_set(root: &Path) -> Result<Vec<(String, Config)>, String> {
                 .unwrap_or_default();
             Ok((format!("fixture-{name}"), cfg))
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    let mut set = plain.clone();
+    for (stem, cfg) in &plain {
+        set.push((format!("{stem}-etw"), cfg.clone().with_standard_etw()));
+    }
+    if let Some((stem, cfg)) = plain.iter().find(|(s, _)| s == "fixture-x64-19041") {
+        set.push((
+            format!("{stem}-etw-max80"),
+            cfg.clone()
+                .with_etw(EtwSpec::standard_with_max_loggers(cfg.build, 0x50)),
+        ));
+    }
+    Ok(set)
 }
 
 fn write_set(outdir: &Path, with_16g: bool, fixtures: Option<&Path>) -> std::io::Result<()> {

@@ -31,7 +31,7 @@ fn temp_path(name: &str) -> PathBuf {
 }
 
 /// Minimal reader of a forged file (header + runs/bitmap + page walk).
-struct Walk<'a> {
+pub(super) struct Walk<'a> {
     file: &'a [u8],
     x64: bool,
     pae: bool,
@@ -41,7 +41,7 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    fn new(file: &'a [u8]) -> Self {
+    pub(super) fn new(file: &'a [u8]) -> Self {
         let x64 = &file[4..8] == b"DU64";
         let (hs, dtb, dump_type, pae) = if x64 {
             (
@@ -159,7 +159,7 @@ impl<'a> Walk<'a> {
         None
     }
 
-    fn read(&self, va: u64, len: usize) -> Result<Vec<u8>, u64> {
+    pub(super) fn read(&self, va: u64, len: usize) -> Result<Vec<u8>, u64> {
         let mut out = Vec::new();
         let mut cur = va;
         while cur < va + len as u64 {
@@ -175,7 +175,7 @@ impl<'a> Walk<'a> {
     }
 }
 
-fn check_probes(f: &Forged, file: &[u8]) {
+pub(super) fn check_probes(f: &Forged, file: &[u8]) {
     let w = Walk::new(file);
     for p in &f.probes {
         let got = match w.read(p.va, p.len) {
@@ -571,7 +571,7 @@ fn expected_read_matches_probes() {
 // Fixture kernels (tests/fixtures/<name>/): the expectations below come from symbols.json and
 // ntoskrnl.exe read here with serde_json and by hand, and the dump is read back with `Walk`.
 
-fn fixture_dirs() -> Vec<PathBuf> {
+pub(super) fn fixture_dirs() -> Vec<PathBuf> {
     let dirs = crate::fixture_dirs(&crate::default_fixtures_root());
     assert!(
         dirs.len() >= 7,

@@ -1,0 +1,1106 @@
+//! ETW logger state in fixture dumps: the logger-context pointer array where the fixture's
+//! kernel keeps it, `_WMI_LOGGER_CONTEXT`s in pool with their names, log-file names and
+//! `GlobalList` buffer headers, and the anomalies a reader must survive.
+//!
+//! Facts from shared/reference/etw-internals.md (§1 array location and free slots, §1.3
+//! validation, §2 WMI_BUFFER_HEADER, §3.1 context fields, §7 clock types) and anchors.md
+//! (EtwpDebuggerData + 0x10); every offset and size from the fixture's `types.h`
+//! ([`crate::types_h`]). Nothing comes from etwdump.
+//!
+//! | era (fixture) | route | array |
+//! |---|---|---|
+//! | 6.1, 6.3 (x64-7601, x64-9600) | [`EtwRoute::Global`] | the global `WmipLoggerContext[64]` in .data |
+//! | 1607 (x64-14393, x86-14393) | [`EtwRoute::Inline`] | `EtwpHostSiloState` -> `_ETW_SILODRIVERSTATE` (pool) with the inline `WmipLoggerContext[64]` |
+//! | 1809+ (x64-17763, x64-17763b, x64-19041) | [`EtwRoute::Pointer`] | `EtwpHostSiloState` -> silo state, `EtwpLoggerContext` -> a separate pool array of `MaxLoggers` pointers |
+//!
+//! Wherever the fixture has them: `PspHostSiloGlobals.EtwSiloState` = the silo state, the
+//! silo state's `SiloGlobals` = `&PspHostSiloGlobals` and `MaxLoggers`, each context's
+//! `SiloState`; and in every era `*(EtwpDebuggerData + 0x10)` = the array (KDBG.EtwpDebuggerData
+//! points at EtwpDebuggerData, so the array is reachable without symbols; a 32-bit pointer on
+//! x86, whose offset there is not confirmed by the references).
+
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+use crate::kernel::pool_header;
+use crate::pe::KernelImage;
+use crate::types_h::TypesH;
+use crate::util::{align_up, guid_to_string, put_u64, utf16le, Rng, PAGE_SIZE};
+
+// ---- logging modes (learn.microsoft.com "Logging Mode Constants", evntrace.h) ----
+pub const EVENT_TRACE_FILE_MODE_SEQUENTIAL: u32 = 0x0000_0001;
+pub const EVENT_TRACE_FILE_MODE_CIRCULAR: u32 = 0x0000_0002;
+pub const EVENT_TRACE_REAL_TIME_MODE: u32 = 0x0000_0100;
+pub const EVENT_TRACE_BUFFERING_MODE: u32 = 0x0000_0400;
+pub const EVENT_TRACE_USE_PAGED_MEMORY: u32 = 0x0100_0000;
+pub const EVENT_TRACE_SYSTEM_LOGGER_MODE: u32 = 0x0200_0000;
+
+/// `_POOL_TYPE` values (types.h `enum _POOL_TYPE`): NonPagedPool 0, PagedPool 1,
+/// NonPagedPoolNx 0x200 (6.2+).
+pub const NON_PAGED_POOL: u32 = 0;
+pub const PAGED_POOL: u32 = 1;
+pub const NON_PAGED_POOL_NX: u32 = 0x200;
+
+/// How the forged kernel reaches its logger array (etw-internals.md §1.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EtwRoute {
+    /// The global `WmipLoggerContext[64]` (5.1 - 10.0; the 7601 and 9600 fixtures).
+    Global,
+    /// `EtwpHostSiloState` -> `_ETW_SILODRIVERSTATE.WmipLoggerContext[64]` (1511 - 1703).
+    Inline,
+    /// `EtwpHostSiloState` -> `_ETW_SILODRIVERSTATE.EtwpLoggerContext` -> a pool array of
+    /// `MaxLoggers` pointers (1709+).
+    Pointer,
+}
+
+impl EtwRoute {
+    /// "global", "inline" or "pointer" (manifest.json).
+    pub fn name(self) -> &'static str {
+        match self {
+            EtwRoute::Global => "global",
+            EtwRoute::Inline => "inline",
+            EtwRoute::Pointer => "pointer",
+        }
+    }
+}
+
+/// How a session's `GlobalList` (LIST_ENTRY of `_WMI_BUFFER_HEADER.GlobalEntry`) is linked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GlobalListSpec {
+    /// head -> buffer 0 -> ... -> buffer n-1 -> head, Blinks consistent.
+    Ring,
+    /// As `Ring`, but the last buffer's Flink points back to the previous buffer's GlobalEntry:
+    /// a walk never returns to the head (needs `number_of_buffers >= 2`).
+    Cyclic,
+}
+
+/// One session (`_WMI_LOGGER_CONTEXT`) to forge. Its LoggerId is the slot index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSpec {
+    pub name: String,
+    /// `LogFileName`; None: an empty UNICODE_STRING (Length 0, Buffer NULL).
+    pub log_file: Option<String>,
+    pub logger_mode: u32,
+    /// Written where the layout has `ClockType` (6.0+; every fixture).
+    pub clock_type: u32,
+    pub buffer_size: u32,
+    pub minimum_buffers: u32,
+    pub maximum_buffers: u32,
+    /// Also the number of buffer headers the forge puts on `GlobalList`.
+    pub number_of_buffers: u32,
+    pub buffers_written: u32,
+    pub events_lost: u32,
+    pub log_buffers_lost: u32,
+    pub real_time_buffers_lost: u32,
+    /// FILETIME; must lie before the dump's SystemTime.
+    pub start_time: u64,
+    pub pool_type: u32,
+    /// On-disk GUID bytes (see [`crate::guid_to_string`]).
+    pub instance_guid: [u8; 16],
+    /// The page holding the LoggerName characters is mapped (valid PTE) but not in the dump.
+    pub name_unreadable: bool,
+    pub global_list: GlobalListSpec,
+    /// Names of `_WMI_LOGGER_CONTEXT.Flags` bits to set where the layout has them
+    /// (e.g. "RealTime", "KernelTrace", "AutoLogger").
+    pub flag_bits: Vec<String>,
+}
+
+/// What one slot of the logger array holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotSpec {
+    Session(SessionSpec),
+    /// A free slot holding this raw value: 1 (the 10.0+ free marker, bit 0 set) or 0 (NULL).
+    Free(u64),
+    /// A kernel pointer into a mapped page of pseudo-random bytes (LoggerId there != slot).
+    Garbage,
+    /// A kernel pointer to an address whose PTE is zero.
+    Unmapped,
+    /// A complete, plausible context whose LoggerId is `logger_id` != the slot (a stale copy).
+    WrongId {
+        logger_id: u32,
+        session: SessionSpec,
+    },
+}
+
+/// ETW logger state of a fixture dump ([`Config::etw`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtwSpec {
+    /// `_ETW_SILODRIVERSTATE.MaxLoggers` and the array's capacity on the pointer route (1709+
+    /// layouts; 32..=256). The global and inline arrays always have 64 entries: then this
+    /// must be 64.
+    pub max_loggers: u32,
+    /// Slot index -> content; slots not listed hold 1 (free).
+    pub slots: BTreeMap<u32, SlotSpec>,
+}
+
+/// One slot of the logger array as a correct reader must classify it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExpectedSlot {
+    /// Skipped silently: NULL or bit 0 set (`value` is the raw slot value).
+    Free { value: u64 },
+    /// A kernel pointer that does not lead to a valid context of this slot (`va` = the slot
+    /// value; `why` says which check of etw-internals.md §1.3 fails).
+    Invalid { va: u64, why: String },
+    /// A session a reader must list.
+    Session(Box<ExpectedSession>),
+}
+
+/// A session as a reader must report it (values as written to the `_WMI_LOGGER_CONTEXT`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedSession {
+    pub logger_id: u32,
+    /// None: LoggerName is a valid UNICODE_STRING but its characters are not in the dump.
+    pub name: Option<String>,
+    pub log_file: Option<String>,
+    pub logger_mode: u32,
+    /// None where the layout has no ClockType (no current fixture).
+    pub clock_type: Option<u32>,
+    pub buffer_size: u32,
+    pub minimum_buffers: u32,
+    pub maximum_buffers: u32,
+    pub number_of_buffers: u32,
+    pub buffers_written: u32,
+    pub events_lost: u32,
+    pub log_buffers_lost: u32,
+    pub real_time_buffers_lost: u32,
+    /// FILETIME (100 ns since 1601-01-01 UTC).
+    pub start_time: u64,
+    pub pool_type: u32,
+    /// "XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX" (uppercase).
+    pub instance_guid: String,
+    /// VA of the `_WMI_LOGGER_CONTEXT` (the slot value).
+    pub context_va: u64,
+    // ---- extras ----
+    /// BufferSize - sizeof(_WMI_BUFFER_HEADER).
+    pub maximum_event_size: u32,
+    /// `Flags` as written (None where the layout has no Flags).
+    pub flags: Option<u32>,
+    /// LoggerName.Buffer (the characters' VA; unreadable when `name` is None).
+    pub name_va: u64,
+    /// VAs of the `_WMI_BUFFER_HEADER`s on GlobalList, in Flink order, each once. Only the
+    /// 0x48-byte headers are forged, not the buffers' data.
+    pub buffers: Vec<u64>,
+    /// Cyclic GlobalList: the GlobalEntry VA the last buffer's Flink points back to (a buffer
+    /// already visited, not the head). None: the list returns to the head.
+    pub global_list_cycle_to: Option<u64>,
+}
+
+/// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForgedEtw {
+    pub route: EtwRoute,
+    /// VA of the first pointer of the logger array.
+    pub array_va: u64,
+    /// Number of slots (64, or MaxLoggers on the pointer route).
+    pub capacity: u32,
+    /// The `_ETW_SILODRIVERSTATE` (inline and pointer routes).
+    pub silo_state_va: Option<u64>,
+    /// `PspHostSiloGlobals` (where the fixture has it); its `EtwSiloState` = the silo state.
+    pub host_silo_globals_va: Option<u64>,
+    /// `EtwpDebuggerData + 0x10`, which holds `array_va`.
+    pub debugger_data_array_ptr_va: u64,
+    /// One entry per slot (`capacity` entries).
+    pub slots: Vec<ExpectedSlot>,
+}
+
+impl ForgedEtw {
+    /// The sessions a reader must list, in slot order.
+    pub fn sessions(&self) -> impl Iterator<Item = &ExpectedSession> {
+        self.slots.iter().filter_map(|s| match s {
+            ExpectedSlot::Session(x) => Some(&**x),
+            _ => None,
+        })
+    }
+}
+
+/// Deterministic, version-4-looking GUID bytes for a session.
+fn session_guid(build: u32, slot: u32) -> [u8; 16] {
+    let mut rng = Rng::new(0x45_5457_4755_4944 ^ (u64::from(build) << 16) ^ u64::from(slot));
+    let mut g = [0u8; 16];
+    rng.fill(&mut g);
+    g[7] = (g[7] & 0x0F) | 0x40; // Data3 high nibble: version 4
+    g[8] = (g[8] & 0x3F) | 0x80; // variant
+    g
+}
+
+impl EtwSpec {
+    /// The standard set for a fixture of `build` with a 64-entry array; see
+    /// [`EtwSpec::standard_with_max_loggers`].
+    pub fn standard(build: u32) -> EtwSpec {
+        Self::standard_with_max_loggers(build, 64)
+    }
+
+    /// The standard set (README "ETW logger state"): sessions in slots 0 (NT Kernel Logger,
+    /// file mode, CPU-cycle clock), 2 (Circular Kernel Context Logger, buffering mode, QPC),
+    /// 3 (EventLog-System, real-time, paged pool, system time), 4 (WdiContextLog, raw clock),
+    /// 5 (LwtNetLog, circular file, cyclic GlobalList), 6 (UBPM, LoggerName page missing);
+    /// anomalies in 7 (garbage page), 8 (stale context with LoggerId 0x21), 9 (unmapped),
+    /// 63 (NULL); every other slot holds 1. With `max_loggers` > 64 (pointer route only), a
+    /// session in slot `max_loggers - 6` (SleepStudyTraceSession) that a 64-entry reader misses.
+    /// Start times lie between the boot and the SystemTime of [`Config::x64`].
+    pub fn standard_with_max_loggers(build: u32, max_loggers: u32) -> EtwSpec {
+        let base = Config::x64();
+        let boot = base.system_time - base.system_up_time;
+        let win8 = build >= 9200;
+        let nonpaged = if win8 {
+            NON_PAGED_POOL_NX
+        } else {
+            NON_PAGED_POOL
+        };
+        let system_logger = if win8 {
+            EVENT_TRACE_SYSTEM_LOGGER_MODE
+        } else {
+            0
+        };
+        let flags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // counts: [MinimumBuffers, MaximumBuffers, NumberOfBuffers];
+        // lost: [BuffersWritten, EventsLost, LogBuffersLost, RealTimeBuffersLost].
+        let s = |slot: u32,
+                 name: &str,
+                 log_file: Option<&str>,
+                 logger_mode: u32,
+                 clock_type: u32,
+                 buffer_size: u32,
+                 counts: [u32; 3],
+                 lost: [u32; 4],
+                 start: u64,
+                 pool_type: u32,
+                 flag_bits: Vec<String>| SessionSpec {
+            name: name.to_string(),
+            log_file: log_file.map(str::to_string),
+            logger_mode,
+            clock_type,
+            buffer_size,
+            minimum_buffers: counts[0],
+            maximum_buffers: counts[1],
+            number_of_buffers: counts[2],
+            buffers_written: lost[0],
+            events_lost: lost[1],
+            log_buffers_lost: lost[2],
+            real_time_buffers_lost: lost[3],
+            start_time: boot + start,
+            pool_type,
+            instance_guid: session_guid(build, slot),
+            name_unreadable: false,
+            global_list: GlobalListSpec::Ring,
+            flag_bits,
+        };
+        let mut slots = BTreeMap::new();
+        slots.insert(
+            0,
+            SlotSpec::Session(s(
+                0,
+                "NT Kernel Logger",
+                Some("C:\\Windows\\Temp\\kernel.etl"),
+                EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+                3,
+                0x2_0000,
+                [4, 20, 6],
+                [419, 17, 2, 0],
+                31_234_567,
+                nonpaged,
+                flags(&["KernelTrace"]),
+            )),
+        );
+        slots.insert(
+            2,
+            SlotSpec::Session(s(
+                2,
+                "Circular Kernel Context Logger",
+                None,
+                EVENT_TRACE_BUFFERING_MODE | system_logger,
+                1,
+                0x1_0000,
+                [2, 8, 4],
+                [0, 0, 0, 0],
+                4_567_891,
+                nonpaged,
+                flags(&["KernelTrace", "AutoLogger"]),
+            )),
+        );
+        slots.insert(
+            3,
+            SlotSpec::Session(s(
+                3,
+                "EventLog-System",
+                None,
+                EVENT_TRACE_REAL_TIME_MODE | EVENT_TRACE_USE_PAGED_MEMORY,
+                2,
+                0x8000,
+                [2, 12, 3],
+                [57, 1, 0, 3],
+                12_345_678,
+                PAGED_POOL,
+                flags(&["RealTime", "AutoLogger"]),
+            )),
+        );
+        slots.insert(
+            4,
+            SlotSpec::Session(s(
+                4,
+                "WdiContextLog",
+                None,
+                EVENT_TRACE_BUFFERING_MODE,
+                0,
+                0x4000,
+                [2, 6, 2],
+                [0, 4, 0, 0],
+                9_876_543,
+                nonpaged,
+                flags(&["AutoLogger"]),
+            )),
+        );
+        let mut lwt = s(
+            5,
+            "LwtNetLog",
+            Some("C:\\Windows\\System32\\LogFiles\\WMI\\LwtNetLog.etl"),
+            EVENT_TRACE_FILE_MODE_CIRCULAR,
+            1,
+            0x4_0000,
+            [3, 9, 3],
+            [88, 0, 5, 0],
+            14_141_414,
+            nonpaged,
+            flags(&["AutoLogger"]),
+        );
+        lwt.global_list = GlobalListSpec::Cyclic;
+        slots.insert(5, SlotSpec::Session(lwt));
+        let mut ubpm = s(
+            6,
+            "UBPM",
+            None,
+            EVENT_TRACE_REAL_TIME_MODE,
+            2,
+            0x2000,
+            [2, 4, 2],
+            [7, 0, 0, 1],
+            6_543_210,
+            nonpaged,
+            flags(&["RealTime", "AutoLogger"]),
+        );
+        ubpm.name_unreadable = true;
+        slots.insert(6, SlotSpec::Session(ubpm));
+        slots.insert(7, SlotSpec::Garbage);
+        slots.insert(
+            8,
+            SlotSpec::WrongId {
+                logger_id: 0x21,
+                session: s(
+                    0x21,
+                    "Microsoft-Windows-Rdp-Graphics-RdpIdd-Trace",
+                    None,
+                    EVENT_TRACE_REAL_TIME_MODE,
+                    1,
+                    0x3000,
+                    [2, 4, 2],
+                    [0, 0, 0, 0],
+                    1_111_111,
+                    nonpaged,
+                    flags(&["RealTime"]),
+                ),
+            },
+        );
+        slots.insert(9, SlotSpec::Unmapped);
+        slots.insert(63, SlotSpec::Free(0));
+        if max_loggers > 64 {
+            let slot = max_loggers - 6;
+            slots.insert(
+                slot,
+                SlotSpec::Session(s(
+                    slot,
+                    "SleepStudyTraceSession",
+                    Some("C:\\Windows\\System32\\SleepStudy\\UserNotPresentSession.etl"),
+                    EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+                    1,
+                    0x1000,
+                    [1, 3, 1],
+                    [3, 0, 0, 0],
+                    27_182_818,
+                    nonpaged,
+                    Vec::new(),
+                )),
+            );
+        }
+        EtwSpec { max_loggers, slots }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Building
+
+/// Fixed VAs of the ETW pool area: normal allocations from `base`, then special pages.
+struct EtwVaPlan {
+    base: u64,
+    /// Normal allocations must end before this offset.
+    limit: u64,
+    garbage_page: u64,
+    missing_page: u64,
+    unmapped: u64,
+}
+
+impl EtwVaPlan {
+    fn new(x64: bool) -> Self {
+        let base = if x64 {
+            0xFFFF_A08D_5140_0000
+        } else {
+            0x8740_0000
+        };
+        EtwVaPlan {
+            base,
+            limit: 0x8_0000,
+            garbage_page: base + 0x8_0000,
+            missing_page: base + 0x8_1000,
+            unmapped: base + 0x9_0000 + 0x2A0,
+        }
+    }
+}
+
+/// A page of the ETW area and how to map it.
+pub(crate) enum EtwPage {
+    /// Valid PTE, page stored with this content.
+    Stored(u64, Vec<u8>),
+    /// Valid PTE to a physical page that is not in the dump.
+    NotInDump(u64),
+    /// The page table exists but the PTE is zero.
+    ZeroPte(u64),
+}
+
+/// Everything `machine::build` needs to place the ETW state.
+pub(crate) struct EtwBuild {
+    pub pages: Vec<EtwPage>,
+    pub expected: ForgedEtw,
+    /// (probe name, va, len) of probes on the ETW objects.
+    pub probes: Vec<(String, u64, usize)>,
+}
+
+/// Bump allocator over the contiguous ETW pool area (content kept in one buffer).
+struct Pool {
+    x64: bool,
+    base: u64,
+    buf: Vec<u8>,
+    cursor: usize,
+    limit: usize,
+}
+
+impl Pool {
+    fn header_size(&self) -> usize {
+        if self.x64 {
+            0x10
+        } else {
+            8
+        }
+    }
+
+    /// A small-pool allocation (POOL_HEADER before it) or, above ~4 KiB, a page-aligned
+    /// big-pool allocation (no header). Returns the VA of the data.
+    fn alloc(&mut self, size: usize, tag: &[u8; 4]) -> u64 {
+        let hdr = self.header_size();
+        let start = if size + hdr > 0xFF0 {
+            align_up(self.cursor as u64, PAGE_SIZE) as usize
+        } else {
+            let s = align_up(self.cursor as u64, hdr as u64) as usize;
+            // Keep small allocations inside one page, as the pool does.
+            if s / PAGE_SIZE as usize != (s + hdr + size - 1) / PAGE_SIZE as usize {
+                align_up(s as u64, PAGE_SIZE) as usize
+            } else {
+                s
+            }
+        };
+        let data = if size + hdr > 0xFF0 {
+            start
+        } else {
+            start + hdr
+        };
+        let end = data + size;
+        assert!(end <= self.limit, "ETW pool area full");
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        if data != start {
+            let arch = if self.x64 {
+                crate::config::Arch::X64
+            } else {
+                crate::config::Arch::X86Pae
+            };
+            pool_header(arch, &mut self.buf, start, size, tag);
+        }
+        self.cursor = end;
+        self.base + data as u64
+    }
+
+    fn slice_mut(&mut self, va: u64, len: usize) -> &mut [u8] {
+        let off = (va - self.base) as usize;
+        &mut self.buf[off..off + len]
+    }
+}
+
+/// Typed writes at types.h offsets, checking each field's declared size.
+struct Layouts<'a> {
+    t: &'a TypesH,
+    ptr: usize,
+}
+
+impl Layouts<'_> {
+    fn off(&self, agg: &str, field: &str) -> u64 {
+        self.t
+            .offset_of(agg, field)
+            .unwrap_or_else(|| panic!("types.h has no {agg}.{field}"))
+    }
+
+    fn size(&self, agg: &str) -> usize {
+        self.t
+            .size_of(agg)
+            .unwrap_or_else(|| panic!("types.h has no sizeof {agg}")) as usize
+    }
+
+    /// Write `value` (little-endian, truncated to the field's declared size) into the object
+    /// of type `agg` whose first byte is `obj[0]`.
+    fn put(&self, obj: &mut [u8], agg: &str, field: &str, value: u64) {
+        let off = self.off(agg, field) as usize;
+        let size = self
+            .t
+            .field_size(agg, field)
+            .unwrap_or_else(|| panic!("types.h: no declaration of {agg}.{field}"))
+            as usize;
+        assert!(
+            matches!(size, 1 | 2 | 4 | 8),
+            "{agg}.{field} is {size} bytes, not a scalar"
+        );
+        obj[off..off + size].copy_from_slice(&value.to_le_bytes()[..size]);
+    }
+
+    /// `put` if the layout has the field; returns whether it did.
+    fn put_opt(&self, obj: &mut [u8], agg: &str, field: &str, value: u64) -> bool {
+        if self.t.has_field(agg, field) {
+            self.put(obj, agg, field, value);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn put_bytes(&self, obj: &mut [u8], agg: &str, field: &str, bytes: &[u8]) {
+        let off = self.off(agg, field) as usize;
+        let size = self.t.field_size(agg, field).unwrap_or(0) as usize;
+        assert_eq!(size, bytes.len(), "{agg}.{field} is {size} bytes");
+        obj[off..off + size].copy_from_slice(bytes);
+    }
+
+    /// A pointer-sized value at byte offset `off`.
+    fn put_ptr_at(&self, obj: &mut [u8], off: usize, v: u64) {
+        obj[off..off + self.ptr].copy_from_slice(&v.to_le_bytes()[..self.ptr]);
+    }
+
+    /// LIST_ENTRY {Flink, Blink} at `off`.
+    fn put_list(&self, obj: &mut [u8], off: usize, flink: u64, blink: u64) {
+        let fo = self.off("_LIST_ENTRY", "Flink") as usize;
+        let bo = self.off("_LIST_ENTRY", "Blink") as usize;
+        self.put_ptr_at(obj, off + fo, flink);
+        self.put_ptr_at(obj, off + bo, blink);
+    }
+
+    /// UNICODE_STRING at `off`.
+    fn put_unicode(&self, obj: &mut [u8], off: usize, len: u16, max: u16, buffer: u64) {
+        let u = "_UNICODE_STRING";
+        obj[off + self.off(u, "Length") as usize..][..2].copy_from_slice(&len.to_le_bytes());
+        obj[off + self.off(u, "MaximumLength") as usize..][..2].copy_from_slice(&max.to_le_bytes());
+        self.put_ptr_at(obj, off + self.off(u, "Buffer") as usize, buffer);
+    }
+}
+
+const CTX: &str = "_WMI_LOGGER_CONTEXT";
+const BUF: &str = "_WMI_BUFFER_HEADER";
+const SILO: &str = "_ETW_SILODRIVERSTATE";
+const GLOBALS: &str = "_ESERVERSILO_GLOBALS";
+
+/// Which route the fixture's layouts and symbols call for.
+pub(crate) fn route_of(t: &TypesH, fx: &crate::fixture::Fixture) -> Result<EtwRoute, String> {
+    if fx.symbol("WmipLoggerContext").is_some() {
+        Ok(EtwRoute::Global)
+    } else if fx.symbol("EtwpHostSiloState").is_some() && t.has_field(SILO, "EtwpLoggerContext") {
+        Ok(EtwRoute::Pointer)
+    } else if fx.symbol("EtwpHostSiloState").is_some() && t.has_field(SILO, "WmipLoggerContext") {
+        Ok(EtwRoute::Inline)
+    } else {
+        Err(format!(
+            "fixture {}: no WmipLoggerContext global and no EtwpHostSiloState with a logger array",
+            fx.name
+        ))
+    }
+}
+
+/// Write `data` at `rva + off` of the fixture variable `name`, inside its storage.
+fn write_var(
+    img: &mut KernelImage,
+    fx: &crate::fixture::Fixture,
+    name: &str,
+    off: u64,
+    data: &[u8],
+) {
+    let rva = fx
+        .symbol(name)
+        .unwrap_or_else(|| panic!("fixture {} has no {name}", fx.name));
+    let len = fx.storage_len(name).unwrap_or(0) as u64;
+    assert!(
+        off + data.len() as u64 <= len,
+        "fixture {}: {name} has {len:#x} bytes, the forge writes {:#x} at +{off:#x}",
+        fx.name,
+        data.len()
+    );
+    img.write(rva + off as u32, data);
+}
+
+fn ptr_bytes(ptr: usize, v: u64) -> Vec<u8> {
+    v.to_le_bytes()[..ptr].to_vec()
+}
+
+/// Place the ETW state of `spec`: image variables are written into `img`, pool pages are
+/// returned for `machine::build` to map. `rng` supplies the garbage page.
+pub(crate) fn build(
+    cfg: &Config,
+    spec: &EtwSpec,
+    img: &mut KernelImage,
+    rng: &mut Rng,
+) -> EtwBuild {
+    let fx = cfg
+        .fixture
+        .as_ref()
+        .expect("Config::etw needs a fixture kernel (Config::from_fixture)");
+    let t = TypesH::load(&fx.dir).unwrap_or_else(|e| panic!("fixture {}: {e}", fx.name));
+    let x64 = cfg.arch.is_x64();
+    let ptr = cfg.arch.ptr_size();
+    assert_eq!(
+        t.pointer_size, ptr as u64,
+        "fixture {}: types.h pointer size",
+        fx.name
+    );
+    let route = route_of(&t, fx).unwrap_or_else(|e| panic!("{e}"));
+    let lay = Layouts { t: &t, ptr };
+    let plan = EtwVaPlan::new(x64);
+    let mut pool = Pool {
+        x64,
+        base: plan.base,
+        buf: Vec::new(),
+        cursor: 0,
+        limit: plan.limit as usize,
+    };
+    let image_base = img.base;
+    let va_of = |name: &str| fx.symbol(name).map(|rva| image_base + u64::from(rva));
+    let globals_va = va_of("PspHostSiloGlobals").filter(|_| t.has_field(GLOBALS, "EtwSiloState"));
+
+    // The array and (inline / pointer routes) the silo state.
+    let capacity = match route {
+        EtwRoute::Pointer => spec.max_loggers,
+        EtwRoute::Inline => t
+            .member(SILO, "WmipLoggerContext")
+            .and_then(|m| m.count)
+            .expect("WmipLoggerContext[N]") as u32,
+        EtwRoute::Global => {
+            (fx.storage_len("WmipLoggerContext").unwrap_or(0) as usize / ptr).min(64) as u32
+        }
+    };
+    if route == EtwRoute::Pointer {
+        assert!(
+            (32..=256).contains(&spec.max_loggers),
+            "MaxLoggers {} outside 32..=256",
+            spec.max_loggers
+        );
+    } else {
+        assert_eq!(
+            spec.max_loggers,
+            64,
+            "fixture {}: MaxLoggers exists only in 1709+ layouts ({} route has 64 slots)",
+            fx.name,
+            route.name()
+        );
+        assert_eq!(capacity, 64, "fixture {}: array of {capacity}", fx.name);
+    }
+    if let Some((&last, _)) = spec.slots.iter().next_back() {
+        assert!(last < capacity, "slot {last} >= capacity {capacity}");
+    }
+    let silo_va = match route {
+        EtwRoute::Global => None,
+        _ => Some(pool.alloc(lay.size(SILO), b"EtwS")),
+    };
+    let array_va = match route {
+        EtwRoute::Global => va_of("WmipLoggerContext").expect("checked"),
+        EtwRoute::Inline => silo_va.expect("silo") + lay.off(SILO, "WmipLoggerContext"),
+        EtwRoute::Pointer => pool.alloc(capacity as usize * ptr, b"EtwL"),
+    };
+
+    // Special pages: random bytes; a page mapped but not in the dump (names written there are
+    // kept in a scratch copy only).
+    let mut garbage = vec![0u8; PAGE_SIZE as usize];
+    rng.fill(&mut garbage);
+    let mut missing = vec![0u8; PAGE_SIZE as usize];
+    let mut missing_cursor = 0x40usize;
+
+    let ctx_size = lay.size(CTX);
+    let buf_size = lay.size(BUF);
+    let align = if x64 { 16 } else { 8 };
+    let mut slot_values = vec![1u64; capacity as usize];
+    let mut expected: Vec<ExpectedSlot> = (0..capacity)
+        .map(|_| ExpectedSlot::Free { value: 1 })
+        .collect();
+    let mut probes = Vec::new();
+
+    for (&slot, content) in &spec.slots {
+        let (value, exp) = match content {
+            SlotSpec::Free(v) => {
+                assert!(
+                    *v == 0 || (*v & 1) == 1,
+                    "free slot {slot}: {v:#x} is neither 0 nor bit-0-tagged"
+                );
+                (*v, ExpectedSlot::Free { value: *v })
+            }
+            SlotSpec::Garbage => {
+                let off = 0x3A0usize;
+                let id_off = lay.off(CTX, "LoggerId") as usize;
+                let id = u32::from_le_bytes(
+                    garbage[off + id_off..off + id_off + 4]
+                        .try_into()
+                        .expect("4"),
+                );
+                if id == slot {
+                    garbage[off + id_off] ^= 0x5A;
+                }
+                let id = u32::from_le_bytes(
+                    garbage[off + id_off..off + id_off + 4]
+                        .try_into()
+                        .expect("4"),
+                );
+                let va = plan.garbage_page + off as u64;
+                (
+                    va,
+                    ExpectedSlot::Invalid {
+                        va,
+                        why: format!(
+                            "points into a page of random bytes: LoggerId {id:#x} != slot {slot}"
+                        ),
+                    },
+                )
+            }
+            SlotSpec::Unmapped => (
+                plan.unmapped,
+                ExpectedSlot::Invalid {
+                    va: plan.unmapped,
+                    why: format!("context at {:#x} is not mapped (zero PTE)", plan.unmapped),
+                },
+            ),
+            SlotSpec::Session(s) | SlotSpec::WrongId { session: s, .. } => {
+                let logger_id = match content {
+                    SlotSpec::WrongId { logger_id, .. } => *logger_id,
+                    _ => slot,
+                };
+                assert!(
+                    s.start_time < cfg.system_time,
+                    "session {}: StartTime after the dump's SystemTime",
+                    s.name
+                );
+                assert!(
+                    s.number_of_buffers <= s.maximum_buffers
+                        && s.minimum_buffers <= s.maximum_buffers,
+                    "session {}: buffer counts",
+                    s.name
+                );
+                assert!(
+                    s.buffer_size as usize > buf_size,
+                    "session {}: BufferSize",
+                    s.name
+                );
+                assert!(
+                    t.enum_name_of("_POOL_TYPE", s.pool_type.into()).is_some(),
+                    "session {}: PoolType {:#x} is not a _POOL_TYPE of fixture {}",
+                    s.name,
+                    s.pool_type,
+                    fx.name
+                );
+                if s.global_list == GlobalListSpec::Cyclic {
+                    assert!(
+                        s.number_of_buffers >= 2,
+                        "a cyclic GlobalList needs 2 buffers"
+                    );
+                }
+                let ctx = pool.alloc(ctx_size, b"EtwL");
+                assert_eq!(ctx % align, 0);
+
+                // Strings: the name (in pool, or on the page missing from the dump) and the
+                // log file name; NUL-terminated, MaximumLength = Length + 2.
+                let name16 = utf16le(&s.name);
+                let name_va = if s.name_unreadable {
+                    let hdr = pool.header_size();
+                    let start = align_up(missing_cursor as u64, hdr as u64) as usize;
+                    let arch = if x64 {
+                        crate::config::Arch::X64
+                    } else {
+                        crate::config::Arch::X86Pae
+                    };
+                    pool_header(arch, &mut missing, start, name16.len() + 2, b"EtwN");
+                    missing[start + hdr..start + hdr + name16.len()].copy_from_slice(&name16);
+                    missing_cursor = start + hdr + name16.len() + 2;
+                    plan.missing_page + (start + hdr) as u64
+                } else {
+                    let va = pool.alloc(name16.len() + 2, b"EtwN");
+                    pool.slice_mut(va, name16.len()).copy_from_slice(&name16);
+                    va
+                };
+                let log16 = s.log_file.as_deref().map(utf16le);
+                let log_va = log16.as_ref().map(|l| {
+                    let va = pool.alloc(l.len() + 2, b"EtwN");
+                    pool.slice_mut(va, l.len()).copy_from_slice(l);
+                    va
+                });
+
+                // Buffer headers on GlobalList.
+                let n = s.number_of_buffers as usize;
+                let bufs: Vec<u64> = (0..n).map(|_| pool.alloc(buf_size, b"EtwB")).collect();
+                let ge = lay.off(BUF, "GlobalEntry");
+                let head = ctx + lay.off(CTX, "GlobalList");
+                let entries: Vec<u64> = bufs.iter().map(|b| b + ge).collect();
+                let cycle_to = (s.global_list == GlobalListSpec::Cyclic).then(|| entries[n - 2]);
+                let cc = lay.off(BUF, "ClientContext") as usize;
+                for (i, &b) in bufs.iter().enumerate() {
+                    let mut h = vec![0u8; buf_size];
+                    lay.put(&mut h, BUF, "BufferSize", s.buffer_size.into());
+                    lay.put(&mut h, BUF, "SavedOffset", buf_size as u64);
+                    lay.put(&mut h, BUF, "CurrentOffset", buf_size as u64);
+                    lay.put(&mut h, BUF, "Offset", buf_size as u64);
+                    lay.put(&mut h, BUF, "SequenceNumber", i as u64);
+                    // State: the first buffer is in use (GeneralLogging 1), the others Free 0.
+                    lay.put(&mut h, BUF, "State", u64::from(i == 0));
+                    let bc = "_ETW_BUFFER_CONTEXT";
+                    lay.put(
+                        &mut h[cc..],
+                        bc,
+                        "ProcessorNumber",
+                        (i as u64) % u64::from(cfg.cpus),
+                    );
+                    lay.put(&mut h[cc..], bc, "Alignment", 8);
+                    lay.put(&mut h[cc..], bc, "LoggerId", logger_id.into());
+                    let flink = if i + 1 < n {
+                        entries[i + 1]
+                    } else {
+                        cycle_to.unwrap_or(head)
+                    };
+                    let blink = if i == 0 { head } else { entries[i - 1] };
+                    lay.put_list(&mut h, ge as usize, flink, blink);
+                    pool.slice_mut(b, buf_size).copy_from_slice(&h);
+                }
+
+                // The context.
+                let mut c = vec![0u8; ctx_size];
+                lay.put(&mut c, CTX, "LoggerId", logger_id.into());
+                lay.put(&mut c, CTX, "BufferSize", s.buffer_size.into());
+                let max_event = s.buffer_size - buf_size as u32;
+                lay.put_opt(&mut c, CTX, "MaximumEventSize", max_event.into());
+                lay.put(&mut c, CTX, "LoggerMode", s.logger_mode.into());
+                lay.put_opt(&mut c, CTX, "AcceptNewEvents", 1);
+                lay.put_opt(&mut c, CTX, "CollectionOn", 1);
+                let clock = lay.put_opt(&mut c, CTX, "ClockType", s.clock_type.into());
+                lay.put(&mut c, CTX, "MinimumBuffers", s.minimum_buffers.into());
+                lay.put(&mut c, CTX, "MaximumBuffers", s.maximum_buffers.into());
+                lay.put(&mut c, CTX, "NumberOfBuffers", s.number_of_buffers.into());
+                lay.put_opt(
+                    &mut c,
+                    CTX,
+                    "BuffersAvailable",
+                    u64::from(s.number_of_buffers.saturating_sub(1)),
+                );
+                lay.put(&mut c, CTX, "BuffersWritten", s.buffers_written.into());
+                lay.put(&mut c, CTX, "EventsLost", s.events_lost.into());
+                lay.put(&mut c, CTX, "LogBuffersLost", s.log_buffers_lost.into());
+                lay.put(
+                    &mut c,
+                    CTX,
+                    "RealTimeBuffersLost",
+                    s.real_time_buffers_lost.into(),
+                );
+                lay.put_bytes(&mut c, CTX, "InstanceGuid", &s.instance_guid);
+                lay.put(&mut c, CTX, "PoolType", s.pool_type.into());
+                // StartTime is a LARGE_INTEGER (8 bytes).
+                let st = lay.off(CTX, "StartTime") as usize;
+                assert_eq!(t.field_size(CTX, "StartTime"), Some(8));
+                put_u64(&mut c, st, s.start_time);
+                if t.has_field(CTX, "ReferenceTime") {
+                    let rt = lay.off(CTX, "ReferenceTime") as usize;
+                    let r = "_ETW_REF_CLOCK";
+                    put_u64(&mut c, rt + lay.off(r, "StartTime") as usize, s.start_time);
+                    // A QPC value at 10 MHz since boot.
+                    let perf = s
+                        .start_time
+                        .saturating_sub(cfg.system_time - cfg.system_up_time);
+                    put_u64(&mut c, rt + lay.off(r, "StartPerfClock") as usize, perf);
+                }
+                if let Some(silo) = silo_va {
+                    lay.put_opt(&mut c, CTX, "SiloState", silo);
+                }
+                let ln = lay.off(CTX, "LoggerName") as usize;
+                let nlen = u16::try_from(name16.len()).expect("name length");
+                lay.put_unicode(&mut c, ln, nlen, nlen + 2, name_va);
+                let lf = lay.off(CTX, "LogFileName") as usize;
+                match (&log16, log_va) {
+                    (Some(l), Some(va)) => {
+                        let len = u16::try_from(l.len()).expect("log file length");
+                        lay.put_unicode(&mut c, lf, len, len + 2, va);
+                    }
+                    _ => lay.put_unicode(&mut c, lf, 0, 0, 0),
+                }
+                // Flags bits.
+                let mut flags = None;
+                if t.has_field(CTX, "Flags") {
+                    let mut v = 0u32;
+                    for b in &s.flag_bits {
+                        if let Some(bf) = t.bitfield(CTX, b) {
+                            assert_eq!(bf.offset, lay.off(CTX, "Flags"), "{b} is not in Flags");
+                            v |= ((1u32 << bf.width) - 1) << bf.position;
+                        }
+                    }
+                    lay.put(&mut c, CTX, "Flags", v.into());
+                    flags = Some(v);
+                }
+                // Every other LIST_ENTRY of the context is an empty list head; GlobalList is
+                // the buffer list.
+                for m in t.members_of_type(CTX, "struct _LIST_ENTRY") {
+                    let off = lay.off(CTX, &m) as usize;
+                    let me = ctx + off as u64;
+                    if m == "GlobalList" {
+                        if n == 0 {
+                            lay.put_list(&mut c, off, me, me);
+                        } else {
+                            lay.put_list(&mut c, off, entries[0], entries[n - 1]);
+                        }
+                    } else {
+                        lay.put_list(&mut c, off, me, me);
+                    }
+                }
+                pool.slice_mut(ctx, ctx_size).copy_from_slice(&c);
+
+                let probe_len = ctx_size;
+                probes.push((format!("etw_logger_context_{slot}"), ctx, probe_len));
+                if s.name_unreadable {
+                    probes.push((
+                        format!("etw_logger_name_unreadable_{slot}"),
+                        name_va,
+                        name16.len(),
+                    ));
+                }
+                let exp = match content {
+                    SlotSpec::WrongId { logger_id, .. } => ExpectedSlot::Invalid {
+                        va: ctx,
+                        why: format!("LoggerId {logger_id:#x} != slot {slot} (a stale context)"),
+                    },
+                    _ => ExpectedSlot::Session(Box::new(ExpectedSession {
+                        logger_id,
+                        name: (!s.name_unreadable).then(|| s.name.clone()),
+                        log_file: s.log_file.clone(),
+                        logger_mode: s.logger_mode,
+                        clock_type: clock.then_some(s.clock_type),
+                        buffer_size: s.buffer_size,
+                        minimum_buffers: s.minimum_buffers,
+                        maximum_buffers: s.maximum_buffers,
+                        number_of_buffers: s.number_of_buffers,
+                        buffers_written: s.buffers_written,
+                        events_lost: s.events_lost,
+                        log_buffers_lost: s.log_buffers_lost,
+                        real_time_buffers_lost: s.real_time_buffers_lost,
+                        start_time: s.start_time,
+                        pool_type: s.pool_type,
+                        instance_guid: guid_to_string(&s.instance_guid),
+                        context_va: ctx,
+                        maximum_event_size: max_event,
+                        flags,
+                        name_va,
+                        buffers: bufs.clone(),
+                        global_list_cycle_to: cycle_to,
+                    })),
+                };
+                (ctx, exp)
+            }
+        };
+        slot_values[slot as usize] = value;
+        expected[slot as usize] = exp;
+    }
+
+    // The array itself.
+    let mut arr = vec![0u8; capacity as usize * ptr];
+    for (i, &v) in slot_values.iter().enumerate() {
+        arr[i * ptr..(i + 1) * ptr].copy_from_slice(&ptr_bytes(ptr, v));
+    }
+    match route {
+        EtwRoute::Global => write_var(img, fx, "WmipLoggerContext", 0, &arr),
+        EtwRoute::Inline | EtwRoute::Pointer => {
+            pool.slice_mut(array_va, arr.len()).copy_from_slice(&arr)
+        }
+    }
+
+    // The silo state and the globals that point to it.
+    if let Some(silo) = silo_va {
+        let size = lay.size(SILO);
+        let mut s = vec![0u8; size];
+        if route == EtwRoute::Pointer {
+            lay.put(&mut s, SILO, "EtwpLoggerContext", array_va);
+            lay.put_opt(&mut s, SILO, "MaxLoggers", capacity.into());
+        }
+        lay.put_opt(&mut s, SILO, "Silo", 0);
+        if let Some(g) = globals_va {
+            lay.put_opt(&mut s, SILO, "SiloGlobals", g);
+        }
+        // The inline array (1511 - 1703) lives inside the silo state.
+        if route == EtwRoute::Inline {
+            let off = lay.off(SILO, "WmipLoggerContext") as usize;
+            s[off..off + arr.len()].copy_from_slice(&arr);
+        }
+        pool.slice_mut(silo, size).copy_from_slice(&s);
+        write_var(img, fx, "EtwpHostSiloState", 0, &ptr_bytes(ptr, silo));
+        if globals_va.is_some() {
+            write_var(
+                img,
+                fx,
+                "PspHostSiloGlobals",
+                lay.off(GLOBALS, "EtwSiloState"),
+                &ptr_bytes(ptr, silo),
+            );
+        }
+    }
+    // The symbol-less route: EtwpDebuggerData + 0x10 -> the array.
+    write_var(img, fx, "EtwpDebuggerData", 0x10, &ptr_bytes(ptr, array_va));
+    let debugger_data_array_ptr_va = va_of("EtwpDebuggerData").expect("required symbol") + 0x10;
+
+    probes.insert(
+        0,
+        (
+            "etw_logger_array".to_string(),
+            array_va,
+            capacity as usize * ptr,
+        ),
+    );
+    probes.push(("etw_unmapped_slot_target".to_string(), plan.unmapped, 0x10));
+
+    // Pages: the normal area, the garbage page, the page missing from the dump, and the
+    // zero-PTE page.
+    let used = align_up(pool.buf.len() as u64, PAGE_SIZE) as usize;
+    pool.buf.resize(used, 0);
+    let mut pages: Vec<EtwPage> = pool
+        .buf
+        .chunks(PAGE_SIZE as usize)
+        .enumerate()
+        .map(|(i, c)| EtwPage::Stored(plan.base + (i as u64) * PAGE_SIZE, c.to_vec()))
+        .collect();
+    pages.push(EtwPage::Stored(plan.garbage_page, garbage));
+    pages.push(EtwPage::NotInDump(plan.missing_page));
+    pages.push(EtwPage::ZeroPte(plan.unmapped & !(PAGE_SIZE - 1)));
+
+    EtwBuild {
+        pages,
+        expected: ForgedEtw {
+            route,
+            array_va,
+            capacity,
+            silo_state_va: silo_va,
+            host_silo_globals_va: if silo_va.is_some() { globals_va } else { None },
+            debugger_data_array_ptr_va,
+            slots: expected,
+        },
+        probes,
+    }
+}

@@ -1,0 +1,471 @@
+//! `sessions` against forge dumps with ETW logger state (tests/forge src/etw.rs, written from
+//! the fixtures' types.h independently of the reader): for every fixture kernel, every slot is
+//! classified as the forge says and every listed field equals what the forge wrote.
+
+mod common;
+use common::etwdump;
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::etw::loggers::{list_sessions, Route, SessionList};
+use etwdump::kernel::context::{KernelContext, SymbolOptions};
+use etwdump_forge::{forge, Config, EtwRoute, EtwSpec, ExpectedSlot, Forged};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn pdb_of(name: &str) -> PathBuf {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture(name).join("symbols.json")).unwrap())
+            .unwrap();
+    fixture(name).join(meta["pdb"]["name"].as_str().unwrap())
+}
+
+fn forge_etw(name: &str, max_loggers: Option<u32>) -> Forged {
+    let mut c = Config::from_fixture(&fixture(name));
+    c.etw = Some(match max_loggers {
+        Some(m) => EtwSpec::standard_with_max_loggers(c.build, m),
+        None => EtwSpec::standard(c.build),
+    });
+    forge(&c)
+}
+
+fn list(f: &Forged, pdb: Option<&Path>) -> SessionList {
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: pdb.map(Path::to_path_buf),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    list_sessions(&ctx)
+}
+
+/// Compare a listing with the forge's expectation; `capacity_read` is how many slots the
+/// reader could know about.
+fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
+    let e = f.etw.as_ref().unwrap();
+    let a = l
+        .array
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: no array; {:?}", l.warnings));
+    assert_eq!(a.address.0, e.array_va, "{name}: array address");
+    assert_eq!(a.route, want_route, "{name}: route");
+    let read = a.capacity as usize;
+    let slots = &e.slots[..read.min(e.slots.len())];
+    let want_sessions: Vec<_> = slots
+        .iter()
+        .filter_map(|s| match s {
+            ExpectedSlot::Session(x) => Some(&**x),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        l.sessions.iter().map(|s| s.logger_id).collect::<Vec<_>>(),
+        want_sessions
+            .iter()
+            .map(|s| u64::from(s.logger_id))
+            .collect::<Vec<_>>(),
+        "{name}: listed loggers; warnings {:?}",
+        l.warnings
+    );
+    for (got, want) in l.sessions.iter().zip(&want_sessions) {
+        let id = want.logger_id;
+        assert_eq!(got.address.0, want.context_va, "{name} logger {id}");
+        assert_eq!(got.name, want.name, "{name} logger {id}");
+        if want.name.is_none() {
+            let w = got.warnings.join("; ");
+            assert!(
+                w.contains("LoggerName") && w.contains(&format!("{:#x}", want.name_va)),
+                "{name} logger {id}: {w}"
+            );
+        }
+        assert_eq!(got.log_file, want.log_file, "{name} logger {id}");
+        assert_eq!(
+            got.instance_guid.as_deref(),
+            Some(want.instance_guid.as_str()),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.logger_mode,
+            Some(u64::from(want.logger_mode)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.clock_type,
+            want.clock_type.map(u64::from),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.buffer_size,
+            Some(u64::from(want.buffer_size)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.minimum_buffers,
+            Some(u64::from(want.minimum_buffers)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.maximum_buffers,
+            Some(u64::from(want.maximum_buffers)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.number_of_buffers,
+            Some(u64::from(want.number_of_buffers)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.buffers_written,
+            Some(u64::from(want.buffers_written)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.events_lost,
+            Some(u64::from(want.events_lost)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.log_buffers_lost,
+            Some(u64::from(want.log_buffers_lost)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.real_time_buffers_lost,
+            Some(u64::from(want.real_time_buffers_lost)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.start_time_raw,
+            Some(want.start_time),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.start_time.as_deref(),
+            Some(etwdump::time::filetime_to_iso8601(want.start_time).as_str()),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.pool_type,
+            Some(u64::from(want.pool_type)),
+            "{name} logger {id}"
+        );
+        assert_eq!(
+            got.maximum_event_size,
+            Some(u64::from(want.maximum_event_size)),
+            "{name} logger {id}"
+        );
+    }
+    // Every invalid slot is reported with its slot number and address.
+    for (i, s) in slots.iter().enumerate() {
+        if let ExpectedSlot::Invalid { va, why } = s {
+            let needle = format!("slot {i}: {va:#x} is not a logger context");
+            assert!(
+                l.warnings.iter().any(|w| w.starts_with(&needle)),
+                "{name}: {needle} ({why}) not reported: {:?}",
+                l.warnings
+            );
+        }
+    }
+    let free = slots
+        .iter()
+        .filter(|s| matches!(s, ExpectedSlot::Free { .. }))
+        .count() as u64;
+    assert_eq!(l.free_slots, free, "{name}: free slots");
+    assert!(
+        !l.warnings.iter().any(|w| w.contains("disagree")),
+        "{name}: {:?}",
+        l.warnings
+    );
+}
+
+fn route_of(e: EtwRoute) -> Route {
+    match e {
+        EtwRoute::Global => Route::GlobalArray,
+        EtwRoute::Inline => Route::SiloInline,
+        _ => Route::SiloPointer,
+    }
+}
+
+const FIXTURES: &[&str] = &[
+    "x64-7601",
+    "x64-9600",
+    "x64-14393",
+    "x64-17763",
+    "x64-17763b",
+    "x64-19041",
+    "x86-14393",
+];
+
+/// With the fixture's PDB: the array through the era's route, every route agreeing.
+#[test]
+fn sessions_with_pdb_every_era() {
+    for name in FIXTURES {
+        let f = forge_etw(name, None);
+        let l = list(&f, Some(&pdb_of(name)));
+        let want = route_of(f.etw.as_ref().unwrap().route);
+        check(name, &f, &l, want);
+        // The KDBG route was followed too and agrees.
+        assert!(
+            l.routes
+                .iter()
+                .any(|r| r.route == Route::KdbgEtwpDebuggerData
+                    && r.address.0 == f.etw.as_ref().unwrap().array_va),
+            "{name}: {:?}",
+            l.routes
+        );
+        assert!(l.sessions.iter().all(|s| s.layout_source == "pdb"));
+    }
+}
+
+/// MaxLoggers 0x50: all 80 slots are read, including the session beyond slot 63.
+#[test]
+fn max_loggers_0x50() {
+    let f = forge_etw("x64-19041", Some(0x50));
+    let l = list(&f, Some(&pdb_of("x64-19041")));
+    assert_eq!(l.array.as_ref().unwrap().capacity, 0x50);
+    check("x64-19041 MaxLoggers 0x50", &f, &l, Route::SiloPointer);
+    assert!(l.sessions.iter().any(|s| s.logger_id >= 64));
+}
+
+/// Without any symbols: the KDBG route and the built-in layouts give the same sessions for the
+/// builds whose built-in tables cover the fields (the fixture layouts are the real ones).
+#[test]
+fn sessions_without_symbols() {
+    for name in ["x64-14393", "x64-17763", "x64-19041"] {
+        let f = forge_etw(name, None);
+        let l = list(&f, None);
+        check(
+            &format!("{name} (no symbols)"),
+            &f,
+            &l,
+            Route::KdbgEtwpDebuggerData,
+        );
+        assert!(l.sessions.iter().all(|s| s.layout_source == "builtin"));
+    }
+}
+
+/// The CLI: JSON keys, CSV columns, warnings on stderr.
+#[test]
+fn cli_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = forge_etw("x64-19041", None);
+    let p = dir.path().join("d.dmp");
+    f.write_to(&p).unwrap();
+    let pdb = pdb_of("x64-19041");
+    let out = etwdump(&[
+        "sessions",
+        p.to_str().unwrap(),
+        "--pdb",
+        pdb.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arr = j.as_array().unwrap();
+    let want: Vec<_> = f.etw.as_ref().unwrap().sessions().collect();
+    assert_eq!(arr.len(), want.len());
+    let keys = [
+        "logger_id",
+        "name",
+        "log_file",
+        "instance_guid",
+        "address",
+        "logger_mode",
+        "logger_mode_flags",
+        "clock_type",
+        "clock_type_name",
+        "buffer_size",
+        "minimum_buffers",
+        "maximum_buffers",
+        "number_of_buffers",
+        "buffers_written",
+        "events_lost",
+        "log_buffers_lost",
+        "real_time_buffers_lost",
+        "start_time",
+        "pool_type",
+        "layout_source",
+    ];
+    for o in arr {
+        for k in keys {
+            assert!(o.get(k).is_some(), "missing key {k} in {o}");
+        }
+    }
+    let ckcl = arr.iter().find(|o| o["logger_id"] == 2).unwrap();
+    assert_eq!(ckcl["name"], "Circular Kernel Context Logger");
+    assert!(ckcl["logger_mode_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "EVENT_TRACE_BUFFERING_MODE"));
+    assert_eq!(ckcl["layout_source"], "pdb");
+    let names: Vec<&str> = arr
+        .iter()
+        .filter_map(|o| o["clock_type_name"].as_str())
+        .collect();
+    for c in ["Raw", "QPC", "SystemTime", "CPUCycle"] {
+        assert!(names.contains(&c), "no session with clock {c}: {names:?}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().all(|l| l.starts_with("warning: ")), "{err}");
+    assert!(err.contains("is not a logger context"), "{err}");
+    let out = etwdump(&[
+        "sessions",
+        p.to_str().unwrap(),
+        "--pdb",
+        pdb.to_str().unwrap(),
+        "--format",
+        "csv",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("logger_id,name,log_file,instance_guid,address,"));
+    assert_eq!(lines.count(), want.len());
+    let out = etwdump(&[
+        "sessions",
+        p.to_str().unwrap(),
+        "--pdb",
+        pdb.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("via EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpLoggerContext"),
+        "{text}"
+    );
+    assert!(text.contains("Circular Kernel Context Logger"));
+}
+
+/// File offset of the byte behind a kernel VA in a full forge dump.
+fn file_offset(d: &DumpFile, va: u64) -> usize {
+    use etwdump::dump::Contents;
+    let t = etwdump::mem::AddressSpace::kernel(d)
+        .translate(etwdump::addr::VirtAddr(va))
+        .unwrap();
+    let Contents::Runs(r) = d.contents() else {
+        panic!("full dump expected")
+    };
+    (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
+}
+
+/// An impossible MaxLoggers is capped (and said so), not trusted.
+#[test]
+fn impossible_max_loggers_is_capped() {
+    let f = forge_etw("x64-19041", None);
+    let mut bytes = f.to_bytes();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let silo = f.etw.as_ref().unwrap().silo_state_va.unwrap();
+    // _ETW_SILODRIVERSTATE.MaxLoggers is at +0x10 in 19041 (crash-dump-format.md §2.3).
+    let off = file_offset(&d, silo + 0x10);
+    bytes[off..off + 4].copy_from_slice(&0xFFFF_FFFFu32.to_le_bytes());
+    let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(pdb_of("x64-19041")),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let l = list_sessions(&ctx);
+    assert_eq!(l.array.as_ref().unwrap().capacity, 64);
+    assert!(
+        l.warnings.iter().any(|w| w.contains(&format!(
+            "MaxLoggers at {:#x} is 4294967295, outside 1-1024; reading 64 slots",
+            silo + 0x10
+        ))),
+        "{:?}",
+        l.warnings
+    );
+    assert_eq!(l.sessions.len(), f.etw.as_ref().unwrap().sessions().count());
+}
+
+/// Random corruption of the logger contexts never panics or hangs; whatever is listed still
+/// passed validation (LoggerId = slot).
+#[test]
+fn corrupted_contexts_never_panic() {
+    let f = forge_etw("x64-19041", None);
+    let base = f.to_bytes();
+    let d = DumpFile::from_bytes(base.clone(), OpenOptions::default()).unwrap();
+    let ctxs: Vec<usize> = f
+        .etw
+        .as_ref()
+        .unwrap()
+        .sessions()
+        .map(|s| file_offset(&d, s.context_va))
+        .collect();
+    let opts = SymbolOptions {
+        pdb: Some(pdb_of("x64-19041")),
+        ..SymbolOptions::default()
+    };
+    let mut rng = common::Rng(0x005E_ED0F_E7D0);
+    for _ in 0..300 {
+        let mut b = base.clone();
+        for _ in 0..(1 + rng.next() % 16) {
+            let c = ctxs[(rng.next() % ctxs.len() as u64) as usize];
+            let pos = c + (rng.next() % 0x600) as usize;
+            b[pos] = rng.next() as u8;
+        }
+        let d = DumpFile::from_bytes(b, OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let l = list_sessions(&ctx);
+        let a = l.array.as_ref().unwrap();
+        for s in &l.sessions {
+            assert!(s.logger_id < a.capacity);
+            assert_eq!(s.address.0 % 8, 0, "listed context must be aligned");
+        }
+        let _ = etwdump::report::sessions::to_table(&l);
+        let _ = etwdump::report::sessions::to_csv(&l);
+    }
+}
+
+/// A KDBG route that disagrees with the symbol route is reported (it can mean tampering), and
+/// the symbol route is used.
+#[test]
+fn disagreeing_routes_are_reported() {
+    let f = forge_etw("x64-19041", None);
+    let e = f.etw.as_ref().unwrap();
+    let mut bytes = f.to_bytes();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let off = file_offset(&d, e.debugger_data_array_ptr_va);
+    let fake = e.array_va + 0x800;
+    bytes[off..off + 8].copy_from_slice(&fake.to_le_bytes());
+    let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(pdb_of("x64-19041")),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let l = list_sessions(&ctx);
+    assert_eq!(l.array.as_ref().unwrap().address.0, e.array_va);
+    let want = format!(
+        "routes disagree: EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpLoggerContext gives the logger array at {:#x}, KDBG.EtwpDebuggerData + 0x10 gives {fake:#x}",
+        e.array_va
+    );
+    assert!(
+        l.warnings.iter().any(|w| w.starts_with(&want)),
+        "{:?}",
+        l.warnings
+    );
+    assert_eq!(l.sessions.len(), e.sessions().count());
+}
+
+/// Windows 2000 is said to be unsupported, not guessed at.
+#[test]
+fn windows_2000_is_unsupported() {
+    let mut c = Config::x86_pae();
+    c.build = 2195;
+    let f = forge(&c);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &SymbolOptions::default()).unwrap();
+    let l = list_sessions(&ctx);
+    assert!(l.array.is_none());
+    assert!(
+        l.warnings[0].starts_with("Windows 2000 (build 2195) keeps its 32 logger contexts"),
+        "{:?}",
+        l.warnings
+    );
+}
