@@ -307,7 +307,9 @@ fn read_slots(
             out.free_slots += 1;
             continue;
         }
-        if value == arr.address {
+        // 5.x marks a slot whose logger is starting or stopping with a pointer back to the
+        // array itself (etw-internals.md §1.2); later kernels use bit 0 only.
+        if value == arr.address && ctx.build < 6000 {
             out.warnings.push(format!(
                 "slot {slot}: points back to the array ({value}): a logger starting or stopping (in transition)"
             ));
