@@ -9,6 +9,7 @@
 
 pub mod addr;
 pub mod bytes;
+pub mod decode;
 pub mod dump;
 pub mod etw;
 pub mod kernel;

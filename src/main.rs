@@ -80,6 +80,38 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: report::ListFormat,
     },
+    /// Every trace buffer the sessions still hold in memory
+    Buffers {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Only this session (logger id or name)
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: report::ListFormat,
+    },
+    /// Write each session's in-memory buffers as an .etl file, plus manifest.json
+    Extract {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Output directory (created if needed)
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Only this session (logger id or name)
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Walk the buffers and records of an .etl file
+    Etl {
+        /// The .etl file
+        file: PathBuf,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+    },
     /// Structure layouts and global symbols as etwdump reads them from a PDB or ISF file
     /// (or, given a dump, from the symbols resolved for its kernel)
     Symbols {
@@ -185,6 +217,96 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     // Warnings go to stderr so stdout stays machine-readable.
                     for w in &list.warnings {
                         eprintln!("warning: {}", report::sessions::printable(w));
+                    }
+                }
+            }
+        }
+        Command::Buffers {
+            dump,
+            symbols,
+            session,
+            format,
+        } => {
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let rep = report::buffers::analyse(&ctx, session.as_deref(), false);
+            match format {
+                report::ListFormat::Table => write!(out, "{}", rep.to_table())?,
+                report::ListFormat::Json => {
+                    writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
+                }
+                report::ListFormat::Csv => write!(out, "{}", rep.to_csv())?,
+            }
+            if format != report::ListFormat::Table {
+                for w in rep.warnings.iter().chain(&rep.sessions.warnings) {
+                    eprintln!("warning: {}", report::sessions::printable(w));
+                }
+            }
+        }
+        Command::Extract {
+            dump,
+            symbols,
+            output,
+            session,
+        } => {
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let m = report::extract::extract(
+                &ctx,
+                &display(&dump.dump),
+                &output,
+                session.as_deref(),
+                // --force: overwrite existing files (and, as everywhere, use mismatched symbols).
+                symbols.force,
+            )?;
+            for s in &m.sessions {
+                writeln!(
+                    out,
+                    "{}: {} buffers, {} records, {} bytes, sha256 {}",
+                    output.join(&s.file).display(),
+                    s.buffers,
+                    s.records,
+                    s.bytes,
+                    s.sha256
+                )?;
+            }
+            writeln!(out, "{}", output.join("manifest.json").display())?;
+            for w in &m.warnings {
+                eprintln!("warning: {}", report::sessions::printable(w));
+            }
+        }
+        Command::Etl { file, format } => {
+            let bytes =
+                std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: {e}", display(&file)))?;
+            let f = etwdump::decode::etl::read(&bytes);
+            match format {
+                Format::Json => writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"file": display(&file), "buffers": f.buffers, "problem": f.problem})
+                    )?
+                )?,
+                Format::Table => {
+                    writeln!(
+                        out,
+                        "{:>10} {:>8} {:>8} {:>5} {:>8} {:>8}",
+                        "offset", "size", "saved", "type", "records", "trimmed"
+                    )?;
+                    for b in &f.buffers {
+                        writeln!(
+                            out,
+                            "{:>#10x} {:>#8x} {:>#8x} {:>5} {:>8} {:>8}",
+                            b.offset,
+                            b.buffer_size,
+                            b.saved_offset,
+                            b.buffer_type,
+                            b.records,
+                            b.trimmed_bytes
+                        )?;
+                    }
+                    if let Some(p) = &f.problem {
+                        writeln!(out, "warning: {p}")?;
                     }
                 }
             }

@@ -12,5 +12,5 @@ echo "== cargo test"
 cargo test --workspace
 echo "== interop (kdmp-parser from PyPI, independent x86 walker)"
 cargo build --quiet
-FORGE_TARGET_DIR="$PWD/target" ETWDUMP="$PWD/target/debug/etwdump" bash tests/interop/run.sh --require-etwdump --require-etwdump-symbols --require-etwdump-sessions
+FORGE_TARGET_DIR="$PWD/target" ETWDUMP="$PWD/target/debug/etwdump" bash tests/interop/run.sh --require-etwdump --require-etwdump-symbols --require-etwdump-sessions --require-etwdump-buffers
 echo "== all checks passed"

@@ -1,5 +1,6 @@
 //! The ETW layer: where the kernel keeps its loggers, and what of it the dump holds.
 
+pub mod buffers;
 pub mod loggers;
 pub mod mode;
 pub mod roots;

@@ -1,6 +1,8 @@
 //! What the commands print: reports assembled from the lower layers, rendered as a table or
 //! JSON. Nothing here parses dump bytes itself.
 
+pub mod buffers;
+pub mod extract;
 pub mod info;
 pub mod read;
 pub mod sessions;

@@ -3,6 +3,7 @@
 #
 #   tests/interop/run.sh [--with-16g] [--require-etwdump] [--skip-etwdump]
 #                        [--require-etwdump-symbols] [--require-etwdump-sessions] [--skip-vol]
+#                        [--require-etwdump-buffers] [--with-large]
 #
 # 1. creates tests/interop/.venv (gitignored; vol.sh adds volatility3 to it) with kdmp-parser==0.7.4
 #    from PyPI,
@@ -20,7 +21,13 @@
 #    and `$ETWDUMP sessions --format json` against the forge's expected sessions;
 #    --require-etwdump-sessions makes a missing `sessions` command a failure; with --skip-vol
 #    only etwdump is compared (no plugin run).
-# --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set.
+# 7. etl_check.py: the ETW dumps with buffers (fixture-<name>-etw-buffers.dmp): `$ETWDUMP buffers`
+#    and `$ETWDUMP extract` against the forge's per-buffer expectations, etl-parser==1.0.1 (PyPI,
+#    installed into the venv) on every extracted .etl, and etl-parser vs `$ETWDUMP etl` on the
+#    real ETL files of /work/shared/data/etl; --require-etwdump-buffers makes missing
+#    `buffers`/`extract`/`etl` commands a failure.
+# --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
+# fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
 set -euo pipefail
 
@@ -32,16 +39,19 @@ forge_flags=()
 check_flags=()
 vol_flags=()
 sessions_flags=()
+etl_flags=()
 run_vol=1
 for arg in "$@"; do
     case "$arg" in
         --with-16g) forge_flags+=(--with-16g) ;;
+        --with-large) forge_flags+=(--with-large) ;;
+        --require-etwdump-buffers) etl_flags+=("$arg") ;;
         --require-etwdump) check_flags+=("$arg") ;;
-        --skip-etwdump) check_flags+=("$arg"); vol_flags+=("$arg"); sessions_flags+=("$arg") ;;
+        --skip-etwdump) check_flags+=("$arg"); vol_flags+=("$arg"); sessions_flags+=("$arg"); etl_flags+=("$arg") ;;
         --require-etwdump-symbols) vol_flags+=(--require-etwdump) ;;
         --require-etwdump-sessions) sessions_flags+=("$arg") ;;
         --skip-vol) run_vol=0; sessions_flags+=(--skip-plugin) ;;
-        *) echo "usage: $0 [--with-16g] [--require-etwdump] [--skip-etwdump] [--require-etwdump-symbols] [--require-etwdump-sessions] [--skip-vol]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--with-16g] [--require-etwdump] [--skip-etwdump] [--require-etwdump-symbols] [--require-etwdump-sessions] [--require-etwdump-buffers] [--with-large] [--skip-vol]" >&2; exit 2 ;;
     esac
 done
 start=$(date +%s)
@@ -50,6 +60,10 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.vers
     echo "== creating $venv with kdmp-parser==0.7.4"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "kdmp-parser==0.7.4"
+fi
+if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("etl-parser") != "1.0.1")' 2>/dev/null; then
+    echo "== installing etl-parser==1.0.1 into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "etl-parser==1.0.1"
 fi
 
 target="${FORGE_TARGET_DIR:-$root/target-forge}"
@@ -77,6 +91,10 @@ fi
 echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump sessions)"
 "$venv/bin/python" "$here/sessions_check.py" "$out/manifest.json" --symbols "$out/vol/symbols" \
     ${sessions_flags[@]+"${sessions_flags[@]}"} || status=1
+
+echo "== etl_check.py (ETW buffers: forge vs etwdump buffers/extract; etl-parser 1.0.1 on the .etl files)"
+"$venv/bin/python" "$here/etl_check.py" "$out/manifest.json" \
+    ${etl_flags[@]+"${etl_flags[@]}"} || status=1
 
 echo "== pdbutil_check.py (llvm-pdbutil vs etwdump symbols on the fixture PDBs)"
 if command -v llvm-pdbutil >/dev/null 2>&1; then

@@ -19,9 +19,10 @@
 //! points at EtwpDebuggerData, so the array is reachable without symbols; a 32-bit pointer on
 //! x86, whose offset there is not confirmed by the references).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::config::Config;
+use crate::etw_buffers::{lay_out, BufferSpec, ExpectedBuffer, LaidOut, QueueKind};
 use crate::kernel::pool_header;
 use crate::pe::KernelImage;
 use crate::types_h::TypesH;
@@ -131,6 +132,11 @@ pub struct EtwSpec {
     pub max_loggers: u32,
     /// Slot index -> content; slots not listed hold 1 (free).
     pub slots: BTreeMap<u32, SlotSpec>,
+    /// Slot index -> the session's buffers with data (x64 1607+ fixtures; see
+    /// [`EtwSpec::with_buffers`]). A session slot not listed gets `NumberOfBuffers` bare
+    /// 0x48-byte headers on GlobalList (the original behaviour); a listed one gets exactly
+    /// these buffers (`number_of_buffers` must equal their count), all on GlobalList.
+    pub buffers: BTreeMap<u32, Vec<BufferSpec>>,
 }
 
 /// One slot of the logger array as a correct reader must classify it.
@@ -183,6 +189,9 @@ pub struct ExpectedSession {
     /// Cyclic GlobalList: the GlobalEntry VA the last buffer's Flink points back to (a buffer
     /// already visited, not the head). None: the list returns to the head.
     pub global_list_cycle_to: Option<u64>,
+    /// Buffers with data ([`EtwSpec::buffers`]): what a reader must report for each, in
+    /// GlobalList order. Empty for header-only sessions.
+    pub buffer_details: Vec<ExpectedBuffer>,
 }
 
 /// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
@@ -421,7 +430,80 @@ impl EtwSpec {
                 )),
             );
         }
-        EtwSpec { max_loggers, slots }
+        EtwSpec {
+            max_loggers,
+            slots,
+            buffers: BTreeMap::new(),
+        }
+    }
+}
+
+/// `EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING` (evntrace.h): one CurrentBuffer for the logger.
+pub const EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING: u32 = 0x1000_0000;
+
+/// Slot of the benchmark session of [`EtwSpec::with_large_buffers`].
+pub const LARGE_SESSION_SLOT: u32 = 10;
+
+impl EtwSpec {
+    /// This spec with buffers holding data for the standard sessions (BUFFERS.md): slots 0
+    /// (NT Kernel Logger), 2 (CKCL), 3 (EventLog-System), 4 (WdiContextLog), 5 (LwtNetLog),
+    /// 6 (UBPM, which becomes NO_PER_PROCESSOR_BUFFERING so that its buffer is the context's
+    /// CurrentBuffer). Each session's `number_of_buffers` becomes its buffer count (the
+    /// standard counts already match). For x64 fixtures of 1607+ (per-CPU current buffers:
+    /// KPRCB.EtwSupport + 0x40 + 8*LoggerId on 1607, `_ETW_SILODRIVERSTATE.ProcessorBlocks`
+    /// on 1709+).
+    pub fn with_buffers(mut self, build: u32) -> EtwSpec {
+        for (&slot, content) in self.slots.iter_mut() {
+            let SlotSpec::Session(s) = content else {
+                continue;
+            };
+            let Some(plan) = crate::etw_buffers::standard_plan(build, slot) else {
+                continue;
+            };
+            s.number_of_buffers = plan.len() as u32;
+            assert!(s.number_of_buffers <= s.maximum_buffers);
+            if plan.iter().any(|b| b.current_buffer) {
+                s.logger_mode |= EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING;
+            }
+            self.buffers.insert(slot, plan);
+        }
+        self
+    }
+
+    /// [`EtwSpec::with_buffers`] plus a benchmark session in slot [`LARGE_SESSION_SLOT`]
+    /// ("EtwdumpBench", file mode): `count` flushed buffers of `buffer_size` bytes, all on
+    /// GlobalList and full of kernel records (4096 x 64 KiB = 256 MiB for the large dump).
+    pub fn with_large_buffers(self, build: u32, count: u32, buffer_size: u32) -> EtwSpec {
+        let mut spec = self.with_buffers(build);
+        let base = Config::x64();
+        let boot = base.system_time - base.system_up_time;
+        let session = SessionSpec {
+            name: "EtwdumpBench".to_string(),
+            log_file: Some("C:\\Windows\\Temp\\bench.etl".to_string()),
+            logger_mode: EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+            clock_type: 1,
+            buffer_size,
+            minimum_buffers: count,
+            maximum_buffers: count,
+            number_of_buffers: count,
+            buffers_written: 12,
+            events_lost: 0,
+            log_buffers_lost: 0,
+            real_time_buffers_lost: 0,
+            start_time: boot + 20_000_000,
+            pool_type: NON_PAGED_POOL_NX,
+            instance_guid: session_guid(build, LARGE_SESSION_SLOT),
+            name_unreadable: false,
+            global_list: GlobalListSpec::Ring,
+            flag_bits: Vec::new(),
+        };
+        spec.slots
+            .insert(LARGE_SESSION_SLOT, SlotSpec::Session(session));
+        spec.buffers.insert(
+            LARGE_SESSION_SLOT,
+            crate::etw_buffers::large_plan(build, count as usize, buffer_size),
+        );
+        spec
     }
 }
 
@@ -471,6 +553,8 @@ pub(crate) struct EtwBuild {
     pub expected: ForgedEtw,
     /// (probe name, va, len) of probes on the ETW objects.
     pub probes: Vec<(String, u64, usize)>,
+    /// Bytes to write into the (otherwise zero) KPRCB pages: (va, bytes).
+    pub kprcb_writes: Vec<(u64, Vec<u8>)>,
 }
 
 /// Bump allocator over the contiguous ETW pool area (content kept in one buffer).
@@ -660,6 +744,7 @@ pub(crate) fn build(
     cfg: &Config,
     spec: &EtwSpec,
     img: &mut KernelImage,
+    prcbs: &[u64],
     rng: &mut Rng,
 ) -> EtwBuild {
     let fx = cfg
@@ -743,6 +828,13 @@ pub(crate) fn build(
         .map(|_| ExpectedSlot::Free { value: 1 })
         .collect();
     let mut probes = Vec::new();
+    // Buffers with data (EtwSpec::buffers): their own page-aligned area, the per-CPU current
+    // buffer values (cpu, LoggerId, EX_FAST_REF value).
+    let mut barea = BufArea::new(x64);
+    let mut buffer_pages: Vec<EtwPage> = Vec::new();
+    let mut layout_cache: LayoutCache = HashMap::new();
+    let mut per_cpu: Vec<(u32, u32, u64)> = Vec::new();
+    let mut kprcb_writes: Vec<(u64, Vec<u8>)> = Vec::new();
 
     for (&slot, content) in &spec.slots {
         let (value, exp) = match content {
@@ -851,40 +943,79 @@ pub(crate) fn build(
                     va
                 });
 
-                // Buffer headers on GlobalList.
+                // Buffers on GlobalList: bare headers, or (EtwSpec::buffers) buffers with data.
+                let plan = match content {
+                    SlotSpec::Session(_) => spec.buffers.get(&slot),
+                    _ => None,
+                };
                 let n = s.number_of_buffers as usize;
-                let bufs: Vec<u64> = (0..n).map(|_| pool.alloc(buf_size, b"EtwB")).collect();
+                let bufs: Vec<u64> = match plan {
+                    None => (0..n).map(|_| pool.alloc(buf_size, b"EtwB")).collect(),
+                    Some(p) => {
+                        assert_eq!(
+                            p.len(),
+                            n,
+                            "session {}: number_of_buffers != buffers planned",
+                            s.name
+                        );
+                        assert!(x64, "buffers with data: x64 fixtures only");
+                        p.iter().map(|_| barea.alloc(s.buffer_size)).collect()
+                    }
+                };
                 let ge = lay.off(BUF, "GlobalEntry");
                 let head = ctx + lay.off(CTX, "GlobalList");
                 let entries: Vec<u64> = bufs.iter().map(|b| b + ge).collect();
                 let cycle_to = (s.global_list == GlobalListSpec::Cyclic).then(|| entries[n - 2]);
                 let cc = lay.off(BUF, "ClientContext") as usize;
-                for (i, &b) in bufs.iter().enumerate() {
-                    let mut h = vec![0u8; buf_size];
-                    lay.put(&mut h, BUF, "BufferSize", s.buffer_size.into());
-                    lay.put(&mut h, BUF, "SavedOffset", buf_size as u64);
-                    lay.put(&mut h, BUF, "CurrentOffset", buf_size as u64);
-                    lay.put(&mut h, BUF, "Offset", buf_size as u64);
-                    lay.put(&mut h, BUF, "SequenceNumber", i as u64);
-                    // State: the first buffer is in use (GeneralLogging 1), the others Free 0.
-                    lay.put(&mut h, BUF, "State", u64::from(i == 0));
-                    let bc = "_ETW_BUFFER_CONTEXT";
-                    lay.put(
-                        &mut h[cc..],
-                        bc,
-                        "ProcessorNumber",
-                        (i as u64) % u64::from(cfg.cpus),
-                    );
-                    lay.put(&mut h[cc..], bc, "Alignment", 8);
-                    lay.put(&mut h[cc..], bc, "LoggerId", logger_id.into());
-                    let flink = if i + 1 < n {
-                        entries[i + 1]
-                    } else {
-                        cycle_to.unwrap_or(head)
+                let mut links = CtxLinks::default();
+                let mut buffer_details = Vec::new();
+                if let Some(p) = plan {
+                    let placed = BufferPlacement {
+                        lay: &lay,
+                        plan: p,
+                        bufs: &bufs,
+                        entries: &entries,
+                        head,
+                        cycle_to,
+                        buffer_size: s.buffer_size,
+                        logger_id,
+                        ctx,
                     };
-                    let blink = if i == 0 { head } else { entries[i - 1] };
-                    lay.put_list(&mut h, ge as usize, flink, blink);
-                    pool.slice_mut(b, buf_size).copy_from_slice(&h);
+                    let (details, l) = placed.place(&mut buffer_pages, &mut layout_cache);
+                    buffer_details = details;
+                    links = l;
+                    for (cpu, v) in &links.per_cpu {
+                        assert!(*cpu < cfg.cpus, "per-CPU buffer of CPU {cpu} >= cpus");
+                        per_cpu.push((*cpu, logger_id, *v));
+                    }
+                } else {
+                    for (i, &b) in bufs.iter().enumerate() {
+                        let mut h = vec![0u8; buf_size];
+                        lay.put(&mut h, BUF, "BufferSize", s.buffer_size.into());
+                        lay.put(&mut h, BUF, "SavedOffset", buf_size as u64);
+                        lay.put(&mut h, BUF, "CurrentOffset", buf_size as u64);
+                        lay.put(&mut h, BUF, "Offset", buf_size as u64);
+                        lay.put(&mut h, BUF, "SequenceNumber", i as u64);
+                        // State: the first buffer is in use (GeneralLogging 1), the others Free 0.
+                        lay.put(&mut h, BUF, "State", u64::from(i == 0));
+                        let bc = "_ETW_BUFFER_CONTEXT";
+                        lay.put(
+                            &mut h[cc..],
+                            bc,
+                            "ProcessorNumber",
+                            (i as u64) % u64::from(cfg.cpus),
+                        );
+                        lay.put(&mut h[cc..], bc, "Alignment", 8);
+                        lay.put(&mut h[cc..], bc, "LoggerId", logger_id.into());
+                        let flink = if i + 1 < n {
+                            entries[i + 1]
+                        } else {
+                            cycle_to.unwrap_or(head)
+                        };
+                        let blink = if i == 0 { head } else { entries[i - 1] };
+                        lay.put_list(&mut h, ge as usize, flink, blink);
+                        pool.slice_mut(b, buf_size).copy_from_slice(&h);
+                    }
                 }
 
                 // The context.
@@ -944,6 +1075,9 @@ pub(crate) fn build(
                         lay.put_unicode(&mut c, lf, len, len + 2, va);
                     }
                     _ => lay.put_unicode(&mut c, lf, 0, 0, 0),
+                }
+                if plan.is_some() {
+                    links.write(&lay, &mut c, ctx);
                 }
                 // Flags bits.
                 let mut flags = None;
@@ -1012,6 +1146,7 @@ pub(crate) fn build(
                         name_va,
                         buffers: bufs.clone(),
                         global_list_cycle_to: cycle_to,
+                        buffer_details,
                     })),
                 };
                 (ctx, exp)
@@ -1033,6 +1168,69 @@ pub(crate) fn build(
         }
     }
 
+    // Per-CPU current buffers (etw-internals.md §3.3).
+    let mut processor_blocks = None;
+    if !per_cpu.is_empty() {
+        match route {
+            EtwRoute::Pointer => {
+                // _ETW_SILODRIVERSTATE.ProcessorBlocks -> cpus x 0x40-byte
+                // _ETW_SILO_TRACING_BLOCK {EX_FAST_REF *ProcessorBuffers; ULONGLONG
+                // *EventsLoggedCount; LONGLONG *QpcDelta; ...}; ProcessorBuffers[LoggerId].
+                let blocks = pool.alloc(cfg.cpus as usize * SILO_TRACING_BLOCK_SIZE, b"EtwB");
+                for cpu in 0..cfg.cpus {
+                    let arr = pool.alloc(capacity as usize * ptr, b"EtwB");
+                    let counts = pool.alloc(capacity as usize * 8, b"EtwB");
+                    let qpc = pool.alloc(8, b"EtwB");
+                    for &(c, id, v) in &per_cpu {
+                        if c == cpu {
+                            put_u64(pool.slice_mut(arr + u64::from(id) * 8, 8), 0, v);
+                            put_u64(
+                                pool.slice_mut(counts + u64::from(id) * 8, 8),
+                                0,
+                                1000 + u64::from(id) * 37 + u64::from(cpu),
+                            );
+                        }
+                    }
+                    let b = blocks + u64::from(cpu) * SILO_TRACING_BLOCK_SIZE as u64;
+                    let blk = pool.slice_mut(b, 0x18);
+                    put_u64(blk, 0, arr);
+                    put_u64(blk, 8, counts);
+                    put_u64(blk, 0x10, qpc);
+                }
+                processor_blocks = Some(blocks);
+            }
+            EtwRoute::Inline => {
+                // 10.0-1607 x64: *(KPRCB.EtwSupport + 0x40 + 8*LoggerId), event count at
+                // EtwSupport + 0x240 + 8*LoggerId.
+                assert!(x64, "EtwSupport offsets are known for x64 only");
+                assert!(
+                    fx.kprcb_size.is_some(),
+                    "fixture {}: per-CPU buffers need mapped KPRCBs",
+                    fx.name
+                );
+                let es_off = t
+                    .offset_of("_KPRCB", "EtwSupport")
+                    .expect("_KPRCB.EtwSupport");
+                for cpu in 0..cfg.cpus {
+                    let block = pool.alloc(ETW_SUPPORT_BLOCK_SIZE, b"Etwp");
+                    for &(c, id, v) in &per_cpu {
+                        if c == cpu {
+                            let o = 0x40 + u64::from(id) * 8;
+                            put_u64(pool.slice_mut(block + o, 8), 0, v);
+                            let o = 0x240 + u64::from(id) * 8;
+                            put_u64(pool.slice_mut(block + o, 8), 0, 500 + u64::from(id));
+                        }
+                    }
+                    kprcb_writes.push((prcbs[cpu as usize] + es_off, block.to_le_bytes().to_vec()));
+                }
+            }
+            EtwRoute::Global => panic!(
+                "fixture {}: per-CPU current buffers are not known for this era",
+                fx.name
+            ),
+        }
+    }
+
     // The silo state and the globals that point to it.
     if let Some(silo) = silo_va {
         let size = lay.size(SILO);
@@ -1044,6 +1242,9 @@ pub(crate) fn build(
         lay.put_opt(&mut s, SILO, "Silo", 0);
         if let Some(g) = globals_va {
             lay.put_opt(&mut s, SILO, "SiloGlobals", g);
+        }
+        if let Some(b) = processor_blocks {
+            lay.put(&mut s, SILO, "ProcessorBlocks", b);
         }
         // The inline array (1511 - 1703) lives inside the silo state.
         if route == EtwRoute::Inline {
@@ -1089,6 +1290,7 @@ pub(crate) fn build(
     pages.push(EtwPage::Stored(plan.garbage_page, garbage));
     pages.push(EtwPage::NotInDump(plan.missing_page));
     pages.push(EtwPage::ZeroPte(plan.unmapped & !(PAGE_SIZE - 1)));
+    pages.extend(buffer_pages);
 
     EtwBuild {
         pages,
@@ -1102,5 +1304,270 @@ pub(crate) fn build(
             slots: expected,
         },
         probes,
+        kprcb_writes,
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Buffers with data
+
+/// sizeof(_ETW_SILO_TRACING_BLOCK) of the pointer-based form (etw-internals.md §3.3).
+const SILO_TRACING_BLOCK_SIZE: usize = 0x40;
+/// Size of the forged KPRCB.EtwSupport block (1607): the per-logger slots end at 0x440, the
+/// CCSwap pointers at 0xB40.
+const ETW_SUPPORT_BLOCK_SIZE: usize = 0xC00;
+
+/// Page-aligned VA area for buffers (big-pool allocations).
+struct BufArea {
+    next: u64,
+    end: u64,
+}
+
+impl BufArea {
+    fn new(x64: bool) -> Self {
+        let base = if x64 {
+            0xFFFF_A08D_8000_0000
+        } else {
+            0xA000_0000
+        };
+        BufArea {
+            next: base,
+            end: base + 0x4000_0000,
+        }
+    }
+
+    fn alloc(&mut self, size: u32) -> u64 {
+        let va = self.next;
+        self.next = align_up(va + u64::from(size), PAGE_SIZE);
+        assert!(self.next <= self.end, "ETW buffer area full");
+        va
+    }
+}
+
+/// Laid-out buffers by content, so that identical plans (the benchmark session) are encoded
+/// once.
+type LayoutCache =
+    HashMap<(Vec<crate::etw_buffers::RecSpec>, u32, u64, String), std::rc::Rc<LaidOut>>;
+
+/// What the context must point at for a session's buffers.
+#[derive(Default)]
+struct CtxLinks {
+    /// (first SlistEntry, last SlistEntry) of BufferQueue / OverflowQueue.
+    buffer_queue: Option<(u64, u64)>,
+    overflow_queue: Option<(u64, u64)>,
+    /// EX_FAST_REF value of CurrentBuffer.
+    current_buffer: Option<u64>,
+    compression_target: Option<u64>,
+    /// (cpu, EX_FAST_REF value).
+    per_cpu: Vec<(u32, u64)>,
+}
+
+impl CtxLinks {
+    fn write(&self, lay: &Layouts, c: &mut [u8], ctx: u64) {
+        let q = "_ETW_BUFFER_QUEUE";
+        let tail_off = lay.off(q, "QueueTail");
+        let entry_off = lay.off(q, "QueueEntry");
+        for (field, v) in [
+            ("BufferQueue", self.buffer_queue),
+            ("OverflowQueue", self.overflow_queue),
+        ] {
+            let off = lay.off(CTX, field);
+            let (first, last) = v.unwrap_or((0, ctx + off + entry_off));
+            lay.put_ptr_at(c, (off + tail_off) as usize, last);
+            lay.put_ptr_at(c, (off + entry_off) as usize, first);
+        }
+        if let Some(v) = self.current_buffer {
+            lay.put_ptr_at(c, lay.off(CTX, "CurrentBuffer") as usize, v);
+        }
+        if let Some(v) = self.compression_target {
+            lay.put(c, CTX, "CompressionTarget", v);
+        }
+    }
+}
+
+struct BufferPlacement<'a> {
+    lay: &'a Layouts<'a>,
+    plan: &'a [BufferSpec],
+    bufs: &'a [u64],
+    entries: &'a [u64],
+    head: u64,
+    cycle_to: Option<u64>,
+    buffer_size: u32,
+    logger_id: u32,
+    ctx: u64,
+}
+
+impl BufferPlacement<'_> {
+    /// Write every buffer's pages; return the expectations and the context links.
+    fn place(
+        &self,
+        pages: &mut Vec<EtwPage>,
+        cache: &mut LayoutCache,
+    ) -> (Vec<ExpectedBuffer>, CtxLinks) {
+        let lay = self.lay;
+        let n = self.plan.len();
+        let link = lay.off(BUF, "NextBuffer") as usize;
+        assert_eq!(link, lay.off(BUF, "SlistEntry") as usize);
+        let ge = lay.off(BUF, "GlobalEntry") as usize;
+        let cc = lay.off(BUF, "ClientContext") as usize;
+        let mut links = CtxLinks::default();
+        let mut lists: Vec<BTreeSet<&'static str>> = vec![BTreeSet::from(["global_list"]); n];
+
+        // Queues, in plan order, linked through SlistEntry (+0x20).
+        let mut next_link: Vec<u64> = vec![0; n];
+        for kind in [QueueKind::BufferQueue, QueueKind::OverflowQueue] {
+            let members: Vec<usize> = (0..n)
+                .filter(|&i| self.plan[i].queue == Some(kind))
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            for w in members.windows(2) {
+                next_link[w[0]] = self.bufs[w[1]] + link as u64;
+            }
+            let first = self.bufs[members[0]] + link as u64;
+            let last = self.bufs[*members.last().expect("non-empty")] + link as u64;
+            let name = match kind {
+                QueueKind::BufferQueue => {
+                    links.buffer_queue = Some((first, last));
+                    "buffer_queue"
+                }
+                QueueKind::OverflowQueue => {
+                    links.overflow_queue = Some((first, last));
+                    "overflow_queue"
+                }
+            };
+            for &i in &members {
+                lists[i].insert(name);
+            }
+        }
+        // Current buffers and the dirty chain (+0x20 = the previous buffer's base).
+        for (i, b) in self.plan.iter().enumerate() {
+            if let Some(j) = b.next_buffer {
+                assert!(
+                    b.queue.is_none(),
+                    "a queued buffer's +0x20 is its queue link"
+                );
+                next_link[i] = self.bufs[j];
+            }
+            let tagged = self.bufs[i] | u64::from(b.fast_ref_tag & 0xF);
+            if let Some(cpu) = b.per_cpu {
+                links.per_cpu.push((cpu, tagged));
+                lists[i].insert("per_cpu");
+            }
+            if b.current_buffer {
+                assert!(links.current_buffer.is_none(), "one CurrentBuffer");
+                links.current_buffer = Some(tagged);
+                lists[i].insert("current_buffer");
+            }
+            if b.compression_target {
+                links.compression_target = Some(self.bufs[i]);
+                lists[i].insert("compression_target");
+            }
+        }
+        for (i, b) in self.plan.iter().enumerate() {
+            if b.per_cpu.is_none() && !b.current_buffer {
+                continue;
+            }
+            let mut cur = b.next_buffer;
+            let mut seen = BTreeSet::new();
+            while let Some(j) = cur {
+                if !seen.insert(j) || j == i {
+                    break;
+                }
+                lists[j].insert("dirty_chain");
+                cur = self.plan[j].next_buffer;
+            }
+        }
+
+        let mut out = Vec::with_capacity(n);
+        for (i, b) in self.plan.iter().enumerate() {
+            let key = (
+                b.records.clone(),
+                self.buffer_size,
+                b.compressed_len.unwrap_or(0) as u64,
+                format!("{:?}{:?}{}", b.tail, b.offsets, b.fill_ff),
+            );
+            let seed = 0x00B0_FFE2 ^ (u64::from(self.logger_id) << 32) ^ (i as u64);
+            let ts0 = 30_000_000 + b.sequence_number * 7_919;
+            let lo = if b.records.len() > 500 {
+                cache
+                    .entry(key)
+                    .or_insert_with(|| {
+                        std::rc::Rc::new(lay_out(b, self.buffer_size, ts0, &mut Rng::new(seed)))
+                    })
+                    .clone()
+            } else {
+                std::rc::Rc::new(lay_out(b, self.buffer_size, ts0, &mut Rng::new(seed)))
+            };
+            let mut bytes = lo.bytes.clone();
+            let h = &mut bytes[..crate::etw_buffers::WMI_BUFFER_HEADER_SIZE];
+            for x in h.iter_mut() {
+                *x = 0;
+            }
+            lay.put(h, BUF, "BufferSize", self.buffer_size.into());
+            lay.put(h, BUF, "SavedOffset", lo.saved_offset.into());
+            lay.put(h, BUF, "CurrentOffset", lo.current_offset.into());
+            lay.put(
+                h,
+                BUF,
+                "ReferenceCount",
+                u64::from(b.per_cpu.is_some() || b.current_buffer),
+            );
+            let flushed = b.state == crate::etw_buffers::STATE_FLUSH;
+            lay.put(
+                h,
+                BUF,
+                "TimeStamp",
+                if flushed { ts0 + 9_999_999 } else { 0 },
+            );
+            lay.put(h, BUF, "SequenceNumber", b.sequence_number);
+            lay.put_ptr_at(h, link, next_link[i]);
+            let bc = "_ETW_BUFFER_CONTEXT";
+            lay.put(&mut h[cc..], bc, "ProcessorNumber", b.processor.into());
+            lay.put(&mut h[cc..], bc, "Alignment", 8);
+            lay.put(&mut h[cc..], bc, "LoggerId", self.logger_id.into());
+            lay.put(h, BUF, "State", b.state.into());
+            lay.put(h, BUF, "Offset", lo.offset.into());
+            lay.put(h, BUF, "BufferFlag", b.buffer_flag.into());
+            lay.put(h, BUF, "BufferType", b.buffer_type.into());
+            let flink = if i + 1 < n {
+                self.entries[i + 1]
+            } else {
+                self.cycle_to.unwrap_or(self.head)
+            };
+            let blink = if i == 0 {
+                self.head
+            } else {
+                self.entries[i - 1]
+            };
+            lay.put_list(h, ge, flink, blink);
+            for (k, chunk) in bytes.chunks(PAGE_SIZE as usize).enumerate() {
+                let mut page = chunk.to_vec();
+                page.resize(PAGE_SIZE as usize, 0);
+                pages.push(EtwPage::Stored(self.bufs[i] + k as u64 * PAGE_SIZE, page));
+            }
+            let _ = self.ctx;
+            out.push(ExpectedBuffer {
+                session_id: self.logger_id,
+                address: self.bufs[i],
+                lists: lists[i].iter().map(|s| s.to_string()).collect(),
+                state: b.state,
+                buffer_type: b.buffer_type,
+                buffer_flag: b.buffer_flag,
+                processor: b.processor,
+                sequence_number: b.sequence_number,
+                buffer_size: self.buffer_size,
+                valid_bytes: lo.valid,
+                trimmed_bytes: lo.trimmed,
+                record_count: lo.count,
+                records_by_key: lo.by_key.clone(),
+                compressed: b.compressed_len.is_some(),
+                current_offset: lo.current_offset,
+                saved_offset: lo.saved_offset,
+                offset: lo.offset,
+            });
+        }
+        (out, links)
     }
 }

@@ -37,6 +37,7 @@
 
 mod config;
 mod etw;
+mod etw_buffers;
 mod fixture;
 mod header;
 mod kernel;
@@ -55,8 +56,12 @@ pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUI
 pub use etw::{
     EtwRoute, EtwSpec, ExpectedSession, ExpectedSlot, ForgedEtw, GlobalListSpec, SessionSpec,
     SlotSpec, EVENT_TRACE_BUFFERING_MODE, EVENT_TRACE_FILE_MODE_CIRCULAR,
-    EVENT_TRACE_FILE_MODE_SEQUENTIAL, EVENT_TRACE_REAL_TIME_MODE, EVENT_TRACE_SYSTEM_LOGGER_MODE,
-    EVENT_TRACE_USE_PAGED_MEMORY, NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
+    EVENT_TRACE_FILE_MODE_SEQUENTIAL, EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING,
+    EVENT_TRACE_REAL_TIME_MODE, EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY,
+    LARGE_SESSION_SLOT, NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
+};
+pub use etw_buffers::{
+    cswitch_version, BufferSpec, ExpectedBuffer, Offsets, QueueKind, RecSpec, Tail,
 };
 pub use fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
@@ -216,3 +221,5 @@ impl Forged {
 mod tests;
 #[cfg(test)]
 mod tests_etw;
+#[cfg(test)]
+mod tests_etw_buffers;

@@ -129,7 +129,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let etw_build = cfg
         .etw
         .as_ref()
-        .map(|spec| crate::etw::build(cfg, spec, &mut img, pm.rng()));
+        .map(|spec| crate::etw::build(cfg, spec, &mut img, &prcbs, pm.rng()));
 
     // Map the image pages the forge wrote; all other image pages have PTE 0.
     let debug_page = img.debug_dir_rva & !0xFFF;
@@ -183,7 +183,15 @@ pub(crate) fn build(cfg: &Config) -> Forged {
             let end = crate::util::align_up(prcb + u64::from(size), PAGE_SIZE);
             for va in (first..end).step_by(PAGE_SIZE as usize) {
                 let pfn = pm.alloc();
-                pm.set_page(pfn, &[0u8; PAGE_SIZE as usize]);
+                let mut content = vec![0u8; PAGE_SIZE as usize];
+                // ETW writes into the KPRCB (EtwSupport, buffers option only).
+                for (wva, bytes) in etw_build.iter().flat_map(|e| &e.kprcb_writes) {
+                    if *wva >= va && *wva + bytes.len() as u64 <= va + PAGE_SIZE {
+                        let o = (*wva - va) as usize;
+                        content[o..o + bytes.len()].copy_from_slice(bytes);
+                    }
+                }
+                pm.set_page(pfn, &content);
                 pager.set_pte(&mut pm, va, mode.leaf(pfn, Leaf::KernelData));
                 vmap.insert(va, PAGE_SIZE, pfn << 12);
             }

@@ -1,9 +1,12 @@
-//! `forge OUTDIR [--with-16g] [--fixtures DIR | --no-fixtures]`: write the standard set of
+//! `forge OUTDIR [--with-16g] [--with-large] [--fixtures DIR | --no-fixtures]`: write the standard set of
 //! synthetic dumps and manifest.json. The set includes one dump per fixture kernel found in
 //! DIR (default: tests/fixtures of this checkout), `fixture-<name>.dmp` (x64: full dump,
 //! DumpType 1; x86: PAE full dump), and the same with ETW logger state
 //! (`EtwSpec::standard`), `fixture-<name>-etw.dmp`, plus `fixture-x64-19041-etw-max80.dmp`
 //! (MaxLoggers 0x50); their manifest entries carry `"etw"` (route, array, expected slots).
+//! x64 fixtures of 1607+ also get `fixture-<name>-etw-buffers.dmp` (`EtwSpec::with_buffers`:
+//! buffers with records; each session's `"buffer_details"` in the manifest). `--with-large`
+//! adds `fixture-x64-19041-etw-large.dmp` (512 MiB machine, 256 MiB of buffers; BUFFERS.md).
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 
 use std::path::{Path, PathBuf};
@@ -11,7 +14,7 @@ use std::process::ExitCode;
 
 use etwdump_forge::{
     default_fixtures_root, fixture_dirs, forge, guid_to_string, BitmapSig, Config, EtwSpec, Expect,
-    ExpectedSlot, Forged, ForgedEtw, Layout,
+    ExpectedBuffer, ExpectedSlot, Forged, ForgedEtw, Layout,
 };
 use serde_json::{json, Value};
 
@@ -210,6 +213,7 @@ fn etw_json(e: &ForgedEtw) -> Value {
                 "name_va": hex_addr(x.name_va),
                 "buffers": x.buffers.iter().map(|b| hex_addr(*b)).collect::<Vec<_>>(),
                 "global_list_cycle_to": opt_hex(x.global_list_cycle_to),
+                "buffer_details": x.buffer_details.iter().map(buffer_json).collect::<Vec<_>>(),
             }),
         })
         .collect();
@@ -224,10 +228,38 @@ fn etw_json(e: &ForgedEtw) -> Value {
     })
 }
 
+/// Physical memory of the `-etw-large` dump (its 256 MiB of buffers must fit).
+const LARGE_MEMORY: u64 = 512 << 20;
+
+/// One buffer's expectations (BUFFERS.md): the fields of `etwdump buffers --format json`
+/// ("records_by_key" for its "records_by_hook") plus the raw offsets and `extractable`.
+fn buffer_json(b: &ExpectedBuffer) -> Value {
+    json!({
+        "session_id": b.session_id,
+        "address": hex_addr(b.address),
+        "lists": b.lists,
+        "state": b.state,
+        "buffer_type": b.buffer_type,
+        "buffer_flag": b.buffer_flag,
+        "processor": b.processor,
+        "sequence_number": b.sequence_number,
+        "buffer_size": b.buffer_size,
+        "valid_bytes": b.valid_bytes,
+        "trimmed_bytes": b.trimmed_bytes,
+        "record_count": b.record_count,
+        "records_by_key": b.records_by_key,
+        "compressed": b.compressed,
+        "extractable": b.extractable(),
+        "current_offset": b.current_offset,
+        "saved_offset": b.saved_offset,
+        "offset": b.offset,
+    })
+}
+
 /// One full dump per fixture directory below `root`: `fixture-<name>`, then the same kernels
 /// with [`EtwSpec::standard`]: `fixture-<name>-etw`, and `fixture-x64-19041-etw-max80`
 /// (MaxLoggers 0x50).
-fn fixture_set(root: &Path) -> Result<Vec<(String, Config)>, String> {
+fn fixture_set(root: &Path, with_large: bool) -> Result<Vec<(String, Config)>, String> {
     let dirs = fixture_dirs(root);
     if dirs.is_empty() {
         return Err(format!("no fixture kernels in {}", root.display()));
@@ -248,6 +280,21 @@ fn fixture_set(root: &Path) -> Result<Vec<(String, Config)>, String> {
     for (stem, cfg) in &plain {
         set.push((format!("{stem}-etw"), cfg.clone().with_standard_etw()));
     }
+    // Buffers with data: x64 fixtures of 1607+ (per-CPU routes known).
+    for (stem, cfg) in &plain {
+        if cfg.arch.is_x64() && cfg.build >= 14393 {
+            let spec = EtwSpec::standard(cfg.build).with_buffers(cfg.build);
+            set.push((format!("{stem}-etw-buffers"), cfg.clone().with_etw(spec)));
+        }
+    }
+    if with_large {
+        if let Some((stem, cfg)) = plain.iter().find(|(s, _)| s == "fixture-x64-19041") {
+            let spec = EtwSpec::standard(cfg.build).with_large_buffers(cfg.build, 4096, 0x1_0000);
+            let mut c = cfg.clone().with_etw(spec);
+            c.physical_memory_bytes = LARGE_MEMORY;
+            set.push((format!("{stem}-etw-large"), c));
+        }
+    }
     if let Some((stem, cfg)) = plain.iter().find(|(s, _)| s == "fixture-x64-19041") {
         set.push((
             format!("{stem}-etw-max80"),
@@ -258,10 +305,15 @@ fn fixture_set(root: &Path) -> Result<Vec<(String, Config)>, String> {
     Ok(set)
 }
 
-fn write_set(outdir: &Path, with_16g: bool, fixtures: Option<&Path>) -> std::io::Result<()> {
+fn write_set(
+    outdir: &Path,
+    with_16g: bool,
+    with_large: bool,
+    fixtures: Option<&Path>,
+) -> std::io::Result<()> {
     let mut set = standard_set(with_16g);
     if let Some(root) = fixtures {
-        set.extend(fixture_set(root).map_err(std::io::Error::other)?);
+        set.extend(fixture_set(root, with_large).map_err(std::io::Error::other)?);
     }
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
@@ -284,7 +336,7 @@ fn write_set(outdir: &Path, with_16g: bool, fixtures: Option<&Path>) -> std::io:
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH"
     );
     ExitCode::from(2)
 }
@@ -293,6 +345,7 @@ fn usage() -> ExitCode {
 struct SetArgs {
     outdir: PathBuf,
     with_16g: bool,
+    with_large: bool,
     fixtures: Option<PathBuf>,
 }
 
@@ -304,12 +357,14 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
     let mut a = SetArgs {
         outdir: PathBuf::from(dir),
         with_16g: false,
+        with_large: false,
         fixtures: Some(default_fixtures_root()),
     };
     let mut it = rest.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--with-16g" => a.with_16g = true,
+            "--with-large" => a.with_large = true,
             "--no-fixtures" => a.fixtures = None,
             "--fixtures" => a.fixtures = Some(PathBuf::from(it.next()?)),
             _ => return None,
@@ -334,7 +389,7 @@ fn main() -> ExitCode {
             })
         }
         _ => match parse_set_args(&args) {
-            Some(a) => write_set(&a.outdir, a.with_16g, a.fixtures.as_deref()),
+            Some(a) => write_set(&a.outdir, a.with_16g, a.with_large, a.fixtures.as_deref()),
             None => return usage(),
         },
     };

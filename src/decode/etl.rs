@@ -1,0 +1,73 @@
+//! Reading an ETL file: WMI_BUFFER_HEADER-framed buffers of BufferSize bytes each, with
+//! SavedOffset the valid length (etw-internals.md §6.1).
+
+use super::records::{walk, Walk, BUFFER_HEADER_SIZE};
+use crate::bytes::LeBytes;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One buffer of an ETL file.
+#[derive(Clone, Debug, Serialize)]
+pub struct EtlBuffer {
+    pub offset: u64,
+    pub buffer_size: u32,
+    pub saved_offset: u32,
+    pub buffer_type: u16,
+    pub sequence_number: i64,
+    pub records: usize,
+    pub records_by_hook: BTreeMap<String, u64>,
+    pub trimmed_bytes: usize,
+    /// Why the record walk stopped early, if it did.
+    pub torn: Option<String>,
+    #[serde(skip)]
+    pub walk: Walk,
+}
+
+/// The buffers of an ETL file and why reading stopped, if it stopped early.
+#[derive(Clone, Debug, Serialize)]
+pub struct EtlFile {
+    pub buffers: Vec<EtlBuffer>,
+    pub problem: Option<String>,
+}
+
+/// Split `bytes` into buffers and walk each.
+pub fn read(bytes: &[u8]) -> EtlFile {
+    let mut buffers = Vec::new();
+    let mut off = 0usize;
+    let mut problem = None;
+    while off < bytes.len() {
+        let (Some(size), Some(saved)) = (bytes.u32_at(off), bytes.u32_at(off + 4)) else {
+            problem = Some(format!(
+                "a buffer header at file offset {off:#x} is cut off"
+            ));
+            break;
+        };
+        let size_u = size as usize;
+        if size_u < BUFFER_HEADER_SIZE || off + size_u > bytes.len() {
+            problem = Some(format!(
+                "the buffer at file offset {off:#x} has BufferSize {size:#x}, which does not fit the file"
+            ));
+            break;
+        }
+        let buf = &bytes[off..off + size_u];
+        let valid = (saved as usize).min(size_u);
+        let w = walk(buf, valid);
+        buffers.push(EtlBuffer {
+            offset: off as u64,
+            buffer_size: size,
+            saved_offset: saved,
+            buffer_type: buf.u16_at(0x36).unwrap_or(0),
+            sequence_number: buf.i64_at(0x18).unwrap_or(0),
+            records: w.records.len(),
+            records_by_hook: w.by_key(),
+            trimmed_bytes: w.trimmed,
+            torn: w
+                .torn
+                .as_ref()
+                .map(|t| format!("at {:#x}: {}", t.offset, t.reason)),
+            walk: w,
+        });
+        off += size_u;
+    }
+    EtlFile { buffers, problem }
+}

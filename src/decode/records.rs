@@ -1,0 +1,333 @@
+//! Walking the records of one ETW buffer (etw-internals.md §5).
+//!
+//! Records start on 8-byte boundaries relative to the buffer; each begins with a ULONG whose
+//! top bit is set. Byte 3 = 0xC0 for typed headers (byte 2 = header type), 0x90 for MESSAGE
+//! headers. The size is a USHORT at +4 (SYSTEM, COMPACT, PERFINFO) or +0 (the others) and
+//! excludes the alignment padding. The walk stops at the first record that is not complete and
+//! valid inside the buffer's valid bytes; what follows is the trimmed (torn) tail.
+
+use crate::bytes::LeBytes;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Size of WMI_BUFFER_HEADER: records start after it.
+pub const BUFFER_HEADER_SIZE: usize = 0x48;
+
+/// The header kinds of §5.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    System32,
+    System64,
+    Compact32,
+    Compact64,
+    Full32,
+    Full64,
+    Instance32,
+    Instance64,
+    Message,
+    PerfInfo32,
+    PerfInfo64,
+    EventHeader32,
+    EventHeader64,
+}
+
+impl RecordKind {
+    /// From the marker's bytes 2 and 3.
+    fn from_marker(byte2: u8, byte3: u8) -> Option<RecordKind> {
+        if byte3 & 0xF0 == 0x90 {
+            return Some(RecordKind::Message);
+        }
+        if byte3 != 0xC0 {
+            return None;
+        }
+        Some(match byte2 {
+            0x01 => RecordKind::System32,
+            0x02 => RecordKind::System64,
+            0x03 => RecordKind::Compact32,
+            0x04 => RecordKind::Compact64,
+            0x0A => RecordKind::Full32,
+            0x14 => RecordKind::Full64,
+            0x0B => RecordKind::Instance32,
+            0x15 => RecordKind::Instance64,
+            0x10 => RecordKind::PerfInfo32,
+            0x11 => RecordKind::PerfInfo64,
+            0x12 => RecordKind::EventHeader32,
+            0x13 => RecordKind::EventHeader64,
+            _ => return None,
+        })
+    }
+
+    /// Where the USHORT size is.
+    fn size_offset(self) -> usize {
+        match self {
+            RecordKind::System32
+            | RecordKind::System64
+            | RecordKind::Compact32
+            | RecordKind::Compact64
+            | RecordKind::PerfInfo32
+            | RecordKind::PerfInfo64 => 4,
+            _ => 0,
+        }
+    }
+
+    /// The smallest size a complete record of this kind can have (its fixed header).
+    fn min_size(self) -> usize {
+        match self {
+            RecordKind::System32 | RecordKind::System64 => 0x20,
+            RecordKind::Compact32 | RecordKind::Compact64 => 0x18,
+            RecordKind::Full32 | RecordKind::Full64 => 0x30,
+            RecordKind::Instance32 | RecordKind::Instance64 => 0x30,
+            RecordKind::Message => 0x08,
+            RecordKind::PerfInfo32 | RecordKind::PerfInfo64 => 0x10,
+            RecordKind::EventHeader32 | RecordKind::EventHeader64 => 0x50,
+        }
+    }
+
+    /// Kernel-style headers carry a hook id (group << 8 | type) at +6.
+    fn has_hook(self) -> bool {
+        self.size_offset() == 4
+    }
+
+    /// Key for per-kind counts: the hook id ("0x0524") for kernel-style records, else the kind.
+    pub fn key(self, hook: Option<u16>) -> String {
+        match (hook, self) {
+            (Some(h), _) => format!("{h:#06x}"),
+            (None, RecordKind::Full32 | RecordKind::Full64) => "full_header".into(),
+            (None, RecordKind::Instance32 | RecordKind::Instance64) => "instance".into(),
+            (None, RecordKind::Message) => "message".into(),
+            (None, RecordKind::EventHeader32 | RecordKind::EventHeader64) => "event_header".into(),
+            (None, _) => "unknown".into(),
+        }
+    }
+}
+
+/// One complete record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Offset in the buffer.
+    pub offset: usize,
+    pub kind: RecordKind,
+    /// Size without alignment padding.
+    pub size: usize,
+    /// Hook id for SYSTEM/COMPACT/PERFINFO records.
+    pub hook: Option<u16>,
+    /// Marker low byte (the version for kernel-style headers).
+    pub version: u8,
+    /// PERFINFO: number of PMC counters (marker bits 8-10) and the PEBS flag (bit 15).
+    pub pmc_counters: u8,
+    pub pebs: bool,
+}
+
+/// Why the walk stopped before the valid end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Torn {
+    pub offset: usize,
+    pub reason: String,
+}
+
+/// The result of walking one buffer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Walk {
+    pub records: Vec<Record>,
+    /// End of the last complete record including its alignment padding (capped at the valid
+    /// end), i.e. the trimmed valid length.
+    pub end: usize,
+    /// Bytes from `end` to the valid end that do not form complete records.
+    pub trimmed: usize,
+    pub torn: Option<Torn>,
+}
+
+impl Walk {
+    /// Counts by [`RecordKind::key`].
+    pub fn by_key(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for r in &self.records {
+            *m.entry(r.kind.key(r.hook)).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+fn align8(x: usize) -> usize {
+    (x + 7) & !7
+}
+
+/// Walk the records in `buf[BUFFER_HEADER_SIZE..valid]` (`valid` is clamped to the buffer).
+pub fn walk(buf: &[u8], valid: usize) -> Walk {
+    let valid = valid.min(buf.len());
+    let mut w = Walk {
+        end: BUFFER_HEADER_SIZE.min(valid),
+        ..Walk::default()
+    };
+    let mut off = BUFFER_HEADER_SIZE;
+    while off < valid {
+        let torn = |reason: String| {
+            Some(Torn {
+                offset: off,
+                reason,
+            })
+        };
+        let Some(marker) = buf.u32_at(off).filter(|_| off + 4 <= valid) else {
+            w.torn = torn("the record's marker runs past the valid end".into());
+            break;
+        };
+        let b = marker.to_le_bytes();
+        if b[3] & 0x80 == 0 {
+            w.torn = torn(format!("marker {marker:#010x} lacks the header flag"));
+            break;
+        }
+        let Some(kind) = RecordKind::from_marker(b[2], b[3]) else {
+            w.torn = torn(format!("marker {marker:#010x} is not a known header type"));
+            break;
+        };
+        let Some(size) = buf.u16_at(off + kind.size_offset()).map(usize::from) else {
+            w.torn = torn("the record's size runs past the buffer".into());
+            break;
+        };
+        if size < kind.min_size() {
+            w.torn = torn(format!(
+                "{kind:?} record of size {size:#x}, smaller than its {:#x}-byte header",
+                kind.min_size()
+            ));
+            break;
+        }
+        if off + size > valid {
+            w.torn = torn(format!(
+                "{kind:?} record of size {size:#x} runs past the valid end {valid:#x}"
+            ));
+            break;
+        }
+        let hook = kind.has_hook().then(|| buf.u16_at(off + 6).unwrap_or(0));
+        let is_perf = matches!(kind, RecordKind::PerfInfo32 | RecordKind::PerfInfo64);
+        w.records.push(Record {
+            offset: off,
+            kind,
+            size,
+            hook,
+            version: b[0],
+            pmc_counters: if is_perf {
+                ((marker >> 8) & 7) as u8
+            } else {
+                0
+            },
+            pebs: is_perf && marker & 0x8000 != 0,
+        });
+        // The record's alignment padding belongs to it (the kernel reserves aligned sizes).
+        w.end = (off + align8(size)).min(valid);
+        off += align8(size);
+    }
+    w.trimmed = valid.saturating_sub(w.end);
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buffer(records: &[Vec<u8>], pad_to: usize) -> (Vec<u8>, usize) {
+        let mut b = vec![0u8; BUFFER_HEADER_SIZE];
+        for r in records {
+            b.extend_from_slice(r);
+            while b.len() % 8 != 0 {
+                b.push(0);
+            }
+        }
+        let valid = b.len();
+        b.resize(pad_to.max(valid), 0xFF);
+        (b, valid)
+    }
+
+    fn perfinfo(hook: u16, payload: usize, extra_marker: u32) -> Vec<u8> {
+        let size = 0x10 + payload;
+        let mut r = (0xC011_0002u32 | extra_marker).to_le_bytes().to_vec();
+        r.extend_from_slice(&(size as u16).to_le_bytes());
+        r.extend_from_slice(&hook.to_le_bytes());
+        r.extend_from_slice(&0x1234_5678u64.to_le_bytes());
+        r.resize(size, 0xAB);
+        r
+    }
+
+    fn system64(hook: u16, size: usize) -> Vec<u8> {
+        let mut r = 0xC002_0002u32.to_le_bytes().to_vec();
+        r.extend_from_slice(&(size as u16).to_le_bytes());
+        r.extend_from_slice(&hook.to_le_bytes());
+        r.resize(size, 0x11);
+        r
+    }
+
+    fn event_header(size: usize) -> Vec<u8> {
+        let mut r = (size as u16).to_le_bytes().to_vec();
+        r.push(0x13);
+        r.push(0xC0);
+        r.resize(size, 0x22);
+        r
+    }
+
+    fn message(size: usize) -> Vec<u8> {
+        let mut r = (size as u16).to_le_bytes().to_vec();
+        r.push(0);
+        r.push(0x90);
+        r.resize(size, 0x33);
+        r
+    }
+
+    #[test]
+    fn walks_every_kind_with_alignment() {
+        // CSwitch with PEBS (0x10 + 8 + 0x18 = 0x30), odd-size event header (0x5B), message.
+        let recs = vec![
+            system64(0x0000, 0x20 + 0x118),
+            perfinfo(0x0524, 8 + 0x18, 0x8000),
+            perfinfo(0x0524, 2 * 8 + 0x18, 0x0200),
+            event_header(0x5B),
+            message(0x1D),
+        ];
+        let (b, valid) = buffer(&recs, 0x1000);
+        let w = walk(&b, valid);
+        assert_eq!(w.records.len(), 5);
+        assert_eq!(w.torn, None);
+        assert_eq!(w.end, valid);
+        assert_eq!(w.trimmed, 0);
+        assert_eq!(w.records[1].hook, Some(0x0524));
+        assert!(w.records[1].pebs);
+        assert_eq!(w.records[2].pmc_counters, 2);
+        assert_eq!(w.records[3].size, 0x5B);
+        assert_eq!(w.records[4].offset, w.records[3].offset + 0x60);
+        let k = w.by_key();
+        assert_eq!(k["0x0524"], 2);
+        assert_eq!(k["0x0000"], 1);
+        assert_eq!(k["event_header"], 1);
+        assert_eq!(k["message"], 1);
+    }
+
+    #[test]
+    fn stops_at_a_torn_record() {
+        let recs = vec![perfinfo(0x0524, 0x18, 0), perfinfo(0x0524, 0x18, 0)];
+        let (b, valid) = buffer(&recs, 0x1000);
+        // Cut the second record in half.
+        let cut = valid - 0x10;
+        let w = walk(&b, cut);
+        assert_eq!(w.records.len(), 1);
+        assert_eq!(w.end, BUFFER_HEADER_SIZE + 0x28);
+        assert_eq!(w.trimmed, cut - w.end);
+        assert!(w
+            .torn
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("runs past the valid end"));
+        // A zeroed (unwritten) reservation.
+        let mut b2 = b.clone();
+        b2[BUFFER_HEADER_SIZE + 0x28..valid].fill(0);
+        let w = walk(&b2, valid);
+        assert_eq!(w.records.len(), 1);
+        assert_eq!(w.trimmed, valid - (BUFFER_HEADER_SIZE + 0x28));
+        assert!(w.torn.unwrap().reason.contains("lacks the header flag"));
+        // Valid beyond the buffer: clamped.
+        let w = walk(&b[..0x60], 0x10_0000);
+        assert!(w.end <= 0x60);
+        // An empty buffer.
+        let w = walk(&b, BUFFER_HEADER_SIZE);
+        assert!(w.records.is_empty() && w.trimmed == 0 && w.torn.is_none());
+    }
+}

@@ -1,0 +1,497 @@
+//! Where a logger's buffers hang (etw-internals.md §3) and how many bytes of each are valid
+//! (§2.6). Every list walk is bounded and cycle-safe; each buffer is kept once, with the lists
+//! it was found on.
+
+use crate::addr::VirtAddr;
+use crate::etw::loggers::{LoggerArray, Session};
+use crate::kernel::context::KernelContext;
+use crate::kernel::view::View;
+use crate::mem::MemError;
+use crate::symbols::StructLayout;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashSet};
+
+/// Largest buffer read (BufferSize is validated against the session's; this bounds a crafted
+/// session too).
+pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
+/// Most CPUs whose per-CPU buffers are looked at.
+const MAX_CPUS: u64 = 2048;
+/// EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING: the logger uses CurrentBuffer, not per-CPU buffers.
+const NO_PER_PROCESSOR_BUFFERING: u64 = 0x1000_0000;
+
+/// The lists a buffer can be found on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BufferList {
+    GlobalList,
+    CurrentBuffer,
+    PerCpu,
+    BufferQueue,
+    OverflowQueue,
+    DirtyChain,
+    BatchedBufferList,
+    CompressionTarget,
+}
+
+/// The fields of a WMI_BUFFER_HEADER the tool uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BufferHeader {
+    pub buffer_size: u64,
+    pub saved_offset: u64,
+    pub current_offset: u64,
+    pub offset: u64,
+    pub sequence_number: u64,
+    pub processor_index: u64,
+    pub logger_id: u64,
+    pub state: u64,
+    pub buffer_flag: u64,
+    pub buffer_type: u64,
+}
+
+/// BufferFlag COMPRESSED and State Compressed (1607+).
+const FLAG_COMPRESSED: u64 = 0x40;
+const STATE_COMPRESSED: u64 = 5;
+
+impl BufferHeader {
+    /// The kernel's own rule (§2.6): CurrentOffset when it is within the buffer, else
+    /// SavedOffset (the true end once CurrentOffset overflowed). `None` when neither is
+    /// plausible.
+    pub fn valid_bytes(&self) -> Option<u64> {
+        let v = if self.current_offset <= self.buffer_size {
+            self.current_offset
+        } else {
+            self.saved_offset
+        };
+        (0x48..=self.buffer_size).contains(&v).then_some(v)
+    }
+
+    pub fn compressed(&self) -> bool {
+        self.buffer_flag & FLAG_COMPRESSED != 0 || self.state == STATE_COMPRESSED
+    }
+}
+
+/// ETW_BUFFER_STATE names (§2.4).
+pub fn state_name(s: u64) -> &'static str {
+    match s {
+        0 => "Free",
+        1 => "GeneralLogging",
+        2 => "CSwitch",
+        3 => "Flush",
+        4 => "PendingCompression",
+        5 => "Compressed",
+        6 => "Placeholder",
+        _ => "unknown",
+    }
+}
+
+/// One buffer found.
+#[derive(Clone, Debug, Serialize)]
+pub struct FoundBuffer {
+    pub address: VirtAddr,
+    pub lists: BTreeSet<BufferList>,
+    /// CPU whose current buffer it is (per-CPU route).
+    pub cpu: Option<u64>,
+    pub header: BufferHeader,
+}
+
+/// All buffers of one session.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SessionBuffers {
+    pub buffers: Vec<FoundBuffer>,
+    pub warnings: Vec<String>,
+}
+
+struct Finder<'a, 'd> {
+    ctx: &'a KernelContext<'d>,
+    header_layout: &'a StructLayout,
+    session: &'a Session,
+    found: Vec<FoundBuffer>,
+    warnings: Vec<String>,
+    /// Upper bound on entries walked per list.
+    bound: u64,
+}
+
+/// Find every buffer of `session`.
+pub fn find_buffers(
+    ctx: &KernelContext<'_>,
+    array: &LoggerArray,
+    session: &Session,
+) -> SessionBuffers {
+    let mut out = SessionBuffers::default();
+    let (Some(ctx_layout), Some(header_layout)) = (
+        ctx.symbols.layout("_WMI_LOGGER_CONTEXT"),
+        ctx.symbols.layout("_WMI_BUFFER_HEADER"),
+    ) else {
+        out.warnings
+            .push("no _WMI_LOGGER_CONTEXT/_WMI_BUFFER_HEADER layout for this build".into());
+        return out;
+    };
+    let n = session
+        .number_of_buffers
+        .unwrap_or(0)
+        .max(session.maximum_buffers.unwrap_or(0));
+    let mut f = Finder {
+        ctx,
+        header_layout,
+        session,
+        found: Vec::new(),
+        warnings: Vec::new(),
+        bound: (n * 2 + 64).min(1 << 20),
+    };
+    let v = View::new(&ctx.space, ctx_layout, session.address);
+    f.global_list(&v);
+    f.queue(&v, "BufferQueue", BufferList::BufferQueue);
+    f.queue(&v, "OverflowQueue", BufferList::OverflowQueue);
+    let per_cpu_mode = session.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING == 0;
+    // CurrentBuffer (EX_FAST_REF) and BatchedBufferList share one field (§3.1).
+    let cur_field = if v.has("CurrentBuffer") {
+        Some("CurrentBuffer")
+    } else if v.has("BatchedBufferList") {
+        Some("BatchedBufferList")
+    } else {
+        None
+    };
+    if let Some(field) = cur_field {
+        let list = if per_cpu_mode {
+            BufferList::BatchedBufferList
+        } else {
+            BufferList::CurrentBuffer
+        };
+        f.fast_ref_field(&v, field, list);
+    }
+    if v.has("CompressionTarget") {
+        f.fast_ref_field(&v, "CompressionTarget", BufferList::CompressionTarget);
+    }
+    if per_cpu_mode {
+        f.per_cpu(array);
+    }
+    // The dirty chain: each current buffer's +0x20 (NextBuffer) is its unwritten predecessor.
+    let currents: Vec<VirtAddr> = f
+        .found
+        .iter()
+        .filter(|b| {
+            b.lists.contains(&BufferList::PerCpu) || b.lists.contains(&BufferList::CurrentBuffer)
+        })
+        .map(|b| b.address)
+        .collect();
+    for c in currents {
+        f.dirty_chain(c);
+    }
+    f.found
+        .sort_by_key(|b| (b.header.sequence_number, b.address));
+    out.buffers = f.found;
+    out.warnings = f.warnings;
+    out
+}
+
+impl Finder<'_, '_> {
+    fn mask(&self) -> u64 {
+        if self.ctx.space.arch().is_64bit() {
+            !0xF
+        } else {
+            !0x7
+        }
+    }
+
+    fn psize(&self) -> u64 {
+        self.ctx.space.arch().pointer_size()
+    }
+
+    /// Read and check a candidate buffer; add it (or the list) on success.
+    fn add(&mut self, va: VirtAddr, list: BufferList, cpu: Option<u64>) -> bool {
+        if let Some(b) = self.found.iter_mut().find(|b| b.address == va) {
+            b.lists.insert(list);
+            if cpu.is_some() {
+                b.cpu = cpu;
+            }
+            return true;
+        }
+        match self.header(va) {
+            Ok(h) => {
+                let mut lists = BTreeSet::new();
+                lists.insert(list);
+                self.found.push(FoundBuffer {
+                    address: va,
+                    lists,
+                    cpu,
+                    header: h,
+                });
+                true
+            }
+            Err(why) => {
+                self.warnings.push(format!("{list:?} entry {va}: {why}"));
+                false
+            }
+        }
+    }
+
+    fn header(&self, va: VirtAddr) -> Result<BufferHeader, String> {
+        let space = &self.ctx.space;
+        let kernel = if space.arch().is_64bit() {
+            va.0 >= 0xFFFF_8000_0000_0000
+        } else {
+            va.0 >= 0x8000_0000
+        };
+        if !kernel || va.0 % 8 != 0 {
+            return Err("not an aligned kernel address".into());
+        }
+        let v = View::new(space, self.header_layout, va);
+        let u = |name: &str| v.uint(name).map_err(|e| e.to_string());
+        // ClientContext: {ProcessorNumber/Index (u8/u16); LoggerId (u16 at +2)}.
+        let cc = v.field_va("ClientContext").map_err(|e| e.to_string())?;
+        let cc_raw = space
+            .read_u32(cc)
+            .map_err(|e| format!("ClientContext at {cc}: {e}"))?;
+        let h = BufferHeader {
+            buffer_size: u("BufferSize")?,
+            saved_offset: u("SavedOffset")?,
+            current_offset: u("CurrentOffset")?,
+            offset: u("Offset")?,
+            sequence_number: u("SequenceNumber")?,
+            processor_index: u64::from(cc_raw & 0x07FF),
+            logger_id: u64::from(cc_raw >> 16),
+            state: u("State")?,
+            buffer_flag: u("BufferFlag")?,
+            buffer_type: u("BufferType")?,
+        };
+        if Some(h.buffer_size) != self.session.buffer_size {
+            return Err(format!(
+                "BufferSize {:#x} differs from the session's {:#x}",
+                h.buffer_size,
+                self.session.buffer_size.unwrap_or(0)
+            ));
+        }
+        if h.logger_id != self.session.logger_id {
+            return Err(format!(
+                "ClientContext.LoggerId {} is not the session's {}",
+                h.logger_id, self.session.logger_id
+            ));
+        }
+        Ok(h)
+    }
+
+    fn global_list(&mut self, v: &View<'_, '_>) {
+        let Ok(head) = v.field_va("GlobalList") else {
+            return;
+        };
+        let Some(entry_off) = self.header_layout.field("GlobalEntry").map(|f| f.offset) else {
+            self.warnings.push(
+                "this build's buffer header has no GlobalEntry (SLIST-era lists are not walked)"
+                    .into(),
+            );
+            return;
+        };
+        let space = &self.ctx.space;
+        let mut seen = HashSet::new();
+        let mut cur = match space.read_ptr(head) {
+            Ok(p) => p,
+            Err(e) => {
+                self.warnings
+                    .push(format!("_WMI_LOGGER_CONTEXT.GlobalList at {head}: {e}"));
+                return;
+            }
+        };
+        let mut n = 0;
+        while cur != head {
+            if n >= self.bound {
+                self.warnings.push(format!(
+                    "GlobalList: stopped after {n} entries (NumberOfBuffers/MaximumBuffers bound)"
+                ));
+                return;
+            }
+            if !seen.insert(cur) {
+                self.warnings.push(format!(
+                    "GlobalList: entry {cur} is visited twice (a cycle); stopped"
+                ));
+                return;
+            }
+            let buf = VirtAddr(cur.0.wrapping_sub(entry_off));
+            if !self.add(buf, BufferList::GlobalList, None) {
+                return;
+            }
+            cur = match space.read_ptr(cur) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.warnings
+                        .push(format!("GlobalList: Flink at {cur}: {e}"));
+                    return;
+                }
+            };
+            n += 1;
+        }
+    }
+
+    fn queue(&mut self, v: &View<'_, '_>, field: &str, list: BufferList) {
+        let Ok(q) = v.field_va(field) else {
+            return;
+        };
+        let Some(slist_off) = self.header_layout.field("SlistEntry").map(|f| f.offset) else {
+            return;
+        };
+        let space = &self.ctx.space;
+        // ETW_BUFFER_QUEUE {QueueTail; SINGLE_LIST_ENTRY QueueEntry}: QueueEntry.Next is the first.
+        let mut cur = match space.read_ptr(q.offset(self.psize())) {
+            Ok(p) => p,
+            Err(e) => {
+                self.warnings.push(format!("{field} at {q}: {e}"));
+                return;
+            }
+        };
+        let mut seen = HashSet::new();
+        let mut n = 0;
+        while cur.0 != 0 {
+            if n >= self.bound || !seen.insert(cur) {
+                self.warnings
+                    .push(format!("{field}: stopped at {cur} (cycle or bound)"));
+                return;
+            }
+            let buf = VirtAddr(cur.0.wrapping_sub(slist_off));
+            if !self.add(buf, list, None) {
+                return;
+            }
+            cur = match space.read_ptr(cur) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.warnings
+                        .push(format!("{field}: next link at {cur}: {e}"));
+                    return;
+                }
+            };
+            n += 1;
+        }
+    }
+
+    fn fast_ref_field(&mut self, v: &View<'_, '_>, field: &str, list: BufferList) {
+        match v.ptr(field) {
+            Ok(p) => {
+                let b = VirtAddr(p.0 & self.mask());
+                if b.0 != 0 {
+                    self.add(b, list, None);
+                }
+            }
+            Err(e) => self.warnings.push(e.to_string()),
+        }
+    }
+
+    fn dirty_chain(&mut self, from: VirtAddr) {
+        let space = &self.ctx.space;
+        let Some(next_off) = self.header_layout.field("NextBuffer").map(|f| f.offset) else {
+            return;
+        };
+        let mut seen = HashSet::new();
+        seen.insert(from);
+        let mut cur = from;
+        for _ in 0..self.bound {
+            let next = match space.read_ptr(cur.offset(next_off)) {
+                Ok(p) => p,
+                Err(_) => return,
+            };
+            if next.0 == 0 || !seen.insert(next) {
+                return;
+            }
+            // Only follow links that lead to this session's buffers.
+            if self.header(next).is_err() {
+                return;
+            }
+            self.add(next, BufferList::DirtyChain, None);
+            cur = next;
+        }
+    }
+
+    fn cpus(&self) -> u64 {
+        u64::from(self.ctx.dump.header().number_processors).clamp(1, MAX_CPUS)
+    }
+
+    fn per_cpu(&mut self, array: &LoggerArray) {
+        let ctx = self.ctx;
+        let space = &ctx.space;
+        let id = self.session.logger_id;
+        // 1709+: silo.ProcessorBlocks -> ETW_SILO_TRACING_BLOCK[cpu].ProcessorBuffers[id].
+        if let (Some(silo), Some(sl)) =
+            (array.silo_state, ctx.symbols.layout("_ETW_SILODRIVERSTATE"))
+        {
+            if let Some(f) = sl.field("ProcessorBlocks").filter(|f| f.ty.is_pointer()) {
+                let blocks = match space.read_ptr(silo.offset(f.offset)) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.warnings
+                            .push(format!("_ETW_SILODRIVERSTATE.ProcessorBlocks: {e}"));
+                        return;
+                    }
+                };
+                if blocks.0 == 0 {
+                    self.warnings
+                        .push("_ETW_SILODRIVERSTATE.ProcessorBlocks is NULL".into());
+                    return;
+                }
+                let block_size = ctx
+                    .symbols
+                    .layout("_ETW_SILO_TRACING_BLOCK")
+                    .map_or(0x40, |l| l.size.max(8));
+                let pb_off = ctx
+                    .symbols
+                    .layout("_ETW_SILO_TRACING_BLOCK")
+                    .and_then(|l| l.field("ProcessorBuffers"))
+                    .map_or(0, |f| f.offset);
+                for cpu in 0..self.cpus() {
+                    let block = blocks.offset(cpu * block_size);
+                    let res: Result<VirtAddr, MemError> = space
+                        .read_ptr(block.offset(pb_off))
+                        .and_then(|arr| space.read_ptr(arr.offset(id * self.psize())));
+                    match res {
+                        Ok(p) => {
+                            let b = VirtAddr(p.0 & self.mask());
+                            if b.0 != 0 {
+                                self.add(b, BufferList::PerCpu, Some(cpu));
+                            }
+                        }
+                        Err(e) => self
+                            .warnings
+                            .push(format!("CPU {cpu}: per-CPU buffer pointer: {e}")),
+                    }
+                }
+                return;
+            }
+        }
+        // 10.0-1607 x64: *(KPRCB.EtwSupport + 0x40 + 8*LoggerId) (§3.3).
+        let kprcb_route = space.arch().is_64bit() && (10240..=14393).contains(&ctx.build);
+        let etw_support = ctx
+            .symbols
+            .layout("_KPRCB")
+            .and_then(|l| l.field("EtwSupport"))
+            .map(|f| f.offset);
+        let kpb = ctx
+            .base
+            .and_then(|b| ctx.symbols.rva("KiProcessorBlock").map(|r| b.offset(r)))
+            .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()));
+        match (kprcb_route, etw_support, kpb) {
+            (true, Some(es), Some(kpb)) => {
+                for cpu in 0..self.cpus() {
+                    let res = space
+                        .read_ptr(kpb.offset(cpu * 8))
+                        .and_then(|prcb| space.read_ptr(prcb.offset(es)))
+                        .and_then(|blk| space.read_ptr(blk.offset(0x40 + 8 * id)));
+                    match res {
+                        Ok(p) => {
+                            let b = VirtAddr(p.0 & self.mask());
+                            if b.0 != 0 {
+                                self.add(b, BufferList::PerCpu, Some(cpu));
+                            }
+                        }
+                        Err(e) => self.warnings.push(format!("CPU {cpu}: KPRCB.EtwSupport route: {e}")),
+                    }
+                }
+            }
+            _ => self.warnings.push(format!(
+                "per-CPU current buffers: no known route for build {} on this architecture; current buffers are still found on GlobalList",
+                ctx.build
+            )),
+        }
+    }
+}
+
+/// Read a buffer's `BufferSize` bytes.
+pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
+    let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
+    ctx.space.read_vec(b.address, size)
+}

@@ -1,0 +1,226 @@
+//! `etwdump buffers`: every trace buffer a session still holds in memory.
+
+use crate::decode::records::{walk, Walk};
+use crate::etw::buffers::{find_buffers, read_buffer, state_name, BufferList, FoundBuffer};
+use crate::etw::loggers::{list_sessions, Session, SessionList};
+use crate::kernel::context::KernelContext;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One buffer, analysed.
+#[derive(Clone, Debug, Serialize)]
+pub struct BufferRow {
+    pub session_id: u64,
+    pub session_name: Option<String>,
+    pub address: String,
+    pub lists: Vec<BufferList>,
+    pub state: u64,
+    pub state_name: &'static str,
+    pub buffer_type: u64,
+    pub buffer_flag: u64,
+    pub processor: Option<u64>,
+    pub sequence_number: u64,
+    pub buffer_size: u64,
+    pub valid_bytes: u64,
+    pub trimmed_bytes: u64,
+    pub record_count: usize,
+    pub records_by_hook: BTreeMap<String, u64>,
+    pub compressed: bool,
+    pub warnings: Vec<String>,
+    /// The buffer's bytes (not serialized) and its walk, for extraction.
+    #[serde(skip)]
+    pub data: Option<Vec<u8>>,
+    #[serde(skip)]
+    pub walk: Option<Walk>,
+}
+
+/// Buffers of the selected sessions, with the session list they came from.
+pub struct BufferReport {
+    pub sessions: SessionList,
+    pub rows: Vec<BufferRow>,
+    /// Session-level problems (list walks), by session id.
+    pub warnings: Vec<String>,
+}
+
+/// Does `s` match a `--session` selector (id or name)?
+pub fn selected(s: &Session, sel: Option<&str>) -> bool {
+    match sel {
+        None => true,
+        Some(x) => match x.parse::<u64>() {
+            Ok(id) => s.logger_id == id,
+            Err(_) => s.name.as_deref() == Some(x),
+        },
+    }
+}
+
+/// Find, read and walk every buffer of the selected sessions.
+pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) -> BufferReport {
+    let sessions = list_sessions(ctx);
+    let mut rows = Vec::new();
+    let mut warnings = Vec::new();
+    if let Some(array) = sessions.array.clone() {
+        for s in sessions.sessions.iter().filter(|s| selected(s, session)) {
+            let found = find_buffers(ctx, &array, s);
+            for w in found.warnings {
+                warnings.push(format!("logger {}: {w}", s.logger_id));
+            }
+            for b in &found.buffers {
+                rows.push(row(ctx, s, b, keep_data));
+            }
+        }
+    }
+    BufferReport {
+        sessions,
+        rows,
+        warnings,
+    }
+}
+
+fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -> BufferRow {
+    let h = &b.header;
+    let mut r = BufferRow {
+        session_id: s.logger_id,
+        session_name: s.name.clone(),
+        address: b.address.to_string(),
+        lists: b.lists.iter().copied().collect(),
+        state: h.state,
+        state_name: state_name(h.state),
+        buffer_type: h.buffer_type,
+        buffer_flag: h.buffer_flag,
+        processor: b.cpu.or(Some(h.processor_index)),
+        sequence_number: h.sequence_number,
+        buffer_size: h.buffer_size,
+        valid_bytes: 0,
+        trimmed_bytes: 0,
+        record_count: 0,
+        records_by_hook: BTreeMap::new(),
+        compressed: h.compressed(),
+        warnings: Vec::new(),
+        data: None,
+        walk: None,
+    };
+    let Some(valid) = h.valid_bytes() else {
+        r.warnings.push(format!(
+            "neither CurrentOffset {:#x} nor SavedOffset {:#x} is a valid end for BufferSize {:#x}",
+            h.current_offset, h.saved_offset, h.buffer_size
+        ));
+        return r;
+    };
+    r.valid_bytes = valid;
+    if r.compressed {
+        r.warnings.push("compressed buffer: not parsed".into());
+        if keep_data {
+            match read_buffer(ctx, b) {
+                Ok(d) => r.data = Some(d),
+                Err(e) => r.warnings.push(format!("buffer data: {e}")),
+            }
+        }
+        return r;
+    }
+    match read_buffer(ctx, b) {
+        Ok(d) => {
+            let w = walk(&d, valid as usize);
+            r.record_count = w.records.len();
+            r.records_by_hook = w.by_key();
+            r.trimmed_bytes = w.trimmed as u64;
+            if let Some(t) = &w.torn {
+                r.warnings
+                    .push(format!("records stop at +{:#x}: {}", t.offset, t.reason));
+            }
+            r.walk = Some(w);
+            if keep_data {
+                r.data = Some(d);
+            }
+        }
+        Err(e) => r.warnings.push(format!("buffer data: {e}")),
+    }
+    r
+}
+
+impl BufferReport {
+    pub fn to_table(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "{:>3}  {:<18} {:<18} {:>4} {:>8} {:>9} {:>8} {:>7}  Lists",
+            "ID", "Address", "State", "CPU", "Seq", "Valid", "Trimmed", "Records"
+        );
+        for r in &self.rows {
+            let _ = writeln!(
+                o,
+                "{:>3}  {:<18} {:<18} {:>4} {:>8} {:>9} {:>8} {:>7}  {}",
+                r.session_id,
+                r.address,
+                format!("{} ({})", r.state_name, r.state),
+                r.processor.map(|p| p.to_string()).unwrap_or_default(),
+                r.sequence_number,
+                format!("{:#x}", r.valid_bytes),
+                r.trimmed_bytes,
+                if r.compressed {
+                    "compr.".to_string()
+                } else {
+                    r.record_count.to_string()
+                },
+                r.lists
+                    .iter()
+                    .map(|l| serde_json::to_value(l)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+        }
+        for r in &self.rows {
+            for w in &r.warnings {
+                let _ = writeln!(o, "warning: buffer {}: {w}", r.address);
+            }
+        }
+        for w in self.warnings.iter().chain(&self.sessions.warnings) {
+            let _ = writeln!(o, "warning: {}", super::sessions::printable(w));
+        }
+        o
+    }
+
+    pub fn to_csv(&self) -> String {
+        let mut o = String::from("session_id,session_name,address,lists,state,state_name,buffer_type,buffer_flag,processor,sequence_number,buffer_size,valid_bytes,trimmed_bytes,record_count,compressed\n");
+        for r in &self.rows {
+            let lists: Vec<String> = r
+                .lists
+                .iter()
+                .filter_map(|l| {
+                    serde_json::to_value(l)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                })
+                .collect();
+            let name = r.session_name.clone().unwrap_or_default();
+            let name = if name.contains([',', '"', '\n']) {
+                format!("\"{}\"", name.replace('"', "\"\""))
+            } else {
+                name
+            };
+            let _ = writeln!(
+                o,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                r.session_id,
+                name,
+                r.address,
+                lists.join("|"),
+                r.state,
+                r.state_name,
+                r.buffer_type,
+                r.buffer_flag,
+                r.processor.map(|p| p.to_string()).unwrap_or_default(),
+                r.sequence_number,
+                r.buffer_size,
+                r.valid_bytes,
+                r.trimmed_bytes,
+                r.record_count,
+                r.compressed
+            );
+        }
+        o
+    }
+}

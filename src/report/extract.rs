@@ -1,0 +1,455 @@
+//! `etwdump extract`: one .etl file per session, and DIR/manifest.json.
+//!
+//! File layout (etw-internals.md §6.1): a header buffer whose first record is a SYSTEM_TRACE
+//! header (hook 0x0000) carrying a TRACE_LOGFILE_HEADER built from the logger context, then the
+//! recovered buffers, each fixed up (SavedOffset = Offset = the end of the last complete record,
+//! the rest 0xFF, State Flush, processor index) and ordered by SequenceNumber.
+//!
+//! Logger names come from memory an attacker may control: file names are sanitized, nothing
+//! is written outside DIR, existing files are kept unless `force`, and every file is written
+//! to a temporary name and renamed when complete.
+
+use super::buffers::{analyse, BufferRow};
+use crate::etw::loggers::Session;
+use crate::kernel::context::KernelContext;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ExtractError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} already exists (use --force to overwrite)")]
+    Exists(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ExtractError + '_ {
+    move |source| ExtractError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A file name for a logger: `<id>-<name>.etl`, with the name reduced to `[A-Za-z0-9._ -]`,
+/// no leading dots or spaces, at most 80 characters.
+pub fn file_name(id: u64, name: Option<&str>) -> String {
+    let mut clean: String = name
+        .unwrap_or("")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || " ._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while clean.contains("..") {
+        clean = clean.replace("..", "_");
+    }
+    let clean = clean.trim_matches(|c| c == '.' || c == ' ').to_string();
+    let clean: String = clean.chars().take(80).collect();
+    let clean = if clean.is_empty() {
+        "logger".to_string()
+    } else {
+        clean
+    };
+    format!("{id:02}-{clean}.etl")
+}
+
+#[derive(Debug, Serialize)]
+pub struct ManifestBuffer {
+    /// Null for the header buffer.
+    pub address: Option<String>,
+    pub sequence_number: u64,
+    pub valid_bytes: u64,
+    pub records: usize,
+    pub file_offset: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Skipped {
+    pub address: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ManifestSession {
+    pub logger_id: u64,
+    pub name: Option<String>,
+    pub file: String,
+    pub buffers: usize,
+    pub bytes: u64,
+    pub records: usize,
+    pub records_by_hook: BTreeMap<String, u64>,
+    pub sha256: String,
+    pub buffer_list: Vec<ManifestBuffer>,
+    pub skipped: Vec<Skipped>,
+    /// Where PerfFreq, CpuSpeedInMHz and TimerResolution in the file header came from.
+    pub header_sources: BTreeMap<&'static str, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Manifest {
+    pub dump: String,
+    pub sessions: Vec<ManifestSession>,
+    pub warnings: Vec<String>,
+}
+
+/// Clock and machine facts for the file header, with where each came from.
+struct HeaderFacts {
+    perf_freq: u64,
+    cpu_mhz: u32,
+    timer_resolution: u32,
+    sources: BTreeMap<&'static str, String>,
+}
+
+fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
+    let mut sources = BTreeMap::new();
+    let space = &ctx.space;
+    let kuser = crate::kernel::kuser::KUserSharedData::address(space.arch());
+    // KUSER_SHARED_DATA.QpcFrequency (+0x300) exists on Windows 10.
+    let perf_freq = match (ctx.build >= 10240).then(|| space.read_u64(kuser.offset(0x300))) {
+        Some(Ok(f)) if f > 0 => {
+            sources.insert("perf_freq", "KUSER_SHARED_DATA.QpcFrequency".into());
+            f
+        }
+        _ => {
+            sources.insert(
+                "perf_freq",
+                "assumed 10000000 (KUSER_SHARED_DATA.QpcFrequency not available)".into(),
+            );
+            10_000_000
+        }
+    };
+    let global_u32 = |name: &str| -> Option<u32> {
+        let va = ctx.base?.offset(ctx.symbols.rva(name)?);
+        space.read_u32(va).ok()
+    };
+    let cpu_mhz = match global_u32("EtwCPUSpeedInMHz") {
+        Some(v) => {
+            sources.insert("cpu_speed_mhz", "EtwCPUSpeedInMHz".into());
+            v
+        }
+        None => {
+            sources.insert(
+                "cpu_speed_mhz",
+                "unknown (0): EtwCPUSpeedInMHz not available".into(),
+            );
+            0
+        }
+    };
+    let timer_resolution = match global_u32("KeMaximumIncrement") {
+        Some(v) => {
+            sources.insert("timer_resolution", "KeMaximumIncrement".into());
+            v
+        }
+        None => {
+            sources.insert(
+                "timer_resolution",
+                "assumed 156250 (KeMaximumIncrement not available)".into(),
+            );
+            156_250
+        }
+    };
+    HeaderFacts {
+        perf_freq,
+        cpu_mhz,
+        timer_resolution,
+        sources,
+    }
+}
+
+fn utf16z(s: &str) -> Vec<u8> {
+    s.encode_utf16()
+        .chain([0])
+        .flat_map(|u| u.to_le_bytes())
+        .collect()
+}
+
+/// The header buffer: WMI_BUFFER_HEADER + SYSTEM_TRACE_HEADER + TRACE_LOGFILE_HEADER + names.
+fn header_buffer(
+    ctx: &KernelContext<'_>,
+    s: &Session,
+    facts: &HeaderFacts,
+    buffers_in_file: u32,
+) -> Vec<u8> {
+    let x64 = ctx.space.arch().is_64bit();
+    let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
+    let h = ctx.dump.header();
+    let (major, minor) = match &ctx.kuser {
+        Ok(k) => (k.nt_major_version as u8, k.nt_minor_version as u8),
+        Err(_) => (if ctx.build >= 10240 { 10 } else { 6 }, 0),
+    };
+    let mut tlh = vec![0u8; if x64 { 0x118 } else { 0x110 }];
+    let put32 = |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    let put64 = |b: &mut Vec<u8>, o: usize, v: u64| b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+    put32(&mut tlh, 0x00, buffer_size as u32);
+    tlh[0x04..0x08].copy_from_slice(&[major, minor, 1, 5]);
+    put32(&mut tlh, 0x08, ctx.build);
+    let no_per_cpu = s.logger_mode.unwrap_or(0) & 0x1000_0000 != 0;
+    put32(
+        &mut tlh,
+        0x0C,
+        if no_per_cpu { 1 } else { h.number_processors },
+    );
+    put64(&mut tlh, 0x10, h.system_time);
+    put32(&mut tlh, 0x18, facts.timer_resolution);
+    // LogFileMode without REAL_TIME and the hybrid-shutdown bits (§6.1).
+    put32(
+        &mut tlh,
+        0x20,
+        (s.logger_mode.unwrap_or(0) as u32) & !(0x100 | 0x0040_0000 | 0x0080_0000),
+    );
+    put32(&mut tlh, 0x24, buffers_in_file);
+    put32(&mut tlh, 0x28, 1);
+    put32(&mut tlh, 0x2C, if x64 { 8 } else { 4 });
+    put32(&mut tlh, 0x30, s.events_lost.unwrap_or(0) as u32);
+    put32(&mut tlh, 0x34, facts.cpu_mhz);
+    let tail = if x64 { 0xF8 } else { 0xF0 };
+    put64(
+        &mut tlh,
+        tail,
+        h.system_time.saturating_sub(h.system_up_time),
+    );
+    put64(&mut tlh, tail + 8, facts.perf_freq);
+    put64(&mut tlh, tail + 0x10, s.start_time_raw.unwrap_or(0));
+    put32(&mut tlh, tail + 0x18, s.clock_type.unwrap_or(1) as u32);
+    put32(
+        &mut tlh,
+        tail + 0x1C,
+        s.log_buffers_lost.unwrap_or(0) as u32,
+    );
+    tlh.extend(utf16z(s.name.as_deref().unwrap_or("")));
+    tlh.extend(utf16z(s.log_file.as_deref().unwrap_or("")));
+    // Keep the record 8-aligned (zeros after the strings are inside the record).
+    while (0x20 + tlh.len()) % 8 != 0 {
+        tlh.push(0);
+    }
+    let size = 0x20 + tlh.len();
+    let mut rec = vec![0u8; 0x20];
+    put32(&mut rec, 0, if x64 { 0xC002_0002 } else { 0xC001_0002 });
+    rec[4..6].copy_from_slice(&(size as u16).to_le_bytes());
+    rec.extend(tlh);
+    let end = 0x48 + rec.len();
+    let mut b = vec![0u8; 0x48];
+    put32(&mut b, 0x00, buffer_size as u32);
+    put32(&mut b, 0x04, end as u32);
+    put32(&mut b, 0x08, end as u32);
+    b[0x28..0x2C].copy_from_slice(&((s.logger_id as u32) << 16).to_le_bytes());
+    put32(&mut b, 0x2C, 3);
+    put32(&mut b, 0x30, end as u32);
+    b[0x34..0x36].copy_from_slice(&0x21u16.to_le_bytes());
+    b[0x36..0x38].copy_from_slice(&4u16.to_le_bytes());
+    b.extend(rec);
+    b.resize(buffer_size.max(end), 0xFF);
+    b
+}
+
+/// A recovered buffer fixed up for the file.
+fn fixed_buffer(r: &BufferRow) -> Option<(Vec<u8>, u64)> {
+    let mut d = r.data.clone()?;
+    let end = r.walk.as_ref()?.end;
+    let put32 = |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    put32(&mut d, 0x04, end as u32);
+    put32(&mut d, 0x08, end as u32);
+    put32(&mut d, 0x2C, 3);
+    put32(&mut d, 0x30, end as u32);
+    if let Some(cpu) = r.processor {
+        let cc = u16::try_from(cpu & 0x7FF).unwrap_or(0);
+        d[0x28..0x2A].copy_from_slice(&cc.to_le_bytes());
+        let flag = u16::from_le_bytes([d[0x34], d[0x35]]) | 0x20;
+        d[0x34..0x36].copy_from_slice(&flag.to_le_bytes());
+    }
+    d[end..].fill(0xFF);
+    Some((d, end as u64))
+}
+
+/// Write the files. Returns the manifest.
+pub fn extract(
+    ctx: &KernelContext<'_>,
+    dump_name: &str,
+    dir: &Path,
+    session: Option<&str>,
+    force: bool,
+) -> Result<Manifest, ExtractError> {
+    let rep = analyse(ctx, session, true);
+    let facts = header_facts(ctx);
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut warnings = rep.warnings.clone();
+    warnings.extend(rep.sessions.warnings.iter().cloned());
+    let mut used = HashSet::new();
+    let mut plan = Vec::new();
+    for s in rep
+        .sessions
+        .sessions
+        .iter()
+        .filter(|s| super::buffers::selected(s, session))
+    {
+        let mut name = file_name(s.logger_id, s.name.as_deref());
+        let mut n = 2;
+        while !used.insert(name.to_ascii_lowercase()) {
+            name = file_name(
+                s.logger_id,
+                Some(&format!("{}-{n}", s.name.as_deref().unwrap_or("logger"))),
+            );
+            n += 1;
+        }
+        let path = dir.join(&name);
+        if path.exists() && !force {
+            return Err(ExtractError::Exists(path));
+        }
+        plan.push((s, name, path));
+    }
+    let manifest_path = dir.join("manifest.json");
+    if manifest_path.exists() && !force {
+        return Err(ExtractError::Exists(manifest_path));
+    }
+    let mut sessions = Vec::new();
+    for (s, name, path) in plan {
+        let mut rows: Vec<&BufferRow> = rep
+            .rows
+            .iter()
+            .filter(|r| r.session_id == s.logger_id)
+            .collect();
+        rows.sort_by_key(|r| (r.sequence_number, r.address.clone()));
+        let mut skipped = Vec::new();
+        let mut data = Vec::new();
+        for r in rows {
+            if r.compressed {
+                skipped.push(Skipped {
+                    address: r.address.clone(),
+                    reason: "compressed buffer (not decompressed)".into(),
+                });
+                continue;
+            }
+            match (fixed_buffer(r), r.walk.as_ref()) {
+                (Some((bytes, valid)), Some(w)) if !w.records.is_empty() => {
+                    data.push((r, bytes, valid, w))
+                }
+                (Some(_), Some(_)) => skipped.push(Skipped {
+                    address: r.address.clone(),
+                    reason: "no complete record".into(),
+                }),
+                _ => skipped.push(Skipped {
+                    address: r.address.clone(),
+                    reason: r.warnings.join("; "),
+                }),
+            }
+        }
+        let header = header_buffer(ctx, s, &facts, data.len() as u32 + 1);
+        let header_records = crate::decode::records::walk(&header, header.u32_le(4))
+            .records
+            .len();
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        let mut hasher = Sha256::new();
+        let mut buffer_list = vec![ManifestBuffer {
+            address: None,
+            sequence_number: 0,
+            valid_bytes: header.u32_le(4) as u64,
+            records: header_records,
+            file_offset: 0,
+        }];
+        let mut off = header.len() as u64;
+        f.write_all(&header).map_err(io(&tmp))?;
+        hasher.update(&header);
+        let mut records = 0;
+        let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
+        for (r, bytes, valid, w) in &data {
+            f.write_all(bytes).map_err(io(&tmp))?;
+            hasher.update(bytes);
+            buffer_list.push(ManifestBuffer {
+                address: Some(r.address.clone()),
+                sequence_number: r.sequence_number,
+                valid_bytes: *valid,
+                records: w.records.len(),
+                file_offset: off,
+            });
+            off += bytes.len() as u64;
+            records += w.records.len();
+            for (k, v) in w.by_key() {
+                *by_hook.entry(k).or_insert(0) += v;
+            }
+        }
+        f.sync_all().map_err(io(&tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        sessions.push(ManifestSession {
+            logger_id: s.logger_id,
+            name: s.name.clone(),
+            file: name,
+            buffers: data.len(),
+            bytes: off,
+            records,
+            records_by_hook: by_hook,
+            sha256: hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            buffer_list,
+            skipped,
+            header_sources: facts.sources.clone(),
+        });
+    }
+    let m = Manifest {
+        dump: dump_name.to_string(),
+        sessions,
+        warnings,
+    };
+    let tmp = dir.join(format!(".manifest.json.tmp-{}", std::process::id()));
+    let text = serde_json::to_vec_pretty(&m).unwrap_or_default();
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &manifest_path).map_err(io(&manifest_path))?;
+    Ok(m)
+}
+
+trait U32Le {
+    fn u32_le(&self, off: usize) -> usize;
+}
+
+impl U32Le for Vec<u8> {
+    fn u32_le(&self, off: usize) -> usize {
+        u32::from_le_bytes([self[off], self[off + 1], self[off + 2], self[off + 3]]) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_names_become_safe_file_names() {
+        assert_eq!(
+            file_name(2, Some("Circular Kernel Context Logger")),
+            "02-Circular Kernel Context Logger.etl"
+        );
+        assert_eq!(
+            file_name(3, Some("../../etc/passwd")),
+            "03-____etc_passwd.etl"
+        );
+        assert_eq!(
+            file_name(4, Some("a/b\\c:d*e?f\"g<h>i|j")),
+            "04-a_b_c_d_e_f_g_h_i_j.etl"
+        );
+        assert_eq!(file_name(5, Some("..")), "05-_.etl");
+        assert_eq!(file_name(6, Some("\u{0}\u{1b}[31m")), "06-___31m.etl");
+        assert_eq!(file_name(7, None), "07-logger.etl");
+        assert_eq!(file_name(8, Some("   ")), "08-logger.etl");
+        let long = "x".repeat(5000);
+        assert_eq!(file_name(9, Some(&long)).len(), 3 + 80 + 4);
+        assert_eq!(file_name(10, Some("Ünïcode名")), "10-_n_code_.etl");
+        for n in ["CON", "nul", "COM1"] {
+            // Reserved device names never stand alone: the id prefix is always there.
+            assert!(file_name(1, Some(n)).starts_with("01-"));
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! `buffers` and `extract` against forge dumps with ETW buffers (tests/forge etw_buffers.rs,
+//! written from etw-internals.md §2-§6 independently of the reader): every buffer is found on
+//! the lists the forge put it on, with the valid/trimmed bytes and record counts it wrote; the
+//! .etl files hold exactly the extractable buffers, in sequence order.
+
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::kernel::context::{KernelContext, SymbolOptions};
+use etwdump::report::buffers::analyse;
+use etwdump_forge::{forge, Config, EtwSpec, Forged};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn forge_buffers(name: &str) -> Forged {
+    let mut c = Config::from_fixture(&fixture(name));
+    c.etw = Some(EtwSpec::standard(c.build).with_buffers(c.build));
+    forge(&c)
+}
+
+fn opts(name: &str) -> SymbolOptions {
+    SymbolOptions {
+        pdb: Some(fixture(name).join("ntkrnlmp.pdb")),
+        ..SymbolOptions::default()
+    }
+}
+
+const FIXTURES: &[&str] = &["x64-14393", "x64-17763", "x64-17763b", "x64-19041"];
+
+#[test]
+fn every_buffer_as_forged() {
+    for name in FIXTURES {
+        let f = forge_buffers(name);
+        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+        let rep = analyse(&ctx, None, false);
+        let etw = f.etw.as_ref().unwrap();
+        let mut expected = 0;
+        for s in etw.sessions() {
+            for e in &s.buffer_details {
+                expected += 1;
+                let addr = format!("{:#x}", e.address);
+                let r = rep
+                    .rows
+                    .iter()
+                    .find(|r| r.address == addr)
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "{name}: buffer {addr} of logger {} not found; warnings {:?}",
+                            s.logger_id, rep.warnings
+                        )
+                    });
+                let what = format!("{name}: logger {} buffer {addr}", s.logger_id);
+                assert_eq!(r.session_id, u64::from(e.session_id), "{what}");
+                let lists: Vec<String> = r
+                    .lists
+                    .iter()
+                    .map(|l| {
+                        serde_json::to_value(l)
+                            .unwrap()
+                            .as_str()
+                            .unwrap()
+                            .to_string()
+                    })
+                    .collect();
+                let mut want_lists = e.lists.clone();
+                want_lists.sort();
+                let mut got_lists = lists.clone();
+                got_lists.sort();
+                assert_eq!(got_lists, want_lists, "{what}: lists");
+                assert_eq!(r.state, u64::from(e.state), "{what}: state");
+                assert_eq!(r.buffer_type, u64::from(e.buffer_type), "{what}");
+                assert_eq!(r.buffer_flag, u64::from(e.buffer_flag), "{what}");
+                assert_eq!(
+                    r.processor,
+                    Some(u64::from(e.processor)),
+                    "{what}: processor"
+                );
+                assert_eq!(r.sequence_number, e.sequence_number, "{what}");
+                assert_eq!(r.buffer_size, u64::from(e.buffer_size), "{what}");
+                assert_eq!(r.compressed, e.compressed, "{what}");
+                assert_eq!(
+                    r.valid_bytes,
+                    u64::from(e.valid_bytes),
+                    "{what}: valid bytes"
+                );
+                if !e.compressed {
+                    assert_eq!(
+                        r.trimmed_bytes,
+                        u64::from(e.trimmed_bytes),
+                        "{what}: trimmed; {:?}",
+                        r.warnings
+                    );
+                    assert_eq!(
+                        r.record_count, e.record_count as usize,
+                        "{what}: records; {:?}",
+                        r.warnings
+                    );
+                    let want: BTreeMap<String, u64> = e
+                        .records_by_key
+                        .iter()
+                        .map(|(k, v)| (k.clone(), u64::from(*v)))
+                        .collect();
+                    assert_eq!(r.records_by_hook, want, "{what}");
+                }
+            }
+        }
+        assert_eq!(
+            rep.rows.len(),
+            expected,
+            "{name}: buffers listed beyond the forge's"
+        );
+        assert!(expected >= 20, "{name}: only {expected} buffers");
+        // The cyclic GlobalList is reported, not followed forever.
+        assert!(
+            rep.warnings.iter().any(|w| w.contains("a cycle")),
+            "{name}: {:?}",
+            rep.warnings
+        );
+    }
+}
+
+#[test]
+fn extract_writes_the_extractable_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "x64-19041";
+    let f = forge_buffers(name);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+    let out = dir.path().join("out");
+    let m = etwdump::report::extract::extract(&ctx, "forge", &out, None, false).unwrap();
+    let etw = f.etw.as_ref().unwrap();
+    for s in etw.sessions() {
+        let ms = m
+            .sessions
+            .iter()
+            .find(|x| x.logger_id == u64::from(s.logger_id))
+            .unwrap();
+        let mut want: Vec<_> = s
+            .buffer_details
+            .iter()
+            .filter(|b| b.extractable())
+            .collect();
+        want.sort_by_key(|b| (b.sequence_number, b.address));
+        let got: Vec<String> = ms.buffer_list[1..]
+            .iter()
+            .map(|b| b.address.clone().unwrap())
+            .collect();
+        assert_eq!(
+            got,
+            want.iter()
+                .map(|b| format!("{:#x}", b.address))
+                .collect::<Vec<_>>(),
+            "logger {}",
+            s.logger_id
+        );
+        // Re-read the file with the walker: the same records per buffer, nothing torn.
+        let bytes = std::fs::read(out.join(&ms.file)).unwrap();
+        assert_eq!(bytes.len() as u64, ms.bytes);
+        let sha: String = {
+            use sha2::Digest;
+            sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        assert_eq!(sha, ms.sha256);
+        let etl = etwdump::decode::etl::read(&bytes);
+        assert!(etl.problem.is_none());
+        assert_eq!(etl.buffers.len(), ms.buffer_list.len());
+        for (b, mb) in etl.buffers.iter().zip(&ms.buffer_list) {
+            assert_eq!(b.records, mb.records);
+            assert_eq!(b.trimmed_bytes, 0);
+            assert!(b.torn.is_none());
+            assert_eq!(b.offset, mb.file_offset);
+        }
+        for (b, w) in etl.buffers[1..].iter().zip(&want) {
+            assert_eq!(b.records, w.record_count as usize);
+        }
+        // Header buffer: BufferType 4, the SYSTEM header record with hook 0.
+        assert_eq!(etl.buffers[0].buffer_type, 4);
+        assert_eq!(etl.buffers[0].walk.records[0].hook, Some(0));
+        // BuffersWritten in TRACE_LOGFILE_HEADER = buffers in the file.
+        let tlh = 0x48 + 0x20;
+        assert_eq!(
+            u32::from_le_bytes(bytes[tlh + 0x24..tlh + 0x28].try_into().unwrap()) as usize,
+            etl.buffers.len()
+        );
+        // Compressed buffers are skipped with the reason.
+        for b in s.buffer_details.iter().filter(|b| b.compressed) {
+            assert!(ms.skipped.iter().any(
+                |x| x.address == format!("{:#x}", b.address) && x.reason.contains("compressed")
+            ));
+        }
+    }
+    // A second run refuses to overwrite; no temporary files are left behind.
+    let e = etwdump::report::extract::extract(&ctx, "forge", &out, None, false).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("already exists (use --force to overwrite)"),
+        "{e}"
+    );
+    assert!(std::fs::read_dir(&out).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .contains(".tmp-")));
+    etwdump::report::extract::extract(&ctx, "forge", &out, None, true).unwrap();
+}
