@@ -183,7 +183,7 @@ fn extract_writes_the_extractable_buffers() {
         }
         // Header buffer: BufferType 4, the SYSTEM header record with hook 0.
         assert_eq!(etl.buffers[0].buffer_type, 4);
-        assert_eq!(etl.buffers[0].walk.records[0].hook, Some(0));
+        assert_eq!(etl.buffers[0].walk.first.unwrap().hook, Some(0));
         // BuffersWritten in TRACE_LOGFILE_HEADER = buffers in the file.
         let tlh = 0x48 + 0x20;
         assert_eq!(

@@ -39,7 +39,7 @@ fn real_etl_files_walk_completely() {
         // Buffer 0 is the header buffer: BufferType 4, first record the SYSTEM header (hook 0).
         let h = &f.buffers[0];
         assert_eq!(h.buffer_type, 4, "{name}");
-        let r0 = &h.walk.records[0];
+        let r0 = h.walk.first.unwrap();
         assert_eq!(r0.hook, Some(0x0000), "{name}");
         // etw-internals.md §6.1: 3, 6 and 49 buffers; TRACE_LOGFILE_HEADER.BuffersWritten
         // (+0x24 after the 0x20-byte SYSTEM header) counts them all, header buffer included.

@@ -58,7 +58,7 @@ pub fn read(bytes: &[u8]) -> EtlFile {
             saved_offset: saved,
             buffer_type: buf.u16_at(0x36).unwrap_or(0),
             sequence_number: buf.i64_at(0x18).unwrap_or(0),
-            records: w.records.len(),
+            records: w.count,
             records_by_hook: w.by_key(),
             trimmed_bytes: w.trimmed,
             torn: w

@@ -6,7 +6,6 @@
 //! excludes the alignment padding. The walk stops at the first record that is not complete and
 //! valid inside the buffer's valid bytes; what follows is the trimmed (torn) tail.
 
-use crate::bytes::LeBytes;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -126,10 +125,45 @@ pub struct Torn {
     pub reason: String,
 }
 
-/// The result of walking one buffer.
+/// What a count is kept under: the hook id of kernel-style records (low 16 bits), else the
+/// kind (bit 16 set, kind in bits 17..).
+type CountKey = u32;
+
+fn count_key(r: &Record) -> CountKey {
+    match r.hook {
+        Some(h) => u32::from(h),
+        None => 0x1_0000 | ((r.kind as u32) << 17),
+    }
+}
+
+fn kind_of_key(k: CountKey) -> RecordKind {
+    const KINDS: [RecordKind; 13] = [
+        RecordKind::System32,
+        RecordKind::System64,
+        RecordKind::Compact32,
+        RecordKind::Compact64,
+        RecordKind::Full32,
+        RecordKind::Full64,
+        RecordKind::Instance32,
+        RecordKind::Instance64,
+        RecordKind::Message,
+        RecordKind::PerfInfo32,
+        RecordKind::PerfInfo64,
+        RecordKind::EventHeader32,
+        RecordKind::EventHeader64,
+    ];
+    KINDS[((k >> 17) as usize).min(KINDS.len() - 1)]
+}
+
+/// The result of walking one buffer (records are counted, not stored; see [`records`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Walk {
-    pub records: Vec<Record>,
+    /// Complete records.
+    pub count: usize,
+    /// The first complete record.
+    pub first: Option<Record>,
+    /// Counts per key (few distinct keys: a linear list).
+    counts: Vec<(CountKey, u64)>,
     /// End of the last complete record including its alignment padding (capped at the valid
     /// end), i.e. the trimmed valid length.
     pub end: usize,
@@ -142,10 +176,31 @@ impl Walk {
     /// Counts by [`RecordKind::key`].
     pub fn by_key(&self) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
-        for r in &self.records {
-            *m.entry(r.kind.key(r.hook)).or_insert(0) += 1;
+        for &(k, n) in &self.counts {
+            let key = if k & 0x1_0000 == 0 {
+                RecordKind::PerfInfo64.key(Some(k as u16))
+            } else {
+                kind_of_key(k).key(None)
+            };
+            *m.entry(key).or_insert(0) += n;
         }
         m
+    }
+
+    fn count(&mut self, r: &Record) {
+        let key = count_key(r);
+        // Records of one kind come in runs: try the last key first.
+        match self.counts.last_mut() {
+            Some((k, n)) if *k == key => *n += 1,
+            _ => match self.counts.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, n)) => *n += 1,
+                None => self.counts.push((key, 1)),
+            },
+        }
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(*r);
+        }
     }
 }
 
@@ -155,6 +210,18 @@ fn align8(x: usize) -> usize {
 
 /// Walk the records in `buf[BUFFER_HEADER_SIZE..valid]` (`valid` is clamped to the buffer).
 pub fn walk(buf: &[u8], valid: usize) -> Walk {
+    walk_each(buf, valid, |_| {})
+}
+
+/// Every complete record of a buffer.
+pub fn records(buf: &[u8], valid: usize) -> Vec<Record> {
+    let mut v = Vec::new();
+    walk_each(buf, valid, |r| v.push(*r));
+    v
+}
+
+/// Walk, calling `each` for every complete record.
+pub fn walk_each(buf: &[u8], valid: usize, mut each: impl FnMut(&Record)) -> Walk {
     let valid = valid.min(buf.len());
     let mut w = Walk {
         end: BUFFER_HEADER_SIZE.min(valid),
@@ -162,63 +229,79 @@ pub fn walk(buf: &[u8], valid: usize) -> Walk {
     };
     let mut off = BUFFER_HEADER_SIZE;
     while off < valid {
-        let torn = |reason: String| {
-            Some(Torn {
-                offset: off,
-                reason,
-            })
+        let rec = match parse_at(buf, off, valid) {
+            Ok(r) => r,
+            Err(reason) => {
+                w.torn = Some(Torn {
+                    offset: off,
+                    reason,
+                });
+                break;
+            }
         };
-        let Some(marker) = buf.u32_at(off).filter(|_| off + 4 <= valid) else {
-            w.torn = torn("the record's marker runs past the valid end".into());
-            break;
-        };
-        let b = marker.to_le_bytes();
-        if b[3] & 0x80 == 0 {
-            w.torn = torn(format!("marker {marker:#010x} lacks the header flag"));
-            break;
-        }
-        let Some(kind) = RecordKind::from_marker(b[2], b[3]) else {
-            w.torn = torn(format!("marker {marker:#010x} is not a known header type"));
-            break;
-        };
-        let Some(size) = buf.u16_at(off + kind.size_offset()).map(usize::from) else {
-            w.torn = torn("the record's size runs past the buffer".into());
-            break;
-        };
-        if size < kind.min_size() {
-            w.torn = torn(format!(
-                "{kind:?} record of size {size:#x}, smaller than its {:#x}-byte header",
-                kind.min_size()
-            ));
-            break;
-        }
-        if off + size > valid {
-            w.torn = torn(format!(
-                "{kind:?} record of size {size:#x} runs past the valid end {valid:#x}"
-            ));
-            break;
-        }
-        let hook = kind.has_hook().then(|| buf.u16_at(off + 6).unwrap_or(0));
-        let is_perf = matches!(kind, RecordKind::PerfInfo32 | RecordKind::PerfInfo64);
-        w.records.push(Record {
-            offset: off,
-            kind,
-            size,
-            hook,
-            version: b[0],
-            pmc_counters: if is_perf {
-                ((marker >> 8) & 7) as u8
-            } else {
-                0
-            },
-            pebs: is_perf && marker & 0x8000 != 0,
-        });
+        w.count(&rec);
+        each(&rec);
         // The record's alignment padding belongs to it (the kernel reserves aligned sizes).
-        w.end = (off + align8(size)).min(valid);
-        off += align8(size);
+        w.end = (off + align8(rec.size)).min(valid);
+        off += align8(rec.size);
     }
     w.trimmed = valid.saturating_sub(w.end);
     w
+}
+
+/// The record at `off`, if it is complete and valid inside `valid` bytes. Only the record's
+/// first 8 bytes are read, so `buf` may be a prefix of the buffer.
+fn parse_at(buf: &[u8], off: usize, valid: usize) -> Result<Record, String> {
+    // One bounds check for the 8 bytes every header starts with.
+    let head: [u8; 8] = match buf.get(off..off + 8) {
+        Some(h) if off + 4 <= valid => h.try_into().unwrap_or([0; 8]),
+        _ => return Err("the record's marker runs past the valid end".into()),
+    };
+    let marker = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let b = marker.to_le_bytes();
+    if b[3] & 0x80 == 0 {
+        return Err(format!("marker {marker:#010x} lacks the header flag"));
+    }
+    let Some(kind) = RecordKind::from_marker(b[2], b[3]) else {
+        return Err(format!("marker {marker:#010x} is not a known header type"));
+    };
+    let so = kind.size_offset();
+    let size = usize::from(u16::from_le_bytes([head[so], head[so + 1]]));
+    if size < kind.min_size() {
+        return Err(format!(
+            "{kind:?} record of size {size:#x}, smaller than its {:#x}-byte header",
+            kind.min_size()
+        ));
+    }
+    if off + size > valid {
+        return Err(format!(
+            "{kind:?} record of size {size:#x} runs past the valid end {valid:#x}"
+        ));
+    }
+    let hook = kind
+        .has_hook()
+        .then(|| u16::from_le_bytes([head[6], head[7]]));
+    let is_perf = matches!(kind, RecordKind::PerfInfo32 | RecordKind::PerfInfo64);
+    Ok(Record {
+        offset: off,
+        kind,
+        size,
+        hook,
+        version: b[0],
+        pmc_counters: if is_perf {
+            ((marker >> 8) & 7) as u8
+        } else {
+            0
+        },
+        pebs: is_perf && marker & 0x8000 != 0,
+    })
+}
+
+/// Whether the buffer's first record is complete inside `valid` bytes; `prefix` needs only
+/// the buffer's first `BUFFER_HEADER_SIZE + 8` bytes. (A walk counts at least one record
+/// exactly when this holds.)
+pub fn first_record_complete(prefix: &[u8], valid: usize) -> bool {
+    valid > BUFFER_HEADER_SIZE && parse_at(prefix, BUFFER_HEADER_SIZE, valid).is_ok()
 }
 
 #[cfg(test)]
@@ -284,15 +367,18 @@ mod tests {
         ];
         let (b, valid) = buffer(&recs, 0x1000);
         let w = walk(&b, valid);
-        assert_eq!(w.records.len(), 5);
+        let rs = records(&b, valid);
+        assert_eq!(w.count, 5);
+        assert_eq!(rs.len(), 5);
+        assert_eq!(w.first, Some(rs[0]));
         assert_eq!(w.torn, None);
         assert_eq!(w.end, valid);
         assert_eq!(w.trimmed, 0);
-        assert_eq!(w.records[1].hook, Some(0x0524));
-        assert!(w.records[1].pebs);
-        assert_eq!(w.records[2].pmc_counters, 2);
-        assert_eq!(w.records[3].size, 0x5B);
-        assert_eq!(w.records[4].offset, w.records[3].offset + 0x60);
+        assert_eq!(rs[1].hook, Some(0x0524));
+        assert!(rs[1].pebs);
+        assert_eq!(rs[2].pmc_counters, 2);
+        assert_eq!(rs[3].size, 0x5B);
+        assert_eq!(rs[4].offset, rs[3].offset + 0x60);
         let k = w.by_key();
         assert_eq!(k["0x0524"], 2);
         assert_eq!(k["0x0000"], 1);
@@ -307,7 +393,7 @@ mod tests {
         // Cut the second record in half.
         let cut = valid - 0x10;
         let w = walk(&b, cut);
-        assert_eq!(w.records.len(), 1);
+        assert_eq!(w.count, 1);
         assert_eq!(w.end, BUFFER_HEADER_SIZE + 0x28);
         assert_eq!(w.trimmed, cut - w.end);
         assert!(w
@@ -320,7 +406,7 @@ mod tests {
         let mut b2 = b.clone();
         b2[BUFFER_HEADER_SIZE + 0x28..valid].fill(0);
         let w = walk(&b2, valid);
-        assert_eq!(w.records.len(), 1);
+        assert_eq!(w.count, 1);
         assert_eq!(w.trimmed, valid - (BUFFER_HEADER_SIZE + 0x28));
         assert!(w.torn.unwrap().reason.contains("lacks the header flag"));
         // Valid beyond the buffer: clamped.
@@ -328,6 +414,6 @@ mod tests {
         assert!(w.end <= 0x60);
         // An empty buffer.
         let w = walk(&b, BUFFER_HEADER_SIZE);
-        assert!(w.records.is_empty() && w.trimmed == 0 && w.torn.is_none());
+        assert!(w.count == 0 && w.first.is_none() && w.trimmed == 0 && w.torn.is_none());
     }
 }

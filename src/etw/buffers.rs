@@ -106,6 +106,8 @@ struct Finder<'a, 'd> {
     header_layout: &'a StructLayout,
     session: &'a Session,
     found: Vec<FoundBuffer>,
+    /// Address → index in `found`.
+    index: std::collections::HashMap<VirtAddr, usize>,
     warnings: Vec<String>,
     /// Upper bound on entries walked per list.
     bound: u64,
@@ -135,6 +137,7 @@ pub fn find_buffers(
         header_layout,
         session,
         found: Vec::new(),
+        index: std::collections::HashMap::new(),
         warnings: Vec::new(),
         bound: (n * 2 + 64).min(1 << 20),
     };
@@ -199,7 +202,7 @@ impl Finder<'_, '_> {
 
     /// Read and check a candidate buffer; add it (or the list) on success.
     fn add(&mut self, va: VirtAddr, list: BufferList, cpu: Option<u64>) -> bool {
-        if let Some(b) = self.found.iter_mut().find(|b| b.address == va) {
+        if let Some(b) = self.index.get(&va).map(|&i| &mut self.found[i]) {
             b.lists.insert(list);
             if cpu.is_some() {
                 b.cpu = cpu;
@@ -210,6 +213,7 @@ impl Finder<'_, '_> {
             Ok(h) => {
                 let mut lists = BTreeSet::new();
                 lists.insert(list);
+                self.index.insert(va, self.found.len());
                 self.found.push(FoundBuffer {
                     address: va,
                     lists,

@@ -28,11 +28,14 @@ pub struct BufferRow {
     pub records_by_hook: BTreeMap<String, u64>,
     pub compressed: bool,
     pub warnings: Vec<String>,
-    /// The buffer's bytes (not serialized) and its walk, for extraction.
+    /// The buffer's bytes when asked for (not serialized), its walk, and where it is, so
+    /// extraction can read it again.
     #[serde(skip)]
     pub data: Option<Vec<u8>>,
     #[serde(skip)]
     pub walk: Option<Walk>,
+    #[serde(skip)]
+    pub found: Option<FoundBuffer>,
 }
 
 /// Buffers of the selected sessions, with the session list they came from.
@@ -65,9 +68,7 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) 
             for w in found.warnings {
                 warnings.push(format!("logger {}: {w}", s.logger_id));
             }
-            for b in &found.buffers {
-                rows.push(row(ctx, s, b, keep_data));
-            }
+            rows.extend(rows_parallel(ctx, s, &found.buffers, keep_data));
         }
     }
     BufferReport {
@@ -75,6 +76,38 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) 
         rows,
         warnings,
     }
+}
+
+/// Read and walk the buffers on every core (the order of the rows is kept).
+fn rows_parallel(
+    ctx: &KernelContext<'_>,
+    s: &Session,
+    buffers: &[FoundBuffer],
+    keep_data: bool,
+) -> Vec<BufferRow> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || buffers.len() < 64 {
+        return buffers.iter().map(|b| row(ctx, s, b, keep_data)).collect();
+    }
+    let chunk = buffers.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = buffers
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|b| row(ctx, s, b, keep_data))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -> BufferRow {
@@ -99,6 +132,7 @@ fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -
         warnings: Vec::new(),
         data: None,
         walk: None,
+        found: Some(b.clone()),
     };
     let Some(valid) = h.valid_bytes() else {
         r.warnings.push(format!(
@@ -121,7 +155,7 @@ fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -
     match read_buffer(ctx, b) {
         Ok(d) => {
             let w = walk(&d, valid as usize);
-            r.record_count = w.records.len();
+            r.record_count = w.count;
             r.records_by_hook = w.by_key();
             r.trimmed_bytes = w.trimmed as u64;
             if let Some(t) = &w.torn {

@@ -9,8 +9,9 @@
 //! is written outside DIR, existing files are kept unless `force`, and every file is written
 //! to a temporary name and renamed when complete.
 
-use super::buffers::{analyse, BufferRow};
-use crate::etw::loggers::Session;
+use crate::decode::records::{first_record_complete, BUFFER_HEADER_SIZE};
+use crate::etw::buffers::{find_buffers, FoundBuffer};
+use crate::etw::loggers::{list_sessions, Session};
 use crate::kernel::context::KernelContext;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -253,23 +254,20 @@ fn header_buffer(
     b
 }
 
-/// A recovered buffer fixed up for the file.
-fn fixed_buffer(r: &BufferRow) -> Option<(Vec<u8>, u64)> {
-    let mut d = r.data.clone()?;
-    let end = r.walk.as_ref()?.end;
-    let put32 = |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-    put32(&mut d, 0x04, end as u32);
-    put32(&mut d, 0x08, end as u32);
-    put32(&mut d, 0x2C, 3);
-    put32(&mut d, 0x30, end as u32);
-    if let Some(cpu) = r.processor {
+/// Fix a recovered buffer up for the file, in place.
+fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
+    let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    put32(d, 0x04, end as u32);
+    put32(d, 0x08, end as u32);
+    put32(d, 0x2C, 3);
+    put32(d, 0x30, end as u32);
+    if let Some(cpu) = processor {
         let cc = u16::try_from(cpu & 0x7FF).unwrap_or(0);
         d[0x28..0x2A].copy_from_slice(&cc.to_le_bytes());
         let flag = u16::from_le_bytes([d[0x34], d[0x35]]) | 0x20;
         d[0x34..0x36].copy_from_slice(&flag.to_le_bytes());
     }
     d[end..].fill(0xFF);
-    Some((d, end as u64))
 }
 
 /// Write the files. Returns the manifest.
@@ -280,15 +278,13 @@ pub fn extract(
     session: Option<&str>,
     force: bool,
 ) -> Result<Manifest, ExtractError> {
-    let rep = analyse(ctx, session, true);
+    let list = list_sessions(ctx);
     let facts = header_facts(ctx);
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut warnings = rep.warnings.clone();
-    warnings.extend(rep.sessions.warnings.iter().cloned());
+    let mut warnings = list.warnings.clone();
     let mut used = HashSet::new();
     let mut plan = Vec::new();
-    for s in rep
-        .sessions
+    for s in list
         .sessions
         .iter()
         .filter(|s| super::buffers::selected(s, session))
@@ -314,79 +310,133 @@ pub fn extract(
     }
     let mut sessions = Vec::new();
     for (s, name, path) in plan {
-        let mut rows: Vec<&BufferRow> = rep
-            .rows
-            .iter()
-            .filter(|r| r.session_id == s.logger_id)
-            .collect();
-        rows.sort_by_key(|r| (r.sequence_number, r.address.clone()));
+        // Pass 1 (cheap): which buffers go into the file. A buffer is written when it is not
+        // compressed, its valid end is plausible and its first record is complete: exactly
+        // when a full walk would count at least one record.
         let mut skipped = Vec::new();
-        let mut data = Vec::new();
-        for r in rows {
-            if r.compressed {
-                skipped.push(Skipped {
-                    address: r.address.clone(),
-                    reason: "compressed buffer (not decompressed)".into(),
-                });
-                continue;
+        let mut data: Vec<(FoundBuffer, u64)> = Vec::new();
+        if let Some(array) = list.array.as_ref() {
+            let found = find_buffers(ctx, array, s);
+            for w in found.warnings {
+                warnings.push(format!("logger {}: {w}", s.logger_id));
             }
-            match (fixed_buffer(r), r.walk.as_ref()) {
-                (Some((bytes, valid)), Some(w)) if !w.records.is_empty() => {
-                    data.push((r, bytes, valid, w))
+            for b in found.buffers {
+                let address = b.address.to_string();
+                if b.header.compressed() {
+                    skipped.push(Skipped {
+                        address,
+                        reason: "compressed buffer (not decompressed)".into(),
+                    });
+                    continue;
                 }
-                (Some(_), Some(_)) => skipped.push(Skipped {
-                    address: r.address.clone(),
-                    reason: "no complete record".into(),
-                }),
-                _ => skipped.push(Skipped {
-                    address: r.address.clone(),
-                    reason: r.warnings.join("; "),
-                }),
+                let Some(valid) = b.header.valid_bytes() else {
+                    skipped.push(Skipped {
+                        address,
+                        reason: "no valid end (CurrentOffset and SavedOffset implausible)".into(),
+                    });
+                    continue;
+                };
+                let mut prefix = [0u8; BUFFER_HEADER_SIZE + 8];
+                match ctx.space.read(b.address, &mut prefix) {
+                    Ok(()) if first_record_complete(&prefix, valid as usize) => {
+                        data.push((b, valid))
+                    }
+                    Ok(()) => skipped.push(Skipped {
+                        address,
+                        reason: "no complete record".into(),
+                    }),
+                    Err(e) => skipped.push(Skipped {
+                        address,
+                        reason: e.to_string(),
+                    }),
+                }
             }
         }
+        data.sort_by_key(|(b, _)| (b.header.sequence_number, b.address));
         let header = header_buffer(ctx, s, &facts, data.len() as u32 + 1);
-        let header_records = crate::decode::records::walk(&header, header.u32_le(4))
-            .records
-            .len();
+        let header_end = header.u32_le(4);
+        let header_records = crate::decode::records::walk(&header, header_end).count;
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         let mut hasher = Sha256::new();
         let mut buffer_list = vec![ManifestBuffer {
             address: None,
             sequence_number: 0,
-            valid_bytes: header.u32_le(4) as u64,
+            valid_bytes: header_end as u64,
             records: header_records,
             file_offset: 0,
         }];
         let mut off = header.len() as u64;
-        f.write_all(&header).map_err(io(&tmp))?;
+        file.write_all(&header).map_err(io(&tmp))?;
         hasher.update(&header);
         let mut records = 0;
         let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
-        for (r, bytes, valid, w) in &data {
-            f.write_all(bytes).map_err(io(&tmp))?;
-            hasher.update(bytes);
-            buffer_list.push(ManifestBuffer {
-                address: Some(r.address.clone()),
-                sequence_number: r.sequence_number,
-                valid_bytes: *valid,
-                records: w.records.len(),
-                file_offset: off,
+        // Main thread: read each buffer again (one at a time), fix it up; a second thread
+        // writes and hashes it.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+        let written = std::thread::scope(|scope| {
+            let sink = scope.spawn(move || -> std::io::Result<(std::fs::File, Sha256)> {
+                for b in rx {
+                    file.write_all(&b)?;
+                    hasher.update(&b);
+                }
+                Ok((file, hasher))
             });
-            off += bytes.len() as u64;
-            records += w.records.len();
-            for (k, v) in w.by_key() {
-                *by_hook.entry(k).or_insert(0) += v;
+            for (found, valid) in &data {
+                let mut bytes = vec![0u8; found.header.buffer_size as usize];
+                if let Err(e) = ctx.space.read(found.address, &mut bytes) {
+                    skipped.push(Skipped {
+                        address: found.address.to_string(),
+                        reason: format!("buffer data: {e}"),
+                    });
+                    continue;
+                }
+                let w = crate::decode::records::walk(&bytes, *valid as usize);
+                fix_up(
+                    &mut bytes,
+                    found.cpu.or(Some(found.header.processor_index)),
+                    w.end,
+                );
+                buffer_list.push(ManifestBuffer {
+                    address: Some(found.address.to_string()),
+                    sequence_number: found.header.sequence_number,
+                    valid_bytes: w.end as u64,
+                    records: w.count,
+                    file_offset: off,
+                });
+                off += bytes.len() as u64;
+                records += w.count;
+                for (k, v) in w.by_key() {
+                    *by_hook.entry(k).or_insert(0) += v;
+                }
+                if tx.send(bytes).is_err() {
+                    break; // the writer failed; its error is reported below
+                }
             }
+            drop(tx);
+            sink.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("writer thread panicked")))
+        });
+        let (mut f, mut hasher) = written.map_err(io(&tmp))?;
+        let data_buffers = buffer_list.len() - 1;
+        if data_buffers != data.len() {
+            // A buffer vanished between the reads: BuffersWritten in the header must match.
+            let fixed = header_buffer(ctx, s, &facts, data_buffers as u32 + 1);
+            use std::io::{Seek, SeekFrom};
+            f.seek(SeekFrom::Start(0)).map_err(io(&tmp))?;
+            f.write_all(&fixed).map_err(io(&tmp))?;
+            let all = std::fs::read(&tmp).map_err(io(&tmp))?;
+            hasher = Sha256::new();
+            hasher.update(&all);
         }
-        f.sync_all().map_err(io(&tmp))?;
+        // No fsync: the rename is what keeps a partial file from ever carrying the final name.
         drop(f);
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
         sessions.push(ManifestSession {
             logger_id: s.logger_id,
             name: s.name.clone(),
             file: name,
-            buffers: data.len(),
+            buffers: data_buffers,
             bytes: off,
             records,
             records_by_hook: by_hook,
