@@ -229,24 +229,56 @@ pub fn walk_each(buf: &[u8], valid: usize, mut each: impl FnMut(&Record)) -> Wal
     };
     let mut off = BUFFER_HEADER_SIZE;
     while off < valid {
-        let rec = match parse_at(buf, off, valid) {
-            Ok(r) => r,
-            Err(reason) => {
-                w.torn = Some(Torn {
-                    offset: off,
-                    reason,
-                });
-                break;
-            }
+        let Some(rec) = quick_parse(buf, off, valid) else {
+            // Slow path, only once per buffer: say why.
+            let reason = parse_at(buf, off, valid).err().unwrap_or_default();
+            w.torn = Some(Torn {
+                offset: off,
+                reason,
+            });
+            break;
         };
         w.count(&rec);
         each(&rec);
         // The record's alignment padding belongs to it (the kernel reserves aligned sizes).
-        w.end = (off + align8(rec.size)).min(valid);
-        off += align8(rec.size);
+        let next = off + align8(rec.size);
+        w.end = next.min(valid);
+        off = next;
     }
     w.trimmed = valid.saturating_sub(w.end);
     w
+}
+
+/// The same checks as [`parse_at`] without building an error message.
+#[inline(always)]
+fn quick_parse(buf: &[u8], off: usize, valid: usize) -> Option<Record> {
+    if off + 4 > valid {
+        return None;
+    }
+    let head: &[u8; 8] = buf.get(off..off + 8)?.try_into().ok()?;
+    let kind = RecordKind::from_marker(head[2], head[3])?;
+    let so = kind.size_offset();
+    let size = usize::from(u16::from_le_bytes([head[so], head[so + 1]]));
+    if size < kind.min_size() || off + size > valid {
+        return None;
+    }
+    let marker = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let is_perf = matches!(kind, RecordKind::PerfInfo32 | RecordKind::PerfInfo64);
+    Some(Record {
+        offset: off,
+        kind,
+        size,
+        hook: kind
+            .has_hook()
+            .then(|| u16::from_le_bytes([head[6], head[7]])),
+        version: head[0],
+        pmc_counters: if is_perf {
+            ((marker >> 8) & 7) as u8
+        } else {
+            0
+        },
+        pebs: is_perf && marker & 0x8000 != 0,
+    })
 }
 
 /// The record at `off`, if it is complete and valid inside `valid` bytes. Only the record's

@@ -13,8 +13,8 @@ use crate::decode::records::{first_record_complete, BUFFER_HEADER_SIZE};
 use crate::etw::buffers::{find_buffers, FoundBuffer};
 use crate::etw::loggers::{list_sessions, Session};
 use crate::kernel::context::KernelContext;
+use ring::digest::{Context as Sha256, SHA256};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -358,7 +358,7 @@ pub fn extract(
         let header_records = crate::decode::records::walk(&header, header_end).count;
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        let mut hasher = Sha256::new();
+        let mut hasher = Sha256::new(&SHA256);
         let mut buffer_list = vec![ManifestBuffer {
             address: None,
             sequence_number: 0,
@@ -373,14 +373,20 @@ pub fn extract(
         let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
         // Main thread: read each buffer again (one at a time), fix it up; a second thread
         // writes and hashes it.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(16);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<std::sync::Arc<Vec<u8>>>(16);
+        let (htx, hrx) = std::sync::mpsc::sync_channel::<std::sync::Arc<Vec<u8>>>(16);
         let written = std::thread::scope(|scope| {
-            let sink = scope.spawn(move || -> std::io::Result<(std::fs::File, Sha256)> {
+            let sink = scope.spawn(move || -> std::io::Result<std::fs::File> {
                 for b in rx {
                     file.write_all(&b)?;
+                }
+                Ok(file)
+            });
+            let hash = scope.spawn(move || {
+                for b in hrx {
                     hasher.update(&b);
                 }
-                Ok((file, hasher))
+                hasher
             });
             for (found, valid) in &data {
                 let mut bytes = vec![0u8; found.header.buffer_size as usize];
@@ -409,13 +415,22 @@ pub fn extract(
                 for (k, v) in w.by_key() {
                     *by_hook.entry(k).or_insert(0) += v;
                 }
-                if tx.send(bytes).is_err() {
+                let bytes = std::sync::Arc::new(bytes);
+                if htx.send(bytes.clone()).is_err() || tx.send(bytes).is_err() {
                     break; // the writer failed; its error is reported below
                 }
             }
             drop(tx);
-            sink.join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("writer thread panicked")))
+            drop(htx);
+            let hasher = hash.join();
+            let file = sink
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("writer thread panicked")));
+            file.and_then(|f| {
+                hasher
+                    .map(|h| (f, h))
+                    .map_err(|_| std::io::Error::other("hash thread panicked"))
+            })
         });
         let (mut f, mut hasher) = written.map_err(io(&tmp))?;
         let data_buffers = buffer_list.len() - 1;
@@ -426,7 +441,7 @@ pub fn extract(
             f.seek(SeekFrom::Start(0)).map_err(io(&tmp))?;
             f.write_all(&fixed).map_err(io(&tmp))?;
             let all = std::fs::read(&tmp).map_err(io(&tmp))?;
-            hasher = Sha256::new();
+            hasher = Sha256::new(&SHA256);
             hasher.update(&all);
         }
         // No fsync: the rename is what keeps a partial file from ever carrying the final name.
@@ -441,7 +456,8 @@ pub fn extract(
             records,
             records_by_hook: by_hook,
             sha256: hasher
-                .finalize()
+                .finish()
+                .as_ref()
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect(),
