@@ -33,6 +33,22 @@ pub enum BufferList {
     CompressionTarget,
 }
 
+impl BufferList {
+    /// The name used in JSON and CSV (`global_list`, `per_cpu`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferList::GlobalList => "global_list",
+            BufferList::CurrentBuffer => "current_buffer",
+            BufferList::PerCpu => "per_cpu",
+            BufferList::BufferQueue => "buffer_queue",
+            BufferList::OverflowQueue => "overflow_queue",
+            BufferList::DirtyChain => "dirty_chain",
+            BufferList::BatchedBufferList => "batched_buffer_list",
+            BufferList::CompressionTarget => "compression_target",
+        }
+    }
+}
+
 /// The fields of a WMI_BUFFER_HEADER the tool uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct BufferHeader {
@@ -406,6 +422,19 @@ impl Finder<'_, '_> {
         u64::from(self.ctx.dump.header().number_processors).clamp(1, MAX_CPUS)
     }
 
+    /// A per-CPU EX_FAST_REF value (or why it could not be read).
+    fn add_per_cpu(&mut self, value: Result<VirtAddr, MemError>, cpu: u64, route: &str) {
+        match value {
+            Ok(p) => {
+                let b = VirtAddr(p.0 & self.mask());
+                if b.0 != 0 {
+                    self.add(b, BufferList::PerCpu, Some(cpu));
+                }
+            }
+            Err(e) => self.warnings.push(format!("CPU {cpu}: {route}: {e}")),
+        }
+    }
+
     fn per_cpu(&mut self, array: &LoggerArray) {
         let ctx = self.ctx;
         let space = &ctx.space;
@@ -442,17 +471,7 @@ impl Finder<'_, '_> {
                     let res: Result<VirtAddr, MemError> = space
                         .read_ptr(block.offset(pb_off))
                         .and_then(|arr| space.read_ptr(arr.offset(id * self.psize())));
-                    match res {
-                        Ok(p) => {
-                            let b = VirtAddr(p.0 & self.mask());
-                            if b.0 != 0 {
-                                self.add(b, BufferList::PerCpu, Some(cpu));
-                            }
-                        }
-                        Err(e) => self
-                            .warnings
-                            .push(format!("CPU {cpu}: per-CPU buffer pointer: {e}")),
-                    }
+                    self.add_per_cpu(res, cpu, "ProcessorBlocks route");
                 }
                 return;
             }
@@ -475,15 +494,7 @@ impl Finder<'_, '_> {
                         .read_ptr(kpb.offset(cpu * 8))
                         .and_then(|prcb| space.read_ptr(prcb.offset(es)))
                         .and_then(|blk| space.read_ptr(blk.offset(0x40 + 8 * id)));
-                    match res {
-                        Ok(p) => {
-                            let b = VirtAddr(p.0 & self.mask());
-                            if b.0 != 0 {
-                                self.add(b, BufferList::PerCpu, Some(cpu));
-                            }
-                        }
-                        Err(e) => self.warnings.push(format!("CPU {cpu}: KPRCB.EtwSupport route: {e}")),
-                    }
+                    self.add_per_cpu(res, cpu, "KPRCB.EtwSupport route");
                 }
             }
             _ => self.warnings.push(format!(

@@ -198,10 +198,7 @@ impl BufferReport {
                 },
                 r.lists
                     .iter()
-                    .map(|l| serde_json::to_value(l)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default())
+                    .map(|l| l.name())
                     .collect::<Vec<_>>()
                     .join(",")
             );
@@ -218,42 +215,29 @@ impl BufferReport {
     }
 
     pub fn to_csv(&self) -> String {
+        use super::sessions::csv_field;
         let mut o = String::from("session_id,session_name,address,lists,state,state_name,buffer_type,buffer_flag,processor,sequence_number,buffer_size,valid_bytes,trimmed_bytes,record_count,compressed\n");
         for r in &self.rows {
-            let lists: Vec<String> = r
-                .lists
-                .iter()
-                .filter_map(|l| {
-                    serde_json::to_value(l)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                })
-                .collect();
-            let name = r.session_name.clone().unwrap_or_default();
-            let name = if name.contains([',', '"', '\n']) {
-                format!("\"{}\"", name.replace('"', "\"\""))
-            } else {
-                name
-            };
-            let _ = writeln!(
-                o,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                r.session_id,
-                name,
-                r.address,
+            let lists: Vec<&str> = r.lists.iter().map(|l| l.name()).collect();
+            let fields = [
+                r.session_id.to_string(),
+                csv_field(r.session_name.as_deref().unwrap_or("")),
+                r.address.clone(),
                 lists.join("|"),
-                r.state,
-                r.state_name,
-                r.buffer_type,
-                r.buffer_flag,
+                r.state.to_string(),
+                r.state_name.to_string(),
+                r.buffer_type.to_string(),
+                r.buffer_flag.to_string(),
                 r.processor.map(|p| p.to_string()).unwrap_or_default(),
-                r.sequence_number,
-                r.buffer_size,
-                r.valid_bytes,
-                r.trimmed_bytes,
-                r.record_count,
-                r.compressed
-            );
+                r.sequence_number.to_string(),
+                r.buffer_size.to_string(),
+                r.valid_bytes.to_string(),
+                r.trimmed_bytes.to_string(),
+                r.record_count.to_string(),
+                r.compressed.to_string(),
+            ];
+            o.push_str(&fields.join(","));
+            o.push('\n');
         }
         o
     }

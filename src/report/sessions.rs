@@ -34,7 +34,7 @@ fn num(v: Option<u64>) -> String {
 }
 
 /// Quote a CSV field when needed (RFC 4180).
-fn csv_field(s: &str) -> String {
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
