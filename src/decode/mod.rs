@@ -1,4 +1,7 @@
 //! The decoding layer: what is inside ETW buffers.
 
+pub mod ccswap;
+pub mod cswitch;
 pub mod etl;
+pub mod names;
 pub mod records;

@@ -35,6 +35,7 @@
 //! fixture's types.h, and anomalies; [`Forged::etw`] ([`ForgedEtw`]) says what a reader must
 //! find in every slot.
 
+pub mod ccswap;
 mod config;
 mod etw;
 mod etw_buffers;
