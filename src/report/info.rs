@@ -612,20 +612,20 @@ impl InfoReport {
         for r in &self.etw_roots {
             row(
                 "ETW root",
-                format!(
-                    "{} {}: {}{} ({})",
-                    r.name,
-                    r.address
-                        .map(|a| a.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    if r.present {
-                        "in the dump"
-                    } else {
-                        "NOT in the dump"
-                    },
-                    r.value.map(|v| format!(", holds {v}")).unwrap_or_default(),
-                    r.note
-                ),
+                match r.address {
+                    None => format!("{}: not located ({})", r.name, r.note),
+                    Some(a) => format!(
+                        "{} {a}: {}{} ({})",
+                        r.name,
+                        if r.present {
+                            "in the dump"
+                        } else {
+                            "NOT in the dump"
+                        },
+                        r.value.map(|v| format!(", holds {v}")).unwrap_or_default(),
+                        r.note
+                    ),
+                },
             );
         }
         let m = &self.loaded_modules;

@@ -223,6 +223,21 @@ impl Config {
     /// The committed sample (tests/data/sample-x64.dmp): x64 bitmap dump (SDMP, type 5),
     /// build 19041, KASLR base, the real 19041 kernel's PDB GUID/age
     /// (5278AFF8-6C34-1677-D7D7-835C85B7B844, age 1).
+    /// The committed ETW sample (tests/data/sample-x64-etw.dmp): the 19041 fixture kernel
+    /// (tests/fixtures/x64-19041) in an x64 bitmap dump (SDMP, type 5) with the standard ETW
+    /// sessions and their buffers, so the README's `sessions`, `buffers` and `extract`
+    /// commands work on a fresh clone with `--pdb tests/fixtures/x64-19041/ntkrnlmp.pdb`.
+    pub fn sample_etw() -> Self {
+        let dir = crate::fixture::default_fixtures_root().join("x64-19041");
+        let mut c = Config::from_fixture(&dir);
+        c.layout = Layout::Bitmap {
+            sig: BitmapSig::Sdmp,
+            dump_type: 5,
+        };
+        c.etw = Some(crate::EtwSpec::standard(c.build).with_buffers(c.build));
+        c
+    }
+
     pub fn sample() -> Self {
         Config {
             layout: Layout::Bitmap {

@@ -376,6 +376,13 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.as_slice() {
+        [flag, path] if flag == "--sample-etw" => {
+            let f = forge(&Config::sample_etw());
+            let path = PathBuf::from(path);
+            f.write_to(&path).map(|()| {
+                eprintln!("wrote {}: {} bytes", path.display(), f.file_len());
+            })
+        }
         [flag, path] if flag == "--sample" => {
             let f = forge(&Config::sample());
             let path = PathBuf::from(path);
