@@ -140,10 +140,6 @@ pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     out
 }
 
-fn global(ctx: &KernelContext<'_>, name: &str) -> Option<VirtAddr> {
-    Some(ctx.base?.offset(ctx.symbols.rva(name)?))
-}
-
 fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<LoggerArray> {
     let space = &ctx.space;
     let sym = &ctx.symbols;
@@ -160,7 +156,7 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
 
     // The host silo state, by its two names.
     let mut silos = Vec::new();
-    if let Some(va) = global(ctx, "EtwpHostSiloState") {
+    if let Some(va) = ctx.global("EtwpHostSiloState") {
         match space.read_ptr(va) {
             Ok(p) if p.0 != 0 => silos.push(("EtwpHostSiloState", p)),
             Ok(_) => warnings.push(format!("EtwpHostSiloState at {va} is NULL")),
@@ -168,7 +164,7 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
         }
     }
     if let (Some(va), Some(l)) = (
-        global(ctx, "PspHostSiloGlobals"),
+        ctx.global("PspHostSiloGlobals"),
         sym.layout("_ESERVERSILO_GLOBALS"),
     ) {
         if l.field("EtwSiloState").is_some() {
@@ -235,7 +231,7 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
             )),
         }
     }
-    if let Some(va) = global(ctx, "WmipLoggerContext") {
+    if let Some(va) = ctx.global("WmipLoggerContext") {
         routes.push(LoggerArray {
             route: Route::GlobalArray,
             address: va,

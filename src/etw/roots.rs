@@ -44,7 +44,7 @@ pub fn find_roots(ctx: &KernelContext<'_>) -> Vec<EtwRoot> {
     let space = &ctx.space;
     let sym = &ctx.symbols;
     let mut out = Vec::new();
-    let global = |name: &str| -> Option<VirtAddr> { Some(ctx.base?.offset(sym.rva(name)?)) };
+    let global = |name: &str| ctx.global(name);
     // A pointer-sized global: is it present, and what does it hold?
     let read_ptr_root = |out: &mut Vec<EtwRoot>, name: &str| -> Option<VirtAddr> {
         match global(name) {

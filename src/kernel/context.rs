@@ -176,6 +176,16 @@ impl<'d> KernelContext<'d> {
         self.image.as_ref().and_then(|i| i.pdb.as_ref().ok())
     }
 
+    /// The address of a kernel global, from the kernel base and the symbols.
+    pub fn global(&self, name: &str) -> Option<VirtAddr> {
+        Some(self.base?.offset(self.symbols.rva(name)?))
+    }
+
+    /// A ULONG kernel global's value, if the symbols name it and the dump holds it.
+    pub fn global_u32(&self, name: &str) -> Option<u32> {
+        self.space.read_u32(self.global(name)?).ok()
+    }
+
     /// The decoded KDBG, if any.
     pub fn kdbg(&self) -> Option<&KdDebuggerData> {
         match &self.kdbg {

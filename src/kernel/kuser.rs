@@ -18,6 +18,8 @@ mod field {
     pub const NT_MAJOR_VERSION: usize = 0x26C;
     pub const NT_MINOR_VERSION: usize = 0x270;
     pub const END: usize = 0x274;
+    /// Windows 10+ (checked against the 19041 ISF).
+    pub const QPC_FREQUENCY: u64 = 0x300;
 }
 
 /// The fields `info` reports.
@@ -59,6 +61,16 @@ impl KUserSharedData {
             nt_minor_version: u(field::NT_MINOR_VERSION),
             system_time: (high1 == high2).then(|| (u64::from(high1) << 32) | u64::from(low)),
         })
+    }
+
+    /// KUSER_SHARED_DATA.QpcFrequency (Windows 10 and later only: `None` before build 10240
+    /// or when the page is not in the dump, or the value is 0).
+    pub fn qpc_frequency(space: &AddressSpace<'_>, build: u32) -> Option<u64> {
+        if build < 10240 {
+            return None;
+        }
+        let va = Self::address(space.arch()).offset(field::QPC_FREQUENCY);
+        space.read_u64(va).ok().filter(|&f| f > 0)
     }
 
     /// The build number without the free/checked flag nibble.

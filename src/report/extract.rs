@@ -13,6 +13,7 @@ use crate::decode::records::{first_record_complete, BUFFER_HEADER_SIZE};
 use crate::etw::buffers::{find_buffers, FoundBuffer};
 use crate::etw::loggers::{list_sessions, Session};
 use crate::kernel::context::KernelContext;
+use crate::kernel::kuser::KUserSharedData;
 use ring::digest::{Context as Sha256, SHA256};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -114,15 +115,12 @@ struct HeaderFacts {
 
 fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
     let mut sources = BTreeMap::new();
-    let space = &ctx.space;
-    let kuser = crate::kernel::kuser::KUserSharedData::address(space.arch());
-    // KUSER_SHARED_DATA.QpcFrequency (+0x300) exists on Windows 10.
-    let perf_freq = match (ctx.build >= 10240).then(|| space.read_u64(kuser.offset(0x300))) {
-        Some(Ok(f)) if f > 0 => {
+    let perf_freq = match KUserSharedData::qpc_frequency(&ctx.space, ctx.build) {
+        Some(f) => {
             sources.insert("perf_freq", "KUSER_SHARED_DATA.QpcFrequency".into());
             f
         }
-        _ => {
+        None => {
             sources.insert(
                 "perf_freq",
                 "assumed 10000000 (KUSER_SHARED_DATA.QpcFrequency not available)".into(),
@@ -130,11 +128,7 @@ fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
             10_000_000
         }
     };
-    let global_u32 = |name: &str| -> Option<u32> {
-        let va = ctx.base?.offset(ctx.symbols.rva(name)?);
-        space.read_u32(va).ok()
-    };
-    let cpu_mhz = match global_u32("EtwCPUSpeedInMHz") {
+    let cpu_mhz = match ctx.global_u32("EtwCPUSpeedInMHz") {
         Some(v) => {
             sources.insert("cpu_speed_mhz", "EtwCPUSpeedInMHz".into());
             v
@@ -147,7 +141,7 @@ fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
             0
         }
     };
-    let timer_resolution = match global_u32("KeMaximumIncrement") {
+    let timer_resolution = match ctx.global_u32("KeMaximumIncrement") {
         Some(v) => {
             sources.insert("timer_resolution", "KeMaximumIncrement".into());
             v
