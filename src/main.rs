@@ -105,6 +105,19 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
     },
+    /// Context switches per CPU: pending (never flushed) CCSWAP blocks, and 0x0525 batches and
+    /// 0x0524 events in the recovered buffers (raw timestamps; no process names yet)
+    Cswitch {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Only this CPU
+        #[arg(long)]
+        cpu: Option<u64>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: report::ListFormat,
+    },
     /// Walk the buffers and records of an .etl file
     Etl {
         /// The .etl file
@@ -272,6 +285,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             writeln!(out, "{}", output.join("manifest.json").display())?;
             for w in &m.warnings {
+                eprintln!("warning: {}", report::sessions::printable(w));
+            }
+        }
+        Command::Cswitch {
+            dump,
+            symbols,
+            cpu,
+            format,
+        } => {
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let rep = report::cswitch::collect(&ctx, cpu);
+            match format {
+                report::ListFormat::Json => {
+                    writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
+                }
+                report::ListFormat::Csv => write!(out, "{}", rep.to_csv())?,
+                report::ListFormat::Table => write!(out, "{}", rep.to_table())?,
+            }
+            for w in &rep.warnings {
                 eprintln!("warning: {}", report::sessions::printable(w));
             }
         }

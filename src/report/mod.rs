@@ -2,6 +2,7 @@
 //! JSON. Nothing here parses dump bytes itself.
 
 pub mod buffers;
+pub mod cswitch;
 pub mod extract;
 pub mod info;
 pub mod read;

@@ -137,6 +137,9 @@ pub struct EtwSpec {
     /// 0x48-byte headers on GlobalList (the original behaviour); a listed one gets exactly
     /// these buffers (`number_of_buffers` must equal their count), all on GlobalList.
     pub buffers: BTreeMap<u32, Vec<BufferSpec>>,
+    /// Pending compact context-switch blocks ('CCsw', etw-internals.md §4): see
+    /// [`EtwSpec::with_pending_ccswap`]. Off in every standard spec.
+    pub pending_ccswap: bool,
 }
 
 /// One slot of the logger array as a correct reader must classify it.
@@ -210,6 +213,47 @@ pub struct ForgedEtw {
     pub debugger_data_array_ptr_va: u64,
     /// One entry per slot (`capacity` entries).
     pub slots: Vec<ExpectedSlot>,
+    /// Pending compact context-switch blocks a reader must find ([`EtwSpec::with_pending_ccswap`]),
+    /// by (cpu, clock / pointer_va). Empty when the option is off.
+    pub pending: Vec<ExpectedPending>,
+    /// Pointers next to the pending ones that a validating reader must reject (unknown-offset
+    /// route only).
+    pub pending_decoys: Vec<ExpectedPendingDecoy>,
+}
+
+/// One pending compact context-switch block (etw-internals.md §4.1-§4.3): a 0x400-byte
+/// NonPagedPoolNx allocation with a 16-byte x64 POOL_HEADER (PoolTag 'CCsw' at header + 4)
+/// right before `block_va`, pointed to by the QWORD at `pointer_va` inside the CPU's
+/// KPRCB.EtwSupport block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedPending {
+    pub cpu: u32,
+    /// Some(clock type) on the known-offset route (1607: `pointer_va` = EtwSupport + 0xB20 +
+    /// 8*clock); None where the offset is not known (1709+: EtwSupport + 0x2A8, to be found by
+    /// a validated search).
+    pub clock: Option<u32>,
+    pub block_va: u64,
+    pub pointer_va: u64,
+    /// UsedBytes at block + 0: 0 (no batch open) or 0x68..=0x400.
+    pub used_bytes: u32,
+    /// StartTick at block + 4 (0 when UsedBytes is 0).
+    pub start_tick: u32,
+    /// The encoder input (`ccswap::encode_pending_block(batch, start_tick, max_wait_reason)`
+    /// is the block); None when UsedBytes is 0 (the block is all zero).
+    pub batch: Option<crate::ccswap::Batch>,
+    /// The build's MaximumWaitReason (39 on 14393, 40 on 17763-20348).
+    pub max_wait_reason: u8,
+}
+
+/// A pointer in the EtwSupport block next to the pending ones that does not lead to a valid
+/// pending block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedPendingDecoy {
+    pub cpu: u32,
+    pub pointer_va: u64,
+    pub block_va: u64,
+    /// Why a reader must reject it ("pool tag 'Etwp'", "UsedBytes 0x50").
+    pub why: String,
 }
 
 impl ForgedEtw {
@@ -434,6 +478,7 @@ impl EtwSpec {
             max_loggers,
             slots,
             buffers: BTreeMap::new(),
+            pending_ccswap: false,
         }
     }
 }
@@ -504,6 +549,30 @@ impl EtwSpec {
             crate::etw_buffers::large_plan(build, count as usize, buffer_size),
         );
         spec
+    }
+}
+
+impl EtwSpec {
+    /// This spec with pending compact context-switch blocks ('CCsw', etw-internals.md §4) for
+    /// x64 fixtures of 1607+ (panics at forge time otherwise):
+    ///
+    /// * 1607 (the inline route, KPRCB.EtwSupport known): *(EtwSupport + 0xB20 + 8*clock) =
+    ///   a 0x400-byte 'CCsw' block: CPU0 clock 1 partial, CPU1 clock 1 nearly full (UsedBytes
+    ///   0x3F8), CPU2 clock 1 empty and open (0x68), CPU3 clock 3 partial, CPU0 clock 2 closed
+    ///   (UsedBytes 0); every other (cpu, clock) slot NULL. MaximumWaitReason 39. The EtwSupport
+    ///   blocks (0xC00 bytes) are mapped even without [`EtwSpec::with_buffers`].
+    /// * 1709+ (the pointer route, offset unknown): each CPU's KPRCB.EtwSupport -> a 0x1000-byte
+    ///   block (mapped for this option) with a clock-1 pending pointer at +0x2A8 (CPU0 partial,
+    ///   CPU1 full to UsedBytes 0x400, CPU2 empty and open, CPU3 partial, others closed), and
+    ///   decoys at +0x2B0 (a plausible block tagged 'Etwp') and +0x2B8 (a 'CCsw' block with
+    ///   UsedBytes 0x50). MaximumWaitReason 40.
+    ///
+    /// Batch times lie before the dump in the clock's units (QPC 10 MHz since boot, system time,
+    /// or a 3 GHz cycle counter); StartTick is the KUSER_SHARED_DATA tick of FirstTimeStamp.
+    /// [`ForgedEtw::pending`] lists what a reader must find.
+    pub fn with_pending_ccswap(mut self) -> EtwSpec {
+        self.pending_ccswap = true;
+        self
     }
 }
 
@@ -1170,6 +1239,8 @@ pub(crate) fn build(
 
     // Per-CPU current buffers (etw-internals.md §3.3).
     let mut processor_blocks = None;
+    // KPRCB.EtwSupport targets (1607, per CPU), when the buffers mapped them.
+    let mut es_blocks: Vec<u64> = Vec::new();
     if !per_cpu.is_empty() {
         match route {
             EtwRoute::Pointer => {
@@ -1213,6 +1284,7 @@ pub(crate) fn build(
                     .expect("_KPRCB.EtwSupport");
                 for cpu in 0..cfg.cpus {
                     let block = pool.alloc(ETW_SUPPORT_BLOCK_SIZE, b"Etwp");
+                    es_blocks.push(block);
                     for &(c, id, v) in &per_cpu {
                         if c == cpu {
                             let o = 0x40 + u64::from(id) * 8;
@@ -1230,6 +1302,23 @@ pub(crate) fn build(
             ),
         }
     }
+
+    // Pending compact context-switch blocks (etw-internals.md §4).
+    let (pending, pending_decoys) = if spec.pending_ccswap {
+        place_pending(
+            &PendingCtx {
+                cfg,
+                t: &t,
+                route,
+                prcbs,
+            },
+            &mut pool,
+            &mut es_blocks,
+            &mut kprcb_writes,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
 
     // The silo state and the globals that point to it.
     if let Some(silo) = silo_va {
@@ -1302,6 +1391,8 @@ pub(crate) fn build(
             host_silo_globals_va: if silo_va.is_some() { globals_va } else { None },
             debugger_data_array_ptr_va,
             slots: expected,
+            pending,
+            pending_decoys,
         },
         probes,
         kprcb_writes,
@@ -1570,4 +1661,270 @@ impl BufferPlacement<'_> {
         }
         (out, links)
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// Pending compact context-switch blocks (etw-internals.md §4.1-§4.3)
+
+/// Pool tag of the pending blocks ('CCsw' = 43 43 73 77).
+pub(crate) const CCSW_TAG: &[u8; 4] = b"CCsw";
+/// 1607 x64: the pending pointers at KPRCB.EtwSupport + 0xB20 + 8*clock (§4.1).
+pub(crate) const CCSWAP_1607_OFFSET: u64 = 0xB20;
+/// Unknown-offset route (1709+): where the forge puts the clock-1 pointer, and the decoys.
+pub(crate) const CCSWAP_SEARCH_OFFSET: u64 = 0x2A8;
+const CCSWAP_DECOY_TAG_OFFSET: u64 = 0x2B0;
+const CCSWAP_DECOY_USED_OFFSET: u64 = 0x2B8;
+/// Size of the EtwSupport block mapped on the pointer route for this option.
+const ETW_SUPPORT_BLOCK_SIZE_SEARCH: usize = 0x1000;
+
+/// MaximumWaitReason (the last `_KWAIT_REASON` constant) of `build` (§4.3 table).
+pub(crate) fn max_wait_reason(build: u32) -> u8 {
+    match build {
+        0..=7601 => 37,
+        7602..=14393 => 39,
+        14394..=20348 => 40,
+        _ => 41,
+    }
+}
+
+/// "Now" in the units of session clock `clock` (§7): 1 QPC at 10 MHz since boot, 2 system
+/// time (FILETIME), 3 a 3 GHz cycle counter since boot.
+fn clock_now(cfg: &Config, clock: u32) -> u64 {
+    match clock {
+        1 => cfg.system_up_time,
+        2 => cfg.system_time,
+        3 => cfg.system_up_time * 300,
+        _ => panic!("clock type {clock}"),
+    }
+}
+
+/// A session-clock time as 100 ns units since boot.
+fn clock_to_uptime(cfg: &Config, clock: u32, v: u64) -> u64 {
+    match clock {
+        1 => v,
+        2 => v - (cfg.system_time - cfg.system_up_time),
+        3 => v / 300,
+        _ => panic!("clock type {clock}"),
+    }
+}
+
+/// `b` shifted so that its last switch lies `gap` clock units before the dump; and StartTick
+/// (the KUSER_SHARED_DATA tick, 15.625 ms, of FirstTimeStamp).
+fn retime(
+    cfg: &Config,
+    clock: u32,
+    b: &crate::ccswap::Batch,
+    gap: u64,
+) -> (crate::ccswap::Batch, u32) {
+    let span = b.last_time() - b.first_time;
+    let now = clock_now(cfg, clock);
+    let boot = clock_now(cfg, clock)
+        - match clock {
+            3 => cfg.system_up_time * 300,
+            _ => cfg.system_up_time,
+        };
+    assert!(
+        boot + span + gap < now,
+        "batch of span {span:#x} does not fit clock {clock} before the dump"
+    );
+    let first = now - gap - span;
+    let mut out = b.clone();
+    out.first_time = first;
+    for s in &mut out.switches {
+        s.time = s.time - b.first_time + first;
+    }
+    let tick = clock_to_uptime(cfg, clock, first) / 156_250;
+    (out, tick as u32)
+}
+
+/// One known batch by the start of its description.
+fn known(prefix: &str) -> crate::ccswap::Batch {
+    crate::ccswap::known_batches()
+        .into_iter()
+        .find(|(d, _, _)| d.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no known batch {prefix:?}"))
+        .1
+}
+
+/// What a pending slot holds.
+enum PendingKind {
+    /// An open batch (possibly with no switches).
+    Open(crate::ccswap::Batch),
+    /// UsedBytes 0: an all-zero block.
+    Closed,
+}
+
+struct PendingCtx<'a> {
+    cfg: &'a Config,
+    t: &'a TypesH,
+    route: EtwRoute,
+    prcbs: &'a [u64],
+}
+
+/// Allocate a 0x400-byte 'CCsw' block (16-byte POOL_HEADER before it) and fill it.
+fn pending_block(
+    px: &PendingCtx,
+    pool: &mut Pool,
+    cpu: u32,
+    clock: u32,
+    kind: PendingKind,
+    mwr: u8,
+    gap: u64,
+) -> (u64, u32, u32, Option<crate::ccswap::Batch>) {
+    use crate::ccswap::{encode_pending_block, encode_pending_block_with, PENDING_BLOCK_SIZE};
+    let va = pool.alloc(PENDING_BLOCK_SIZE, CCSW_TAG);
+    let (bytes, batch, tick) = match kind {
+        PendingKind::Open(b) => {
+            let (b, tick) = retime(px.cfg, clock, &b, gap + u64::from(cpu) * 1000);
+            (encode_pending_block(&b, tick, mwr), Some(b), tick)
+        }
+        PendingKind::Closed => {
+            let empty = crate::ccswap::Batch {
+                first_time: 0,
+                tids: Vec::new(),
+                base_priorities: Vec::new(),
+                switches: Vec::new(),
+            };
+            (encode_pending_block_with(&empty, 0, mwr, false), None, 0)
+        }
+    };
+    pool.slice_mut(va, PENDING_BLOCK_SIZE)
+        .copy_from_slice(&bytes);
+    let used = u32::from_le_bytes(bytes[0..4].try_into().expect("4"));
+    (va, used, tick, batch)
+}
+
+/// Place the pending blocks of [`EtwSpec::with_pending_ccswap`]; map the EtwSupport blocks
+/// the route needs (appending to `es_blocks` / `kprcb_writes`).
+fn place_pending(
+    px: &PendingCtx,
+    pool: &mut Pool,
+    es_blocks: &mut Vec<u64>,
+    kprcb_writes: &mut Vec<(u64, Vec<u8>)>,
+) -> (Vec<ExpectedPending>, Vec<ExpectedPendingDecoy>) {
+    let cfg = px.cfg;
+    let fx = cfg.fixture.as_ref().expect("fixture");
+    assert!(
+        cfg.arch.is_x64() && px.route != EtwRoute::Global,
+        "fixture {}: pending compact cswitch blocks need an x64 1607+ fixture",
+        fx.name
+    );
+    assert!(
+        fx.kprcb_size.is_some(),
+        "fixture {}: pending compact cswitch blocks need mapped KPRCBs",
+        fx.name
+    );
+    let es_off =
+        px.t.offset_of("_KPRCB", "EtwSupport")
+            .expect("_KPRCB.EtwSupport");
+    let mwr = max_wait_reason(cfg.build);
+    let mut pending = Vec::new();
+    let mut decoys = Vec::new();
+    match px.route {
+        EtwRoute::Inline => {
+            if es_blocks.is_empty() {
+                for cpu in 0..cfg.cpus {
+                    let block = pool.alloc(ETW_SUPPORT_BLOCK_SIZE, b"Etwp");
+                    es_blocks.push(block);
+                    kprcb_writes.push((
+                        px.prcbs[cpu as usize] + es_off,
+                        block.to_le_bytes().to_vec(),
+                    ));
+                }
+            }
+            let mut nearly_full = known("block filled");
+            nearly_full.switches.pop(); // UsedBytes 0x3F8
+            let plan: Vec<(u32, u32, PendingKind, u64)> = vec![
+                (
+                    0,
+                    1,
+                    PendingKind::Open(known("priority increments")),
+                    20_000,
+                ),
+                (1, 1, PendingKind::Open(nearly_full), 3_000),
+                (2, 1, PendingKind::Open(known("open batch with no")), 50_000),
+                (3, 3, PendingKind::Open(known("delta limits")), 900_000),
+                (0, 2, PendingKind::Closed, 0),
+            ];
+            for (cpu, clock, kind, gap) in plan {
+                if cpu >= cfg.cpus {
+                    continue;
+                }
+                let (va, used, tick, batch) = pending_block(px, pool, cpu, clock, kind, mwr, gap);
+                let ptr_va = es_blocks[cpu as usize] + CCSWAP_1607_OFFSET + 8 * u64::from(clock);
+                put_u64(pool.slice_mut(ptr_va, 8), 0, va);
+                pending.push(ExpectedPending {
+                    cpu,
+                    clock: Some(clock),
+                    block_va: va,
+                    pointer_va: ptr_va,
+                    used_bytes: used,
+                    start_tick: tick,
+                    batch,
+                    max_wait_reason: mwr,
+                });
+            }
+        }
+        EtwRoute::Pointer => {
+            assert!(
+                es_blocks.is_empty(),
+                "the pointer route has no forged EtwSupport block"
+            );
+            for cpu in 0..cfg.cpus {
+                let es = pool.alloc(ETW_SUPPORT_BLOCK_SIZE_SEARCH, b"Etwp");
+                es_blocks.push(es);
+                kprcb_writes.push((px.prcbs[cpu as usize] + es_off, es.to_le_bytes().to_vec()));
+                let kind = match cpu {
+                    0 => PendingKind::Open(known(
+                        "waiting (several wait reasons) vs states 1, 2, 3, 7; MaximumWaitReason 40",
+                    )),
+                    1 => PendingKind::Open(known("block filled")),
+                    2 => PendingKind::Open(known("open batch with no")),
+                    3 => PendingKind::Open(known("idle switches")),
+                    _ => PendingKind::Closed,
+                };
+                let (va, used, tick, batch) = pending_block(px, pool, cpu, 1, kind, mwr, 7_000);
+                let ptr_va = es + CCSWAP_SEARCH_OFFSET;
+                put_u64(pool.slice_mut(ptr_va, 8), 0, va);
+                pending.push(ExpectedPending {
+                    cpu,
+                    clock: None,
+                    block_va: va,
+                    pointer_va: ptr_va,
+                    used_bytes: used,
+                    start_tick: tick,
+                    batch,
+                    max_wait_reason: mwr,
+                });
+                // Decoy 1: a plausible pending block with the wrong pool tag.
+                let (b, tick) = retime(cfg, 1, &known("wait time 0 and 1"), 9_000);
+                let bytes = crate::ccswap::encode_pending_block(&b, tick, mwr);
+                let d1 = pool.alloc(bytes.len(), b"Etwp");
+                pool.slice_mut(d1, bytes.len()).copy_from_slice(&bytes);
+                let p1 = es + CCSWAP_DECOY_TAG_OFFSET;
+                put_u64(pool.slice_mut(p1, 8), 0, d1);
+                decoys.push(ExpectedPendingDecoy {
+                    cpu,
+                    pointer_va: p1,
+                    block_va: d1,
+                    why: "pool tag 'Etwp', not 'CCsw'".to_string(),
+                });
+                // Decoy 2: 'CCsw' but UsedBytes 0x50 (< 0x68).
+                let mut bytes = bytes;
+                bytes[0..4].copy_from_slice(&0x50u32.to_le_bytes());
+                let d2 = pool.alloc(bytes.len(), CCSW_TAG);
+                pool.slice_mut(d2, bytes.len()).copy_from_slice(&bytes);
+                let p2 = es + CCSWAP_DECOY_USED_OFFSET;
+                put_u64(pool.slice_mut(p2, 8), 0, d2);
+                decoys.push(ExpectedPendingDecoy {
+                    cpu,
+                    pointer_va: p2,
+                    block_va: d2,
+                    why: "UsedBytes 0x50 (neither 0 nor 0x68..=0x400)".to_string(),
+                });
+            }
+        }
+        EtwRoute::Global => unreachable!("checked"),
+    }
+    (pending, decoys)
 }

@@ -55,11 +55,12 @@ use std::path::Path;
 
 pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
 pub use etw::{
-    EtwRoute, EtwSpec, ExpectedSession, ExpectedSlot, ForgedEtw, GlobalListSpec, SessionSpec,
-    SlotSpec, EVENT_TRACE_BUFFERING_MODE, EVENT_TRACE_FILE_MODE_CIRCULAR,
-    EVENT_TRACE_FILE_MODE_SEQUENTIAL, EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING,
-    EVENT_TRACE_REAL_TIME_MODE, EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY,
-    LARGE_SESSION_SLOT, NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
+    EtwRoute, EtwSpec, ExpectedPending, ExpectedPendingDecoy, ExpectedSession, ExpectedSlot,
+    ForgedEtw, GlobalListSpec, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,
+    EVENT_TRACE_FILE_MODE_CIRCULAR, EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+    EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING, EVENT_TRACE_REAL_TIME_MODE,
+    EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY, LARGE_SESSION_SLOT,
+    NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
 };
 pub use etw_buffers::{
     cswitch_version, BufferSpec, ExpectedBuffer, Offsets, QueueKind, RecSpec, Tail,
@@ -224,3 +225,5 @@ mod tests;
 mod tests_etw;
 #[cfg(test)]
 mod tests_etw_buffers;
+#[cfg(test)]
+mod tests_etw_pending;

@@ -5,7 +5,9 @@
 //! (`EtwSpec::standard`), `fixture-<name>-etw.dmp`, plus `fixture-x64-19041-etw-max80.dmp`
 //! (MaxLoggers 0x50); their manifest entries carry `"etw"` (route, array, expected slots).
 //! x64 fixtures of 1607+ also get `fixture-<name>-etw-buffers.dmp` (`EtwSpec::with_buffers`:
-//! buffers with records; each session's `"buffer_details"` in the manifest). `--with-large`
+//! buffers with records; each session's `"buffer_details"` in the manifest) and
+//! `fixture-<name>-etw-ccswap.dmp` (the same plus `EtwSpec::with_pending_ccswap`: pending
+//! 'CCsw' blocks, `"pending"` / `"pending_decoys"` in the manifest's `"etw"`). `--with-large`
 //! adds `fixture-x64-19041-etw-large.dmp` (512 MiB machine, 256 MiB of buffers; BUFFERS.md).
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 
@@ -217,7 +219,7 @@ fn etw_json(e: &ForgedEtw) -> Value {
             }),
         })
         .collect();
-    json!({
+    let mut v = json!({
         "route": e.route.name(),
         "array": hex_addr(e.array_va),
         "capacity": e.capacity,
@@ -225,7 +227,44 @@ fn etw_json(e: &ForgedEtw) -> Value {
         "host_silo_globals": opt_hex(e.host_silo_globals_va),
         "debugger_data_array_ptr": hex_addr(e.debugger_data_array_ptr_va),
         "slots": slots,
-    })
+    });
+    // Pending compact cswitch blocks (EtwSpec::with_pending_ccswap); absent when off, so the
+    // other manifests are unchanged.
+    if !e.pending.is_empty() || !e.pending_decoys.is_empty() {
+        let pending: Vec<Value> = e
+            .pending
+            .iter()
+            .map(|p| {
+                json!({
+                    "cpu": p.cpu,
+                    "clock": p.clock,
+                    "block_va": hex_addr(p.block_va),
+                    "pointer_va": hex_addr(p.pointer_va),
+                    "used_bytes": p.used_bytes,
+                    "start_tick": p.start_tick,
+                    "max_wait_reason": p.max_wait_reason,
+                    "switches": p.batch.as_ref().map(|b| b.switches.len()),
+                    "first_time": p.batch.as_ref().map(|b| b.first_time),
+                    "last_time": p.batch.as_ref().map(|b| b.last_time()),
+                })
+            })
+            .collect();
+        let decoys: Vec<Value> = e
+            .pending_decoys
+            .iter()
+            .map(|d| {
+                json!({
+                    "cpu": d.cpu,
+                    "pointer_va": hex_addr(d.pointer_va),
+                    "block_va": hex_addr(d.block_va),
+                    "why": d.why,
+                })
+            })
+            .collect();
+        v["pending"] = Value::from(pending);
+        v["pending_decoys"] = Value::from(decoys);
+    }
+    v
 }
 
 /// Physical memory of the `-etw-large` dump (its 256 MiB of buffers must fit).
@@ -284,7 +323,15 @@ fn fixture_set(root: &Path, with_large: bool) -> Result<Vec<(String, Config)>, S
     for (stem, cfg) in &plain {
         if cfg.arch.is_x64() && cfg.build >= 14393 {
             let spec = EtwSpec::standard(cfg.build).with_buffers(cfg.build);
-            set.push((format!("{stem}-etw-buffers"), cfg.clone().with_etw(spec)));
+            set.push((
+                format!("{stem}-etw-buffers"),
+                cfg.clone().with_etw(spec.clone()),
+            ));
+            // The same with pending compact cswitch blocks ('CCsw', etw-internals.md §4).
+            set.push((
+                format!("{stem}-etw-ccswap"),
+                cfg.clone().with_etw(spec.with_pending_ccswap()),
+            ));
         }
     }
     if with_large {

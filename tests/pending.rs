@@ -1,0 +1,137 @@
+//! Pending (never flushed) CCSWAP blocks in each CPU's KPRCB.EtwSupport block (forge
+//! src/etw.rs `with_pending_ccswap`, encoded with the independent forge encoder): found by the
+//! documented offset on 14393 and by the validated search on 1709+, decoded exactly; decoys
+//! (wrong pool tag, invalid UsedBytes) rejected.
+
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::etw::ccswap::{find_pending, FoundBy};
+use etwdump::kernel::context::{KernelContext, SymbolOptions};
+use etwdump_forge::{forge, Config, EtwSpec};
+use std::path::Path;
+
+#[test]
+fn pending_blocks_as_forged() {
+    for name in ["x64-14393", "x64-17763", "x64-17763b", "x64-19041"] {
+        let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let mut c = Config::from_fixture(&fx);
+        c.etw = Some(
+            EtwSpec::standard(c.build)
+                .with_buffers(c.build)
+                .with_pending_ccswap(),
+        );
+        let f = forge(&c);
+        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+        let opts = SymbolOptions {
+            pdb: Some(fx.join("ntkrnlmp.pdb")),
+            ..SymbolOptions::default()
+        };
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let got = find_pending(&ctx);
+        let etw = f.etw.as_ref().unwrap();
+        assert!(etw.pending.len() >= 4, "{name}");
+        assert_eq!(
+            got.blocks.len(),
+            etw.pending.len(),
+            "{name}: {:?}",
+            got.warnings
+        );
+        let mut switches = 0;
+        for e in &etw.pending {
+            let g = got
+                .blocks
+                .iter()
+                .find(|b| b.block.0 == e.block_va)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{name}: block {:#x} not found; {:?}",
+                        e.block_va, got.warnings
+                    )
+                });
+            let w = format!("{name}: CPU {} block {:#x}", e.cpu, e.block_va);
+            assert_eq!(g.cpu, u64::from(e.cpu), "{w}");
+            assert_eq!(g.pointer.0, e.pointer_va, "{w}");
+            assert_eq!(g.clock, e.clock.map(u64::from), "{w}");
+            match (e.clock, g.found_by) {
+                (Some(k), FoundBy::KnownOffset { offset }) => {
+                    assert_eq!(offset, 0xB20 + 8 * u64::from(k), "{w}")
+                }
+                (None, FoundBy::Search { .. }) => {}
+                (c, fb) => panic!("{w}: clock {c:?} found by {fb:?}"),
+            }
+            assert_eq!(g.decoded.used_bytes, e.used_bytes, "{w}");
+            assert_eq!(g.decoded.start_tick, e.start_tick, "{w}");
+            match (&e.batch, &g.decoded.batch) {
+                (None, None) => {}
+                (Some(want), Some(have)) => {
+                    assert!(have.warnings.is_empty(), "{w}: {:?}", have.warnings);
+                    assert_eq!(have.first_time, want.first_time, "{w}");
+                    assert_eq!(have.switches.len(), want.switches.len(), "{w}");
+                    for (i, (h, s)) in have.switches.iter().zip(&want.switches).enumerate() {
+                        assert_eq!((h.time, h.old_tid), (s.time, s.old_tid), "{w}: switch {i}");
+                        if s.old_tid != 0 {
+                            assert_eq!(
+                                h.old_priority,
+                                Some(s.old_priority as i8),
+                                "{w}: switch {i}"
+                            );
+                            assert_eq!(h.old_state, Some(s.old_state), "{w}: switch {i}");
+                            assert_eq!(
+                                h.old_wait_reason,
+                                (s.old_state == 5).then_some(s.old_wait_reason),
+                                "{w}: switch {i}"
+                            );
+                        }
+                    }
+                    switches += have.switches.len();
+                }
+                (a, b) => panic!(
+                    "{w}: batch expected {} decoded {}",
+                    a.is_some(),
+                    b.is_some()
+                ),
+            }
+        }
+        // Decoys: the 'Etwp'-tagged block is ignored; the 'CCsw' block with UsedBytes 0x50 is
+        // reported.
+        for dcy in &etw.pending_decoys {
+            assert!(
+                got.blocks.iter().all(|b| b.block.0 != dcy.block_va),
+                "{name}: decoy {:#x} listed",
+                dcy.block_va
+            );
+        }
+        if c.build > 14393 {
+            assert_eq!(
+                etw.pending_decoys.len(),
+                2 * usize::try_from(c.cpus).unwrap(),
+                "{name}"
+            );
+            let bad = etw
+                .pending_decoys
+                .iter()
+                .filter(|d| d.why.contains("UsedBytes"))
+                .count();
+            assert_eq!(
+                bad,
+                usize::try_from(c.cpus).unwrap(),
+                "{name}: {:?}",
+                etw.pending_decoys
+            );
+            let reported = got
+                .warnings
+                .iter()
+                .filter(|w| w.contains("fails validation") && w.contains("UsedBytes 0x50"))
+                .count();
+            assert_eq!(reported, bad, "{name}: {:?}", got.warnings);
+        }
+        // cswitch lists every pending switch with its CPU.
+        let rep = etwdump::report::cswitch::collect(&ctx, None);
+        assert_eq!(
+            rep.rows.iter().filter(|r| r.source == "pending").count(),
+            switches,
+            "{name}"
+        );
+    }
+}
