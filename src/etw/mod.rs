@@ -2,6 +2,7 @@
 
 pub mod buffers;
 pub mod ccswap;
+pub mod clock;
 pub mod loggers;
 pub mod mode;
 pub mod roots;

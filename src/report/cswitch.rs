@@ -1,16 +1,18 @@
 //! `etwdump cswitch`: context switches per CPU, from the pending CCSWAP blocks (never flushed)
 //! and from 0x0525 batches and 0x0524 CSwitch events in the recovered buffers.
 //!
-//! Not done yet (issue 6): wall-clock times (`time` is null; timestamps are raw, in the
-//! session's clock) and process names (`old_process`/`new_process` are null).
+//! Times: see [`crate::etw::clock`]. Not done yet (issue 6): process names
+//! (`old_process`/`new_process` are null).
 
 use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::names::{maximum_wait_reason, thread_state, wait_mode, wait_reason};
 use crate::decode::{cswitch, records};
 use crate::etw::buffers::{find_buffers, read_buffer};
 use crate::etw::ccswap::{find_pending, FoundBy};
+use crate::etw::clock;
 use crate::etw::loggers::list_sessions;
 use crate::kernel::context::KernelContext;
+use crate::time::filetime_to_iso8601;
 use serde::Serialize;
 
 /// One context switch.
@@ -18,7 +20,7 @@ use serde::Serialize;
 pub struct SwitchRow {
     pub cpu: Option<u64>,
     pub timestamp: u64,
-    /// Not converted yet: always null.
+    /// ISO-8601 UTC; null when the clock cannot be converted (a warning says why).
     pub time: Option<String>,
     pub old_tid: u32,
     pub old_process: Option<String>,
@@ -77,14 +79,25 @@ pub struct CSwitchReport {
 
 pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchReport {
     let mut rows = Vec::new();
-    let mut warnings = vec![
-        "wall-clock times and process names are not implemented yet: timestamps are raw session-clock values".to_string(),
-    ];
+    let mut warnings = vec!["process names are not implemented yet".to_string()];
+    let note = |w: &mut Vec<String>, what: String| {
+        if !w.contains(&what) {
+            w.push(what);
+        }
+    };
     let mwr = maximum_wait_reason(ctx.build);
+    let list = list_sessions(ctx);
     // Pending blocks.
     let pending = find_pending(ctx);
     warnings.extend(pending.warnings);
     for p in &pending.blocks {
+        let conv = clock::for_clock(ctx, &list.sessions, p.clock);
+        if let Some(why) = conv.problem() {
+            note(
+                &mut warnings,
+                format!("pending blocks: times not converted: {why}"),
+            );
+        }
         if let Some(b) = &p.decoded.batch {
             warnings.extend(
                 b.warnings
@@ -95,14 +108,22 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 let mut r = compact_row(s, Some(p.cpu), "pending", None);
                 r.clock = p.clock;
                 r.found_by = Some(p.found_by);
+                r.time = conv.to_filetime(s.time).map(filetime_to_iso8601);
                 rows.push(r);
             }
         }
     }
     // Events and batches in the buffers of every session.
-    let list = list_sessions(ctx);
     if let Some(array) = list.array.as_ref() {
         for s in &list.sessions {
+            let conv = clock::for_session(ctx, s);
+            if let Some(why) = conv.problem() {
+                note(
+                    &mut warnings,
+                    format!("logger {}: times not converted: {why}", s.logger_id),
+                );
+            }
+            let first_row = rows.len();
             for b in find_buffers(ctx, array, s).buffers {
                 let (Some(valid), false) = (b.header.valid_bytes(), b.header.compressed()) else {
                     continue;
@@ -159,6 +180,9 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                         _ => {}
                     }
                 });
+            }
+            for r in &mut rows[first_row..] {
+                r.time = conv.to_filetime(r.timestamp).map(filetime_to_iso8601);
             }
         }
     }
