@@ -1,8 +1,8 @@
 //! `etwdump cswitch`: context switches per CPU, from the pending CCSWAP blocks (never flushed)
 //! and from 0x0525 batches and 0x0524 CSwitch events in the recovered buffers.
 //!
-//! Times: see [`crate::etw::clock`]. Not done yet (issue 6): process names
-//! (`old_process`/`new_process` are null).
+//! Times: see [`crate::etw::clock`]. Process names: the process list (`kernel::processes`),
+//! "name (pid)"; TID 0 is "Idle"; null when the thread is not in the list.
 
 use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::names::{maximum_wait_reason, thread_state, wait_mode, wait_reason};
@@ -12,6 +12,7 @@ use crate::etw::ccswap::{find_pending, FoundBy};
 use crate::etw::clock;
 use crate::etw::loggers::list_sessions;
 use crate::kernel::context::KernelContext;
+use crate::kernel::processes;
 use crate::time::filetime_to_iso8601;
 use serde::Serialize;
 
@@ -79,7 +80,7 @@ pub struct CSwitchReport {
 
 pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchReport {
     let mut rows = Vec::new();
-    let mut warnings = vec!["process names are not implemented yet".to_string()];
+    let mut warnings = Vec::new();
     let note = |w: &mut Vec<String>, what: String| {
         if !w.contains(&what) {
             w.push(what);
@@ -188,6 +189,22 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
     }
     if let Some(c) = cpu_filter {
         rows.retain(|r| r.cpu == Some(c));
+    }
+    // Thread id → process, from the process list.
+    let procs = processes::walk(ctx);
+    warnings.extend(procs.warnings.iter().cloned());
+    let by_tid = procs.by_tid();
+    let name_of = |tid: u32| -> Option<String> {
+        if tid == 0 {
+            return Some("Idle".into());
+        }
+        by_tid
+            .get(&u64::from(tid))
+            .map(|(pid, name)| format!("{name} ({pid})"))
+    };
+    for r in &mut rows {
+        r.old_process = name_of(r.old_tid);
+        r.new_process = r.new_tid.and_then(name_of);
     }
     rows.sort_by_key(|r| (r.cpu, r.timestamp));
     CSwitchReport { rows, warnings }

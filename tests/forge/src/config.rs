@@ -131,6 +131,11 @@ pub struct Config {
     /// keeps it, sessions, anomalies; see [`EtwSpec`] and [`crate::Forged::etw`]. `None` (every
     /// constructor): nothing is added, the dump is byte-identical to one forged without it.
     pub etw: Option<EtwSpec>,
+    /// A process list (x64 fixture configs only): `_EPROCESS`es with their `_ETHREAD`s linked
+    /// into PsActiveProcessHead; see [`Config::with_processes`] and [`crate::Forged::processes`].
+    /// `false` (every constructor): PsActiveProcessHead stays an empty list and the dump is
+    /// byte-identical to one forged without it.
+    pub processes: bool,
 }
 
 /// GUID of the 19041 kernel of the real triage dump D1 (crash-dump-format.md §2.2); the shared
@@ -170,6 +175,7 @@ impl Config {
             dtb_low_bits: 0,
             fixture: None,
             etw: None,
+            processes: false,
         }
     }
 
@@ -209,6 +215,18 @@ impl Config {
     pub fn with_etw(self, spec: EtwSpec) -> Self {
         Config {
             etw: Some(spec),
+            ..self
+        }
+    }
+
+    /// This config with a process list (x64 fixture kernels whose types.h has `_EPROCESS`,
+    /// `_ETHREAD`, `_CLIENT_ID`): System (PID 4), smss.exe, svchost.exe and explorer.exe
+    /// ([`crate::STANDARD_PROCESSES`]) in pool, linked through `ActiveProcessLinks` into
+    /// PsActiveProcessHead, each with its threads on `ThreadListHead`; see
+    /// [`crate::Forged::processes`].
+    pub fn with_processes(self) -> Self {
+        Config {
+            processes: true,
             ..self
         }
     }
@@ -318,6 +336,10 @@ impl Config {
         assert!(
             self.etw.is_none() || self.fixture.is_some(),
             "Config::etw needs a fixture kernel (Config::from_fixture)"
+        );
+        assert!(
+            !self.processes || self.fixture.is_some() && self.arch == Arch::X64,
+            "Config::processes needs an x64 fixture kernel (Config::from_fixture)"
         );
         if let Some(fx) = &self.fixture {
             assert_eq!(

@@ -48,6 +48,7 @@ mod paging;
 mod pe;
 mod phys;
 mod probes;
+mod processes;
 mod types_h;
 mod util;
 
@@ -69,6 +70,7 @@ pub use fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
     Relocation,
 };
+pub use processes::{ExpectedProcess, STANDARD_PROCESSES};
 pub use util::{guid_from_str, guid_to_string, pdb_symbol_key};
 
 /// A loaded module as listed by PsLoadedModuleList.
@@ -162,6 +164,9 @@ pub struct Forged {
     /// `Some` when `config.etw` was given: the logger array, its route and what a correct
     /// reader finds in every slot (see [`ForgedEtw`]).
     pub etw: Option<ForgedEtw>,
+    /// With `config.processes` ([`Config::with_processes`]): the processes a walk of
+    /// PsActiveProcessHead finds, in Flink order, with their threads; empty otherwise.
+    pub processes: Vec<ExpectedProcess>,
 
     file: layout::FileImage,
     pm: phys::PhysMem,
@@ -227,3 +232,5 @@ mod tests_etw;
 mod tests_etw_buffers;
 #[cfg(test)]
 mod tests_etw_pending;
+#[cfg(test)]
+mod tests_processes;

@@ -124,6 +124,10 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let (entries_page, names_page, entry_vas) =
         kernel::module_list_pages(cfg, &img, &ml_plan, &modules);
     kernel::write_module_list_head(cfg, &mut img, &entry_vas);
+    // Process list (`processes` only; rewrites PsActiveProcessHead, allocates nothing otherwise).
+    let proc_build = cfg
+        .processes
+        .then(|| crate::processes::build(cfg, &mut img));
     // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
     // allocated otherwise, so other dumps stay byte-identical).
     let etw_build = cfg
@@ -216,6 +220,14 @@ pub(crate) fn build(cfg: &Config) -> Forged {
                 EtwPage::ZeroPte(va) => pager.ensure_pt(&mut pm, *va),
             }
         }
+    }
+
+    // Process pool pages.
+    for (va, content) in proc_build.iter().flat_map(|p| &p.pages) {
+        let pfn = pm.alloc();
+        pm.set_page(pfn, content);
+        pager.set_pte(&mut pm, *va, mode.leaf(pfn, Leaf::KernelData));
+        vmap.insert(*va, PAGE_SIZE, pfn << 12);
     }
 
     // The self-map makes one page-table page visible at a fixed VA.
@@ -396,6 +408,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         kprcbs: prcbs,
         kprcb_size,
         etw: etw_build.map(|eb| eb.expected),
+        processes: proc_build.map(|p| p.expected).unwrap_or_default(),
         file,
         pm,
         vmap,

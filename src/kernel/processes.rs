@@ -1,0 +1,156 @@
+//! The process list: PsActiveProcessHead → EPROCESS.ActiveProcessLinks, and each process's
+//! threads through EPROCESS.ThreadListHead → ETHREAD.ThreadListEntry, read through the symbol
+//! layouts. Walks are bounded and cycle-safe.
+
+use super::context::KernelContext;
+use super::view::View;
+use crate::addr::VirtAddr;
+use crate::bytes::LeBytes;
+use std::collections::{HashMap, HashSet};
+
+const MAX_PROCESSES: usize = 1 << 16;
+const MAX_THREADS: usize = 1 << 16;
+
+/// One process and its threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Process {
+    pub eprocess: VirtAddr,
+    pub pid: u64,
+    /// EPROCESS.ImageFileName (at most 15 characters).
+    pub name: String,
+    /// (ETHREAD address, thread id).
+    pub threads: Vec<(VirtAddr, u64)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ProcessList {
+    pub processes: Vec<Process>,
+    pub warnings: Vec<String>,
+}
+
+impl ProcessList {
+    /// Thread id → (process id, image name).
+    pub fn by_tid(&self) -> HashMap<u64, (u64, &str)> {
+        let mut m = HashMap::new();
+        for p in &self.processes {
+            for &(_, tid) in &p.threads {
+                m.insert(tid, (p.pid, p.name.as_str()));
+            }
+        }
+        m
+    }
+}
+
+/// Walk the process list.
+pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
+    let mut out = ProcessList::default();
+    let sym = &ctx.symbols;
+    let (Some(ep), Some(et)) = (sym.layout("_EPROCESS"), sym.layout("_ETHREAD")) else {
+        out.warnings.push(
+            "no _EPROCESS/_ETHREAD layout (give the kernel's PDB or ISF): no process names".into(),
+        );
+        return out;
+    };
+    let off = |l: &crate::symbols::StructLayout, f: &str| l.field(f).map(|x| x.offset);
+    let (Some(links), Some(_), Some(name_off), Some(tlh)) = (
+        off(ep, "ActiveProcessLinks"),
+        off(ep, "UniqueProcessId"),
+        off(ep, "ImageFileName"),
+        off(ep, "ThreadListHead"),
+    ) else {
+        out.warnings
+            .push("_EPROCESS lacks a field the walk needs".into());
+        return out;
+    };
+    let (Some(tle), Some(cid)) = (off(et, "ThreadListEntry"), off(et, "Cid")) else {
+        out.warnings
+            .push("_ETHREAD lacks ThreadListEntry or Cid".into());
+        return out;
+    };
+    let psize = ctx.space.arch().pointer_size();
+    let unique_thread = sym
+        .layout("_CLIENT_ID")
+        .and_then(|l| off(l, "UniqueThread"))
+        .unwrap_or(psize);
+    let space = &ctx.space;
+    let head = ctx.dump.header().ps_active_process_head;
+    let mut seen = HashSet::new();
+    let mut cur = match space.read_ptr(head) {
+        Ok(p) => p,
+        Err(e) => {
+            out.warnings
+                .push(format!("PsActiveProcessHead {head}: {e}"));
+            return out;
+        }
+    };
+    while cur != head {
+        if out.processes.len() >= MAX_PROCESSES || !seen.insert(cur) {
+            out.warnings
+                .push(format!("process list: stopped at {cur} (cycle or bound)"));
+            break;
+        }
+        let e = VirtAddr(cur.0.wrapping_sub(links));
+        let v = View::new(space, ep, e);
+        let pid = match v.ptr("UniqueProcessId") {
+            Ok(p) => p.0,
+            Err(err) => {
+                out.warnings.push(err.to_string());
+                break;
+            }
+        };
+        let name = space
+            .read_vec(e.offset(name_off), 15)
+            .map(|b| {
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                String::from_utf8_lossy(&b[..end]).into_owned()
+            })
+            .unwrap_or_default();
+        let mut threads = Vec::new();
+        let thead = e.offset(tlh);
+        let mut tseen = HashSet::new();
+        let mut t = space.read_ptr(thead).unwrap_or(thead);
+        while t != thead && threads.len() < MAX_THREADS && tseen.insert(t) {
+            let ethread = VirtAddr(t.0.wrapping_sub(tle));
+            let mut b = [0u8; 8];
+            let n = psize as usize;
+            match space.read(ethread.offset(cid + unique_thread), &mut b[..n]) {
+                Ok(()) => {
+                    let tid = if n == 8 {
+                        b.u64_at(0)
+                    } else {
+                        b.u32_at(0).map(u64::from)
+                    };
+                    threads.push((ethread, tid.unwrap_or(0)));
+                }
+                Err(err) => {
+                    out.warnings
+                        .push(format!("process {pid}: thread {ethread}: {err}"));
+                    break;
+                }
+            }
+            t = match space.read_ptr(t) {
+                Ok(p) => p,
+                Err(err) => {
+                    out.warnings
+                        .push(format!("process {pid}: thread list at {t}: {err}"));
+                    break;
+                }
+            };
+        }
+        out.processes.push(Process {
+            eprocess: e,
+            pid,
+            name,
+            threads,
+        });
+        cur = match space.read_ptr(cur) {
+            Ok(p) => p,
+            Err(err) => {
+                out.warnings
+                    .push(format!("process list: Flink at {cur}: {err}"));
+                break;
+            }
+        };
+    }
+    out
+}
