@@ -115,6 +115,9 @@ enum Command {
         /// Only this CPU
         #[arg(long)]
         cpu: Option<u64>,
+        /// Also draw a per-CPU lane chart to this SVG file
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "table")]
         format: report::ListFormat,
     },
@@ -292,11 +295,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             dump,
             symbols,
             cpu,
+            svg,
             format,
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let rep = report::cswitch::collect(&ctx, cpu);
+            if let Some(path) = &svg {
+                let chart = report::svg::render(&rep.rows, d.header().system_time);
+                std::fs::write(path, chart)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
+            }
             match format {
                 report::ListFormat::Json => {
                     writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?

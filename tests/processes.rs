@@ -58,3 +58,58 @@ fn process_list_and_names_as_forged() {
         assert!(named > 10, "{name}: {named}");
     }
 }
+
+/// The lane chart: one lane per CPU with drawn switches, process names as labels/titles, an
+/// axis in ms before the dump. Set ETWDUMP_SVG_OUT=FILE to keep the picture.
+#[test]
+fn cswitch_svg_chart() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
+    let mut c = Config::from_fixture(&fx).with_processes();
+    c.etw = Some(
+        EtwSpec::standard(c.build)
+            .with_buffers(c.build)
+            .with_pending_ccswap(),
+    );
+    let f = forge(&c);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let rep = etwdump::report::cswitch::collect(&ctx, None);
+    let svg = etwdump::report::svg::render(&rep.rows, c.system_time);
+    if let Ok(out) = std::env::var("ETWDUMP_SVG_OUT") {
+        std::fs::write(out, &svg).unwrap();
+    }
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    let cpus: std::collections::BTreeSet<u64> = rep
+        .rows
+        .iter()
+        .filter(|r| r.time.is_some())
+        .filter_map(|r| r.cpu)
+        .collect();
+    assert!(cpus.len() >= 2);
+    for cpu in &cpus {
+        assert!(
+            svg.contains(&format!(">CPU {cpu}</text>")),
+            "lane for CPU {cpu}"
+        );
+    }
+    let drawn = rep
+        .rows
+        .iter()
+        .filter(|r| r.time.is_some() && r.cpu.is_some())
+        .count();
+    assert_eq!(
+        svg.matches("<rect x=").count(),
+        drawn,
+        "one span per drawn switch"
+    );
+    assert!(
+        svg.contains("<title>svchost.exe (1100)</title>")
+            || svg.contains("<title>explorer.exe (4836)</title>")
+    );
+    assert!(svg.contains(">-0</text>"), "axis ends at the dump");
+}

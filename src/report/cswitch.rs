@@ -23,6 +23,9 @@ pub struct SwitchRow {
     pub timestamp: u64,
     /// ISO-8601 UTC; null when the clock cannot be converted (a warning says why).
     pub time: Option<String>,
+    /// The same as a FILETIME (for sorting and drawing).
+    #[serde(skip)]
+    pub filetime: Option<u64>,
     pub old_tid: u32,
     pub old_process: Option<String>,
     pub new_tid: Option<u32>,
@@ -55,6 +58,7 @@ fn compact_row(
         cpu,
         timestamp: s.time,
         time: None,
+        filetime: None,
         old_tid: s.old_tid,
         old_process: None,
         new_tid: s.new_tid,
@@ -109,7 +113,8 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 let mut r = compact_row(s, Some(p.cpu), "pending", None);
                 r.clock = p.clock;
                 r.found_by = Some(p.found_by);
-                r.time = conv.to_filetime(s.time).map(filetime_to_iso8601);
+                r.filetime = conv.to_filetime(s.time);
+                r.time = r.filetime.map(filetime_to_iso8601);
                 rows.push(r);
             }
         }
@@ -151,6 +156,7 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                                     cpu,
                                     timestamp: ts,
                                     time: None,
+                                    filetime: None,
                                     old_tid: c.old_tid,
                                     old_process: None,
                                     new_tid: Some(c.new_tid),
@@ -183,7 +189,8 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 });
             }
             for r in &mut rows[first_row..] {
-                r.time = conv.to_filetime(r.timestamp).map(filetime_to_iso8601);
+                r.filetime = conv.to_filetime(r.timestamp);
+                r.time = r.filetime.map(filetime_to_iso8601);
             }
         }
     }

@@ -7,6 +7,7 @@ pub mod extract;
 pub mod info;
 pub mod read;
 pub mod sessions;
+pub mod svg;
 pub mod symbols;
 
 /// Output format of a command.
