@@ -232,7 +232,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                     // Warnings go to stderr so stdout stays machine-readable.
                     for w in &list.warnings {
-                        eprintln!("warning: {}", report::sessions::printable(w));
+                        warn(w);
                     }
                 }
             }
@@ -255,7 +255,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if format != report::ListFormat::Table {
                 for w in rep.warnings.iter().chain(&rep.sessions.warnings) {
-                    eprintln!("warning: {}", report::sessions::printable(w));
+                    warn(w);
                 }
             }
         }
@@ -288,7 +288,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             writeln!(out, "{}", output.join("manifest.json").display())?;
             for w in &m.warnings {
-                eprintln!("warning: {}", report::sessions::printable(w));
+                warn(w);
             }
         }
         Command::Cswitch {
@@ -314,7 +314,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 report::ListFormat::Table => write!(out, "{}", rep.to_table())?,
             }
             for w in &rep.warnings {
-                eprintln!("warning: {}", report::sessions::printable(w));
+                warn(w);
             }
         }
         Command::Etl { file, format } => {
@@ -418,6 +418,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// One warning on stderr, with text from memory made safe for a terminal.
+fn warn(w: &str) {
+    eprintln!("warning: {}", report::sessions::printable(w));
 }
 
 fn main() -> ExitCode {

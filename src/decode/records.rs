@@ -118,6 +118,29 @@ pub struct Record {
     pub pebs: bool,
 }
 
+impl Record {
+    /// PERFINFO records: the event data, after the 0x10-byte header and the extended items
+    /// the marker announces (the PEBS index and the PMC counters, 8 bytes each, §5).
+    /// `None` for other header kinds or when `buf` does not hold the record.
+    pub fn perfinfo_payload<'a>(&self, buf: &'a [u8]) -> Option<&'a [u8]> {
+        if !matches!(self.kind, RecordKind::PerfInfo32 | RecordKind::PerfInfo64) {
+            return None;
+        }
+        let start =
+            self.offset + 0x10 + 8 * usize::from(self.pebs) + 8 * usize::from(self.pmc_counters);
+        buf.get(start..self.offset + self.size)
+    }
+
+    /// PERFINFO records: the TimeStamp (session clock) at +8.
+    pub fn perfinfo_timestamp(&self, buf: &[u8]) -> Option<u64> {
+        if !matches!(self.kind, RecordKind::PerfInfo32 | RecordKind::PerfInfo64) {
+            return None;
+        }
+        let b = buf.get(self.offset + 8..self.offset + 16)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
 /// Why the walk stopped before the valid end.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Torn {
@@ -411,6 +434,12 @@ mod tests {
         assert_eq!(rs[2].pmc_counters, 2);
         assert_eq!(rs[3].size, 0x5B);
         assert_eq!(rs[4].offset, rs[3].offset + 0x60);
+        // PERFINFO payloads start after the extended items; timestamps at +8.
+        assert_eq!(rs[1].perfinfo_payload(&b).map(<[u8]>::len), Some(0x18));
+        assert_eq!(rs[2].perfinfo_payload(&b).map(<[u8]>::len), Some(0x18));
+        assert_eq!(rs[1].perfinfo_timestamp(&b), Some(0x1234_5678));
+        assert_eq!(rs[0].perfinfo_payload(&b), None);
+        assert_eq!(rs[3].perfinfo_timestamp(&b), None);
         let k = w.by_key();
         assert_eq!(k["0x0524"], 2);
         assert_eq!(k["0x0000"], 1);

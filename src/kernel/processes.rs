@@ -5,7 +5,6 @@
 use super::context::KernelContext;
 use super::view::View;
 use crate::addr::VirtAddr;
-use crate::bytes::LeBytes;
 use std::collections::{HashMap, HashSet};
 
 const MAX_PROCESSES: usize = 1 << 16;
@@ -52,7 +51,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         return out;
     };
     let off = |l: &crate::symbols::StructLayout, f: &str| l.field(f).map(|x| x.offset);
-    let (Some(links), Some(_), Some(name_off), Some(tlh)) = (
+    let (Some(links), Some(_), Some(_), Some(tlh)) = (
         off(ep, "ActiveProcessLinks"),
         off(ep, "UniqueProcessId"),
         off(ep, "ImageFileName"),
@@ -62,16 +61,16 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
             .push("_EPROCESS lacks a field the walk needs".into());
         return out;
     };
-    let (Some(tle), Some(cid)) = (off(et, "ThreadListEntry"), off(et, "Cid")) else {
+    let (Some(tle), Some(_)) = (off(et, "ThreadListEntry"), off(et, "Cid")) else {
         out.warnings
             .push("_ETHREAD lacks ThreadListEntry or Cid".into());
         return out;
     };
-    let psize = ctx.space.arch().pointer_size();
+    // CLIENT_ID {UniqueProcess; UniqueThread}: the second pointer when the symbols lack it.
     let unique_thread = sym
         .layout("_CLIENT_ID")
         .and_then(|l| off(l, "UniqueThread"))
-        .unwrap_or(psize);
+        .unwrap_or(ctx.space.arch().pointer_size());
     let space = &ctx.space;
     let head = ctx.dump.header().ps_active_process_head;
     let mut seen = HashSet::new();
@@ -98,33 +97,35 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
                 break;
             }
         };
-        let name = space
-            .read_vec(e.offset(name_off), 15)
-            .map(|b| {
+        let name = match v.bytes("ImageFileName", 15) {
+            Ok(b) => {
                 let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
                 String::from_utf8_lossy(&b[..end]).into_owned()
-            })
-            .unwrap_or_default();
+            }
+            Err(err) => {
+                out.warnings.push(format!("process {pid}: {err}"));
+                String::new()
+            }
+        };
         let mut threads = Vec::new();
         let thead = e.offset(tlh);
         let mut tseen = HashSet::new();
         let mut t = space.read_ptr(thead).unwrap_or(thead);
         while t != thead && threads.len() < MAX_THREADS && tseen.insert(t) {
             let ethread = VirtAddr(t.0.wrapping_sub(tle));
-            let mut b = [0u8; 8];
-            let n = psize as usize;
-            match space.read(ethread.offset(cid + unique_thread), &mut b[..n]) {
-                Ok(()) => {
-                    let tid = if n == 8 {
-                        b.u64_at(0)
-                    } else {
-                        b.u32_at(0).map(u64::from)
-                    };
-                    threads.push((ethread, tid.unwrap_or(0)));
-                }
+            let tid = View::new(space, et, ethread)
+                .field_va("Cid")
+                .map_err(|e| e.to_string())
+                .and_then(|cid| {
+                    space
+                        .read_ptr(cid.offset(unique_thread))
+                        .map_err(|e| e.to_string())
+                });
+            match tid {
+                Ok(tid) => threads.push((ethread, tid.0)),
                 Err(err) => {
                     out.warnings
-                        .push(format!("process {pid}: thread {ethread}: {err}"));
+                        .push(format!("process {pid}: thread {ethread}: Cid: {err}"));
                     break;
                 }
             }

@@ -139,19 +139,14 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 };
                 let cpu = b.cpu.or(Some(b.header.processor_index));
                 records::walk_each(&data, valid as usize, |r| {
-                    let payload_start =
-                        r.offset + 0x10 + 8 * usize::from(r.pebs) + 8 * usize::from(r.pmc_counters);
-                    let Some(payload) = data.get(payload_start..r.offset + r.size) else {
+                    let (Some(payload), Some(ts)) =
+                        (r.perfinfo_payload(&data), r.perfinfo_timestamp(&data))
+                    else {
                         return;
                     };
                     match r.hook {
                         Some(0x0524) => {
                             if let Some(c) = cswitch::decode(payload, r.version) {
-                                let ts = u64::from_le_bytes(
-                                    data[r.offset + 8..r.offset + 16]
-                                        .try_into()
-                                        .unwrap_or([0; 8]),
-                                );
                                 rows.push(SwitchRow {
                                     cpu,
                                     timestamp: ts,
