@@ -106,7 +106,7 @@ enum Command {
         session: Option<String>,
     },
     /// Context switches per CPU: pending (never flushed) CCSWAP blocks, and 0x0525 batches and
-    /// 0x0524 events in the recovered buffers (raw timestamps; no process names yet)
+    /// 0x0524 events in the recovered buffers, with UTC times and process names
     Cswitch {
         #[command(flatten)]
         dump: DumpArgs,
@@ -115,11 +115,14 @@ enum Command {
         /// Only this CPU
         #[arg(long)]
         cpu: Option<u64>,
+        /// Only the switches of the last DURATION before the dump (e.g. 250ms, 2s, 1.5s)
+        #[arg(long, value_name = "DURATION", value_parser = etwdump::time::parse_duration)]
+        last: Option<u64>,
         /// Also draw a per-CPU lane chart to this SVG file
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "table")]
-        format: report::ListFormat,
+        format: report::RowFormat,
     },
     /// Walk the buffers and records of an .etl file
     Etl {
@@ -295,23 +298,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             dump,
             symbols,
             cpu,
+            last,
             svg,
             format,
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
-            let rep = report::cswitch::collect(&ctx, cpu);
+            let mut rep = report::cswitch::collect(&ctx, cpu);
+            if let Some(window) = last {
+                rep.keep_last(window, Some(d.header().system_time));
+            }
             if let Some(path) = &svg {
                 let chart = report::svg::render(&rep.rows, d.header().system_time);
                 std::fs::write(path, chart)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
             }
             match format {
-                report::ListFormat::Json => {
+                report::RowFormat::Json => {
                     writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
                 }
-                report::ListFormat::Csv => write!(out, "{}", rep.to_csv())?,
-                report::ListFormat::Table => write!(out, "{}", rep.to_table())?,
+                report::RowFormat::Jsonl => write!(out, "{}", rep.to_jsonl())?,
+                report::RowFormat::Csv => write!(out, "{}", rep.to_csv())?,
+                report::RowFormat::Table => write!(out, "{}", rep.to_table())?,
             }
             for w in &rep.warnings {
                 warn(w);

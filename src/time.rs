@@ -39,6 +39,58 @@ pub fn duration_100ns(v: u64) -> String {
     )
 }
 
+/// Parse a duration such as `250ms`, `2s`, `1.5s`, `100us`, `2m` or `500ns` into 100 ns units
+/// (a bare number is seconds). Fractions below 100 ns are rejected rather than rounded.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    // 100 ns units per unit.
+    let (mult, div): (u64, u64) = match unit.trim() {
+        "" | "s" | "sec" => (10_000_000, 1),
+        "ms" => (10_000, 1),
+        "us" | "µs" => (10, 1),
+        "ns" => (1, 100),
+        "m" | "min" => (600_000_000, 1),
+        "h" => (36_000_000_000, 1),
+        u => {
+            return Err(format!(
+                "unknown duration unit {u:?} in {text:?} (ns, us, ms, s, m, h)"
+            ))
+        }
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() {
+        return Err(format!("no number in duration {text:?}"));
+    }
+    let parse = |s: &str| -> Result<u64, String> {
+        if s.is_empty() {
+            Ok(0)
+        } else {
+            s.parse::<u64>()
+                .map_err(|_| format!("bad duration {text:?}"))
+        }
+    };
+    let too_big = || format!("duration {text:?} is too large");
+    let whole = parse(int)?.checked_mul(mult).ok_or_else(too_big)?;
+    // The fraction, exactly: frac_digits * mult / 10^len.
+    let frac = frac.get(..12).unwrap_or(frac);
+    let scale = 10u128.pow(frac.len() as u32);
+    let f = u128::from(parse(frac)?) * u128::from(mult);
+    if f % scale != 0 {
+        return Err(format!("duration {text:?} is finer than 100 ns"));
+    }
+    let total = whole
+        .checked_add(u64::try_from(f / scale).map_err(|_| too_big())?)
+        .ok_or_else(too_big)?;
+    if total % div != 0 {
+        return Err(format!("duration {text:?} is finer than 100 ns"));
+    }
+    Ok(total / div)
+}
+
 /// Howard Hinnant's days → civil date, days counted from 1970-01-01.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -56,6 +108,25 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(2_500_000));
+        assert_eq!(parse_duration("2s"), Ok(20_000_000));
+        assert_eq!(parse_duration("2"), Ok(20_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(15_000_000));
+        assert_eq!(parse_duration("0.0000001s"), Ok(1));
+        assert_eq!(parse_duration("100us"), Ok(1000));
+        assert_eq!(parse_duration("300ns"), Ok(3));
+        assert_eq!(parse_duration("2m"), Ok(1_200_000_000));
+        assert_eq!(parse_duration("1h"), Ok(36_000_000_000));
+        assert!(parse_duration("150ns").is_err());
+        assert!(parse_duration("0.00000001s").is_err());
+        assert!(parse_duration("ms").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("99999999999999999999s").is_err());
+        assert!(parse_duration("9999999999999h").is_err());
+    }
 
     #[test]
     fn known_filetimes() {

@@ -6,6 +6,8 @@ use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, EtwSpec};
 use std::path::Path;
 
+mod common;
+
 #[test]
 fn process_list_and_names_as_forged() {
     for name in ["x64-14393", "x64-17763", "x64-17763b", "x64-19041"] {
@@ -56,6 +58,41 @@ fn process_list_and_names_as_forged() {
             named += usize::from(r.old_process.is_some());
         }
         assert!(named > 10, "{name}: {named}");
+        // The last switch of each open pending batch: its new thread is KPRCB.CurrentThread
+        // (etw-internals.md §4.3); every other new thread is the next switch's old thread.
+        assert_eq!(f.current_threads.len(), f.kprcbs.len(), "{name}");
+        let etw = f.etw.as_ref().unwrap();
+        let mut checked = 0;
+        let open = |p: &&etwdump_forge::ExpectedPending| {
+            p.batch.as_ref().is_some_and(|b| !b.switches.is_empty())
+        };
+        for p in etw.pending.iter().filter(open) {
+            let rows: Vec<_> = rep
+                .rows
+                .iter()
+                .filter(|r| r.source == "pending" && r.cpu == Some(u64::from(p.cpu)))
+                .filter(|r| p.clock.is_none() || r.clock == p.clock.map(u64::from))
+                .collect();
+            let n = p.batch.as_ref().unwrap().switches.len();
+            assert_eq!(rows.len(), n, "{name}: CPU {}", p.cpu);
+            let tid = f.current_threads[p.cpu as usize].1;
+            assert_eq!(
+                rows[n - 1].new_tid,
+                Some(tid as u32),
+                "{name}: CPU {}",
+                p.cpu
+            );
+            assert_eq!(
+                rows[n - 1].new_process,
+                by_tid.get(&tid).map(|(pid, n)| format!("{n} ({pid})")),
+                "{name}"
+            );
+            for w in rows.windows(2) {
+                assert_eq!(w[0].new_tid, Some(w[1].old_tid), "{name}");
+            }
+            checked += 1;
+        }
+        assert!(checked >= 3, "{name}: {checked}");
     }
 }
 
@@ -112,4 +149,77 @@ fn cswitch_svg_chart() {
             || svg.contains("<title>explorer.exe (4836)</title>")
     );
     assert!(svg.contains(">-0</text>"), "axis ends at the dump");
+}
+
+/// `cswitch --format jsonl` (Timesketch fields) and `--last DURATION` through the CLI.
+#[test]
+fn cswitch_jsonl_and_last() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
+    let mut c = Config::from_fixture(&fx).with_processes();
+    c.etw = Some(
+        EtwSpec::standard(c.build)
+            .with_buffers(c.build)
+            .with_pending_ccswap(),
+    );
+    let f = forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.dmp");
+    std::fs::write(&path, f.to_bytes()).unwrap();
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let pdb = fx.join("ntkrnlmp.pdb");
+    let opts = SymbolOptions {
+        pdb: Some(pdb.clone()),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let rep = etwdump::report::cswitch::collect(&ctx, None);
+    let (p, pdb) = (path.to_str().unwrap(), pdb.to_str().unwrap());
+    let run = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec!["cswitch", p, "--pdb", pdb, "--format", "jsonl"];
+        args.extend_from_slice(extra);
+        let out = common::etwdump(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let all = run(&[]);
+    assert_eq!(all.len(), rep.rows.len());
+    for (j, r) in all.iter().zip(&rep.rows) {
+        assert_eq!(j["timestamp"], r.timestamp);
+        assert_eq!(j["old_tid"], r.old_tid);
+        assert_eq!(j["datetime"].as_str(), r.time.as_deref());
+        assert_eq!(j["timestamp_desc"], "Context switch");
+        let m = j["message"].as_str().unwrap();
+        let cpu = r.cpu.unwrap();
+        assert!(m.starts_with(&format!("CPU {cpu}: ")), "{m}");
+        match &r.old_process {
+            Some(p) => assert!(m.contains(&format!("{p} tid {}", r.old_tid)), "{m}"),
+            None => assert!(m.contains(&format!(": tid {} ->", r.old_tid)), "{m}"),
+        }
+        assert!(m.ends_with(&format!("[{}]", r.source)), "{m}");
+    }
+    // --last: the switches no older than the window before the dump's SystemTime.
+    let mut times: Vec<u64> = rep.rows.iter().filter_map(|r| r.filetime).collect();
+    times.sort_unstable();
+    assert!(times.len() > 10);
+    let end = d.header().system_time;
+    let pivot = times[times.len() / 2];
+    assert!(pivot <= end);
+    let window = end - pivot;
+    let want = times.iter().filter(|&&t| t >= pivot).count();
+    assert!(want < rep.rows.len() && want > 0);
+    let last = run(&["--last", &format!("{}ns", window * 100)]);
+    assert_eq!(last.len(), want);
+    let last_one = run(&["--last", &format!("{}ns", (window - 1) * 100)]);
+    assert_eq!(last_one.len(), times.iter().filter(|&&t| t > pivot).count());
+    let bad = common::etwdump(&["cswitch", p, "--pdb", pdb, "--last", "5 parsecs"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown duration unit"));
 }

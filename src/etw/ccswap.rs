@@ -1,6 +1,7 @@
 //! Pending compact context-switch batches (etw-internals.md §4.1-§4.2): one 0x400-byte block
 //! (pool tag 'CCsw') per CPU per clock type, its pointer in the CPU's KPRCB.EtwSupport block.
-//! Known offsets: 10.0-1607 x64 +0xB20 + 8·clock, 1703 +0x6D8 + 8·clock. Other builds: a
+//! Known offsets, by the build's KPRCB.EtwSupport offset (§4.1): 0x5FD8 (10.0-1607) +0xB20 +
+//! 8·clock, 0x60D0 (1703) +0x6D8 + 8·clock, 0x8BE8 (a Windows 11 build) +0x198 + 8·clock. Other builds: a
 //! validated search of the EtwSupport block for pointers to 'CCsw'-tagged allocations whose
 //! contents validate. Each block says which method found it.
 
@@ -47,12 +48,35 @@ pub struct PendingList {
     pub warnings: Vec<String>,
 }
 
-/// The documented offset of the clock-0 pointer in EtwSupport for `build` (x64).
-pub fn known_offset(build: u32) -> Option<u64> {
-    match build {
-        10240..=14393 => Some(0xB20),
-        15063 => Some(0x6D8),
-        _ => None,
+/// The documented offset of the clock-0 pointer in the EtwSupport block (x64), identified as
+/// the reference identifies it: by the build's `_KPRCB.EtwSupport` offset; else by build number.
+pub fn known_offset(build: u32, etw_support_offset: u64) -> Option<u64> {
+    match etw_support_offset {
+        0x5FD8 => Some(0xB20),
+        0x60D0 => Some(0x6D8),
+        0x8BE8 => Some(0x198),
+        _ => match build {
+            10240..=14393 => Some(0xB20),
+            15063 => Some(0x6D8),
+            _ => None,
+        },
+    }
+}
+
+/// The build's `MaximumWaitReason` (the CCSWAP state bias, etw-internals.md §4.3): the
+/// `_KWAIT_REASON` enum of the symbols when they have it, else the per-build table. The second
+/// value says where it came from.
+pub fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static str) {
+    if let Some(v) = ctx
+        .symbols
+        .enum_value("_KWAIT_REASON", "MaximumWaitReason")
+        .and_then(|v| u8::try_from(v).ok())
+    {
+        return (Some(v), "symbols (_KWAIT_REASON.MaximumWaitReason)");
+    }
+    match maximum_wait_reason(ctx.build) {
+        Some(v) => (Some(v), "built-in per-build table"),
+        None => (None, "unknown for this build"),
     }
 }
 
@@ -85,7 +109,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
             .push("KiProcessorBlock is unknown (no symbols and no KDBG)".into());
         return out;
     };
-    let mwr = maximum_wait_reason(ctx.build);
+    let (mwr, _) = maximum_wait_reason_of(ctx);
     let cpus = u64::from(ctx.dump.header().number_processors).clamp(1, MAX_CPUS);
     for cpu in 0..cpus {
         let es = match space
@@ -100,7 +124,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                 continue;
             }
         };
-        match known_offset(ctx.build) {
+        match known_offset(ctx.build, es_off) {
             Some(base) => {
                 for clock in 0..4u64 {
                     let pointer = es.offset(base + 8 * clock);

@@ -155,3 +155,38 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
     }
     out
 }
+
+/// The thread running on `cpu` at dump time: KiProcessorBlock[cpu] → KPRCB.CurrentThread →
+/// ETHREAD.Cid.UniqueThread. Returns (ETHREAD address, thread id), or what could not be read.
+pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u64), String> {
+    let sym = &ctx.symbols;
+    let space = &ctx.space;
+    let prcb_l = sym.layout("_KPRCB").ok_or("no _KPRCB layout")?;
+    let et = sym.layout("_ETHREAD").ok_or("no _ETHREAD layout")?;
+    let kpb = ctx
+        .global("KiProcessorBlock")
+        .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()))
+        .ok_or("KiProcessorBlock is unknown")?;
+    let p = space.arch().pointer_size();
+    let slot = kpb.offset(cpu * p);
+    let prcb = space
+        .read_ptr(slot)
+        .map_err(|e| format!("KiProcessorBlock[{cpu}] at {slot}: {e}"))?;
+    let thread = View::new(space, prcb_l, prcb)
+        .ptr("CurrentThread")
+        .map_err(|e| format!("CPU {cpu}: {e}"))?;
+    if thread.0 == 0 {
+        return Err(format!("CPU {cpu}: KPRCB.CurrentThread is NULL"));
+    }
+    let unique_thread = sym
+        .layout("_CLIENT_ID")
+        .and_then(|l| l.field("UniqueThread"))
+        .map_or(p, |f| f.offset);
+    let cid = View::new(space, et, thread)
+        .field_va("Cid")
+        .map_err(|e| format!("CPU {cpu}: current thread: {e}"))?;
+    let tid = space
+        .read_ptr(cid.offset(unique_thread))
+        .map_err(|e| format!("CPU {cpu}: current thread {thread}: Cid.UniqueThread: {e}"))?;
+    Ok((thread, tid.0))
+}

@@ -5,14 +5,15 @@
 //! "name (pid)"; TID 0 is "Idle"; null when the thread is not in the list.
 
 use crate::decode::ccswap::{self, CompactSwitch};
-use crate::decode::names::{maximum_wait_reason, thread_state, wait_mode, wait_reason};
+use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::decode::{cswitch, records};
 use crate::etw::buffers::{find_buffers, read_buffer};
-use crate::etw::ccswap::{find_pending, FoundBy};
+use crate::etw::ccswap::{find_pending, maximum_wait_reason_of, FoundBy};
 use crate::etw::clock;
 use crate::etw::loggers::list_sessions;
 use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
+use crate::symbols::Symbols;
 use crate::time::filetime_to_iso8601;
 use serde::Serialize;
 
@@ -44,11 +45,36 @@ pub struct SwitchRow {
     pub found_by: Option<FoundBy>,
 }
 
+/// Names of thread states and wait reasons: the symbol file's enums when it has them (they
+/// follow the build), else the built-in tables; unknown values stay numbers.
+struct Names<'a> {
+    symbols: &'a Symbols,
+}
+
+impl Names<'_> {
+    fn named(&self, v: Option<u8>, en: &str, f: fn(u8) -> Option<&'static str>) -> Option<String> {
+        v.map(|x| {
+            self.symbols
+                .enum_name(en, i64::from(x))
+                .map(String::from)
+                .or_else(|| f(x).map(String::from))
+                .unwrap_or_else(|| x.to_string())
+        })
+    }
+    fn state(&self, v: Option<u8>) -> Option<String> {
+        self.named(v, "_KTHREAD_STATE", thread_state)
+    }
+    fn wait_reason(&self, v: Option<u8>) -> Option<String> {
+        self.named(v, "_KWAIT_REASON", wait_reason)
+    }
+}
+
 fn name_or_number(v: Option<u8>, f: fn(u8) -> Option<&'static str>) -> Option<String> {
     v.map(|x| f(x).map_or_else(|| x.to_string(), String::from))
 }
 
 fn compact_row(
+    names: &Names<'_>,
     s: &CompactSwitch,
     cpu: Option<u64>,
     source: &'static str,
@@ -65,8 +91,8 @@ fn compact_row(
         new_process: None,
         old_priority: s.old_priority,
         new_priority: None,
-        old_state: name_or_number(s.old_state, thread_state),
-        old_wait_reason: name_or_number(s.old_wait_reason, wait_reason),
+        old_state: names.state(s.old_state),
+        old_wait_reason: names.wait_reason(s.old_wait_reason),
         old_wait_mode: None,
         new_thread_wait_time: s.new_thread_wait_time,
         source,
@@ -90,7 +116,17 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
             w.push(what);
         }
     };
-    let mwr = maximum_wait_reason(ctx.build);
+    let names = Names {
+        symbols: &ctx.symbols,
+    };
+    let (mwr, _) = maximum_wait_reason_of(ctx);
+    if mwr.is_none() {
+        warnings.push(format!(
+            "MaximumWaitReason of build {} is unknown (no _KWAIT_REASON in the symbols): compact \
+             switches' old states are not decoded",
+            ctx.build
+        ));
+    }
     let list = list_sessions(ctx);
     // Pending blocks.
     let pending = find_pending(ctx);
@@ -109,8 +145,24 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                     .iter()
                     .map(|w| format!("pending block {} (CPU {}): {w}", p.block, p.cpu)),
             );
-            for s in &b.switches {
-                let mut r = compact_row(s, Some(p.cpu), "pending", None);
+            // The last switch's new thread is the CPU's current thread (§4.3), when the
+            // block is the CPU's newest (an open batch).
+            let mut current = None;
+            if b.switches.last().is_some_and(|s| s.new_tid.is_none()) {
+                match processes::current_thread(ctx, p.cpu) {
+                    Ok((_, tid)) => current = u32::try_from(tid).ok(),
+                    Err(why) => note(
+                        &mut warnings,
+                        format!("last pending switch's new thread unknown: {why}"),
+                    ),
+                }
+            }
+            let last = b.switches.len().saturating_sub(1);
+            for (i, s) in b.switches.iter().enumerate() {
+                let mut r = compact_row(&names, s, Some(p.cpu), "pending", None);
+                if i == last && r.new_tid.is_none() {
+                    r.new_tid = current;
+                }
                 r.clock = p.clock;
                 r.found_by = Some(p.found_by);
                 r.filetime = conv.to_filetime(s.time);
@@ -158,11 +210,9 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                                     new_process: None,
                                     old_priority: Some(c.old_priority),
                                     new_priority: Some(c.new_priority),
-                                    old_state: name_or_number(Some(c.old_state), thread_state),
+                                    old_state: names.state(Some(c.old_state)),
                                     old_wait_reason: (c.old_state == 5)
-                                        .then(|| {
-                                            name_or_number(Some(c.old_wait_reason), wait_reason)
-                                        })
+                                        .then(|| names.wait_reason(Some(c.old_wait_reason)))
                                         .flatten(),
                                     old_wait_mode: name_or_number(Some(c.old_wait_mode), wait_mode),
                                     new_thread_wait_time: c.new_thread_wait_time,
@@ -176,7 +226,7 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                         Some(0x0525) => {
                             let batch = ccswap::decode(payload, mwr);
                             for sw in &batch.switches {
-                                rows.push(compact_row(sw, cpu, "batch", Some(s.logger_id)));
+                                rows.push(compact_row(&names, sw, cpu, "batch", Some(s.logger_id)));
                             }
                         }
                         _ => {}
@@ -213,6 +263,62 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
 }
 
 impl CSwitchReport {
+    /// Keep the switches of the last `window` (100 ns units) before `end` (a FILETIME: the
+    /// dump's SystemTime, or the newest switch when the dump has none). Switches without a
+    /// wall-clock time cannot be placed: they are dropped and counted in a warning.
+    pub fn keep_last(&mut self, window: u64, end: Option<u64>) {
+        let end = end
+            .filter(|&e| e != 0)
+            .or_else(|| self.rows.iter().filter_map(|r| r.filetime).max());
+        let Some(end) = end else {
+            if !self.rows.is_empty() {
+                self.warnings.push(format!(
+                    "--last: no switch has a wall-clock time; {} switches dropped",
+                    self.rows.len()
+                ));
+            }
+            self.rows.clear();
+            return;
+        };
+        let from = end.saturating_sub(window);
+        let untimed = self.rows.iter().filter(|r| r.filetime.is_none()).count();
+        self.rows.retain(|r| r.filetime.is_some_and(|t| t >= from));
+        if untimed > 0 {
+            self.warnings.push(format!(
+                "--last: {untimed} switches without a wall-clock time dropped"
+            ));
+        }
+    }
+
+    /// JSON Lines with the Timesketch fields.
+    pub fn to_jsonl(&self) -> String {
+        super::to_jsonl(&self.rows, |r| {
+            let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
+                (Some(t), Some(p)) => format!("{p} tid {t}"),
+                (Some(t), None) => format!("tid {t}"),
+                (None, _) => "unknown thread".into(),
+            };
+            let mut message = format!(
+                "CPU {}: {} -> {}",
+                r.cpu.map_or_else(|| "?".into(), |c| c.to_string()),
+                who(Some(r.old_tid), &r.old_process),
+                who(r.new_tid, &r.new_process)
+            );
+            if let Some(st) = &r.old_state {
+                message.push_str(&format!("; old thread {st}"));
+                if let Some(w) = &r.old_wait_reason {
+                    message.push_str(&format!(" ({w})"));
+                }
+            }
+            message.push_str(&format!(" [{}]", r.source));
+            super::Timesketch {
+                datetime: r.time.clone(),
+                timestamp_desc: "Context switch",
+                message,
+            }
+        })
+    }
+
     pub fn to_table(&self) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();

@@ -81,6 +81,8 @@ struct IsfType {
 #[derive(Deserialize)]
 struct EnumType {
     size: u64,
+    #[serde(default)]
+    constants: HashMap<String, i64>,
 }
 
 #[derive(Deserialize)]
@@ -166,6 +168,14 @@ pub fn from_json(path: &Path, json: &[u8], wanted: &[&str]) -> Result<IsfContent
             });
         }
         types.insert(layout);
+    }
+    for name in super::WANTED_ENUMS {
+        if let Some(e) = isf.enums.get(*name) {
+            let mut constants: Vec<(String, i64)> =
+                e.constants.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            constants.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+            types.insert_enum(name, constants);
+        }
     }
     let symbols = isf
         .symbols

@@ -193,10 +193,11 @@ impl StructLayout {
     }
 }
 
-/// Layouts by structure name.
+/// Layouts by structure name, and the constants of the wanted enumerations.
 #[derive(Clone, Debug, Default)]
 pub struct TypeStore {
     types: HashMap<String, StructLayout>,
+    enums: HashMap<String, Vec<(String, i64)>>,
 }
 
 impl TypeStore {
@@ -219,5 +220,33 @@ impl TypeStore {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.types.keys().map(String::as_str)
+    }
+
+    /// Record an enumeration's constants (name, value), in declaration order.
+    pub fn insert_enum(&mut self, name: &str, constants: Vec<(String, i64)>) {
+        self.enums.insert(name.to_string(), constants);
+    }
+
+    /// The value of constant `constant` of enumeration `name`.
+    pub fn enum_value(&self, name: &str, constant: &str) -> Option<i64> {
+        self.enums
+            .get(name)?
+            .iter()
+            .find(|(n, _)| n == constant)
+            .map(|(_, v)| *v)
+    }
+
+    /// The name of the first constant of enumeration `name` whose value is `value`.
+    pub fn enum_name(&self, name: &str, value: i64) -> Option<&str> {
+        self.enums
+            .get(name)?
+            .iter()
+            .find(|(_, v)| *v == value)
+            .map(|(n, _)| n.as_str())
+    }
+
+    /// Whether enumeration `name` is known.
+    pub fn has_enum(&self, name: &str) -> bool {
+        self.enums.contains_key(name)
     }
 }

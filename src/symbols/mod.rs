@@ -41,6 +41,10 @@ pub const WANTED_TYPES: &[&str] = &[
     "_PERFINFO_CCSWAP_BUFFER",
 ];
 
+/// The enumerations the tool reads constants from (names of states and wait reasons, and the
+/// CCSWAP bias `_KWAIT_REASON.MaximumWaitReason`).
+pub const WANTED_ENUMS: &[&str] = &["_KWAIT_REASON", "_KTHREAD_STATE", "_ETW_BUFFER_STATE"];
+
 /// The kernel globals the tool uses.
 pub const WANTED_SYMBOLS: &[&str] = &[
     "EtwpHostSiloState",
@@ -214,6 +218,17 @@ impl Symbols {
     /// Number of global symbols known.
     pub fn symbol_count(&self) -> usize {
         self.rvas.len()
+    }
+
+    /// Constant `constant` of enumeration `name` (one of [`WANTED_ENUMS`]), from the symbol
+    /// file; None when it lacks the enumeration or the constant.
+    pub fn enum_value(&self, name: &str, constant: &str) -> Option<i64> {
+        self.types.enum_value(name, constant)
+    }
+
+    /// The symbol file's name for `value` of enumeration `name`.
+    pub fn enum_name(&self, name: &str, value: i64) -> Option<&str> {
+        self.types.enum_name(name, value)
     }
 
     /// The structures the symbol file itself provides.

@@ -79,12 +79,21 @@ fn read_types(
     let ti = pdb.type_information().map_err(|e| bad(path, e))?;
     let mut finder = ti.finder();
     let mut defs: HashMap<String, TypeIndex> = HashMap::new();
+    // Wanted enumeration name -> its field list.
+    let mut enum_lists: HashMap<String, TypeIndex> = HashMap::new();
     let mut iter = ti.iter();
     while let Some(t) = iter.next().map_err(|e| bad(path, e))? {
         finder.update(&iter);
         let (name, fwd) = match t.parse() {
             Ok(TypeData::Class(c)) => (c.name, c.properties.forward_reference()),
             Ok(TypeData::Union(u)) => (u.name, u.properties.forward_reference()),
+            Ok(TypeData::Enumeration(e)) => {
+                let n = e.name.to_string();
+                if !e.properties.forward_reference() && super::WANTED_ENUMS.contains(&&*n) {
+                    enum_lists.entry(n.into_owned()).or_insert(e.fields);
+                }
+                continue;
+            }
             _ => continue,
         };
         if !fwd {
@@ -112,7 +121,41 @@ fn read_types(
         store.insert(layout);
         queue.extend(embedded);
     }
+    for (name, fields) in enum_lists {
+        let constants = enum_constants(&finder, fields).map_err(|e| bad(path, e))?;
+        store.insert_enum(&name, constants);
+    }
     Ok(store)
+}
+
+/// The constants of an enumeration's field list (and its continuations; bounded).
+fn enum_constants(finder: &TypeFinder<'_>, fields: TypeIndex) -> pdb::Result<Vec<(String, i64)>> {
+    use pdb::Variant;
+    let mut out = Vec::new();
+    let mut next = Some(fields);
+    let mut seen = HashSet::new();
+    while let Some(fl) = next.filter(|&i| seen.insert(i) && seen.len() < 64) {
+        next = None;
+        if let TypeData::FieldList(list) = finder.find(fl)?.parse()? {
+            for f in &list.fields {
+                if let TypeData::Enumerate(e) = f {
+                    let v = match e.value {
+                        Variant::U8(v) => i64::from(v),
+                        Variant::U16(v) => i64::from(v),
+                        Variant::U32(v) => i64::from(v),
+                        Variant::U64(v) => v as i64,
+                        Variant::I8(v) => i64::from(v),
+                        Variant::I16(v) => i64::from(v),
+                        Variant::I32(v) => i64::from(v),
+                        Variant::I64(v) => v,
+                    };
+                    out.push((e.name.to_string().into_owned(), v));
+                }
+            }
+            next = list.continuation;
+        }
+    }
+    Ok(out)
 }
 
 struct Converter<'a, 't> {

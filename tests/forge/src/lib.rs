@@ -167,6 +167,10 @@ pub struct Forged {
     /// With `config.processes` ([`Config::with_processes`]): the processes a walk of
     /// PsActiveProcessHead finds, in Flink order, with their threads; empty otherwise.
     pub processes: Vec<ExpectedProcess>,
+    /// With `processes` and mapped KPRCBs: per CPU, KPRCB.CurrentThread as (`_ETHREAD` VA,
+    /// TID); empty otherwise. The last pending compact switch's new thread is this TID
+    /// (etw-internals.md §4.3).
+    pub current_threads: Vec<(u64, u64)>,
 
     file: layout::FileImage,
     pm: phys::PhysMem,

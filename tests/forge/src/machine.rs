@@ -181,6 +181,11 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     // Fixture kernels with a known sizeof(_KPRCB): map each CPU's KPCR/KPRCB pages
     // (zero-filled, for later work to fill).
     let kprcb_size = cfg.fixture.as_ref().and_then(|fx| fx.kprcb_size);
+    // KPRCB.CurrentThread (processes only).
+    let (thread_writes, current_threads) = match (&proc_build, kprcb_size) {
+        (Some(pb), Some(_)) => crate::processes::current_threads(cfg, &prcbs, &pb.expected),
+        _ => (Vec::new(), Vec::new()),
+    };
     if let Some(size) = kprcb_size {
         for &prcb in &prcbs {
             let first = prcb & !0xFFF;
@@ -189,7 +194,8 @@ pub(crate) fn build(cfg: &Config) -> Forged {
                 let pfn = pm.alloc();
                 let mut content = vec![0u8; PAGE_SIZE as usize];
                 // ETW writes into the KPRCB (EtwSupport, buffers option only).
-                for (wva, bytes) in etw_build.iter().flat_map(|e| &e.kprcb_writes) {
+                let etw_writes = etw_build.iter().flat_map(|e| &e.kprcb_writes);
+                for (wva, bytes) in etw_writes.chain(&thread_writes) {
                     if *wva >= va && *wva + bytes.len() as u64 <= va + PAGE_SIZE {
                         let o = (*wva - va) as usize;
                         content[o..o + bytes.len()].copy_from_slice(bytes);
@@ -409,6 +415,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         kprcb_size,
         etw: etw_build.map(|eb| eb.expected),
         processes: proc_build.map(|p| p.expected).unwrap_or_default(),
+        current_threads,
         file,
         pm,
         vmap,

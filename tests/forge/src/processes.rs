@@ -49,6 +49,31 @@ pub(crate) struct ProcBuild {
     pub expected: Vec<ExpectedProcess>,
 }
 
+/// Bytes to write at KPRCB addresses: (VA, bytes).
+pub(crate) type KprcbWrites = Vec<(u64, Vec<u8>)>;
+
+/// KPRCB.CurrentThread of every CPU (fixtures with mapped KPRCBs and `processes`): CPU `c`
+/// runs the `(3c + 1) mod n`-th thread of the process list (threads in list order). Returns
+/// the KPRCB writes and, per CPU, (`_ETHREAD` VA, TID).
+pub(crate) fn current_threads(
+    cfg: &Config,
+    prcbs: &[u64],
+    procs: &[ExpectedProcess],
+) -> (KprcbWrites, Vec<(u64, u64)>) {
+    let fx = cfg.fixture.as_ref().expect("fixture");
+    let t = TypesH::load(&fx.dir).unwrap_or_else(|e| panic!("fixture {}: {e}", fx.name));
+    let off = field(&t, "_KPRCB", "CurrentThread", 8) as u64;
+    let threads: Vec<(u64, u64)> = procs.iter().flat_map(|p| p.threads.clone()).collect();
+    let mut writes = Vec::new();
+    let mut chosen = Vec::new();
+    for (c, &prcb) in prcbs.iter().enumerate() {
+        let th = threads[(3 * c + 1) % threads.len()];
+        writes.push((prcb + off, th.0.to_le_bytes().to_vec()));
+        chosen.push(th);
+    }
+    (writes, chosen)
+}
+
 /// Offset of `agg.field` from types.h, with its declared size checked.
 fn field(t: &TypesH, agg: &str, field: &str, size: u64) -> usize {
     let off = t
