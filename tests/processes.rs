@@ -96,10 +96,8 @@ fn process_list_and_names_as_forged() {
     }
 }
 
-/// The lane chart: one lane per CPU with drawn switches, process names as labels/titles, an
-/// axis in ms before the dump. Set ETWDUMP_SVG_OUT=FILE to keep the picture.
-#[test]
-fn cswitch_svg_chart() {
+/// The 14393 fixture with processes, buffers and pending blocks.
+fn forge_14393() -> (std::path::PathBuf, Config, etwdump_forge::Forged) {
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
     let mut c = Config::from_fixture(&fx).with_processes();
     c.etw = Some(
@@ -108,6 +106,14 @@ fn cswitch_svg_chart() {
             .with_pending_ccswap(),
     );
     let f = forge(&c);
+    (fx, c, f)
+}
+
+/// The lane chart: one lane per CPU with drawn switches, process names as labels/titles, an
+/// axis in ms before the dump. Set ETWDUMP_SVG_OUT=FILE to keep the picture.
+#[test]
+fn cswitch_svg_chart() {
+    let (fx, c, f) = forge_14393();
     let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
     let opts = SymbolOptions {
         pdb: Some(fx.join("ntkrnlmp.pdb")),
@@ -154,14 +160,7 @@ fn cswitch_svg_chart() {
 /// `cswitch --format jsonl` (Timesketch fields) and `--last DURATION` through the CLI.
 #[test]
 fn cswitch_jsonl_and_last() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
-    let mut c = Config::from_fixture(&fx).with_processes();
-    c.etw = Some(
-        EtwSpec::standard(c.build)
-            .with_buffers(c.build)
-            .with_pending_ccswap(),
-    );
-    let f = forge(&c);
+    let (fx, _, f) = forge_14393();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d.dmp");
     std::fs::write(&path, f.to_bytes()).unwrap();
