@@ -135,3 +135,94 @@ fn pending_blocks_as_forged() {
         );
     }
 }
+
+/// `extract` writes every open pending batch into the ETL of each kernel session of its clock
+/// type (etw-internals.md §4.1) as one 0x0525 PERFINFO event in a CTX_SWAP buffer (BufferType
+/// 2): the event's payload decodes to exactly the forge's switches, its timestamp is the block's
+/// LastTimeStamp, the buffer carries the CPU; the manifest lists the buffers as
+/// "pending_ccswap".
+#[test]
+fn pending_batches_in_extracted_etl() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
+    let mut c = Config::from_fixture(&fx);
+    c.etw = Some(
+        EtwSpec::standard(c.build)
+            .with_buffers(c.build)
+            .with_pending_ccswap(),
+    );
+    let f = forge(&c);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let m = etwdump::report::extract::extract(&ctx, "d.dmp", dir.path(), None, false).unwrap();
+    let etw = f.etw.as_ref().unwrap();
+    let mut written = 0;
+    for s in &m.sessions {
+        let want_clock = match s.logger_id {
+            0 => Some(3), // NT Kernel Logger, CPU cycles
+            2 => Some(1), // CKCL: SYSTEM_LOGGER_MODE, QPC
+            _ => None,
+        };
+        let want: Vec<_> = etw
+            .pending
+            .iter()
+            .filter(|p| p.clock.is_some() && p.clock == want_clock)
+            .filter(|p| p.batch.as_ref().is_some_and(|b| !b.switches.is_empty()))
+            .collect();
+        let bytes = std::fs::read(dir.path().join(&s.file)).unwrap();
+        let etl = etwdump::decode::etl::read(&bytes);
+        let listed: Vec<_> = s
+            .buffer_list
+            .iter()
+            .filter(|b| b.source == "pending_ccswap")
+            .collect();
+        // The synthetic buffers are the file's last ones, all CTX_SWAP.
+        let ctx_swap: Vec<_> = etl.buffers[etl.buffers.len() - listed.len()..]
+            .iter()
+            .collect();
+        assert!(ctx_swap.iter().all(|b| b.buffer_type == 2));
+        assert_eq!(ctx_swap.len(), want.len(), "logger {}", s.logger_id);
+        assert_eq!(listed.len(), want.len(), "logger {}", s.logger_id);
+        for ((b, l), p) in ctx_swap.iter().zip(&listed).zip(&want) {
+            let w = format!("logger {} CPU {}", s.logger_id, p.cpu);
+            assert_eq!(l.address, Some(format!("{:#x}", p.block_va)), "{w}");
+            assert_eq!(l.cpu, Some(u64::from(p.cpu)), "{w}");
+            assert_eq!(l.file_offset, b.offset, "{w}");
+            let off = b.offset as usize;
+            let buf = &bytes[off..off + b.buffer_size as usize];
+            assert_eq!(buf[0x28], p.cpu as u8, "{w}: ProcessorIndex");
+            assert_eq!(
+                u16::from_le_bytes([buf[0x2A], buf[0x2B]]),
+                s.logger_id as u16
+            );
+            let recs = etwdump::decode::records::records(buf, b.saved_offset as usize);
+            assert_eq!(recs.len(), 1, "{w}");
+            assert_eq!(recs[0].hook, Some(0x0525), "{w}");
+            let batch = p.batch.as_ref().unwrap();
+            assert_eq!(
+                recs[0].perfinfo_timestamp(buf),
+                Some(batch.last_time()),
+                "{w}: LastTimeStamp"
+            );
+            let payload = recs[0].perfinfo_payload(buf).unwrap();
+            assert_eq!(payload.len(), p.used_bytes as usize - 0x10, "{w}");
+            let got = etwdump::decode::ccswap::decode(payload, Some(p.max_wait_reason));
+            assert!(got.warnings.is_empty(), "{w}: {:?}", got.warnings);
+            assert_eq!(got.first_time, batch.first_time, "{w}");
+            let pairs: Vec<(u64, u32)> = got.switches.iter().map(|s| (s.time, s.old_tid)).collect();
+            let want_pairs: Vec<(u64, u32)> =
+                batch.switches.iter().map(|s| (s.time, s.old_tid)).collect();
+            assert_eq!(pairs, want_pairs, "{w}");
+            written += 1;
+        }
+        assert_eq!(s.buffers, s.buffer_list.len() - 1);
+    }
+    assert_eq!(
+        written, 3,
+        "CKCL: CPUs 0 and 1 (QPC); NT Kernel Logger: CPU 3 (cycles)"
+    );
+}

@@ -5,12 +5,20 @@
 //! recovered buffers, each fixed up (SavedOffset = Offset = the end of the last complete record,
 //! the rest 0xFF, State Flush, processor index) and ordered by SequenceNumber.
 //!
+//! Pending compact context-switch batches (never flushed, etw-internals.md §4) are written too:
+//! each open batch of clock type C goes, as the 0x0525 event the kernel would have logged at
+//! flush, into a synthetic CTX_SWAP buffer (BufferType 2) at the end of every kernel session
+//! (NT Kernel Logger, logger 0, or a SYSTEM_LOGGER_MODE session) whose ClockType is C (§4.1:
+//! EtwpCCSwapFlush sends batches to the kernel loggers of the batch's clock type).
+//!
 //! Logger names come from memory an attacker may control: file names are sanitized, nothing
 //! is written outside DIR, existing files are kept unless `force`, and every file is written
 //! to a temporary name and renamed when complete.
 
+use crate::decode::ccswap::PENDING_HEADER;
 use crate::decode::records::{first_record_complete, BUFFER_HEADER_SIZE};
 use crate::etw::buffers::{find_buffers, FoundBuffer};
+use crate::etw::ccswap::{find_pending, PendingFound};
 use crate::etw::loggers::{list_sessions, Session};
 use crate::kernel::context::KernelContext;
 use crate::kernel::kuser::KUserSharedData;
@@ -68,8 +76,13 @@ pub fn file_name(id: u64, name: Option<&str>) -> String {
 
 #[derive(Debug, Serialize)]
 pub struct ManifestBuffer {
-    /// Null for the header buffer.
+    /// "header" (built from the logger context), "memory" (a recovered buffer) or
+    /// "pending_ccswap" (a synthetic CTX_SWAP buffer holding one pending batch).
+    pub source: &'static str,
+    /// Null for the header buffer; the pending block for "pending_ccswap".
     pub address: Option<String>,
+    /// The processor the buffer belongs to, when known.
+    pub cpu: Option<u64>,
     pub sequence_number: u64,
     pub valid_bytes: u64,
     pub records: usize,
@@ -248,6 +261,118 @@ fn header_buffer(
     b
 }
 
+/// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a
+/// SYSTEM_LOGGER_MODE session; these are the ones pending CCSWAP batches are flushed to.
+fn is_kernel_session(s: &Session) -> bool {
+    const SYSTEM_LOGGER_MODE: u64 = 0x0200_0000;
+    s.logger_id == 0
+        || s.name.as_deref() == Some("NT Kernel Logger")
+        || s.logger_mode.is_some_and(|m| m & SYSTEM_LOGGER_MODE != 0)
+}
+
+/// One pending batch laid out as a buffer of the file.
+struct SyntheticBuffer {
+    block: crate::addr::VirtAddr,
+    cpu: u64,
+    sequence_number: u64,
+    bytes: Vec<u8>,
+}
+
+/// BufferType CTX_SWAP (etw-internals.md §2.5).
+const BUFFER_TYPE_CTX_SWAP: u16 = 2;
+/// PERFINFO hook of a compact context-switch batch.
+const HOOK_CCSWAP: u16 = 0x0525;
+
+/// The pending batches a kernel session `s` would have received: the open batches (at least one
+/// switch) whose clock type is the session's, each as a 0x0525 PERFINFO event (payload = the
+/// block's bytes [0x10, UsedBytes), timestamp = LastTimeStamp, §4.2) alone in a CTX_SWAP buffer
+/// of the session's BufferSize. Blocks found by the search (clock type unknown) are not written.
+fn pending_buffers(
+    ctx: &KernelContext<'_>,
+    s: &Session,
+    pending: &[PendingFound],
+    first_seq: u64,
+    warnings: &mut Vec<String>,
+) -> Vec<SyntheticBuffer> {
+    let mut out = Vec::new();
+    if !is_kernel_session(s) || pending.is_empty() {
+        return out;
+    }
+    let x64 = ctx.space.arch().is_64bit();
+    let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
+    let mut unknown_clock = 0;
+    for p in pending {
+        if p.decoded
+            .batch
+            .as_ref()
+            .is_none_or(|b| b.switches.is_empty())
+        {
+            continue;
+        }
+        let Some(clock) = p.clock else {
+            unknown_clock += 1;
+            continue;
+        };
+        if Some(clock) != s.clock_type {
+            continue;
+        }
+        let used = p.decoded.used_bytes as usize;
+        let payload = match ctx.space.read_vec(p.block, used) {
+            Ok(b) => b[PENDING_HEADER..].to_vec(),
+            Err(e) => {
+                warnings.push(format!("pending block {} (CPU {}): {e}", p.block, p.cpu));
+                continue;
+            }
+        };
+        let size = 0x10 + payload.len();
+        if BUFFER_HEADER_SIZE + size.next_multiple_of(8) > buffer_size
+            || size > usize::from(u16::MAX)
+        {
+            warnings.push(format!(
+                "pending block {} (CPU {}): a {size:#x}-byte event does not fit logger {}'s \
+                 {buffer_size:#x}-byte buffers; not written",
+                p.block, p.cpu, s.logger_id
+            ));
+            continue;
+        }
+        let seq = first_seq + out.len() as u64;
+        let mut b = vec![0u8; buffer_size];
+        let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        put32(&mut b, 0x00, buffer_size as u32);
+        put32(&mut b, 0x0C, 0);
+        b[0x10..0x18].copy_from_slice(&p.decoded.last_timestamp.to_le_bytes());
+        b[0x18..0x20].copy_from_slice(&seq.to_le_bytes());
+        b[0x28..0x2C].copy_from_slice(&((s.logger_id as u32) << 16).to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&BUFFER_TYPE_CTX_SWAP.to_le_bytes());
+        // PERFINFO_TRACE_HEADER {marker, Size, HookId, TimeStamp}; version 2 (§4.2).
+        let marker: u32 = if x64 { 0xC011_0002 } else { 0xC010_0002 };
+        let r = BUFFER_HEADER_SIZE;
+        put32(&mut b, r, marker);
+        b[r + 4..r + 6].copy_from_slice(&(size as u16).to_le_bytes());
+        b[r + 6..r + 8].copy_from_slice(&HOOK_CCSWAP.to_le_bytes());
+        b[r + 8..r + 16].copy_from_slice(&p.decoded.last_timestamp.to_le_bytes());
+        b[r + 16..r + 16 + payload.len()].copy_from_slice(&payload);
+        // The buffer's valid end is 8-aligned, as the kernel's CurrentOffset always is (the
+        // pad stays zero).
+        let end = crate::decode::records::walk(&b, r + size.next_multiple_of(8)).end;
+        fix_up(&mut b, Some(p.cpu), end);
+        out.push(SyntheticBuffer {
+            block: p.block,
+            cpu: p.cpu,
+            sequence_number: seq,
+            bytes: b,
+        });
+    }
+    if unknown_clock > 0 {
+        warnings.push(format!(
+            "logger {}: {unknown_clock} pending batches found by search have no known clock type; \
+             not written into the session's file (see `cswitch`)",
+            s.logger_id
+        ));
+    }
+    out
+}
+
 /// Fix a recovered buffer up for the file, in place.
 fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
     let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
@@ -302,6 +427,14 @@ pub fn extract(
     if manifest_path.exists() && !force {
         return Err(ExtractError::Exists(manifest_path));
     }
+    // Pending compact cswitch batches (only looked for when a kernel session is extracted).
+    let pending = if plan.iter().any(|(s, _, _)| is_kernel_session(s)) {
+        let p = find_pending(ctx);
+        warnings.extend(p.warnings.iter().map(|w| format!("pending CCSWAP: {w}")));
+        p.blocks
+    } else {
+        Vec::new()
+    };
     let mut sessions = Vec::new();
     for (s, name, path) in plan {
         // Pass 1 (cheap): which buffers go into the file. A buffer is written when it is not
@@ -347,14 +480,23 @@ pub fn extract(
             }
         }
         data.sort_by_key(|(b, _)| (b.header.sequence_number, b.address));
-        let header = header_buffer(ctx, s, &facts, data.len() as u32 + 1);
+        // Pending batches for this session, as synthetic CTX_SWAP buffers after the others.
+        let next_seq = data
+            .iter()
+            .map(|(b, _)| b.header.sequence_number)
+            .max()
+            .map_or(1, |m| m.saturating_add(1));
+        let synthetic = pending_buffers(ctx, s, &pending, next_seq, &mut warnings);
+        let header = header_buffer(ctx, s, &facts, (data.len() + synthetic.len()) as u32 + 1);
         let header_end = header.u32_le(4);
         let header_records = crate::decode::records::walk(&header, header_end).count;
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         let mut hasher = Sha256::new(&SHA256);
         let mut buffer_list = vec![ManifestBuffer {
+            source: "header",
             address: None,
+            cpu: None,
             sequence_number: 0,
             valid_bytes: header_end as u64,
             records: header_records,
@@ -398,7 +540,9 @@ pub fn extract(
                     w.end,
                 );
                 buffer_list.push(ManifestBuffer {
+                    source: "memory",
                     address: Some(found.address.to_string()),
+                    cpu: found.cpu.or(Some(found.header.processor_index)),
                     sequence_number: found.header.sequence_number,
                     valid_bytes: w.end as u64,
                     records: w.count,
@@ -412,6 +556,27 @@ pub fn extract(
                 let bytes = std::sync::Arc::new(bytes);
                 if htx.send(bytes.clone()).is_err() || tx.send(bytes).is_err() {
                     break; // the writer failed; its error is reported below
+                }
+            }
+            for p in &synthetic {
+                let w = crate::decode::records::walk(&p.bytes, p.bytes.len());
+                buffer_list.push(ManifestBuffer {
+                    source: "pending_ccswap",
+                    address: Some(p.block.to_string()),
+                    cpu: Some(p.cpu),
+                    sequence_number: p.sequence_number,
+                    valid_bytes: w.end as u64,
+                    records: w.count,
+                    file_offset: off,
+                });
+                off += p.bytes.len() as u64;
+                records += w.count;
+                for (k, v) in w.by_key() {
+                    *by_hook.entry(k).or_insert(0) += v;
+                }
+                let bytes = std::sync::Arc::new(p.bytes.clone());
+                if htx.send(bytes.clone()).is_err() || tx.send(bytes).is_err() {
+                    break;
                 }
             }
             drop(tx);
@@ -428,7 +593,7 @@ pub fn extract(
         });
         let (mut f, mut hasher) = written.map_err(io(&tmp))?;
         let data_buffers = buffer_list.len() - 1;
-        if data_buffers != data.len() {
+        if data_buffers != data.len() + synthetic.len() {
             // A buffer vanished between the reads: BuffersWritten in the header must match.
             let fixed = header_buffer(ctx, s, &facts, data_buffers as u32 + 1);
             use std::io::{Seek, SeekFrom};

@@ -220,7 +220,23 @@ def check_buffers_cmd(c, etwdump, name, dump, pdb, exp):
     c.check(bad == 0, "%s: per-buffer fields of %d buffers" % (name, len(set(want) & set(got))))
 
 
-def check_extract(c, etwdump, name, dump, pdb, exp, workdir):
+def is_kernel_session(sess):
+    """etw-internals.md §4.1: pending CCSWAP batches go to the kernel loggers (NT Kernel
+    Logger, or SYSTEM_LOGGER_MODE 0x02000000 sessions) of the batch's clock type."""
+    return (sess.get("logger_id") == 0 or sess.get("name") == "NT Kernel Logger"
+            or (sess.get("logger_mode") or 0) & 0x02000000 != 0)
+
+
+def expected_pending(sess, pending):
+    """Forge pending blocks a session's ETL must carry (one synthetic CTX_SWAP buffer each):
+    open batches (>= 1 switch) found at a known offset (clock known) of the session's clock."""
+    if not is_kernel_session(sess):
+        return []
+    return [p for p in pending if p.get("switches") and p.get("clock") is not None
+            and p["clock"] == sess.get("clock_type")]
+
+
+def check_extract(c, etwdump, name, dump, pdb, exp, workdir, pending=()):
     outdir = os.path.join(workdir, name + ".etl.d")
     shutil.rmtree(outdir, ignore_errors=True)
     t = time.time()
@@ -248,7 +264,18 @@ def check_extract(c, etwdump, name, dump, pdb, exp, workdir):
         if not c.check(ms is not None, "%s: in extract manifest" % tag):
             continue
         blist = ms.get("buffer_list") or []
-        data = [b for b in blist if b.get("address") is not None]
+        data = [b for b in blist
+                if b.get("address") is not None and b.get("source", "memory") == "memory"]
+        # Pending CCSWAP batches: one synthetic CTX_SWAP buffer each, after the data buffers,
+        # holding one 0x0525 event (checked by etl-parser below like every buffer).
+        pend_want = expected_pending(sess, pending)
+        pend_got = [b for b in blist if b.get("source") == "pending_ccswap"]
+        c.check(sorted((addr(p["block_va"]), p["cpu"]) for p in pend_want)
+                == sorted((addr(b["address"]), b.get("cpu")) for b in pend_got)
+                and all(b.get("records") == 1 for b in pend_got)
+                and blist[len(blist) - len(pend_got):] == pend_got,
+                "%s: %d pending CCSWAP batches written as 0x0525 events in CTX_SWAP buffers" % (
+                    tag, len(pend_want)))
         want = {addr(b["address"]): b for b in extractable}
         got = {addr(b["address"]): b for b in data}
         c.check(set(want) == set(got), "%s: buffers written %s == forge %s" % (
@@ -274,13 +301,16 @@ def check_extract(c, etwdump, name, dump, pdb, exp, workdir):
         for b in extractable:
             for k, n in b["records_by_key"].items():
                 tot_keys[k] = tot_keys.get(k, 0) + n
-        c.check(ms.get("records") == sum(b["record_count"] for b in extractable),
-                "%s: records %r == %d" % (tag, ms.get("records"),
-                                          sum(b["record_count"] for b in extractable)))
+        if pend_want:
+            tot_keys["0x0525"] = tot_keys.get("0x0525", 0) + len(pend_want)
+        want_records = sum(b["record_count"] for b in extractable) + len(pend_want)
+        c.check(ms.get("records") == want_records,
+                "%s: records %r == %d" % (tag, ms.get("records"), want_records))
         c.check((ms.get("records_by_hook") or {}) == tot_keys,
                 "%s: records_by_hook %s == %s" % (tag, ms.get("records_by_hook"), tot_keys))
-        c.check(ms.get("buffers") == len(extractable),
-                "%s: buffers %r == %d" % (tag, ms.get("buffers"), len(extractable)))
+        c.check(ms.get("buffers") == len(extractable) + len(pend_want),
+                "%s: buffers %r == %d" % (tag, ms.get("buffers"),
+                                         len(extractable) + len(pend_want)))
         skipped = {addr(s.get("address")) for s in ms.get("skipped") or []}
         comp = {addr(b["address"]) for b in bl if b["compressed"]}
         c.check(comp <= skipped, "%s: compressed buffers %s in skipped %s" % (
@@ -433,7 +463,8 @@ def main():
             if have["buffers"]:
                 check_buffers_cmd(c, etwdump, name, dump, pdb, exp)
             if have["extract"]:
-                check_extract(c, etwdump, name, dump, pdb, exp, work)
+                pending = entry.get("etw", {}).get("pending") or []
+                check_extract(c, etwdump, name, dump, pdb, exp, work, pending)
         if n == 0:
             c.fail("no dump with buffer expectations in %s" % a.manifest)
         if have["etl"]:
