@@ -227,7 +227,7 @@ impl Walk {
     }
 }
 
-fn align8(x: usize) -> usize {
+pub fn align8(x: usize) -> usize {
     (x + 7) & !7
 }
 
@@ -244,13 +244,19 @@ pub fn records(buf: &[u8], valid: usize) -> Vec<Record> {
 }
 
 /// Walk, calling `each` for every complete record.
-pub fn walk_each(buf: &[u8], valid: usize, mut each: impl FnMut(&Record)) -> Walk {
+pub fn walk_each(buf: &[u8], valid: usize, each: impl FnMut(&Record)) -> Walk {
+    walk_from(buf, BUFFER_HEADER_SIZE, valid, each)
+}
+
+/// Walk the records of `buf[start..valid]` (a window of a buffer, or a buffer without header),
+/// calling `each` for every complete record. Record offsets are relative to `buf`.
+pub fn walk_from(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&Record)) -> Walk {
     let valid = valid.min(buf.len());
     let mut w = Walk {
-        end: BUFFER_HEADER_SIZE.min(valid),
+        end: start.min(valid),
         ..Walk::default()
     };
-    let mut off = BUFFER_HEADER_SIZE;
+    let mut off = start;
     while off < valid {
         let Some(rec) = quick_parse(buf, off, valid) else {
             // Slow path, only once per buffer: say why.
@@ -270,6 +276,24 @@ pub fn walk_each(buf: &[u8], valid: usize, mut each: impl FnMut(&Record)) -> Wal
     }
     w.trimmed = valid.saturating_sub(w.end);
     w
+}
+
+/// Re-synchronise on a window that starts inside a buffer (triage-etw.md §4.1 step 3.4): the
+/// smallest offset `p` ≥ `phase`, `p ≡ phase (mod 8)` (records are 8-aligned relative to the
+/// buffer, so `phase` is the window's distance to the next 8-aligned buffer offset), from which
+/// a chain of complete records ends exactly at `window.len()`. `None` when no such chain exists.
+/// Bounded: at most `window.len() / 8` candidate starts, each a linear walk.
+pub fn resync(window: &[u8], phase: usize) -> Option<usize> {
+    let n = window.len();
+    let mut p = phase % 8;
+    while p < n {
+        let w = walk_from(window, p, n, |_| {});
+        if w.count > 0 && w.torn.is_none() && w.end == n {
+            return Some(p);
+        }
+        p += 8;
+    }
+    None
 }
 
 /// The same checks as [`parse_at`] without building an error message.

@@ -6,16 +6,18 @@
 //! the header and (for bitmap dumps) one pass over the bitmap.
 
 mod bitmap;
+mod blobs;
 mod error;
 mod header;
 mod runs;
 mod triage;
 
 pub use bitmap::Bitmap;
+pub use blobs::{Blob, SecondaryData, ETW_SECONDARY_DUMP_DATA_GUID};
 pub use error::DumpError;
 pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
 pub use runs::{Run, RunList};
-pub use triage::{Segment, SegmentSource, Triage, TriageDriver};
+pub use triage::{DataBlock, Segment, SegmentSource, Triage, TriageDriver};
 
 use crate::addr::{Pfn, PAGE_SIZE};
 use crate::bytes::LeBytes;
@@ -216,6 +218,11 @@ impl DumpFile {
         self.backing
             .bytes()
             .bytes_at(usize::try_from(offset).ok()?, len)
+    }
+
+    /// The whole file (mapped: pages are read only when touched).
+    pub fn bytes(&self) -> &[u8] {
+        self.backing.bytes()
     }
 
     /// The triage part, for DumpType 4.

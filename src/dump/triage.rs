@@ -25,6 +25,18 @@ pub struct Segment {
     pub source: SegmentSource,
 }
 
+/// One entry of the data-block table, in table order (the order of the kernel's
+/// IoAddTriageDumpDataBlock calls, triage-etw.md §1.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DataBlock {
+    pub index: usize,
+    pub va: u64,
+    pub file_offset: u64,
+    pub size: u32,
+    /// False when the block runs past the end of the file (it is not mapped).
+    pub in_file: bool,
+}
+
 /// A driver from the triage driver list.
 #[derive(Clone, Debug, Serialize)]
 pub struct TriageDriver {
@@ -106,6 +118,8 @@ pub struct Triage {
     pub drivers: Vec<TriageDriver>,
     /// Bytes after SizeOfDump (secondary data, "DumpBlob" format).
     pub secondary_data_bytes: u64,
+    /// The data-block table as stored (bounded by the file: 16 bytes per entry).
+    pub blocks: Vec<DataBlock>,
     /// Address space: sorted, non-overlapping.
     segments: Vec<Segment>,
     pub warnings: Vec<String>,
@@ -172,6 +186,7 @@ impl Triage {
             });
         }
         let mut raw = Vec::with_capacity(blocks_count as usize + 2);
+        let mut blocks = Vec::with_capacity(blocks_count as usize);
         let mut blocks_bytes = 0u64;
         for i in 0..blocks_count as usize {
             let e = blocks_offset as usize + i * l.block_size;
@@ -188,7 +203,15 @@ impl Triage {
                     file.u32_at(e + 8).unwrap_or(0),
                 )
             };
-            if u64::from(off) + u64::from(size) > file_len {
+            let in_file = u64::from(off) + u64::from(size) <= file_len;
+            blocks.push(DataBlock {
+                index: i,
+                va,
+                file_offset: u64::from(off),
+                size,
+                in_file,
+            });
+            if !in_file {
                 warnings.push(format!(
                     "data block {i} (VA {va:#x}, {size:#x} bytes at file offset {off:#x}) runs past the end of the file; skipped"
                 ));
@@ -248,6 +271,7 @@ impl Triage {
             data_blocks_count: blocks_count,
             data_blocks_bytes: blocks_bytes,
             drivers,
+            blocks,
             secondary_data_bytes: file_len - u64::from(size_of_dump),
             segments,
             warnings,

@@ -69,6 +69,29 @@ const FLAG_COMPRESSED: u64 = 0x40;
 const STATE_COMPRESSED: u64 = 5;
 
 impl BufferHeader {
+    /// A WMI_BUFFER_HEADER from raw bytes, at the offsets every 6.0+ kernel uses on x86 and x64
+    /// (etw-internals.md §2: BufferSize 0x00, SavedOffset 0x04, CurrentOffset 0x08,
+    /// SequenceNumber 0x18, ClientContext 0x28 {ProcessorIndex: 11 bits, LoggerId: u16 at 0x2A},
+    /// State 0x2C, Offset 0x30, BufferFlag 0x34, BufferType 0x36). For buffers that are not in
+    /// mapped memory (triage-dump windows and the ETW secondary data).
+    pub fn from_bytes(b: &[u8]) -> Option<BufferHeader> {
+        use crate::bytes::LeBytes;
+        let u32_ = |o: usize| b.u32_at(o).map(u64::from);
+        let cc = b.u32_at(0x28)?;
+        Some(BufferHeader {
+            buffer_size: u32_(0x00)?,
+            saved_offset: u32_(0x04)?,
+            current_offset: u32_(0x08)?,
+            offset: u32_(0x30)?,
+            sequence_number: b.u64_at(0x18)?,
+            processor_index: u64::from(cc & 0x07FF),
+            logger_id: u64::from(cc >> 16),
+            state: u32_(0x2C)?,
+            buffer_flag: u64::from(b.u16_at(0x34)?),
+            buffer_type: u64::from(b.u16_at(0x36)?),
+        })
+    }
+
     /// The kernel's own rule (§2.6): CurrentOffset when it is within the buffer, else
     /// SavedOffset (the true end once CurrentOffset overflowed). `None` when neither is
     /// plausible.

@@ -6,3 +6,4 @@ pub mod clock;
 pub mod loggers;
 pub mod mode;
 pub mod roots;
+pub mod triage;
