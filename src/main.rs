@@ -124,6 +124,20 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: report::RowFormat,
     },
+    /// One row per ETW record in the dump's buffers (full, bitmap and triage dumps: the saved
+    /// windows and the ETW secondary data), with hook names, providers, UTC times and
+    /// interrupt/DPC routines resolved to module+offset
+    Events {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Only this session (logger id or name)
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: report::RowFormat,
+    },
     /// Walk the buffers and records of an .etl file
     Etl {
         /// The .etl file
@@ -313,6 +327,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::fs::write(path, chart)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
             }
+            match format {
+                report::RowFormat::Json => {
+                    writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
+                }
+                report::RowFormat::Jsonl => write!(out, "{}", rep.to_jsonl())?,
+                report::RowFormat::Csv => write!(out, "{}", rep.to_csv())?,
+                report::RowFormat::Table => write!(out, "{}", rep.to_table())?,
+            }
+            for w in &rep.warnings {
+                warn(w);
+            }
+        }
+        Command::Events {
+            dump,
+            symbols,
+            session,
+            format,
+        } => {
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let rep = report::events::collect(&ctx, session.as_deref());
             match format {
                 report::RowFormat::Json => {
                     writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?

@@ -140,3 +140,148 @@ fn real_triage_windows_and_blob() {
         }
     }
 }
+
+/// `events` on the real triage dump: 92 logger-2 PERFINFO records + 107 EventLog-System
+/// records (the 18 of the error-log tail are the blob's last 18: listed once), hooks, routines
+/// and providers as triage-etw.md §2 measured them; clocks as §2.4.
+#[test]
+fn real_triage_events() {
+    let (Some(dump), Some(isf)) = (common::shared_dump("triage_x64.dmp"), real_isf()) else {
+        return;
+    };
+    let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        isf: Some(isf),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let rep = etwdump::report::events::collect(&ctx, None);
+    let count = |f: &dyn Fn(&etwdump::report::events::EventRow) -> bool| {
+        rep.rows.iter().filter(|r| f(r)).count()
+    };
+    assert_eq!(rep.rows.len(), 92 + 107);
+    assert_eq!(count(&|r| r.source == "current_buffer"), 92);
+    assert_eq!(count(&|r| r.source == "secondary_data"), 107);
+    assert_eq!(count(&|r| r.source == "errlog_tail"), 0);
+    assert!(rep
+        .warnings
+        .iter()
+        .any(|w| w.contains("errlog_tail: the window")
+            && w.contains("repeats the last 0x1000 bytes of logger 10's buffer 0")));
+    for (hook, name, n) in [
+        ("0x0f32", "MSI_INTERRUPT", 73),
+        ("0x0f43", "INTERRUPT", 1),
+        ("0x0f44", "DPC", 10),
+        ("0x0f45", "TIMERDPC", 8),
+    ] {
+        assert_eq!(count(&|r| r.hook.as_deref() == Some(hook)), n, "{hook}");
+        assert_eq!(count(&|r| r.hook_name == Some(name)), n, "{name}");
+    }
+    for (sym, n) in [
+        ("storport.sys+0xdf70", 73),
+        ("Wdf01000.sys+0x3c30", 1),
+        ("nt!PpmCheckPeriodicStart", 4),
+        ("storahci.sys+0x3ec0", 4),
+        ("Wdf01000.sys+0x3850", 1),
+        ("ACPI.sys+0x598e0", 1),
+        ("nt!AnFwpProgressIndicatorTimer", 6),
+        ("nt!PopPepIdleTimeoutDpcRoutine", 1),
+        ("nt!PopFxResidentTimeoutDpcRoutine", 1),
+    ] {
+        assert_eq!(
+            count(&|r| r.routine_symbol.as_deref() == Some(sym)),
+            n,
+            "{sym}"
+        );
+    }
+    let l2: Vec<_> = rep
+        .rows
+        .iter()
+        .filter(|r| r.source == "current_buffer")
+        .collect();
+    assert_eq!(l2[0].timestamp, Some(57_795_467_616));
+    assert_eq!(l2[0].file_offset, Some(0xE0250));
+    assert_eq!(l2[91].timestamp, Some(58_475_226_312));
+    // Buffer offset 0xDF8 (it ends at 0xE18 = valid), i.e. file 0xE0208 + 0xDF8 = 0xE1000.
+    // triage-etw.md §4.2 prints "@0xE1DF8", outside block #56 (0xE0208-0xE1020): a slip there.
+    assert_eq!(l2[91].offset, 0xDF8);
+    assert_eq!(l2[91].file_offset, Some(0xE1000));
+    assert!(l2
+        .iter()
+        .all(|r| r.cpu == Some(0) && r.logger_id == Some(2) && r.tid.is_none()));
+    // Cycles anchored at StartCycles 0xD9D6525C4 (252 cycles after the last record) and the
+    // dump's SystemTime 132583451029877657: the last record is 0.07 µs before the dump.
+    assert_eq!(l2[91].time.as_deref(), Some("2021-02-21T01:38:22.9877657Z"));
+    // The first, 679,758,696 cycles earlier (189.19 ms at 3593 MHz).
+    let span = (0xD9D6525C4u64 - 57_795_467_616) * 10 / 3593;
+    assert_eq!(l2[0].filetime, Some(132_583_451_029_877_657 - span));
+    // A hand-decoded record: the first PERFINFO64 header at file 0xE0250.
+    let raw = d.file_bytes(0xE0250, 0x20).unwrap();
+    assert_eq!(
+        u32::from_le_bytes(raw[0..4].try_into().unwrap()),
+        0xC011_0002
+    );
+    assert_eq!(
+        u16::from_le_bytes(raw[4..6].try_into().unwrap()) as usize,
+        l2[0].size
+    );
+    assert_eq!(u16::from_le_bytes(raw[6..8].try_into().unwrap()), 0x0F32);
+    assert_eq!(
+        u64::from_le_bytes(raw[8..16].try_into().unwrap()),
+        l2[0].timestamp.unwrap()
+    );
+    let routine = u64::from_le_bytes(raw[0x18..0x20].try_into().unwrap());
+    assert_eq!(l2[0].routine, Some(format!("{routine:#x}")));
+    // EventLog-System: FILETIMEs 132583450998617254 .. 132583451029879549, first at 0x156668.
+    let el: Vec<_> = rep
+        .rows
+        .iter()
+        .filter(|r| r.source == "secondary_data")
+        .collect();
+    assert_eq!(el[0].file_offset, Some(0x156668));
+    assert_eq!(el[106].file_offset, Some(0x15F690));
+    assert_eq!(el[0].timestamp, Some(132_583_450_998_617_254));
+    assert_eq!(el[106].timestamp, Some(132_583_451_029_879_549));
+    assert_eq!(
+        el[106].time.as_deref(),
+        Some("2021-02-21T01:38:22.9879549Z")
+    );
+    assert!(el
+        .iter()
+        .all(|r| r.header_type == "event_header64" && r.cpu.is_none()));
+    for (provider, n) in [
+        ("67fe2216", 29),
+        ("c4636a1e", 21),
+        ("15ca44ff", 14),
+        ("0bf2fb94", 10),
+        ("f3c5e28e", 5),
+        ("3ff37a1c", 5),
+        ("2d9f3a42", 4),
+        ("a68ca8b7", 2),
+        ("331c3b3a", 1),
+    ] {
+        assert_eq!(
+            count(&|r| r
+                .provider
+                .as_deref()
+                .is_some_and(|p| p.starts_with(provider))),
+            n,
+            "{provider}"
+        );
+    }
+    // The Kernel-General event 12 carries the build (19041.804).
+    let kg = el
+        .iter()
+        .find(|r| {
+            r.provider
+                .as_deref()
+                .is_some_and(|p| p.starts_with("a68ca8b7"))
+        })
+        .unwrap();
+    assert_eq!((kg.event_id, kg.pid, kg.tid), (Some(12), Some(4), Some(8)));
+    // No context switches in this dump.
+    assert_eq!(
+        count(&|r| matches!(r.hook.as_deref(), Some("0x0524" | "0x0525"))),
+        0
+    );
+}

@@ -3,6 +3,7 @@
 
 pub mod buffers;
 pub mod cswitch;
+pub mod events;
 pub mod extract;
 pub mod info;
 pub mod read;
