@@ -238,6 +238,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
+            if d.triage().is_some() {
+                let t = report::triage::sessions(&ctx);
+                match format {
+                    report::ListFormat::Table => write!(out, "{}", t.to_table())?,
+                    report::ListFormat::Json => {
+                        writeln!(out, "{}", serde_json::to_string_pretty(&t)?)?
+                    }
+                    report::ListFormat::Csv => write!(out, "{}", t.to_csv())?,
+                }
+                if format != report::ListFormat::Table {
+                    for w in &t.warnings {
+                        warn(w);
+                    }
+                    warn(&format!("not known: {}", report::triage::UNKNOWABLE));
+                }
+                return Ok(());
+            }
             let list = etwdump::etw::loggers::list_sessions(&ctx);
             match format {
                 report::ListFormat::Table => write!(out, "{}", report::sessions::to_table(&list))?,
@@ -262,6 +279,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
+            if d.triage().is_some() {
+                let (rows, warnings) = report::triage::buffers(&ctx, session.as_deref());
+                match format {
+                    report::ListFormat::Table => {
+                        write!(out, "{}", report::triage::buffers_table(&rows))?
+                    }
+                    report::ListFormat::Json => {
+                        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?
+                    }
+                    report::ListFormat::Csv => {
+                        write!(out, "{}", report::triage::buffers_csv(&rows))?
+                    }
+                }
+                for w in &warnings {
+                    warn(w);
+                }
+                return Ok(());
+            }
             let rep = report::buffers::analyse(&ctx, session.as_deref(), false);
             match format {
                 report::ListFormat::Table => write!(out, "{}", rep.to_table())?,

@@ -285,3 +285,78 @@ fn real_triage_events() {
         0
     );
 }
+
+/// `sessions`, `buffers` and `extract` on the real triage dump: the sessions of the ETW blob
+/// plus logger 2, the buffers with the duplicate error-log tail recognised, and ETL files whose
+/// records (read back by the project's ETL reader; etl-parser in the interop script) are the
+/// 107 EventLog-System and 92 logger-2 records.
+#[test]
+fn real_triage_sessions_buffers_extract() {
+    let (Some(dump), Some(isf)) = (common::shared_dump("triage_x64.dmp"), real_isf()) else {
+        return;
+    };
+    let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        isf: Some(isf),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let s = etwdump::report::triage::sessions(&ctx);
+    let ids: Vec<_> = s
+        .sessions
+        .iter()
+        .map(|x| (x.logger_id, x.source, x.buffers))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (10, "secondary_data", 2),
+            (12, "secondary_data", 32),
+            (18, "secondary_data", 32),
+            (2, "current_buffer", 1)
+        ]
+    );
+    assert_eq!(s.sessions[0].clock_type, Some(2));
+    assert!(s.not_known.contains("EVENT_TRACE_ADDTO_TRIAGE_DUMP"));
+    let (rows, _) = etwdump::report::triage::buffers(&ctx, None);
+    assert_eq!(rows.len(), 2 + 2 + 32 + 32);
+    let tail = rows.iter().find(|r| r.source == "errlog_tail").unwrap();
+    assert_eq!(
+        (tail.record_count, tail.partial_bytes, tail.window_offset),
+        (18, 0xD0, 0x8110)
+    );
+    assert_eq!(
+        tail.duplicate_of.as_deref(),
+        Some("logger 10 buffer 0 of the secondary data")
+    );
+    let total: usize = rows
+        .iter()
+        .filter(|r| r.duplicate_of.is_none())
+        .map(|r| r.record_count)
+        .sum();
+    assert_eq!(total, 92 + 107);
+    let (only10, _) = etwdump::report::triage::buffers(&ctx, Some("EventLog-System"));
+    assert_eq!(only10.len(), 3);
+    let dir = tempfile::tempdir().unwrap();
+    let m = etwdump::report::extract::extract(&ctx, "t.dmp", dir.path(), None, false).unwrap();
+    let got: Vec<_> = m
+        .sessions
+        .iter()
+        .map(|s| (s.logger_id, s.buffers, s.records))
+        .collect();
+    assert_eq!(got, [(10, 1, 107), (2, 1, 92)]);
+    for s in &m.sessions {
+        let bytes = std::fs::read(dir.path().join(&s.file)).unwrap();
+        let etl = etwdump::decode::etl::read(&bytes);
+        assert!(etl.problem.is_none(), "{:?}", etl.problem);
+        let recs: Vec<usize> = etl.buffers.iter().map(|b| b.records).collect();
+        assert_eq!(recs, [1, s.records], "logger {}", s.logger_id);
+        assert_eq!(bytes.len() as u64, s.bytes);
+    }
+    let l2 = &m.sessions[1];
+    assert_eq!(l2.records_by_hook.get("0x0f32"), Some(&73));
+    assert_eq!(l2.buffer_list[1].cpu, Some(0));
+    assert_eq!(l2.buffer_list[1].sequence_number, 0x9E);
+    // Existing files are kept without --force.
+    assert!(etwdump::report::extract::extract(&ctx, "t.dmp", dir.path(), None, false).is_err());
+}

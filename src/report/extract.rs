@@ -119,11 +119,58 @@ pub struct Manifest {
 }
 
 /// Clock and machine facts for the file header, with where each came from.
-struct HeaderFacts {
+pub(crate) struct HeaderFacts {
     perf_freq: u64,
     cpu_mhz: u32,
     timer_resolution: u32,
-    sources: BTreeMap<&'static str, String>,
+    pub(crate) sources: BTreeMap<&'static str, String>,
+}
+
+impl HeaderFacts {
+    /// Triage dumps: from the ETW secondary data's header (EtwPerfFreq, EtwCPUSpeedInMHz,
+    /// KeMaximumIncrement), else the crashing CPU's KPRCB.MHz, else documented defaults.
+    pub(crate) fn from_triage(
+        _ctx: &KernelContext<'_>,
+        blob: Option<crate::etw::triage::BlobHeader>,
+        kprcb_mhz: Option<u64>,
+    ) -> HeaderFacts {
+        let mut sources = BTreeMap::new();
+        let (perf_freq, f) = match blob.map(|b| b.perf_freq).filter(|&f| f > 0) {
+            Some(f) => (f, "ETW secondary data: EtwPerfFreq".to_string()),
+            None => (
+                10_000_000,
+                "assumed 10000000 (no ETW secondary data)".to_string(),
+            ),
+        };
+        sources.insert("perf_freq", f);
+        let (cpu_mhz, m) = match (blob.map(|b| b.cpu_speed_mhz).filter(|&m| m > 0), kprcb_mhz) {
+            (Some(m), _) => (m, "ETW secondary data: EtwCPUSpeedInMHz".to_string()),
+            (None, Some(m)) => (m as u32, "the crashing CPU's KPRCB.MHz".to_string()),
+            (None, None) => (0, "unknown (0)".to_string()),
+        };
+        sources.insert("cpu_speed_mhz", m);
+        let (timer_resolution, r) = match blob.map(|b| b.maximum_increment).filter(|&m| m > 0) {
+            Some(v) => (v, "ETW secondary data: KeMaximumIncrement".to_string()),
+            None => (156_250, "assumed 156250".to_string()),
+        };
+        sources.insert("timer_resolution", r);
+        HeaderFacts {
+            perf_freq,
+            cpu_mhz,
+            timer_resolution,
+            sources,
+        }
+    }
+}
+
+/// The header buffer for `s` (see [`header_buffer`]).
+pub(crate) fn header_buffer_for(
+    ctx: &KernelContext<'_>,
+    s: &Session,
+    facts: &HeaderFacts,
+    buffers_in_file: u32,
+) -> Vec<u8> {
+    header_buffer(ctx, s, facts, buffers_in_file)
 }
 
 fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
@@ -374,7 +421,7 @@ fn pending_buffers(
 }
 
 /// Fix a recovered buffer up for the file, in place.
-fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
+pub(crate) fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
     let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
     put32(d, 0x04, end as u32);
     put32(d, 0x08, end as u32);
@@ -397,6 +444,9 @@ pub fn extract(
     session: Option<&str>,
     force: bool,
 ) -> Result<Manifest, ExtractError> {
+    if ctx.dump.triage().is_some() {
+        return super::triage::extract(ctx, dump_name, dir, session, force);
+    }
     let list = list_sessions(ctx);
     let facts = header_facts(ctx);
     std::fs::create_dir_all(dir).map_err(io(dir))?;

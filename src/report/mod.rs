@@ -10,6 +10,7 @@ pub mod read;
 pub mod sessions;
 pub mod svg;
 pub mod symbols;
+pub mod triage;
 
 /// Output format of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -49,6 +49,7 @@ mod pe;
 mod phys;
 mod probes;
 mod processes;
+mod triage;
 mod types_h;
 mod util;
 
@@ -71,6 +72,14 @@ pub use fixture::{
     Relocation,
 };
 pub use processes::{ExpectedProcess, STANDARD_PROCESSES};
+pub use triage::{
+    forge_triage, triage_scenarios, BlobBufferSpec, BlobSessionSpec, CurrentBufferSpec,
+    ErrlogSource, ErrlogSpec, EtwBlobSpec, ExpectedBlobBuffer, ExpectedBlobEntry,
+    ExpectedBlobSession, ExpectedBlock, ExpectedBufferHeader, ExpectedBufferRef, ExpectedCpu,
+    ExpectedDriver, ExpectedDuplicate, ExpectedEtwBlob, ExpectedOrphan, ExpectedOverlap,
+    ExpectedRecord, ExpectedSecondary, ExpectedTriage, ExpectedTriageHeader, ExpectedWindow, Fault,
+    ForgedTriage, NameConvention, TriageSpec, EVENTLOG_SYSTEM_MODE, QPC_SESSION_MODE,
+};
 pub use util::{guid_from_str, guid_to_string, pdb_symbol_key};
 
 /// A loaded module as listed by PsLoadedModuleList.
@@ -238,3 +247,5 @@ mod tests_etw_buffers;
 mod tests_etw_pending;
 #[cfg(test)]
 mod tests_processes;
+#[cfg(test)]
+mod tests_triage;

@@ -10,13 +10,16 @@
 //! 'CCsw' blocks, `"pending"` / `"pending_decoys"` in the manifest's `"etw"`). `--with-large`
 //! adds `fixture-x64-19041-etw-large.dmp` (512 MiB machine, 256 MiB of buffers; BUFFERS.md).
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
+//! `forge --triage OUTDIR`: write every synthetic triage-dump scenario (`triage_scenarios()`),
+//! each in `OUTDIR/<scenario>/`: `<scenario>.dmp`, the ISF `<GUID>-<age>.json` (Volatility 3
+//! naming, e.g. `5278AFF86C341677D7D7835C85B7B844-1.json`) and `expected.json`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use etwdump_forge::{
-    default_fixtures_root, fixture_dirs, forge, guid_to_string, BitmapSig, Config, EtwSpec, Expect,
-    ExpectedBuffer, ExpectedSlot, Forged, ForgedEtw, Layout,
+    default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, triage_scenarios,
+    BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer, ExpectedSlot, Forged, ForgedEtw, Layout,
 };
 use serde_json::{json, Value};
 
@@ -381,9 +384,33 @@ fn write_set(
     Ok(())
 }
 
+/// `--triage OUTDIR`: one directory per triage scenario with the dump, its ISF and
+/// expected.json.
+fn write_triage(outdir: &Path) -> std::io::Result<()> {
+    for spec in triage_scenarios() {
+        let f = forge_triage(&spec);
+        let dir = outdir.join(&spec.name);
+        std::fs::create_dir_all(&dir)?;
+        let dmp = format!("{}.dmp", spec.name);
+        std::fs::write(dir.join(&dmp), &f.bytes)?;
+        let guid: String = spec.pdb_guid.chars().filter(|c| *c != '-').collect();
+        let isf = format!("{}-{}.json", guid.to_uppercase(), spec.pdb_age);
+        std::fs::write(dir.join(&isf), &f.isf_json)?;
+        let text = serde_json::to_string_pretty(&f.expected).map_err(std::io::Error::other)?;
+        std::fs::write(dir.join("expected.json"), text + "\n")?;
+        eprintln!(
+            "wrote {}/{dmp}: {} bytes, {} records; {isf}; expected.json",
+            spec.name,
+            f.bytes.len(),
+            f.expected.records.len()
+        );
+    }
+    Ok(())
+}
+
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR"
     );
     ExitCode::from(2)
 }
@@ -430,6 +457,7 @@ fn main() -> ExitCode {
                 eprintln!("wrote {}: {} bytes", path.display(), f.file_len());
             })
         }
+        [flag, dir] if flag == "--triage" => write_triage(&PathBuf::from(dir)),
         [flag, path] if flag == "--sample" => {
             let f = forge(&Config::sample());
             let path = PathBuf::from(path);

@@ -1,0 +1,645 @@
+//! `sessions`, `buffers` and `extract` on triage dumps (minidumps): what the kernel saved at
+//! bug check (triage-etw.md; [`crate::etw::triage`]). A minidump holds no logger contexts, so
+//! only these sessions can be known: those started with EVENT_TRACE_ADDTO_TRIAGE_DUMP (listed
+//! in the ETW secondary data with their header), logger 2 (its current buffer on the crashing
+//! CPU), and the error-log session (the tail of its buffer).
+
+use super::extract::{
+    file_name, header_buffer_for, ExtractError, HeaderFacts, Manifest, ManifestBuffer,
+    ManifestSession, Skipped,
+};
+use crate::decode::records::{walk_from, Walk, BUFFER_HEADER_SIZE};
+use crate::etw::loggers::Session;
+use crate::etw::mode::{clock_type_name, logger_mode_flags};
+use crate::etw::triage::{self, TriageEtw, WindowKind};
+use crate::kernel::context::KernelContext;
+use crate::time::filetime_to_iso8601;
+use ring::digest::{Context as Sha256, SHA256};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+/// What cannot be known from a minidump, said once with every listing.
+pub const UNKNOWABLE: &str = "a minidump holds no logger contexts: sessions that were not started with EVENT_TRACE_ADDTO_TRIAGE_DUMP (0x80000000) and whose buffers the kernel did not save at bug check cannot be known from it; nor can the buffer counts, events lost or log files of any session";
+
+/// One session known from a triage dump.
+#[derive(Clone, Debug, Serialize)]
+pub struct TriageSession {
+    pub logger_id: u64,
+    pub name: Option<String>,
+    /// Where it is known from: "secondary_data", "current_buffer" or "errlog_tail".
+    pub source: &'static str,
+    pub logger_mode: Option<u64>,
+    pub logger_mode_flags: Vec<String>,
+    pub clock_type: Option<u64>,
+    pub clock_type_name: Option<String>,
+    pub buffer_size: Option<u64>,
+    pub start_time: Option<String>,
+    pub start_time_raw: Option<u64>,
+    /// Buffers (or windows) recovered.
+    pub buffers: usize,
+}
+
+/// Sessions and what is not known.
+#[derive(Clone, Debug, Serialize)]
+pub struct TriageSessions {
+    pub sessions: Vec<TriageSession>,
+    pub not_known: &'static str,
+    pub warnings: Vec<String>,
+}
+
+pub fn sessions(ctx: &KernelContext<'_>) -> TriageSessions {
+    let t = triage::read(ctx);
+    sessions_of(&t)
+}
+
+fn sessions_of(t: &TriageEtw) -> TriageSessions {
+    let mut out = Vec::new();
+    if let Some(b) = &t.blob {
+        for s in &b.sessions {
+            out.push(TriageSession {
+                logger_id: s.logger_id,
+                name: Some(s.name.clone()),
+                source: "secondary_data",
+                logger_mode: Some(s.logger_mode),
+                logger_mode_flags: logger_mode_flags(s.logger_mode as u32),
+                clock_type: Some(s.clock_type),
+                clock_type_name: clock_type_name(s.clock_type).map(String::from),
+                buffer_size: Some(s.buffer_size),
+                start_time: Some(filetime_to_iso8601(s.start_time)),
+                start_time_raw: Some(s.start_time),
+                buffers: s.buffers.len(),
+            });
+        }
+    }
+    for w in &t.windows {
+        if w.duplicate_of.is_some() {
+            continue;
+        }
+        if let Some(id) = w.logger_id {
+            if out.iter().any(|s| s.logger_id == id) {
+                continue;
+            }
+        }
+        out.push(TriageSession {
+            logger_id: w.logger_id.unwrap_or(u64::MAX),
+            name: None,
+            source: w.kind.source(),
+            logger_mode: None,
+            logger_mode_flags: Vec::new(),
+            clock_type: None,
+            clock_type_name: match w.kind {
+                WindowKind::CurrentBuffer => Some("unknown".into()),
+                WindowKind::ErrlogTail => None,
+            },
+            buffer_size: w.header.as_ref().map(|h| h.buffer_size),
+            start_time: None,
+            start_time_raw: None,
+            buffers: 1,
+        });
+    }
+    TriageSessions {
+        sessions: out,
+        not_known: UNKNOWABLE,
+        warnings: t.warnings.clone(),
+    }
+}
+
+impl TriageSessions {
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut o = String::from("Triage dump: ETW sessions saved at bug check\n\n");
+        let _ = writeln!(
+            o,
+            "{:>3}  {:<44} {:<15} {:<11} {:<10} {:>8} {:>7}  Start (UTC)",
+            "ID", "Name", "source", "Mode", "Clock", "BufSize", "buffers"
+        );
+        let n = |v: Option<String>| v.unwrap_or_else(|| "?".into());
+        for s in &self.sessions {
+            let _ = writeln!(
+                o,
+                "{:>3}  {:<44} {:<15} {:<11} {:<10} {:>8} {:>7}  {}",
+                if s.logger_id == u64::MAX {
+                    "?".into()
+                } else {
+                    s.logger_id.to_string()
+                },
+                super::sessions::printable(s.name.as_deref().unwrap_or("?")),
+                s.source,
+                n(s.logger_mode.map(|m| format!("{m:#x}"))),
+                n(s.clock_type_name
+                    .clone()
+                    .map(|c| c.chars().take(10).collect())),
+                n(s.buffer_size.map(|b| format!("{b:#x}"))),
+                s.buffers,
+                n(s.start_time.clone())
+            );
+        }
+        let _ = writeln!(o, "\nNot known: {}.", self.not_known);
+        for w in &self.warnings {
+            let _ = writeln!(o, "warning: {w}");
+        }
+        o
+    }
+
+    pub fn to_csv(&self) -> String {
+        let mut o = String::from(
+            "logger_id,name,source,logger_mode,clock_type,buffer_size,start_time,buffers\n",
+        );
+        let n = |v: Option<String>| v.unwrap_or_default();
+        for s in &self.sessions {
+            let f = [
+                if s.logger_id == u64::MAX {
+                    String::new()
+                } else {
+                    s.logger_id.to_string()
+                },
+                super::sessions::csv_field(s.name.as_deref().unwrap_or("")),
+                s.source.to_string(),
+                n(s.logger_mode.map(|m| format!("{m:#x}"))),
+                n(s.clock_type.map(|c| c.to_string())),
+                n(s.buffer_size.map(|b| format!("{b:#x}"))),
+                n(s.start_time.clone()),
+                s.buffers.to_string(),
+            ];
+            o.push_str(&f.join(","));
+            o.push('\n');
+        }
+        o
+    }
+}
+
+/// One recovered buffer or window.
+#[derive(Clone, Debug, Serialize)]
+pub struct TriageBuffer {
+    pub session_id: Option<u64>,
+    /// "current_buffer", "errlog_tail" or "secondary_data".
+    pub source: &'static str,
+    /// The buffer's virtual address (windows); null for the secondary data.
+    pub address: Option<String>,
+    /// Where the saved bytes are in the file.
+    pub file_offset: Option<u64>,
+    /// Offset in the buffer of the first saved byte (0 when the whole buffer start is saved).
+    pub window_offset: u64,
+    pub state: Option<u64>,
+    pub buffer_type: Option<u64>,
+    pub buffer_flag: Option<u64>,
+    pub processor: Option<u64>,
+    pub sequence_number: Option<u64>,
+    pub buffer_size: Option<u64>,
+    /// The buffer's valid length at bug check.
+    pub valid_bytes: u64,
+    /// Bytes saved in the dump.
+    pub saved_bytes: u64,
+    /// Bytes at the window start that are the tail of a cut record.
+    pub partial_bytes: u64,
+    pub trimmed_bytes: u64,
+    pub record_count: usize,
+    pub records_by_hook: BTreeMap<String, u64>,
+    /// "logger N buffer K of the secondary data" when this window repeats it.
+    pub duplicate_of: Option<String>,
+}
+
+/// Every buffer and window of a triage dump (selected by session id or name).
+pub fn buffers(ctx: &KernelContext<'_>, session: Option<&str>) -> (Vec<TriageBuffer>, Vec<String>) {
+    let t = triage::read(ctx);
+    (buffers_of(ctx, &t, session), t.warnings)
+}
+
+fn selected(id: Option<u64>, name: Option<&str>, sel: Option<&str>) -> bool {
+    match sel {
+        None => true,
+        Some(x) => match x.parse::<u64>() {
+            Ok(n) => id == Some(n),
+            Err(_) => name == Some(x),
+        },
+    }
+}
+
+fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<TriageBuffer> {
+    let mut out = Vec::new();
+    let sessions: &[triage::BlobSession] = t.blob.as_ref().map_or(&[], |b| &b.sessions);
+    for w in &t.windows {
+        let name = w
+            .logger_id
+            .and_then(|id| sessions.iter().find(|s| s.logger_id == id))
+            .map(|s| s.name.as_str());
+        if !selected(w.logger_id, name, sel) {
+            continue;
+        }
+        let walk = w
+            .first_record
+            .map(|f| walk_from(&w.data, f, w.data.len(), |_| {}))
+            .unwrap_or_default();
+        let h = w.header.as_ref();
+        out.push(TriageBuffer {
+            session_id: w.logger_id,
+            source: w.kind.source(),
+            address: Some(w.base.to_string()),
+            file_offset: w.file_offset,
+            window_offset: w.start.0 - w.base.0,
+            state: h.map(|h| h.state),
+            buffer_type: h.map(|h| h.buffer_type),
+            buffer_flag: h.map(|h| h.buffer_flag),
+            processor: w.processor,
+            sequence_number: h.map(|h| h.sequence_number),
+            buffer_size: h.map(|h| h.buffer_size),
+            valid_bytes: w.valid,
+            saved_bytes: w.data.len() as u64,
+            partial_bytes: w.partial_bytes as u64,
+            trimmed_bytes: walk.trimmed as u64,
+            record_count: walk.count,
+            records_by_hook: walk.by_key(),
+            duplicate_of: w.duplicate_of.map(|d| {
+                format!(
+                    "logger {} buffer {} of the secondary data",
+                    sessions[d.session].logger_id, d.buffer
+                )
+            }),
+        });
+    }
+    for s in sessions {
+        if !selected(Some(s.logger_id), Some(&s.name), sel) {
+            continue;
+        }
+        for b in &s.buffers {
+            let walk = ctx
+                .dump
+                .file_bytes(b.file_offset, b.valid as usize)
+                .map(|d| walk_from(d, BUFFER_HEADER_SIZE, d.len(), |_| {}))
+                .unwrap_or_default();
+            let h = &b.header;
+            out.push(TriageBuffer {
+                session_id: Some(s.logger_id),
+                source: "secondary_data",
+                address: None,
+                file_offset: Some(b.file_offset),
+                window_offset: 0,
+                state: Some(h.state),
+                buffer_type: Some(h.buffer_type),
+                buffer_flag: Some(h.buffer_flag),
+                processor: Some(h.processor_index),
+                sequence_number: Some(h.sequence_number),
+                buffer_size: Some(h.buffer_size),
+                valid_bytes: b.valid,
+                saved_bytes: b.valid,
+                partial_bytes: 0,
+                trimmed_bytes: walk.trimmed as u64,
+                record_count: walk.count,
+                records_by_hook: walk.by_key(),
+                duplicate_of: None,
+            });
+        }
+    }
+    out
+}
+
+/// Table of [`buffers`].
+pub fn buffers_table(rows: &[TriageBuffer]) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:>3} {:<15} {:<20} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}  duplicate of",
+        "ID", "source", "address", "file off", "window@", "valid", "saved", "partial", "records"
+    );
+    let n = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "{:>3} {:<15} {:<20} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}  {}",
+            n(r.session_id.map(|x| x.to_string())),
+            r.source,
+            n(r.address.clone()),
+            n(r.file_offset.map(|x| format!("{x:#x}"))),
+            format!("{:#x}", r.window_offset),
+            format!("{:#x}", r.valid_bytes),
+            format!("{:#x}", r.saved_bytes),
+            format!("{:#x}", r.partial_bytes),
+            r.record_count,
+            r.duplicate_of.as_deref().unwrap_or("-")
+        );
+    }
+    o
+}
+
+/// CSV of [`buffers`].
+pub fn buffers_csv(rows: &[TriageBuffer]) -> String {
+    let mut o = String::from("session_id,source,address,file_offset,window_offset,state,buffer_type,buffer_flag,processor,sequence_number,buffer_size,valid_bytes,saved_bytes,partial_bytes,trimmed_bytes,record_count,duplicate_of\n");
+    let n = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for r in rows {
+        let f = [
+            n(r.session_id),
+            r.source.to_string(),
+            r.address.clone().unwrap_or_default(),
+            n(r.file_offset),
+            r.window_offset.to_string(),
+            n(r.state),
+            n(r.buffer_type),
+            n(r.buffer_flag),
+            n(r.processor),
+            n(r.sequence_number),
+            n(r.buffer_size),
+            r.valid_bytes.to_string(),
+            r.saved_bytes.to_string(),
+            r.partial_bytes.to_string(),
+            r.trimmed_bytes.to_string(),
+            r.record_count.to_string(),
+            r.duplicate_of.clone().unwrap_or_default(),
+        ];
+        o.push_str(&f.join(","));
+        o.push('\n');
+    }
+    o
+}
+
+/// One buffer for a triage ETL file: its bytes (BufferSize long) and manifest entry.
+struct FileBuffer {
+    bytes: Vec<u8>,
+    entry: ManifestBuffer,
+    walk: Walk,
+}
+
+/// A buffer of `size` bytes from a saved part: `body` is a whole buffer start (with its
+/// header) when `header` is true; otherwise records only, which get a synthetic
+/// WMI_BUFFER_HEADER (LoggerId, processor, State Flush, the buffer size).
+fn make_buffer(
+    size: usize,
+    logger_id: u64,
+    processor: Option<u64>,
+    seq: u64,
+    body: &[u8],
+    header: bool,
+) -> Option<(Vec<u8>, Walk)> {
+    let mut b = vec![0u8; size];
+    if header {
+        b.get_mut(..body.len())?.copy_from_slice(body);
+    } else {
+        b.get_mut(BUFFER_HEADER_SIZE..BUFFER_HEADER_SIZE + body.len())?
+            .copy_from_slice(body);
+        b[0..4].copy_from_slice(&(size as u32).to_le_bytes());
+        b[0x18..0x20].copy_from_slice(&seq.to_le_bytes());
+        b[0x28..0x2C].copy_from_slice(&((logger_id as u32) << 16).to_le_bytes());
+    }
+    let valid = if header {
+        body.len()
+    } else {
+        BUFFER_HEADER_SIZE + body.len()
+    };
+    let w = walk_from(&b, BUFFER_HEADER_SIZE, valid, |_| {});
+    super::extract::fix_up(&mut b, processor, w.end);
+    Some((b, w))
+}
+
+/// `extract` on a triage dump: one ETL per logger with recovered records (secondary-data
+/// buffers, logger 2's window, the error-log tail unless it repeats a secondary-data buffer).
+pub fn extract(
+    ctx: &KernelContext<'_>,
+    dump_name: &str,
+    dir: &Path,
+    session: Option<&str>,
+    force: bool,
+) -> Result<Manifest, ExtractError> {
+    let t = triage::read(ctx);
+    let mut warnings = t.warnings.clone();
+    let list = sessions_of(&t);
+    std::fs::create_dir_all(dir).map_err(|e| ExtractError::Io {
+        path: dir.to_path_buf(),
+        source: e,
+    })?;
+    let manifest_path = dir.join("manifest.json");
+    if manifest_path.exists() && !force {
+        return Err(ExtractError::Exists(manifest_path));
+    }
+    let blob_h = t.blob.as_ref().and_then(|b| b.header);
+    let facts = HeaderFacts::from_triage(ctx, blob_h, t.crash_cpu.and_then(|c| c.mhz));
+    let mut used = HashSet::new();
+    let mut out = Vec::new();
+    for s in &list.sessions {
+        if s.logger_id == u64::MAX || !selected(Some(s.logger_id), s.name.as_deref(), session) {
+            continue;
+        }
+        let mut bufs: Vec<FileBuffer> = Vec::new();
+        let mut skipped = Vec::new();
+        let mut size = s.buffer_size.map(|b| b as usize);
+        // Windows of this logger.
+        for w in t
+            .windows
+            .iter()
+            .filter(|w| w.logger_id == Some(s.logger_id))
+        {
+            if w.duplicate_of.is_some() {
+                continue;
+            }
+            let Some(first) = w.first_record else {
+                skipped.push(Skipped {
+                    address: w.base.to_string(),
+                    reason: format!("{}: no complete record chain", w.kind.source()),
+                });
+                continue;
+            };
+            let bsize = w
+                .header
+                .as_ref()
+                .map(|h| h.buffer_size as usize)
+                .or(size)
+                .unwrap_or(w.kind.limit() as usize + BUFFER_HEADER_SIZE)
+                .max(w.data.len() + BUFFER_HEADER_SIZE)
+                .next_multiple_of(0x1000);
+            size.get_or_insert(bsize);
+            let seq = w.header.as_ref().map_or(1, |h| h.sequence_number);
+            let made = if w.starts_at_base {
+                make_buffer(bsize, s.logger_id, w.processor, seq, &w.data, true)
+            } else {
+                make_buffer(
+                    bsize,
+                    s.logger_id,
+                    w.processor,
+                    seq,
+                    &w.data[first..],
+                    false,
+                )
+            };
+            match made {
+                Some((bytes, walk)) => bufs.push(FileBuffer {
+                    entry: ManifestBuffer {
+                        source: w.kind.source(),
+                        address: Some(w.base.to_string()),
+                        cpu: w.processor,
+                        sequence_number: seq,
+                        valid_bytes: walk.end as u64,
+                        records: walk.count,
+                        file_offset: 0,
+                    },
+                    bytes,
+                    walk,
+                }),
+                None => skipped.push(Skipped {
+                    address: w.base.to_string(),
+                    reason: "does not fit the session's buffer size".into(),
+                }),
+            }
+        }
+        // Secondary-data buffers.
+        if let Some(bs) = t
+            .blob
+            .as_ref()
+            .and_then(|b| b.sessions.iter().find(|x| x.logger_id == s.logger_id))
+        {
+            for b in &bs.buffers {
+                let Some(data) = ctx.dump.file_bytes(b.file_offset, b.valid as usize) else {
+                    continue;
+                };
+                let bsize = bs.buffer_size as usize;
+                match make_buffer(
+                    bsize,
+                    s.logger_id,
+                    Some(b.header.processor_index),
+                    b.header.sequence_number,
+                    data,
+                    true,
+                ) {
+                    Some((bytes, walk)) if walk.count > 0 => bufs.push(FileBuffer {
+                        entry: ManifestBuffer {
+                            source: "secondary_data",
+                            address: None,
+                            cpu: Some(b.header.processor_index),
+                            sequence_number: b.header.sequence_number,
+                            valid_bytes: walk.end as u64,
+                            records: walk.count,
+                            file_offset: 0,
+                        },
+                        bytes,
+                        walk,
+                    }),
+                    Some(_) => skipped.push(Skipped {
+                        address: format!("file offset {:#x}", b.file_offset),
+                        reason: "no complete record".into(),
+                    }),
+                    None => skipped.push(Skipped {
+                        address: format!("file offset {:#x}", b.file_offset),
+                        reason: "valid length exceeds BufferSize".into(),
+                    }),
+                }
+            }
+        }
+        if bufs.is_empty() {
+            continue;
+        }
+        bufs.sort_by_key(|b| b.entry.sequence_number);
+        let bsize = size.unwrap_or(0x1000);
+        let sess = Session {
+            logger_id: s.logger_id,
+            name: s.name.clone(),
+            log_file: None,
+            instance_guid: None,
+            address: crate::addr::VirtAddr(0),
+            logger_mode: s.logger_mode,
+            logger_mode_flags: Vec::new(),
+            clock_type: s.clock_type,
+            clock_type_name: None,
+            buffer_size: Some(bsize as u64),
+            minimum_buffers: None,
+            maximum_buffers: None,
+            number_of_buffers: None,
+            buffers_written: None,
+            events_lost: None,
+            log_buffers_lost: None,
+            real_time_buffers_lost: None,
+            start_time: None,
+            pool_type: None,
+            layout_source: "triage",
+            maximum_event_size: None,
+            start_time_raw: s.start_time_raw,
+            warnings: Vec::new(),
+        };
+        let header = header_buffer_for(ctx, &sess, &facts, bufs.len() as u32 + 1);
+        let mut name = file_name(s.logger_id, s.name.as_deref());
+        let mut n = 2;
+        while !used.insert(name.to_ascii_lowercase()) {
+            name = file_name(s.logger_id, Some(&format!("logger-{n}")));
+            n += 1;
+        }
+        let path = dir.join(&name);
+        if path.exists() && !force {
+            return Err(ExtractError::Exists(path));
+        }
+        let mut file = header.clone();
+        let header_walk = walk_from(&header, BUFFER_HEADER_SIZE, header.len(), |_| {});
+        let mut list_entries = vec![ManifestBuffer {
+            source: "header",
+            address: None,
+            cpu: None,
+            sequence_number: 0,
+            valid_bytes: header_walk.end as u64,
+            records: header_walk.count,
+            file_offset: 0,
+        }];
+        let mut records = 0;
+        let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
+        for mut b in bufs {
+            if b.bytes.len() != header.len() {
+                warnings.push(format!(
+                    "logger {}: a {:#x}-byte buffer in a file of {:#x}-byte buffers; skipped",
+                    s.logger_id,
+                    b.bytes.len(),
+                    header.len()
+                ));
+                continue;
+            }
+            b.entry.file_offset = file.len() as u64;
+            records += b.walk.count;
+            for (k, v) in b.walk.by_key() {
+                *by_hook.entry(k).or_insert(0) += v;
+            }
+            file.extend_from_slice(&b.bytes);
+            list_entries.push(b.entry);
+        }
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        std::fs::write(&tmp, &file).map_err(|e| ExtractError::Io {
+            path: tmp.clone(),
+            source: e,
+        })?;
+        std::fs::rename(&tmp, &path).map_err(|e| ExtractError::Io {
+            path: path.clone(),
+            source: e,
+        })?;
+        let mut h = Sha256::new(&SHA256);
+        h.update(&file);
+        out.push(ManifestSession {
+            logger_id: s.logger_id,
+            name: s.name.clone(),
+            file: name,
+            buffers: list_entries.len() - 1,
+            bytes: file.len() as u64,
+            records,
+            records_by_hook: by_hook,
+            sha256: h
+                .finish()
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            buffer_list: list_entries,
+            skipped,
+            header_sources: facts.sources.clone(),
+        });
+    }
+    warnings.push(format!("not known: {UNKNOWABLE}"));
+    let m = Manifest {
+        dump: dump_name.to_string(),
+        sessions: out,
+        warnings,
+    };
+    let tmp = dir.join(format!(".manifest.json.tmp-{}", std::process::id()));
+    let text = serde_json::to_vec_pretty(&m).unwrap_or_default();
+    std::fs::write(&tmp, text).map_err(|e| ExtractError::Io {
+        path: tmp.clone(),
+        source: e,
+    })?;
+    std::fs::rename(&tmp, &manifest_path).map_err(|e| ExtractError::Io {
+        path: manifest_path.clone(),
+        source: e,
+    })?;
+    Ok(m)
+}

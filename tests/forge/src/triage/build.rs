@@ -1,0 +1,1413 @@
+//! Lays out a triage dump and derives its expectations from what was written.
+
+use std::collections::BTreeMap;
+
+use super::consts::*;
+use super::gen::*;
+use super::isf::isf_json;
+use super::*;
+use crate::config::Config;
+use crate::header::{self, HeaderInfo};
+use crate::util::{align_up, guid_from_str, guid_to_string, put_bytes, put_u16, put_u32, put_u64};
+use crate::util::{utf16le, Rng};
+
+/// D1 values used as defaults for things the spec does not control.
+const DTB: u64 = 0x1AD000;
+const CRASH_THREAD: u64 = 0xFFFF_C08B_DE9E_1640;
+const CPU0_PRCB: u64 = 0xFFFF_F804_782D_4180;
+const ETW_SUPPORT: u64 = 0xFFFF_C08B_DCF5_7730;
+const TOP_OF_STACK: u64 = 0xFFFF_8504_2989_0EE8;
+/// RVA of the exception address in D1 (0xFFFFF8047BDF5A80 - KernBase).
+const EXCEPTION_RVA: u64 = 0x3F5A80;
+/// RVA of CPU 0's idle thread in D1 (0xFFFFF8047C727600 - KernBase).
+const IDLE_THREAD0_RVA: u64 = 0xD27600;
+/// D1's ErrorLogSessionOpened block: 0x10 bytes from nt+0xC456E0 would cover the variable at
+/// +0xC (D1's block is 0x70 bytes from there).
+const ERROR_LOG_OPENED_BLOCK_RVA: u64 = 0xC456E0;
+const MM_OFFSET: usize = 0x2080;
+const UNLOADED_OFFSET: usize = 0x20D0;
+const TRIAGE_HEADER: usize = 0x2000;
+const CALL_STACK_SIZE: usize = 0x200;
+
+fn prcb_va(n: u32) -> u64 {
+    if n == 0 {
+        CPU0_PRCB
+    } else {
+        0xFFFF_9B00_0220_0180 + u64::from(n) * 0x10_0000
+    }
+}
+
+fn lower_guid(s: &str) -> String {
+    guid_to_string(&guid_from_str(s)).to_lowercase()
+}
+
+fn base_name(full: &str) -> String {
+    full.rsplit('\\').next().unwrap_or(full).to_string()
+}
+
+/// A data block before placement.
+struct Block {
+    va: u64,
+    data: Vec<u8>,
+    role: &'static str,
+}
+
+/// A descriptor as written.
+#[derive(Clone, Copy)]
+struct Desc {
+    va: u64,
+    file_offset: u32,
+    size: u32,
+    role: &'static str,
+}
+
+/// A window being saved.
+struct Win {
+    which: &'static str,
+    limit: u32,
+    buf: GenBuffer,
+    start_off: u32,
+    save_base: bool,
+    save_end: bool,
+    /// Blob (session, buffer) it copies.
+    dup: Option<(usize, usize)>,
+    block: usize,
+    base_block: Option<usize>,
+    end_block: Option<usize>,
+}
+
+impl Win {
+    fn bytes(&self) -> &[u8] {
+        &self.buf.bytes[self.start_off as usize..self.buf.valid as usize]
+    }
+    fn start_va(&self) -> u64 {
+        self.buf.va + u64::from(self.start_off)
+    }
+    fn end_va(&self) -> u64 {
+        self.buf.va + u64::from(self.buf.valid)
+    }
+}
+
+fn window_start(valid: u32, limit: u32) -> u32 {
+    valid - valid.min(limit)
+}
+
+/// Whether a window cut from `buf` starts mid-record and resyncs to its true first record.
+fn window_ok(buf: &GenBuffer, limit: u32) -> bool {
+    let start = window_start(buf.valid, limit);
+    if start == 0 {
+        return true;
+    }
+    let first = buf
+        .records
+        .iter()
+        .find(|r| r.offset >= start)
+        .map(|r| r.offset);
+    let Some(first) = first else {
+        return false;
+    };
+    first != start && resync(&buf.bytes, start as usize, buf.valid as usize) == Some(first as usize)
+}
+
+fn header_expect(h: &HeaderFields) -> ExpectedBufferHeader {
+    ExpectedBufferHeader {
+        buffer_size: h.buffer_size,
+        saved_offset: h.saved_offset,
+        current_offset: h.current_offset,
+        timestamp: h.timestamp,
+        sequence_number: h.sequence_number,
+        processor_index: h.processor_index,
+        logger_id: h.logger_id,
+        state: h.state,
+        offset: h.offset,
+        buffer_flag: h.buffer_flag,
+        buffer_type: h.buffer_type,
+    }
+}
+
+fn clock_name(ct: u32) -> &'static str {
+    match ct {
+        1 => "qpc",
+        2 => "filetime",
+        3 => "cycles",
+        _ => "raw",
+    }
+}
+
+/// Session clock value at FILETIME `t`.
+fn clock_at(s: &BlobSessionSpec, spec: &TriageSpec, t: u64) -> u64 {
+    match s.clock_type {
+        2 => t,
+        1 => {
+            let d = i128::from(t) - i128::from(s.reference_system_time);
+            let q =
+                i128::from(s.reference_perf_clock) + d * i128::from(spec.perf_freq) / 10_000_000;
+            q as u64
+        }
+        3 => spec.start_cycles - (spec.system_time - t) * u64::from(spec.mhz) / 10,
+        _ => t,
+    }
+}
+
+struct BlobSessionBuild {
+    buffers: Vec<GenBuffer>,
+}
+
+fn session_buffers(
+    spec: &TriageSpec,
+    si: usize,
+    s: &BlobSessionSpec,
+    errlog_target: Option<usize>,
+    rng: &mut Rng,
+) -> BlobSessionBuild {
+    let head = s.context_va + 0x60;
+    let n = s.buffers.len();
+    let va = |b: usize| s.first_buffer_va + b as u64 * u64::from(s.buffer_size);
+    let flink = |b: usize| if b + 1 < n { va(b + 1) + 0x38 } else { head };
+    let blink = |b: usize| if b > 0 { va(b - 1) + 0x38 } else { head };
+    let mut out = Vec::with_capacity(n);
+    for (b, bs) in s.buffers.iter().enumerate() {
+        match bs {
+            BlobBufferSpec::Empty => {
+                let slist = match s.buffers.get(b + 1) {
+                    Some(BlobBufferSpec::Empty) => va(b + 1) + 0x20,
+                    _ => 0,
+                };
+                out.push(empty_buffer(
+                    HeaderFields {
+                        buffer_size: s.buffer_size,
+                        saved_offset: 0,
+                        current_offset: WMI_BUFFER_HEADER_SIZE,
+                        reference_count: 0,
+                        timestamp: 0,
+                        sequence_number: b as u64 + 1,
+                        slist,
+                        processor_index: 0,
+                        logger_id: s.logger_id,
+                        state: 0,
+                        offset: WMI_BUFFER_HEADER_SIZE,
+                        buffer_flag: 0x100,
+                        buffer_type: 0,
+                        global_flink: flink(b),
+                        global_blink: blink(b),
+                    },
+                    va(b),
+                ));
+            }
+            BlobBufferSpec::Events { records, processor } => {
+                // FILETIME sessions: boot + 0.36 s .. 0.19 ms after the header's SystemTime
+                // (D1); other clocks: 0.1 s after the reference time .. 0.5 ms before SystemTime.
+                let (first, last) = if s.clock_type == 2 {
+                    (spec.boot_time + 3_600_000, spec.system_time + 1_892)
+                } else {
+                    (
+                        clock_at(s, spec, s.reference_system_time + 1_000_000),
+                        clock_at(s, spec, spec.system_time - 5_000),
+                    )
+                };
+                let kg = (s.clock_type == 2 && b == 0).then_some(KernelGeneral {
+                    build: spec.build,
+                    qfe: spec.qfe,
+                    boot_time: spec.boot_time,
+                });
+                let is_errlog = errlog_target == Some(b);
+                let base_rng = rng.clone();
+                let mut chosen = None;
+                for extra in (0..64u16).map(|k| k * 8) {
+                    let mut r = base_rng.clone();
+                    let g = event_buffer(
+                        &EventBufferParams {
+                            va: va(b),
+                            buffer_size: s.buffer_size,
+                            records: *records,
+                            logger_id: s.logger_id,
+                            processor: *processor,
+                            sequence_number: b as u64 + 1,
+                            first_timestamp: first,
+                            last_timestamp: last,
+                            kernel_general_first: kg,
+                            last_record_extra: extra,
+                            global_flink: flink(b),
+                            global_blink: blink(b),
+                            valid_override: None,
+                        },
+                        &mut r,
+                    );
+                    if !is_errlog || window_ok(&g, ERRLOG_WINDOW_LIMIT) {
+                        *rng = r;
+                        chosen = Some(g);
+                        break;
+                    }
+                }
+                let g = chosen.unwrap_or_else(|| {
+                    panic!("session {si} buffer {b}: no unambiguous error-log window")
+                });
+                if is_errlog {
+                    assert!(
+                        g.valid >= ERRLOG_WINDOW_LIMIT + WMI_BUFFER_HEADER_SIZE,
+                        "the error-log buffer of a blob session needs valid >= 0x1048"
+                    );
+                }
+                out.push(g);
+            }
+        }
+    }
+    BlobSessionBuild { buffers: out }
+}
+
+pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
+    assert!(spec.crash_cpu < spec.cpus, "crash_cpu out of range");
+    assert!(spec.cpus >= 1);
+    let mut rng = Rng::new(spec.seed);
+    let kb = spec.kernel_base;
+    let sym = |name: &str| kb + rva(name);
+
+    // ---- modules ----
+    let drivers: Vec<ExpectedDriver> = DRIVERS
+        .iter()
+        .enumerate()
+        .map(|(i, d)| ExpectedDriver {
+            index: i,
+            full_name: d.full_name.to_string(),
+            base_name: base_name(d.full_name),
+            base: if i == 0 { kb } else { d.base },
+            size: d.size,
+            checksum: d.checksum,
+            timestamp: d.timestamp,
+        })
+        .collect();
+    let module_bases: Vec<(String, u64)> = drivers
+        .iter()
+        .map(|d| (d.base_name.clone(), d.base))
+        .collect();
+
+    // ---- CPUs ----
+    let mhz = u64::from(spec.mhz);
+    let cpus: Vec<ExpectedCpu> = (0..spec.cpus)
+        .map(|n| {
+            let idle = if n == 0 {
+                kb + IDLE_THREAD0_RVA
+            } else {
+                prcb_va(n) + 0xB2C0
+            };
+            ExpectedCpu {
+                number: n,
+                mhz: spec.mhz,
+                start_cycles: if n == spec.crash_cpu {
+                    spec.start_cycles
+                } else {
+                    // Frozen 47-64 µs after the crashing CPU (D1).
+                    spec.start_cycles + mhz * 47 + rng.range(0, mhz * 17)
+                },
+                current_thread: if n == spec.crash_cpu {
+                    CRASH_THREAD
+                } else {
+                    idle
+                },
+                prcb_va: prcb_va(n),
+            }
+        })
+        .collect();
+    let kprcb_bytes = |c: &ExpectedCpu| {
+        let mut k = vec![0u8; KPRCB_SIZE];
+        put_u32(&mut k, KPRCB_MXCSR, 0x1F80);
+        put_u64(&mut k, KPRCB_CURRENT_THREAD, c.current_thread);
+        let idle = if c.number == 0 {
+            kb + IDLE_THREAD0_RVA
+        } else {
+            c.prcb_va + 0xB2C0
+        };
+        put_u64(&mut k, KPRCB_IDLE_THREAD, idle);
+        put_u32(&mut k, KPRCB_NUMBER, c.number);
+        put_u32(&mut k, KPRCB_MHZ, c.mhz);
+        put_u64(&mut k, KPRCB_START_CYCLES, c.start_cycles);
+        put_u64(
+            &mut k,
+            KPRCB_ETW_SUPPORT,
+            ETW_SUPPORT + u64::from(c.number) * 0x1000,
+        );
+        k
+    };
+    let crash = cpus[spec.crash_cpu as usize].clone();
+
+    // ---- ETW blob sessions ----
+    let errlog_blob = match spec.errlog.as_ref().map(|e| &e.source) {
+        Some(ErrlogSource::BlobBuffer { session, buffer }) => Some((*session, *buffer)),
+        _ => None,
+    };
+    let sessions: Vec<BlobSessionBuild> = match &spec.etw_blob {
+        Some(b) => b
+            .sessions
+            .iter()
+            .enumerate()
+            .map(|(si, s)| {
+                let target = errlog_blob.filter(|(es, _)| *es == si).map(|(_, eb)| eb);
+                session_buffers(spec, si, s, target, &mut rng)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+
+    // ---- windows ----
+    let mut wins: Vec<Win> = Vec::new();
+    if let Some(cb) = &spec.current_buffer {
+        let base_rng = rng.clone();
+        let mut chosen = None;
+        for extra in 0..32 {
+            let mut r = base_rng.clone();
+            let g = perf_buffer(
+                &PerfBufferParams {
+                    va: cb.va,
+                    buffer_size: cb.buffer_size,
+                    records: cb.records + extra,
+                    logger_id: 2,
+                    processor: spec.crash_cpu as u16,
+                    sequence_number: cb.sequence_number,
+                    last_timestamp: spec.start_cycles - cb.last_record_before_start_cycles,
+                    mhz: spec.mhz,
+                    routines: RoutineMap {
+                        kernel_base: kb,
+                        modules: &module_bases,
+                    },
+                    valid_override: cb.valid_override,
+                },
+                &mut r,
+            );
+            if window_ok(&g, ETW_WINDOW_LIMIT) {
+                rng = r;
+                chosen = Some(g);
+                break;
+            }
+        }
+        let g = chosen.expect("no unambiguous logger-2 window");
+        wins.push(Win {
+            which: "etw",
+            limit: ETW_WINDOW_LIMIT,
+            start_off: window_start(g.valid, ETW_WINDOW_LIMIT),
+            buf: g,
+            save_base: cb.save_base,
+            save_end: cb.save_end,
+            dup: None,
+            block: 0,
+            base_block: None,
+            end_block: None,
+        });
+    }
+    if let Some(e) = &spec.errlog {
+        let (g, dup) = match &e.source {
+            ErrlogSource::BlobBuffer { session, buffer } => {
+                let g = sessions
+                    .get(*session)
+                    .and_then(|s| s.buffers.get(*buffer))
+                    .expect("errlog source names a blob buffer")
+                    .clone();
+                assert!(!g.records.is_empty(), "errlog source buffer has no records");
+                (g, Some((*session, *buffer)))
+            }
+            ErrlogSource::Standalone {
+                va,
+                logger_id,
+                buffer_size,
+                records,
+                valid_override,
+            } => {
+                let base_rng = rng.clone();
+                let mut chosen = None;
+                for extra in (0..64u16).map(|k| k * 8) {
+                    let mut r = base_rng.clone();
+                    let g = event_buffer(
+                        &EventBufferParams {
+                            va: *va,
+                            buffer_size: *buffer_size,
+                            records: *records,
+                            logger_id: *logger_id,
+                            processor: 0,
+                            sequence_number: 1,
+                            first_timestamp: spec.boot_time + 3_600_000,
+                            last_timestamp: spec.system_time + 1_892,
+                            kernel_general_first: Some(KernelGeneral {
+                                build: spec.build,
+                                qfe: spec.qfe,
+                                boot_time: spec.boot_time,
+                            }),
+                            last_record_extra: extra,
+                            global_flink: *va + u64::from(*buffer_size) + 0x38,
+                            global_blink: 0xFFFF_C08B_DE9D_5AA0,
+                            valid_override: *valid_override,
+                        },
+                        &mut r,
+                    );
+                    if window_ok(&g, ERRLOG_WINDOW_LIMIT) {
+                        rng = r;
+                        chosen = Some(g);
+                        break;
+                    }
+                }
+                (chosen.expect("no unambiguous error-log window"), None)
+            }
+        };
+        wins.push(Win {
+            which: "errlog",
+            limit: ERRLOG_WINDOW_LIMIT,
+            start_off: window_start(g.valid, ERRLOG_WINDOW_LIMIT),
+            buf: g,
+            save_base: e.save_base,
+            save_end: e.save_end,
+            dup,
+            block: 0,
+            base_block: None,
+            end_block: None,
+        });
+    }
+
+    // ---- data blocks ----
+    let mut blocks: Vec<Block> = Vec::new();
+    for c in &cpus {
+        blocks.push(Block {
+            va: c.prcb_va,
+            data: kprcb_bytes(c),
+            role: "kprcb",
+        });
+    }
+    let mut kpb = vec![0u8; 8 * cpus.len()];
+    for (i, c) in cpus.iter().enumerate() {
+        put_u64(&mut kpb, 8 * i, c.prcb_va);
+    }
+    blocks.push(Block {
+        va: sym("KiProcessorBlock"),
+        data: kpb,
+        role: "ki_processor_block",
+    });
+    let lab = if spec.build >= 22000 {
+        format!("{}.1.amd64fre.ni_release.220506-1250", spec.build)
+    } else {
+        format!("{}.1.amd64fre.vb_release.191206-1406", spec.build)
+    };
+    let mut lab_bytes = vec![0u8; 0x100];
+    put_bytes(&mut lab_bytes, 0, lab.as_bytes());
+    blocks.push(Block {
+        va: sym("NtBuildLabEx"),
+        data: lab_bytes,
+        role: "nt_build_lab",
+    });
+    for w in wins.iter_mut() {
+        let (wr, br, er, bs, es) = if w.which == "etw" {
+            (
+                "etw_window",
+                "etw_base",
+                "etw_end",
+                "KiCurrentEtwBufferBase",
+                "KiCurrentEtwBufferOffset",
+            )
+        } else {
+            (
+                "errlog_window",
+                "errlog_base",
+                "errlog_end",
+                "KiCurrentErrLogBufferBase",
+                "KiCurrentErrLogBufferOffset",
+            )
+        };
+        w.block = blocks.len();
+        blocks.push(Block {
+            va: w.start_va(),
+            data: w.bytes().to_vec(),
+            role: wr,
+        });
+        if w.save_base {
+            w.base_block = Some(blocks.len());
+            blocks.push(Block {
+                va: sym(bs),
+                data: w.buf.va.to_le_bytes().to_vec(),
+                role: br,
+            });
+        }
+        if w.save_end {
+            w.end_block = Some(blocks.len());
+            blocks.push(Block {
+                va: sym(es),
+                data: w.end_va().to_le_bytes().to_vec(),
+                role: er,
+            });
+        }
+    }
+    let mut opened = vec![0u8; 0x10];
+    put_u32(&mut opened, 0xC, u32::from(spec.errlog.is_some()));
+    blocks.push(Block {
+        va: kb + ERROR_LOG_OPENED_BLOCK_RVA,
+        data: opened,
+        role: "error_log_session_opened",
+    });
+    // Marker-like dwords that are not records (a raw scan's false positives, §4.3).
+    let mut decoy = vec![0u8; 0x100];
+    rng.fill(&mut decoy);
+    for (k, m) in [0xC011_0002u32, 0xC013_0000, 0xC010_0002, 0xC004_0000]
+        .iter()
+        .enumerate()
+    {
+        put_u32(&mut decoy, 0x10 + 0x30 * k, *m);
+        put_u16(&mut decoy, 0x14 + 0x30 * k, 0x7FF0);
+    }
+    blocks.push(Block {
+        va: 0xFFFF_C08B_E3D4_AE40,
+        data: decoy,
+        role: "decoy",
+    });
+    let n_extra = spec
+        .faults
+        .iter()
+        .map(|f| match f {
+            Fault::BlocksPastEof => 2,
+            Fault::OverlappingBlocks => 5,
+            _ => 0,
+        })
+        .sum::<usize>();
+    let table_count = blocks.len() + n_extra;
+
+    // ---- fixed triage parts ----
+    let prcb_offset = UNLOADED_OFFSET + 8 + 0x38;
+    let process_offset = prcb_offset + KPRCB_SIZE;
+    let thread_offset = process_offset + EPROCESS_SIZE;
+    let call_stack_offset = thread_offset + ETHREAD_SIZE;
+    let kdbg_offset = call_stack_offset + CALL_STACK_SIZE;
+    let driver_list_offset = kdbg_offset + KDBG_SIZE;
+    let string_pool_offset = driver_list_offset + DRIVER_ENTRY_SIZE * drivers.len();
+    let mut pool = Vec::new();
+    let mut name_offsets = Vec::new();
+    for d in &drivers {
+        name_offsets.push(string_pool_offset + pool.len());
+        let u = utf16le(&d.full_name);
+        pool.extend_from_slice(&((u.len() / 2) as u32).to_le_bytes());
+        pool.extend_from_slice(&u);
+        pool.extend_from_slice(&[0, 0]);
+        pool.resize(align_up(pool.len() as u64, 8) as usize, 0);
+    }
+    let data_blocks_offset = string_pool_offset + pool.len();
+    let data_start = data_blocks_offset + 16 * table_count;
+
+    let mut file: Vec<u8> = vec![0u8; data_start];
+    // Header.
+    let mut cfg = Config::x64();
+    cfg.build = spec.build;
+    cfg.cpus = spec.cpus;
+    cfg.kernel_base = kb;
+    cfg.bugcheck_code = spec.bugcheck_code;
+    cfg.bugcheck_params = spec.bugcheck_params;
+    cfg.system_time = spec.system_time;
+    cfg.system_up_time = spec.system_up_time;
+    let info = HeaderInfo {
+        dtb: DTB,
+        pfn_database: sym("MmPfnDatabase"),
+        ps_loaded_module_list: sym("PsLoadedModuleList"),
+        ps_active_process_head: sym("PsActiveProcessHead"),
+        kdbg_va: sym("KdDebuggerDataBlock"),
+        runs: Vec::new(),
+        dump_type: 4,
+        required_dump_space: 0,
+        exception_address: kb + EXCEPTION_RVA,
+    };
+    let mut h = header::build(&cfg, &info);
+    // Triage dumps: PhysicalMemoryBlock unused, `PAGE` fill (crash-dump-format.md §2.1).
+    for (i, b) in h[0x88..0x348].iter_mut().enumerate() {
+        *b = b"PAGE"[(0x88 + i) % 4];
+    }
+    put_u32(&mut h, 0x1038, 0xCFF); // MiniDumpFields (D1)
+    file[..h.len()].copy_from_slice(&h);
+
+    // Mm info and unloaded drivers (D1: {1, 0x50, ...}; one 0x38-byte entry).
+    put_u32(&mut file, MM_OFFSET, 1);
+    put_u32(&mut file, MM_OFFSET + 4, 0x50);
+    put_u32(&mut file, UNLOADED_OFFSET, 1);
+    let ue = UNLOADED_OFFSET + 8;
+    let dam = utf16le("dam.sys");
+    put_u16(&mut file, ue, dam.len() as u16);
+    put_u16(&mut file, ue + 2, dam.len() as u16);
+    put_bytes(&mut file, ue + 0x10, &dam);
+    put_u64(&mut file, ue + 0x28, 0xFFFF_F804_87DE_0000);
+    put_u64(&mut file, ue + 0x30, 0xFFFF_F804_87DF_C000);
+    // KPRCB copy of the crashing CPU.
+    put_bytes(&mut file, prcb_offset, &kprcb_bytes(&crash));
+    // Call stack.
+    let mut stack = vec![0u8; CALL_STACK_SIZE];
+    for i in (0..CALL_STACK_SIZE).step_by(16) {
+        put_u64(&mut stack, i, kb + 0x3F_0000 + rng.range(0, 0x1_0000));
+    }
+    put_bytes(&mut file, call_stack_offset, &stack);
+    // KDBG.
+    for (off, v) in KDBG_SLOTS {
+        let val = match v {
+            KdbgVal::Sym(n) => sym(n),
+            KdbgVal::Rva(r) => kb + r,
+            KdbgVal::KernBase => kb,
+            KdbgVal::Const(c) => *c,
+        };
+        put_u64(&mut file, kdbg_offset + off, val);
+    }
+    // Driver list + string pool.
+    for (i, d) in drivers.iter().enumerate() {
+        let e = driver_list_offset + DRIVER_ENTRY_SIZE * i;
+        put_u32(&mut file, e, name_offsets[i] as u32);
+        put_u64(&mut file, e + 0x38, d.base);
+        put_u32(&mut file, e + 0x48, d.size);
+        put_u32(&mut file, e + 0x80, d.checksum);
+        put_u32(&mut file, e + 0x88, d.timestamp);
+    }
+    put_bytes(&mut file, string_pool_offset, &pool);
+
+    // Block data, back to back.
+    let mut descs: Vec<Desc> = Vec::with_capacity(table_count);
+    for b in &blocks {
+        descs.push(Desc {
+            va: b.va,
+            file_offset: file.len() as u32,
+            size: b.data.len() as u32,
+            role: b.role,
+        });
+        file.extend_from_slice(&b.data);
+    }
+    let data_end = file.len();
+    let valid_offset = align_up(data_end as u64, 8) as usize + 0x80;
+    file.resize(valid_offset, 0);
+    file.extend_from_slice(b"TRGD");
+    let size_of_dump = file.len();
+
+    // ---- secondary data ----
+    let build_number = 0xF000_0000 | spec.build;
+    let sec_offset = file.len();
+    file.extend_from_slice(b"DumpBlob");
+    file.extend_from_slice(&0x10u32.to_le_bytes());
+    file.extend_from_slice(&build_number.to_le_bytes());
+    let mut blob_entries: Vec<(ExpectedBlobEntry, u32)> = Vec::new(); // (entry, true size)
+    let mut push_blob =
+        |file: &mut Vec<u8>, guid: &str, data: &[u8], pre: u32, post: u32, claimed: u32| {
+            let hdr = file.len();
+            file.extend_from_slice(&0x20u32.to_le_bytes());
+            file.extend_from_slice(&guid_from_str(guid));
+            file.extend_from_slice(&claimed.to_le_bytes());
+            file.extend_from_slice(&pre.to_le_bytes());
+            file.extend_from_slice(&post.to_le_bytes());
+            file.extend(std::iter::repeat_n(0u8, pre as usize));
+            let data_offset = file.len();
+            file.extend_from_slice(data);
+            file.extend(std::iter::repeat_n(0u8, post as usize));
+            blob_entries.push((
+                ExpectedBlobEntry {
+                    index: blob_entries.len(),
+                    header_offset: hdr as u64,
+                    header_size: 0x20,
+                    guid: lower_guid(guid),
+                    data_offset: data_offset as u64,
+                    data_size: claimed,
+                    pre_pad: pre,
+                    post_pad: post,
+                    data_in_file: 0,
+                },
+                data.len() as u32,
+            ));
+        };
+    if spec.other_blobs {
+        let mut d0 = vec![0u8; 0x100];
+        rng.fill(&mut d0);
+        push_blob(
+            &mut file,
+            "54c84888-01d1-4c1e-bed6-282c98241303",
+            &d0,
+            0,
+            0,
+            0x100,
+        );
+        let mut d1 = vec![0u8; 0x44];
+        put_bytes(&mut d1, 0, b"AmdPPM");
+        put_u32(&mut d1, 0x40, 0x0001_0001);
+        push_blob(
+            &mut file,
+            "67fc721a-2852-4f62-a3b1-2afc53953777",
+            &d1,
+            0,
+            4,
+            0x44,
+        );
+        push_blob(
+            &mut file,
+            "00000000-0000-0000-0000-000000000000",
+            &[],
+            0,
+            0,
+            0,
+        );
+        // A PCI-config-like blob with PERFINFO32-looking dwords (D1 has 5 such false hits).
+        let mut d3 = vec![0u8; 0x1FD];
+        put_bytes(&mut d3, 0, b"PCfg");
+        put_u32(&mut d3, 4, 0x7C);
+        for k in 0..5 {
+            put_u32(&mut d3, 0x40 + 0x50 * k, 0xC010_0002);
+            put_u16(&mut d3, 0x44 + 0x50 * k, 0x18 + 8 * k as u16);
+        }
+        push_blob(
+            &mut file,
+            "9276c055-eb87-425c-b8b5-04e4d247f6cd",
+            &d3,
+            8,
+            3,
+            0x1FD,
+        );
+    }
+    // The ETW blob (last).
+    let mut etw_layout: Option<EtwLayout> = None;
+    if let Some(eb) = &spec.etw_blob {
+        let mut data = Vec::new();
+        data.extend_from_slice(&spec.max_increment.to_le_bytes());
+        data.extend_from_slice(&build_number.to_le_bytes());
+        data.extend_from_slice(&spec.mhz.to_le_bytes());
+        data.extend_from_slice(&0u32.to_le_bytes());
+        data.extend_from_slice(&spec.boot_time.to_le_bytes());
+        data.extend_from_slice(&spec.perf_freq.to_le_bytes());
+        let mut sess_layout = Vec::new();
+        for (si, s) in eb.sessions.iter().enumerate() {
+            let name = utf16le(&s.name);
+            let true_len = name.len() as u32;
+            let claimed_len = spec
+                .faults
+                .iter()
+                .find_map(|f| match f {
+                    Fault::SessionNameLengthOverrun { session, length } if *session == si => {
+                        Some(*length)
+                    }
+                    _ => None,
+                })
+                .unwrap_or(true_len);
+            let rel = data.len();
+            data.extend_from_slice(&SESSION_SIGNATURE.to_le_bytes());
+            data.extend_from_slice(&u32::from(s.logger_id).to_le_bytes());
+            data.extend_from_slice(&s.logger_mode.to_le_bytes());
+            data.extend_from_slice(&s.clock_type.to_le_bytes());
+            data.extend_from_slice(&s.buffer_size.to_le_bytes());
+            data.extend_from_slice(&claimed_len.to_le_bytes());
+            data.extend_from_slice(&s.start_time.to_le_bytes());
+            data.extend_from_slice(&s.reference_system_time.to_le_bytes());
+            data.extend_from_slice(&s.reference_perf_clock.to_le_bytes());
+            data.extend_from_slice(&name);
+            if eb.name_convention == NameConvention::Doubled {
+                data.extend(std::iter::repeat_n(0u8, name.len()));
+            }
+            let mut bufs = Vec::new();
+            for g in &sessions[si].buffers {
+                bufs.push(data.len());
+                // The callback writes the valid length into Offset (+0x30); the forge's
+                // buffers already hold it there.
+                data.extend_from_slice(&g.bytes[..g.valid as usize]);
+            }
+            sess_layout.push((rel, claimed_len, true_len, bufs));
+        }
+        let true_size = data.len() as u32;
+        let lie = spec.faults.iter().find_map(|f| match f {
+            Fault::BlobDataSizeLies(x) => Some(*x),
+            _ => None,
+        });
+        let (claimed, post) = match lie {
+            Some(x) => (true_size + x, 0),
+            None => (
+                true_size,
+                align_up(u64::from(true_size), 8) as u32 - true_size,
+            ),
+        };
+        push_blob(&mut file, ETW_BLOB_GUID, &data, 0, post, claimed);
+        if lie.is_some() {
+            // Nothing after the data: the file ends where the true content ends.
+            let (e, _) = blob_entries.last().expect("etw blob");
+            file.truncate(e.data_offset as usize + true_size as usize);
+        }
+        etw_layout = Some(EtwLayout {
+            blob_index: blob_entries.len() - 1,
+            sessions: sess_layout,
+        });
+    }
+
+    // ---- faults on descriptors / file length ----
+    let mut truncate_at: Option<usize> = None;
+    for f in &spec.faults {
+        if let Fault::TruncateInErrlogWindow(n) = f {
+            let w = wins
+                .iter()
+                .find(|w| w.which == "errlog")
+                .expect("errlog window");
+            let d = descs[w.block];
+            assert!(*n < d.size, "cut must fall inside the error-log window");
+            truncate_at = Some(d.file_offset as usize + *n as usize);
+        }
+    }
+    let final_len = truncate_at.unwrap_or(file.len());
+    for f in &spec.faults {
+        match f {
+            Fault::BlocksPastEof => {
+                descs.push(Desc {
+                    va: 0xFFFF_A000_0000_0000,
+                    file_offset: (final_len + 0x1000) as u32,
+                    size: 0x100,
+                    role: "bad_past_eof",
+                });
+                descs.push(Desc {
+                    va: 0xFFFF_A000_0000_1000,
+                    file_offset: (final_len - 0x10) as u32,
+                    size: 0x100,
+                    role: "bad_past_eof",
+                });
+            }
+            Fault::ErrlogEndPastEof => {
+                let w = wins
+                    .iter()
+                    .find(|w| w.which == "errlog")
+                    .expect("errlog window");
+                let i = w.end_block.expect("errlog end block");
+                descs[i].file_offset = (final_len + 0x2000) as u32;
+            }
+            Fault::OverlappingBlocks => {
+                let ew = descs[wins.iter().find(|w| w.which == "etw").expect("etw").block];
+                assert!(ew.size >= 0x180);
+                let lw = descs[wins
+                    .iter()
+                    .find(|w| w.which == "errlog")
+                    .expect("errlog")
+                    .block];
+                let decoy = *descs.iter().find(|d| d.role == "decoy").expect("decoy");
+                let lab = *descs
+                    .iter()
+                    .find(|d| d.role == "nt_build_lab")
+                    .expect("lab");
+                descs.push(Desc {
+                    va: ew.va + 0x100,
+                    file_offset: ew.file_offset + 0x100,
+                    size: 0x80,
+                    role: "bad_overlap",
+                });
+                descs.push(Desc {
+                    va: 0xFFFF_A000_1000_0000,
+                    file_offset: lw.file_offset,
+                    size: 0x200,
+                    role: "bad_overlap",
+                });
+                descs.push(Desc {
+                    va: 0xFFFF_A000_2000_0000,
+                    file_offset: 0,
+                    size: 0x100,
+                    role: "bad_overlap",
+                });
+                descs.push(Desc {
+                    va: 0xFFFF_8504_2989_0000,
+                    file_offset: decoy.file_offset,
+                    size: 0x40,
+                    role: "bad_overlap",
+                });
+                descs.push(Desc {
+                    va: 0xFFFF_8504_2989_0000,
+                    file_offset: lab.file_offset,
+                    size: 0x40,
+                    role: "bad_overlap",
+                });
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(descs.len(), table_count);
+    for (i, d) in descs.iter().enumerate() {
+        let e = data_blocks_offset + 16 * i;
+        put_u64(&mut file, e, d.va);
+        put_u32(&mut file, e + 8, d.file_offset);
+        put_u32(&mut file, e + 12, d.size);
+    }
+
+    // ---- triage header ----
+    let t = TRIAGE_HEADER;
+    put_u32(&mut file, t, 0);
+    put_u32(&mut file, t + 0x04, size_of_dump as u32);
+    put_u32(&mut file, t + 0x08, valid_offset as u32);
+    put_u32(&mut file, t + 0x0C, 0x348);
+    put_u32(&mut file, t + 0x10, 0xF00);
+    put_u32(&mut file, t + 0x14, MM_OFFSET as u32);
+    put_u32(&mut file, t + 0x18, UNLOADED_OFFSET as u32);
+    put_u32(&mut file, t + 0x1C, prcb_offset as u32);
+    put_u32(&mut file, t + 0x20, process_offset as u32);
+    put_u32(&mut file, t + 0x24, thread_offset as u32);
+    put_u32(&mut file, t + 0x28, call_stack_offset as u32);
+    put_u32(&mut file, t + 0x2C, CALL_STACK_SIZE as u32);
+    put_u32(&mut file, t + 0x30, driver_list_offset as u32);
+    put_u32(&mut file, t + 0x34, drivers.len() as u32);
+    put_u32(&mut file, t + 0x38, string_pool_offset as u32);
+    put_u32(&mut file, t + 0x3C, pool.len() as u32);
+    put_u32(&mut file, t + 0x40, 0);
+    put_u32(&mut file, t + 0x44, 0xFFFF_FFFF);
+    put_u64(&mut file, t + 0x48, TOP_OF_STACK);
+    put_u32(&mut file, t + 0x70, kdbg_offset as u32);
+    put_u32(&mut file, t + 0x74, KDBG_SIZE as u32);
+    put_u32(&mut file, t + 0x78, data_blocks_offset as u32);
+    put_u32(&mut file, t + 0x7C, table_count as u32);
+    // RequiredDumpSpace: the untruncated file rounded up to pages.
+    let required = align_up(file.len() as u64, 0x1000);
+    put_u64(&mut file, 0xFA0, required);
+
+    if let Some(n) = truncate_at {
+        file.truncate(n);
+    }
+    let file_len = file.len() as u64;
+    assert_eq!(file_len as usize, final_len);
+
+    // ---- expectations ----
+    let in_file = |off: u64, size: u64| off + size <= file_len;
+    let data_blocks: Vec<ExpectedBlock> = descs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| ExpectedBlock {
+            index: i,
+            va: d.va,
+            file_offset: d.file_offset,
+            size: d.size,
+            in_file: in_file(u64::from(d.file_offset), u64::from(d.size)),
+            role: d.role.to_string(),
+        })
+        .collect();
+    let mut overlaps = Vec::new();
+    let inter = |a0: u64, a1: u64, b0: u64, b1: u64| a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+    for i in 0..descs.len() {
+        for j in i + 1..descs.len() {
+            let (a, b) = (&descs[i], &descs[j]);
+            if inter(
+                a.va,
+                a.va + u64::from(a.size),
+                b.va,
+                b.va + u64::from(b.size),
+            ) {
+                overlaps.push(ExpectedOverlap {
+                    a: i,
+                    b: j,
+                    kind: "va".into(),
+                });
+            }
+            let (af, bf) = (u64::from(a.file_offset), u64::from(b.file_offset));
+            if inter(af, af + u64::from(a.size), bf, bf + u64::from(b.size)) {
+                overlaps.push(ExpectedOverlap {
+                    a: i,
+                    b: j,
+                    kind: "file".into(),
+                });
+            }
+        }
+    }
+
+    // Secondary data and the ETW blob.
+    let secondary = (sec_offset as u64 + 0x10 <= file_len).then(|| ExpectedSecondary {
+        file_offset: sec_offset as u64,
+        header_size: 0x10,
+        build_number,
+        blobs: blob_entries
+            .iter()
+            .filter(|(e, _)| e.header_offset + 0x20 <= file_len)
+            .map(|(e, _)| {
+                let avail = file_len.saturating_sub(e.data_offset);
+                ExpectedBlobEntry {
+                    data_in_file: u64::from(e.data_size).min(avail) as u32,
+                    ..e.clone()
+                }
+            })
+            .collect(),
+    });
+    let mut records: Vec<ExpectedRecord> = Vec::new();
+    // Record index of blob records by (session, buffer, offset).
+    let mut blob_record_index: BTreeMap<(usize, usize, u32), usize> = BTreeMap::new();
+    let mut etw_blob: Option<ExpectedEtwBlob> = None;
+    let mut blob_buffer_offsets: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+    // Windows first (records are listed current_buffer, errlog_tail, secondary_data); blob
+    // records are collected separately and appended.
+    let mut blob_records: Vec<ExpectedRecord> = Vec::new();
+    if let (Some(eb), Some(lay)) = (&spec.etw_blob, &etw_layout) {
+        let (entry, true_size) = &blob_entries[lay.blob_index];
+        let data_off = entry.data_offset;
+        if data_off + u64::from(*true_size) <= file_len {
+            let mut exp_sessions = Vec::new();
+            let mut parse_end = 0x20u64;
+            for (si, s) in eb.sessions.iter().enumerate() {
+                let (rel, claimed_len, true_len, bufs) = &lay.sessions[si];
+                let part = |len: u32| {
+                    0x30 + match eb.name_convention {
+                        NameConvention::Doubled => 2 * u64::from(len),
+                        NameConvention::Single => u64::from(len),
+                    }
+                };
+                let file_offset = data_off + *rel as u64;
+                let complete = claimed_len == true_len;
+                let mut exp_bufs = Vec::new();
+                if complete {
+                    for (bi, g) in sessions[si].buffers.iter().enumerate() {
+                        let fo = data_off + bufs[bi] as u64;
+                        blob_buffer_offsets.insert((si, bi), fo);
+                        let per_cpu = s.logger_mode & 0x1000_0000 == 0;
+                        for r in &g.records {
+                            let idx = blob_records.len();
+                            blob_record_index.insert((si, bi, r.offset), idx);
+                            let mut e = record_expect(r, &module_bases, kb, None);
+                            e.source = "secondary_data".into();
+                            e.logger_id = Some(s.logger_id);
+                            e.session_index = Some(si);
+                            e.buffer_index = Some(bi);
+                            e.file_offset = fo + u64::from(r.offset);
+                            e.clock = Some(clock_name(s.clock_type).into());
+                            e.cpu = per_cpu.then_some(u32::from(g.header.processor_index));
+                            blob_records.push(e);
+                        }
+                        exp_bufs.push(ExpectedBlobBuffer {
+                            index: bi,
+                            file_offset: fo,
+                            valid: g.valid,
+                            header: header_expect(&g.header),
+                            record_count: g.records.len(),
+                            va: g.va,
+                        });
+                    }
+                    parse_end = (*rel
+                        + part(*true_len) as usize
+                        + sessions[si]
+                            .buffers
+                            .iter()
+                            .map(|g| g.valid as usize)
+                            .sum::<usize>()) as u64;
+                } else {
+                    parse_end = *rel as u64;
+                }
+                exp_sessions.push(ExpectedBlobSession {
+                    index: si,
+                    file_offset,
+                    logger_id: u32::from(s.logger_id),
+                    logger_mode: s.logger_mode,
+                    clock_type: s.clock_type,
+                    buffer_size: s.buffer_size,
+                    name_length: *claimed_len,
+                    name: complete.then(|| s.name.clone()),
+                    name_convention: eb.name_convention,
+                    start_time: s.start_time,
+                    reference_system_time: s.reference_system_time,
+                    reference_perf_clock: s.reference_perf_clock,
+                    part_length: part(*claimed_len),
+                    buffers: exp_bufs,
+                    complete,
+                });
+                if !complete {
+                    break;
+                }
+            }
+            etw_blob = Some(ExpectedEtwBlob {
+                blob_index: lay.blob_index,
+                data_offset: data_off,
+                data_size: entry.data_size,
+                data_in_file: *true_size,
+                max_increment: spec.max_increment,
+                nt_build_number: build_number,
+                cpu_speed_mhz: spec.mhz,
+                boot_time: spec.boot_time,
+                perf_freq: spec.perf_freq,
+                name_convention: eb.name_convention,
+                sessions: exp_sessions,
+                parse_end,
+                complete: parse_end == u64::from(entry.data_size),
+            });
+        }
+    }
+
+    let readable = |i: Option<usize>| i.map(|i| data_blocks[i].in_file).unwrap_or(false);
+    let mut windows = Vec::new();
+    let mut orphans = Vec::new();
+    let mut errlog_records: Vec<ExpectedRecord> = Vec::new();
+    let mut duplicates_local: Vec<(usize, usize)> = Vec::new(); // (errlog local idx, blob idx)
+    for w in &wins {
+        let base_ok = readable(w.base_block);
+        let end_ok = readable(w.end_block);
+        let block_ok = data_blocks[w.block].in_file;
+        if !(base_ok && end_ok && block_ok) {
+            orphans.push(ExpectedOrphan {
+                which: w.which.into(),
+                block_index: w.block,
+                base_readable: base_ok,
+                end_readable: end_ok,
+            });
+            continue;
+        }
+        let valid = w.buf.valid;
+        let starts_at_base = w.start_off == 0;
+        let whole: Vec<&GenRecord> = w
+            .buf
+            .records
+            .iter()
+            .filter(|r| r.offset >= w.start_off && r.offset + u32::from(r.size) <= valid)
+            .collect();
+        let wfo = u64::from(data_blocks[w.block].file_offset);
+        let header = (starts_at_base && valid >= WMI_BUFFER_HEADER_SIZE)
+            .then(|| header_expect(&w.buf.header));
+        let dup_ref = w.dup.and_then(|(si, bi)| {
+            blob_buffer_offsets
+                .get(&(si, bi))
+                .map(|fo| ExpectedBufferRef {
+                    session_index: si,
+                    buffer_index: bi,
+                    logger_id: w.buf.header.logger_id,
+                    file_offset: *fo,
+                })
+        });
+        if let Some(d) = &dup_ref {
+            // The window is byte-identical to the blob buffer's tail.
+            let tail_start = (d.file_offset + u64::from(w.start_off)) as usize;
+            assert_eq!(
+                &file[tail_start..tail_start + w.bytes().len()],
+                &file[wfo as usize..wfo as usize + w.bytes().len()],
+                "errlog window differs from the blob buffer tail"
+            );
+        }
+        let first = whole.first().map(|r| u64::from(r.offset));
+        let window_size = u64::from(valid - w.start_off);
+        // Bytes of a cut record before the first whole one (a header is not a cut record).
+        let partial = match first {
+            _ if starts_at_base => 0,
+            Some(f) => f - u64::from(w.start_off),
+            None => window_size,
+        };
+        let (logger_id, processor_index) = if w.which == "etw" {
+            (Some(2u16), header.as_ref().map(|h| h.processor_index))
+        } else {
+            (dup_ref.as_ref().map(|d| d.logger_id), None)
+        };
+        for r in &whole {
+            let mut e = record_expect(r, &module_bases, kb, Some(crash.start_cycles));
+            e.file_offset = wfo + u64::from(r.offset - w.start_off);
+            if w.which == "etw" {
+                e.source = "current_buffer".into();
+                e.logger_id = Some(2);
+                e.cpu = Some(spec.crash_cpu);
+                e.clock = Some("cycles".into());
+                records.push(e);
+            } else {
+                e.source = "errlog_tail".into();
+                e.logger_id = logger_id;
+                e.cycles_before_crash = None;
+                if let Some(d) = &dup_ref {
+                    let s = &spec.etw_blob.as_ref().expect("blob").sessions[d.session_index];
+                    e.clock = Some(clock_name(s.clock_type).into());
+                    let bi = blob_record_index[&(d.session_index, d.buffer_index, r.offset)];
+                    duplicates_local.push((errlog_records.len(), bi));
+                }
+                errlog_records.push(e);
+            }
+        }
+        windows.push(ExpectedWindow {
+            which: w.which.into(),
+            limit: w.limit,
+            base: w.buf.va,
+            end: w.end_va(),
+            valid: u64::from(valid),
+            start_va: w.start_va(),
+            file_offset: wfo,
+            size: window_size,
+            block_index: w.block,
+            base_block_index: w.base_block.expect("readable"),
+            end_block_index: w.end_block.expect("readable"),
+            starts_at_base,
+            header,
+            logger_id,
+            processor_index,
+            first_record_offset: first,
+            partial_bytes: partial,
+            record_count: whole.len(),
+            duplicate_of: dup_ref,
+        });
+    }
+    let errlog_base = records.len();
+    let blob_base = errlog_base + errlog_records.len();
+    records.extend(errlog_records);
+    records.extend(blob_records);
+    let mut duplicates = Vec::new();
+    for (el, bl) in duplicates_local {
+        let (a, b) = (errlog_base + el, blob_base + bl);
+        records[a].duplicate_of = Some(b);
+        duplicates.push(ExpectedDuplicate {
+            errlog_record: a,
+            blob_record: b,
+        });
+    }
+    for (i, r) in records.iter_mut().enumerate() {
+        r.index = i;
+    }
+    let mut record_counts = BTreeMap::new();
+    for s in ["current_buffer", "errlog_tail", "secondary_data"] {
+        record_counts.insert(
+            s.to_string(),
+            records.iter().filter(|r| r.source == s).count(),
+        );
+    }
+
+    let symbols: BTreeMap<String, u64> = KERNEL_SYMBOLS
+        .iter()
+        .map(|(n, r)| ((*n).to_string(), kb + r))
+        .collect();
+    let expected = ExpectedTriage {
+        scenario: spec.name.clone(),
+        file_len,
+        build: spec.build,
+        machine_image_type: 0x8664,
+        number_processors: spec.cpus,
+        bugcheck_code: spec.bugcheck_code,
+        bugcheck_params: spec.bugcheck_params,
+        system_time: spec.system_time,
+        system_up_time: spec.system_up_time,
+        directory_table_base: DTB,
+        kern_base: kb,
+        kdbg_va: sym("KdDebuggerDataBlock"),
+        ps_loaded_module_list: sym("PsLoadedModuleList"),
+        ps_active_process_head: sym("PsActiveProcessHead"),
+        pdb_guid: spec.pdb_guid.to_uppercase(),
+        pdb_age: spec.pdb_age,
+        triage: ExpectedTriageHeader {
+            size_of_dump: size_of_dump as u32,
+            valid_offset: valid_offset as u32,
+            prcb_offset: prcb_offset as u32,
+            process_offset: process_offset as u32,
+            thread_offset: thread_offset as u32,
+            driver_list_offset: driver_list_offset as u32,
+            driver_count: drivers.len() as u32,
+            string_pool_offset: string_pool_offset as u32,
+            string_pool_size: pool.len() as u32,
+            debugger_data_offset: kdbg_offset as u32,
+            debugger_data_size: KDBG_SIZE as u32,
+            data_blocks_offset: data_blocks_offset as u32,
+            data_blocks_count: table_count as u32,
+        },
+        data_blocks,
+        overlaps,
+        drivers,
+        crash_cpu: crash,
+        cpus,
+        symbols,
+        error_log_session_opened: spec.errlog.is_some(),
+        windows,
+        orphan_window_blocks: orphans,
+        secondary,
+        etw_blob,
+        records,
+        duplicates,
+        record_counts,
+    };
+    ForgedTriage {
+        bytes: file,
+        isf_json: isf_json(&spec.pdb_guid, spec.pdb_age),
+        expected,
+    }
+}
+
+struct EtwLayout {
+    blob_index: usize,
+    /// Per session: (blob-relative offset of its header, claimed Length, true Length,
+    /// blob-relative offsets of its buffers).
+    sessions: Vec<(usize, u32, u32, Vec<usize>)>,
+}
+
+/// The source-independent fields of a record's expectation.
+fn record_expect(
+    r: &GenRecord,
+    modules: &[(String, u64)],
+    kb: u64,
+    start_cycles: Option<u64>,
+) -> ExpectedRecord {
+    let mut e = ExpectedRecord {
+        index: 0,
+        source: String::new(),
+        logger_id: None,
+        session_index: None,
+        buffer_index: None,
+        file_offset: 0,
+        buffer_offset: u64::from(r.offset),
+        header_type: String::new(),
+        marker: r.marker,
+        size: r.size,
+        timestamp: r.timestamp,
+        clock: None,
+        cpu: None,
+        pid: None,
+        tid: None,
+        hook_id: None,
+        initial_time: None,
+        routine: None,
+        routine_module: None,
+        routine_offset: None,
+        routine_symbol: None,
+        vector: None,
+        return_value: None,
+        cycles_before_crash: None,
+        provider: None,
+        event_id: None,
+        version: None,
+        channel: None,
+        level: None,
+        opcode: None,
+        task: None,
+        keyword: None,
+        flags: None,
+        event_property: None,
+        ext_types: Vec::new(),
+        duplicate_of: None,
+    };
+    match &r.kind {
+        GenKind::Perf {
+            hook,
+            initial_time,
+            routine,
+            target,
+            vector,
+            return_value,
+        } => {
+            e.header_type = "perfinfo64".into();
+            e.hook_id = Some(*hook);
+            e.initial_time = Some(*initial_time);
+            e.routine = Some(*routine);
+            let (module, base) = modules
+                .iter()
+                .filter(|(_, b)| *b <= *routine)
+                .max_by_key(|(_, b)| *b)
+                .expect("routine inside a module");
+            e.routine_module = Some(module.clone());
+            e.routine_offset = Some(routine - base);
+            if let Routine::Kernel(name) = target {
+                assert_eq!(*routine, kb + rva(name));
+                e.routine_symbol = Some((*name).to_string());
+            }
+            e.vector = *vector;
+            e.return_value = *return_value;
+            e.cycles_before_crash = start_cycles.map(|s| s - r.timestamp);
+        }
+        GenKind::Event {
+            provider,
+            id,
+            version,
+            channel,
+            level,
+            opcode,
+            task,
+            keyword,
+            flags,
+            property,
+            tid,
+            pid,
+            ext_types,
+        } => {
+            e.header_type = "event_header".into();
+            e.provider = Some(lower_guid(provider));
+            e.event_id = Some(*id);
+            e.version = Some(*version);
+            e.channel = Some(*channel);
+            e.level = Some(*level);
+            e.opcode = Some(*opcode);
+            e.task = Some(*task);
+            e.keyword = Some(*keyword);
+            e.flags = Some(*flags);
+            e.event_property = Some(*property);
+            e.tid = Some(*tid);
+            e.pid = Some(*pid);
+            e.ext_types = ext_types.clone();
+        }
+    }
+    e
+}

@@ -1,0 +1,521 @@
+//! ETW buffers as the kernel holds them: a `_WMI_BUFFER_HEADER` (etw-internals.md §2.1) followed
+//! by PERFINFO64 or EVENT_HEADER records (§5) on 8-byte alignment relative to the buffer start,
+//! each record's Size unpadded and the next one at ALIGN8(Size).
+
+use super::consts::*;
+use crate::util::{guid_from_str, put_bytes, put_u16, put_u32, put_u64, Rng};
+
+/// What a generated record is.
+#[derive(Clone, Debug)]
+pub(crate) enum GenKind {
+    /// PERFINFO64 (0xC0110002), no thread or process id.
+    Perf {
+        hook: u16,
+        initial_time: u64,
+        routine: u64,
+        target: Routine,
+        vector: Option<u16>,
+        return_value: Option<u8>,
+    },
+    /// EVENT_HEADER64 (0xC013xxxx).
+    Event {
+        provider: String,
+        id: u16,
+        version: u8,
+        channel: u8,
+        level: u8,
+        opcode: u8,
+        task: u16,
+        keyword: u64,
+        flags: u16,
+        property: u16,
+        tid: u32,
+        pid: u32,
+        ext_types: Vec<u16>,
+    },
+}
+
+/// A record placed in a buffer.
+#[derive(Clone, Debug)]
+pub(crate) struct GenRecord {
+    /// Offset from the buffer start.
+    pub offset: u32,
+    /// The record's Size field (unpadded).
+    pub size: u16,
+    pub marker: u32,
+    pub timestamp: u64,
+    pub kind: GenKind,
+}
+
+/// A buffer's content `[0, valid)` and its records.
+#[derive(Clone, Debug)]
+pub(crate) struct GenBuffer {
+    pub va: u64,
+    /// The kernel's valid length: `CurrentOffset <= BufferSize ? CurrentOffset : SavedOffset`.
+    pub valid: u32,
+    /// `[0, max(valid, 0x48))`: the header is always complete here, even when `valid` < 0x48.
+    pub bytes: Vec<u8>,
+    pub records: Vec<GenRecord>,
+    pub header: HeaderFields,
+}
+
+/// The `_WMI_BUFFER_HEADER` fields the forge writes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HeaderFields {
+    pub buffer_size: u32,
+    pub saved_offset: u32,
+    pub current_offset: u32,
+    pub reference_count: u32,
+    pub timestamp: u64,
+    pub sequence_number: u64,
+    /// +0x20 SlistEntry/NextBuffer (free-list link of empty buffers).
+    pub slist: u64,
+    pub processor_index: u16,
+    pub logger_id: u16,
+    pub state: u32,
+    pub offset: u32,
+    pub buffer_flag: u16,
+    pub buffer_type: u16,
+    pub global_flink: u64,
+    pub global_blink: u64,
+}
+
+pub(crate) fn write_header(buf: &mut [u8], h: &HeaderFields) {
+    put_u32(buf, 0x00, h.buffer_size);
+    put_u32(buf, 0x04, h.saved_offset);
+    put_u32(buf, 0x08, h.current_offset);
+    put_u32(buf, 0x0C, h.reference_count);
+    put_u64(buf, 0x10, h.timestamp);
+    put_u64(buf, 0x18, h.sequence_number);
+    put_u64(buf, 0x20, h.slist);
+    put_u16(buf, 0x28, h.processor_index);
+    put_u16(buf, 0x2A, h.logger_id);
+    put_u32(buf, 0x2C, h.state);
+    put_u32(buf, 0x30, h.offset);
+    put_u16(buf, 0x34, h.buffer_flag);
+    put_u16(buf, 0x36, h.buffer_type);
+    put_u64(buf, 0x38, h.global_flink);
+    put_u64(buf, 0x40, h.global_blink);
+}
+
+pub(crate) fn align8(v: u32) -> u32 {
+    (v + 7) & !7
+}
+
+/// Where the routines of logger-2 records live.
+pub(crate) struct RoutineMap<'a> {
+    pub kernel_base: u64,
+    /// (base name, DllBase) of every module of the driver list.
+    pub modules: &'a [(String, u64)],
+}
+
+impl RoutineMap<'_> {
+    pub(crate) fn address(&self, r: Routine) -> u64 {
+        match r {
+            Routine::Kernel(name) => self.kernel_base + rva(name),
+            Routine::Module(m, off) => {
+                let base = self
+                    .modules
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(m))
+                    .map(|(_, b)| *b)
+                    .unwrap_or_else(|| panic!("module {m} not in the driver list"));
+                base + off
+            }
+        }
+    }
+}
+
+/// Parameters of logger 2's current buffer (the CKCL-like logger of triage-etw.md §2.1).
+pub(crate) struct PerfBufferParams<'a> {
+    pub va: u64,
+    pub buffer_size: u32,
+    pub records: usize,
+    pub logger_id: u16,
+    pub processor: u16,
+    pub sequence_number: u64,
+    /// Timestamp of the last record (cycles).
+    pub last_timestamp: u64,
+    pub mhz: u32,
+    pub routines: RoutineMap<'a>,
+    /// `Some(v)`: the kernel's valid length is `v` (CurrentOffset overflowed, SavedOffset = v)
+    /// and the buffer holds no records.
+    pub valid_override: Option<u32>,
+}
+
+/// Logger 2's current buffer: PERFINFO64 records with the hooks, sizes and payloads of
+/// triage-etw.md §2.1 (0x0F32 MSI ISR 0x28, 0x0F43 ISR 0x24, 0x0F44 DPC / 0x0F45 timer DPC
+/// 0x20), timestamps in CPU cycles, increasing, 0.2-4 ms apart; InitialTime 0.5-8 µs before.
+pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
+    let n = if p.valid_override.is_some() {
+        0
+    } else {
+        p.records
+    };
+    // Kinds: one ISR at 85 %, else ~79 % MSI, ~11 % DPC, ~10 % timer DPC.
+    let isr_at = n * 85 / 100;
+    let mut hooks = Vec::with_capacity(n);
+    for i in 0..n {
+        let h = if i == isr_at {
+            HOOK_INTERRUPT
+        } else {
+            match rng.range(0, 100) {
+                0..=78 => HOOK_MSI_INTERRUPT,
+                79..=89 => HOOK_DPC,
+                _ => HOOK_TIMER_DPC,
+            }
+        };
+        hooks.push(h);
+    }
+    let mhz = u64::from(p.mhz);
+    let mut ts = vec![0u64; n];
+    if n > 0 {
+        ts[n - 1] = p.last_timestamp;
+        for i in (0..n - 1).rev() {
+            ts[i] = ts[i + 1] - rng.range(mhz * 200, mhz * 4000);
+        }
+    }
+    let mut bytes = vec![0u8; WMI_BUFFER_HEADER_SIZE as usize];
+    let mut records = Vec::with_capacity(n);
+    let mut off = WMI_BUFFER_HEADER_SIZE;
+    for i in 0..n {
+        let hook = hooks[i];
+        let (size, target, vector, rv): (u16, Routine, Option<u16>, Option<u8>) = match hook {
+            HOOK_MSI_INTERRUPT => (0x28, MSI_ROUTINE, Some(MSI_VECTOR), Some(1)),
+            HOOK_INTERRUPT => (0x24, ISR_ROUTINE, Some(ISR_VECTOR), Some(1)),
+            HOOK_DPC => {
+                let r = DPC_ROUTINES[rng.range(0, DPC_ROUTINES.len() as u64) as usize];
+                (0x20, r, None, None)
+            }
+            _ => {
+                let r = TIMER_DPC_ROUTINES[rng.range(0, TIMER_DPC_ROUTINES.len() as u64) as usize];
+                (0x20, r, None, None)
+            }
+        };
+        let routine = p.routines.address(target);
+        let initial_time = ts[i] - rng.range(mhz / 2, mhz * 8);
+        let mut rec = vec![0u8; align8(u32::from(size)) as usize];
+        put_u32(&mut rec, 0, PERFINFO64_MARKER);
+        put_u16(&mut rec, 4, size);
+        put_u16(&mut rec, 6, hook);
+        put_u64(&mut rec, 8, ts[i]);
+        put_u64(&mut rec, 0x10, initial_time);
+        put_u64(&mut rec, 0x18, routine);
+        if let (Some(v), Some(r)) = (vector, rv) {
+            // PERFINFO_INTERRUPT_INFORMATION: u8 ReturnValue @0x10, u16 Vector @0x11,
+            // u8 Reserved @0x13 of the payload [H3]; MSI adds a u32 (0 in D1).
+            rec[0x20] = r;
+            put_u16(&mut rec, 0x21, v);
+        }
+        records.push(GenRecord {
+            offset: off,
+            size,
+            marker: PERFINFO64_MARKER,
+            timestamp: ts[i],
+            kind: GenKind::Perf {
+                hook,
+                initial_time,
+                routine,
+                target,
+                vector,
+                return_value: rv,
+            },
+        });
+        off += rec.len() as u32;
+        bytes.extend_from_slice(&rec);
+    }
+    assert!(
+        off <= p.buffer_size,
+        "logger-2 records ({off:#x}) exceed the buffer ({:#x})",
+        p.buffer_size
+    );
+    let (valid, saved, current) = match p.valid_override {
+        // CurrentOffset ran past BufferSize; SavedOffset holds the valid length.
+        Some(v) => (v, v, p.buffer_size + 0x28),
+        None => (off, 0, off),
+    };
+    let header = HeaderFields {
+        buffer_size: p.buffer_size,
+        saved_offset: saved,
+        current_offset: current,
+        reference_count: 0xF,
+        // D1: TimeStamp equals the last record's timestamp.
+        timestamp: ts.last().copied().unwrap_or(p.last_timestamp),
+        sequence_number: p.sequence_number,
+        slist: 0,
+        processor_index: p.processor,
+        logger_id: p.logger_id,
+        state: 1,
+        // D1: Offset 0x48 in logger 2's current buffer.
+        offset: WMI_BUFFER_HEADER_SIZE,
+        buffer_flag: 0,
+        buffer_type: 0,
+        global_flink: p.va + u64::from(p.buffer_size) + 0x38,
+        global_blink: p.va - u64::from(p.buffer_size) + 0x38,
+    };
+    write_header(&mut bytes, &header);
+    GenBuffer {
+        va: p.va,
+        valid,
+        bytes,
+        records,
+        header,
+    }
+}
+
+/// Parameters of a buffer holding EVENT_HEADER records.
+pub(crate) struct EventBufferParams {
+    pub va: u64,
+    pub buffer_size: u32,
+    pub records: usize,
+    pub logger_id: u16,
+    pub processor: u16,
+    pub sequence_number: u64,
+    pub first_timestamp: u64,
+    pub last_timestamp: u64,
+    /// Start with D1's Kernel-General event 12 (OS version + boot time payload).
+    pub kernel_general_first: Option<KernelGeneral>,
+    /// Extra payload bytes on the last record (to move record boundaries).
+    pub last_record_extra: u16,
+    pub global_flink: u64,
+    pub global_blink: u64,
+    /// `Some(v)`: valid length `v` with CurrentOffset past BufferSize and no records.
+    pub valid_override: Option<u32>,
+}
+
+/// Payload of Kernel-General event 12 as in D1: {10, 0, build, qfe, 0, u16 0, StartTime}.
+#[derive(Clone, Copy)]
+pub(crate) struct KernelGeneral {
+    pub build: u32,
+    pub qfe: u32,
+    pub boot_time: u64,
+}
+
+/// A buffer of EVENT_HEADER records (etw-internals.md §5; D1 triage-etw.md §2.3): Size u16,
+/// HeaderType u16 (0xC013), Flags u16, EventProperty u16, ThreadId, ProcessId, TimeStamp,
+/// ProviderId, EVENT_DESCRIPTOR, ProcessorTime, ActivityId (0x50 bytes), then the extended
+/// items {u16 item size, u16 ExtType, u16 more-flag, u16 DataSize} + data, 8-aligned, then the
+/// user payload.
+pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
+    let n = if p.valid_override.is_some() {
+        0
+    } else {
+        p.records
+    };
+    let mut ts = Vec::with_capacity(n);
+    if n == 1 {
+        ts.push(p.last_timestamp);
+    } else if n > 1 {
+        let span = p.last_timestamp - p.first_timestamp;
+        let step = span / (n as u64 - 1);
+        for i in 0..n {
+            let base = p.first_timestamp + span * i as u64 / (n as u64 - 1);
+            let jitter = if i == 0 || i == n - 1 || step < 4 {
+                0
+            } else {
+                rng.range(0, step / 2)
+            };
+            ts.push(base + jitter);
+        }
+    }
+    let mut bytes = vec![0u8; WMI_BUFFER_HEADER_SIZE as usize];
+    let mut records = Vec::with_capacity(n);
+    let mut off = WMI_BUFFER_HEADER_SIZE;
+    let mut tpl_index = 0usize;
+    for (i, &t) in ts.iter().enumerate() {
+        let mut payload: Vec<u8>;
+        let (provider, id, version, channel, level, opcode, task, keyword, ext, property, tid, pid);
+        match (i, p.kernel_general_first) {
+            (0, Some(kg)) => {
+                provider = KERNEL_GENERAL;
+                (id, version, channel, level, opcode, task) = (12, 0, 8, 4, 0, 1);
+                keyword = 0x8000_0000_0000_0080;
+                (ext, property, tid, pid) = (1, 0, 8, 4);
+                payload = vec![0u8; 0x1E];
+                put_u32(&mut payload, 0, 10);
+                put_u32(&mut payload, 4, 0);
+                put_u32(&mut payload, 8, kg.build);
+                put_u32(&mut payload, 12, kg.qfe);
+                put_u64(&mut payload, 0x16, kg.boot_time);
+            }
+            _ => {
+                // One long Kernel-WHEA record a third of the way in (D1 has a 5476-byte one:
+                // "the clusters are only gaps caused by long payloads"), else mostly the
+                // rotation, sometimes a random template.
+                let t = if n >= 30 && i == n / 3 {
+                    &WHEA_LONG
+                } else if rng.range(0, 4) == 0 {
+                    &EVENT_TEMPLATES[rng.range(0, EVENT_TEMPLATES.len() as u64) as usize]
+                } else {
+                    tpl_index += 1;
+                    &EVENT_TEMPLATES[tpl_index % EVENT_TEMPLATES.len()]
+                };
+                provider = t.provider;
+                (id, version, channel, level, opcode, task) =
+                    (t.id, t.version, t.channel, t.level, t.opcode, t.task);
+                keyword = t.keyword;
+                (ext, property, tid, pid) = (t.ext, t.property, t.tid, t.pid);
+                let extra = rng.range(0, 3) as usize * 6;
+                payload = vec![0u8; usize::from(t.payload) + extra];
+                rng.fill(&mut payload);
+            }
+        }
+        if i + 1 == n {
+            payload.extend(std::iter::repeat_n(0x5A, usize::from(p.last_record_extra)));
+        }
+        let mut ext_bytes = Vec::new();
+        let mut ext_types = Vec::new();
+        let items: &[(u16, &[u8])] = match ext {
+            0 => &[],
+            1 => &[(EXT_SID, &SID_LOCAL_SYSTEM)],
+            _ => &[
+                (EXT_SID, &SID_LOCAL_SYSTEM),
+                (EXT_PROV_TRAITS, &PROVIDER_TRAITS),
+            ],
+        };
+        for (k, (ty, data)) in items.iter().enumerate() {
+            let item_size = 8 + align8(data.len() as u32) as usize;
+            let mut item = vec![0u8; item_size];
+            put_u16(&mut item, 0, item_size as u16);
+            put_u16(&mut item, 2, *ty);
+            put_u16(&mut item, 4, u16::from(k + 1 < items.len()));
+            put_u16(&mut item, 6, data.len() as u16);
+            put_bytes(&mut item, 8, data);
+            ext_bytes.extend_from_slice(&item);
+            ext_types.push(*ty);
+        }
+        let flags: u16 = if ext > 0 { 0x0001 } else { 0 };
+        let size = 0x50 + ext_bytes.len() + payload.len();
+        let size16 = u16::try_from(size).expect("event size fits u16");
+        let mut rec = vec![0u8; align8(size as u32) as usize];
+        put_u16(&mut rec, 0, size16);
+        put_u16(&mut rec, 2, 0xC013);
+        put_u16(&mut rec, 4, flags);
+        put_u16(&mut rec, 6, property);
+        put_u32(&mut rec, 8, tid);
+        put_u32(&mut rec, 0xC, pid);
+        put_u64(&mut rec, 0x10, t);
+        put_bytes(&mut rec, 0x18, &guid_from_str(provider));
+        put_u16(&mut rec, 0x28, id);
+        rec[0x2A] = version;
+        rec[0x2B] = channel;
+        rec[0x2C] = level;
+        rec[0x2D] = opcode;
+        put_u16(&mut rec, 0x2E, task);
+        put_u64(&mut rec, 0x30, keyword);
+        put_u64(&mut rec, 0x38, rng.range(0, 0x60)); // ProcessorTime
+        put_bytes(&mut rec, 0x50, &ext_bytes);
+        put_bytes(&mut rec, 0x50 + ext_bytes.len(), &payload);
+        let marker = u32::from_le_bytes(rec[0..4].try_into().expect("4"));
+        records.push(GenRecord {
+            offset: off,
+            size: size16,
+            marker,
+            timestamp: t,
+            kind: GenKind::Event {
+                provider: provider.to_string(),
+                id,
+                version,
+                channel,
+                level,
+                opcode,
+                task,
+                keyword,
+                flags,
+                property,
+                tid,
+                pid,
+                ext_types,
+            },
+        });
+        off += rec.len() as u32;
+        bytes.extend_from_slice(&rec);
+    }
+    assert!(
+        off <= p.buffer_size,
+        "event records ({off:#x}) exceed the buffer ({:#x})",
+        p.buffer_size
+    );
+    let (valid, saved, current) = match p.valid_override {
+        Some(v) => (v, v, p.buffer_size + 0x90),
+        None => (off, 0, off),
+    };
+    let header = HeaderFields {
+        buffer_size: p.buffer_size,
+        saved_offset: saved,
+        current_offset: current,
+        reference_count: 0xF,
+        timestamp: 0,
+        sequence_number: p.sequence_number,
+        slist: 0,
+        processor_index: p.processor,
+        logger_id: p.logger_id,
+        state: 1,
+        offset: valid,
+        buffer_flag: 0,
+        buffer_type: 0,
+        global_flink: p.global_flink,
+        global_blink: p.global_blink,
+    };
+    write_header(&mut bytes, &header);
+    GenBuffer {
+        va: p.va,
+        valid,
+        bytes,
+        records,
+        header,
+    }
+}
+
+/// An empty buffer as in D1's blob: 0x48 bytes, CurrentOffset 0x48, State 0 (free), BufferFlag
+/// 0x100, Offset 0x48.
+pub(crate) fn empty_buffer(h: HeaderFields, va: u64) -> GenBuffer {
+    let mut bytes = vec![0u8; WMI_BUFFER_HEADER_SIZE as usize];
+    write_header(&mut bytes, &h);
+    GenBuffer {
+        va,
+        valid: WMI_BUFFER_HEADER_SIZE,
+        bytes,
+        records: Vec::new(),
+        header: h,
+    }
+}
+
+/// Header types a permissive resync accepts, and where their Size is.
+fn size_at(bytes: &[u8], p: usize) -> Option<usize> {
+    if p + 8 > bytes.len() {
+        return None;
+    }
+    // Any header with TRACE_HEADER_FLAG (byte 3 bit 7).
+    if bytes[p + 3] & 0x80 == 0 {
+        return None;
+    }
+    let ty = bytes[p + 2];
+    let size = match ty {
+        0x01..=0x04 | 0x10 | 0x11 => u16::from_le_bytes([bytes[p + 4], bytes[p + 5]]),
+        _ => u16::from_le_bytes([bytes[p], bytes[p + 1]]),
+    };
+    (size >= 8).then_some(usize::from(size))
+}
+
+/// Whether a chain of records (each at ALIGN8(Size) from the previous one) starting at `p`
+/// ends exactly at `valid` (permissive about header types: see `size_at`).
+pub(crate) fn chain_ends_at_valid(bytes: &[u8], mut p: usize, valid: usize) -> bool {
+    while p < valid {
+        match size_at(bytes, p) {
+            Some(s) if p + s <= valid => p += (s + 7) & !7,
+            _ => return false,
+        }
+    }
+    p == valid
+}
+
+/// The resync of triage-etw.md §4.1 step 3.4 over a buffer's bytes: the smallest offset
+/// `p >= start` (8-aligned relative to the buffer base) from which a chain ends exactly at
+/// `valid`.
+pub(crate) fn resync(bytes: &[u8], start: usize, valid: usize) -> Option<usize> {
+    let first = (start + 7) & !7;
+    (first..valid)
+        .step_by(8)
+        .find(|&p| chain_ends_at_valid(bytes, p, valid))
+}
