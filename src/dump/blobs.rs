@@ -105,8 +105,20 @@ impl SecondaryData {
             let next = data + u64::from(size) + u64::from(post);
             if data + u64::from(size) > end {
                 out.warnings.push(format!(
-                    "blob {i} at file offset {o:#x}: DataSize {size:#x} (data at {data:#x}) runs past the end of the file ({end:#x}); stopped"
+                    "blob {i} at file offset {o:#x}: DataSize {size:#x} (data at {data:#x}) runs past the end of the file ({end:#x}); its first {:#x} bytes are read, the walk stops",
+                    end.saturating_sub(data)
                 ));
+                if data < end {
+                    out.blobs.push(Blob {
+                        index: i,
+                        tag: guid_text(tag.try_into().unwrap_or(&[0; 16])).to_ascii_lowercase(),
+                        header_offset: o,
+                        data_offset: data,
+                        data_size: (end - data) as u32,
+                        pre_pad: pre,
+                        post_pad: post,
+                    });
+                }
                 break;
             }
             out.blobs.push(Blob {
@@ -168,7 +180,8 @@ mod tests {
         let o = 0x50 + 20;
         g[o..o + 4].copy_from_slice(&0x7FFF_FFFFu32.to_le_bytes());
         let s = SecondaryData::parse(&g, 0x40);
-        assert_eq!(s.blobs.len(), 0);
+        assert_eq!(s.blobs.len(), 1);
+        assert_eq!(s.blobs[0].data_size as usize, g.len() - 0x73);
         assert!(s.warnings[0].contains("blob 0 at file offset 0x50: DataSize 0x7fffffff"));
         // Cut inside the second header.
         let s = SecondaryData::parse(&f[..f.len() - 4], 0x40);

@@ -150,7 +150,7 @@ impl DumpFile {
                 (Contents::Bitmap(bm), end, what)
             }
             DumpType::TRIAGE => {
-                let t = Triage::parse(file, &header)?;
+                let t = Triage::parse(file, &header, opts.allow_truncated)?;
                 warnings.extend(t.warnings.iter().cloned());
                 (Contents::Triage(t), Some(0), String::new())
             }

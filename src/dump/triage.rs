@@ -126,7 +126,13 @@ pub struct Triage {
 }
 
 impl Triage {
-    pub fn parse(file: &[u8], header: &DumpHeader) -> Result<Triage, DumpError> {
+    /// Parse the triage part. `allow_truncated`: a SizeOfDump past the end of the file is a
+    /// warning (the blocks that are in the file are read) instead of an error.
+    pub fn parse(
+        file: &[u8],
+        header: &DumpHeader,
+        allow_truncated: bool,
+    ) -> Result<Triage, DumpError> {
         let l = if header.arch.is_64bit() {
             &TRIAGE64
         } else {
@@ -144,7 +150,11 @@ impl Triage {
         let mut warnings = Vec::new();
 
         let size_of_dump = f(0x04);
-        if u64::from(size_of_dump) > file_len {
+        if u64::from(size_of_dump) > file_len && allow_truncated {
+            warnings.push(format!(
+                "truncated dump: the triage data (SizeOfDump {size_of_dump:#x}) ends past the end of the file ({file_len:#x}); reading what is there"
+            ));
+        } else if u64::from(size_of_dump) > file_len {
             return Err(DumpError::Truncated {
                 what: format!("the triage data (SizeOfDump {size_of_dump:#x})"),
                 end: u64::from(size_of_dump),
@@ -272,7 +282,7 @@ impl Triage {
             data_blocks_bytes: blocks_bytes,
             drivers,
             blocks,
-            secondary_data_bytes: file_len - u64::from(size_of_dump),
+            secondary_data_bytes: file_len.saturating_sub(u64::from(size_of_dump)),
             segments,
             warnings,
         })

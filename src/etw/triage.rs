@@ -236,9 +236,27 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
                 (_, Some(n)) if fits(n) => (n, "x1"),
                 _ => {
                     out.warnings.push(format!(
-                        "ETW blob: session {logger_id} at file offset {:#x}: name length {len:#x} leads to nothing valid (neither 2×{len:#x} nor {len:#x} bytes after the header); stopped",
+                        "ETW blob: session {logger_id} at file offset {:#x}: name length {len:#x} leads to nothing valid (neither 2×{len:#x} nor {len:#x} bytes after the header); listed without buffers, stopped",
                         at(o)
                     ));
+                    let avail = b.len().saturating_sub(body).min(len as usize) & !1;
+                    out.sessions.push(BlobSession {
+                        header_offset: at(o),
+                        logger_id,
+                        logger_mode: u64::from(h.u32_at(8).unwrap_or(0)),
+                        clock_type: u64::from(h.u32_at(0xC).unwrap_or(0)),
+                        buffer_size,
+                        name_length: len,
+                        name: b
+                            .bytes_at(body, avail)
+                            .map(utf16le_lossy)
+                            .unwrap_or_default(),
+                        name_convention: "unknown",
+                        start_time: h.u64_at(0x18).unwrap_or(0),
+                        reference_system_time: h.u64_at(0x20).unwrap_or(0),
+                        reference_perf_clock: h.u64_at(0x28).unwrap_or(0),
+                        buffers: Vec::new(),
+                    });
                     break;
                 }
             };
@@ -621,7 +639,8 @@ mod tests {
         s[0x14..0x18].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
         b.extend(s);
         let p = parse_blob(&b, 0);
-        assert!(p.sessions.is_empty());
+        assert_eq!(p.sessions.len(), 1);
+        assert!(p.sessions[0].buffers.is_empty());
         assert!(
             p.warnings[0].contains("name length 0xfffffff0"),
             "{:?}",

@@ -401,7 +401,6 @@ fn triage_rows(
         push_rows(&mut rep.rows, res, &bc, &w.data, first, w.data.len());
         for r in &mut rep.rows[from..] {
             r.offset += shift;
-            r.file_offset = r.file_offset.map(|f| f - shift as u64);
         }
     }
     for s in blob_sessions {
