@@ -360,3 +360,54 @@ fn real_triage_sessions_buffers_extract() {
     // Existing files are kept without --force.
     assert!(etwdump::report::extract::extract(&ctx, "t.dmp", dir.path(), None, false).is_err());
 }
+
+/// The real ARM64 triage dump: no address translation is needed for the ETW blob, so its
+/// sessions and records are recovered; the saved windows are not found (no symbols for ARM64
+/// here, and no block triple), which a warning says.
+#[test]
+fn real_arm64_triage_blob() {
+    let Some(dump) = common::shared_dump("triage_arm64.dmp") else {
+        return;
+    };
+    let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
+    let ctx = KernelContext::without_symbols(&d);
+    let s = etwdump::report::triage::sessions(&ctx);
+    let ids: Vec<_> = s
+        .sessions
+        .iter()
+        .map(|x| {
+            (
+                x.logger_id,
+                x.name.clone().unwrap(),
+                x.buffers,
+                x.clock_type,
+            )
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (11, "EventLog-System".to_string(), 2, Some(2)),
+            (
+                19,
+                "Microsoft-Windows-Rdp-Graphics-RdpIdd-Trace".to_string(),
+                16,
+                Some(1)
+            ),
+            (35, "WiFiSession".to_string(), 16, Some(1)),
+            (40, "CldFltLog".to_string(), 2, Some(2)),
+        ]
+    );
+    let rep = etwdump::report::events::collect(&ctx, Some("11"));
+    assert_eq!(rep.rows.len(), 23);
+    assert_eq!(rep.rows[0].timestamp, Some(132_760_615_122_441_836));
+    assert_eq!(rep.rows[0].file_offset, Some(766_208));
+    assert_eq!(
+        rep.rows[0].time.as_deref(),
+        Some("2021-09-14T02:51:52.2441836Z")
+    );
+    assert!(rep
+        .warnings
+        .iter()
+        .any(|w| w.contains("no saved ETW window")));
+}

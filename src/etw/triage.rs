@@ -417,7 +417,13 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
         out.warnings.push(
             "no symbols for the Ki*Buffer* globals: saved windows found by the data-block pattern (the first is taken as logger 2's current buffer, by the kernel's call order)".into(),
         );
-        block_pattern(ctx, &t.blocks)
+        let v = block_pattern(ctx, &t.blocks);
+        if v.is_empty() {
+            out.warnings.push(
+                "no saved ETW window: no [window][base][end] block triple in the data-block table (give the kernel's symbols to look the Ki*Buffer* globals up)".into(),
+            );
+        }
+        v
     };
     for (kind, base, end, found_by) in found {
         match window(ctx, &t.blocks, kind, base, end, found_by) {

@@ -21,6 +21,8 @@
 #    and `$ETWDUMP sessions --format json` against the forge's expected sessions;
 #    --require-etwdump-sessions makes a missing `sessions` command a failure; with --skip-vol
 #    only etwdump is compared (no plugin run).
+# 7b. triage_check.py: `forge --triage` scenarios and the real triage dump (when present):
+#    `$ETWDUMP extract` on each, etl-parser on every .etl vs the manifest and the forge's counts.
 # 7. etl_check.py: the ETW dumps with buffers (fixture-<name>-etw-buffers.dmp): `$ETWDUMP buffers`
 #    and `$ETWDUMP extract` against the forge's per-buffer expectations, etl-parser==1.0.1 (PyPI,
 #    installed into the venv) on every extracted .etl, and etl-parser vs `$ETWDUMP etl` on the
@@ -95,6 +97,12 @@ echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump ses
 echo "== etl_check.py (ETW buffers: forge vs etwdump buffers/extract; etl-parser 1.0.1 on the .etl files)"
 "$venv/bin/python" "$here/etl_check.py" "$out/manifest.json" \
     ${etl_flags[@]+"${etl_flags[@]}"} || status=1
+
+echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the .etl files, forge expectations)"
+"$target/debug/forge" --triage "$out/triage" >/dev/null
+"$venv/bin/python" "$here/triage_check.py" "$out/triage" \
+    --real "$root/../shared/data/dumps/triage_x64.dmp" \
+    --real-isf "$root/../shared/isf/5278AFF86C341677D7D7835C85B7B844-1.json.xz" || status=1
 
 echo "== pdbutil_check.py (llvm-pdbutil vs etwdump symbols on the fixture PDBs)"
 if command -v llvm-pdbutil >/dev/null 2>&1; then
