@@ -226,3 +226,54 @@ fn pending_batches_in_extracted_etl() {
         "CKCL: CPUs 0 and 1 (QPC); NT Kernel Logger: CPU 3 (cycles)"
     );
 }
+
+/// `events` on a full dump: one row per record of every recovered buffer (the counts `buffers`
+/// gives), with the session's logger id, the buffer address, hook names for kernel hooks, and
+/// the session's clock; CSwitch events named.
+#[test]
+fn events_on_a_full_dump() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
+    let mut c = Config::from_fixture(&fx);
+    c.etw = Some(EtwSpec::standard(c.build).with_buffers(c.build));
+    let f = forge(&c);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let b = etwdump::report::buffers::analyse(&ctx, None, false);
+    let ev = etwdump::report::events::collect(&ctx, None);
+    let mut want: std::collections::BTreeMap<(u64, String), usize> = Default::default();
+    for r in b.rows.iter().filter(|r| !r.compressed) {
+        *want.entry((r.session_id, r.address.clone())).or_default() += r.record_count;
+    }
+    let mut got: std::collections::BTreeMap<(u64, String), usize> = Default::default();
+    for r in &ev.rows {
+        assert_eq!(r.source, "memory");
+        *got.entry((r.logger_id.unwrap(), r.buffer.clone().unwrap()))
+            .or_default() += 1;
+    }
+    want.retain(|_, n| *n > 0);
+    assert_eq!(got, want);
+    assert!(ev.rows.len() > 1000, "{}", ev.rows.len());
+    let cs = ev
+        .rows
+        .iter()
+        .filter(|r| r.hook.as_deref() == Some("0x0524"))
+        .count();
+    assert!(cs > 0);
+    assert!(ev
+        .rows
+        .iter()
+        .filter(|r| r.hook.as_deref() == Some("0x0524"))
+        .all(|r| r.hook_name == Some("CONTEXTSWAP (CSwitch)")));
+    // SystemTime sessions: time = the raw FILETIME.
+    let sys: Vec<_> = ev
+        .rows
+        .iter()
+        .filter(|r| r.logger_id == Some(3) && r.timestamp.is_some())
+        .collect();
+    assert!(!sys.is_empty());
+    assert!(sys.iter().all(|r| r.filetime == r.timestamp));
+}
