@@ -275,3 +275,41 @@ fn corrupted_buffers_still_give_consistent_etl() {
         }
     }
 }
+
+/// The validated search of the KPRCB.EtwSupport blocks (used on builds without a documented
+/// route) finds, on the 14393 forge dump, exactly the per-CPU current buffers the documented
+/// route finds, at EtwSupport + 0x40 + 8·LoggerId; the decoy-free search finds nothing else.
+#[test]
+fn etw_support_search_matches_the_documented_route() {
+    use etwdump::etw::buffers::{find_buffers, search_per_cpu, BufferList};
+    let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
+    let mut c = etwdump_forge::Config::from_fixture(&fx);
+    c.etw = Some(etwdump_forge::EtwSpec::standard(c.build).with_buffers(c.build));
+    let f = etwdump_forge::forge(&c);
+    let d = etwdump::dump::DumpFile::from_bytes(f.to_bytes(), Default::default()).unwrap();
+    let opts = etwdump::kernel::context::SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..Default::default()
+    };
+    let ctx = etwdump::kernel::context::KernelContext::open(&d, &opts).unwrap();
+    let list = etwdump::etw::loggers::list_sessions(&ctx);
+    let array = list.array.as_ref().unwrap();
+    let mut compared = 0;
+    for s in &list.sessions {
+        let mut want: Vec<(u64, u64, u64)> = find_buffers(&ctx, array, s)
+            .buffers
+            .iter()
+            .filter(|b| b.lists.contains(&BufferList::PerCpu))
+            .map(|b| (b.cpu.unwrap(), b.address.0, 0x40 + 8 * s.logger_id))
+            .collect();
+        let mut got: Vec<(u64, u64, u64)> = search_per_cpu(&ctx, s)
+            .into_iter()
+            .map(|(cpu, b, off)| (cpu, b.0, off))
+            .collect();
+        want.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, want, "logger {}", s.logger_id);
+        compared += want.len();
+    }
+    assert!(compared >= 4, "{compared}");
+}

@@ -458,74 +458,212 @@ impl Finder<'_, '_> {
         }
     }
 
+    /// KiProcessorBlock[cpu] → KPRCB.EtwSupport, for every CPU (None where unreadable).
+    fn etw_support_blocks(&mut self) -> Option<(u64, Vec<Option<VirtAddr>>)> {
+        let ctx = self.ctx;
+        let es_off = ctx
+            .symbols
+            .layout("_KPRCB")
+            .and_then(|l| l.field("EtwSupport"))
+            .map(|f| f.offset)?;
+        let kpb = ctx
+            .global("KiProcessorBlock")
+            .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()))?;
+        let p = self.psize();
+        let blocks = (0..self.cpus())
+            .map(|cpu| {
+                ctx.space
+                    .read_ptr(kpb.offset(cpu * p))
+                    .and_then(|prcb| ctx.space.read_ptr(prcb.offset(es_off)))
+                    .ok()
+                    .filter(|b| b.0 != 0)
+            })
+            .collect();
+        Some((es_off, blocks))
+    }
+
     fn per_cpu(&mut self, array: &LoggerArray) {
         let ctx = self.ctx;
         let space = &ctx.space;
         let id = self.session.logger_id;
-        // 1709+: silo.ProcessorBlocks -> ETW_SILO_TRACING_BLOCK[cpu].ProcessorBuffers[id].
-        if let (Some(silo), Some(sl)) =
-            (array.silo_state, ctx.symbols.layout("_ETW_SILODRIVERSTATE"))
-        {
-            if let Some(f) = sl.field("ProcessorBlocks").filter(|f| f.ty.is_pointer()) {
-                let blocks = match space.read_ptr(silo.offset(f.offset)) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        self.warnings
-                            .push(format!("_ETW_SILODRIVERSTATE.ProcessorBlocks: {e}"));
-                        return;
+        let p = self.psize();
+        let silo_field = array.silo_state.zip(
+            ctx.symbols
+                .layout("_ETW_SILODRIVERSTATE")
+                .and_then(|l| l.field("ProcessorBlocks")),
+        );
+        // 1709+: silo.ProcessorBlocks (pointer) -> ETW_SILO_TRACING_BLOCK[cpu] {EX_FAST_REF
+        // *ProcessorBuffers; ...} -> ProcessorBuffers[id]. NULL in the host silo of later
+        // Windows 11 builds, which use EtwSupport + 0x140 instead (§3.3).
+        if let Some((silo, f)) = silo_field.filter(|(_, f)| f.ty.is_pointer()) {
+            match space.read_ptr(silo.offset(f.offset)) {
+                Ok(blocks) if blocks.0 != 0 => {
+                    let block_size = ctx
+                        .symbols
+                        .layout("_ETW_SILO_TRACING_BLOCK")
+                        .map_or(0x40, |l| l.size.max(8));
+                    let pb_off = ctx
+                        .symbols
+                        .layout("_ETW_SILO_TRACING_BLOCK")
+                        .and_then(|l| l.field("ProcessorBuffers"))
+                        .map_or(0, |f| f.offset);
+                    for cpu in 0..self.cpus() {
+                        let block = blocks.offset(cpu * block_size);
+                        let res: Result<VirtAddr, MemError> = space
+                            .read_ptr(block.offset(pb_off))
+                            .and_then(|arr| space.read_ptr(arr.offset(id * p)));
+                        self.add_per_cpu(res, cpu, "ProcessorBlocks route");
                     }
-                };
-                if blocks.0 == 0 {
-                    self.warnings
-                        .push("_ETW_SILODRIVERSTATE.ProcessorBlocks is NULL".into());
                     return;
                 }
-                let block_size = ctx
-                    .symbols
-                    .layout("_ETW_SILO_TRACING_BLOCK")
-                    .map_or(0x40, |l| l.size.max(8));
-                let pb_off = ctx
-                    .symbols
-                    .layout("_ETW_SILO_TRACING_BLOCK")
-                    .and_then(|l| l.field("ProcessorBuffers"))
-                    .map_or(0, |f| f.offset);
-                for cpu in 0..self.cpus() {
-                    let block = blocks.offset(cpu * block_size);
-                    let res: Result<VirtAddr, MemError> = space
-                        .read_ptr(block.offset(pb_off))
-                        .and_then(|arr| space.read_ptr(arr.offset(id * self.psize())));
-                    self.add_per_cpu(res, cpu, "ProcessorBlocks route");
+                Ok(_) => self.warnings.push(
+                    "_ETW_SILODRIVERSTATE.ProcessorBlocks is NULL (the host silo of later Windows 11 builds); trying KPRCB.EtwSupport".into(),
+                ),
+                Err(e) => self
+                    .warnings
+                    .push(format!("_ETW_SILODRIVERSTATE.ProcessorBlocks: {e}")),
+            }
+        } else if let Some((silo, f)) = silo_field {
+            // 1703: ProcessorBlocks inline in the silo state: ETW_SILO_TRACING_BLOCK[cpu]
+            // {EX_FAST_REF ProcessorBuffers[64]; ULONGLONG EventsLoggedCount[64]} (0x400
+            // bytes on x64).
+            let block_size = ctx
+                .symbols
+                .layout("_ETW_SILO_TRACING_BLOCK")
+                .map_or(128 * p, |l| l.size.max(8));
+            for cpu in 0..self.cpus() {
+                let at = silo.offset(f.offset + cpu * block_size + id * p);
+                let res = space.read_ptr(at);
+                self.add_per_cpu(res, cpu, "inline ProcessorBlocks route");
+            }
+            return;
+        }
+        let Some((es_off, blocks)) = self.etw_support_blocks() else {
+            self.warnings.push(format!(
+                "per-CPU current buffers: no KPRCB.EtwSupport layout or KiProcessorBlock for build {}; current buffers are still found on GlobalList",
+                ctx.build
+            ));
+            return;
+        };
+        let x64 = space.arch().is_64bit();
+        // Documented EtwSupport routes, identified by the KPRCB.EtwSupport offset (§3.3).
+        let known: Option<(&str, bool, u64)> = match (x64, es_off) {
+            // 10.0-1607: *(EtwSupport + 0x40 + 8*LoggerId).
+            (true, 0x5FD8) => Some(("KPRCB.EtwSupport route", false, 0x40)),
+            // Later Windows 11: (*(EtwSupport + 0x140))[LoggerId].
+            (true, 0x8BE8) => Some(("KPRCB.EtwSupport + 0x140 route", true, 0x140)),
+            _ if x64 && (10240..=14393).contains(&ctx.build) => {
+                Some(("KPRCB.EtwSupport route", false, 0x40))
+            }
+            _ => None,
+        };
+        if let Some((route, indirect, off)) = known {
+            for (cpu, es) in blocks.iter().enumerate() {
+                let Some(es) = es else {
+                    self.warnings
+                        .push(format!("CPU {cpu}: KPRCB.EtwSupport is unreadable or NULL"));
+                    continue;
+                };
+                let res = if indirect {
+                    space
+                        .read_ptr(es.offset(off))
+                        .and_then(|arr| space.read_ptr(arr.offset(id * p)))
+                } else {
+                    space.read_ptr(es.offset(off + id * p))
+                };
+                self.add_per_cpu(res, cpu as u64, route);
+            }
+            return;
+        }
+        // Unknown build: the validated search of each EtwSupport block (§3.3 [I]).
+        let mut hits = 0;
+        for (cpu, es) in blocks.iter().enumerate() {
+            if let Some(es) = es {
+                for (b, _) in search_etw_support(self, *es) {
+                    self.add(b, BufferList::PerCpu, Some(cpu as u64));
+                    hits += 1;
                 }
-                return;
             }
         }
-        // 10.0-1607 x64: *(KPRCB.EtwSupport + 0x40 + 8*LoggerId) (§3.3).
-        let kprcb_route = space.arch().is_64bit() && (10240..=14393).contains(&ctx.build);
-        let etw_support = ctx
-            .symbols
-            .layout("_KPRCB")
-            .and_then(|l| l.field("EtwSupport"))
-            .map(|f| f.offset);
-        let kpb = ctx
-            .base
-            .and_then(|b| ctx.symbols.rva("KiProcessorBlock").map(|r| b.offset(r)))
-            .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()));
-        match (kprcb_route, etw_support, kpb) {
-            (true, Some(es), Some(kpb)) => {
-                for cpu in 0..self.cpus() {
-                    let res = space
-                        .read_ptr(kpb.offset(cpu * 8))
-                        .and_then(|prcb| space.read_ptr(prcb.offset(es)))
-                        .and_then(|blk| space.read_ptr(blk.offset(0x40 + 8 * id)));
-                    self.add_per_cpu(res, cpu, "KPRCB.EtwSupport route");
-                }
+        self.warnings.push(format!(
+            "per-CPU current buffers: no documented route for build {} (KPRCB.EtwSupport at {es_off:#x}); a validated search of the EtwSupport blocks found {hits}",
+            ctx.build
+        ));
+    }
+}
+
+/// Bytes of an EtwSupport block searched for per-CPU buffer pointers.
+const ES_SEARCH_BYTES: usize = 0x1000;
+
+/// The validated search of one EtwSupport block (§3.3 [I]): pointer-sized values (EX_FAST_REF,
+/// low bits masked) that point at a WMI_BUFFER_HEADER of this session (LoggerId and
+/// BufferSize match), directly or through one array indexed by LoggerId. Returns (buffer,
+/// offset in the block).
+fn search_etw_support(f: &Finder<'_, '_>, es: VirtAddr) -> Vec<(VirtAddr, u64)> {
+    let space = &f.ctx.space;
+    let p = f.psize() as usize;
+    let id = f.session.logger_id;
+    let mut area = vec![0u8; ES_SEARCH_BYTES];
+    let n = space.read_prefix(es, &mut area);
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for off in (0..n.saturating_sub(p - 1)).step_by(p) {
+        let raw = if p == 8 {
+            u64::from_le_bytes(area[off..off + 8].try_into().unwrap_or([0; 8]))
+        } else {
+            u64::from(u32::from_le_bytes(
+                area[off..off + 4].try_into().unwrap_or([0; 4]),
+            ))
+        };
+        let v = VirtAddr(raw & f.mask());
+        if v.0 == 0 {
+            continue;
+        }
+        let direct = f.header(v).is_ok().then_some(v);
+        let via_array = || {
+            space
+                .read_ptr(v.offset(id * p as u64))
+                .ok()
+                .map(|q| VirtAddr(q.0 & f.mask()))
+                .filter(|q| q.0 != 0 && f.header(*q).is_ok())
+        };
+        if let Some(b) = direct.or_else(via_array) {
+            if seen.insert(b) {
+                out.push((b, off as u64));
             }
-            _ => self.warnings.push(format!(
-                "per-CPU current buffers: no known route for build {} on this architecture; current buffers are still found on GlobalList",
-                ctx.build
-            )),
         }
     }
+    out
+}
+
+/// The validated search on every CPU's EtwSupport block for `session`'s current buffers
+/// (what `find_buffers` uses on builds without a documented route). Returns (CPU, buffer,
+/// offset in the block).
+pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, VirtAddr, u64)> {
+    let Some(header_layout) = ctx.symbols.layout("_WMI_BUFFER_HEADER") else {
+        return Vec::new();
+    };
+    let mut f = Finder {
+        ctx,
+        header_layout,
+        session,
+        found: Vec::new(),
+        index: std::collections::HashMap::new(),
+        warnings: Vec::new(),
+        bound: 64,
+    };
+    let Some((_, blocks)) = f.etw_support_blocks() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (cpu, es) in blocks.iter().enumerate() {
+        if let Some(es) = es {
+            for (b, off) in search_etw_support(&f, *es) {
+                out.push((cpu as u64, b, off));
+            }
+        }
+    }
+    out
 }
 
 /// Read a buffer's `BufferSize` bytes.
