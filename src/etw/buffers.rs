@@ -152,6 +152,25 @@ struct Finder<'a, 'd> {
     bound: u64,
 }
 
+impl<'a, 'd> Finder<'a, 'd> {
+    fn new(
+        ctx: &'a KernelContext<'d>,
+        header_layout: &'a StructLayout,
+        session: &'a Session,
+        bound: u64,
+    ) -> Self {
+        Finder {
+            ctx,
+            header_layout,
+            session,
+            found: Vec::new(),
+            index: std::collections::HashMap::new(),
+            warnings: Vec::new(),
+            bound,
+        }
+    }
+}
+
 /// Find every buffer of `session`.
 pub fn find_buffers(
     ctx: &KernelContext<'_>,
@@ -171,15 +190,7 @@ pub fn find_buffers(
         .number_of_buffers
         .unwrap_or(0)
         .max(session.maximum_buffers.unwrap_or(0));
-    let mut f = Finder {
-        ctx,
-        header_layout,
-        session,
-        found: Vec::new(),
-        index: std::collections::HashMap::new(),
-        warnings: Vec::new(),
-        bound: (n * 2 + 64).min(1 << 20),
-    };
+    let mut f = Finder::new(ctx, header_layout, session, (n * 2 + 64).min(1 << 20));
     let v = View::new(&ctx.space, ctx_layout, session.address);
     f.global_list(&v);
     f.queue(&v, "BufferQueue", BufferList::BufferQueue);
@@ -643,15 +654,7 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
     let Some(header_layout) = ctx.symbols.layout("_WMI_BUFFER_HEADER") else {
         return Vec::new();
     };
-    let mut f = Finder {
-        ctx,
-        header_layout,
-        session,
-        found: Vec::new(),
-        index: std::collections::HashMap::new(),
-        warnings: Vec::new(),
-        bound: 64,
-    };
+    let mut f = Finder::new(ctx, header_layout, session, 64);
     let Some((_, blocks)) = f.etw_support_blocks() else {
         return Vec::new();
     };
