@@ -210,14 +210,24 @@ impl Walk {
         m
     }
 
-    fn count(&mut self, r: &Record) {
+    /// Count `r`. `cache` maps a hash of the key to 1 + its index in `counts` (0: empty), so
+    /// that a buffer mixing many kinds costs one probe per record, not a scan.
+    #[inline(always)]
+    fn count(&mut self, r: &Record, cache: &mut [u16; 64]) {
         let key = count_key(r);
-        // Records of one kind come in runs: try the last key first.
-        match self.counts.last_mut() {
+        let slot = ((key ^ (key >> 6) ^ (key >> 17)) & 63) as usize;
+        let i = usize::from(cache[slot]);
+        match self.counts.get_mut(i.wrapping_sub(1)) {
             Some((k, n)) if *k == key => *n += 1,
-            _ => match self.counts.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, n)) => *n += 1,
-                None => self.counts.push((key, 1)),
+            _ => match self.counts.iter().position(|(k, _)| *k == key) {
+                Some(j) => {
+                    self.counts[j].1 += 1;
+                    cache[slot] = (j + 1) as u16;
+                }
+                None => {
+                    self.counts.push((key, 1));
+                    cache[slot] = self.counts.len().min(usize::from(u16::MAX)) as u16;
+                }
             },
         }
         self.count += 1;
@@ -257,6 +267,7 @@ pub fn walk_from(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&R
         ..Walk::default()
     };
     let mut off = start;
+    let mut cache = [0u16; 64];
     while off < valid {
         let Some(rec) = quick_parse(buf, off, valid) else {
             // Slow path, only once per buffer: say why.
@@ -267,7 +278,7 @@ pub fn walk_from(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&R
             });
             break;
         };
-        w.count(&rec);
+        w.count(&rec, &mut cache);
         each(&rec);
         // The record's alignment padding belongs to it (the kernel reserves aligned sizes).
         let next = off + align8(rec.size);

@@ -131,12 +131,69 @@ impl<'d> AddressSpace<'d> {
             return Err(MemError::Wraps { va: start, len });
         }
         let mut done = 0usize;
+        // x64 reads of several pages: after the first page of a 2 MiB region, its leaf table
+        // is kept and the next pages' PTEs are read from it directly. Anything but a mapped
+        // PTE and a stored page takes the full walk, which reports the exact error.
+        let fast = matches!(
+            self.kind,
+            Kind::Paged {
+                mode: PagingMode::X64,
+                ..
+            }
+        ) && buf.len() > PAGE_SIZE as usize;
+        let mut table: Option<(u64, &[u8])> = None;
         while done < buf.len() {
             let cur = start.offset(done as u64);
+            if fast && cur.page_offset() == 0 {
+                if let Some(n) = self.read_page_cached(cur, &mut buf[done..], &mut table) {
+                    done += n;
+                    continue;
+                }
+            }
             let n = self.read_chunk(cur, &mut buf[done..])?;
             done += n;
         }
         Ok(())
+    }
+
+    /// One page-aligned page of an x64 read through the cached leaf table of its 2 MiB region
+    /// (loaded on first use). None: take the full walk.
+    fn read_page_cached<'t>(
+        &self,
+        va: VirtAddr,
+        out: &mut [u8],
+        table: &mut Option<(u64, &'t [u8])>,
+    ) -> Option<usize>
+    where
+        'd: 't,
+    {
+        let Kind::Paged { dtb, .. } = self.kind else {
+            return None;
+        };
+        let top = va.0 >> 47;
+        if top != 0 && top != 0x1_FFFF {
+            return None; // non-canonical: the full walk says so
+        }
+        let region = va.0 >> 21;
+        let pt = match *table {
+            Some((r, pt)) if r == region => pt,
+            _ => {
+                let pt = paging::leaf_table_x64(self.dump, dtb, va)?;
+                *table = Some((region, pt));
+                pt
+            }
+        };
+        let i = ((va.0 >> 12) & 0x1FF) as usize * 8;
+        let pte = u64::from_le_bytes(pt.get(i..i + 8)?.try_into().ok()?);
+        let pa = paging::pte_maps(pte)?;
+        match self.dump.page(pa.pfn()) {
+            PageLookup::Present(p) => {
+                let n = (PAGE_SIZE as usize).min(out.len());
+                out[..n].copy_from_slice(&p[..n]);
+                Some(n)
+            }
+            _ => None,
+        }
     }
 
     /// Copy as much as one contiguous piece (a page, or a triage segment) holds.

@@ -164,6 +164,59 @@ fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
     }
 }
 
+/// x64: the leaf page table (PT) that maps `va`'s 2 MiB region, as the dump stores it, when
+/// the walk down to it succeeds and the region is not a large page. Lets multi-page reads look
+/// the following PTEs up directly (their entries decide exactly as [`translate`] would).
+pub fn leaf_table_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Option<&[u8]> {
+    let v = va.0;
+    let idx = |shift: u32| (v >> shift) & 0x1FF;
+    let pml4e = entry(
+        dump,
+        va,
+        PagingLevel::Pml4,
+        PhysAddr((dtb.0 & ADDR_MASK_64) + idx(39) * 8),
+        8,
+    )
+    .ok()?;
+    if pml4e & PRESENT == 0 {
+        return None;
+    }
+    let pdpte = entry(
+        dump,
+        va,
+        PagingLevel::Pdpt,
+        PhysAddr((pml4e & ADDR_MASK_64) + idx(30) * 8),
+        8,
+    )
+    .ok()?;
+    if pdpte & PRESENT == 0 || pdpte & LARGE != 0 {
+        return None;
+    }
+    let pde = entry(
+        dump,
+        va,
+        PagingLevel::Pd,
+        PhysAddr((pdpte & ADDR_MASK_64) + idx(21) * 8),
+        8,
+    )
+    .ok()?;
+    if pde & PRESENT == 0 || pde & LARGE != 0 {
+        return None;
+    }
+    match dump.page(PhysAddr(pde & ADDR_MASK_64).pfn()) {
+        PageLookup::Present(p) => Some(p),
+        _ => None,
+    }
+}
+
+/// The physical address a leaf PTE maps (present, or transition at the last level), as
+/// [`translate`] decides it; None otherwise.
+pub fn pte_maps(pte: u64) -> Option<PhysAddr> {
+    last_level_maps(pte)
+        .0
+        .then_some(PhysAddr(pte & ADDR_MASK_64))
+}
+
 fn translate_pae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
     let v = va.0;
     // PAE CR3 holds a 32-byte-aligned PDPT address, not a page-aligned one.

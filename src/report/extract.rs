@@ -557,25 +557,37 @@ pub fn extract(
         hasher.update(&header);
         let mut records = 0;
         let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
-        // Main thread: read each buffer again (one at a time), fix it up; a second thread
-        // writes and hashes it.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<std::sync::Arc<Vec<u8>>>(16);
-        let (htx, hrx) = std::sync::mpsc::sync_channel::<std::sync::Arc<Vec<u8>>>(16);
-        let written = std::thread::scope(|scope| {
-            let sink = scope.spawn(move || -> std::io::Result<std::fs::File> {
-                for b in rx {
-                    file.write_all(&b)?;
-                }
-                Ok(file)
-            });
+        // Main thread: read each buffer again (one at a time) into a recycled buffer, walk it,
+        // fix it up and write it; a second thread hashes it (SHA-256 is sequential: it gets a
+        // core to itself) and hands the buffer back for reuse (no zero-fill, no page faults).
+        type Shared = std::sync::Arc<Vec<u8>>;
+        let (htx, hrx) = std::sync::mpsc::sync_channel::<Shared>(16);
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<Shared>();
+        let written = std::thread::scope(|scope| -> std::io::Result<(std::fs::File, Sha256)> {
             let hash = scope.spawn(move || {
                 for b in hrx {
                     hasher.update(&b);
+                    // The main thread may be gone (error path): then the buffer is dropped.
+                    let _ = back_tx.send(b);
                 }
                 hasher
             });
+            let mut io_result = Ok(());
+            let mut send = |bytes: Vec<u8>, file: &mut std::fs::File| -> bool {
+                if let Err(e) = file.write_all(&bytes) {
+                    io_result = Err(e);
+                    return false;
+                }
+                htx.send(std::sync::Arc::new(bytes)).is_ok()
+            };
             for (found, valid) in &data {
-                let mut bytes = vec![0u8; found.header.buffer_size as usize];
+                let size = found.header.buffer_size as usize;
+                let mut bytes = back_rx
+                    .try_recv()
+                    .ok()
+                    .and_then(|a| std::sync::Arc::try_unwrap(a).ok())
+                    .unwrap_or_default();
+                bytes.resize(size, 0);
                 if let Err(e) = ctx.space.read(found.address, &mut bytes) {
                     skipped.push(Skipped {
                         address: found.address.to_string(),
@@ -603,9 +615,8 @@ pub fn extract(
                 for (k, v) in w.by_key() {
                     *by_hook.entry(k).or_insert(0) += v;
                 }
-                let bytes = std::sync::Arc::new(bytes);
-                if htx.send(bytes.clone()).is_err() || tx.send(bytes).is_err() {
-                    break; // the writer failed; its error is reported below
+                if !send(bytes, &mut file) {
+                    break;
                 }
             }
             for p in &synthetic {
@@ -624,22 +635,15 @@ pub fn extract(
                 for (k, v) in w.by_key() {
                     *by_hook.entry(k).or_insert(0) += v;
                 }
-                let bytes = std::sync::Arc::new(p.bytes.clone());
-                if htx.send(bytes.clone()).is_err() || tx.send(bytes).is_err() {
+                if !send(p.bytes.clone(), &mut file) {
                     break;
                 }
             }
-            drop(tx);
-            drop(htx);
-            let hasher = hash.join();
-            let file = sink
+            drop(htx); // ends the hasher's loop
+            let hasher = hash
                 .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("writer thread panicked")));
-            file.and_then(|f| {
-                hasher
-                    .map(|h| (f, h))
-                    .map_err(|_| std::io::Error::other("hash thread panicked"))
-            })
+                .map_err(|_| std::io::Error::other("hash thread panicked"))?;
+            io_result.map(|()| (file, hasher))
         });
         let (mut f, mut hasher) = written.map_err(io(&tmp))?;
         let data_buffers = buffer_list.len() - 1;
