@@ -313,3 +313,69 @@ fn etw_support_search_matches_the_documented_route() {
     }
     assert!(compared >= 4, "{compared}");
 }
+
+/// `ScratchArray` (semantics undocumented): an array of buffer pointers; entries that validate
+/// as the session's buffers are kept (and listed), the rest ignored. The forge leaves it NULL,
+/// so this test points the CKCL's ScratchArray at its own CompressionTarget field (a one-entry
+/// "array" followed by the context's other fields, which must not validate).
+#[test]
+fn scratch_array_entries_are_validated() {
+    use etwdump::dump::PageLookup;
+    use etwdump::etw::buffers::{find_buffers, BufferList};
+    let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041");
+    let mut c = etwdump_forge::Config::from_fixture(&fx);
+    c.etw = Some(etwdump_forge::EtwSpec::standard(c.build).with_buffers(c.build));
+    let f = etwdump_forge::forge(&c);
+    let mut bytes = f.to_bytes();
+    let opts = etwdump::kernel::context::SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..Default::default()
+    };
+    let (patch_at, target_field) = {
+        let d = etwdump::dump::DumpFile::from_bytes(bytes.clone(), Default::default()).unwrap();
+        let ctx = etwdump::kernel::context::KernelContext::open(&d, &opts).unwrap();
+        let l = ctx.symbols.layout("_WMI_LOGGER_CONTEXT").unwrap();
+        let list = etwdump::etw::loggers::list_sessions(&ctx);
+        let s = list.sessions.iter().find(|s| s.logger_id == 2).unwrap();
+        let sa = s.address.offset(l.field("ScratchArray").unwrap().offset);
+        let ct = s
+            .address
+            .offset(l.field("CompressionTarget").unwrap().offset);
+        let pa = ctx.space.translate(sa).unwrap().pa;
+        let PageLookup::Present(page) = d.page(pa.pfn()) else {
+            panic!("context page not stored")
+        };
+        let off = page.as_ptr() as usize - d.bytes().as_ptr() as usize + pa.page_offset() as usize;
+        (off, ct.0)
+    };
+    assert_eq!(
+        &bytes[patch_at..patch_at + 8],
+        &[0u8; 8],
+        "ScratchArray is NULL as forged"
+    );
+    bytes[patch_at..patch_at + 8].copy_from_slice(&target_field.to_le_bytes());
+    let d = etwdump::dump::DumpFile::from_bytes(bytes, Default::default()).unwrap();
+    let ctx = etwdump::kernel::context::KernelContext::open(&d, &opts).unwrap();
+    let list = etwdump::etw::loggers::list_sessions(&ctx);
+    let s = list.sessions.iter().find(|s| s.logger_id == 2).unwrap();
+    let found = find_buffers(&ctx, list.array.as_ref().unwrap(), s);
+    let scratch: Vec<_> = found
+        .buffers
+        .iter()
+        .filter(|b| b.lists.contains(&BufferList::ScratchArray))
+        .collect();
+    assert_eq!(scratch.len(), 1, "{:?}", found.warnings);
+    assert!(scratch[0].lists.contains(&BufferList::CompressionTarget));
+    let e = f.etw.as_ref().unwrap();
+    let want = e
+        .sessions()
+        .find(|x| x.logger_id == 2)
+        .unwrap()
+        .buffers
+        .len();
+    assert_eq!(
+        found.buffers.len(),
+        want,
+        "no extra buffers from the other entries"
+    );
+}

@@ -31,6 +31,7 @@ pub enum BufferList {
     DirtyChain,
     BatchedBufferList,
     CompressionTarget,
+    ScratchArray,
 }
 
 impl BufferList {
@@ -45,6 +46,7 @@ impl BufferList {
             BufferList::DirtyChain => "dirty_chain",
             BufferList::BatchedBufferList => "batched_buffer_list",
             BufferList::CompressionTarget => "compression_target",
+            BufferList::ScratchArray => "scratch_array",
         }
     }
 }
@@ -214,6 +216,9 @@ pub fn find_buffers(
     }
     if v.has("CompressionTarget") {
         f.fast_ref_field(&v, "CompressionTarget", BufferList::CompressionTarget);
+    }
+    if v.has("ScratchArray") {
+        f.scratch_array(&v);
     }
     if per_cpu_mode {
         f.per_cpu(array);
@@ -424,6 +429,33 @@ impl Finder<'_, '_> {
                 }
             }
             Err(e) => self.warnings.push(e.to_string()),
+        }
+    }
+
+    /// `ScratchArray` (6.2+, `_WMI_BUFFER_HEADER **`; its semantics are not documented,
+    /// etw-internals.md §3.4 [U]): an array of buffer pointers, read for as many entries as
+    /// the machine has CPUs; an entry is kept only when it validates as this session's buffer
+    /// (LoggerId, BufferSize), others are ignored silently (the array's length is unknown).
+    fn scratch_array(&mut self, v: &View<'_, '_>) {
+        let arr = match v.ptr("ScratchArray") {
+            Ok(p) => VirtAddr(p.0 & self.mask()),
+            Err(e) => {
+                self.warnings.push(e.to_string());
+                return;
+            }
+        };
+        if arr.0 == 0 {
+            return;
+        }
+        let p = self.psize();
+        for i in 0..self.cpus() {
+            let Ok(e) = self.ctx.space.read_ptr(arr.offset(i * p)) else {
+                return;
+            };
+            let b = VirtAddr(e.0 & self.mask());
+            if b.0 != 0 && self.header(b).is_ok() {
+                self.add(b, BufferList::ScratchArray, None);
+            }
         }
     }
 
