@@ -7,7 +7,7 @@ use crate::etw::loggers::{LoggerArray, Session};
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::mem::MemError;
-use crate::symbols::StructLayout;
+use crate::symbols::{StructLayout, TypeRef};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashSet};
 
@@ -220,7 +220,9 @@ pub fn find_buffers(
     if v.has("ScratchArray") {
         f.scratch_array(&v);
     }
-    if per_cpu_mode {
+    if v.has("ProcessorBuffers") {
+        f.processor_buffers(&v);
+    } else if per_cpu_mode {
         f.per_cpu(array);
     }
     // The dirty chain: each current buffer's +0x20 (NextBuffer) is its unwritten predecessor.
@@ -333,6 +335,24 @@ impl Finder<'_, '_> {
         let Ok(head) = v.field_va("GlobalList") else {
             return;
         };
+        let head_type = v.layout.field("GlobalList").map(|f| &f.ty);
+        let entry_type = self.header_layout.field("GlobalEntry").map(|f| &f.ty);
+        let is = |t: Option<&TypeRef>, name: &str| matches!(t, Some(TypeRef::Struct { name: n }) if n == name);
+        // 5.1-6.0: an SLIST_HEADER linked through SINGLE_LIST_ENTRY GlobalEntry (§3.2).
+        if is(head_type, "_SLIST_HEADER") {
+            self.slist_global_list(head);
+            return;
+        }
+        // 5.0: a LIST_ENTRY whose buffers are linked through their LIST_ENTRY Entry (§3.2).
+        if is(entry_type, "_SINGLE_LIST_ENTRY") {
+            match self.header_layout.field("Entry").map(|f| (f.offset, &f.ty)) {
+                Some((off, t)) if is(Some(t), "_LIST_ENTRY") => self.list_entry_walk(head, off),
+                _ => self.warnings.push(
+                    "GlobalList is a LIST_ENTRY but the buffer header has no LIST_ENTRY Entry to walk it by".into(),
+                ),
+            }
+            return;
+        }
         let Some(entry_off) = self.header_layout.field("GlobalEntry").map(|f| f.offset) else {
             self.warnings.push(
                 "this build's buffer header has no GlobalEntry (SLIST-era lists are not walked)"
@@ -377,6 +397,119 @@ impl Finder<'_, '_> {
                 }
             };
             n += 1;
+        }
+    }
+
+    /// 5.1-6.0: the SLIST_HEADER's first entry, then SINGLE_LIST_ENTRY.Next to NULL.
+    fn slist_global_list(&mut self, head: VirtAddr) {
+        let Some(entry_off) = self.header_layout.field("GlobalEntry").map(|f| f.offset) else {
+            self.warnings
+                .push("GlobalList is an SLIST but the buffer header has no GlobalEntry".into());
+            return;
+        };
+        let space = &self.ctx.space;
+        let first = if space.arch().is_64bit() {
+            // x64 SLIST_HEADER: the 16-byte form keeps NextEntry in bits 4-63 of the second
+            // quadword. The 8-byte form of some 5.2/6.0 kernels packs it with region bits
+            // the reference does not give: an entry that does not lead to a buffer of this
+            // session is reported, not guessed at.
+            space.read_u64(head.offset(8)).map(|q| VirtAddr(q & !0xF))
+        } else {
+            space.read_u32(head).map(|v| VirtAddr(u64::from(v)))
+        };
+        let first = match first {
+            Ok(f) => f,
+            Err(e) => {
+                self.warnings.push(format!(
+                    "_WMI_LOGGER_CONTEXT.GlobalList (SLIST) at {head}: {e}"
+                ));
+                return;
+            }
+        };
+        let read = |va: u64| space.read_ptr(VirtAddr(va)).ok().map(|p| p.0);
+        let walk = single_list_walk(first.0, self.bound, read);
+        for e in &walk.entries {
+            if !self.add(
+                VirtAddr(e.wrapping_sub(entry_off)),
+                BufferList::GlobalList,
+                None,
+            ) {
+                if space.arch().is_64bit() && walk.entries.first() == Some(e) {
+                    self.warnings.push(
+                        "GlobalList: the x64 SLIST_HEADER's first entry does not lead to a buffer (8-byte SLIST encoding not decoded)".into(),
+                    );
+                }
+                return;
+            }
+        }
+        if let Some(why) = walk.stopped {
+            self.warnings.push(format!("GlobalList (SLIST): {why}"));
+        }
+    }
+
+    /// 5.0: LIST_ENTRY GlobalList → buffer LIST_ENTRY at `entry_off`, back to the head.
+    fn list_entry_walk(&mut self, head: VirtAddr, entry_off: u64) {
+        let space = &self.ctx.space;
+        let mut seen = HashSet::new();
+        let mut cur = match space.read_ptr(head) {
+            Ok(p) => p,
+            Err(e) => {
+                self.warnings.push(format!("GlobalList at {head}: {e}"));
+                return;
+            }
+        };
+        let mut n = 0;
+        while cur != head && n < self.bound && seen.insert(cur) {
+            if !self.add(
+                VirtAddr(cur.0.wrapping_sub(entry_off)),
+                BufferList::GlobalList,
+                None,
+            ) {
+                return;
+            }
+            cur = match space.read_ptr(cur) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.warnings
+                        .push(format!("GlobalList: Flink at {cur}: {e}"));
+                    return;
+                }
+            };
+            n += 1;
+        }
+        if cur != head {
+            self.warnings
+                .push(format!("GlobalList: stopped at {cur} (cycle or bound)"));
+        }
+    }
+
+    /// 5.0 and 5.2: `ProcessorBuffers` = `WMI_BUFFER_HEADER **`, one current buffer per CPU
+    /// (§3.3). 5.1's per-CPU SLIST headers are reported, not walked (their link is not given).
+    fn processor_buffers(&mut self, v: &View<'_, '_>) {
+        let Some(f) = v.layout.field("ProcessorBuffers") else {
+            return;
+        };
+        let TypeRef::Pointer { target } = &f.ty else {
+            return;
+        };
+        if !matches!(&**target, TypeRef::Pointer { .. }) {
+            self.warnings.push(
+                "5.1 ProcessorBuffers (per-CPU SLIST headers) are not walked; the current buffers are on GlobalList".into(),
+            );
+            return;
+        }
+        let arr = match v.ptr("ProcessorBuffers") {
+            Ok(p) if p.0 != 0 => p,
+            Ok(_) => return,
+            Err(e) => {
+                self.warnings.push(e.to_string());
+                return;
+            }
+        };
+        let p = self.psize();
+        for cpu in 0..self.cpus() {
+            let res = self.ctx.space.read_ptr(arr.offset(cpu * p));
+            self.add_per_cpu(res, cpu, "ProcessorBuffers");
         }
     }
 
@@ -635,6 +768,46 @@ impl Finder<'_, '_> {
     }
 }
 
+/// A singly linked chain (SINGLE_LIST_ENTRY.Next to NULL): the entries, and why it stopped
+/// early, if it did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ChainWalk {
+    pub entries: Vec<u64>,
+    pub stopped: Option<String>,
+}
+
+/// Follow `first`, `read(first)`, ... to NULL, at most `bound` entries, stopping at a cycle or
+/// an unreadable entry (said in `stopped`).
+pub fn single_list_walk(first: u64, bound: u64, read: impl Fn(u64) -> Option<u64>) -> ChainWalk {
+    let mut out = ChainWalk {
+        entries: Vec::new(),
+        stopped: None,
+    };
+    let mut seen = HashSet::new();
+    let mut cur = first;
+    while cur != 0 {
+        if out.entries.len() as u64 >= bound {
+            out.stopped = Some(format!("stopped after {bound} entries (bound)"));
+            break;
+        }
+        if !seen.insert(cur) {
+            out.stopped = Some(format!(
+                "entry {cur:#x} is visited twice (a cycle); stopped"
+            ));
+            break;
+        }
+        out.entries.push(cur);
+        match read(cur) {
+            Some(n) => cur = n,
+            None => {
+                out.stopped = Some(format!("entry {cur:#x} is unreadable; stopped"));
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// Bytes of an EtwSupport block searched for per-CPU buffer pointers.
 const ES_SEARCH_BYTES: usize = 0x1000;
 
@@ -705,4 +878,32 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
     ctx.space.read_vec(b.address, size)
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::single_list_walk;
+    use std::collections::HashMap;
+
+    #[test]
+    fn single_list_walks_to_null_and_stops_on_cycles_bounds_and_holes() {
+        let mem: HashMap<u64, u64> = [(0x1000, 0x2000), (0x2000, 0x3000), (0x3000, 0)].into();
+        let w = single_list_walk(0x1000, 10, |a| mem.get(&a).copied());
+        assert_eq!(w.entries, [0x1000, 0x2000, 0x3000]);
+        assert_eq!(w.stopped, None);
+        assert!(single_list_walk(0, 10, |a| mem.get(&a).copied())
+            .entries
+            .is_empty());
+        let cyc: HashMap<u64, u64> = [(0x1000, 0x2000), (0x2000, 0x1000)].into();
+        let w = single_list_walk(0x1000, 10, |a| cyc.get(&a).copied());
+        assert_eq!(w.entries, [0x1000, 0x2000]);
+        assert!(w.stopped.unwrap().contains("0x1000 is visited twice"));
+        let w = single_list_walk(0x1000, 2, |a| mem.get(&a).copied());
+        assert_eq!(w.entries, [0x1000, 0x2000]);
+        assert!(w.stopped.unwrap().contains("after 2 entries"));
+        let hole: HashMap<u64, u64> = [(0x1000, 0x5000)].into();
+        let w = single_list_walk(0x1000, 10, |a| hole.get(&a).copied());
+        assert_eq!(w.entries, [0x1000, 0x5000]);
+        assert!(w.stopped.unwrap().contains("0x5000 is unreadable"));
+    }
 }
