@@ -379,3 +379,113 @@ fn scratch_array_entries_are_validated() {
         "no extra buffers from the other entries"
     );
 }
+
+/// The pre-6.1 list forms, through the built-in 5.0 and 5.1 x86 layouts (there is no pre-6.1
+/// fixture kernel, so the structures are written into a stored page of an x86 forge dump, the
+/// KUSER_SHARED_DATA page, and the symbols are replaced by the built-in tables of the era):
+/// 5.1 GlobalList is an SLIST_HEADER (first pointer) followed through the buffers'
+/// SINGLE_LIST_ENTRY GlobalEntry (+0x3C) to NULL; 5.0 GlobalList is a LIST_ENTRY (+0x50) through
+/// the buffers' Entry (+0x18); 5.0 ProcessorBuffers (+0x5C) is one pointer per CPU. BufferSize
+/// comes from the WNODE_HEADER at +0 in both.
+#[test]
+fn pre_61_global_lists() {
+    use etwdump::dump::PageLookup;
+    use etwdump::etw::buffers::{find_buffers, BufferList};
+    use etwdump::etw::loggers::{LoggerArray, Route, Session};
+    let f = etwdump_forge::forge(&etwdump_forge::Config::x86_pae());
+    let page = f.kuser_va;
+    for build in [2600u32, 2195] {
+        let mut bytes = f.to_bytes();
+        let at = {
+            let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+            let ctx = KernelContext::without_symbols(&d);
+            let pa = ctx
+                .space
+                .translate(etwdump::addr::VirtAddr(page))
+                .unwrap()
+                .pa;
+            let PageLookup::Present(p) = d.page(pa.pfn()) else {
+                panic!("KUSER page not stored")
+            };
+            p.as_ptr() as usize - d.bytes().as_ptr() as usize
+        };
+        let pg = &mut bytes[at..at + 0x1000];
+        pg.fill(0);
+        let put = |pg: &mut [u8], o: usize, v: u32| pg[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        let bufs = [0x400usize, 0x800, 0xC00];
+        for &b in &bufs {
+            put(pg, b, 0x400); // WNODE_HEADER.BufferSize
+            put(pg, b + 0x08, 0x48); // CurrentOffset
+            put(pg, b + 0x04, 0x48); // SavedOffset
+            pg[b + 0x2A..b + 0x2C].copy_from_slice(&5u16.to_le_bytes()); // ClientContext.LoggerId
+        }
+        let va = |o: usize| page as u32 + o as u32;
+        if build == 2600 {
+            // SLIST_HEADER at +0x80: Next = first buffer's GlobalEntry (+0x3C).
+            put(pg, 0x80, va(bufs[0] + 0x3C));
+            put(pg, bufs[0] + 0x3C, va(bufs[1] + 0x3C));
+            put(pg, bufs[1] + 0x3C, va(bufs[2] + 0x3C));
+        } else {
+            // LIST_ENTRY at +0x50 through Entry (+0x18), circular.
+            let ring = [0x50, bufs[0] + 0x18, bufs[1] + 0x18, bufs[2] + 0x18];
+            for i in 0..ring.len() {
+                put(pg, ring[i], va(ring[(i + 1) % ring.len()]));
+                put(pg, ring[i] + 4, va(ring[(i + ring.len() - 1) % ring.len()]));
+            }
+            // ProcessorBuffers (+0x5C) -> array at +0x200: CPU 0 = buffer 1, CPU 1 = NULL.
+            put(pg, 0x5C, va(0x200));
+            put(pg, 0x200, va(bufs[1]));
+        }
+        let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
+        let mut ctx = KernelContext::without_symbols(&d);
+        ctx.symbols = etwdump::symbols::Symbols::none(4).with_builtin(build, false);
+        let s = Session {
+            logger_id: 5,
+            name: None,
+            log_file: None,
+            instance_guid: None,
+            address: etwdump::addr::VirtAddr(page),
+            logger_mode: Some(0),
+            logger_mode_flags: Vec::new(),
+            clock_type: None,
+            clock_type_name: None,
+            buffer_size: Some(0x400),
+            minimum_buffers: None,
+            maximum_buffers: None,
+            number_of_buffers: Some(3),
+            buffers_written: None,
+            events_lost: None,
+            log_buffers_lost: None,
+            real_time_buffers_lost: None,
+            start_time: None,
+            pool_type: None,
+            layout_source: "builtin",
+            maximum_event_size: None,
+            start_time_raw: None,
+            warnings: Vec::new(),
+        };
+        let array = LoggerArray {
+            route: Route::GlobalArray,
+            address: etwdump::addr::VirtAddr(0),
+            capacity: 32,
+            silo_state: None,
+        };
+        let found = find_buffers(&ctx, &array, &s);
+        let got: Vec<u64> = found.buffers.iter().map(|b| b.address.0).collect();
+        let want: Vec<u64> = bufs.iter().map(|&b| page + b as u64).collect();
+        assert_eq!(got, want, "build {build}: {:?}", found.warnings);
+        assert!(found
+            .buffers
+            .iter()
+            .all(|b| b.lists.contains(&BufferList::GlobalList) && b.header.buffer_size == 0x400));
+        if build == 2195 {
+            assert_eq!(found.buffers[1].cpu, Some(0));
+            assert!(found.buffers[1].lists.contains(&BufferList::PerCpu));
+        } else {
+            assert!(found
+                .warnings
+                .iter()
+                .any(|w| w.contains("5.1 ProcessorBuffers")));
+        }
+    }
+}

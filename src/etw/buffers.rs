@@ -298,22 +298,49 @@ impl Finder<'_, '_> {
         }
         let v = View::new(space, self.header_layout, va);
         let u = |name: &str| v.uint(name).map_err(|e| e.to_string());
+        // Fields that older layouts lack or shape differently (5.x: BufferSize is the
+        // WNODE_HEADER's at +0, State a bit-field structure, no SequenceNumber / BufferFlag /
+        // BufferType in 5.0-5.1): absent → `absent`, a structure → its first ULONG.
+        let opt = |name: &str, absent: Result<u64, String>| match v.uint(name) {
+            Ok(x) => Ok(x),
+            Err(crate::kernel::view::ViewError::MissingField { .. }) => absent,
+            Err(crate::kernel::view::ViewError::Shape { .. }) => v
+                .field_va(name)
+                .and_then(|a| {
+                    space.read_u32(a).map(u64::from).map_err(|e| {
+                        crate::kernel::view::ViewError::Memory {
+                            ty: "_WMI_BUFFER_HEADER".into(),
+                            field: name.into(),
+                            va: a,
+                            source: e,
+                        }
+                    })
+                })
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let wnode_size = || {
+            space
+                .read_u32(va)
+                .map(u64::from)
+                .map_err(|e| format!("WNODE_HEADER.BufferSize at {va}: {e}"))
+        };
         // ClientContext: {ProcessorNumber/Index (u8/u16); LoggerId (u16 at +2)}.
         let cc = v.field_va("ClientContext").map_err(|e| e.to_string())?;
         let cc_raw = space
             .read_u32(cc)
             .map_err(|e| format!("ClientContext at {cc}: {e}"))?;
         let h = BufferHeader {
-            buffer_size: u("BufferSize")?,
+            buffer_size: opt("BufferSize", wnode_size())?,
             saved_offset: u("SavedOffset")?,
             current_offset: u("CurrentOffset")?,
             offset: u("Offset")?,
-            sequence_number: u("SequenceNumber")?,
+            sequence_number: opt("SequenceNumber", Ok(0))?,
             processor_index: u64::from(cc_raw & 0x07FF),
             logger_id: u64::from(cc_raw >> 16),
-            state: u("State")?,
-            buffer_flag: u("BufferFlag")?,
-            buffer_type: u("BufferType")?,
+            state: opt("State", Ok(0))?,
+            buffer_flag: opt("BufferFlag", Ok(0))?,
+            buffer_type: opt("BufferType", Ok(0))?,
         };
         if Some(h.buffer_size) != self.session.buffer_size {
             return Err(format!(
