@@ -440,29 +440,10 @@ fn pre_61_global_lists() {
         let mut ctx = KernelContext::without_symbols(&d);
         ctx.symbols = etwdump::symbols::Symbols::none(4).with_builtin(build, false);
         let s = Session {
-            logger_id: 5,
-            name: None,
-            log_file: None,
-            instance_guid: None,
-            address: etwdump::addr::VirtAddr(page),
             logger_mode: Some(0),
-            logger_mode_flags: Vec::new(),
-            clock_type: None,
-            clock_type_name: None,
             buffer_size: Some(0x400),
-            minimum_buffers: None,
-            maximum_buffers: None,
             number_of_buffers: Some(3),
-            buffers_written: None,
-            events_lost: None,
-            log_buffers_lost: None,
-            real_time_buffers_lost: None,
-            start_time: None,
-            pool_type: None,
-            layout_source: "builtin",
-            maximum_event_size: None,
-            start_time_raw: None,
-            warnings: Vec::new(),
+            ..Session::bare(5, etwdump::addr::VirtAddr(page), "builtin")
         };
         let array = LoggerArray {
             route: Route::GlobalArray,

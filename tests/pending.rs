@@ -9,24 +9,32 @@ use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, EtwSpec};
 use std::path::Path;
 
+/// A forge dump of fixture `name` with buffers (and pending blocks when `pending`), opened,
+/// with the options naming the fixture's PDB.
+fn forged(name: &str, pending: bool) -> (etwdump_forge::Forged, DumpFile, SymbolOptions) {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let mut c = Config::from_fixture(&fx);
+    let spec = EtwSpec::standard(c.build).with_buffers(c.build);
+    c.etw = Some(if pending {
+        spec.with_pending_ccswap()
+    } else {
+        spec
+    });
+    let f = forge(&c);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(fx.join("ntkrnlmp.pdb")),
+        ..SymbolOptions::default()
+    };
+    (f, d, opts)
+}
+
 #[test]
 fn pending_blocks_as_forged() {
     for name in ["x64-14393", "x64-17763", "x64-17763b", "x64-19041"] {
-        let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name);
-        let mut c = Config::from_fixture(&fx);
-        c.etw = Some(
-            EtwSpec::standard(c.build)
-                .with_buffers(c.build)
-                .with_pending_ccswap(),
-        );
-        let f = forge(&c);
-        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
-        let opts = SymbolOptions {
-            pdb: Some(fx.join("ntkrnlmp.pdb")),
-            ..SymbolOptions::default()
-        };
+        let (f, d, opts) = forged(name, true);
         let ctx = KernelContext::open(&d, &opts).unwrap();
         let got = find_pending(&ctx);
         let etw = f.etw.as_ref().unwrap();
@@ -102,10 +110,10 @@ fn pending_blocks_as_forged() {
                 dcy.block_va
             );
         }
-        if c.build > 14393 {
+        if f.config.build > 14393 {
             assert_eq!(
                 etw.pending_decoys.len(),
-                2 * usize::try_from(c.cpus).unwrap(),
+                2 * usize::try_from(f.config.cpus).unwrap(),
                 "{name}"
             );
             let bad = etw
@@ -115,7 +123,7 @@ fn pending_blocks_as_forged() {
                 .count();
             assert_eq!(
                 bad,
-                usize::try_from(c.cpus).unwrap(),
+                usize::try_from(f.config.cpus).unwrap(),
                 "{name}: {:?}",
                 etw.pending_decoys
             );
@@ -143,19 +151,7 @@ fn pending_blocks_as_forged() {
 /// "pending_ccswap".
 #[test]
 fn pending_batches_in_extracted_etl() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
-    let mut c = Config::from_fixture(&fx);
-    c.etw = Some(
-        EtwSpec::standard(c.build)
-            .with_buffers(c.build)
-            .with_pending_ccswap(),
-    );
-    let f = forge(&c);
-    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
-    let opts = SymbolOptions {
-        pdb: Some(fx.join("ntkrnlmp.pdb")),
-        ..SymbolOptions::default()
-    };
+    let (f, d, opts) = forged("x64-14393", true);
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let m = etwdump::report::extract::extract(&ctx, "d.dmp", dir.path(), None, false).unwrap();
@@ -232,15 +228,7 @@ fn pending_batches_in_extracted_etl() {
 /// the session's clock; CSwitch events named.
 #[test]
 fn events_on_a_full_dump() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-14393");
-    let mut c = Config::from_fixture(&fx);
-    c.etw = Some(EtwSpec::standard(c.build).with_buffers(c.build));
-    let f = forge(&c);
-    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
-    let opts = SymbolOptions {
-        pdb: Some(fx.join("ntkrnlmp.pdb")),
-        ..SymbolOptions::default()
-    };
+    let (_, d, opts) = forged("x64-14393", false);
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let b = etwdump::report::buffers::analyse(&ctx, None, false);
     let ev = etwdump::report::events::collect(&ctx, None);

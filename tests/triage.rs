@@ -20,12 +20,25 @@ fn real_isf() -> Option<PathBuf> {
     }
 }
 
-#[test]
-fn real_triage_windows_and_blob() {
+/// The real x64 triage dump, opened, and the options naming its ISF (None, with a message,
+/// when ../shared is absent).
+fn real_dump() -> Option<(DumpFile, SymbolOptions)> {
     let (Some(dump), Some(isf)) = (common::shared_dump("triage_x64.dmp"), real_isf()) else {
-        return;
+        return None;
     };
     let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        isf: Some(isf),
+        ..SymbolOptions::default()
+    };
+    Some((d, opts))
+}
+
+#[test]
+fn real_triage_windows_and_blob() {
+    let Some((d, opts)) = real_dump() else {
+        return;
+    };
     let t = d.triage().unwrap();
     assert_eq!(t.blocks.len(), 1831);
     assert_eq!(
@@ -34,10 +47,6 @@ fn real_triage_windows_and_blob() {
     );
     for with_symbols in [true, false] {
         let ctx = if with_symbols {
-            let opts = SymbolOptions {
-                isf: Some(isf.clone()),
-                ..SymbolOptions::default()
-            };
             KernelContext::open(&d, &opts).unwrap()
         } else {
             KernelContext::without_symbols(&d)
@@ -146,13 +155,8 @@ fn real_triage_windows_and_blob() {
 /// and providers as triage-etw.md §2 measured them; clocks as §2.4.
 #[test]
 fn real_triage_events() {
-    let (Some(dump), Some(isf)) = (common::shared_dump("triage_x64.dmp"), real_isf()) else {
+    let Some((d, opts)) = real_dump() else {
         return;
-    };
-    let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
-    let opts = SymbolOptions {
-        isf: Some(isf),
-        ..SymbolOptions::default()
     };
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let rep = etwdump::report::events::collect(&ctx, None);
@@ -292,20 +296,15 @@ fn real_triage_events() {
 /// 107 EventLog-System and 92 logger-2 records.
 #[test]
 fn real_triage_sessions_buffers_extract() {
-    let (Some(dump), Some(isf)) = (common::shared_dump("triage_x64.dmp"), real_isf()) else {
+    let Some((d, opts)) = real_dump() else {
         return;
-    };
-    let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
-    let opts = SymbolOptions {
-        isf: Some(isf),
-        ..SymbolOptions::default()
     };
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let s = etwdump::report::triage::sessions(&ctx);
     let ids: Vec<_> = s
         .sessions
         .iter()
-        .map(|x| (x.logger_id, x.source, x.buffers))
+        .map(|x| (x.logger_id.expect("logger id"), x.source, x.buffers))
         .collect();
     assert_eq!(
         ids,
@@ -377,7 +376,7 @@ fn real_arm64_triage_blob() {
         .iter()
         .map(|x| {
             (
-                x.logger_id,
+                x.logger_id.expect("logger id"),
                 x.name.clone().unwrap(),
                 x.buffers,
                 x.clock_type,

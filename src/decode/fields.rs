@@ -47,7 +47,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             ..Fields::default()
         },
         RecordKind::PerfInfo32 | RecordKind::PerfInfo64 => Fields {
-            timestamp: h.u64_at(8),
+            timestamp: r.perfinfo_timestamp(buf),
             version: Some(u16::from(r.version)),
             ..Fields::default()
         },

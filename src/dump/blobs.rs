@@ -13,9 +13,6 @@ use serde::Serialize;
 /// Most blobs accepted (real dumps: 20-40).
 const MAX_BLOBS: usize = 4096;
 
-/// `nt!EtwSecondaryDumpDataGuid`, the tag of the ETW buffers blob (triage-etw.md §1.3).
-pub const ETW_SECONDARY_DUMP_DATA_GUID: &str = "2b88b710-1c93-4f7c-b06c-655ecc50decc";
-
 /// One blob.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Blob {

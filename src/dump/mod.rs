@@ -13,7 +13,7 @@ mod runs;
 mod triage;
 
 pub use bitmap::Bitmap;
-pub use blobs::{Blob, SecondaryData, ETW_SECONDARY_DUMP_DATA_GUID};
+pub use blobs::{Blob, SecondaryData};
 pub use error::DumpError;
 pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
 pub use runs::{Run, RunList};

@@ -4,6 +4,7 @@
 
 use crate::addr::VirtAddr;
 use crate::etw::loggers::{LoggerArray, Session};
+use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::mem::MemError;
@@ -16,8 +17,6 @@ use std::collections::{BTreeSet, HashSet};
 pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
 /// Most CPUs whose per-CPU buffers are looked at.
 const MAX_CPUS: u64 = 2048;
-/// EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING: the logger uses CurrentBuffer, not per-CPU buffers.
-const NO_PER_PROCESSOR_BUFFERING: u64 = 0x1000_0000;
 
 /// The lists a buffer can be found on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -300,22 +299,13 @@ impl Finder<'_, '_> {
         let u = |name: &str| v.uint(name).map_err(|e| e.to_string());
         // Fields that older layouts lack or shape differently (5.x: BufferSize is the
         // WNODE_HEADER's at +0, State a bit-field structure, no SequenceNumber / BufferFlag /
-        // BufferType in 5.0-5.1): absent → `absent`, a structure → its first ULONG.
-        let opt = |name: &str, absent: Result<u64, String>| match v.uint(name) {
-            Ok(x) => Ok(x),
-            Err(crate::kernel::view::ViewError::MissingField { .. }) => absent,
+        // BufferType in 5.0-5.1): absent → None, a structure → its first ULONG.
+        let opt = |name: &str| match v.uint(name) {
+            Ok(x) => Ok(Some(x)),
+            Err(crate::kernel::view::ViewError::MissingField { .. }) => Ok(None),
             Err(crate::kernel::view::ViewError::Shape { .. }) => v
-                .field_va(name)
-                .and_then(|a| {
-                    space.read_u32(a).map(u64::from).map_err(|e| {
-                        crate::kernel::view::ViewError::Memory {
-                            ty: "_WMI_BUFFER_HEADER".into(),
-                            field: name.into(),
-                            va: a,
-                            source: e,
-                        }
-                    })
-                })
+                .bytes(name, 4)
+                .map(|b| Some(u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))))
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
@@ -331,16 +321,19 @@ impl Finder<'_, '_> {
             .read_u32(cc)
             .map_err(|e| format!("ClientContext at {cc}: {e}"))?;
         let h = BufferHeader {
-            buffer_size: opt("BufferSize", wnode_size())?,
+            buffer_size: match opt("BufferSize")? {
+                Some(x) => x,
+                None => wnode_size()?,
+            },
             saved_offset: u("SavedOffset")?,
             current_offset: u("CurrentOffset")?,
             offset: u("Offset")?,
-            sequence_number: opt("SequenceNumber", Ok(0))?,
+            sequence_number: opt("SequenceNumber")?.unwrap_or(0),
             processor_index: u64::from(cc_raw & 0x07FF),
             logger_id: u64::from(cc_raw >> 16),
-            state: opt("State", Ok(0))?,
-            buffer_flag: opt("BufferFlag", Ok(0))?,
-            buffer_type: opt("BufferType", Ok(0))?,
+            state: opt("State")?.unwrap_or(0),
+            buffer_flag: opt("BufferFlag")?.unwrap_or(0),
+            buffer_type: opt("BufferType")?.unwrap_or(0),
         };
         if Some(h.buffer_size) != self.session.buffer_size {
             return Err(format!(
@@ -382,49 +375,11 @@ impl Finder<'_, '_> {
         }
         let Some(entry_off) = self.header_layout.field("GlobalEntry").map(|f| f.offset) else {
             self.warnings.push(
-                "this build's buffer header has no GlobalEntry (SLIST-era lists are not walked)"
-                    .into(),
+                "this build's buffer header has no GlobalEntry: GlobalList not walked".into(),
             );
             return;
         };
-        let space = &self.ctx.space;
-        let mut seen = HashSet::new();
-        let mut cur = match space.read_ptr(head) {
-            Ok(p) => p,
-            Err(e) => {
-                self.warnings
-                    .push(format!("_WMI_LOGGER_CONTEXT.GlobalList at {head}: {e}"));
-                return;
-            }
-        };
-        let mut n = 0;
-        while cur != head {
-            if n >= self.bound {
-                self.warnings.push(format!(
-                    "GlobalList: stopped after {n} entries (NumberOfBuffers/MaximumBuffers bound)"
-                ));
-                return;
-            }
-            if !seen.insert(cur) {
-                self.warnings.push(format!(
-                    "GlobalList: entry {cur} is visited twice (a cycle); stopped"
-                ));
-                return;
-            }
-            let buf = VirtAddr(cur.0.wrapping_sub(entry_off));
-            if !self.add(buf, BufferList::GlobalList, None) {
-                return;
-            }
-            cur = match space.read_ptr(cur) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.warnings
-                        .push(format!("GlobalList: Flink at {cur}: {e}"));
-                    return;
-                }
-            };
-            n += 1;
-        }
+        self.list_entry_walk(head, entry_off);
     }
 
     /// 5.1-6.0: the SLIST_HEADER's first entry, then SINGLE_LIST_ENTRY.Next to NULL.
@@ -474,24 +429,35 @@ impl Finder<'_, '_> {
         }
     }
 
-    /// 5.0: LIST_ENTRY GlobalList → buffer LIST_ENTRY at `entry_off`, back to the head.
+    /// A LIST_ENTRY GlobalList (6.1+ through GlobalEntry, 5.0 through Entry): Flink from the
+    /// head to the head again, each entry `entry_off` into its buffer; bounded, cycle-safe.
     fn list_entry_walk(&mut self, head: VirtAddr, entry_off: u64) {
         let space = &self.ctx.space;
         let mut seen = HashSet::new();
         let mut cur = match space.read_ptr(head) {
             Ok(p) => p,
             Err(e) => {
-                self.warnings.push(format!("GlobalList at {head}: {e}"));
+                self.warnings
+                    .push(format!("_WMI_LOGGER_CONTEXT.GlobalList at {head}: {e}"));
                 return;
             }
         };
         let mut n = 0;
-        while cur != head && n < self.bound && seen.insert(cur) {
-            if !self.add(
-                VirtAddr(cur.0.wrapping_sub(entry_off)),
-                BufferList::GlobalList,
-                None,
-            ) {
+        while cur != head {
+            if n >= self.bound {
+                self.warnings.push(format!(
+                    "GlobalList: stopped after {n} entries (NumberOfBuffers/MaximumBuffers bound)"
+                ));
+                return;
+            }
+            if !seen.insert(cur) {
+                self.warnings.push(format!(
+                    "GlobalList: entry {cur} is visited twice (a cycle); stopped"
+                ));
+                return;
+            }
+            let buf = VirtAddr(cur.0.wrapping_sub(entry_off));
+            if !self.add(buf, BufferList::GlobalList, None) {
                 return;
             }
             cur = match space.read_ptr(cur) {
@@ -503,10 +469,6 @@ impl Finder<'_, '_> {
                 }
             };
             n += 1;
-        }
-        if cur != head {
-            self.warnings
-                .push(format!("GlobalList: stopped at {cur} (cycle or bound)"));
         }
     }
 

@@ -88,6 +88,38 @@ pub struct Session {
     pub warnings: Vec<String>,
 }
 
+impl Session {
+    /// A session known only by its id and logger-context address (everything else unknown),
+    /// for callers that learn the rest elsewhere (a triage dump's ETW blob, a test).
+    pub fn bare(logger_id: u64, address: VirtAddr, layout_source: &'static str) -> Session {
+        Session {
+            logger_id,
+            name: None,
+            log_file: None,
+            instance_guid: None,
+            address,
+            logger_mode: None,
+            logger_mode_flags: Vec::new(),
+            clock_type: None,
+            clock_type_name: None,
+            buffer_size: None,
+            minimum_buffers: None,
+            maximum_buffers: None,
+            number_of_buffers: None,
+            buffers_written: None,
+            events_lost: None,
+            log_buffers_lost: None,
+            real_time_buffers_lost: None,
+            start_time: None,
+            pool_type: None,
+            layout_source,
+            maximum_event_size: None,
+            start_time_raw: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// Everything `sessions` found.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SessionList {

@@ -1,5 +1,10 @@
 //! Names for logger modes and clock types.
 
+/// EVENT_TRACE_SYSTEM_LOGGER_MODE: a kernel (system) logger.
+pub const SYSTEM_LOGGER_MODE: u64 = 0x0200_0000;
+/// EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING: the logger uses CurrentBuffer, not per-CPU buffers.
+pub const NO_PER_PROCESSOR_BUFFERING: u64 = 0x1000_0000;
+
 /// EVENT_TRACE_* logging-mode flags (evntrace.h; learn.microsoft.com "Logging Mode Constants").
 pub const LOGGER_MODE_FLAGS: &[(u32, &str)] = &[
     (0x0000_0001, "EVENT_TRACE_FILE_MODE_SEQUENTIAL"),

@@ -22,11 +22,13 @@
 use crate::addr::VirtAddr;
 use crate::bytes::{utf16le_lossy, LeBytes};
 use crate::decode::records::{resync, walk_from, BUFFER_HEADER_SIZE};
-use crate::dump::{DataBlock, SecondaryData, ETW_SECONDARY_DUMP_DATA_GUID};
+use crate::dump::{DataBlock, SecondaryData};
 use crate::etw::buffers::{BufferHeader, MAX_BUFFER_SIZE};
 use crate::kernel::context::KernelContext;
 use serde::Serialize;
 
+/// `nt!EtwSecondaryDumpDataGuid`, the tag of the ETW buffers blob (triage-etw.md §1.3).
+pub const ETW_SECONDARY_DUMP_DATA_GUID: &str = "2b88b710-1c93-4f7c-b06c-655ecc50decc";
 /// Session header signature in the ETW blob.
 const SESSION_SIGNATURE: u32 = 0x01EB_AFE1;
 const BLOB_HEADER_SIZE: usize = 0x20;
@@ -231,39 +233,13 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
             let body = o + SESSION_HEADER_SIZE;
             let x2 = body.checked_add(2 * len as usize).filter(|&n| n <= b.len());
             let x1 = body.checked_add(len as usize).filter(|&n| n <= b.len());
-            let (next, conv) = match (x2, x1) {
-                (Some(n), _) if fits(n) => (n, "x2"),
-                (_, Some(n)) if fits(n) => (n, "x1"),
-                _ => {
-                    out.warnings.push(format!(
-                        "ETW blob: session {logger_id} at file offset {:#x}: name length {len:#x} leads to nothing valid (neither 2×{len:#x} nor {len:#x} bytes after the header); listed without buffers, stopped",
-                        at(o)
-                    ));
-                    let avail = b.len().saturating_sub(body).min(len as usize) & !1;
-                    out.sessions.push(BlobSession {
-                        header_offset: at(o),
-                        logger_id,
-                        logger_mode: u64::from(h.u32_at(8).unwrap_or(0)),
-                        clock_type: u64::from(h.u32_at(0xC).unwrap_or(0)),
-                        buffer_size,
-                        name_length: len,
-                        name: b
-                            .bytes_at(body, avail)
-                            .map(utf16le_lossy)
-                            .unwrap_or_default(),
-                        name_convention: "unknown",
-                        start_time: h.u64_at(0x18).unwrap_or(0),
-                        reference_system_time: h.u64_at(0x20).unwrap_or(0),
-                        reference_perf_clock: h.u64_at(0x28).unwrap_or(0),
-                        buffers: Vec::new(),
-                    });
-                    break;
-                }
+            let found = match (x2, x1) {
+                (Some(n), _) if fits(n) => Some((n, "x2")),
+                (_, Some(n)) if fits(n) => Some((n, "x1")),
+                _ => None,
             };
-            let name = b
-                .bytes_at(body, (len as usize) & !1)
-                .map(utf16le_lossy)
-                .unwrap_or_default();
+            // The name: the first Length bytes (as many as the blob holds).
+            let avail = b.len().saturating_sub(body).min(len as usize) & !1;
             out.sessions.push(BlobSession {
                 header_offset: at(o),
                 logger_id,
@@ -271,13 +247,23 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
                 clock_type: u64::from(h.u32_at(0xC).unwrap_or(0)),
                 buffer_size,
                 name_length: len,
-                name,
-                name_convention: conv,
+                name: b
+                    .bytes_at(body, avail)
+                    .map(utf16le_lossy)
+                    .unwrap_or_default(),
+                name_convention: found.map_or("unknown", |f| f.1),
                 start_time: h.u64_at(0x18).unwrap_or(0),
                 reference_system_time: h.u64_at(0x20).unwrap_or(0),
                 reference_perf_clock: h.u64_at(0x28).unwrap_or(0),
                 buffers: Vec::new(),
             });
+            let Some((next, _)) = found else {
+                out.warnings.push(format!(
+                    "ETW blob: session {logger_id} at file offset {:#x}: name length {len:#x} leads to nothing valid (neither 2×{len:#x} nor {len:#x} bytes after the header); listed without buffers, stopped",
+                    at(o)
+                ));
+                break;
+            };
             o = next;
             continue;
         }

@@ -112,7 +112,15 @@ fn done(va: VirtAddr, pa: u64, page_size: u64, transition: bool) -> Translation 
     }
 }
 
-fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
+/// Where the upper levels of an x64 walk end: a large page, or the leaf table (PT) and the
+/// physical address of `va`'s PTE in it.
+enum X64Upper {
+    Mapped(Translation),
+    Pte(PhysAddr),
+}
+
+/// The PML4, PDPT and PD levels of an x64 walk.
+fn x64_upper(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<X64Upper, MemError> {
     let v = va.0;
     // Canonical: bits 63..47 all equal.
     let top = v >> 47;
@@ -131,12 +139,12 @@ fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
         return Err(not_present(va, PagingLevel::Pdpt, pdpte, pdpte_pa));
     }
     if pdpte & LARGE != 0 {
-        return Ok(done(
+        return Ok(X64Upper::Mapped(done(
             va,
             (pdpte & ADDR_MASK_1G) | (v & 0x3FFF_FFFF),
             1 << 30,
             false,
-        ));
+        )));
     }
     let pde_pa = PhysAddr((pdpte & ADDR_MASK_64) + idx(21) * 8);
     let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 8)?;
@@ -144,19 +152,26 @@ fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
         return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
     }
     if pde & LARGE != 0 {
-        return Ok(done(
+        return Ok(X64Upper::Mapped(done(
             va,
             (pde & ADDR_MASK_2M) | (v & 0x1F_FFFF),
             1 << 21,
             false,
-        ));
+        )));
     }
-    let pte_pa = PhysAddr((pde & ADDR_MASK_64) + idx(12) * 8);
+    Ok(X64Upper::Pte(PhysAddr((pde & ADDR_MASK_64) + idx(12) * 8)))
+}
+
+fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
+    let pte_pa = match x64_upper(dump, dtb, va)? {
+        X64Upper::Mapped(t) => return Ok(t),
+        X64Upper::Pte(pa) => pa,
+    };
     let pte = entry(dump, va, PagingLevel::Pt, pte_pa, 8)?;
     match last_level_maps(pte) {
         (true, transition) => Ok(done(
             va,
-            (pte & ADDR_MASK_64) | (v & 0xFFF),
+            (pte & ADDR_MASK_64) | (va.0 & 0xFFF),
             1 << 12,
             transition,
         )),
@@ -168,44 +183,12 @@ fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
 /// the walk down to it succeeds and the region is not a large page. Lets multi-page reads look
 /// the following PTEs up directly (their entries decide exactly as [`translate`] would).
 pub fn leaf_table_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Option<&[u8]> {
-    let v = va.0;
-    let idx = |shift: u32| (v >> shift) & 0x1FF;
-    let pml4e = entry(
-        dump,
-        va,
-        PagingLevel::Pml4,
-        PhysAddr((dtb.0 & ADDR_MASK_64) + idx(39) * 8),
-        8,
-    )
-    .ok()?;
-    if pml4e & PRESENT == 0 {
-        return None;
-    }
-    let pdpte = entry(
-        dump,
-        va,
-        PagingLevel::Pdpt,
-        PhysAddr((pml4e & ADDR_MASK_64) + idx(30) * 8),
-        8,
-    )
-    .ok()?;
-    if pdpte & PRESENT == 0 || pdpte & LARGE != 0 {
-        return None;
-    }
-    let pde = entry(
-        dump,
-        va,
-        PagingLevel::Pd,
-        PhysAddr((pdpte & ADDR_MASK_64) + idx(21) * 8),
-        8,
-    )
-    .ok()?;
-    if pde & PRESENT == 0 || pde & LARGE != 0 {
-        return None;
-    }
-    match dump.page(PhysAddr(pde & ADDR_MASK_64).pfn()) {
-        PageLookup::Present(p) => Some(p),
-        _ => None,
+    match x64_upper(dump, dtb, va).ok()? {
+        X64Upper::Pte(pa) => match dump.page(pa.pfn()) {
+            PageLookup::Present(p) => Some(p),
+            _ => None,
+        },
+        X64Upper::Mapped(_) => None,
     }
 }
 

@@ -48,13 +48,7 @@ pub struct BufferReport {
 
 /// Does `s` match a `--session` selector (id or name)?
 pub fn selected(s: &Session, sel: Option<&str>) -> bool {
-    match sel {
-        None => true,
-        Some(x) => match x.parse::<u64>() {
-            Ok(id) => s.logger_id == id,
-            Err(_) => s.name.as_deref() == Some(x),
-        },
-    }
+    super::selects(Some(s.logger_id), s.name.as_deref(), sel)
 }
 
 /// Find, read and walk every buffer of the selected sessions.

@@ -25,6 +25,7 @@ use crate::decode::records::{walk_from, Record, BUFFER_HEADER_SIZE};
 use crate::etw::buffers::{find_buffers, read_buffer};
 use crate::etw::clock::{self, Converter};
 use crate::etw::loggers::list_sessions;
+use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::etw::triage::{self, BlobSession, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
 use crate::time::filetime_to_iso8601;
@@ -32,7 +33,6 @@ use serde::Serialize;
 
 /// Newest logger-2 timestamp accepted as CPU cycles: within this many ms before StartCycles.
 const CYCLES_WINDOW_MS: u64 = 10;
-const NO_PER_PROCESSOR_BUFFERING: u64 = 0x1000_0000;
 
 /// One record.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -249,13 +249,7 @@ pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
     let mut rep = EventsReport::default();
     let res = Resolver::new(ctx);
     let pointer_size = ctx.space.arch().pointer_size() as usize;
-    let sel = |id: Option<u64>, name: Option<&str>| match session {
-        None => true,
-        Some(x) => match x.parse::<u64>() {
-            Ok(n) => id == Some(n),
-            Err(_) => name == Some(x),
-        },
-    };
+    let sel = |id: Option<u64>, name: Option<&str>| super::selects(id, name, session);
     if ctx.dump.triage().is_some() {
         let t = triage::read(ctx);
         rep.warnings.extend(t.warnings.iter().cloned());
@@ -271,7 +265,7 @@ pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
     for s in list
         .sessions
         .iter()
-        .filter(|s| sel(Some(s.logger_id), s.name.as_deref()))
+        .filter(|s| super::buffers::selected(s, session))
     {
         let conv = clock::for_session(ctx, s);
         if let Some(why) = conv.problem() {
@@ -373,14 +367,15 @@ fn triage_rows(
                 w.kind.limit()
             ));
         }
-        let conv = match w.kind {
+        let (conv, inferred) = match w.kind {
             WindowKind::CurrentBuffer => current_buffer_clock(ctx, t, w, mhz),
             WindowKind::ErrlogTail => errlog_clock(ctx, w, blob_sessions, perf_freq, mhz),
         };
         if let Some(why) = conv.problem() {
             rep.warnings
                 .push(format!("{}: times not converted: {why}", w.kind.source()));
-        } else if let Converter::Scaled { how, .. } = &conv {
+        }
+        if let Some(how) = inferred {
             rep.warnings.push(format!("{}: {how}", w.kind.source()));
         }
         let bc = BufferCtx {
@@ -448,47 +443,56 @@ fn triage_rows(
 
 /// Logger 2's window: CPU cycles anchored at the crashing CPU's StartCycles when the newest
 /// timestamp is just before it (triage-etw.md §2.4), else unknown.
+/// The timestamps of a window's records.
+fn window_timestamps(w: &triage::SavedWindow) -> Vec<u64> {
+    let mut v = Vec::new();
+    if let Some(first) = w.first_record {
+        walk_from(&w.data, first, w.data.len(), |r| {
+            v.extend(fields(&w.data, r).timestamp);
+        });
+    }
+    v
+}
+
+/// The converter of a window's clock, and the inference it rests on (said in a warning).
+type WindowClock = (Converter, Option<String>);
+
+/// Logger 2's window: CPU cycles anchored at the crashing CPU's StartCycles when the newest
+/// timestamp is just before it (triage-etw.md §2.4), else unknown.
 fn current_buffer_clock(
     ctx: &KernelContext<'_>,
     t: &TriageEtw,
     w: &triage::SavedWindow,
     mhz: u64,
-) -> Converter {
-    let newest = {
-        let mut m = None;
-        if let Some(first) = w.first_record {
-            walk_from(&w.data, first, w.data.len(), |r| {
-                if let Some(ts) = fields(&w.data, r).timestamp {
-                    m = Some(m.map_or(ts, |x: u64| x.max(ts)));
-                }
-            });
-        }
-        m
-    };
+) -> WindowClock {
+    let newest = window_timestamps(w).into_iter().max();
     let (Some(newest), Some(sc)) = (newest, t.crash_cpu.and_then(|c| c.start_cycles)) else {
-        return Converter::Unknown(
+        return (Converter::Unknown(
             "logger 2's clock type is not in the dump (no logger context) and the crashing CPU's KPRCB.StartCycles is unknown".into(),
-        );
+        ), None);
     };
     if mhz == 0 {
-        return Converter::Unknown("the CPU speed (KPRCB.MHz, EtwCPUSpeedInMHz) is unknown".into());
+        let why = "the CPU speed (KPRCB.MHz, EtwCPUSpeedInMHz) is unknown";
+        return (Converter::Unknown(why.into()), None);
     }
     let window = mhz * 1000 * CYCLES_WINDOW_MS;
     if newest <= sc && sc - newest <= window {
-        Converter::Scaled {
+        let how = format!(
+            "clock inferred as CPU cycles: the newest timestamp is {} cycles before the crashing CPU's KPRCB.StartCycles {sc:#x}; times = SystemTime − (StartCycles − ts) / {mhz} MHz (approximate)",
+            sc - newest
+        );
+        let conv = Converter::Scaled {
             start: ctx.dump.header().system_time,
             raw_start: sc,
             num: 10,
             den: mhz,
-            how: format!(
-                "clock inferred as CPU cycles: the newest timestamp is {} cycles before the crashing CPU's KPRCB.StartCycles {sc:#x}; times = SystemTime − (StartCycles − ts) / {mhz} MHz (approximate)",
-                sc - newest
-            ),
-        }
+            how: how.clone(),
+        };
+        (conv, Some(how))
     } else {
-        Converter::Unknown(format!(
+        (Converter::Unknown(format!(
             "logger 2's clock type is not in the dump, and its newest timestamp {newest:#x} is not within {CYCLES_WINDOW_MS} ms of cycles before KPRCB.StartCycles {sc:#x}"
-        ))
+        )), None)
     }
 }
 
@@ -499,12 +503,12 @@ fn errlog_clock(
     sessions: &[BlobSession],
     perf_freq: u64,
     mhz: u64,
-) -> Converter {
+) -> WindowClock {
     if let Some(s) = w
         .logger_id
         .and_then(|id| sessions.iter().find(|s| s.logger_id == id))
     {
-        return blob_converter(s, perf_freq, mhz);
+        return (blob_converter(s, perf_freq, mhz), None);
     }
     let h = ctx.dump.header();
     let (lo, hi) = (
@@ -512,26 +516,13 @@ fn errlog_clock(
             .saturating_sub(h.system_up_time + 864_000_000_000),
         h.system_time + 600_000_000,
     );
-    let mut all = true;
-    let mut any = false;
-    if let Some(first) = w.first_record {
-        walk_from(&w.data, first, w.data.len(), |r| {
-            if let Some(ts) = fields(&w.data, r).timestamp {
-                any = true;
-                all &= (lo..=hi).contains(&ts);
-            }
-        });
-    }
-    if any && all {
-        Converter::Scaled {
-            start: 0,
-            raw_start: 0,
-            num: 1,
-            den: 1,
-            how: "clock inferred as system time: every timestamp is a FILETIME between boot and the dump".into(),
-        }
+    let ts = window_timestamps(w);
+    if !ts.is_empty() && ts.iter().all(|t| (lo..=hi).contains(t)) {
+        let how = "clock inferred as system time: every timestamp is a FILETIME between boot and the dump";
+        (Converter::FileTime, Some(how.into()))
     } else {
-        Converter::Unknown("the error-log session's clock type is not in the dump".into())
+        let why = "the error-log session's clock type is not in the dump";
+        (Converter::Unknown(why.into()), None)
     }
 }
 

@@ -16,10 +16,11 @@
 //! to a temporary name and renamed when complete.
 
 use crate::decode::ccswap::PENDING_HEADER;
-use crate::decode::records::{first_record_complete, BUFFER_HEADER_SIZE};
+use crate::decode::records::{first_record_complete, Walk, BUFFER_HEADER_SIZE};
 use crate::etw::buffers::{find_buffers, FoundBuffer};
 use crate::etw::ccswap::{find_pending, PendingFound};
 use crate::etw::loggers::{list_sessions, Session};
+use crate::etw::mode::{NO_PER_PROCESSOR_BUFFERING, SYSTEM_LOGGER_MODE};
 use crate::kernel::context::KernelContext;
 use crate::kernel::kuser::KUserSharedData;
 use ring::digest::{Context as Sha256, SHA256};
@@ -163,16 +164,6 @@ impl HeaderFacts {
     }
 }
 
-/// The header buffer for `s` (see [`header_buffer`]).
-pub(crate) fn header_buffer_for(
-    ctx: &KernelContext<'_>,
-    s: &Session,
-    facts: &HeaderFacts,
-    buffers_in_file: u32,
-) -> Vec<u8> {
-    header_buffer(ctx, s, facts, buffers_in_file)
-}
-
 fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
     let mut sources = BTreeMap::new();
     let perf_freq = match KUserSharedData::qpc_frequency(&ctx.space, ctx.build) {
@@ -230,7 +221,7 @@ fn utf16z(s: &str) -> Vec<u8> {
 }
 
 /// The header buffer: WMI_BUFFER_HEADER + SYSTEM_TRACE_HEADER + TRACE_LOGFILE_HEADER + names.
-fn header_buffer(
+pub(crate) fn header_buffer(
     ctx: &KernelContext<'_>,
     s: &Session,
     facts: &HeaderFacts,
@@ -249,7 +240,7 @@ fn header_buffer(
     put32(&mut tlh, 0x00, buffer_size as u32);
     tlh[0x04..0x08].copy_from_slice(&[major, minor, 1, 5]);
     put32(&mut tlh, 0x08, ctx.build);
-    let no_per_cpu = s.logger_mode.unwrap_or(0) & 0x1000_0000 != 0;
+    let no_per_cpu = s.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING != 0;
     put32(
         &mut tlh,
         0x0C,
@@ -311,7 +302,6 @@ fn header_buffer(
 /// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a
 /// SYSTEM_LOGGER_MODE session; these are the ones pending CCSWAP batches are flushed to.
 fn is_kernel_session(s: &Session) -> bool {
-    const SYSTEM_LOGGER_MODE: u64 = 0x0200_0000;
     s.logger_id == 0
         || s.name.as_deref() == Some("NT Kernel Logger")
         || s.logger_mode.is_some_and(|m| m & SYSTEM_LOGGER_MODE != 0)
@@ -383,26 +373,25 @@ fn pending_buffers(
             continue;
         }
         let seq = first_seq + out.len() as u64;
-        let mut b = vec![0u8; buffer_size];
-        let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-        put32(&mut b, 0x00, buffer_size as u32);
-        put32(&mut b, 0x0C, 0);
-        b[0x10..0x18].copy_from_slice(&p.decoded.last_timestamp.to_le_bytes());
-        b[0x18..0x20].copy_from_slice(&seq.to_le_bytes());
-        b[0x28..0x2C].copy_from_slice(&((s.logger_id as u32) << 16).to_le_bytes());
-        b[0x36..0x38].copy_from_slice(&BUFFER_TYPE_CTX_SWAP.to_le_bytes());
         // PERFINFO_TRACE_HEADER {marker, Size, HookId, TimeStamp}; version 2 (§4.2).
         let marker: u32 = if x64 { 0xC011_0002 } else { 0xC010_0002 };
-        let r = BUFFER_HEADER_SIZE;
-        put32(&mut b, r, marker);
-        b[r + 4..r + 6].copy_from_slice(&(size as u16).to_le_bytes());
-        b[r + 6..r + 8].copy_from_slice(&HOOK_CCSWAP.to_le_bytes());
-        b[r + 8..r + 16].copy_from_slice(&p.decoded.last_timestamp.to_le_bytes());
-        b[r + 16..r + 16 + payload.len()].copy_from_slice(&payload);
-        // The buffer's valid end is 8-aligned, as the kernel's CurrentOffset always is (the
-        // pad stays zero).
-        let end = crate::decode::records::walk(&b, r + size.next_multiple_of(8)).end;
-        fix_up(&mut b, Some(p.cpu), end);
+        let mut rec = Vec::with_capacity(size);
+        rec.extend_from_slice(&marker.to_le_bytes());
+        rec.extend_from_slice(&(size as u16).to_le_bytes());
+        rec.extend_from_slice(&HOOK_CCSWAP.to_le_bytes());
+        rec.extend_from_slice(&p.decoded.last_timestamp.to_le_bytes());
+        rec.extend_from_slice(&payload);
+        let header = SyntheticHeader {
+            size: buffer_size,
+            logger_id: s.logger_id,
+            sequence_number: seq,
+            timestamp: p.decoded.last_timestamp,
+            buffer_type: BUFFER_TYPE_CTX_SWAP,
+            processor: Some(p.cpu),
+        };
+        let Some((b, _)) = synthetic_buffer(&header, &rec) else {
+            continue; // checked above: it fits
+        };
         out.push(SyntheticBuffer {
             block: p.block,
             cpu: p.cpu,
@@ -418,6 +407,51 @@ fn pending_buffers(
         ));
     }
     out
+}
+
+/// What a synthetic WMI_BUFFER_HEADER says.
+pub(crate) struct SyntheticHeader {
+    pub size: usize,
+    pub logger_id: u64,
+    pub sequence_number: u64,
+    pub timestamp: u64,
+    pub buffer_type: u16,
+    pub processor: Option<u64>,
+}
+
+/// A file buffer of `h.size` bytes: a WMI_BUFFER_HEADER built from `h` (BufferSize,
+/// TimeStamp, SequenceNumber, ClientContext.LoggerId, BufferType), then `records` from 0x48
+/// (laid out as in a buffer), the valid end 8-aligned with a zero pad, fixed up like a
+/// recovered buffer. None when the records do not fit.
+pub(crate) fn synthetic_buffer(h: &SyntheticHeader, records: &[u8]) -> Option<(Vec<u8>, Walk)> {
+    let end = BUFFER_HEADER_SIZE + records.len().next_multiple_of(8);
+    if end > h.size {
+        return None;
+    }
+    let mut b = vec![0u8; h.size];
+    b[0x00..0x04].copy_from_slice(&(h.size as u32).to_le_bytes());
+    b[0x10..0x18].copy_from_slice(&h.timestamp.to_le_bytes());
+    b[0x18..0x20].copy_from_slice(&h.sequence_number.to_le_bytes());
+    b[0x28..0x2C].copy_from_slice(&((h.logger_id as u32) << 16).to_le_bytes());
+    b[0x36..0x38].copy_from_slice(&h.buffer_type.to_le_bytes());
+    b[BUFFER_HEADER_SIZE..BUFFER_HEADER_SIZE + records.len()].copy_from_slice(records);
+    let w = crate::decode::records::walk(&b, end);
+    fix_up(&mut b, h.processor, w.end);
+    Some((b, w))
+}
+
+/// A file buffer of `size` bytes from a saved buffer start (`saved` = its header and its
+/// valid bytes), fixed up like a recovered buffer. None when `saved` is longer than `size`.
+pub(crate) fn saved_buffer(
+    size: usize,
+    processor: Option<u64>,
+    saved: &[u8],
+) -> Option<(Vec<u8>, Walk)> {
+    let mut b = vec![0u8; size];
+    b.get_mut(..saved.len())?.copy_from_slice(saved);
+    let w = crate::decode::records::walk(&b, saved.len());
+    fix_up(&mut b, processor, w.end);
+    Some((b, w))
 }
 
 /// Fix a recovered buffer up for the file, in place.

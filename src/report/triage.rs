@@ -5,8 +5,8 @@
 //! CPU), and the error-log session (the tail of its buffer).
 
 use super::extract::{
-    file_name, header_buffer_for, ExtractError, HeaderFacts, Manifest, ManifestBuffer,
-    ManifestSession, Skipped,
+    file_name, header_buffer, saved_buffer, synthetic_buffer, ExtractError, HeaderFacts, Manifest,
+    ManifestBuffer, ManifestSession, Skipped, SyntheticHeader,
 };
 use crate::decode::records::{walk_from, Walk, BUFFER_HEADER_SIZE};
 use crate::etw::loggers::Session;
@@ -25,7 +25,9 @@ pub const UNKNOWABLE: &str = "a minidump holds no logger contexts: sessions that
 /// One session known from a triage dump.
 #[derive(Clone, Debug, Serialize)]
 pub struct TriageSession {
-    pub logger_id: u64,
+    /// Null for an error-log tail whose logger cannot be told (no IopErrorLogSession in the
+    /// dump and no secondary-data buffer it repeats).
+    pub logger_id: Option<u64>,
     pub name: Option<String>,
     /// Where it is known from: "secondary_data", "current_buffer" or "errlog_tail".
     pub source: &'static str,
@@ -58,7 +60,7 @@ fn sessions_of(t: &TriageEtw) -> TriageSessions {
     if let Some(b) = &t.blob {
         for s in &b.sessions {
             out.push(TriageSession {
-                logger_id: s.logger_id,
+                logger_id: Some(s.logger_id),
                 name: Some(s.name.clone()),
                 source: "secondary_data",
                 logger_mode: Some(s.logger_mode),
@@ -77,12 +79,12 @@ fn sessions_of(t: &TriageEtw) -> TriageSessions {
             continue;
         }
         if let Some(id) = w.logger_id {
-            if out.iter().any(|s| s.logger_id == id) {
+            if out.iter().any(|s| s.logger_id == Some(id)) {
                 continue;
             }
         }
         out.push(TriageSession {
-            logger_id: w.logger_id.unwrap_or(u64::MAX),
+            logger_id: w.logger_id,
             name: None,
             source: w.kind.source(),
             logger_mode: None,
@@ -119,11 +121,7 @@ impl TriageSessions {
             let _ = writeln!(
                 o,
                 "{:>3}  {:<44} {:<15} {:<11} {:<10} {:>8} {:>7}  {}",
-                if s.logger_id == u64::MAX {
-                    "?".into()
-                } else {
-                    s.logger_id.to_string()
-                },
+                s.logger_id.map_or_else(|| "?".into(), |x| x.to_string()),
                 super::sessions::printable(s.name.as_deref().unwrap_or("?")),
                 s.source,
                 n(s.logger_mode.map(|m| format!("{m:#x}"))),
@@ -149,11 +147,7 @@ impl TriageSessions {
         let n = |v: Option<String>| v.unwrap_or_default();
         for s in &self.sessions {
             let f = [
-                if s.logger_id == u64::MAX {
-                    String::new()
-                } else {
-                    s.logger_id.to_string()
-                },
+                n(s.logger_id.map(|x| x.to_string())),
                 super::sessions::csv_field(s.name.as_deref().unwrap_or("")),
                 s.source.to_string(),
                 n(s.logger_mode.map(|m| format!("{m:#x}"))),
@@ -206,16 +200,6 @@ pub fn buffers(ctx: &KernelContext<'_>, session: Option<&str>) -> (Vec<TriageBuf
     (buffers_of(ctx, &t, session), t.warnings)
 }
 
-fn selected(id: Option<u64>, name: Option<&str>, sel: Option<&str>) -> bool {
-    match sel {
-        None => true,
-        Some(x) => match x.parse::<u64>() {
-            Ok(n) => id == Some(n),
-            Err(_) => name == Some(x),
-        },
-    }
-}
-
 fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<TriageBuffer> {
     let mut out = Vec::new();
     let sessions: &[triage::BlobSession] = t.blob.as_ref().map_or(&[], |b| &b.sessions);
@@ -224,7 +208,7 @@ fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<
             .logger_id
             .and_then(|id| sessions.iter().find(|s| s.logger_id == id))
             .map(|s| s.name.as_str());
-        if !selected(w.logger_id, name, sel) {
+        if !super::selects(w.logger_id, name, sel) {
             continue;
         }
         let walk = w
@@ -259,7 +243,7 @@ fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<
         });
     }
     for s in sessions {
-        if !selected(Some(s.logger_id), Some(&s.name), sel) {
+        if !super::selects(Some(s.logger_id), Some(&s.name), sel) {
             continue;
         }
         for b in &s.buffers {
@@ -360,37 +344,6 @@ struct FileBuffer {
     walk: Walk,
 }
 
-/// A buffer of `size` bytes from a saved part: `body` is a whole buffer start (with its
-/// header) when `header` is true; otherwise records only, which get a synthetic
-/// WMI_BUFFER_HEADER (LoggerId, processor, State Flush, the buffer size).
-fn make_buffer(
-    size: usize,
-    logger_id: u64,
-    processor: Option<u64>,
-    seq: u64,
-    body: &[u8],
-    header: bool,
-) -> Option<(Vec<u8>, Walk)> {
-    let mut b = vec![0u8; size];
-    if header {
-        b.get_mut(..body.len())?.copy_from_slice(body);
-    } else {
-        b.get_mut(BUFFER_HEADER_SIZE..BUFFER_HEADER_SIZE + body.len())?
-            .copy_from_slice(body);
-        b[0..4].copy_from_slice(&(size as u32).to_le_bytes());
-        b[0x18..0x20].copy_from_slice(&seq.to_le_bytes());
-        b[0x28..0x2C].copy_from_slice(&((logger_id as u32) << 16).to_le_bytes());
-    }
-    let valid = if header {
-        body.len()
-    } else {
-        BUFFER_HEADER_SIZE + body.len()
-    };
-    let w = walk_from(&b, BUFFER_HEADER_SIZE, valid, |_| {});
-    super::extract::fix_up(&mut b, processor, w.end);
-    Some((b, w))
-}
-
 /// `extract` on a triage dump: one ETL per logger with recovered records (secondary-data
 /// buffers, logger 2's window, the error-log tail unless it repeats a secondary-data buffer).
 pub fn extract(
@@ -416,18 +369,17 @@ pub fn extract(
     let mut used = HashSet::new();
     let mut out = Vec::new();
     for s in &list.sessions {
-        if s.logger_id == u64::MAX || !selected(Some(s.logger_id), s.name.as_deref(), session) {
+        let Some(logger_id) = s.logger_id else {
+            continue; // no logger to name the file after or to gather records by
+        };
+        if !super::selects(s.logger_id, s.name.as_deref(), session) {
             continue;
         }
         let mut bufs: Vec<FileBuffer> = Vec::new();
         let mut skipped = Vec::new();
         let mut size = s.buffer_size.map(|b| b as usize);
         // Windows of this logger.
-        for w in t
-            .windows
-            .iter()
-            .filter(|w| w.logger_id == Some(s.logger_id))
-        {
+        for w in t.windows.iter().filter(|w| w.logger_id == Some(logger_id)) {
             if w.duplicate_of.is_some() {
                 continue;
             }
@@ -449,16 +401,17 @@ pub fn extract(
             size.get_or_insert(bsize);
             let seq = w.header.as_ref().map_or(1, |h| h.sequence_number);
             let made = if w.starts_at_base {
-                make_buffer(bsize, s.logger_id, w.processor, seq, &w.data, true)
+                saved_buffer(bsize, w.processor, &w.data)
             } else {
-                make_buffer(
-                    bsize,
-                    s.logger_id,
-                    w.processor,
-                    seq,
-                    &w.data[first..],
-                    false,
-                )
+                let h = SyntheticHeader {
+                    size: bsize,
+                    logger_id,
+                    sequence_number: seq,
+                    timestamp: 0,
+                    buffer_type: 0,
+                    processor: w.processor,
+                };
+                synthetic_buffer(&h, &w.data[first..])
             };
             match made {
                 Some((bytes, walk)) => bufs.push(FileBuffer {
@@ -484,21 +437,14 @@ pub fn extract(
         if let Some(bs) = t
             .blob
             .as_ref()
-            .and_then(|b| b.sessions.iter().find(|x| x.logger_id == s.logger_id))
+            .and_then(|b| b.sessions.iter().find(|x| x.logger_id == logger_id))
         {
             for b in &bs.buffers {
                 let Some(data) = ctx.dump.file_bytes(b.file_offset, b.valid as usize) else {
                     continue;
                 };
                 let bsize = bs.buffer_size as usize;
-                match make_buffer(
-                    bsize,
-                    s.logger_id,
-                    Some(b.header.processor_index),
-                    b.header.sequence_number,
-                    data,
-                    true,
-                ) {
+                match saved_buffer(bsize, Some(b.header.processor_index), data) {
                     Some((bytes, walk)) if walk.count > 0 => bufs.push(FileBuffer {
                         entry: ManifestBuffer {
                             source: "secondary_data",
@@ -529,35 +475,18 @@ pub fn extract(
         bufs.sort_by_key(|b| b.entry.sequence_number);
         let bsize = size.unwrap_or(0x1000);
         let sess = Session {
-            logger_id: s.logger_id,
             name: s.name.clone(),
-            log_file: None,
-            instance_guid: None,
-            address: crate::addr::VirtAddr(0),
             logger_mode: s.logger_mode,
-            logger_mode_flags: Vec::new(),
             clock_type: s.clock_type,
-            clock_type_name: None,
             buffer_size: Some(bsize as u64),
-            minimum_buffers: None,
-            maximum_buffers: None,
-            number_of_buffers: None,
-            buffers_written: None,
-            events_lost: None,
-            log_buffers_lost: None,
-            real_time_buffers_lost: None,
-            start_time: None,
-            pool_type: None,
-            layout_source: "triage",
-            maximum_event_size: None,
             start_time_raw: s.start_time_raw,
-            warnings: Vec::new(),
+            ..Session::bare(logger_id, crate::addr::VirtAddr(0), "triage")
         };
-        let header = header_buffer_for(ctx, &sess, &facts, bufs.len() as u32 + 1);
-        let mut name = file_name(s.logger_id, s.name.as_deref());
+        let header = header_buffer(ctx, &sess, &facts, bufs.len() as u32 + 1);
+        let mut name = file_name(logger_id, s.name.as_deref());
         let mut n = 2;
         while !used.insert(name.to_ascii_lowercase()) {
-            name = file_name(s.logger_id, Some(&format!("logger-{n}")));
+            name = file_name(logger_id, Some(&format!("logger-{n}")));
             n += 1;
         }
         let path = dir.join(&name);
@@ -581,7 +510,7 @@ pub fn extract(
             if b.bytes.len() != header.len() {
                 warnings.push(format!(
                     "logger {}: a {:#x}-byte buffer in a file of {:#x}-byte buffers; skipped",
-                    s.logger_id,
+                    logger_id,
                     b.bytes.len(),
                     header.len()
                 ));
@@ -607,7 +536,7 @@ pub fn extract(
         let mut h = Sha256::new(&SHA256);
         h.update(&file);
         out.push(ManifestSession {
-            logger_id: s.logger_id,
+            logger_id,
             name: s.name.clone(),
             file: name,
             buffers: list_entries.len() - 1,
