@@ -33,6 +33,15 @@ impl VirtAddr {
     pub fn page_base(self) -> VirtAddr {
         VirtAddr(self.0 & !(PAGE_SIZE - 1))
     }
+    /// Whether the address lies in the kernel half of the address space: canonical and at or
+    /// above 0xFFFF800000000000 on x64, at or above 0x80000000 (and 32-bit) on x86.
+    pub fn is_kernel(self, x64: bool) -> bool {
+        if x64 {
+            self.0 >= 0xFFFF_8000_0000_0000
+        } else {
+            (0x8000_0000..=0xFFFF_FFFF).contains(&self.0)
+        }
+    }
 }
 
 impl PhysAddr {

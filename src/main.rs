@@ -260,7 +260,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 report::ListFormat::Table => write!(out, "{}", report::sessions::to_table(&list))?,
                 report::ListFormat::Json | report::ListFormat::Csv => {
                     if format == report::ListFormat::Json {
-                        writeln!(out, "{}", serde_json::to_string_pretty(&list.sessions)?)?;
+                        writeln!(
+                            out,
+                            "{}",
+                            serde_json::to_string_pretty(&report::sessions::records(&list))?
+                        )?;
                     } else {
                         write!(out, "{}", report::sessions::to_csv(&list))?;
                     }

@@ -265,9 +265,44 @@ fn cli_formats() {
     ]);
     assert!(out.status.success());
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let arr = j.as_array().unwrap();
+    let all = j.as_array().unwrap();
+    // Records: the sessions (kind "session"), then every rejected slot (kind "rejected_slot")
+    // with the slot, its raw value and the reason: exactly the forge's invalid slots.
+    let arr: Vec<&serde_json::Value> = all.iter().filter(|o| o["kind"] == "session").collect();
+    let rejected: Vec<&serde_json::Value> = all
+        .iter()
+        .filter(|o| o["kind"] == "rejected_slot")
+        .collect();
+    assert_eq!(arr.len() + rejected.len(), all.len());
     let want: Vec<_> = f.etw.as_ref().unwrap().sessions().collect();
     assert_eq!(arr.len(), want.len());
+    let want_rejected: Vec<(u64, String)> = f
+        .etw
+        .as_ref()
+        .unwrap()
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s {
+            etwdump_forge::ExpectedSlot::Invalid { va, .. } => Some((i as u64, format!("{va:#x}"))),
+            _ => None,
+        })
+        .collect();
+    let got_rejected: Vec<(u64, String)> = rejected
+        .iter()
+        .map(|o| {
+            (
+                o["slot"].as_u64().unwrap(),
+                o["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got_rejected, want_rejected);
+    assert_eq!(rejected[0]["field"], "LoggerId");
+    assert!(rejected[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not the slot index"));
     let keys = [
         "logger_id",
         "name",
@@ -289,8 +324,10 @@ fn cli_formats() {
         "start_time",
         "pool_type",
         "layout_source",
+        "identity",
+        "anomalies",
     ];
-    for o in arr {
+    for o in &arr {
         for k in keys {
             assert!(o.get(k).is_some(), "missing key {k} in {o}");
         }
@@ -326,8 +363,20 @@ fn cli_formats() {
     assert!(lines
         .next()
         .unwrap()
-        .starts_with("logger_id,name,log_file,instance_guid,address,"));
-    assert_eq!(lines.count(), want.len());
+        .starts_with("kind,logger_id,name,log_file,instance_guid,address,"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), want.len() + want_rejected.len());
+    assert_eq!(
+        rows.iter().filter(|r| r.starts_with("session,")).count(),
+        want.len()
+    );
+    for (slot, va) in &want_rejected {
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("rejected_slot,") && r.contains(&format!(",{slot},{va},"))),
+            "no CSV row for rejected slot {slot} {va}: {rows:?}"
+        );
+    }
     let out = etwdump(&[
         "sessions",
         p.to_str().unwrap(),
@@ -340,6 +389,21 @@ fn cli_formats() {
         "{text}"
     );
     assert!(text.contains("Circular Kernel Context Logger"));
+    assert!(
+        text.contains(&format!(
+            "{} sessions, {} free slots, {} rejected slots",
+            want.len(),
+            f.etw
+                .as_ref()
+                .unwrap()
+                .slots
+                .iter()
+                .filter(|s| matches!(s, etwdump_forge::ExpectedSlot::Free { .. }))
+                .count(),
+            want_rejected.len()
+        )),
+        "{text}"
+    );
 }
 
 /// File offset of the byte behind a kernel VA in a full forge dump.

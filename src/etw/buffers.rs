@@ -17,6 +17,9 @@ use std::collections::{BTreeSet, HashSet};
 pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
 /// Most CPUs whose per-CPU buffers are looked at.
 const MAX_CPUS: u64 = 2048;
+/// Entries walked per buffer list at most (a million buffers is 4 GiB of 4 KiB buffers; no
+/// count read from memory raises or lowers it).
+pub const MAX_BUFFERS_PER_LIST: u64 = 1 << 20;
 
 /// The lists a buffer can be found on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -187,11 +190,10 @@ pub fn find_buffers(
             .push("no _WMI_LOGGER_CONTEXT/_WMI_BUFFER_HEADER layout for this build".into());
         return out;
     };
-    let n = session
-        .number_of_buffers
-        .unwrap_or(0)
-        .max(session.maximum_buffers.unwrap_or(0));
-    let mut f = Finder::new(ctx, header_layout, session, (n * 2 + 64).min(1 << 20));
+    // The walk bound does not trust NumberOfBuffers/MaximumBuffers (they may be odd or wild,
+    // issue 11): every list ends at its head or at a repeat; this cap only stops a crafted
+    // list that never repeats.
+    let mut f = Finder::new(ctx, header_layout, session, MAX_BUFFERS_PER_LIST);
     let v = View::new(&ctx.space, ctx_layout, session.address);
     f.global_list(&v);
     f.queue(&v, "BufferQueue", BufferList::BufferQueue);
@@ -335,7 +337,17 @@ impl Finder<'_, '_> {
             buffer_flag: opt("BufferFlag")?.unwrap_or(0),
             buffer_type: opt("BufferType")?.unwrap_or(0),
         };
-        if Some(h.buffer_size) != self.session.buffer_size {
+        let session_size_plausible = self
+            .session
+            .buffer_size
+            .is_some_and(crate::etw::loggers::plausible_buffer_size);
+        if !session_size_plausible && !crate::etw::loggers::plausible_buffer_size(h.buffer_size) {
+            return Err(format!(
+                "BufferSize {:#x} is not plausible (and the session's BufferSize is not either)",
+                h.buffer_size
+            ));
+        }
+        if session_size_plausible && Some(h.buffer_size) != self.session.buffer_size {
             return Err(format!(
                 "BufferSize {:#x} differs from the session's {:#x}",
                 h.buffer_size,
@@ -446,7 +458,7 @@ impl Finder<'_, '_> {
         while cur != head {
             if n >= self.bound {
                 self.warnings.push(format!(
-                    "GlobalList: stopped after {n} entries (NumberOfBuffers/MaximumBuffers bound)"
+                    "GlobalList: stopped after {n} entries (the hard cap of {MAX_BUFFERS_PER_LIST} entries per list)"
                 ));
                 return;
             }

@@ -13,7 +13,6 @@ use crate::etw::mode::{clock_type_name, logger_mode_flags};
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::kernel::UnicodeString;
-use crate::mem::AddressSpace;
 use crate::symbols::StructLayout;
 use crate::time::filetime_to_iso8601;
 use serde::Serialize;
@@ -84,8 +83,42 @@ pub struct Session {
     // Beyond the contract:
     pub maximum_event_size: Option<u64>,
     pub start_time_raw: Option<u64>,
+    /// The evidence that made the slot a session (see [`IDENTITY_RULE`]): "logger_id",
+    /// "silo_state", "buffer_size", "logger_name", "pool_tag".
+    pub identity: Vec<&'static str>,
+    /// Values that are odd for a live logger (reported; never a reason to drop the session).
+    pub anomalies: Vec<Anomaly>,
     /// Fields that could not be read, with the address.
     pub warnings: Vec<String>,
+}
+
+/// How a slot's pointer is judged (README "sessions"): a slot is a session when the context
+/// has a logger's identity, and only then; odd counts, times, modes and sizes are anomalies.
+pub const IDENTITY_RULE: &str = "a canonical, pointer-aligned kernel address whose LoggerId is readable and equals the slot; on 1607+ (reached through a silo state) a SiloState equal to that silo state; and at least one more piece of evidence: SiloState match, a plausible BufferSize (1 KiB-64 MiB), a sane non-empty LoggerName descriptor, or the 'EtwL' pool tag";
+
+/// A value that is odd for a live logger: the field, its value and why it is odd.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Anomaly {
+    pub field: &'static str,
+    pub value: u64,
+    pub why: String,
+}
+
+/// A slot whose non-free value does not lead to a logger context.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RejectedSlot {
+    pub slot: u64,
+    /// The slot's raw value (the pointer).
+    pub value: VirtAddr,
+    /// The field whose value denied the identity, when one did.
+    pub field: Option<&'static str>,
+    pub reason: String,
+}
+
+/// A BufferSize a logger can have: 1 KiB to 64 MiB (`MAX_ETW_BUFFERSIZE` is 1 MiB before 6.2
+/// and larger in 2.0-format loggers; etw-internals.md §1.3).
+pub fn plausible_buffer_size(size: u64) -> bool {
+    (0x400..=crate::etw::buffers::MAX_BUFFER_SIZE).contains(&size)
 }
 
 impl Session {
@@ -115,6 +148,8 @@ impl Session {
             layout_source,
             maximum_event_size: None,
             start_time_raw: None,
+            identity: Vec::new(),
+            anomalies: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -130,6 +165,8 @@ pub struct SessionList {
     pub sessions: Vec<Session>,
     /// Free slots (NULL or bit 0 set).
     pub free_slots: u64,
+    /// Non-free slots that do not lead to a logger context, with the reason.
+    pub rejected: Vec<RejectedSlot>,
     /// Slots rejected, routes that disagree, fields that could not be read.
     pub warnings: Vec<String>,
 }
@@ -305,14 +342,6 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
     routes
 }
 
-fn is_kernel_address(space: &AddressSpace<'_>, va: VirtAddr) -> bool {
-    if space.arch().is_64bit() {
-        va.0 >= 0xFFFF_8000_0000_0000
-    } else {
-        (0x8000_0000..=0xFFFF_FFFF).contains(&va.0)
-    }
-}
-
 fn read_slots(
     ctx: &KernelContext<'_>,
     layout: &StructLayout,
@@ -345,12 +374,182 @@ fn read_slots(
         }
         match read_session(ctx, layout, arr, slot, value) {
             Ok(s) => out.sessions.push(s),
-            Err(why) => out.warnings.push(format!(
-                "slot {slot}: {value} is not a logger context: {why}"
-            )),
+            Err((field, reason)) => {
+                out.warnings.push(format!(
+                    "slot {slot}: {value} is not a logger context: {reason}"
+                ));
+                out.rejected.push(RejectedSlot {
+                    slot,
+                    value,
+                    field,
+                    reason,
+                });
+            }
         }
     }
 }
+
+/// Reason a slot is not a logger: the field that denied it (if one did) and why.
+type Rejection = (Option<&'static str>, String);
+
+/// The identity of a logger context ([`IDENTITY_RULE`]): the evidence found, or why not.
+fn identity(
+    ctx: &KernelContext<'_>,
+    v: &View<'_, '_>,
+    arr: &LoggerArray,
+    slot: u64,
+    buffer_size: Option<u64>,
+    name: &NameDescriptor,
+) -> Result<Vec<&'static str>, Rejection> {
+    let space = &ctx.space;
+    let va = v.va;
+    if !va.is_kernel(space.arch().is_64bit()) {
+        return Err((None, "not a kernel address".into()));
+    }
+    if va.0 % space.arch().pointer_size() != 0 {
+        return Err((None, "misaligned".into()));
+    }
+    let logger_id = v
+        .uint("LoggerId")
+        .map_err(|e| (Some("LoggerId"), e.to_string()))?;
+    if logger_id != slot {
+        return Err((
+            Some("LoggerId"),
+            format!("LoggerId is {logger_id}, not the slot index"),
+        ));
+    }
+    let mut evidence = vec!["logger_id"];
+    if let (Some(silo), true) = (arr.silo_state, v.has("SiloState")) {
+        match v.ptr("SiloState") {
+            Ok(back) if back == silo => evidence.push("silo_state"),
+            Ok(back) => {
+                return Err((
+                    Some("SiloState"),
+                    format!("SiloState is {back}, not the silo state {silo} the array belongs to"),
+                ))
+            }
+            // Unreadable: no evidence either way.
+            Err(_) => {}
+        }
+    }
+    if buffer_size.is_some_and(plausible_buffer_size) {
+        evidence.push("buffer_size");
+    }
+    if matches!(name, NameDescriptor::Sane { length, .. } if *length > 0) {
+        evidence.push("logger_name");
+    }
+    let tag = crate::kernel::pool::tag_before(space, va);
+    if tag == Some(*LOGGER_POOL_TAG) {
+        evidence.push("pool_tag");
+    }
+    if evidence.len() == 1 {
+        return Err((
+            None,
+            format!(
+                "LoggerId equals the slot but nothing else says logger: BufferSize {}, LoggerName {}, pool tag {}",
+                buffer_size.map_or("unreadable".into(), |b| format!("{b:#x}")),
+                name.describe(),
+                tag.map_or("unreadable".into(), |t| format!("'{}'", crate::kernel::pool::tag_text(t))),
+            ),
+        ));
+    }
+    Ok(evidence)
+}
+
+/// The pool tag of logger-context allocations ("EtwL - nt!etw - Etw LoggerContext" in
+/// pooltag.txt; the reference texts name no tag, so it is evidence, never a requirement).
+const LOGGER_POOL_TAG: &[u8; 4] = b"EtwL";
+
+/// A UNICODE_STRING descriptor of a logger context as read.
+enum NameDescriptor {
+    Absent,
+    Unreadable(String),
+    Insane { length: u64, maximum_length: u64 },
+    Sane { length: u64, us: UnicodeString },
+}
+
+impl NameDescriptor {
+    fn read(v: &View<'_, '_>, field: &str) -> NameDescriptor {
+        if !v.has(field) {
+            return NameDescriptor::Absent;
+        }
+        let at = match v.field_va(field) {
+            Ok(a) => a,
+            Err(e) => return NameDescriptor::Unreadable(e.to_string()),
+        };
+        match UnicodeString::read(v.space, at) {
+            Err(e) => NameDescriptor::Unreadable(format!("{}.{field} at {at}: {e}", v.layout.name)),
+            Ok(us) if us.length > us.maximum_length || us.length % 2 != 0 => {
+                NameDescriptor::Insane {
+                    length: u64::from(us.length),
+                    maximum_length: u64::from(us.maximum_length),
+                }
+            }
+            Ok(us) => NameDescriptor::Sane {
+                length: u64::from(us.length),
+                us,
+            },
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            NameDescriptor::Absent => "absent from the layout".into(),
+            NameDescriptor::Unreadable(_) => "unreadable".into(),
+            NameDescriptor::Insane {
+                length,
+                maximum_length,
+            } => format!("Length {length} MaximumLength {maximum_length}"),
+            NameDescriptor::Sane { length: 0, .. } => "empty".into(),
+            NameDescriptor::Sane { .. } => "sane".into(),
+        }
+    }
+
+    /// The text: None (with a warning or an anomaly) when it cannot be read.
+    fn text(
+        &self,
+        v: &View<'_, '_>,
+        field: &'static str,
+        warnings: &mut Vec<String>,
+        anomalies: &mut Vec<Anomaly>,
+    ) -> Option<String> {
+        match self {
+            NameDescriptor::Absent => None,
+            NameDescriptor::Unreadable(e) => {
+                warnings.push(e.clone());
+                None
+            }
+            NameDescriptor::Insane {
+                length,
+                maximum_length,
+            } => {
+                anomalies.push(Anomaly {
+                    field,
+                    value: *length,
+                    why: format!(
+                        "{field}.Length {length} is odd or exceeds MaximumLength {maximum_length}: the text is not read"
+                    ),
+                });
+                None
+            }
+            NameDescriptor::Sane { length: 0, .. } => Some(String::new()),
+            NameDescriptor::Sane { us, .. } => match us.text(v.space) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    warnings.push(format!(
+                        "{}.{field}: the text at {} is unreadable: {e}",
+                        v.layout.name, us.buffer
+                    ));
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// Slack allowed between a logger's StartTime and the dump's SystemTime (clock skew and the
+/// KUSER_SHARED_DATA update interval): 1 s.
+const START_TIME_SLACK: u64 = 10_000_000;
 
 fn read_session(
     ctx: &KernelContext<'_>,
@@ -358,24 +557,14 @@ fn read_session(
     arr: &LoggerArray,
     slot: u64,
     va: VirtAddr,
-) -> Result<Session, String> {
+) -> Result<Session, Rejection> {
     let space = &ctx.space;
-    if !is_kernel_address(space, va) {
-        return Err("not a kernel address".into());
-    }
-    if va.0 % space.arch().pointer_size() != 0 {
-        return Err("misaligned".into());
-    }
     let v = View::new(space, layout, va);
-    let logger_id = v.uint("LoggerId").map_err(|e| e.to_string())?;
-    if logger_id != slot {
-        return Err(format!("LoggerId is {logger_id}, not the slot index"));
-    }
-    let buffer_size = v.uint("BufferSize").map_err(|e| e.to_string())?;
-    if buffer_size == 0 || buffer_size > (64 << 20) {
-        return Err(format!("BufferSize {buffer_size:#x} is not plausible"));
-    }
+    let buffer_size = v.uint("BufferSize").ok();
+    let name_desc = NameDescriptor::read(&v, "LoggerName");
+    let identity = identity(ctx, &v, arr, slot, buffer_size, &name_desc)?;
     let mut warnings = Vec::new();
+    let mut anomalies = Vec::new();
     let mut opt = |name: &str| -> Option<u64> {
         if !v.has(name) {
             return None;
@@ -389,34 +578,9 @@ fn read_session(
         }
     };
     let maximum_event_size = opt("MaximumEventSize");
-    if let Some(m) = maximum_event_size {
-        if m > buffer_size {
-            return Err(format!(
-                "MaximumEventSize {m:#x} exceeds BufferSize {buffer_size:#x}"
-            ));
-        }
-    }
     let clock_type = opt("ClockType");
-    if let Some(c) = clock_type {
-        if c > 3 {
-            return Err(format!("ClockType {c} is not 0-3"));
-        }
-    }
     let number_of_buffers = opt("NumberOfBuffers");
     let maximum_buffers = opt("MaximumBuffers");
-    if let (Some(n), Some(m)) = (number_of_buffers, maximum_buffers) {
-        if n > m {
-            return Err(format!("NumberOfBuffers {n} exceeds MaximumBuffers {m}"));
-        }
-    }
-    if let (Some(silo), true) = (arr.silo_state, v.has("SiloState")) {
-        let back = v.ptr("SiloState").map_err(|e| e.to_string())?;
-        if back != silo {
-            return Err(format!(
-                "SiloState is {back}, not the silo state {silo} the array belongs to"
-            ));
-        }
-    }
     let logger_mode = opt("LoggerMode");
     let minimum_buffers = opt("MinimumBuffers");
     let buffers_written = opt("BuffersWritten");
@@ -425,8 +589,94 @@ fn read_session(
     let real_time_buffers_lost = opt("RealTimeBuffersLost");
     let start_time_raw = opt("StartTime");
     let pool_type = opt("PoolType");
-    let name = read_name(&v, "LoggerName", &mut warnings)?;
-    let log_file = read_name(&v, "LogFileName", &mut warnings).unwrap_or(None);
+    if buffer_size.is_none() {
+        if let Err(e) = v.uint("BufferSize") {
+            warnings.push(e.to_string());
+        }
+    }
+    let mut odd = |field: &'static str, value: u64, why: String| {
+        anomalies.push(Anomaly { field, value, why })
+    };
+    if let Some(b) = buffer_size {
+        if !plausible_buffer_size(b) {
+            odd(
+                "BufferSize",
+                b,
+                format!(
+                    "{b:#x} is outside 1 KiB-64 MiB: buffers are checked by their own BufferSize"
+                ),
+            );
+        } else if b % 0x400 != 0 {
+            odd(
+                "BufferSize",
+                b,
+                format!("{b:#x} is not a multiple of 1 KiB"),
+            );
+        }
+        if let Some(m) = maximum_event_size.filter(|&m| m > b) {
+            odd(
+                "MaximumEventSize",
+                m,
+                format!("{m:#x} exceeds BufferSize {b:#x}"),
+            );
+        }
+    }
+    if let Some(c) = clock_type.filter(|&c| c > 3) {
+        odd(
+            "ClockType",
+            c,
+            format!("{c} is not a clock type (0-3): times are not converted"),
+        );
+    }
+    if let (Some(n), Some(m)) = (number_of_buffers, maximum_buffers) {
+        if n > m {
+            odd(
+                "NumberOfBuffers",
+                n,
+                format!("{n} exceeds MaximumBuffers {m} (a count caught mid-update, limits changed while the session ran, or damage); the buffer walks do not rely on it"),
+            );
+        }
+    }
+    if let (Some(n), Some(m)) = (minimum_buffers, maximum_buffers) {
+        if n > m {
+            odd(
+                "MinimumBuffers",
+                n,
+                format!("{n} exceeds MaximumBuffers {m}"),
+            );
+        }
+    }
+    if let (Some(t), Some(now)) = (start_time_raw.filter(|&t| t != 0), dump_system_time(ctx)) {
+        if t > now.saturating_add(START_TIME_SLACK) {
+            odd(
+                "StartTime",
+                t,
+                format!(
+                    "{} is after the dump's SystemTime {}",
+                    filetime_to_iso8601(t),
+                    filetime_to_iso8601(now)
+                ),
+            );
+        }
+    }
+    let tag = crate::kernel::pool::tag_before(space, va);
+    if let Some(t) = tag.filter(|t| t != LOGGER_POOL_TAG) {
+        odd(
+            "PoolTag",
+            u64::from(u32::from_le_bytes(t)),
+            format!(
+                "the pool header before the context says '{}', not 'EtwL'",
+                crate::kernel::pool::tag_text(t)
+            ),
+        );
+    }
+    let name = name_desc.text(&v, "LoggerName", &mut warnings, &mut anomalies);
+    let log_file = NameDescriptor::read(&v, "LogFileName").text(
+        &v,
+        "LogFileName",
+        &mut warnings,
+        &mut anomalies,
+    );
     let instance_guid = if v.has("InstanceGuid") {
         match v.bytes("InstanceGuid", 16) {
             Ok(b) => b.try_into().ok().map(|g: [u8; 16]| guid_text(&g)),
@@ -439,7 +689,7 @@ fn read_session(
         None
     };
     Ok(Session {
-        logger_id,
+        logger_id: slot,
         name,
         log_file: log_file.filter(|s| !s.is_empty()),
         instance_guid,
@@ -450,7 +700,7 @@ fn read_session(
             .unwrap_or_default(),
         clock_type,
         clock_type_name: clock_type.and_then(clock_type_name),
-        buffer_size: Some(buffer_size),
+        buffer_size,
         minimum_buffers,
         maximum_buffers,
         number_of_buffers,
@@ -463,45 +713,18 @@ fn read_session(
         layout_source: layout.source.name(),
         maximum_event_size,
         start_time_raw,
+        identity,
+        anomalies,
         warnings,
     })
 }
 
-/// A UNICODE_STRING field: Err when its descriptor is readable but impossible (the context is
-/// then not a logger), None with a warning when only the text is not in the dump.
-fn read_name(
-    v: &View<'_, '_>,
-    field: &str,
-    warnings: &mut Vec<String>,
-) -> Result<Option<String>, String> {
-    if !v.has(field) {
-        return Ok(None);
-    }
-    let at = v.field_va(field).map_err(|e| e.to_string())?;
-    let us = match UnicodeString::read(v.space, at) {
-        Ok(u) => u,
-        Err(e) => {
-            warnings.push(format!("{}.{field} at {at}: {e}", v.layout.name));
-            return Ok(None);
-        }
-    };
-    if us.length > us.maximum_length || us.length % 2 != 0 {
-        return Err(format!(
-            "{field} has Length {} and MaximumLength {}",
-            us.length, us.maximum_length
-        ));
-    }
-    if us.length == 0 {
-        return Ok(Some(String::new()));
-    }
-    match us.text(v.space) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) => {
-            warnings.push(format!(
-                "{}.{field}: the text at {} is unreadable: {e}",
-                v.layout.name, us.buffer
-            ));
-            Ok(None)
-        }
-    }
+/// The dump's SystemTime: KUSER_SHARED_DATA, else the dump header.
+pub fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
+    ctx.kuser
+        .as_ref()
+        .ok()
+        .and_then(|k| k.system_time)
+        .or(Some(ctx.dump.header().system_time))
+        .filter(|&t| t != 0)
 }

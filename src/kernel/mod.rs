@@ -9,6 +9,7 @@ pub mod kdbg;
 pub mod kuser;
 pub mod modules;
 pub mod pe;
+pub mod pool;
 pub mod processes;
 pub mod view;
 

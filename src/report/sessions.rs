@@ -1,10 +1,29 @@
 //! `etwdump sessions`: the ETW sessions active when the dump was taken.
 
-use crate::etw::loggers::{Session, SessionList};
+use crate::etw::loggers::{RejectedSlot, Session, SessionList};
+use serde::Serialize;
 use std::fmt::Write as _;
 
-/// CSV columns: the JSON keys, in order.
+/// One record of `sessions --format json`: a session, or a slot whose pointer was rejected.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SlotRecord<'a> {
+    Session(&'a Session),
+    RejectedSlot(&'a RejectedSlot),
+}
+
+/// The JSON records: every session, then every rejected slot.
+pub fn records(list: &SessionList) -> Vec<SlotRecord<'_>> {
+    list.sessions
+        .iter()
+        .map(SlotRecord::Session)
+        .chain(list.rejected.iter().map(SlotRecord::RejectedSlot))
+        .collect()
+}
+
+/// CSV columns: the JSON keys, in order (session keys, then those of a rejected slot).
 pub const CSV_COLUMNS: &[&str] = &[
+    "kind",
     "logger_id",
     "name",
     "log_file",
@@ -26,7 +45,13 @@ pub const CSV_COLUMNS: &[&str] = &[
     "pool_type",
     "layout_source",
     "maximum_event_size",
+    "identity",
+    "anomalies",
     "warnings",
+    "slot",
+    "value",
+    "field",
+    "reason",
 ];
 
 fn num(v: Option<u64>) -> String {
@@ -57,6 +82,7 @@ pub fn printable(s: &str) -> String {
 
 fn row(s: &Session) -> Vec<String> {
     vec![
+        "session".into(),
         s.logger_id.to_string(),
         s.name.clone().unwrap_or_default(),
         s.log_file.clone().unwrap_or_default(),
@@ -78,15 +104,41 @@ fn row(s: &Session) -> Vec<String> {
         num(s.pool_type),
         s.layout_source.to_string(),
         num(s.maximum_event_size),
+        s.identity.join("|"),
+        s.anomalies
+            .iter()
+            .map(|a| format!("{}: {}", a.field, a.why))
+            .collect::<Vec<_>>()
+            .join("; "),
         s.warnings.join("; "),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
     ]
+}
+
+fn rejected_row(r: &RejectedSlot) -> Vec<String> {
+    let mut v = vec![String::new(); CSV_COLUMNS.len()];
+    v[0] = "rejected_slot".into();
+    let n = CSV_COLUMNS.len();
+    v[n - 4] = r.slot.to_string();
+    v[n - 3] = r.value.to_string();
+    v[n - 2] = r.field.unwrap_or_default().to_string();
+    v[n - 1] = r.reason.clone();
+    v
 }
 
 pub fn to_csv(list: &SessionList) -> String {
     let mut o = CSV_COLUMNS.join(",");
     o.push('\n');
-    for s in &list.sessions {
-        let r: Vec<String> = row(s).iter().map(|f| csv_field(f)).collect();
+    let rows = list
+        .sessions
+        .iter()
+        .map(row)
+        .chain(list.rejected.iter().map(rejected_row));
+    for r in rows {
+        let r: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
         o.push_str(&r.join(","));
         o.push('\n');
     }
@@ -99,12 +151,13 @@ pub fn to_table(list: &SessionList) -> String {
         Some(a) => {
             let _ = writeln!(
                 o,
-                "Logger array: {} ({} slots) via {}; {} sessions, {} free slots",
+                "Logger array: {} ({} slots) via {}; {} sessions, {} free slots, {} rejected slots",
                 a.address,
                 a.capacity,
                 a.route.describe(),
                 list.sessions.len(),
-                list.free_slots
+                list.free_slots,
+                list.rejected.len()
             );
             for r in list.routes.iter().skip(1) {
                 let _ = writeln!(
@@ -155,6 +208,16 @@ pub fn to_table(list: &SessionList) -> String {
         );
     }
     for s in &list.sessions {
+        for a in &s.anomalies {
+            let _ = writeln!(
+                o,
+                "anomaly: logger {}: {} = {:#x}: {}",
+                s.logger_id,
+                a.field,
+                a.value,
+                printable(&a.why)
+            );
+        }
         for w in &s.warnings {
             let _ = writeln!(o, "warning: logger {}: {}", s.logger_id, printable(w));
         }

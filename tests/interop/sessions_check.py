@@ -217,8 +217,26 @@ def etwdump_field_problems(s, e):
     return p
 
 
+def check_rejected(c, name, entry, out):
+    """Every forge "invalid" slot is a rejected_slot record with the slot's pointer."""
+    want = {s["slot"]: H(s["va"]) for s in entry["etw"]["slots"] if s["kind"] == "invalid"}
+    got = {}
+    for e in out:
+        if e.get("kind") == "rejected_slot":
+            try:
+                got[e.get("slot")] = H(e.get("value"))
+            except (TypeError, ValueError):
+                got[e.get("slot")] = None
+    c.check(got == want, "%s etwdump rejected_slot records = forge invalid slots" % name,
+            "forge %s, etwdump %s" % (sorted(want.items()), sorted(got.items())) if got != want else
+            "%d slots" % len(want))
+
+
 def check_etwdump(c, name, exp, out, plugin_rows):
     got = {}
+    kinds = sorted({str(e.get("kind")) for e in out})
+    c.check(set(kinds) <= {"session", "rejected_slot"}, "%s etwdump record kinds" % name, ", ".join(kinds))
+    out = [e for e in out if e.get("kind") == "session"]
     for e in out:
         got.setdefault(e.get("logger_id"), []).append(e)
     dup = [i for i, v in got.items() if len(v) > 1]
@@ -333,6 +351,7 @@ def main():
                                "%.1f s, %d sessions" % (secs, len(out)) if isinstance(out, list) else err):
                     continue
                 check_etwdump(c, name, expected_sessions(e), out, plugin.get(name))
+                check_rejected(c, name, e, out)
 
     print("sessions_check: %d checks, %d failures (%.1f s)" % (c.count, c.failures, time.time() - t0), flush=True)
     return 1 if c.failures else 0

@@ -1,0 +1,39 @@
+//! POOL_HEADER in front of a small pool allocation: 16 bytes on x64, 8 on x86, with the
+//! four-byte PoolTag at +4 on both (the layout of every NT version since 5.0). Big-pool
+//! allocations (page aligned, a page or more) have no header in front of them.
+
+use crate::addr::VirtAddr;
+use crate::mem::AddressSpace;
+
+/// Size of the POOL_HEADER for the address space's architecture.
+pub fn header_size(space: &AddressSpace<'_>) -> u64 {
+    if space.arch().is_64bit() {
+        0x10
+    } else {
+        8
+    }
+}
+
+/// The pool tag in front of the allocation at `va`, when its header is readable. `None` for a
+/// page-aligned address (a big-pool allocation has no header in front of it, and the bytes
+/// before it belong to another page) and for an unreadable header.
+pub fn tag_before(space: &AddressSpace<'_>, va: VirtAddr) -> Option<[u8; 4]> {
+    if va.page_offset() == 0 {
+        return None;
+    }
+    let hdr = VirtAddr(va.0.checked_sub(header_size(space))?);
+    space.read_u32(hdr.offset(4)).ok().map(u32::to_le_bytes)
+}
+
+/// A pool tag as text for messages (non-printable bytes as `\xNN`).
+pub fn tag_text(tag: [u8; 4]) -> String {
+    tag.iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                (b as char).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
+        .collect()
+}

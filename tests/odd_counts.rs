@@ -1,0 +1,218 @@
+//! Identity decides, consistency warns (issue 11): a logger context whose NumberOfBuffers is
+//! one past MaximumBuffers, or 0xFFFFFFFF, is still a live logger. `sessions` lists it with an
+//! anomaly naming the field, and `buffers`, `cswitch` and `extract` give exactly what they give
+//! for the same dump with the counts intact.
+
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::etw::buffers::find_buffers;
+use etwdump::etw::loggers::list_sessions;
+use etwdump::kernel::context::{KernelContext, SymbolOptions};
+use etwdump_forge::{forge, Config, EtwSpec};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn opts(name: &str) -> SymbolOptions {
+    SymbolOptions {
+        pdb: Some(fixture(name).join("ntkrnlmp.pdb")),
+        ..SymbolOptions::default()
+    }
+}
+
+/// File offset of the byte behind a kernel VA in a full forge dump.
+fn file_offset(d: &DumpFile, va: u64) -> usize {
+    use etwdump::dump::Contents;
+    let t = etwdump::mem::AddressSpace::kernel(d)
+        .translate(etwdump::addr::VirtAddr(va))
+        .unwrap();
+    let Contents::Runs(r) = d.contents() else {
+        panic!("full dump expected")
+    };
+    (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
+}
+
+/// What the commands give on a dump: per session (id, name, buffer addresses and valid bytes),
+/// every context switch (cpu, raw timestamp, time, old/new thread), and the extracted files'
+/// buffers (source, address, valid bytes, records).
+type SessionBuffersSeen = (u64, Option<String>, Vec<(u64, Option<u64>)>);
+type SwitchSeen = (Option<u64>, u64, Option<String>, u32, Option<u32>, &'static str);
+type ExtractedSeen = (u64, Vec<(&'static str, Option<String>, u64, usize)>);
+
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    sessions: Vec<SessionBuffersSeen>,
+    switches: Vec<SwitchSeen>,
+    extracted: Vec<ExtractedSeen>,
+}
+
+fn outcome(bytes: Vec<u8>, name: &str) -> (Outcome, etwdump::etw::loggers::SessionList) {
+    let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+    let list = list_sessions(&ctx);
+    let array = list.array.clone().unwrap();
+    let sessions = list
+        .sessions
+        .iter()
+        .map(|s| {
+            let b = find_buffers(&ctx, &array, s);
+            (
+                s.logger_id,
+                s.name.clone(),
+                b.buffers
+                    .iter()
+                    .map(|b| (b.address.0, b.header.valid_bytes()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let rep = etwdump::report::cswitch::collect(&ctx, None);
+    let switches = rep
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.cpu,
+                r.timestamp,
+                r.time.clone(),
+                r.old_tid,
+                r.new_tid,
+                r.source,
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let m = etwdump::report::extract::extract(&ctx, "d.dmp", dir.path(), None, false).unwrap();
+    let extracted = m
+        .sessions
+        .iter()
+        .map(|s| {
+            (
+                s.logger_id,
+                s.buffer_list
+                    .iter()
+                    .map(|b| (b.source, b.address.clone(), b.valid_bytes, b.records))
+                    .collect(),
+            )
+        })
+        .collect();
+    (
+        Outcome {
+            sessions,
+            switches,
+            extracted,
+        },
+        list,
+    )
+}
+
+#[test]
+fn odd_buffer_counts_keep_the_session() {
+    for name in ["x64-14393", "x64-19041"] {
+        let mut c = Config::from_fixture(&fixture(name));
+        c.etw = Some(
+            EtwSpec::standard(c.build)
+                .with_buffers(c.build)
+                .with_pending_ccswap(),
+        );
+        let f = forge(&c);
+        let bytes = f.to_bytes();
+        let (want, intact) = outcome(bytes.clone(), name);
+        assert!(intact.sessions.iter().all(|s| s.anomalies.is_empty()));
+        assert!(want.switches.len() > 100, "{name}: {}", want.switches.len());
+
+        // The field offsets, from the fixture's PDB (real layouts).
+        let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+        let l = ctx.symbols.layout("_WMI_LOGGER_CONTEXT").unwrap();
+        let nob = l.field("NumberOfBuffers").unwrap().offset;
+        let max = l.field("MaximumBuffers").unwrap().offset;
+        let etw = f.etw.as_ref().unwrap();
+        let ctx_va = |id: u32| {
+            etw.sessions()
+                .find(|s| s.logger_id == id)
+                .unwrap()
+                .context_va
+        };
+        let read_u32 =
+            |b: &[u8], off: usize| u32::from_le_bytes(b[off..off + 4].try_into().unwrap());
+
+        let mut patched = bytes.clone();
+        // CKCL (slot 2): one past MaximumBuffers; NT Kernel Logger (slot 0): 0xFFFFFFFF.
+        let ckcl_max = read_u32(&bytes, file_offset(&d, ctx_va(2) + max));
+        let off = file_offset(&d, ctx_va(2) + nob);
+        patched[off..off + 4].copy_from_slice(&(ckcl_max + 1).to_le_bytes());
+        let off = file_offset(&d, ctx_va(0) + nob);
+        patched[off..off + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+
+        let (got, list) = outcome(patched, name);
+        assert_eq!(
+            got, want,
+            "{name}: the odd counts changed what is recovered"
+        );
+        assert!(list.rejected.is_empty() || list.rejected.iter().all(|r| r.slot >= 7));
+        let anomaly = |id: u64| {
+            let s = list.sessions.iter().find(|s| s.logger_id == id).unwrap();
+            assert_eq!(
+                s.anomalies.len(),
+                1,
+                "{name} logger {id}: {:?}",
+                s.anomalies
+            );
+            s.anomalies[0].clone()
+        };
+        let a = anomaly(2);
+        assert_eq!(
+            (a.field, a.value),
+            ("NumberOfBuffers", u64::from(ckcl_max) + 1)
+        );
+        assert!(
+            a.why
+                .contains(&format!("exceeds MaximumBuffers {ckcl_max}")),
+            "{}",
+            a.why
+        );
+        let a = anomaly(0);
+        assert_eq!((a.field, a.value), ("NumberOfBuffers", u64::from(u32::MAX)));
+        let s0 = list.sessions.iter().find(|s| s.logger_id == 0).unwrap();
+        assert_eq!(s0.number_of_buffers, Some(u64::from(u32::MAX)));
+        assert!(s0.identity.contains(&"logger_id") && s0.identity.contains(&"buffer_size"));
+    }
+}
+
+/// The identity rule rejects what has no logger identity, whatever its counts: a context whose
+/// LoggerId, BufferSize, LoggerName and pool tag are all wrong is a rejected slot, with the
+/// slot, the raw pointer and the reason in the JSON records.
+#[test]
+fn no_identity_is_rejected_with_reason() {
+    let name = "x64-14393"; // inline silo array: a SiloState back-pointer exists from 1607
+    let mut c = Config::from_fixture(&fixture(name));
+    c.etw = Some(EtwSpec::standard(c.build));
+    let f = forge(&c);
+    let bytes = f.to_bytes();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+    let l = ctx.symbols.layout("_WMI_LOGGER_CONTEXT").unwrap();
+    let silo_off = l.field("SiloState").unwrap().offset;
+    let etw = f.etw.as_ref().unwrap();
+    let va = etw
+        .sessions()
+        .find(|s| s.logger_id == 3)
+        .unwrap()
+        .context_va;
+    // A wrong SiloState back-pointer denies the identity even with everything else intact.
+    let mut patched = bytes.clone();
+    let off = file_offset(&d, va + silo_off);
+    patched[off..off + 8].copy_from_slice(&0xFFFF_A08D_0000_1000u64.to_le_bytes());
+    let d2 = DumpFile::from_bytes(patched, OpenOptions::default()).unwrap();
+    let ctx2 = KernelContext::open(&d2, &opts(name)).unwrap();
+    let list = list_sessions(&ctx2);
+    assert!(list.sessions.iter().all(|s| s.logger_id != 3));
+    let r = list.rejected.iter().find(|r| r.slot == 3).unwrap();
+    assert_eq!(r.value.0, va);
+    assert_eq!(r.field, Some("SiloState"));
+    assert!(r.reason.contains("0xffffa08d00001000"), "{}", r.reason);
+}
