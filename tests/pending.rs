@@ -265,3 +265,41 @@ fn events_on_a_full_dump() {
     assert!(!sys.is_empty());
     assert!(sys.iter().all(|r| r.filetime == r.timestamp));
 }
+
+/// Blocks found by the validated search (1709+: no documented offset) get their clock by
+/// inference: the forge puts the clock-1 (QPC) pointer at EtwSupport+0x2A8 on every CPU and
+/// stamps the batches with QPC times before the dump; the inferred clock is 1 and every switch
+/// of a block with a batch is timed, within the dump's time range.
+#[test]
+fn search_found_blocks_get_an_inferred_clock() {
+    for name in ["x64-17763", "x64-17763b", "x64-19041"] {
+        let (f, d, opts) = forged(name, true);
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let list = etwdump::etw::loggers::list_sessions(&ctx);
+        let facts = etwdump::etw::clock::ClockFacts::gather(&ctx, &list.sessions);
+        let mut got = find_pending(&ctx);
+        etwdump::etw::ccswap::infer_clocks(&ctx, &facts, &list.sessions, &mut got);
+        let etw = f.etw.as_ref().unwrap();
+        assert_eq!(got.blocks.len(), etw.pending.len(), "{name}");
+        for b in &got.blocks {
+            assert!(
+                matches!(b.found_by, FoundBy::Search { offset: 0x2A8 }),
+                "{name}"
+            );
+            if b.decoded.batch.is_some() {
+                assert_eq!(b.clock, Some(1), "{name} CPU {}: {}", b.cpu, b.clock_how);
+                assert!(b.clock_how.starts_with("inferred"), "{}", b.clock_how);
+            }
+        }
+        let rep = etwdump::report::cswitch::collect(&ctx, None);
+        let pending: Vec<_> = rep.rows.iter().filter(|r| r.source == "pending").collect();
+        assert!(!pending.is_empty());
+        assert!(
+            pending
+                .iter()
+                .all(|r| r.time.is_some() && r.time_flag.is_none()),
+            "{name}: {:?}",
+            rep.warnings
+        );
+    }
+}

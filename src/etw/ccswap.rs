@@ -3,20 +3,28 @@
 //! Known offsets, by the build's KPRCB.EtwSupport offset (§4.1): 0x5FD8 (10.0-1607) +0xB20 +
 //! 8·clock, 0x60D0 (1703) +0x6D8 + 8·clock, 0x8BE8 (a Windows 11 build) +0x198 + 8·clock. Other builds: a
 //! validated search of the EtwSupport block for pointers to 'CCsw'-tagged allocations whose
-//! contents validate. Each block says which method found it.
+//! contents validate (x64 and x86: 8- or 4-byte pointers, 16- or 8-byte pool headers). Each
+//! block says which method found it.
+//!
+//! A block found at a documented offset has its clock from its slot. A block found by search
+//! has its clock inferred from evidence ([`infer_clocks`]): its timestamps against each clock's
+//! range at dump time, its FirstTimeStamp against its StartTick (the same instant in two
+//! clocks), and its pointer's slot in the per-CPU group of four pointers (one per clock type,
+//! a pointer apart; blocks of one clock sit at the same slot on every CPU). Conflicting
+//! evidence leaves the clock unknown, with the reason.
 
 use crate::addr::VirtAddr;
 use crate::decode::ccswap::{decode_pending, PendingBlock, PENDING_BLOCK_SIZE};
 use crate::decode::names::maximum_wait_reason;
+use crate::etw::clock::{self, ClockFacts};
+use crate::etw::loggers::Session;
 use crate::kernel::context::KernelContext;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Bytes of the EtwSupport block searched when no offset is known.
 const SEARCH_BYTES: u64 = 0x1000;
-/// x64 POOL_HEADER size and the PoolTag's offset in it.
-const POOL_HEADER: u64 = 0x10;
-const POOL_TAG_OFFSET: u64 = 4;
-const TAG_CCSW: u32 = u32::from_le_bytes(*b"CCsw");
+const TAG_CCSW: [u8; 4] = *b"CCsw";
 const MAX_CPUS: u64 = 2048;
 
 /// How a block was found.
@@ -29,12 +37,23 @@ pub enum FoundBy {
     Search { offset: u64 },
 }
 
+impl FoundBy {
+    /// The pointer's offset in the EtwSupport block.
+    pub fn offset(self) -> u64 {
+        match self {
+            FoundBy::KnownOffset { offset } | FoundBy::Search { offset } => offset,
+        }
+    }
+}
+
 /// One pending block.
 #[derive(Clone, Debug)]
 pub struct PendingFound {
     pub cpu: u64,
-    /// The clock type (slot index) when found at a known offset.
+    /// The clock type: the slot index at a documented offset, or inferred (see `clock_how`).
     pub clock: Option<u64>,
+    /// How the clock type was known, or why it is not.
+    pub clock_how: String,
     pub block: VirtAddr,
     pub pointer: VirtAddr,
     pub found_by: FoundBy,
@@ -80,15 +99,12 @@ pub fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static 
     }
 }
 
-/// Find every CPU's pending blocks.
+/// Find every CPU's pending blocks (clocks of search-found blocks are left to
+/// [`infer_clocks`]).
 pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
     let mut out = PendingList::default();
     let space = &ctx.space;
-    if !space.arch().is_64bit() {
-        out.warnings
-            .push("pending CCSWAP blocks: the x86 EtwSupport offsets are unknown".into());
-        return out;
-    }
+    let x64 = space.arch().is_64bit();
     let Some(es_off) = ctx
         .symbols
         .layout("_KPRCB")
@@ -101,33 +117,28 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
         ));
         return out;
     };
-    let Some(kpb) = ctx
-        .global("KiProcessorBlock")
-        .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()))
-    else {
-        out.warnings
-            .push("KiProcessorBlock is unknown (no symbols and no KDBG)".into());
-        return out;
-    };
     let (mwr, _) = maximum_wait_reason_of(ctx);
+    let psize = space.arch().pointer_size();
     let cpus = u64::from(ctx.dump.header().number_processors).clamp(1, MAX_CPUS);
     for cpu in 0..cpus {
-        let es = match space
-            .read_ptr(kpb.offset(cpu * 8))
-            .and_then(|prcb| space.read_ptr(prcb.offset(es_off)))
-        {
+        let es = match crate::kernel::processes::prcb(ctx, cpu).and_then(|prcb| {
+            space
+                .read_ptr(prcb.offset(es_off))
+                .map_err(|e| format!("KPRCB.EtwSupport: {e}"))
+        }) {
             Ok(p) if p.0 != 0 => p,
             Ok(_) => continue,
             Err(e) => {
-                out.warnings
-                    .push(format!("CPU {cpu}: KPRCB.EtwSupport: {e}"));
+                out.warnings.push(format!("CPU {cpu}: {e}"));
                 continue;
             }
         };
-        match known_offset(ctx.build, es_off) {
+        // The documented offsets are x64 ones (§4.1); x86 is always searched.
+        match known_offset(ctx.build, es_off).filter(|_| x64) {
             Some(base) => {
                 for clock in 0..4u64 {
-                    let pointer = es.offset(base + 8 * clock);
+                    let offset = base + psize * clock;
+                    let pointer = es.offset(offset);
                     let block = match space.read_ptr(pointer) {
                         Ok(p) if p.0 != 0 => p,
                         Ok(_) => continue,
@@ -142,11 +153,12 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                         Ok(decoded) => out.blocks.push(PendingFound {
                             cpu,
                             clock: Some(clock),
+                            clock_how: format!(
+                                "its pointer's slot {clock} at the documented EtwSupport+{base:#x}"
+                            ),
                             block,
                             pointer,
-                            found_by: FoundBy::KnownOffset {
-                                offset: base + 8 * clock,
-                            },
+                            found_by: FoundBy::KnownOffset { offset },
                             decoded,
                         }),
                         Err(why) => out
@@ -173,23 +185,22 @@ fn read_block(
     decode_pending(&bytes, mwr)
 }
 
-fn pool_tag(ctx: &KernelContext<'_>, block: VirtAddr) -> Option<u32> {
-    ctx.space
-        .read_u32(VirtAddr(block.0.checked_sub(POOL_HEADER)?).offset(POOL_TAG_OFFSET))
-        .ok()
-}
-
 fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out: &mut PendingList) {
+    let space = &ctx.space;
+    let x64 = space.arch().is_64bit();
+    let psize = space.arch().pointer_size() as usize;
+    // Small-pool allocations are aligned to the POOL_HEADER size (16 on x64, 8 on x86).
+    let align = crate::kernel::pool::header_size(space);
     let mut area = vec![0u8; SEARCH_BYTES as usize];
-    let n = ctx.space.read_prefix(es, &mut area);
-    for off in (0..n.saturating_sub(7)).step_by(8) {
-        let v = VirtAddr(u64::from_le_bytes(
-            area[off..off + 8].try_into().unwrap_or([0; 8]),
-        ));
-        if v.0 < 0xFFFF_8000_0000_0000 || v.0 % 16 != 0 {
+    let n = space.read_prefix(es, &mut area);
+    for off in (0..n.saturating_sub(psize - 1)).step_by(psize) {
+        let mut raw = [0u8; 8];
+        raw[..psize].copy_from_slice(&area[off..off + psize]);
+        let v = VirtAddr(u64::from_le_bytes(raw));
+        if !v.is_kernel(x64) || v.0 % align != 0 {
             continue;
         }
-        if pool_tag(ctx, v) != Some(TAG_CCSW) {
+        if crate::kernel::pool::tag_before(space, v) != Some(TAG_CCSW) {
             continue;
         }
         let pointer = es.offset(off as u64);
@@ -197,6 +208,7 @@ fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out:
             Ok(decoded) => out.blocks.push(PendingFound {
                 cpu,
                 clock: None,
+                clock_how: "found by search; clock not yet inferred".into(),
                 block: v,
                 pointer,
                 found_by: FoundBy::Search { offset: off as u64 },
@@ -205,6 +217,196 @@ fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out:
             Err(why) => out.warnings.push(format!(
                 "CPU {cpu}: 'CCsw' block at {v} (pointer at EtwSupport+{off:#x}) fails validation: {why}"
             )),
+        }
+    }
+}
+
+/// What a block's timestamps say about one candidate clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Fit {
+    /// Every test that could be made passed (the tests named).
+    Fits(String),
+    /// A test failed.
+    Fails(String),
+    /// No test could be made.
+    Untestable(String),
+}
+
+/// Slack of the StartTick test: four ticks plus 1% of the uptime.
+fn tick_slack(facts: &ClockFacts, uptime: u64) -> u64 {
+    4 * facts.tick + uptime / 100
+}
+
+/// Whether a block's timestamps fit clock `clock` (1 QPC, 2 system time, 3 cycles).
+fn fit(
+    ctx: &KernelContext<'_>,
+    facts: &ClockFacts,
+    sessions: &[Session],
+    b: &PendingBlock,
+    clock: u64,
+) -> Fit {
+    let conv = clock::for_clock(ctx, facts, sessions, clock);
+    if let Some(why) = conv.problem() {
+        return Fit::Untestable(why.to_string());
+    }
+    let mut stamps = vec![("LastTimeStamp", b.last_timestamp)];
+    if let Some(batch) = &b.batch {
+        stamps.push(("FirstTimeStamp", batch.first_time));
+    }
+    stamps.retain(|&(_, t)| t != 0);
+    if stamps.is_empty() {
+        return Fit::Untestable("the block holds no timestamp".into());
+    }
+    for &(name, t) in &stamps {
+        let Some(ft) = conv.to_filetime(t) else {
+            return Fit::Fails(format!("{name} {t:#x} does not convert"));
+        };
+        if let Some(why) = facts.implausible(ft, &conv) {
+            return Fit::Fails(format!("{name} {t:#x} under this clock: {why}"));
+        }
+    }
+    let mut tests = "its timestamps convert into [boot, dump]".to_string();
+    if let (Some(batch), Some(boot)) = (&b.batch, facts.boot_time) {
+        if let Some(ft) = conv.to_filetime(batch.first_time) {
+            let uptime = ft.saturating_sub(boot);
+            let by_tick = u64::from(b.start_tick) * facts.tick;
+            if uptime.abs_diff(by_tick) > tick_slack(facts, uptime) {
+                return Fit::Fails(format!(
+                    "FirstTimeStamp would be {:.3} s after boot, StartTick {} says {:.3} s",
+                    uptime as f64 / 1e7,
+                    b.start_tick,
+                    by_tick as f64 / 1e7
+                ));
+            }
+            tests.push_str(" and its FirstTimeStamp agrees with its StartTick");
+        }
+    }
+    Fit::Fits(tests)
+}
+
+/// Give every search-found block a clock type, from the evidence (module doc), and check every
+/// block's timestamps against the dump's time range.
+pub fn infer_clocks(
+    ctx: &KernelContext<'_>,
+    facts: &ClockFacts,
+    sessions: &[Session],
+    list: &mut PendingList,
+) {
+    let psize = ctx.space.arch().pointer_size();
+    // 1. Timestamps, per block.
+    let mut by_time: Vec<Option<u64>> = Vec::with_capacity(list.blocks.len());
+    let mut notes: Vec<String> = Vec::with_capacity(list.blocks.len());
+    for p in &list.blocks {
+        if p.clock.is_some() {
+            by_time.push(None);
+            notes.push(String::new());
+            continue;
+        }
+        let fits: Vec<(u64, Fit)> = (1..=3)
+            .map(|c| (c, fit(ctx, facts, sessions, &p.decoded, c)))
+            .collect();
+        let ok: Vec<u64> = fits
+            .iter()
+            .filter(|(_, f)| matches!(f, Fit::Fits(_)))
+            .map(|&(c, _)| c)
+            .collect();
+        let text = fits
+            .iter()
+            .map(|(c, f)| {
+                let (verdict, why) = match f {
+                    Fit::Fits(w) => ("fits", w),
+                    Fit::Fails(w) => ("fails", w),
+                    Fit::Untestable(w) => ("untestable", w),
+                };
+                format!("clock {c} {verdict}: {why}")
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        by_time.push((ok.len() == 1).then(|| ok[0]));
+        notes.push(text);
+    }
+    // 2. The pointer group: each timed block implies the group's base (offset − slot·psize).
+    let mut bases: BTreeMap<u64, usize> = BTreeMap::new();
+    for (p, c) in list.blocks.iter().zip(&by_time) {
+        let slot = p.clock.or(*c);
+        if let Some(base) = slot.and_then(|c| p.found_by.offset().checked_sub(c * psize)) {
+            *bases.entry(base).or_default() += 1;
+        }
+    }
+    let group = match bases.len() {
+        1 => bases.keys().next().copied(),
+        _ => None,
+    };
+    if bases.len() > 1 {
+        list.warnings.push(format!(
+            "pending blocks: the clock evidence implies different pointer groups ({}): conflicting blocks get no clock",
+            bases
+                .iter()
+                .map(|(b, n)| format!("EtwSupport+{b:#x} by {n} blocks"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // 3. Decide.
+    for (i, p) in list.blocks.iter_mut().enumerate() {
+        if p.clock.is_some() {
+            continue;
+        }
+        let off = p.found_by.offset();
+        let by_slot = group.and_then(|b| {
+            let d = off.checked_sub(b)?;
+            (d % psize == 0 && d / psize < 4).then_some(d / psize)
+        });
+        match (by_time[i], by_slot) {
+            (Some(c), Some(s)) if c == s => {
+                let base = group.unwrap_or(0);
+                let others = bases.get(&base).copied().unwrap_or(1).saturating_sub(1);
+                p.clock = Some(c);
+                p.clock_how = format!(
+                    "inferred: clock {c} from its timestamps ({}); its pointer is slot {s} of the group at EtwSupport+{base:#x}, {}",
+                    notes[i],
+                    if others > 0 {
+                        format!("as {others} other blocks' clocks imply")
+                    } else {
+                        "no other block to compare with".into()
+                    }
+                );
+            }
+            (Some(c), None) if group.is_none() && bases.len() <= 1 => {
+                p.clock = Some(c);
+                p.clock_how = format!("inferred from its timestamps: {}", notes[i]);
+            }
+            (None, Some(s)) => {
+                p.clock = Some(s);
+                p.clock_how = format!(
+                    "inferred: its pointer's slot {s} in the group at EtwSupport+{:#x} (other CPUs' blocks place the group); its timestamps alone do not decide ({})",
+                    group.unwrap_or(0),
+                    notes[i]
+                );
+            }
+            (Some(c), s) => {
+                p.clock_how = format!(
+                    "unknown: its timestamps say clock {c} but its pointer at EtwSupport+{off:#x} {} ({})",
+                    match s {
+                        Some(s) => format!("is slot {s} of the group"),
+                        None => "is not in the group the other blocks imply".into(),
+                    },
+                    notes[i]
+                );
+            }
+            (None, None) => {
+                p.clock_how = format!("unknown: no single clock fits ({})", notes[i]);
+            }
+        }
+    }
+    // 4. Every block with a clock: its timestamps within the dump's time range.
+    for p in &list.blocks {
+        let Some(c) = p.clock else { continue };
+        if let Fit::Fails(why) = fit(ctx, facts, sessions, &p.decoded, c) {
+            list.warnings.push(format!(
+                "pending block {} (CPU {}, clock {c}): {why}",
+                p.block, p.cpu
+            ));
         }
     }
 }

@@ -1,12 +1,23 @@
 //! Session clocks to UTC (etw-internals.md §7): 2 system time is already a FILETIME; 1 QPC
 //! and 3 CPU cycles are anchored with the logger's ReferenceTime (ETW_REF_CLOCK {StartTime,
-//! StartPerfClock}) and scaled by the performance frequency (KUSER_SHARED_DATA.QpcFrequency)
-//! or the CPU speed (EtwCPUSpeedInMHz); 0 raw cannot be converted.
+//! StartPerfClock}) and scaled by the QPC frequency or the CPU speed; 0 raw cannot be
+//! converted.
+//!
+//! The rates are found from the evidence the dump holds, in order, and each says where it came
+//! from ([`ClockFacts`]):
+//! * QPC frequency: `KUSER_SHARED_DATA.QpcFrequency` (10.0+), the globals `EtwPerfFreq` /
+//!   `EtwpPerfFreq`, else inferred from the ReferenceTimes of two QPC sessions;
+//! * CPU speed: the global `EtwCPUSpeedInMHz`, else `KPRCB.MHz` (by the symbols' `_KPRCB`
+//!   layout, or the KDBG's `OffsetPrcbMhz`), else inferred from two cycle-clock sessions.
+//!
+//! Every converted time can be checked against the dump ([`ClockFacts::implausible`]): after
+//! the dump's SystemTime or before boot (with a small slack) is flagged, never hidden.
 
-use crate::etw::loggers::Session;
+use crate::etw::loggers::{dump_system_time, Session};
 use crate::kernel::context::KernelContext;
 use crate::kernel::kuser::KUserSharedData;
 use crate::kernel::view::View;
+use crate::time::filetime_to_iso8601;
 
 /// Converts one clock's raw timestamps to FILETIMEs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +48,9 @@ impl Converter {
                 den,
                 ..
             } => {
+                if *den == 0 {
+                    return None;
+                }
                 let d =
                     (i128::from(ts) - i128::from(*raw_start)) * i128::from(*num) / i128::from(*den);
                 u64::try_from(i128::from(*start) + d).ok()
@@ -52,15 +66,267 @@ impl Converter {
             _ => None,
         }
     }
+
+    /// How far from the truth a converted time `ft` may be: two KUSER_SHARED_DATA ticks
+    /// (31.25 ms) of time-keeping granularity, plus, for scaled clocks, a share of the distance
+    /// from the anchor (10 ppm for QPC, 0.1% for CPU cycles at the nominal speed).
+    pub fn slack(&self, ft: u64) -> u64 {
+        const BASE: u64 = 312_500;
+        match self {
+            Converter::Scaled { start, num, .. } => {
+                let d = ft.abs_diff(*start);
+                BASE + if *num == 10 { d / 1000 } else { d / 100_000 }
+            }
+            _ => BASE,
+        }
+    }
+
+    /// How the conversion is done (None for FILETIMEs and for no conversion).
+    pub fn how(&self) -> Option<&str> {
+        match self {
+            Converter::Scaled { how, .. } => Some(how),
+            _ => None,
+        }
+    }
+}
+
+/// A rate (QPC frequency in Hz, or CPU speed in MHz) and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub value: u64,
+    pub source: String,
+}
+
+/// The clock facts of one dump, gathered once.
+#[derive(Clone, Debug)]
+pub struct ClockFacts {
+    pub qpc_frequency: Result<Rate, String>,
+    pub cpu_mhz: Result<Rate, String>,
+    /// The dump's SystemTime (FILETIME).
+    pub system_time: Option<u64>,
+    /// SystemTime − SystemUpTime (FILETIME).
+    pub boot_time: Option<u64>,
+    /// Length of a KUSER_SHARED_DATA tick in 100 ns (KeMaximumIncrement, else 156250).
+    pub tick: u64,
+}
+
+impl ClockFacts {
+    /// Gather the rates and the dump's time range from every source the dump offers.
+    pub fn gather(ctx: &KernelContext<'_>, sessions: &[Session]) -> ClockFacts {
+        let system_time = dump_system_time(ctx);
+        let up = ctx.dump.header().system_up_time;
+        let boot_time = system_time
+            .and_then(|t| t.checked_sub(up))
+            .filter(|_| up > 0);
+        ClockFacts {
+            qpc_frequency: qpc_frequency(ctx, sessions),
+            cpu_mhz: cpu_mhz(ctx, sessions),
+            system_time,
+            boot_time,
+            tick: ctx
+                .global_u32("KeMaximumIncrement")
+                .filter(|&t| (10_000..=1_000_000).contains(&t))
+                .map_or(156_250, u64::from),
+        }
+    }
+
+    /// Why a time `ft` converted by `conv` cannot be right: after the dump's SystemTime or
+    /// before boot, by more than the converter's [`Converter::slack`].
+    pub fn implausible(&self, ft: u64, conv: &Converter) -> Option<String> {
+        let slack = conv.slack(ft);
+        if let Some(now) = self.system_time {
+            if ft > now.saturating_add(slack) {
+                return Some(format!(
+                    "{} is after the dump's SystemTime {}",
+                    filetime_to_iso8601(ft),
+                    filetime_to_iso8601(now)
+                ));
+            }
+        }
+        if let Some(boot) = self.boot_time {
+            if ft.saturating_add(slack) < boot {
+                return Some(format!(
+                    "{} is before boot ({})",
+                    filetime_to_iso8601(ft),
+                    filetime_to_iso8601(boot)
+                ));
+            }
+        }
+        None
+    }
+
+    /// The CPU-speed value for an ETL header: the rate, or 0 when unknown.
+    pub fn cpu_mhz_value(&self) -> u32 {
+        self.cpu_mhz
+            .as_ref()
+            .ok()
+            .and_then(|r| u32::try_from(r.value).ok())
+            .unwrap_or(0)
+    }
+}
+
+/// At least this much time between two sessions' ReferenceTimes before a rate is inferred
+/// from them (1 s: the 100 ns StartTime then bounds the error to 1e-7).
+const MIN_INFERENCE_SPAN: u64 = 10_000_000;
+
+/// The rate of clock `clock` from two sessions' ReferenceTimes (raw ticks per second), with
+/// the sessions used, when two of them are far enough apart.
+fn inferred_rate(
+    ctx: &KernelContext<'_>,
+    sessions: &[Session],
+    clock: u64,
+) -> Option<(u64, String)> {
+    let mut anchors: Vec<(u64, u64, u64)> = sessions
+        .iter()
+        .filter(|s| s.clock_type == Some(clock))
+        .filter_map(|s| {
+            reference_time(ctx, s)
+                .filter(|&(st, sp)| st != 0 && sp != 0)
+                .map(|(st, sp)| (st, sp, s.logger_id))
+        })
+        .collect();
+    anchors.sort();
+    let (a, b) = (anchors.first()?, anchors.last()?);
+    let dt = b.0.checked_sub(a.0)?;
+    let draw = b.1.checked_sub(a.1)?;
+    if dt < MIN_INFERENCE_SPAN || draw == 0 {
+        return None;
+    }
+    let per_second = (u128::from(draw) * 10_000_000 / u128::from(dt)) as u64;
+    Some((
+        per_second,
+        format!(
+            "inferred from the ReferenceTimes of loggers {} and {} ({:.3} s apart)",
+            a.2,
+            b.2,
+            dt as f64 / 1e7
+        ),
+    ))
+}
+
+fn qpc_frequency(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String> {
+    if let Some(f) = KUserSharedData::qpc_frequency(&ctx.space, ctx.build) {
+        return Ok(Rate {
+            value: f,
+            source: "KUSER_SHARED_DATA.QpcFrequency".into(),
+        });
+    }
+    for g in ["EtwPerfFreq", "EtwpPerfFreq"] {
+        if let Some(va) = ctx.global(g) {
+            if let Ok(f) = ctx.space.read_u64(va) {
+                if f > 0 {
+                    return Ok(Rate {
+                        value: f,
+                        source: format!("the global {g}"),
+                    });
+                }
+            }
+        }
+    }
+    match inferred_rate(ctx, sessions, 1) {
+        Some((f, how)) => Ok(Rate {
+            value: f,
+            source: format!("{f} Hz {how}"),
+        }),
+        None => Err("the QPC frequency is unknown: KUSER_SHARED_DATA.QpcFrequency is not in the dump (or predates Windows 10), no EtwPerfFreq global, and fewer than two QPC sessions to infer it from".into()),
+    }
+}
+
+fn cpu_mhz(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String> {
+    let mut why = Vec::new();
+    match ctx.global("EtwCPUSpeedInMHz") {
+        Some(va) => match ctx.space.read_u32(va) {
+            Ok(m) if m > 0 => {
+                return Ok(Rate {
+                    value: u64::from(m),
+                    source: "the global EtwCPUSpeedInMHz (nominal speed: approximate)".into(),
+                })
+            }
+            Ok(_) => why.push(format!("EtwCPUSpeedInMHz at {va} is 0")),
+            Err(e) => why.push(format!("EtwCPUSpeedInMHz: {e}")),
+        },
+        None => why.push("no EtwCPUSpeedInMHz symbol".into()),
+    }
+    match prcb_mhz(ctx) {
+        Ok(r) => return Ok(r),
+        Err(e) => why.push(e),
+    }
+    if let Some((per_second, how)) = inferred_rate(ctx, sessions, 3) {
+        let mhz = (per_second + 500_000) / 1_000_000;
+        if mhz > 0 {
+            return Ok(Rate {
+                value: mhz,
+                source: format!("{mhz} MHz {how}"),
+            });
+        }
+    }
+    why.push("fewer than two cycle-clock sessions to infer it from".into());
+    Err(format!("the CPU speed is unknown: {}", why.join("; ")))
+}
+
+/// `KPRCB.MHz` of the first CPU that has it: by the `_KPRCB` layout, else by the KDBG's
+/// `OffsetPrcbMhz` (the field the debugger uses). CPUs that disagree are said so.
+fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, String> {
+    let (offset, via) = match ctx
+        .symbols
+        .layout("_KPRCB")
+        .and_then(|l| l.field("MHz"))
+        .map(|f| f.offset)
+    {
+        Some(o) => (o, "_KPRCB.MHz"),
+        None => match ctx.kdbg().and_then(|k| k.offset_prcb_mhz()) {
+            Some(o) => (o, "KPRCB.MHz (at the KDBG's OffsetPrcbMhz)"),
+            None => return Err("no _KPRCB.MHz offset (symbols or KDBG OffsetPrcbMhz)".into()),
+        },
+    };
+    let cpus = u64::from(ctx.dump.header().number_processors).clamp(1, 2048);
+    let mut values = Vec::new();
+    let mut errors = Vec::new();
+    for cpu in 0..cpus {
+        match crate::kernel::processes::prcb(ctx, cpu).and_then(|p| {
+            ctx.space
+                .read_u32(p.offset(offset))
+                .map_err(|e| e.to_string())
+        }) {
+            Ok(m) if m > 0 => values.push((cpu, m)),
+            Ok(_) => {}
+            Err(e) => errors.push(e),
+        }
+        if values.len() >= 4 {
+            break;
+        }
+    }
+    let Some(&(cpu, m)) = values.first() else {
+        return Err(format!(
+            "{via} is 0 or unreadable on every CPU{}",
+            errors
+                .first()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        ));
+    };
+    let disagree = values.iter().any(|&(_, v)| v != m);
+    Ok(Rate {
+        value: u64::from(m),
+        source: format!(
+            "{via} of CPU {cpu}{}",
+            if disagree {
+                " (CPUs disagree; the first is used)"
+            } else {
+                ""
+            }
+        ),
+    })
 }
 
 /// The converter for a session's clock.
-pub fn for_session(ctx: &KernelContext<'_>, s: &Session) -> Converter {
+pub fn for_session(ctx: &KernelContext<'_>, facts: &ClockFacts, s: &Session) -> Converter {
     let clock = s.clock_type.unwrap_or(1);
     match clock {
         2 => return Converter::FileTime,
         0 => return Converter::Unknown("clock type 0 (raw) cannot be converted".into()),
-        _ => {}
+        1 | 3 => {}
+        c => return Converter::Unknown(format!("unknown clock type {c}")),
     }
     let Some((start, raw_start)) = reference_time(ctx, s) else {
         return Converter::Unknown(format!(
@@ -68,44 +334,47 @@ pub fn for_session(ctx: &KernelContext<'_>, s: &Session) -> Converter {
             s.logger_id
         ));
     };
+    scaled(
+        facts,
+        clock,
+        start,
+        raw_start,
+        &format!("logger {}'s ReferenceTime", s.logger_id),
+    )
+}
+
+/// The converter of clock 1 or 3 anchored at (FILETIME `start`, raw `raw_start`).
+fn scaled(facts: &ClockFacts, clock: u64, start: u64, raw_start: u64, anchor: &str) -> Converter {
     match clock {
-        1 => match KUserSharedData::qpc_frequency(&ctx.space, ctx.build) {
-            Some(f) => Converter::Scaled {
+        1 => match &facts.qpc_frequency {
+            Ok(r) => Converter::Scaled {
                 start,
                 raw_start,
                 num: 10_000_000,
-                den: f,
+                den: r.value,
                 how: format!(
-                    "logger {}'s ReferenceTime and KUSER_SHARED_DATA.QpcFrequency {f}",
-                    s.logger_id
+                    "{anchor} and QPC frequency {} Hz from {}",
+                    r.value, r.source
                 ),
             },
-            None => Converter::Unknown(
-                "QPC clock: KUSER_SHARED_DATA.QpcFrequency is not in the dump".into(),
-            ),
+            Err(why) => Converter::Unknown(format!("QPC clock: {why}")),
         },
-        3 => match ctx.global_u32("EtwCPUSpeedInMHz").filter(|&m| m > 0) {
-            Some(mhz) => Converter::Scaled {
+        3 => match &facts.cpu_mhz {
+            Ok(r) => Converter::Scaled {
                 start,
                 raw_start,
                 num: 10,
-                den: u64::from(mhz),
-                how: format!(
-                    "logger {}'s ReferenceTime and EtwCPUSpeedInMHz {mhz} (approximate: the nominal CPU speed)",
-                    s.logger_id
-                ),
+                den: r.value,
+                how: format!("{anchor} and CPU speed {} MHz from {}", r.value, r.source),
             },
-            None => Converter::Unknown(
-                "CPU-cycle clock: EtwCPUSpeedInMHz is unknown (no symbol, or not in the dump)"
-                    .into(),
-            ),
+            Err(why) => Converter::Unknown(format!("CPU-cycle clock: {why}")),
         },
-        c => Converter::Unknown(format!("unknown clock type {c}")),
+        c => Converter::Unknown(format!("clock type {c} is not scaled")),
     }
 }
 
 /// ReferenceTime {StartTime, StartPerfClock} of a logger context.
-fn reference_time(ctx: &KernelContext<'_>, s: &Session) -> Option<(u64, u64)> {
+pub fn reference_time(ctx: &KernelContext<'_>, s: &Session) -> Option<(u64, u64)> {
     let l = ctx.symbols.layout("_WMI_LOGGER_CONTEXT")?;
     let v = View::new(&ctx.space, l, s.address);
     let rt = v.field_va("ReferenceTime").ok()?;
@@ -124,27 +393,46 @@ fn reference_time(ctx: &KernelContext<'_>, s: &Session) -> Option<(u64, u64)> {
     ))
 }
 
-/// The converter for pending blocks of clock slot `clock`: that of a session using the same
-/// clock type (the NT Kernel Logger first).
-pub fn for_clock(ctx: &KernelContext<'_>, sessions: &[Session], clock: Option<u64>) -> Converter {
-    let Some(c) = clock else {
-        return Converter::Unknown(
-            "the block's clock type is unknown (found by search, not at a documented offset)"
-                .into(),
-        );
-    };
-    if c == 2 {
+/// The converter for timestamps of clock type `clock` that belong to no session (pending
+/// blocks): that of a session using the same clock type (the lowest logger id first); for QPC
+/// and cycles without such a session, counted from boot (approximate, said so).
+pub fn for_clock(
+    ctx: &KernelContext<'_>,
+    facts: &ClockFacts,
+    sessions: &[Session],
+    clock: u64,
+) -> Converter {
+    if clock == 2 {
         return Converter::FileTime;
+    }
+    if clock == 0 {
+        return Converter::Unknown("clock type 0 (raw) cannot be converted".into());
     }
     let mut candidates: Vec<&Session> = sessions
         .iter()
-        .filter(|s| s.clock_type == Some(c))
+        .filter(|s| s.clock_type == Some(clock))
         .collect();
     candidates.sort_by_key(|s| s.logger_id);
-    match candidates.first() {
-        Some(s) => for_session(ctx, s),
-        None => Converter::Unknown(format!(
-            "no session uses clock type {c}, so there is no reference time to anchor it"
+    for s in &candidates {
+        let c = for_session(ctx, facts, s);
+        if c.problem().is_none() {
+            return c;
+        }
+    }
+    match (candidates.first(), facts.boot_time) {
+        (Some(s), _) => for_session(ctx, facts, s),
+        (None, Some(boot)) => match scaled(
+            facts,
+            clock,
+            boot,
+            0,
+            "boot time (the counter taken as 0 at boot: approximate)",
+        ) {
+            c @ Converter::Scaled { .. } => c,
+            u => u,
+        },
+        (None, None) => Converter::Unknown(format!(
+            "no session uses clock type {clock} and the boot time is unknown, so there is no anchor"
         )),
     }
 }

@@ -111,6 +111,14 @@ impl KdDebuggerData {
     pub fn ki_processor_block(&self) -> Option<VirtAddr> {
         self.u64_field(off("KiProcessorBlock")).map(VirtAddr)
     }
+    /// `OffsetPrcbMhz`: where the KPRCB keeps the CPU speed in MHz (a 16-bit offset).
+    pub fn offset_prcb_mhz(&self) -> Option<u64> {
+        let o = off("OffsetPrcbMhz");
+        if o + 2 > self.size as usize {
+            return None;
+        }
+        self.bytes.u16_at(o).map(u64::from).filter(|&v| v != 0)
+    }
     pub fn etwp_debugger_data(&self) -> Option<VirtAddr> {
         self.u64_field(off("EtwpDebuggerData")).map(VirtAddr)
     }

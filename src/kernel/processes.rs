@@ -156,6 +156,26 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
     out
 }
 
+/// The KPRCB of `cpu`: KiProcessorBlock[cpu] (the global, else the KDBG's copy of its
+/// address), a non-NULL kernel pointer.
+pub fn prcb(ctx: &KernelContext<'_>, cpu: u64) -> Result<VirtAddr, String> {
+    let space = &ctx.space;
+    let kpb = ctx
+        .global("KiProcessorBlock")
+        .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()))
+        .ok_or("KiProcessorBlock is unknown (no symbols and no KDBG)")?;
+    let slot = kpb.offset(cpu * space.arch().pointer_size());
+    let prcb = space
+        .read_ptr(slot)
+        .map_err(|e| format!("KiProcessorBlock[{cpu}] at {slot}: {e}"))?;
+    if !prcb.is_kernel(space.arch().is_64bit()) {
+        return Err(format!(
+            "KiProcessorBlock[{cpu}] at {slot} is {prcb}, not a kernel address"
+        ));
+    }
+    Ok(prcb)
+}
+
 /// The thread running on `cpu` at dump time: KiProcessorBlock[cpu] → KPRCB.CurrentThread →
 /// ETHREAD.Cid.UniqueThread. Returns (ETHREAD address, thread id), or what could not be read.
 pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u64), String> {
@@ -163,15 +183,8 @@ pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u6
     let space = &ctx.space;
     let prcb_l = sym.layout("_KPRCB").ok_or("no _KPRCB layout")?;
     let et = sym.layout("_ETHREAD").ok_or("no _ETHREAD layout")?;
-    let kpb = ctx
-        .global("KiProcessorBlock")
-        .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()))
-        .ok_or("KiProcessorBlock is unknown")?;
     let p = space.arch().pointer_size();
-    let slot = kpb.offset(cpu * p);
-    let prcb = space
-        .read_ptr(slot)
-        .map_err(|e| format!("KiProcessorBlock[{cpu}] at {slot}: {e}"))?;
+    let prcb = prcb(ctx, cpu)?;
     let thread = View::new(space, prcb_l, prcb)
         .ptr("CurrentThread")
         .map_err(|e| format!("CPU {cpu}: {e}"))?;

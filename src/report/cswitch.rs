@@ -8,8 +8,8 @@ use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::decode::{cswitch, records};
 use crate::etw::buffers::{find_buffers, read_buffer};
-use crate::etw::ccswap::{find_pending, maximum_wait_reason_of, FoundBy};
-use crate::etw::clock;
+use crate::etw::ccswap::{find_pending, infer_clocks, maximum_wait_reason_of, FoundBy};
+use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::list_sessions;
 use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
@@ -27,6 +27,9 @@ pub struct SwitchRow {
     /// The same as a FILETIME (for sorting and drawing).
     #[serde(skip)]
     pub filetime: Option<u64>,
+    /// "after_dump" or "before_boot" when the converted time cannot be right (a warning names
+    /// the anchor used); such rows are left out of `--last` and the SVG chart.
+    pub time_flag: Option<&'static str>,
     pub old_tid: u32,
     pub old_process: Option<String>,
     pub new_tid: Option<u32>,
@@ -85,6 +88,7 @@ fn compact_row(
         timestamp: s.time,
         time: None,
         filetime: None,
+        time_flag: None,
         old_tid: s.old_tid,
         old_process: None,
         new_tid: s.new_tid,
@@ -128,17 +132,41 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
         ));
     }
     let list = list_sessions(ctx);
+    let facts = ClockFacts::gather(ctx, &list.sessions);
     // Pending blocks.
-    let pending = find_pending(ctx);
+    let mut pending = find_pending(ctx);
+    infer_clocks(ctx, &facts, &list.sessions, &mut pending);
     warnings.extend(pending.warnings);
     for p in &pending.blocks {
-        let conv = clock::for_clock(ctx, &list.sessions, p.clock);
+        let conv = match p.clock {
+            Some(c) => clock::for_clock(ctx, &facts, &list.sessions, c),
+            None => clock::Converter::Unknown(format!("the block's clock type is {}", p.clock_how)),
+        };
+        if let (Some(c), true) = (p.clock, matches!(p.found_by, FoundBy::Search { .. })) {
+            if p.decoded
+                .batch
+                .as_ref()
+                .is_some_and(|b| !b.switches.is_empty())
+            {
+                note(
+                    &mut warnings,
+                    format!(
+                        "pending block {} (CPU {}): clock {c} {}",
+                        p.block, p.cpu, p.clock_how
+                    ),
+                );
+            }
+        }
         if let Some(why) = conv.problem() {
             note(
                 &mut warnings,
-                format!("pending blocks: times not converted: {why}"),
+                format!(
+                    "pending block {} (CPU {}): times not converted: {why}",
+                    p.block, p.cpu
+                ),
             );
         }
+        let first_row = rows.len();
         if let Some(b) = &p.decoded.batch {
             warnings.extend(
                 b.warnings
@@ -170,11 +198,18 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 rows.push(r);
             }
         }
+        flag_times(
+            &facts,
+            &mut rows[first_row..],
+            &format!("pending block {} (CPU {})", p.block, p.cpu),
+            &conv,
+            &mut warnings,
+        );
     }
     // Events and batches in the buffers of every session.
     if let Some(array) = list.array.as_ref() {
         for s in &list.sessions {
-            let conv = clock::for_session(ctx, s);
+            let conv = clock::for_session(ctx, &facts, s);
             if let Some(why) = conv.problem() {
                 note(
                     &mut warnings,
@@ -204,6 +239,7 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                                     timestamp: ts,
                                     time: None,
                                     filetime: None,
+                                    time_flag: None,
                                     old_tid: c.old_tid,
                                     old_process: None,
                                     new_tid: Some(c.new_tid),
@@ -237,6 +273,13 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 r.filetime = conv.to_filetime(r.timestamp);
                 r.time = r.filetime.map(filetime_to_iso8601);
             }
+            flag_times(
+                &facts,
+                &mut rows[first_row..],
+                &format!("logger {}", s.logger_id),
+                &conv,
+                &mut warnings,
+            );
         }
     }
     if let Some(c) = cpu_filter {
@@ -262,6 +305,40 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
     CSwitchReport { rows, warnings }
 }
 
+/// Flag the rows whose converted time cannot be right (after the dump's SystemTime or before
+/// boot) and say how many, for whom, and with which anchor.
+fn flag_times(
+    facts: &ClockFacts,
+    rows: &mut [SwitchRow],
+    whose: &str,
+    conv: &clock::Converter,
+    warnings: &mut Vec<String>,
+) {
+    let (mut after, mut before, mut example) = (0usize, 0usize, None);
+    for r in rows.iter_mut() {
+        let Some(ft) = r.filetime else { continue };
+        if let Some(why) = facts.implausible(ft, conv) {
+            let late = facts.system_time.is_some_and(|now| ft > now);
+            r.time_flag = Some(if late { "after_dump" } else { "before_boot" });
+            if late {
+                after += 1;
+            } else {
+                before += 1;
+            }
+            example.get_or_insert(why);
+        }
+    }
+    if after + before > 0 {
+        warnings.push(format!(
+            "{whose}: {} of {} switch times fall after the dump's SystemTime and {before} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
+            after,
+            rows.len(),
+            example.unwrap_or_default(),
+            conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
+        ));
+    }
+}
+
 impl CSwitchReport {
     /// Keep the switches of the last `window` (100 ns units) before `end` (a FILETIME: the
     /// dump's SystemTime, or the newest switch when the dump has none). Switches without a
@@ -282,10 +359,21 @@ impl CSwitchReport {
         };
         let from = end.saturating_sub(window);
         let untimed = self.rows.iter().filter(|r| r.filetime.is_none()).count();
-        self.rows.retain(|r| r.filetime.is_some_and(|t| t >= from));
+        let flagged = self
+            .rows
+            .iter()
+            .filter(|r| r.filetime.is_some() && r.time_flag.is_some())
+            .count();
+        self.rows
+            .retain(|r| r.time_flag.is_none() && r.filetime.is_some_and(|t| t >= from));
         if untimed > 0 {
             self.warnings.push(format!(
                 "--last: {untimed} switches without a wall-clock time dropped"
+            ));
+        }
+        if flagged > 0 {
+            self.warnings.push(format!(
+                "--last: {flagged} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)"
             ));
         }
     }
@@ -357,7 +445,7 @@ impl CSwitchReport {
     }
 
     pub fn to_csv(&self) -> String {
-        let mut o = String::from("cpu,timestamp,time,old_tid,old_process,new_tid,new_process,old_priority,new_priority,old_state,old_wait_reason,old_wait_mode,new_thread_wait_time,source,logger_id,clock\n");
+        let mut o = String::from("cpu,timestamp,time,old_tid,old_process,new_tid,new_process,old_priority,new_priority,old_state,old_wait_reason,old_wait_mode,new_thread_wait_time,source,logger_id,clock,time_flag\n");
         let n = |v: Option<String>| v.unwrap_or_default();
         for r in &self.rows {
             let f = [
@@ -377,6 +465,7 @@ impl CSwitchReport {
                 r.source.to_string(),
                 n(r.logger_id.map(|x| x.to_string())),
                 n(r.clock.map(|x| x.to_string())),
+                r.time_flag.unwrap_or_default().to_string(),
             ];
             o.push_str(&f.join(","));
             o.push('\n');

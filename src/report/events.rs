@@ -262,12 +262,13 @@ pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
             .push("no logger array found: no buffers to list".into());
         return rep;
     };
+    let facts = clock::ClockFacts::gather(ctx, &list.sessions);
     for s in list
         .sessions
         .iter()
         .filter(|s| super::buffers::selected(s, session))
     {
-        let conv = clock::for_session(ctx, s);
+        let conv = clock::for_session(ctx, &facts, s);
         if let Some(why) = conv.problem() {
             rep.warnings.push(format!(
                 "logger {}: times not converted: {why}",

@@ -18,11 +18,11 @@
 use crate::decode::ccswap::PENDING_HEADER;
 use crate::decode::records::{first_record_complete, Walk, BUFFER_HEADER_SIZE};
 use crate::etw::buffers::{find_buffers, FoundBuffer};
-use crate::etw::ccswap::{find_pending, PendingFound};
+use crate::etw::ccswap::{find_pending, infer_clocks, PendingFound};
+use crate::etw::clock::ClockFacts;
 use crate::etw::loggers::{list_sessions, Session};
 use crate::etw::mode::{NO_PER_PROCESSOR_BUFFERING, SYSTEM_LOGGER_MODE};
 use crate::kernel::context::KernelContext;
-use crate::kernel::kuser::KUserSharedData;
 use ring::digest::{Context as Sha256, SHA256};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -164,31 +164,25 @@ impl HeaderFacts {
     }
 }
 
-fn header_facts(ctx: &KernelContext<'_>) -> HeaderFacts {
+fn header_facts(ctx: &KernelContext<'_>, clocks: &ClockFacts) -> HeaderFacts {
     let mut sources = BTreeMap::new();
-    let perf_freq = match KUserSharedData::qpc_frequency(&ctx.space, ctx.build) {
-        Some(f) => {
-            sources.insert("perf_freq", "KUSER_SHARED_DATA.QpcFrequency".into());
-            f
+    let perf_freq = match &clocks.qpc_frequency {
+        Ok(r) => {
+            sources.insert("perf_freq", r.source.clone());
+            r.value
         }
-        None => {
-            sources.insert(
-                "perf_freq",
-                "assumed 10000000 (KUSER_SHARED_DATA.QpcFrequency not available)".into(),
-            );
+        Err(why) => {
+            sources.insert("perf_freq", format!("assumed 10000000 ({why})"));
             10_000_000
         }
     };
-    let cpu_mhz = match ctx.global_u32("EtwCPUSpeedInMHz") {
-        Some(v) => {
-            sources.insert("cpu_speed_mhz", "EtwCPUSpeedInMHz".into());
-            v
+    let cpu_mhz = match &clocks.cpu_mhz {
+        Ok(r) => {
+            sources.insert("cpu_speed_mhz", r.source.clone());
+            clocks.cpu_mhz_value()
         }
-        None => {
-            sources.insert(
-                "cpu_speed_mhz",
-                "unknown (0): EtwCPUSpeedInMHz not available".into(),
-            );
+        Err(why) => {
+            sources.insert("cpu_speed_mhz", format!("unknown (0): {why}"));
             0
         }
     };
@@ -482,7 +476,8 @@ pub fn extract(
         return super::triage::extract(ctx, dump_name, dir, session, force);
     }
     let list = list_sessions(ctx);
-    let facts = header_facts(ctx);
+    let clocks = ClockFacts::gather(ctx, &list.sessions);
+    let facts = header_facts(ctx, &clocks);
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut warnings = list.warnings.clone();
     let mut used = HashSet::new();
@@ -513,7 +508,8 @@ pub fn extract(
     }
     // Pending compact cswitch batches (only looked for when a kernel session is extracted).
     let pending = if plan.iter().any(|(s, _, _)| is_kernel_session(s)) {
-        let p = find_pending(ctx);
+        let mut p = find_pending(ctx);
+        infer_clocks(ctx, &clocks, &list.sessions, &mut p);
         warnings.extend(p.warnings.iter().map(|w| format!("pending CCSWAP: {w}")));
         p.blocks
     } else {

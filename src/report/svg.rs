@@ -40,6 +40,9 @@ fn colour(name: &str) -> String {
 pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
     let mut lanes: BTreeMap<u64, Vec<(u64, &SwitchRow)>> = BTreeMap::new();
     for r in rows {
+        if r.time_flag.is_some() {
+            continue; // a time after the dump or before boot cannot be drawn (warned)
+        }
         if let (Some(cpu), Some(ft)) = (r.cpu, r.filetime) {
             lanes.entry(cpu).or_default().push((ft, r));
         }
