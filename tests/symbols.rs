@@ -638,48 +638,60 @@ fn triage_dump_with_real_isf() {
     }
 }
 
-/// A build no built-in table covers: info says so (layouts null, no era) instead of guessing.
+/// A build after the newest built-in one: the nearest earlier corpus layouts (22000), said so;
+/// a build no built-in table covers (x86 26100): nothing is guessed.
 #[test]
 fn unknown_build_has_no_builtin_layouts() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = etwdump_forge::Config::x64();
     c.build = 26100;
+    c.pdb_guid = [0x26; 16]; // not a corpus kernel (the default is the real 19041.804 one)
     let dump = write_forge(dir.path(), &c);
     let j = common::info_json(&dump);
     assert_eq!(j["windows"]["build"], 26100);
     assert!(j["symbols"]["builtin_era"].is_null());
-    assert!(j["symbols"]["layouts"]["_WMI_LOGGER_CONTEXT"].is_null());
+    let corpus = &j["symbols"]["builtin_corpus"];
+    assert_eq!(corpus["match"], "nearest");
+    assert_eq!(corpus["version"], "10.0.22000.2538");
+    assert_eq!(corpus["rvas"], false);
+    assert_eq!(
+        corpus["description"],
+        "built-in nearest earlier layout: 10.0.22000.2538 (not an exact match)"
+    );
+    assert_eq!(
+        j["symbols"]["layouts"]["_WMI_LOGGER_CONTEXT"],
+        "builtin-nearest"
+    );
     // The KDBG layout is public and fixed: still read.
     assert_eq!(j["kd_debugger_data_block"]["decoded"], true);
-    let out = etwdump(&[
-        "symbols",
-        "--build",
-        "26100",
-        "--types",
-        "_WMI_LOGGER_CONTEXT",
-        "--format",
-        "json",
-    ]);
-    assert!(out.status.success());
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let symbols = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["symbols"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["--types", "_WMI_LOGGER_CONTEXT", "--format", "json"]);
+        let out = etwdump(&a);
+        assert!(out.status.success(), "{args:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let j = symbols(&["--build", "26100", "--x86"]);
     assert_eq!(
         j["missing_types"],
         serde_json::json!(["_WMI_LOGGER_CONTEXT"])
     );
-    // A covered build: the built-in table, with its source named.
-    let out = etwdump(&[
-        "symbols",
-        "--build",
-        "19041",
-        "--types",
-        "_WMI_LOGGER_CONTEXT",
-        "--format",
-        "json",
-    ]);
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let j = symbols(&["--build", "26100"]);
+    let l = &j["types"]["_WMI_LOGGER_CONTEXT"];
+    assert_eq!(l["source"], "builtin-nearest");
+    assert_eq!(l["fields"]["LoggerName"]["offset"], 0x88); // 22000
+                                                           // A build whose hand-written era is newer than the nearest corpus major (9200 > 7601):
+                                                           // the hand-written table, with its source named.
+    let j = symbols(&["--build", "9200"]);
     let l = &j["types"]["_WMI_LOGGER_CONTEXT"];
     assert_eq!(l["source"], "builtin");
     assert_eq!(l["fields"]["LoggerName"]["offset"], 0x98);
+    let j = symbols(&["--build", "19041"]);
+    assert_eq!(
+        j["types"]["_WMI_LOGGER_CONTEXT"]["source"],
+        "builtin-nearest"
+    );
     let out = etwdump(&["symbols"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr)

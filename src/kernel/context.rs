@@ -97,8 +97,11 @@ impl<'d> KernelContext<'d> {
     pub fn open(dump: &'d DumpFile, opts: &SymbolOptions) -> Result<Self, SymbolError> {
         let mut me = Self::without_symbols(dump);
         let (symbols, matched) = me.load_symbols(opts)?;
-        me.symbols = symbols.with_builtin(me.build, dump.header().arch == Arch::X64);
+        let kernel = me.kernel_pdb().cloned();
+        me.symbols =
+            symbols.with_builtin_for(me.build, dump.header().arch == Arch::X64, kernel.as_ref());
         me.symbol_match = matched;
+        me.check_builtin_rvas();
         Ok(me)
     }
 
@@ -153,7 +156,12 @@ impl<'d> KernelContext<'d> {
         };
         let image = base.map(|b| KernelImage::read(&space, b));
         let x64 = h.arch.is_64bit();
-        KernelContext {
+        let symbols = Symbols::none(if x64 { 8 } else { 4 }).with_builtin_for(
+            build,
+            h.arch == Arch::X64,
+            image.as_ref().and_then(|i| i.pdb.as_ref().ok()),
+        );
+        let mut me = KernelContext {
             dump,
             space,
             kdbg,
@@ -164,10 +172,22 @@ impl<'d> KernelContext<'d> {
             kdbg_base,
             image,
             build,
-            symbols: Symbols::none(if x64 { 8 } else { 4 })
-                .with_builtin(build, h.arch == Arch::X64),
+            symbols,
             symbol_match: SymbolMatch::NoSymbols,
             warnings,
+        };
+        me.check_builtin_rvas();
+        me
+    }
+
+    /// The built-in table's RVAs (exact corpus match) must agree with the globals the dump
+    /// itself reveals; otherwise they are dropped, with a warning.
+    fn check_builtin_rvas(&mut self) {
+        let known = self.known_rvas();
+        if let Some(w) = self.symbols.check_builtin_rvas(&known) {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
         }
     }
 

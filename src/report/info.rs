@@ -8,7 +8,7 @@ use crate::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
 use crate::kernel::kdbg::KdbgState;
 use crate::kernel::kuser::KUserSharedData;
 use crate::mem::AddressSpace;
-use crate::symbols::PdbIdentity;
+use crate::symbols::{CorpusUse, PdbIdentity};
 use crate::time::{duration_100ns, filetime_to_iso8601};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -57,10 +57,14 @@ pub struct SymbolsInfo {
     /// How the symbols were matched to this dump's kernel.
     #[serde(rename = "match")]
     pub matched: SymbolMatch,
-    /// The built-in layout era for this build, if one covers it.
+    /// The hand-written built-in layout era for this build, if one covers it.
     pub builtin_era: Option<&'static str>,
     pub builtin_notes: Vec<String>,
-    /// Where each structure's layout comes from ("pdb", "isf", "builtin"), null if none.
+    /// The built-in corpus entry in use (`match`: "exact" or "nearest", `version`, `guid`,
+    /// `age`, `rvas`, `description`), null when none is.
+    pub builtin_corpus: Option<CorpusUse>,
+    /// Where each structure's layout comes from ("pdb", "isf", "builtin", "builtin-exact",
+    /// "builtin-nearest"), null if none.
     pub layouts: BTreeMap<String, Option<&'static str>>,
 }
 
@@ -298,6 +302,7 @@ fn symbols_info(ctx: &KernelContext<'_>) -> SymbolsInfo {
         matched: ctx.symbol_match.clone(),
         builtin_era: s.builtin_era,
         builtin_notes: s.builtin_notes.clone(),
+        builtin_corpus: s.builtin_corpus.clone(),
         layouts: LAYOUT_REPORT
             .iter()
             .map(|t| (t.to_string(), s.layout(t).map(|l| l.source.name())))
@@ -595,6 +600,20 @@ impl InfoReport {
                 },
             );
         }
+        if let Some(c) = &sy.builtin_corpus {
+            row(
+                "Built-in table",
+                format!(
+                    "{}{}",
+                    c.description,
+                    if c.rvas {
+                        " (layouts, global RVAs and enums)"
+                    } else {
+                        "; global RVAs not used"
+                    }
+                ),
+            );
+        }
         row(
             "Layouts",
             format!(
@@ -604,9 +623,11 @@ impl InfoReport {
                     .map(|(t, src)| format!("{t} {}", src.unwrap_or("none")))
                     .collect::<Vec<_>>()
                     .join(", "),
-                sy.builtin_era
-                    .map(|e| format!("; built-in era {e}"))
-                    .unwrap_or_else(|| "; no built-in layouts for this build".into())
+                match (sy.builtin_era, &sy.builtin_corpus) {
+                    (Some(e), _) => format!("; built-in era {e}"),
+                    (None, Some(_)) => String::new(),
+                    (None, None) => "; no built-in layouts for this build".into(),
+                }
             ),
         );
         for r in &self.etw_roots {

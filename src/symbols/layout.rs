@@ -16,8 +16,14 @@ pub enum LayoutSource {
     Pdb,
     /// A Volatility 3 ISF file.
     Isf,
-    /// The tool's built-in per-version tables.
+    /// The tool's hand-written per-version tables.
     Builtin,
+    /// The built-in corpus table, for exactly this kernel (its PDB GUID and age).
+    #[serde(rename = "builtin-exact")]
+    BuiltinExact,
+    /// The built-in corpus table, the nearest earlier build's layout (not this kernel's).
+    #[serde(rename = "builtin-nearest")]
+    BuiltinNearest,
 }
 
 impl LayoutSource {
@@ -26,7 +32,17 @@ impl LayoutSource {
             LayoutSource::Pdb => "pdb",
             LayoutSource::Isf => "isf",
             LayoutSource::Builtin => "builtin",
+            LayoutSource::BuiltinExact => "builtin-exact",
+            LayoutSource::BuiltinNearest => "builtin-nearest",
         }
+    }
+
+    /// Any of the built-in sources (hand-written or corpus).
+    pub fn is_builtin(self) -> bool {
+        matches!(
+            self,
+            LayoutSource::Builtin | LayoutSource::BuiltinExact | LayoutSource::BuiltinNearest
+        )
     }
 }
 

@@ -8,9 +8,11 @@ pub mod layout;
 pub mod pdb;
 pub mod store;
 
+pub use builtin::corpus::CorpusMatch;
 pub use identity::PdbIdentity;
 pub use layout::{Field, LayoutSource, StructLayout, TypeRef, TypeStore};
 
+use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use thiserror::Error;
@@ -122,6 +124,26 @@ impl SymbolSource {
     }
 }
 
+/// The built-in corpus entry whose layouts are in use (see [`builtin::corpus`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CorpusUse {
+    /// `exact`: the kernel's PDB GUID and age equal the entry's; `nearest`: the newest corpus
+    /// build of the nearest earlier major (layouts only).
+    #[serde(rename = "match")]
+    pub kind: CorpusMatch,
+    /// The entry's version, e.g. "10.0.19041.804", and its major build (19041).
+    pub version: String,
+    pub major: u32,
+    /// The entry's PDB GUID (32 hex digits) and age.
+    pub guid: String,
+    pub age: u32,
+    /// Whether the entry's global RVAs are in use (exact match without a symbol file).
+    pub rvas: bool,
+    /// One line for people: "built-in exact match: 10.0.19041.804" or "built-in nearest
+    /// earlier layout: 10.0.19041.3570 (not an exact match)".
+    pub description: String,
+}
+
 /// Layouts and symbol addresses for one kernel.
 #[derive(Debug)]
 pub struct Symbols {
@@ -133,9 +155,13 @@ pub struct Symbols {
     types: TypeStore,
     rvas: HashMap<String, u64>,
     builtin: TypeStore,
-    /// The built-in era in use, if any, and its caveats.
+    /// Global RVAs from the built-in corpus (exact match, no symbol file only).
+    builtin_rvas: HashMap<String, u64>,
+    /// The hand-written built-in era in use, if any, and the caveats of the built-in layouts.
     pub builtin_era: Option<&'static str>,
     pub builtin_notes: Vec<String>,
+    /// The built-in corpus entry in use, if any.
+    pub builtin_corpus: Option<CorpusUse>,
 }
 
 impl Symbols {
@@ -149,8 +175,10 @@ impl Symbols {
             types: TypeStore::default(),
             rvas: HashMap::new(),
             builtin: TypeStore::default(),
+            builtin_rvas: HashMap::new(),
             builtin_era: None,
             builtin_notes: Vec::new(),
+            builtin_corpus: None,
         }
     }
 
@@ -182,16 +210,157 @@ impl Symbols {
         })
     }
 
-    /// Add the built-in layouts of `build` as the fallback for types the symbols lack.
-    pub fn with_builtin(mut self, build: u32, x64: bool) -> Symbols {
-        if let Some(b) = builtin::layouts(build, x64) {
+    /// Add the built-in layouts of `build` as the fallback for types the symbols lack, as for
+    /// a kernel whose PDB identity is unknown (see [`with_builtin_for`](Self::with_builtin_for)).
+    pub fn with_builtin(self, build: u32, x64: bool) -> Symbols {
+        self.with_builtin_for(build, x64, None)
+    }
+
+    /// Add the built-in layouts for a kernel of NT build `build` whose PDB identity (from
+    /// the dump's CodeView record) is `kernel`, as the fallback for types the symbols lack.
+    ///
+    /// Without a symbol file, x64 only: a kernel whose GUID and age equal a corpus entry's
+    /// gets that build's layouts, global RVAs and enums (`builtin-exact`); any other x64
+    /// kernel of a build at or after a corpus major gets the layouts of the newest corpus
+    /// build of the nearest earlier major (`builtin-nearest`, no RVAs, no enums), unless a
+    /// hand-written era table starts after that major (9200, 10240, 10586, 15063–17134: the
+    /// era table is that version's own). The hand-written era tables fill whatever the corpus
+    /// does not give (x86, builds before 7601, `_KDDEBUGGER_DATA64`). With a symbol file the
+    /// hand-written tables alone fill the types it lacks, as before the corpus existed.
+    pub fn with_builtin_for(
+        mut self,
+        build: u32,
+        x64: bool,
+        kernel: Option<&PdbIdentity>,
+    ) -> Symbols {
+        let hand = builtin::layouts(build, x64);
+        if let Some(b) = hand {
             self.builtin_era = Some(b.era);
             self.builtin_notes = b.notes;
             for t in b.types {
                 self.builtin.insert(t);
             }
         }
+        if !x64 || self.source != SymbolSource::None {
+            return self;
+        }
+        let exact = kernel.and_then(builtin::corpus::exact);
+        let (entry, kind) = match exact {
+            Some(e) => (e, CorpusMatch::Exact),
+            None => match builtin::corpus::nearest_earlier(build) {
+                Some(n) if builtin::era_start(build).is_none_or(|s| s <= n.major) => {
+                    (n, CorpusMatch::Nearest)
+                }
+                _ => {
+                    if let Some(e) = builtin::corpus::load_error() {
+                        self.builtin_notes.push(e.to_string());
+                    }
+                    return self;
+                }
+            },
+        };
+        let source = match kind {
+            CorpusMatch::Exact => LayoutSource::BuiltinExact,
+            CorpusMatch::Nearest => LayoutSource::BuiltinNearest,
+        };
+        for l in entry.layouts() {
+            let mut l = l.clone();
+            l.source = source;
+            self.builtin.insert(l);
+        }
+        let total = builtin::corpus::entries().len();
+        let mut notes = Vec::new();
+        let description = match kind {
+            CorpusMatch::Exact => {
+                for (name, constants) in entry.enums() {
+                    self.builtin.insert_enum(name, constants.to_vec());
+                }
+                self.builtin_rvas = entry.symbols().clone().into_iter().collect();
+                notes.push(format!(
+                    "built-in exact match: the kernel's PDB GUID and age are those of \
+                     {} in the built-in table of {total} ntkrnlmp.pdb builds; its layouts, \
+                     global RVAs and enums are used",
+                    entry.version
+                ));
+                if build != entry.major {
+                    notes.push(format!(
+                        "the dump says build {build}; its kernel binary is {} (one kernel \
+                         can serve several build numbers, e.g. 19041-19045)",
+                        entry.version
+                    ));
+                }
+                format!("built-in exact match: {}", entry.version)
+            }
+            CorpusMatch::Nearest => {
+                let variants: Vec<String> =
+                    ["_WMI_LOGGER_CONTEXT", "_ETW_SILODRIVERSTATE", "_KPRCB"]
+                        .iter()
+                        .map(|t| (t, builtin::corpus::variants_in_major(entry.major, t)))
+                        .filter(|(_, n)| *n > 1)
+                        .map(|(t, n)| format!("{n} of {t}"))
+                        .collect();
+                notes.push(format!(
+                    "built-in nearest earlier layout: the kernel (build {build}{}) is not among \
+                     the {total} builds of the built-in table; the layouts of {}, the newest \
+                     build of {} there, are used{}; global RVAs are not (they differ between \
+                     builds): give the kernel's PDB or ISF for exact layouts and globals",
+                    kernel.map(|k| format!(", {k}")).unwrap_or_default(),
+                    entry.version,
+                    entry.major,
+                    if variants.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (the table has several layouts within {}: {})",
+                            entry.major,
+                            variants.join(", ")
+                        )
+                    }
+                ));
+                format!(
+                    "built-in nearest earlier layout: {} (not an exact match)",
+                    entry.version
+                )
+            }
+        };
+        // The hand-written caveats describe layouts the corpus has replaced; only the KDBG
+        // layout is still theirs.
+        notes.push(builtin::KDBG_NOTE.to_string());
+        self.builtin_notes = notes;
+        self.builtin_corpus = Some(CorpusUse {
+            kind,
+            version: entry.version.clone(),
+            major: entry.major,
+            guid: entry.guid.clone(),
+            age: entry.age,
+            rvas: kind == CorpusMatch::Exact,
+            description,
+        });
         self
+    }
+
+    /// Drop the built-in corpus RVAs when a global the dump itself reveals (`known`: name and
+    /// RVA, from the header and the KDBG) is at a different RVA: the dump's kernel is then not
+    /// the build its CodeView record names. Returns the warning to show, if any.
+    pub fn check_builtin_rvas(&mut self, known: &[(&str, u64)]) -> Option<String> {
+        let bad: Vec<String> = known
+            .iter()
+            .filter_map(|&(name, rva)| {
+                let b = *self.builtin_rvas.get(name)?;
+                (b != rva).then(|| format!("{name} at RVA {rva:#x} (table: {b:#x})"))
+            })
+            .collect();
+        if bad.is_empty() {
+            return None;
+        }
+        self.builtin_rvas.clear();
+        if let Some(c) = &mut self.builtin_corpus {
+            c.rvas = false;
+        }
+        Some(format!(
+            "the built-in table's global RVAs for this kernel's GUID are not used: the dump has {}",
+            bad.join(", ")
+        ))
     }
 
     /// The layout of a structure: from the symbol file if it has it, else built-in.
@@ -205,30 +374,48 @@ impl Symbols {
             .ok_or_else(|| SymbolError::MissingType(name.to_string()))
     }
 
-    /// RVA of a global symbol (x86 names without the leading underscore).
+    /// RVA of a global symbol (x86 names without the leading underscore): from the symbol
+    /// file, else (no symbol file, exact corpus match) from the built-in table.
     pub fn rva(&self, name: &str) -> Option<u64> {
-        self.rvas.get(name).copied()
+        self.rvas
+            .get(name)
+            .or_else(|| self.builtin_rvas.get(name))
+            .copied()
     }
 
-    /// Every global symbol known, with its RVA.
+    /// Every global symbol the symbol file gives, with its RVA (not the built-in table's few
+    /// data globals: they would name code addresses after the nearest global).
     pub fn all_symbols(&self) -> impl Iterator<Item = (&str, u64)> {
         self.rvas.iter().map(|(k, v)| (k.as_str(), *v))
     }
 
-    /// Number of global symbols known.
+    /// Number of global symbols the symbol file gives.
     pub fn symbol_count(&self) -> usize {
         self.rvas.len()
     }
 
-    /// Constant `constant` of enumeration `name` (one of [`WANTED_ENUMS`]), from the symbol
-    /// file; None when it lacks the enumeration or the constant.
-    pub fn enum_value(&self, name: &str, constant: &str) -> Option<i64> {
-        self.types.enum_value(name, constant)
+    /// The global RVAs of the built-in table in use (exact corpus match only).
+    pub fn builtin_symbols(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.builtin_rvas.iter().map(|(k, v)| (k.as_str(), *v))
     }
 
-    /// The symbol file's name for `value` of enumeration `name`.
+    /// Constant `constant` of enumeration `name` (one of [`WANTED_ENUMS`]), from the symbol
+    /// file, else from the built-in table for exactly this kernel; None when neither has the
+    /// enumeration or the constant.
+    pub fn enum_value(&self, name: &str, constant: &str) -> Option<i64> {
+        if self.types.has_enum(name) {
+            return self.types.enum_value(name, constant);
+        }
+        self.builtin.enum_value(name, constant)
+    }
+
+    /// The name for `value` of enumeration `name` (symbol file first, as
+    /// [`enum_value`](Self::enum_value)).
     pub fn enum_name(&self, name: &str, value: i64) -> Option<&str> {
-        self.types.enum_name(name, value)
+        if self.types.has_enum(name) {
+            return self.types.enum_name(name, value);
+        }
+        self.builtin.enum_name(name, value)
     }
 
     /// The structures the symbol file itself provides.

@@ -41,6 +41,7 @@
 //! listed in the notes.
 
 mod buffer_header;
+pub mod corpus;
 mod kdbg;
 mod kprcb;
 mod logger_context;
@@ -94,6 +95,21 @@ pub fn layouts(build: u32, x64: bool) -> Option<BuiltinLayouts> {
         notes: notes(era, x64),
     })
 }
+
+/// The first build of the hand-written era that covers `build` (e.g. 19041 for 19042, 9200
+/// for 9400); None outside every era. A caller choosing between an era table and the corpus
+/// layouts of an earlier build uses it to prefer the closer one.
+pub fn era_start(build: u32) -> Option<u32> {
+    let era = Era::from_build(build)?;
+    ERA_STARTS
+        .iter()
+        .find(|(_, e)| *e == era)
+        .map(|&(start, _)| start)
+}
+
+/// The caveat about the fixed `_KDDEBUGGER_DATA64` layout (shown whenever it is built in).
+pub const KDBG_NOTE: &str = "_KDDEBUGGER_DATA64 is the fixed public layout (WDBGEXTS.H); \
+     members past the block's own Size (0x340 in old kernels, 0x380 on 19041) are absent";
 
 /// The public, fixed KDDEBUGGER_DATA64 layout (WDBGEXTS.H; the same for every version and
 /// for x86 and x64; which fields a kernel has is given by the block's Size).
@@ -467,8 +483,7 @@ fn notes(era: Era, x64: bool) -> Vec<String> {
          takes precedence",
         "_ESERVERSILO_GLOBALS.EtwSiloState: the reference gives no offset, so it is not \
          built in (use the PDB, or the EtwpHostSiloState pointer)",
-        "_KDDEBUGGER_DATA64 is the fixed public layout (WDBGEXTS.H); members past the \
-         block's own Size (0x340 in old kernels, 0x380 on 19041) are absent",
+        KDBG_NOTE,
     ];
     if era == Era::V50 {
         n.push(
