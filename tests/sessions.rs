@@ -233,9 +233,22 @@ fn max_loggers_0x50() {
 /// Without any symbols: the KDBG route and the built-in layouts give the same sessions for the
 /// builds whose built-in tables cover the fields (the fixture layouts are the real ones). The
 /// fixtures' PDB GUIDs are made up, so the layouts are the corpus's nearest earlier ones.
+/// Every x64 fixture (every major build of the layout corpus: 7601, 9600, 14393, 17763 twice,
+/// 18362, 19041, 20348, 22000): without symbols, every session field equals what the fixture's
+/// PDB gives (and what the forge wrote).
 #[test]
 fn sessions_without_symbols() {
-    for name in ["x64-14393", "x64-17763", "x64-19041"] {
+    for name in [
+        "x64-7601",
+        "x64-9600",
+        "x64-14393",
+        "x64-17763",
+        "x64-17763b",
+        "x64-18362",
+        "x64-19041",
+        "x64-20348",
+        "x64-22000",
+    ] {
         let f = forge_etw(name, None);
         let l = list(&f, None);
         check(
@@ -248,6 +261,19 @@ fn sessions_without_symbols() {
             .sessions
             .iter()
             .all(|s| s.layout_source == "builtin-nearest"));
+        let with_pdb = list(&f, Some(&pdb_of(name)));
+        assert_eq!(l.sessions.len(), with_pdb.sessions.len(), "{name}");
+        for (a, b) in l.sessions.iter().zip(&with_pdb.sessions) {
+            let mut a = a.clone();
+            a.layout_source = b.layout_source;
+            // The PDB run reaches the array through the silo state (SiloState evidence).
+            a.identity = b.identity.clone();
+            assert_eq!(
+                &a, b,
+                "{name}: logger {} without symbols vs PDB",
+                b.logger_id
+            );
+        }
     }
 }
 

@@ -91,7 +91,19 @@ pub fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static 
         .enum_value("_KWAIT_REASON", "MaximumWaitReason")
         .and_then(|v| u8::try_from(v).ok())
     {
-        return (Some(v), "symbols (_KWAIT_REASON.MaximumWaitReason)");
+        let from_file = ctx
+            .symbols
+            .own_types()
+            .enum_value("_KWAIT_REASON", "MaximumWaitReason")
+            .is_some();
+        return (
+            Some(v),
+            if from_file {
+                "symbols (_KWAIT_REASON.MaximumWaitReason)"
+            } else {
+                "built-in corpus table (_KWAIT_REASON.MaximumWaitReason of the matched build)"
+            },
+        );
     }
     match maximum_wait_reason(ctx.build) {
         Some(v) => (Some(v), "built-in per-build table"),
