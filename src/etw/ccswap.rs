@@ -305,7 +305,22 @@ pub fn infer_clocks(
     list: &mut PendingList,
 ) {
     let psize = ctx.space.arch().pointer_size();
-    // 1. Timestamps, per block.
+    // 0. Candidate clocks: a block of clock c exists only while a kernel session of clock c
+    // takes compact context switches (§4.1: EtwpCCSwapStart, CCSwapNumLoggersPerClockType),
+    // so the clock types of the kernel sessions listed; all four when none is listed.
+    let in_use: std::collections::BTreeSet<u64> = sessions
+        .iter()
+        .filter(|s| crate::etw::loggers::is_kernel_session(s))
+        .filter_map(|s| s.clock_type)
+        .filter(|&c| c <= 3)
+        .collect();
+    let candidates: Vec<u64> = if in_use.is_empty() {
+        (0..=3).collect()
+    } else {
+        in_use.into_iter().collect()
+    };
+    // 1. Timestamps, per block: a clock is excluded only by a failed test; an untestable clock
+    // (raw, or a rate that is unknown) cannot be excluded.
     let mut by_time: Vec<Option<u64>> = Vec::with_capacity(list.blocks.len());
     let mut notes: Vec<String> = Vec::with_capacity(list.blocks.len());
     for p in &list.blocks {
@@ -314,27 +329,37 @@ pub fn infer_clocks(
             notes.push(String::new());
             continue;
         }
-        let fits: Vec<(u64, Fit)> = (1..=3)
-            .map(|c| (c, fit(ctx, facts, sessions, &p.decoded, c)))
-            .collect();
-        let ok: Vec<u64> = fits
+        let fits: Vec<(u64, Fit)> = candidates
             .iter()
-            .filter(|(_, f)| matches!(f, Fit::Fits(_)))
+            .map(|&c| {
+                let f = if c == 0 {
+                    Fit::Untestable("raw timestamps cannot be converted or tested".into())
+                } else {
+                    fit(ctx, facts, sessions, &p.decoded, c)
+                };
+                (c, f)
+            })
+            .collect();
+        let possible: Vec<u64> = fits
+            .iter()
+            .filter(|(_, f)| !matches!(f, Fit::Fails(_)))
             .map(|&(c, _)| c)
             .collect();
-        let text = fits
-            .iter()
-            .map(|(c, f)| {
-                let (verdict, why) = match f {
-                    Fit::Fits(w) => ("fits", w),
-                    Fit::Fails(w) => ("fails", w),
-                    Fit::Untestable(w) => ("untestable", w),
-                };
-                format!("clock {c} {verdict}: {why}")
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        by_time.push((ok.len() == 1).then(|| ok[0]));
+        let text = format!(
+            "kernel sessions use clocks {candidates:?}; {}",
+            fits.iter()
+                .map(|(c, f)| {
+                    let (verdict, why) = match f {
+                        Fit::Fits(w) => ("fits", w),
+                        Fit::Fails(w) => ("fails", w),
+                        Fit::Untestable(w) => ("cannot be excluded", w),
+                    };
+                    format!("clock {c} {verdict}: {why}")
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        by_time.push((possible.len() == 1).then(|| possible[0]));
         notes.push(text);
     }
     // 2. The pointer group: each timed block implies the group's base (offset − slot·psize).
@@ -388,7 +413,7 @@ pub fn infer_clocks(
                 p.clock = Some(c);
                 p.clock_how = format!("inferred from its timestamps: {}", notes[i]);
             }
-            (None, Some(s)) => {
+            (None, Some(s)) if candidates.contains(&s) => {
                 p.clock = Some(s);
                 p.clock_how = format!(
                     "inferred: its pointer's slot {s} in the group at EtwSupport+{:#x} (other CPUs' blocks place the group); its timestamps alone do not decide ({})",
@@ -406,8 +431,11 @@ pub fn infer_clocks(
                     notes[i]
                 );
             }
-            (None, None) => {
-                p.clock_how = format!("unknown: no single clock fits ({})", notes[i]);
+            (None, _) => {
+                p.clock_how = format!(
+                    "unknown: its timestamps leave more than one clock (or none) and no pointer group places it ({})",
+                    notes[i]
+                );
             }
         }
     }

@@ -5,7 +5,7 @@
 //!
 //! The rates are found from the evidence the dump holds, in order, and each says where it came
 //! from ([`ClockFacts`]):
-//! * QPC frequency: `KUSER_SHARED_DATA.QpcFrequency` (10.0+), the globals `EtwPerfFreq` /
+//! * QPC frequency: `KUSER_SHARED_DATA.QpcFrequency` (6.3+: by the layout), the globals `EtwPerfFreq` /
 //!   `EtwpPerfFreq`, else inferred from the ReferenceTimes of two QPC sessions;
 //! * CPU speed: the global `EtwCPUSpeedInMHz`, else `KPRCB.MHz` (by the symbols' `_KPRCB`
 //!   layout, or the KDBG's `OffsetPrcbMhz`), else inferred from two cycle-clock sessions.
@@ -205,7 +205,11 @@ fn inferred_rate(
 }
 
 fn qpc_frequency(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String> {
-    if let Some(f) = KUserSharedData::qpc_frequency(&ctx.space, ctx.build) {
+    let offset = match ctx.symbols.layout("_KUSER_SHARED_DATA") {
+        Some(l) => l.field("QpcFrequency").map(|f| f.offset),
+        None => KUserSharedData::qpc_frequency_offset(ctx.build),
+    };
+    if let Some(f) = offset.and_then(|o| KUserSharedData::qpc_frequency(&ctx.space, o)) {
         return Ok(Rate {
             value: f,
             source: "KUSER_SHARED_DATA.QpcFrequency".into(),
@@ -228,7 +232,7 @@ fn qpc_frequency(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, 
             value: f,
             source: format!("{f} Hz {how}"),
         }),
-        None => Err("the QPC frequency is unknown: KUSER_SHARED_DATA.QpcFrequency is not in the dump (or predates Windows 10), no EtwPerfFreq global, and fewer than two QPC sessions to infer it from".into()),
+        None => Err("the QPC frequency is unknown: KUSER_SHARED_DATA.QpcFrequency is not in the dump (or the build predates it), no EtwPerfFreq global, and fewer than two QPC sessions to infer it from".into()),
     }
 }
 

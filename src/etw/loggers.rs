@@ -318,14 +318,8 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
                 Ok(arr) if arr.0 != 0 => {
                     let capacity = match routes.first() {
                         Some(r) => r.capacity,
-                        None => {
-                            if ctx.build >= 16299 {
-                                warnings.push(format!(
-                                    "the logger array's capacity (MaxLoggers) is unknown without symbols; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)"
-                                ));
-                            }
-                            DEFAULT_CAPACITY
-                        }
+                        None if ctx.build >= 16299 => capacity_from_pool(ctx, arr, warnings),
+                        None => DEFAULT_CAPACITY,
                     };
                     routes.push(LoggerArray {
                         route: Route::KdbgEtwpDebuggerData,
@@ -340,6 +334,32 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
         }
     }
     routes
+}
+
+/// MaxLoggers of a 1709+ array reached without symbols: the array is a pool allocation of
+/// MaxLoggers pointers, so its POOL_HEADER's BlockSize bounds it (the pool rounds the size up,
+/// so a few slots past the end may be read: they are judged like any slot). Accepted when it
+/// gives 32-256 slots (the registry's range, etw-internals.md §1.1); else 64, said so.
+fn capacity_from_pool(ctx: &KernelContext<'_>, arr: VirtAddr, warnings: &mut Vec<String>) -> u64 {
+    let psize = ctx.space.arch().pointer_size();
+    match crate::kernel::pool::block_bytes(&ctx.space, arr).map(|b| b / psize) {
+        Some(n) if (32..=256).contains(&n) => {
+            warnings.push(format!(
+                "the logger array's capacity (MaxLoggers) is not known without symbols: reading {n} slots, the size of the array's pool allocation (BlockSize; an upper bound)"
+            ));
+            n
+        }
+        other => {
+            warnings.push(format!(
+                "the logger array's capacity (MaxLoggers) is unknown without symbols{}; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)",
+                match other {
+                    Some(n) => format!(" (its pool header says {n} slots, outside 32-256)"),
+                    None => String::new(),
+                }
+            ));
+            DEFAULT_CAPACITY
+        }
+    }
 }
 
 fn read_slots(
@@ -727,4 +747,13 @@ pub fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
         .and_then(|k| k.system_time)
         .or(Some(ctx.dump.header().system_time))
         .filter(|&t| t != 0)
+}
+
+/// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a
+/// crate::etw::mode::SYSTEM_LOGGER_MODE session; these are the ones pending CCSWAP batches are flushed to.
+pub fn is_kernel_session(s: &Session) -> bool {
+    s.logger_id == 0
+        || s.name.as_deref() == Some("NT Kernel Logger")
+        || s.logger_mode
+            .is_some_and(|m| m & crate::etw::mode::SYSTEM_LOGGER_MODE != 0)
 }

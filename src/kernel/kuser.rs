@@ -18,7 +18,7 @@ mod field {
     pub const NT_MAJOR_VERSION: usize = 0x26C;
     pub const NT_MINOR_VERSION: usize = 0x270;
     pub const END: usize = 0x274;
-    /// Windows 10+ (checked against the 19041 ISF).
+    /// 6.3+ (checked against the real 9600-22000 layouts).
     pub const QPC_FREQUENCY: u64 = 0x300;
 }
 
@@ -63,14 +63,18 @@ impl KUserSharedData {
         })
     }
 
-    /// KUSER_SHARED_DATA.QpcFrequency (Windows 10 and later only: `None` before build 10240
-    /// or when the page is not in the dump, or the value is 0).
-    pub fn qpc_frequency(space: &AddressSpace<'_>, build: u32) -> Option<u64> {
-        if build < 10240 {
-            return None;
-        }
-        let va = Self::address(space.arch()).offset(field::QPC_FREQUENCY);
+    /// KUSER_SHARED_DATA.QpcFrequency at `offset` (the `_KUSER_SHARED_DATA` layout's, or
+    /// [`Self::qpc_frequency_offset`]); `None` when the page is not in the dump or the value
+    /// is 0.
+    pub fn qpc_frequency(space: &AddressSpace<'_>, offset: u64) -> Option<u64> {
+        let va = Self::address(space.arch()).offset(offset);
         space.read_u64(va).ok().filter(|&f| f > 0)
+    }
+
+    /// Where QpcFrequency is when no layout says: 0x300 from 6.3 (9600) on — measured in the
+    /// real 9600 to 22000 layouts; 7601 has no such field.
+    pub fn qpc_frequency_offset(build: u32) -> Option<u64> {
+        (build >= 9600).then_some(field::QPC_FREQUENCY)
     }
 
     /// The build number without the free/checked flag nibble.

@@ -37,3 +37,24 @@ pub fn tag_text(tag: [u8; 4]) -> String {
         })
         .collect()
 }
+
+/// The size of the small-pool allocation at `va` by its POOL_HEADER's BlockSize (x64: byte 2,
+/// 16-byte units; x86: bits 0-8 of the second USHORT, 8-byte units), header excluded. An upper
+/// bound of the size asked for (the pool rounds up). `None` when the header is unreadable or
+/// the address is page aligned (big pool).
+pub fn block_bytes(space: &AddressSpace<'_>, va: VirtAddr) -> Option<u64> {
+    if va.page_offset() == 0 {
+        return None;
+    }
+    let hdr = VirtAddr(va.0.checked_sub(header_size(space))?);
+    let (units, unit) = if space.arch().is_64bit() {
+        let w = space.read_u32(hdr).ok()?;
+        (u64::from((w >> 16) & 0xFF), 16)
+    } else {
+        let w = space.read_u32(hdr).ok()?;
+        (u64::from((w >> 16) & 0x1FF), 8)
+    };
+    (units * unit)
+        .checked_sub(header_size(space))
+        .filter(|&b| b > 0)
+}

@@ -21,7 +21,7 @@ use crate::etw::buffers::{find_buffers, FoundBuffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, PendingFound};
 use crate::etw::clock::ClockFacts;
 use crate::etw::loggers::{list_sessions, Session};
-use crate::etw::mode::{NO_PER_PROCESSOR_BUFFERING, SYSTEM_LOGGER_MODE};
+use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::kernel::context::KernelContext;
 use ring::digest::{Context as Sha256, SHA256};
 use serde::Serialize;
@@ -293,14 +293,6 @@ pub(crate) fn header_buffer(
     b
 }
 
-/// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a
-/// SYSTEM_LOGGER_MODE session; these are the ones pending CCSWAP batches are flushed to.
-fn is_kernel_session(s: &Session) -> bool {
-    s.logger_id == 0
-        || s.name.as_deref() == Some("NT Kernel Logger")
-        || s.logger_mode.is_some_and(|m| m & SYSTEM_LOGGER_MODE != 0)
-}
-
 /// One pending batch laid out as a buffer of the file.
 struct SyntheticBuffer {
     block: crate::addr::VirtAddr,
@@ -326,7 +318,7 @@ fn pending_buffers(
     warnings: &mut Vec<String>,
 ) -> Vec<SyntheticBuffer> {
     let mut out = Vec::new();
-    if !is_kernel_session(s) || pending.is_empty() {
+    if !crate::etw::loggers::is_kernel_session(s) || pending.is_empty() {
         return out;
     }
     let x64 = ctx.space.arch().is_64bit();
@@ -507,7 +499,10 @@ pub fn extract(
         return Err(ExtractError::Exists(manifest_path));
     }
     // Pending compact cswitch batches (only looked for when a kernel session is extracted).
-    let pending = if plan.iter().any(|(s, _, _)| is_kernel_session(s)) {
+    let pending = if plan
+        .iter()
+        .any(|(s, _, _)| crate::etw::loggers::is_kernel_session(s))
+    {
         let mut p = find_pending(ctx);
         infer_clocks(ctx, &clocks, &list.sessions, &mut p);
         warnings.extend(p.warnings.iter().map(|w| format!("pending CCSWAP: {w}")));

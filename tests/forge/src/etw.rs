@@ -121,6 +121,9 @@ pub enum SlotSpec {
         logger_id: u32,
         session: SessionSpec,
     },
+    /// A free slot whose value is a real, complete context pointer (LoggerId = slot) with bit 0
+    /// set: free by the kernel's own test (`ctx & 1`), etw-internals.md §1.2.
+    FreeTagged(SessionSpec),
 }
 
 /// ETW logger state of a fixture dump ([`Config::etw`]).
@@ -140,6 +143,9 @@ pub struct EtwSpec {
     /// Pending compact context-switch blocks ('CCsw', etw-internals.md §4): see
     /// [`EtwSpec::with_pending_ccswap`]. Off in every standard spec.
     pub pending_ccswap: bool,
+    /// The seeded variation mode ([`crate::Config::with_variation`], [`EtwSpec::varied`]):
+    /// `None` in every other spec (their dumps stay byte-identical).
+    pub variation: Option<Box<crate::variation::Variation>>,
 }
 
 /// One slot of the logger array as a correct reader must classify it.
@@ -195,6 +201,13 @@ pub struct ExpectedSession {
     /// Buffers with data ([`EtwSpec::buffers`]): what a reader must report for each, in
     /// GlobalList order. Empty for header-only sessions.
     pub buffer_details: Vec<ExpectedBuffer>,
+    /// Names of the `_WMI_LOGGER_CONTEXT` fields that hold values a real kernel may show
+    /// mid-update or after limits changed (variation mode): "NumberOfBuffers" (MaximumBuffers
+    /// plus 1, or 0xFFFFFFFF; `buffers` is still the real list), "MinimumBuffers" (> MaximumBuffers),
+    /// "EventsLost", "BuffersWritten" (wild values). Empty otherwise.
+    pub odd_fields: Vec<String>,
+    /// `ReferenceTime` as written (where the layout has it).
+    pub reference_time: Option<crate::variation::RefClock>,
 }
 
 /// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
@@ -219,6 +232,16 @@ pub struct ForgedEtw {
     /// Pointers next to the pending ones that a validating reader must reject (unknown-offset
     /// route only).
     pub pending_decoys: Vec<ExpectedPendingDecoy>,
+    // ---- variation mode (empty / None otherwise) ----
+    /// Every context switch the forge wrote (pending blocks, 0x0525 batches and 0x0524 events
+    /// in buffers), with its true time under [`ForgedEtw::clock_model`].
+    pub switches: Vec<crate::variation::ExpectedSwitch>,
+    /// The dump's clock model (boot, SystemTime, QPC frequency, CPU MHz, EtwCPUSpeedInMHz).
+    pub clock_model: Option<crate::variation::ClockModel>,
+    /// Where the per-CPU KPRCB.EtwSupport blocks and the pointer groups inside them are.
+    pub etw_support: Option<crate::variation::ExpectedEtwSupport>,
+    /// The variation seed.
+    pub seed: Option<u64>,
 }
 
 /// One pending compact context-switch block (etw-internals.md §4.1-§4.3): a 0x400-byte
@@ -243,6 +266,13 @@ pub struct ExpectedPending {
     pub batch: Option<crate::ccswap::Batch>,
     /// The build's MaximumWaitReason (39 on 14393, 40 on 17763-20348).
     pub max_wait_reason: u8,
+    /// The clock slot (0..=3) the block really belongs to (also where `clock` is None).
+    pub true_clock: u32,
+    /// `pointer_va` is at an offset etw-internals.md §4.1 documents for this build.
+    pub documented_offset: bool,
+    /// Offset of the 4-pointer group (clock 0's pointer) inside the EtwSupport block:
+    /// `pointer_va = EtwSupport + group_offset + ptr_size * true_clock`.
+    pub group_offset: u64,
 }
 
 /// A pointer in the EtwSupport block next to the pending ones that does not lead to a valid
@@ -479,6 +509,7 @@ impl EtwSpec {
             slots,
             buffers: BTreeMap::new(),
             pending_ccswap: false,
+            variation: None,
         }
     }
 }
@@ -624,10 +655,13 @@ pub(crate) struct EtwBuild {
     pub probes: Vec<(String, u64, usize)>,
     /// Bytes to write into the (otherwise zero) KPRCB pages: (va, bytes).
     pub kprcb_writes: Vec<(u64, Vec<u8>)>,
+    /// Image pages (RVA, page aligned) to map with a valid PTE but leave out of the dump
+    /// (variation mode: EtwCPUSpeedInMHz "not in the dump").
+    pub unstored_image_pages: Vec<u32>,
 }
 
 /// Bump allocator over the contiguous ETW pool area (content kept in one buffer).
-struct Pool {
+pub(crate) struct Pool {
     x64: bool,
     base: u64,
     buf: Vec<u8>,
@@ -636,7 +670,7 @@ struct Pool {
 }
 
 impl Pool {
-    fn header_size(&self) -> usize {
+    pub(crate) fn header_size(&self) -> usize {
         if self.x64 {
             0x10
         } else {
@@ -646,7 +680,7 @@ impl Pool {
 
     /// A small-pool allocation (POOL_HEADER before it) or, above ~4 KiB, a page-aligned
     /// big-pool allocation (no header). Returns the VA of the data.
-    fn alloc(&mut self, size: usize, tag: &[u8; 4]) -> u64 {
+    pub(crate) fn alloc(&mut self, size: usize, tag: &[u8; 4]) -> u64 {
         let hdr = self.header_size();
         let start = if size + hdr > 0xFF0 {
             align_up(self.cursor as u64, PAGE_SIZE) as usize
@@ -681,7 +715,7 @@ impl Pool {
         self.base + data as u64
     }
 
-    fn slice_mut(&mut self, va: u64, len: usize) -> &mut [u8] {
+    pub(crate) fn slice_mut(&mut self, va: u64, len: usize) -> &mut [u8] {
         let off = (va - self.base) as usize;
         &mut self.buf[off..off + len]
     }
@@ -783,7 +817,7 @@ pub(crate) fn route_of(t: &TypesH, fx: &crate::fixture::Fixture) -> Result<EtwRo
 }
 
 /// Write `data` at `rva + off` of the fixture variable `name`, inside its storage.
-fn write_var(
+pub(crate) fn write_var(
     img: &mut KernelImage,
     fx: &crate::fixture::Fixture,
     name: &str,
@@ -829,6 +863,13 @@ pub(crate) fn build(
         fx.name
     );
     let route = route_of(&t, fx).unwrap_or_else(|e| panic!("{e}"));
+    // Variation mode: draw the parts that need the config (CPUs, route); see variation.rs.
+    let materialized = spec
+        .variation
+        .as_ref()
+        .map(|_| crate::variation::materialize(cfg, spec, route, &t));
+    let spec = materialized.as_ref().map_or(spec, |m| &m.spec);
+    let var = spec.variation.as_deref();
     let lay = Layouts { t: &t, ptr };
     let plan = EtwVaPlan::new(x64);
     let mut pool = Pool {
@@ -904,6 +945,8 @@ pub(crate) fn build(
     let mut layout_cache: LayoutCache = HashMap::new();
     let mut per_cpu: Vec<(u32, u32, u64)> = Vec::new();
     let mut kprcb_writes: Vec<(u64, Vec<u8>)> = Vec::new();
+    // Slot -> buffer VAs (GlobalList order), for the variation's switch locations.
+    let mut session_bufs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
 
     for (&slot, content) in &spec.slots {
         let (value, exp) = match content {
@@ -948,22 +991,28 @@ pub(crate) fn build(
                     why: format!("context at {:#x} is not mapped (zero PTE)", plan.unmapped),
                 },
             ),
-            SlotSpec::Session(s) | SlotSpec::WrongId { session: s, .. } => {
+            SlotSpec::Session(s)
+            | SlotSpec::WrongId { session: s, .. }
+            | SlotSpec::FreeTagged(s) => {
                 let logger_id = match content {
                     SlotSpec::WrongId { logger_id, .. } => *logger_id,
                     _ => slot,
                 };
+                let sv = var.and_then(|v| v.sessions.get(&slot));
+                let odd = sv.is_some_and(|x| !x.odd_fields.is_empty());
                 assert!(
                     s.start_time < cfg.system_time,
                     "session {}: StartTime after the dump's SystemTime",
                     s.name
                 );
                 assert!(
-                    s.number_of_buffers <= s.maximum_buffers
+                    odd || s.number_of_buffers <= s.maximum_buffers
                         && s.minimum_buffers <= s.maximum_buffers,
                     "session {}: buffer counts",
                     s.name
                 );
+                // Buffers really linked on GlobalList (NumberOfBuffers may be an odd value).
+                let n = sv.map_or(s.number_of_buffers, |x| x.linked_buffers) as usize;
                 assert!(
                     s.buffer_size as usize > buf_size,
                     "session {}: BufferSize",
@@ -977,10 +1026,7 @@ pub(crate) fn build(
                     fx.name
                 );
                 if s.global_list == GlobalListSpec::Cyclic {
-                    assert!(
-                        s.number_of_buffers >= 2,
-                        "a cyclic GlobalList needs 2 buffers"
-                    );
+                    assert!(n >= 2, "a cyclic GlobalList needs 2 buffers");
                 }
                 let ctx = pool.alloc(ctx_size, b"EtwL");
                 assert_eq!(ctx % align, 0);
@@ -1017,7 +1063,6 @@ pub(crate) fn build(
                     SlotSpec::Session(_) => spec.buffers.get(&slot),
                     _ => None,
                 };
-                let n = s.number_of_buffers as usize;
                 let bufs: Vec<u64> = match plan {
                     None => (0..n).map(|_| pool.alloc(buf_size, b"EtwB")).collect(),
                     Some(p) => {
@@ -1027,7 +1072,10 @@ pub(crate) fn build(
                             "session {}: number_of_buffers != buffers planned",
                             s.name
                         );
-                        assert!(x64, "buffers with data: x64 fixtures only");
+                        assert!(
+                            x64 || var.is_some(),
+                            "buffers with data: x64 fixtures only (x86: variation mode)"
+                        );
                         p.iter().map(|_| barea.alloc(s.buffer_size)).collect()
                     }
                 };
@@ -1121,15 +1169,27 @@ pub(crate) fn build(
                 let st = lay.off(CTX, "StartTime") as usize;
                 assert_eq!(t.field_size(CTX, "StartTime"), Some(8));
                 put_u64(&mut c, st, s.start_time);
+                let mut reference_time = None;
                 if t.has_field(CTX, "ReferenceTime") {
                     let rt = lay.off(CTX, "ReferenceTime") as usize;
                     let r = "_ETW_REF_CLOCK";
-                    put_u64(&mut c, rt + lay.off(r, "StartTime") as usize, s.start_time);
-                    // A QPC value at 10 MHz since boot.
-                    let perf = s
-                        .start_time
-                        .saturating_sub(cfg.system_time - cfg.system_up_time);
-                    put_u64(&mut c, rt + lay.off(r, "StartPerfClock") as usize, perf);
+                    let rc = match sv {
+                        Some(x) => x.reference_time.clone(),
+                        // A QPC value at 10 MHz since boot.
+                        None => crate::variation::RefClock {
+                            start_time: s.start_time,
+                            start_perf_clock: s
+                                .start_time
+                                .saturating_sub(cfg.system_time - cfg.system_up_time),
+                        },
+                    };
+                    put_u64(&mut c, rt + lay.off(r, "StartTime") as usize, rc.start_time);
+                    put_u64(
+                        &mut c,
+                        rt + lay.off(r, "StartPerfClock") as usize,
+                        rc.start_perf_clock,
+                    );
+                    reference_time = Some(rc);
                 }
                 if let Some(silo) = silo_va {
                     lay.put_opt(&mut c, CTX, "SiloState", silo);
@@ -1187,11 +1247,13 @@ pub(crate) fn build(
                         name16.len(),
                     ));
                 }
+                session_bufs.insert(slot, bufs.clone());
                 let exp = match content {
                     SlotSpec::WrongId { logger_id, .. } => ExpectedSlot::Invalid {
                         va: ctx,
                         why: format!("LoggerId {logger_id:#x} != slot {slot} (a stale context)"),
                     },
+                    SlotSpec::FreeTagged(_) => ExpectedSlot::Free { value: ctx | 1 },
                     _ => ExpectedSlot::Session(Box::new(ExpectedSession {
                         logger_id,
                         name: (!s.name_unreadable).then(|| s.name.clone()),
@@ -1216,9 +1278,15 @@ pub(crate) fn build(
                         buffers: bufs.clone(),
                         global_list_cycle_to: cycle_to,
                         buffer_details,
+                        odd_fields: sv.map(|x| x.odd_fields.clone()).unwrap_or_default(),
+                        reference_time,
                     })),
                 };
-                (ctx, exp)
+                let value = match content {
+                    SlotSpec::FreeTagged(_) => ctx | 1,
+                    _ => ctx,
+                };
+                (value, exp)
             }
         };
         slot_values[slot as usize] = value;
@@ -1241,7 +1309,10 @@ pub(crate) fn build(
     let mut processor_blocks = None;
     // KPRCB.EtwSupport targets (1607, per CPU), when the buffers mapped them.
     let mut es_blocks: Vec<u64> = Vec::new();
-    if !per_cpu.is_empty() {
+    // Variation mode: the per-CPU pointers of the non-pointer routes go into the EtwSupport
+    // blocks that variation::place_cpu_state lays out.
+    let var_per_cpu = var.is_some() && route != EtwRoute::Pointer;
+    if !per_cpu.is_empty() && !var_per_cpu {
         match route {
             EtwRoute::Pointer => {
                 // _ETW_SILODRIVERSTATE.ProcessorBlocks -> cpus x 0x40-byte
@@ -1319,6 +1390,30 @@ pub(crate) fn build(
     } else {
         (Vec::new(), Vec::new())
     };
+    // Variation mode: KPRCB.MHz, EtwCPUSpeedInMHz, EtwSupport blocks, pending blocks.
+    let var_out = var.map(|v| {
+        crate::variation::place_cpu_state(
+            &mut crate::variation::CpuCtx {
+                cfg,
+                t: &t,
+                route,
+                prcbs,
+                pool: &mut pool,
+                img,
+                kprcb_writes: &mut kprcb_writes,
+                per_cpu: if var_per_cpu {
+                    per_cpu.clone()
+                } else {
+                    Vec::new()
+                },
+            },
+            v,
+        )
+    });
+    let (pending, pending_decoys) = match &var_out {
+        Some(o) => (o.pending.clone(), o.decoys.clone()),
+        None => (pending, pending_decoys),
+    };
 
     // The silo state and the globals that point to it.
     if let Some(silo) = silo_va {
@@ -1381,6 +1476,13 @@ pub(crate) fn build(
     pages.push(EtwPage::ZeroPte(plan.unmapped & !(PAGE_SIZE - 1)));
     pages.extend(buffer_pages);
 
+    let mut switches = Vec::new();
+    if let Some(m) = &materialized {
+        switches = crate::variation::locate_buffer_switches(m, &session_bufs);
+    }
+    if let Some(o) = &var_out {
+        switches.extend(o.switches.iter().cloned());
+    }
     EtwBuild {
         pages,
         expected: ForgedEtw {
@@ -1393,9 +1495,14 @@ pub(crate) fn build(
             slots: expected,
             pending,
             pending_decoys,
+            switches,
+            clock_model: var_out.as_ref().map(|o| o.clock_model.clone()),
+            etw_support: var_out.as_ref().and_then(|o| o.etw_support.clone()),
+            seed: var.map(|v| v.seed),
         },
         probes,
         kprcb_writes,
+        unstored_image_pages: var_out.map(|o| o.unstored_image_pages).unwrap_or_default(),
     }
 }
 
@@ -1455,6 +1562,25 @@ struct CtxLinks {
 
 impl CtxLinks {
     fn write(&self, lay: &Layouts, c: &mut [u8], ctx: u64) {
+        self.write_queues(lay, c, ctx);
+        if let Some(v) = self.current_buffer {
+            lay.put_ptr_at(c, lay.off(CTX, "CurrentBuffer") as usize, v);
+        }
+        if let Some(v) = self.compression_target {
+            lay.put(c, CTX, "CompressionTarget", v);
+        }
+    }
+
+    /// BufferQueue / OverflowQueue (`_ETW_BUFFER_QUEUE`, 6.2+). 6.1 layouts (NBQHead) have
+    /// none: a session there must not put buffers on queues.
+    fn write_queues(&self, lay: &Layouts, c: &mut [u8], ctx: u64) {
+        if !lay.t.has_field(CTX, "BufferQueue") {
+            assert!(
+                self.buffer_queue.is_none() && self.overflow_queue.is_none(),
+                "this layout has no _ETW_BUFFER_QUEUE"
+            );
+            return;
+        }
         let q = "_ETW_BUFFER_QUEUE";
         let tail_off = lay.off(q, "QueueTail");
         let entry_off = lay.off(q, "QueueEntry");
@@ -1466,12 +1592,6 @@ impl CtxLinks {
             let (first, last) = v.unwrap_or((0, ctx + off + entry_off));
             lay.put_ptr_at(c, (off + tail_off) as usize, last);
             lay.put_ptr_at(c, (off + entry_off) as usize, first);
-        }
-        if let Some(v) = self.current_buffer {
-            lay.put_ptr_at(c, lay.off(CTX, "CurrentBuffer") as usize, v);
-        }
-        if let Some(v) = self.compression_target {
-            lay.put(c, CTX, "CompressionTarget", v);
         }
     }
 }
@@ -1610,7 +1730,11 @@ impl BufferPlacement<'_> {
                 h,
                 BUF,
                 "TimeStamp",
-                if flushed { ts0 + 9_999_999 } else { 0 },
+                match b.header_timestamp {
+                    Some(v) => v,
+                    None if flushed => ts0 + 9_999_999,
+                    None => 0,
+                },
             );
             lay.put(h, BUF, "SequenceNumber", b.sequence_number);
             lay.put_ptr_at(h, link, next_link[i]);
@@ -1686,6 +1810,10 @@ pub(crate) fn max_wait_reason(build: u32) -> u8 {
         _ => 41,
     }
 }
+
+/// The CPU speed of the standard dumps' cycle clock (3 GHz), written to every KPRCB.MHz with
+/// pending blocks.
+pub const STANDARD_CPU_MHZ: u32 = 3000;
 
 /// "Now" in the units of session clock `clock` (§7): 1 QPC at 10 MHz since boot, 2 system
 /// time (FILETIME), 3 a 3 GHz cycle counter since boot.
@@ -1817,6 +1945,14 @@ fn place_pending(
     let es_off =
         px.t.offset_of("_KPRCB", "EtwSupport")
             .expect("_KPRCB.EtwSupport");
+    // KPRCB.MHz on every CPU: the speed of the forge's 3 GHz cycle clock (clock_now), which a
+    // real kernel records in every KPRCB (the field the KDBG names with OffsetPrcbMhz).
+    if let Some(mhz_off) = px.t.offset_of("_KPRCB", "MHz") {
+        assert_eq!(px.t.field_size("_KPRCB", "MHz"), Some(4));
+        for &p in px.prcbs {
+            kprcb_writes.push((p + mhz_off, STANDARD_CPU_MHZ.to_le_bytes().to_vec()));
+        }
+    }
     let mwr = max_wait_reason(cfg.build);
     let mut pending = Vec::new();
     let mut decoys = Vec::new();
@@ -1862,6 +1998,9 @@ fn place_pending(
                     start_tick: tick,
                     batch,
                     max_wait_reason: mwr,
+                    true_clock: clock,
+                    documented_offset: true,
+                    group_offset: CCSWAP_1607_OFFSET,
                 });
             }
         }
@@ -1895,6 +2034,9 @@ fn place_pending(
                     start_tick: tick,
                     batch,
                     max_wait_reason: mwr,
+                    true_clock: 1,
+                    documented_offset: false,
+                    group_offset: CCSWAP_SEARCH_OFFSET - 8,
                 });
                 // Decoy 1: a plausible pending block with the wrong pool tag.
                 let (b, tick) = retime(cfg, 1, &known("wait time 0 and 1"), 9_000);

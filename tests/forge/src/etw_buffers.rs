@@ -90,6 +90,12 @@ pub enum RecSpec {
         ext: Vec<(u16, usize)>,
         data: usize,
     },
+    /// A complete record made elsewhere (variation mode: CSwitch events and 0x0525 batches
+    /// with ground truth); `key` is its `records_by_key` key.
+    Raw {
+        key: String,
+        bytes: Vec<u8>,
+    },
 }
 
 pub(crate) fn align8(v: usize) -> usize {
@@ -124,6 +130,7 @@ impl RecSpec {
             RecSpec::EventHeader { ext, data, .. } => {
                 0x50 + ext.iter().map(|&(_, n)| align8(8 + n)).sum::<usize>() + data
             }
+            RecSpec::Raw { bytes, .. } => bytes.len(),
         }
     }
 
@@ -137,6 +144,7 @@ impl RecSpec {
             RecSpec::Instance { .. } => "instance".to_string(),
             RecSpec::Message { .. } => "message".to_string(),
             RecSpec::EventHeader { .. } => "event_header".to_string(),
+            RecSpec::Raw { key, .. } => key.clone(),
         }
     }
 
@@ -144,6 +152,9 @@ impl RecSpec {
     pub(crate) fn encode(&self, ts: u64, rng: &mut Rng) -> Vec<u8> {
         let size = self.size();
         assert!(size <= 0xFFFF, "record size {size:#x}");
+        if let RecSpec::Raw { bytes, .. } = self {
+            return bytes.clone();
+        }
         let mut r = vec![0u8; size];
         rng.fill(&mut r);
         let tid = 0x1000 + (rng.next_u64() % 0x4000) as u32 * 4;
@@ -275,6 +286,7 @@ impl RecSpec {
                     off = end;
                 }
             }
+            RecSpec::Raw { .. } => unreachable!("returned above"),
         }
         r
     }
@@ -368,10 +380,13 @@ pub struct BufferSpec {
     pub queue: Option<QueueKind>,
     /// `_WMI_LOGGER_CONTEXT.CompressionTarget` points here.
     pub compression_target: bool,
+    /// The header's TimeStamp (logger clock units); None: the standard choice (a flushed
+    /// buffer gets a synthetic value, others 0).
+    pub header_timestamp: Option<u64>,
 }
 
 impl BufferSpec {
-    fn new(state: u32, processor: u32, seq: u64, records: Vec<RecSpec>) -> BufferSpec {
+    pub(crate) fn new(state: u32, processor: u32, seq: u64, records: Vec<RecSpec>) -> BufferSpec {
         BufferSpec {
             state,
             buffer_type: BUFFER_TYPE_GENERIC,
@@ -393,6 +408,7 @@ impl BufferSpec {
             next_buffer: None,
             queue: None,
             compression_target: false,
+            header_timestamp: None,
         }
     }
 }

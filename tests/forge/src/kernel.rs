@@ -312,8 +312,20 @@ pub(crate) fn kuser_shared_data(cfg: &Config, physical_pages: u64) -> Vec<u8> {
     put_u32(&mut k, 0x26C, 10); // NtMajorVersion
     put_u32(&mut k, 0x270, 0); // NtMinorVersion
     put_u32(&mut k, 0x2E8, physical_pages as u32); // NumberOfPhysicalPages
-    put_u64(&mut k, 0x300, 10_000_000); // QpcFrequency
-                                        // TickCount (KSYSTEM_TIME at 0x320), in 15.625 ms ticks.
+    match crate::variation::of(cfg) {
+        None => put_u64(&mut k, 0x300, 10_000_000), // QpcFrequency
+        Some(v) => {
+            // Variation mode: the drawn QpcFrequency where the build's layout has the field
+            // (types.h), nothing otherwise.
+            let fx = cfg.fixture.as_ref().expect("variation needs a fixture");
+            let t = crate::types_h::TypesH::load(&fx.dir)
+                .unwrap_or_else(|e| panic!("fixture {}: {e}", fx.name));
+            if let Some(off) = t.offset_of("_KUSER_SHARED_DATA", "QpcFrequency") {
+                put_u64(&mut k, off as usize, v.clock.qpc_frequency);
+            }
+        }
+    }
+    // TickCount (KSYSTEM_TIME at 0x320), in 15.625 ms ticks.
     put_ksystem_time(&mut k, 0x320, cfg.system_up_time / 156_250);
     put_u32(&mut k, 0x3C0, cfg.cpus); // ActiveProcessorCount
     k

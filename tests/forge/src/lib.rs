@@ -52,6 +52,7 @@ mod processes;
 mod triage;
 mod types_h;
 mod util;
+pub mod variation;
 
 use std::path::Path;
 
@@ -81,6 +82,10 @@ pub use triage::{
     ForgedTriage, NameConvention, TriageSpec, EVENTLOG_SYSTEM_MODE, QPC_SESSION_MODE,
 };
 pub use util::{guid_from_str, guid_to_string, pdb_symbol_key};
+pub use variation::{
+    ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
+    Variation,
+};
 
 /// A loaded module as listed by PsLoadedModuleList.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,3 +254,5 @@ mod tests_etw_pending;
 mod tests_processes;
 #[cfg(test)]
 mod tests_triage;
+#[cfg(test)]
+mod tests_variation;

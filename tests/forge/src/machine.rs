@@ -143,7 +143,10 @@ pub(crate) fn build(cfg: &Config) -> Forged {
             PageProt::ReadWrite => Leaf::KernelData,
             PageProt::ReadOnly => Leaf::KernelReadOnly,
         };
-        let pfn = if rva == debug_page && cfg.omit_debug_directory_page {
+        let etw_unstored = etw_build
+            .as_ref()
+            .is_some_and(|e| e.unstored_image_pages.contains(&rva));
+        let pfn = if (rva == debug_page && cfg.omit_debug_directory_page) || etw_unstored {
             pm.alloc_unstored()
         } else {
             let pfn = pm.alloc();
@@ -413,7 +416,11 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         symbols,
         kprcbs: prcbs,
         kprcb_size,
-        etw: etw_build.map(|eb| eb.expected),
+        etw: etw_build.map(|eb| {
+            let mut e = eb.expected;
+            crate::variation::fill_current_threads(&mut e, &current_threads);
+            e
+        }),
         processes: proc_build.map(|p| p.expected).unwrap_or_default(),
         current_threads,
         file,
