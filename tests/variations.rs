@@ -444,3 +444,68 @@ fn no_symbols_on_varied_memory_equals_the_pdb() {
         }
     }
 }
+
+/// `extract` writes the CPU speed and the QPC frequency it found into every ETL header
+/// (TRACE_LOGFILE_HEADER after the 0x48-byte buffer header and the 0x20-byte event header:
+/// CpuSpeedInMHz at +0x34, PerfFreq at +0xF8/+0xF0 + 8; etw-internals.md §6.1), whatever
+/// source they came from: KPRCB.MHz when EtwCPUSpeedInMHz is absent (every fixture), the
+/// QPC frequency from KUSER_SHARED_DATA or two sessions' ReferenceTimes.
+#[test]
+fn etl_headers_carry_the_clock_rates() {
+    let mut cycle_files = 0;
+    for &name in FIXTURES {
+        for seed in 0..seeds().min(5) {
+            let w = format!("{name} seed {seed}");
+            let f = forge(&Config::from_fixture(&fixture(name)).with_variation(seed));
+            let m = f.etw.as_ref().unwrap().clock_model.clone().unwrap();
+            let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+            let opts = SymbolOptions {
+                pdb: Some(pdb_of(name)),
+                ..SymbolOptions::default()
+            };
+            let ctx = KernelContext::open(&d, &opts).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let man =
+                etwdump::report::extract::extract(&ctx, "d.dmp", dir.path(), None, false).unwrap();
+            let x64 = name.starts_with("x64");
+            let list = list_sessions(&ctx);
+            for s in &man.sessions {
+                let b = std::fs::read(dir.path().join(&s.file)).unwrap();
+                let tlh = 0x48 + 0x20;
+                let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+                let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+                assert_eq!(
+                    u32_at(tlh + 0x34),
+                    m.mhz,
+                    "{w}: logger {}: CpuSpeedInMHz",
+                    s.logger_id
+                );
+                let perf = u64_at(tlh + if x64 { 0xF8 } else { 0xF0 } + 8);
+                if rate_knowable(&f, 1) {
+                    assert_eq!(
+                        perf, m.qpc_frequency,
+                        "{w}: logger {}: PerfFreq",
+                        s.logger_id
+                    );
+                }
+                let clock = list
+                    .sessions
+                    .iter()
+                    .find(|x| x.logger_id == s.logger_id)
+                    .and_then(|x| x.clock_type);
+                if clock == Some(3) {
+                    cycle_files += 1;
+                    assert!(
+                        s.header_sources["cpu_speed_mhz"].contains("KPRCB.MHz"),
+                        "{w}: {:?}",
+                        s.header_sources
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        cycle_files > 10,
+        "{cycle_files} cycle-clock ETL files checked"
+    );
+}

@@ -945,6 +945,17 @@ pub(crate) fn build(
     let mut layout_cache: LayoutCache = HashMap::new();
     let mut per_cpu: Vec<(u32, u32, u64)> = Vec::new();
     let mut kprcb_writes: Vec<(u64, Vec<u8>)> = Vec::new();
+    // KPRCB.MHz on every CPU (every real KPRCB has it; the field the KDBG names with
+    // OffsetPrcbMhz): the speed of the standard dumps' 3 GHz cycle clock (clock_now). The
+    // variation draws its own speed.
+    if var.is_none() && fx.kprcb_size.is_some() {
+        if let Some(mhz_off) = t.offset_of("_KPRCB", "MHz") {
+            assert_eq!(t.field_size("_KPRCB", "MHz"), Some(4));
+            for &p in prcbs {
+                kprcb_writes.push((p + mhz_off, STANDARD_CPU_MHZ.to_le_bytes().to_vec()));
+            }
+        }
+    }
     // Slot -> buffer VAs (GlobalList order), for the variation's switch locations.
     let mut session_bufs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
 
@@ -1097,6 +1108,7 @@ pub(crate) fn build(
                         buffer_size: s.buffer_size,
                         logger_id,
                         ctx,
+                        timeline: Timeline::new(cfg, s.clock_type, p),
                     };
                     let (details, l) = placed.place(&mut buffer_pages, &mut layout_cache);
                     buffer_details = details;
@@ -1606,6 +1618,40 @@ struct BufferPlacement<'a> {
     buffer_size: u32,
     logger_id: u32,
     ctx: u64,
+    timeline: Timeline,
+}
+
+/// Where a session's record timestamps lie, in its clock's units (§7; clock 0 counted as QPC):
+/// from 10% of the uptime after boot to 1% of it before the dump, so every record is between
+/// boot and the dump's SystemTime whatever its clock. Buffer `seq` starts at
+/// `base + seq * 7919`; records step by 1..=`step_max`.
+#[derive(Clone, Copy, Debug)]
+struct Timeline {
+    base: u64,
+    step_max: u64,
+    end: u64,
+}
+
+impl Timeline {
+    fn new(cfg: &Config, clock: u32, plan: &[BufferSpec]) -> Timeline {
+        let clock = if clock == 0 { 1 } else { clock };
+        let now = clock_now(cfg, clock);
+        let span = clock_now(cfg, clock) - clock_boot(cfg, clock);
+        let base = now - span + span / 10;
+        let end = now - span / 100;
+        let max_seq = plan.iter().map(|b| b.sequence_number).max().unwrap_or(0);
+        let max_records = plan
+            .iter()
+            .map(|b| b.records.len() as u64 + 2)
+            .max()
+            .unwrap_or(1);
+        let room = (end - base).saturating_sub(max_seq * 7_919 + 10_000_000.min(span / 10));
+        Timeline {
+            base,
+            step_max: (room / max_records.max(1)).clamp(1, 5000),
+            end,
+        }
+    }
 }
 
 impl BufferPlacement<'_> {
@@ -1700,16 +1746,27 @@ impl BufferPlacement<'_> {
                 format!("{:?}{:?}{}", b.tail, b.offsets, b.fill_ff),
             );
             let seed = 0x00B0_FFE2 ^ (u64::from(self.logger_id) << 32) ^ (i as u64);
-            let ts0 = 30_000_000 + b.sequence_number * 7_919;
+            let tl = self.timeline;
+            let ts0 = tl.base + b.sequence_number * 7_919;
             let lo = if b.records.len() > 500 {
                 cache
                     .entry(key)
                     .or_insert_with(|| {
-                        std::rc::Rc::new(lay_out(b, self.buffer_size, ts0, &mut Rng::new(seed)))
+                        std::rc::Rc::new(lay_out(
+                            b,
+                            self.buffer_size,
+                            (ts0, tl.step_max),
+                            &mut Rng::new(seed),
+                        ))
                     })
                     .clone()
             } else {
-                std::rc::Rc::new(lay_out(b, self.buffer_size, ts0, &mut Rng::new(seed)))
+                std::rc::Rc::new(lay_out(
+                    b,
+                    self.buffer_size,
+                    (ts0, tl.step_max),
+                    &mut Rng::new(seed),
+                ))
             };
             let mut bytes = lo.bytes.clone();
             let h = &mut bytes[..crate::etw_buffers::WMI_BUFFER_HEADER_SIZE];
@@ -1732,7 +1789,7 @@ impl BufferPlacement<'_> {
                 "TimeStamp",
                 match b.header_timestamp {
                     Some(v) => v,
-                    None if flushed => ts0 + 9_999_999,
+                    None if flushed => (ts0 + 9_999_999).min(tl.end),
                     None => 0,
                 },
             );
@@ -1811,8 +1868,7 @@ pub(crate) fn max_wait_reason(build: u32) -> u8 {
     }
 }
 
-/// The CPU speed of the standard dumps' cycle clock (3 GHz), written to every KPRCB.MHz with
-/// pending blocks.
+/// The CPU speed of the standard dumps' cycle clock (3 GHz), written to every KPRCB.MHz.
 pub const STANDARD_CPU_MHZ: u32 = 3000;
 
 /// "Now" in the units of session clock `clock` (§7): 1 QPC at 10 MHz since boot, 2 system
@@ -1823,6 +1879,15 @@ fn clock_now(cfg: &Config, clock: u32) -> u64 {
         2 => cfg.system_time,
         3 => cfg.system_up_time * 300,
         _ => panic!("clock type {clock}"),
+    }
+}
+
+/// The value of session clock `clock` at boot (0 for the counters, the boot FILETIME for
+/// system time).
+fn clock_boot(cfg: &Config, clock: u32) -> u64 {
+    match clock {
+        2 => cfg.system_time - cfg.system_up_time,
+        _ => 0,
     }
 }
 
@@ -1945,14 +2010,6 @@ fn place_pending(
     let es_off =
         px.t.offset_of("_KPRCB", "EtwSupport")
             .expect("_KPRCB.EtwSupport");
-    // KPRCB.MHz on every CPU: the speed of the forge's 3 GHz cycle clock (clock_now), which a
-    // real kernel records in every KPRCB (the field the KDBG names with OffsetPrcbMhz).
-    if let Some(mhz_off) = px.t.offset_of("_KPRCB", "MHz") {
-        assert_eq!(px.t.field_size("_KPRCB", "MHz"), Some(4));
-        for &p in px.prcbs {
-            kprcb_writes.push((p + mhz_off, STANDARD_CPU_MHZ.to_le_bytes().to_vec()));
-        }
-    }
     let mwr = max_wait_reason(cfg.build);
     let mut pending = Vec::new();
     let mut decoys = Vec::new();

@@ -222,6 +222,17 @@ impl RecSpec {
                     put_u32(&mut r, d + 0x10, (rng.next_u64() % 300) as u32);
                     put_u32(&mut r, d + 0x14, 0x10_0000);
                 }
+                if *hook == HOOK_COMPCS && size >= 0x10 + 0x58 {
+                    // A compact batch whose times are the record's: PERFINFO_CCSWAP_BUFFER
+                    // FirstTimeStamp = ts, then zero bytes (idle-short packets with delta 0, so
+                    // every switch is at ts) instead of random packets, whose deltas would put
+                    // switch times anywhere (etw-internals.md §4.2-§4.3).
+                    let d = 0x10;
+                    put_u64(&mut r, d, ts);
+                    for b in &mut r[d + 0x58..] {
+                        *b = 0;
+                    }
+                }
             }
             RecSpec::Full { x64, .. } | RecSpec::Instance { x64, .. } => {
                 let inst = matches!(self, RecSpec::Instance { .. });
@@ -464,7 +475,14 @@ pub(crate) struct LaidOut {
 }
 
 /// Lay out `spec`'s records in a `buffer_size` buffer.
-pub(crate) fn lay_out(spec: &BufferSpec, buffer_size: u32, ts0: u64, rng: &mut Rng) -> LaidOut {
+/// Record timestamps start at `ts.0` and step by 1..=`ts.1`.
+pub(crate) fn lay_out(
+    spec: &BufferSpec,
+    buffer_size: u32,
+    ts: (u64, u64),
+    rng: &mut Rng,
+) -> LaidOut {
+    let (ts0, step_max) = ts;
     let bsize = buffer_size as usize;
     let mut bytes = vec![0u8; bsize];
     let mut off = WMI_BUFFER_HEADER_SIZE;
@@ -480,7 +498,7 @@ pub(crate) fn lay_out(spec: &BufferSpec, buffer_size: u32, ts0: u64, rng: &mut R
     }
     for r in &spec.records {
         let e = r.encode(ts, rng);
-        ts += 1 + rng.next_u64() % 5000;
+        ts += 1 + rng.next_u64() % step_max.max(1);
         assert!(
             off + align8(e.len()) <= bsize,
             "records overflow a {bsize:#x} buffer"

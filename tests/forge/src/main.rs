@@ -241,6 +241,8 @@ fn etw_json(e: &ForgedEtw) -> Value {
                 json!({
                     "cpu": p.cpu,
                     "clock": p.clock,
+                    "true_clock": p.true_clock,
+                    "documented_offset": p.documented_offset,
                     "block_va": hex_addr(p.block_va),
                     "pointer_va": hex_addr(p.pointer_va),
                     "used_bytes": p.used_bytes,

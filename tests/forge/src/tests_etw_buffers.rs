@@ -365,7 +365,7 @@ fn record_sizes_markers_and_alignment() {
         let mut b = crate::etw_buffers::standard_plan(19041, 0).unwrap()[2].clone();
         b.tail = tail;
         b.offsets = Offsets::Overflowed;
-        let lo = lay_out(&b, 0x20000, 0, &mut Rng::new(2));
+        let lo = lay_out(&b, 0x20000, (0, 5000), &mut Rng::new(2));
         assert_eq!(lo.trimmed, len);
         assert!(lo.current_offset > 0x20000);
         let (n, end, _) = walk_records(&lo.bytes, lo.valid as usize);
@@ -373,7 +373,7 @@ fn record_sizes_markers_and_alignment() {
         assert_eq!(lo.valid as usize - end, len as usize);
     }
     let spec: &BufferSpec = &crate::etw_buffers::standard_plan(19041, 2).unwrap()[2];
-    let lo = lay_out(spec, 0x10000, 0, &mut Rng::new(3));
+    let lo = lay_out(spec, 0x10000, (0, 5000), &mut Rng::new(3));
     assert_eq!((lo.valid, lo.count), (0x48, 0), "a reset free buffer");
 }
 
