@@ -39,7 +39,14 @@ fn file_offset(d: &DumpFile, va: u64) -> usize {
 /// every context switch (cpu, raw timestamp, time, old/new thread), and the extracted files'
 /// buffers (source, address, valid bytes, records).
 type SessionBuffersSeen = (u64, Option<String>, Vec<(u64, Option<u64>)>);
-type SwitchSeen = (Option<u64>, u64, Option<String>, u32, Option<u32>, &'static str);
+type SwitchSeen = (
+    Option<u64>,
+    u64,
+    Option<String>,
+    u32,
+    Option<u32>,
+    &'static str,
+);
 type ExtractedSeen = (u64, Vec<(&'static str, Option<String>, u64, usize)>);
 
 #[derive(Debug, PartialEq)]
