@@ -509,3 +509,28 @@ fn etl_headers_carry_the_clock_rates() {
         "{cycle_files} cycle-clock ETL files checked"
     );
 }
+
+/// The CPU speed without symbols on x86 (whose built-in KPRCB layout has no MHz): KPRCB.MHz at
+/// the KDBG's OffsetPrcbMhz, said so; cycle-clock switches are then timed as with the PDB.
+#[test]
+fn cpu_speed_from_the_kdbg_offset_without_symbols() {
+    let name = "x86-14393";
+    let mut checked = 0;
+    for seed in 0..seeds().min(8) {
+        let f = forge(&Config::from_fixture(&fixture(name)).with_variation(seed));
+        let m = f.etw.as_ref().unwrap().clock_model.clone().unwrap();
+        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(&d, &SymbolOptions::default()).unwrap();
+        let list = list_sessions(&ctx);
+        let facts = etwdump::etw::clock::ClockFacts::gather(&ctx, &list.sessions);
+        let r = facts.cpu_mhz.as_ref().expect("CPU speed");
+        assert_eq!(r.value, u64::from(m.mhz), "seed {seed}: {}", r.source);
+        assert!(
+            r.source.contains("OffsetPrcbMhz"),
+            "seed {seed}: {}",
+            r.source
+        );
+        checked += 1;
+    }
+    assert!(checked > 0);
+}

@@ -23,6 +23,9 @@ mod kdbg {
     pub const CM_NT_CSD_VERSION: usize = 0x268;
     pub const KI_PROCESSOR_BLOCK: usize = 0x218;
     pub const ETWP_DEBUGGER_DATA: usize = 0x330;
+    /// USHORT OffsetPrcbMhz (WDBGEXTS.H KDDEBUGGER_DATA64: SizePrcb 0x2B0,
+    /// OffsetPrcbDpcRoutine 0x2B2, OffsetPrcbCurrentThread 0x2B4, OffsetPrcbMhz 0x2B6).
+    pub const OFFSET_PRCB_MHZ: usize = 0x2B6;
     /// Bytes the forge writes (the 19041 size).
     pub const BLOCK_LEN: usize = 0x380;
 }
@@ -194,6 +197,16 @@ pub(crate) fn write_data_variables(
         );
         if let Some(csd) = sym.cm_nt_csd_version {
             put_u64(&mut k, kdbg::CM_NT_CSD_VERSION, kdbg_ptr(arch, va(csd)));
+        }
+        // Where the KPRCB keeps the CPU speed (as a real kernel fills it), from the fixture's
+        // types.h.
+        if let Some(fx) = cfg.fixture.as_ref() {
+            if let Ok(t) = crate::types_h::TypesH::load(&fx.dir) {
+                if let Some(o) = t.offset_of("_KPRCB", "MHz") {
+                    k[kdbg::OFFSET_PRCB_MHZ..kdbg::OFFSET_PRCB_MHZ + 2]
+                        .copy_from_slice(&(o as u16).to_le_bytes());
+                }
+            }
         }
     } else {
         // An encoded copy looks like noise: no 'KDBG' tag, no recognisable pointers.
