@@ -563,3 +563,62 @@ fn windows_2000_is_unsupported() {
         l.warnings
     );
 }
+
+/// Text from memory never reaches a terminal or a spreadsheet as control codes or formulas: a
+/// logger named "=HYPERLINK(...)" with an ESC sequence and a BEL, and a log file starting with
+/// "@", come out of `sessions --format csv` escaped and neutralised, and out of the table
+/// escaped.
+#[test]
+fn hostile_names_in_csv_and_table() {
+    let mut c = Config::from_fixture(&fixture("x64-19041"));
+    let mut spec = EtwSpec::standard(c.build);
+    let hostile = "=HYPERLINK(\"http://x\")\u{1b}[31m\u{7}";
+    if let Some(etwdump_forge::SlotSpec::Session(s)) = spec.slots.get_mut(&4) {
+        s.name = hostile.to_string();
+        s.log_file = Some("@SUM(A1)\r\nx".to_string());
+    } else {
+        panic!("slot 4 is a session in the standard spec");
+    }
+    c.etw = Some(spec);
+    let f = forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d.dmp");
+    f.write_to(&p).unwrap();
+    let pdb = pdb_of("x64-19041");
+    let run = |fmt: &str| {
+        let out = etwdump(&[
+            "sessions",
+            p.to_str().unwrap(),
+            "--pdb",
+            pdb.to_str().unwrap(),
+            "--format",
+            fmt,
+        ]);
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for fmt in ["csv", "table"] {
+        let text = run(fmt);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{fmt}: raw control character in {text:?}"
+        );
+        assert!(text.contains("\\u{1b}[31m\\u{7}"), "{fmt}: {text}");
+    }
+    let csv = run("csv");
+    let line = csv.lines().find(|l| l.contains("HYPERLINK")).unwrap();
+    assert!(
+        line.contains(",\"'=HYPERLINK(\"\"http://x\"\")\\u{1b}[31m\\u{7}\","),
+        "{line}"
+    );
+    assert!(line.contains(",'@SUM(A1)\\u{d}\\u{a}x,"), "{line}");
+    // JSON keeps the exact text (escaped by JSON itself).
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let s4 = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["logger_id"] == 4)
+        .unwrap();
+    assert_eq!(s4["name"], hostile);
+}

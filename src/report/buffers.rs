@@ -209,13 +209,12 @@ impl BufferReport {
     }
 
     pub fn to_csv(&self) -> String {
-        use super::sessions::csv_field;
         let mut o = String::from("session_id,session_name,address,lists,state,state_name,buffer_type,buffer_flag,processor,sequence_number,buffer_size,valid_bytes,trimmed_bytes,record_count,compressed\n");
         for r in &self.rows {
             let lists: Vec<&str> = r.lists.iter().map(|l| l.name()).collect();
             let fields = [
                 r.session_id.to_string(),
-                csv_field(r.session_name.as_deref().unwrap_or("")),
+                r.session_name.clone().unwrap_or_default(),
                 r.address.clone(),
                 lists.join("|"),
                 r.state.to_string(),
@@ -230,8 +229,7 @@ impl BufferReport {
                 r.record_count.to_string(),
                 r.compressed.to_string(),
             ];
-            o.push_str(&fields.join(","));
-            o.push('\n');
+            o.push_str(&super::csv_line(&fields));
         }
         o
     }

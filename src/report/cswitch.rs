@@ -467,8 +467,7 @@ impl CSwitchReport {
                 n(r.clock.map(|x| x.to_string())),
                 r.time_flag.unwrap_or_default().to_string(),
             ];
-            o.push_str(&f.join(","));
-            o.push('\n');
+            o.push_str(&super::csv_line(&f));
         }
         o
     }

@@ -594,10 +594,9 @@ impl EventsReport {
                 n(r.tid.map(|x| x.to_string())),
                 r.size.to_string(),
                 n(r.routine.clone()),
-                super::sessions::csv_field(&n(r.routine_symbol.clone())),
+                n(r.routine_symbol.clone()),
             ];
-            o.push_str(&f.join(","));
-            o.push('\n');
+            o.push_str(&super::csv_line(&f));
         }
         o
     }

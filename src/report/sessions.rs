@@ -58,15 +58,6 @@ fn num(v: Option<u64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
-/// Quote a CSV field when needed (RFC 4180).
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// Neutralise text from memory before it reaches a terminal: control characters are escaped.
 pub fn printable(s: &str) -> String {
     s.chars()
@@ -138,9 +129,7 @@ pub fn to_csv(list: &SessionList) -> String {
         .map(row)
         .chain(list.rejected.iter().map(rejected_row));
     for r in rows {
-        let r: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
-        o.push_str(&r.join(","));
-        o.push('\n');
+        o.push_str(&super::csv_line(&r));
     }
     o
 }
@@ -233,10 +222,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn csv_quoting_and_printable() {
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_field("plain"), "plain");
+    fn printable_escapes_controls() {
         assert_eq!(printable("a\x1b[31mb"), "a\\u{1b}[31mb");
     }
 }

@@ -11,6 +11,29 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const LANE: f64 = 22.0;
 const TOP: f64 = 40.0;
+/// Ticks on the time axis at most (plus the one at 0).
+const MAX_TICKS: usize = 10;
+
+/// The axis step in ms: the smallest 1-2-5 × 10^k (k ≥ −2) giving at most [`MAX_TICKS`] steps
+/// over `total_ms`, for any span (an hour or ten thousand years).
+fn tick_step(total_ms: f64) -> f64 {
+    if !total_ms.is_finite() || total_ms <= 0.0 {
+        return 1.0;
+    }
+    let mut mag = 0.01;
+    loop {
+        for m in [1.0, 2.0, 5.0] {
+            let step = m * mag;
+            if total_ms / step <= MAX_TICKS as f64 {
+                return step;
+            }
+        }
+        mag *= 10.0;
+        if !mag.is_finite() {
+            return total_ms;
+        }
+    }
+}
 
 fn escape(s: &str) -> String {
     s.chars()
@@ -135,15 +158,13 @@ pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
         WIDTH - RIGHT
     );
     let total_ms = span / 10_000.0;
-    let step = [
-        0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
-        1000.0, 2000.0, 5000.0,
-    ]
-    .into_iter()
-    .find(|s| total_ms / s <= 10.0)
-    .unwrap_or(10_000.0);
-    let mut ms = 0.0;
-    while ms <= total_ms + 1e-9 {
+    let step = tick_step(total_ms);
+    // At most MAX_TICKS + 1 ticks whatever the span (a wild time range cannot blow it up).
+    for i in 0..=MAX_TICKS {
+        let ms = step * i as f64;
+        if ms > total_ms + 1e-9 {
+            break;
+        }
         let t = dump_time.saturating_sub((ms * 10_000.0) as u64);
         let xx = x(t);
         let _ = writeln!(
@@ -157,8 +178,54 @@ pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
                 format!("{ms:.0}")
             }
         );
-        ms += step;
     }
     let _ = writeln!(o, "</svg>");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_step_bounds_the_axis() {
+        assert_eq!(tick_step(0.05), 0.01);
+        assert_eq!(tick_step(95.0), 10.0);
+        assert_eq!(tick_step(1000.0), 100.0);
+        assert_eq!(tick_step(1001.0), 200.0);
+        // 300 years: still at most ten steps.
+        let ms = 300.0 * 365.25 * 86_400_000.0;
+        let step = tick_step(ms);
+        assert!(ms / step <= 10.0 && ms / step > 2.0, "{step}");
+        assert_eq!(tick_step(f64::INFINITY), 1.0);
+    }
+
+    /// A wild span (the dump time centuries after the switches) gives a small chart.
+    #[test]
+    fn wild_span_stays_small() {
+        let row = SwitchRow {
+            cpu: Some(0),
+            timestamp: 1,
+            time: Some("x".into()),
+            filetime: Some(1),
+            time_flag: None,
+            old_tid: 4,
+            old_process: None,
+            new_tid: Some(8),
+            new_process: None,
+            old_priority: None,
+            new_priority: None,
+            old_state: None,
+            old_wait_reason: None,
+            old_wait_mode: None,
+            new_thread_wait_time: None,
+            source: "event",
+            logger_id: None,
+            clock: None,
+            found_by: None,
+        };
+        let svg = render(&[row], u64::MAX / 2);
+        assert!(svg.len() < 10_000, "{}", svg.len());
+        assert!(svg.matches("text-anchor=\"middle\"").count() <= MAX_TICKS + 1);
+    }
 }

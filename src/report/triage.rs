@@ -148,7 +148,7 @@ impl TriageSessions {
         for s in &self.sessions {
             let f = [
                 n(s.logger_id.map(|x| x.to_string())),
-                super::sessions::csv_field(s.name.as_deref().unwrap_or("")),
+                s.name.clone().unwrap_or_default(),
                 s.source.to_string(),
                 n(s.logger_mode.map(|m| format!("{m:#x}"))),
                 n(s.clock_type.map(|c| c.to_string())),
@@ -156,8 +156,7 @@ impl TriageSessions {
                 n(s.start_time.clone()),
                 s.buffers.to_string(),
             ];
-            o.push_str(&f.join(","));
-            o.push('\n');
+            o.push_str(&super::csv_line(&f));
         }
         o
     }
@@ -331,8 +330,7 @@ pub fn buffers_csv(rows: &[TriageBuffer]) -> String {
             r.record_count.to_string(),
             r.duplicate_of.clone().unwrap_or_default(),
         ];
-        o.push_str(&f.join(","));
-        o.push('\n');
+        o.push_str(&super::csv_line(&f));
     }
     o
 }
