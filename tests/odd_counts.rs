@@ -223,3 +223,140 @@ fn no_identity_is_rejected_with_reason() {
     assert_eq!(r.field, Some("SiloState"));
     assert!(r.reason.contains("0xffffa08d00001000"), "{}", r.reason);
 }
+
+/// Output is bounded by what the dump holds (issue 13): loggers whose BufferSize says 64 MiB
+/// but whose buffers are not in the dump get no 64 MiB header file each; `extract` writes at
+/// most MAX_UNBACKED_OUTPUT bytes beyond the buffers it recovered, and says which loggers it
+/// left out and why.
+#[test]
+fn extract_output_is_bounded_by_the_dump() {
+    let name = "x64-19041";
+    let mut c = Config::from_fixture(&fixture(name));
+    c.etw = Some(EtwSpec::standard(c.build));
+    let f = forge(&c);
+    let bytes = f.to_bytes();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+    let bs = ctx
+        .symbols
+        .layout("_WMI_LOGGER_CONTEXT")
+        .unwrap()
+        .field("BufferSize")
+        .unwrap()
+        .offset;
+    let mut patched = bytes.clone();
+    let etw = f.etw.as_ref().unwrap();
+    let ids: Vec<u32> = etw.sessions().map(|s| s.logger_id).collect();
+    for s in etw.sessions() {
+        let off = file_offset(&d, s.context_va + bs);
+        patched[off..off + 4].copy_from_slice(&(64u32 << 20).to_le_bytes());
+    }
+    let d = DumpFile::from_bytes(patched, OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let m = etwdump::report::extract::extract(&ctx, "d.dmp", dir.path(), None, false).unwrap();
+    let total: u64 = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(
+        total <= etwdump::report::extract::MAX_UNBACKED_OUTPUT,
+        "{total} bytes written from a {}-byte dump",
+        bytes.len()
+    );
+    assert!(
+        m.sessions.is_empty(),
+        "{:?}",
+        m.sessions.iter().map(|s| s.logger_id).collect::<Vec<_>>()
+    );
+    for id in ids {
+        assert!(
+            m.warnings.iter().any(|w| w.starts_with(&format!("logger {id}: not written: no recovered buffer backs its 0x4000000-byte header buffer"))),
+            "logger {id}: {:?}",
+            m.warnings
+        );
+    }
+}
+
+/// Counts and bit positions from a symbol file are bounded before they drive anything (issue
+/// 13): an ISF (with the fixture's real GUID, age and RVAs) that gives the silo state's inline
+/// `WmipLoggerContext` 10^9 entries and `LoggerId` a bit-field at bit 200 lists the array with
+/// 64 slots and a warning, and rejects no slot by a panic: every slot's `LoggerId` is reported
+/// as not an integer the layout can hold.
+#[test]
+fn hostile_isf_counts_are_bounded() {
+    let name = "x64-14393";
+    let mut c = Config::from_fixture(&fixture(name));
+    c.etw = Some(EtwSpec::standard(c.build));
+    let f = forge(&c);
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let real = KernelContext::open(&d, &opts(name)).unwrap();
+    let silo = real.symbols.layout("_ETW_SILODRIVERSTATE").unwrap();
+    let wlc = real.symbols.layout("_WMI_LOGGER_CONTEXT").unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture(name).join("symbols.json")).unwrap())
+            .unwrap();
+    let rva = |n: &str| {
+        u64::from_str_radix(
+            meta["symbols"][n]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("0x"),
+            16,
+        )
+        .unwrap()
+    };
+    let guid = meta["pdb"]["guid"].as_str().unwrap().replace('-', "");
+    let isf = serde_json::json!({
+        "metadata": {"format": "6.2.0", "windows": {"pdb": {
+            "GUID": guid, "age": 1, "database": "ntkrnlmp.pdb", "machine_type": 34404}}},
+        "base_types": {
+            "unsigned long": {"kind": "int", "size": 4, "signed": false, "endian": "little"},
+            "pointer": {"kind": "int", "size": 8, "signed": false, "endian": "little"}},
+        "user_types": {
+            "_ETW_SILODRIVERSTATE": {"kind": "struct", "size": silo.size, "fields": {
+                "WmipLoggerContext": {"offset": silo.field("WmipLoggerContext").unwrap().offset,
+                    "type": {"kind": "array", "count": 1_000_000_000u64,
+                             "subtype": {"kind": "pointer", "subtype": {"kind": "base", "name": "unsigned long"}}}}}},
+            "_WMI_LOGGER_CONTEXT": {"kind": "struct", "size": wlc.size, "fields": {
+                "LoggerId": {"offset": 0, "type": {"kind": "bitfield", "bit_position": 200, "bit_length": 8,
+                    "type": {"kind": "base", "name": "unsigned long"}}},
+                "BufferSize": {"offset": wlc.field("BufferSize").unwrap().offset,
+                    "type": {"kind": "base", "name": "unsigned long"}}}}},
+        "enums": {},
+        "symbols": {
+            "EtwpHostSiloState": {"address": rva("EtwpHostSiloState")},
+            "KdDebuggerDataBlock": {"address": rva("KdDebuggerDataBlock")}}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("hostile.json");
+    std::fs::write(&p, serde_json::to_vec(&isf).unwrap()).unwrap();
+    let ctx = KernelContext::open(
+        &d,
+        &SymbolOptions {
+            isf: Some(p),
+            ..SymbolOptions::default()
+        },
+    )
+    .unwrap();
+    let list = list_sessions(&ctx);
+    let a = list.array.as_ref().unwrap();
+    assert_eq!(a.capacity, 64, "{:?}", list.warnings);
+    assert!(
+        list.warnings
+            .iter()
+            .any(|w| w.contains("1000000000 entries, outside 1-1024")),
+        "{:?}",
+        list.warnings
+    );
+    assert!(list.sessions.is_empty());
+    assert!(!list.rejected.is_empty());
+    assert!(
+        list.rejected
+            .iter()
+            .all(|r| r.field == Some("LoggerId")
+                && r.reason.contains("a bit-field inside its integer")),
+        "{:?}",
+        list.rejected
+    );
+}

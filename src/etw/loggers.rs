@@ -282,8 +282,19 @@ fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<Logge
                         Err(e) => warnings.push(e.to_string()),
                     }
                 } else if let Ok(f) = v.field("WmipLoggerContext") {
+                    // The count comes from the symbol file: bounded like MaxLoggers.
                     let capacity = match &f.ty {
-                        crate::symbols::TypeRef::Array { count, .. } => *count,
+                        crate::symbols::TypeRef::Array { count, .. }
+                            if (1..=MAX_CAPACITY).contains(count) =>
+                        {
+                            *count
+                        }
+                        crate::symbols::TypeRef::Array { count, .. } => {
+                            warnings.push(format!(
+                                "the symbols give _ETW_SILODRIVERSTATE.WmipLoggerContext {count} entries, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots"
+                            ));
+                            DEFAULT_CAPACITY
+                        }
                         _ => DEFAULT_CAPACITY,
                     };
                     routes.push(LoggerArray {

@@ -108,6 +108,12 @@ impl<'a, 'd> View<'a, 'd> {
         if !(1..=8).contains(&size) {
             return Err(self.shape(name, f, "an integer of at most 8 bytes"));
         }
+        // A bit-field must lie inside its integer (the values come from a symbol file).
+        if let Some((pos, len)) = bits {
+            if len == 0 || u64::from(pos) + u64::from(len) > size * 8 {
+                return Err(self.shape(name, f, "a bit-field inside its integer"));
+            }
+        }
         let mut b = [0u8; 8];
         self.space
             .read(va, &mut b[..size as usize])

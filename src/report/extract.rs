@@ -119,6 +119,11 @@ pub struct Manifest {
     pub warnings: Vec<String>,
 }
 
+/// Bytes an `extract` may write beyond those of the buffers it recovered (header buffers and
+/// synthetic pending buffers): 16 MiB. Every file is then at most its recovered buffers plus a
+/// share of this, so the output is bounded by what the dump holds.
+pub const MAX_UNBACKED_OUTPUT: u64 = 16 << 20;
+
 /// Clock and machine facts for the file header, with where each came from.
 pub(crate) struct HeaderFacts {
     perf_freq: u64,
@@ -511,6 +516,7 @@ pub fn extract(
         Vec::new()
     };
     let mut sessions = Vec::new();
+    let mut unbacked_allowance = MAX_UNBACKED_OUTPUT;
     for (s, name, path) in plan {
         // Pass 1 (cheap): which buffers go into the file. A buffer is written when it is not
         // compressed, its valid end is plausible and its first record is complete: exactly
@@ -555,13 +561,74 @@ pub fn extract(
             }
         }
         data.sort_by_key(|(b, _)| (b.header.sequence_number, b.address));
+        // An ETL file's buffers are all BufferSize long (§6.1): the session's, or, when that
+        // value is not plausible (an anomaly), the first recovered buffer's own; buffers of
+        // another size cannot go into the same file.
+        let fixed;
+        let s = match s.buffer_size {
+            Some(b) if crate::etw::loggers::plausible_buffer_size(b) => s,
+            _ => match data.first().map(|(b, _)| b.header.buffer_size) {
+                Some(size) => {
+                    warnings.push(format!(
+                        "logger {}: its BufferSize {} is not plausible: the file uses the recovered buffers' {size:#x}",
+                        s.logger_id,
+                        s.buffer_size.map_or("(unreadable)".into(), |b| format!("{b:#x}"))
+                    ));
+                    let mut c = s.clone();
+                    c.buffer_size = Some(size);
+                    fixed = c;
+                    &fixed
+                }
+                None => s,
+            },
+        };
+        data.retain(|(b, _)| {
+            let keep = Some(b.header.buffer_size) == s.buffer_size;
+            if !keep {
+                skipped.push(Skipped {
+                    address: b.address.to_string(),
+                    reason: format!(
+                        "BufferSize {:#x} differs from the file's {:#x}",
+                        b.header.buffer_size,
+                        s.buffer_size.unwrap_or(0)
+                    ),
+                });
+            }
+            keep
+        });
         // Pending batches for this session, as synthetic CTX_SWAP buffers after the others.
         let next_seq = data
             .iter()
             .map(|(b, _)| b.header.sequence_number)
             .max()
             .map_or(1, |m| m.saturating_add(1));
-        let synthetic = pending_buffers(ctx, s, &pending, next_seq, &mut warnings);
+        let mut synthetic = pending_buffers(ctx, s, &pending, next_seq, &mut warnings);
+        // Output bound: bytes not read from the dump (the header buffer and the synthetic
+        // pending buffers, each BufferSize long) may exceed what the session's recovered
+        // buffers occupy only by the extract-wide allowance, so a small dump whose loggers claim
+        // 64 MiB buffers cannot make `extract` write gigabytes.
+        let buffer_size = s.buffer_size.unwrap_or(0x10000).max(1);
+        let backed: u64 = data.iter().map(|(b, _)| b.header.buffer_size).sum();
+        let extra = |n: usize| {
+            buffer_size
+                .saturating_mul(n as u64 + 1)
+                .saturating_sub(backed)
+        };
+        while !synthetic.is_empty() && extra(synthetic.len()) > unbacked_allowance {
+            synthetic.pop();
+            warnings.push(format!(
+                "logger {}: a pending batch is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({} bytes not backed by the dump left)",
+                s.logger_id, unbacked_allowance
+            ));
+        }
+        if extra(synthetic.len()) > unbacked_allowance {
+            warnings.push(format!(
+                "logger {}: not written: no recovered buffer backs its {buffer_size:#x}-byte header buffer and only {unbacked_allowance} bytes may be written that the dump does not hold",
+                s.logger_id
+            ));
+            continue;
+        }
+        unbacked_allowance -= extra(synthetic.len());
         let header = header_buffer(ctx, s, &facts, (data.len() + synthetic.len()) as u32 + 1);
         let header_end = header.u32_le(4);
         let header_records = crate::decode::records::walk(&header, header_end).count;
