@@ -9,7 +9,16 @@ cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
-cargo test --workspace
+# --nocapture so that the tests' own SKIP lines (reference data in ../shared absent) reach the
+# log; they are repeated with a count at the end.
+log=$(mktemp)
+cargo test --workspace -- --nocapture 2>&1 | tee "$log"
+skips=$(grep -E '^(SKIP|SKIPPED)' "$log" | sort -u || true)
+if [ -n "$skips" ]; then
+  echo "== skipped test parts ($(printf '%s\n' "$skips" | wc -l)):"
+  printf '%s\n' "$skips"
+fi
+rm -f "$log"
 echo "== interop (kdmp-parser from PyPI, independent x86 walker)"
 cargo build --quiet
 FORGE_TARGET_DIR="$PWD/target" ETWDUMP="$PWD/target/debug/etwdump" bash tests/interop/run.sh --require-etwdump --require-etwdump-symbols --require-etwdump-sessions --require-etwdump-buffers
