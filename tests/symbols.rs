@@ -757,3 +757,49 @@ fn fixture_pdb_enum_constants() {
     // Not in the fixture's types.h, so not in its PDB.
     assert_eq!(s.enum_value("_KWAIT_REASON", "MaximumWaitReason"), None);
 }
+
+/// Damaged PDBs never take the tool down (issue 13): one random dword of the fixture PDB's type
+/// records (or of its headers) overwritten with random or extreme values, 400 times; every load
+/// ends in layouts or in a "not a readable PDB" error naming the file — never a panic (the
+/// `pdb` crate's own panics are contained) or an abort (sizes it would trust are checked).
+#[test]
+fn damaged_pdbs_never_panic() {
+    let src = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041/ntkrnlmp.pdb"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("damaged.pdb");
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut ok, mut refused) = (0, 0);
+    for _ in 0..400 {
+        let mut b = src.clone();
+        for _ in 0..1 + next() % 3 {
+            let off = (next() as usize % (b.len() / 4)) * 4;
+            let v: u32 = match next() % 4 {
+                0 => u32::MAX,
+                1 => 0,
+                2 => 0x8000_0000,
+                _ => next() as u32,
+            };
+            b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        std::fs::write(&p, &b).unwrap();
+        match etwdump::symbols::Symbols::from_pdb(&p, etwdump::symbols::WANTED_TYPES) {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                let m = e.to_string();
+                assert!(m.contains("damaged.pdb"), "{m}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(ok + refused, 400);
+    println!("damaged PDBs: {ok} loaded, {refused} refused");
+}

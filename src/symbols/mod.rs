@@ -5,6 +5,7 @@ pub mod builtin;
 mod identity;
 pub mod isf;
 pub mod layout;
+mod msf;
 pub mod pdb;
 pub mod store;
 

@@ -38,11 +38,56 @@ fn bad(path: &Path, e: impl std::fmt::Display) -> SymbolError {
 }
 
 /// Read `wanted` structures (and what they embed) and all global symbols from a PDB.
+///
+/// The `pdb` crate trusts the sizes in the file and can panic on a damaged type record, so the
+/// container is checked first ([`super::msf::check`]) and a panic inside the crate is contained
+/// here and reported as a bad PDB naming the file (its message is not printed).
 pub fn load(path: &Path, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
-    let file = File::open(path).map_err(|e| SymbolError::Io {
+    let io = |e| SymbolError::Io {
         path: path.to_path_buf(),
         source: e,
-    })?;
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    super::msf::check(&mut file, len).map_err(|why| bad(path, why))?;
+    match contained(|| load_checked(path, file, wanted)) {
+        Ok(r) => r,
+        Err(msg) => Err(bad(
+            path,
+            format!("the pdb crate failed on this file ({msg}); the PDB is damaged"),
+        )),
+    }
+}
+
+thread_local! {
+    static CONTAINING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, turning a panic into Err(its message). While `f` runs on this thread the panic is
+/// not printed (a process-wide hook, installed once, skips threads inside `contained` and
+/// calls the previous hook for every other panic).
+fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CONTAINING.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    CONTAINING.with(|c| c.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CONTAINING.with(|c| c.set(false));
+    r.map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into())
+    })
+}
+
+fn load_checked(path: &Path, file: File, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
     let mut pdb = pdb::PDB::open(file).map_err(|e| bad(path, e))?;
     let info = pdb.pdb_information().map_err(|e| bad(path, e))?;
     let dbi = pdb.debug_information().map_err(|e| bad(path, e))?;
