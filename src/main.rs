@@ -25,8 +25,12 @@ struct Cli {
 struct DumpArgs {
     /// The crash dump (MEMORY.DMP, a kernel minidump, ...)
     dump: PathBuf,
-    /// Read a dump whose page data is cut short; missing pages read as absent
+    /// Refuse a dump whose page data is cut short (by default it is read, as WinDbg does,
+    /// with one warning, and pages past the end of the file are "not in the dump")
     #[arg(long)]
+    strict: bool,
+    /// Accepted for compatibility: truncated dumps are read by default now
+    #[arg(long, hide = true)]
     allow_truncated: bool,
 }
 
@@ -206,9 +210,18 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 
 fn open(a: &DumpArgs) -> anyhow::Result<DumpFile> {
     let opts = OpenOptions {
-        allow_truncated: a.allow_truncated,
+        allow_truncated: !a.strict || a.allow_truncated,
     };
-    DumpFile::open(&a.dump, opts).map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))
+    let d =
+        DumpFile::open(&a.dump, opts).map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
+    // One prominent line per command, whatever it reads afterwards.
+    if let Some(t) = d.truncation() {
+        warn(&format!(
+            "TRUNCATED DUMP ({}): {t}; whatever lies past the end is reported as not in the dump (--strict refuses such dumps)",
+            display(&a.dump)
+        ));
+    }
+    Ok(d)
 }
 
 fn display(p: &Path) -> String {
@@ -403,6 +416,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let bytes =
                 std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: {e}", display(&file)))?;
             let f = etwdump::decode::etl::read(&bytes);
+            if let Some(why) = etwdump::decode::etl::not_an_etl(&bytes, &f) {
+                anyhow::bail!("{}: not an ETL file: {why}", display(&file));
+            }
             match format {
                 Format::Json => writeln!(
                     out,
@@ -453,6 +469,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(p) => {
                     let d = open(&DumpArgs {
                         dump: p,
+                        strict: false,
                         allow_truncated: false,
                     })?;
                     let ctx = KernelContext::open(&d, &symbols.options())?;

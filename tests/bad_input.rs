@@ -10,10 +10,16 @@ use etwdump_forge::{forge, BitmapSig, Config, Expect, Layout};
 
 /// Write `bytes` to a temp file, run `etwdump info` on it and check the failure shape.
 fn cli_fails(bytes: &[u8], phrase: &str) {
+    cli_fails_with(bytes, phrase, &[]);
+}
+
+fn cli_fails_with(bytes: &[u8], phrase: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.dmp");
     std::fs::write(&p, bytes).unwrap();
-    let out = etwdump(&["info", p.to_str().unwrap()]);
+    let mut args = vec!["info", p.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = etwdump(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
     assert!(
@@ -96,7 +102,12 @@ fn truncated_body_full() {
     let mut b = f.to_bytes();
     let cut = b.len() - 0x3000;
     b.truncate(cut);
-    cli_fails(&b, &format!("but the file has only {cut:#x} bytes"));
+    cli_fails_with(
+        &b,
+        &format!("but the file has only {cut:#x} bytes"),
+        &["--strict"],
+    );
+    cli_reads_truncated(&b, &format!("the file has only {cut:#x} bytes"));
     assert!(
         matches!(open(b.clone()), Err(DumpError::Truncated { file_len, .. }) if file_len == cut as u64)
     );
@@ -151,7 +162,32 @@ fn truncated_body_bitmap() {
     let mut b = x64_bitmap();
     let cut = b.len() - 0x1000;
     b.truncate(cut);
-    cli_fails(&b, "bitmap pages ends at file offset");
+    cli_fails_with(&b, "bitmap pages ends at file offset", &["--strict"]);
+    cli_reads_truncated(&b, "bitmap pages ends at file offset");
+}
+
+/// By default a truncated dump is read (as WinDbg does): every command says so once, on one
+/// prominent line, and still gives its output; `--allow-truncated` is still accepted.
+fn cli_reads_truncated(bytes: &[u8], phrase: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cut.dmp");
+    std::fs::write(&p, bytes).unwrap();
+    for args in [
+        vec!["info", p.to_str().unwrap()],
+        vec!["info", p.to_str().unwrap(), "--allow-truncated"],
+        vec!["sessions", p.to_str().unwrap(), "--format", "json"],
+    ] {
+        let out = etwdump(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("TRUNCATED DUMP"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(phrase), "{}", lines[0]);
+    }
 }
 
 #[test]
@@ -161,7 +197,8 @@ fn run_list_larger_than_file() {
     let n = u32::from_le_bytes(b[0x88..0x8C].try_into().unwrap()) as usize;
     assert!(n >= 2);
     put_u64(&mut b, 0x98 + 16 * (n - 1) + 8, 0x40_0000);
-    cli_fails(&b, "truncated dump: the page data of");
+    cli_fails_with(&b, "truncated dump: the page data of", &["--strict"]);
+    cli_reads_truncated(&b, "truncated dump: the page data of");
 }
 
 #[test]
@@ -256,5 +293,55 @@ fn bad_triage_header() {
     put_u32(&mut b, 0x207C, 0x1000_0000); // DataBlocksCount
     cli_fails(&b, "corrupt triage dump: DataBlocksCount: 268435456 blocks");
     put_u32(&mut b, 0x2004, 0x7000_0000);
-    cli_fails(&b, "the triage data (SizeOfDump 0x70000000)");
+    cli_fails_with(&b, "the triage data (SizeOfDump 0x70000000)", &["--strict"]);
+    // Read as truncated by default: the lying block count is then what stops it.
+    cli_fails(&b, "corrupt triage dump: DataBlocksCount: 268435456 blocks");
+}
+
+/// `etl` on a file that is not an ETL (empty, text, random bytes, a dump) is an error: exit 2 and
+/// one line naming the file and why; an ETL `extract` wrote is read (exit 0).
+#[test]
+fn etl_on_non_etl_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut x: u64 = 0x1234_5678_9ABC_DEF1;
+    let random: Vec<u8> = (0..8192)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    // A buffer-shaped file whose first record is not the logfile header event.
+    let mut fake = vec![0u8; 0x1000];
+    fake[0..4].copy_from_slice(&0x1000u32.to_le_bytes());
+    fake[4..8].copy_from_slice(&0x100u32.to_le_bytes());
+    fake[0x48..0x4C].copy_from_slice(&0xC011_0002u32.to_le_bytes());
+    fake[0x4E..0x50].copy_from_slice(&0x0524u16.to_le_bytes());
+    for (name, bytes, why) in [
+        (
+            "fake.etl",
+            fake,
+            "does not start with the logfile header event",
+        ),
+        ("empty.etl", Vec::new(), "the file is empty"),
+        (
+            "text.etl",
+            b"# not an etl\nhello\n".repeat(200),
+            "does not fit the file",
+        ),
+        ("random.etl", random, "not an ETL file"),
+        ("dump.etl", x64_full(), "does not fit the file"),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, &bytes).unwrap();
+        let out = etwdump(&["etl", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(
+            err.contains("not an ETL file") && err.contains(why),
+            "{name}: {err}"
+        );
+    }
 }

@@ -360,3 +360,41 @@ fn hostile_isf_counts_are_bounded() {
         list.rejected
     );
 }
+
+/// A dump cut short inside the logger array (issue 13): it opens (truncated dumps are read),
+/// and the unreadable slots are one warning, not one per slot.
+#[test]
+fn truncated_array_is_one_warning() {
+    let name = "x64-19041";
+    let mut c = Config::from_fixture(&fixture(name));
+    c.etw = Some(EtwSpec::standard(c.build));
+    let f = forge(&c);
+    let bytes = f.to_bytes();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let arr = f.etw.as_ref().unwrap().array_va;
+    // Cut the file at the array's page; keep everything before it.
+    let off = file_offset(&d, arr & !0xFFF);
+    let d = DumpFile::from_bytes(
+        bytes[..off].to_vec(),
+        OpenOptions {
+            allow_truncated: true,
+        },
+    )
+    .unwrap();
+    assert!(d.truncation().is_some());
+    let ctx = KernelContext::open(&d, &opts(name)).unwrap();
+    let list = list_sessions(&ctx);
+    let per_slot = list
+        .warnings
+        .iter()
+        .filter(|w| w.contains("the array entry is unreadable"))
+        .count();
+    assert_eq!(per_slot, 0, "{:?}", list.warnings);
+    let summary: Vec<&String> = list
+        .warnings
+        .iter()
+        .filter(|w| w.contains("slots between 0 and 63 are unreadable (not in the dump)"))
+        .collect();
+    assert_eq!(summary.len(), 1, "{:?}", list.warnings);
+    assert!(summary[0].starts_with("64 slots"), "{}", summary[0]);
+}

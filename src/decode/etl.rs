@@ -71,3 +71,34 @@ pub fn read(bytes: &[u8]) -> EtlFile {
     }
     EtlFile { buffers, problem }
 }
+
+/// Why `bytes` is not an ETL file at all (as opposed to a damaged one), if it is not: an ETL
+/// starts with a header buffer (etw-internals.md §6.1-§6.2) whose first record, at 0x48, is a
+/// SYSTEM_TRACE_HEADER (flags byte 0xC0, header type 1-4) with HookId 0.
+pub fn not_an_etl(bytes: &[u8], f: &EtlFile) -> Option<String> {
+    if bytes.is_empty() {
+        return Some("the file is empty".into());
+    }
+    let Some(first) = f.buffers.first() else {
+        return Some(
+            f.problem
+                .clone()
+                .unwrap_or_else(|| "no buffer could be read".into()),
+        );
+    };
+    let at = BUFFER_HEADER_SIZE;
+    let (Some(marker), Some(hook)) = (bytes.u32_at(at), bytes.u16_at(at + 6)) else {
+        return Some("the first buffer holds no record".into());
+    };
+    let ty = (marker >> 16) & 0xFF;
+    if marker >> 24 != 0xC0
+        || !(1..=4).contains(&ty)
+        || hook != 0
+        || first.saved_offset < 0x48 + 0x20
+    {
+        return Some(format!(
+            "the first buffer does not start with the logfile header event (marker {marker:#010x}, hook {hook:#06x} at offset 0x48)"
+        ));
+    }
+    None
+}

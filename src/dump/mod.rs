@@ -200,6 +200,14 @@ impl DumpFile {
     }
 
     /// Problems found at open that did not stop it.
+    /// The truncation warning, when the file is shorter than what the header declares.
+    pub fn truncation(&self) -> Option<&str> {
+        self.warnings
+            .iter()
+            .find(|w| w.starts_with("truncated dump"))
+            .map(String::as_str)
+    }
+
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }

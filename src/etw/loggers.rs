@@ -356,13 +356,13 @@ fn capacity_from_pool(ctx: &KernelContext<'_>, arr: VirtAddr, warnings: &mut Vec
     match crate::kernel::pool::block_bytes(&ctx.space, arr).map(|b| b / psize) {
         Some(n) if (32..=256).contains(&n) => {
             warnings.push(format!(
-                "the logger array's capacity (MaxLoggers) is not known without symbols: reading {n} slots, the size of the array's pool allocation (BlockSize; an upper bound)"
+                "the logger array's capacity (MaxLoggers) is not known (no silo state was readable): reading {n} slots, the size of the array's pool allocation (BlockSize; an upper bound)"
             ));
             n
         }
         other => {
             warnings.push(format!(
-                "the logger array's capacity (MaxLoggers) is unknown without symbols{}; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)",
+                "the logger array's capacity (MaxLoggers) is unknown (no silo state was readable){}; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)",
                 match other {
                     Some(n) => format!(" (its pool header says {n} slots, outside 32-256)"),
                     None => String::new(),
@@ -381,13 +381,16 @@ fn read_slots(
 ) {
     let space = &ctx.space;
     let psize = space.arch().pointer_size();
+    // Unreadable entries are summarised in one warning (a missing page holds 512 of them).
+    let mut unreadable: Vec<u64> = Vec::new();
+    let mut first_error = None;
     for slot in 0..arr.capacity {
         let slot_va = arr.address.offset(slot * psize);
         let value = match space.read_ptr(slot_va) {
             Ok(v) => v,
             Err(e) => {
-                out.warnings
-                    .push(format!("slot {slot}: the array entry is unreadable: {e}"));
+                unreadable.push(slot);
+                first_error.get_or_insert(e);
                 continue;
             }
         };
@@ -417,6 +420,18 @@ fn read_slots(
                 });
             }
         }
+    }
+    if let (Some(&first), Some(&last), Some(e)) =
+        (unreadable.first(), unreadable.last(), first_error)
+    {
+        out.warnings.push(if unreadable.len() == 1 {
+            format!("slot {first}: the array entry is unreadable: {e}")
+        } else {
+            format!(
+                "{} slots between {first} and {last} are unreadable (not in the dump); the first: {e}",
+                unreadable.len()
+            )
+        });
     }
 }
 
