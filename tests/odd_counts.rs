@@ -3,36 +3,19 @@
 //! anomaly naming the field, and `buffers`, `cswitch` and `extract` give exactly what they give
 //! for the same dump with the counts intact.
 
+mod common;
+use common::{file_offset, fixture};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::buffers::find_buffers;
 use etwdump::etw::loggers::list_sessions;
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, EtwSpec};
-use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
 
 fn opts(name: &str) -> SymbolOptions {
     SymbolOptions {
         pdb: Some(fixture(name).join("ntkrnlmp.pdb")),
         ..SymbolOptions::default()
     }
-}
-
-/// File offset of the byte behind a kernel VA in a full forge dump.
-fn file_offset(d: &DumpFile, va: u64) -> usize {
-    use etwdump::dump::Contents;
-    let t = etwdump::mem::AddressSpace::kernel(d)
-        .translate(etwdump::addr::VirtAddr(va))
-        .unwrap();
-    let Contents::Runs(r) = d.contents() else {
-        panic!("full dump expected")
-    };
-    (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
 }
 
 /// What the commands give on a dump: per session (id, name, buffer addresses and valid bytes),

@@ -4,24 +4,12 @@
 
 mod common;
 use common::etwdump;
+use common::{file_offset, fixture, pdb_of};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::loggers::{list_sessions, Route, SessionList};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, EtwRoute, EtwSpec, ExpectedSlot, Forged};
-use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn pdb_of(name: &str) -> PathBuf {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture(name).join("symbols.json")).unwrap())
-            .unwrap();
-    fixture(name).join(meta["pdb"]["name"].as_str().unwrap())
-}
+use std::path::Path;
 
 fn forge_etw(name: &str, max_loggers: Option<u32>) -> Forged {
     let mut c = Config::from_fixture(&fixture(name));
@@ -434,18 +422,6 @@ fn cli_formats() {
         )),
         "{text}"
     );
-}
-
-/// File offset of the byte behind a kernel VA in a full forge dump.
-fn file_offset(d: &DumpFile, va: u64) -> usize {
-    use etwdump::dump::Contents;
-    let t = etwdump::mem::AddressSpace::kernel(d)
-        .translate(etwdump::addr::VirtAddr(va))
-        .unwrap();
-    let Contents::Runs(r) = d.contents() else {
-        panic!("full dump expected")
-    };
-    (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
 }
 
 /// An impossible MaxLoggers is capped (and said so), not trusted.

@@ -4,22 +4,12 @@
 //! an example and the anchor and rate used, `--last` leaves the rows out (and says how many),
 //! and the SVG chart does not draw them; the other sessions' rows are untouched.
 
+mod common;
+use common::file_offset;
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, EtwSpec};
 use std::path::Path;
-
-/// File offset of the byte behind a kernel VA in a full forge dump.
-fn file_offset(d: &DumpFile, va: u64) -> usize {
-    use etwdump::dump::Contents;
-    let t = etwdump::mem::AddressSpace::kernel(d)
-        .translate(etwdump::addr::VirtAddr(va))
-        .unwrap();
-    let Contents::Runs(r) = d.contents() else {
-        panic!("full dump expected")
-    };
-    (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
-}
 
 #[test]
 fn times_after_the_dump_are_flagged() {

@@ -11,13 +11,14 @@
 //! the forge's UTC time. `VARIATION_SEEDS=N` runs N seeds per fixture (default 20); the per-build
 //! figures are printed (`--nocapture`).
 
+mod common;
+use common::{fixture, pdb_of};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::buffers::find_buffers;
 use etwdump::etw::loggers::list_sessions;
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, ExpectedSlot, ExpectedSwitch, Forged};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 
 const FIXTURES: &[&str] = &[
     "x64-7601",
@@ -31,19 +32,6 @@ const FIXTURES: &[&str] = &[
     "x64-22000",
     "x86-14393",
 ];
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn pdb_of(name: &str) -> PathBuf {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture(name).join("symbols.json")).unwrap())
-            .unwrap();
-    fixture(name).join(meta["pdb"]["name"].as_str().unwrap())
-}
 
 fn seeds() -> u64 {
     std::env::var("VARIATION_SEEDS")

@@ -495,7 +495,7 @@ fn identity(
                 "LoggerId equals the slot but nothing else says logger: BufferSize {}, LoggerName {}, pool tag {}",
                 buffer_size.map_or("unreadable".into(), |b| format!("{b:#x}")),
                 name.describe(),
-                tag.map_or("unreadable".into(), |t| format!("'{}'", crate::kernel::pool::tag_text(t))),
+                tag.map_or("unreadable".into(), |t| format!("'{}'", crate::bytes::tag_text(&t))),
             ),
         ));
     }
@@ -712,7 +712,7 @@ fn read_session(
             u64::from(u32::from_le_bytes(t)),
             format!(
                 "the pool header before the context says '{}', not 'EtwL'",
-                crate::kernel::pool::tag_text(t)
+                crate::bytes::tag_text(&t)
             ),
         );
     }

@@ -25,19 +25,6 @@ pub fn tag_before(space: &AddressSpace<'_>, va: VirtAddr) -> Option<[u8; 4]> {
     space.read_u32(hdr.offset(4)).ok().map(u32::to_le_bytes)
 }
 
-/// A pool tag as text for messages (non-printable bytes as `\xNN`).
-pub fn tag_text(tag: [u8; 4]) -> String {
-    tag.iter()
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                (b as char).to_string()
-            } else {
-                format!("\\x{b:02x}")
-            }
-        })
-        .collect()
-}
-
 /// The size of the small-pool allocation at `va` by its POOL_HEADER's BlockSize (x64: byte 2,
 /// 16-byte units; x86: bits 0-8 of the second USHORT, 8-byte units), header excluded. An upper
 /// bound of the size asked for (the pool rounds up). `None` when the header is unreadable or

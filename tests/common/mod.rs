@@ -50,3 +50,30 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 }
+
+/// `tests/fixtures/<name>`.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The fixture's PDB (its name from symbols.json).
+pub fn pdb_of(name: &str) -> PathBuf {
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture(name).join("symbols.json")).unwrap())
+            .unwrap();
+    fixture(name).join(meta["pdb"]["name"].as_str().unwrap())
+}
+
+/// File offset of the byte behind a kernel VA in a full forge dump.
+pub fn file_offset(d: &etwdump::dump::DumpFile, va: u64) -> usize {
+    use etwdump::dump::Contents;
+    let t = etwdump::mem::AddressSpace::kernel(d)
+        .translate(etwdump::addr::VirtAddr(va))
+        .unwrap();
+    let Contents::Runs(r) = d.contents() else {
+        panic!("full dump expected")
+    };
+    (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
+}
