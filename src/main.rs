@@ -108,6 +108,9 @@ enum Command {
         /// Only this session (logger id or name)
         #[arg(long)]
         session: Option<String>,
+        /// Replace ETL files and manifest.json already in the output directory
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Context switches per CPU: pending (never flushed) CCSWAP blocks, and 0x0525 batches and
     /// 0x0524 events in the recovered buffers, with UTC times and process names
@@ -224,6 +227,46 @@ fn open(a: &DumpArgs) -> anyhow::Result<DumpFile> {
     Ok(d)
 }
 
+/// A `--session` selector that names no session is an error, listing the sessions there are.
+fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result<()> {
+    let Some(sel) = sel else { return Ok(()) };
+    let known: Vec<(Option<u64>, Option<String>)> = if ctx.dump.triage().is_some() {
+        report::triage::sessions(ctx)
+            .sessions
+            .into_iter()
+            .map(|s| (s.logger_id, s.name))
+            .collect()
+    } else {
+        etwdump::etw::loggers::list_sessions(ctx)
+            .sessions
+            .into_iter()
+            .map(|s| (Some(s.logger_id), s.name))
+            .collect()
+    };
+    if known
+        .iter()
+        .any(|(id, name)| report::selects(*id, name.as_deref(), Some(sel)))
+    {
+        return Ok(());
+    }
+    let list = known
+        .iter()
+        .map(|(id, name)| {
+            format!(
+                "{} {}",
+                id.map_or("?".into(), |i| i.to_string()),
+                report::sessions::printable(name.as_deref().unwrap_or("(unreadable)"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    anyhow::bail!(
+        "--session {}: no such session (by logger id or exact name); the sessions are: {}",
+        report::sessions::printable(sel),
+        if list.is_empty() { "none".into() } else { list }
+    )
+}
+
 fn display(p: &Path) -> String {
     p.display().to_string()
 }
@@ -296,6 +339,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
+            require_session(&ctx, session.as_deref())?;
             if d.triage().is_some() {
                 let (rows, warnings) = report::triage::buffers(&ctx, session.as_deref());
                 match format {
@@ -333,16 +377,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             symbols,
             output,
             session,
+            overwrite,
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
+            require_session(&ctx, session.as_deref())?;
             let m = report::extract::extract(
                 &ctx,
                 &display(&dump.dump),
                 &output,
                 session.as_deref(),
-                // --force: overwrite existing files (and, as everywhere, use mismatched symbols).
-                symbols.force,
+                overwrite,
             )?;
             for s in &m.sessions {
                 writeln!(
@@ -399,6 +444,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
+            require_session(&ctx, session.as_deref())?;
             let rep = report::events::collect(&ctx, session.as_deref());
             match format {
                 report::RowFormat::Json => {

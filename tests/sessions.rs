@@ -598,3 +598,48 @@ fn hostile_names_in_csv_and_table() {
         .unwrap();
     assert_eq!(s4["name"], hostile);
 }
+
+/// `--force` (use mismatched symbols) and `--overwrite` (replace extract output) are two
+/// options; a `--session` that names no session is an error listing the sessions (issue 12).
+#[test]
+fn overwrite_and_unknown_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = forge_etw("x64-19041", None);
+    let p = dir.path().join("d.dmp");
+    f.write_to(&p).unwrap();
+    let pdb = pdb_of("x64-19041");
+    let (p, pdb) = (p.to_str().unwrap(), pdb.to_str().unwrap());
+    let out_dir = dir.path().join("out");
+    let o = out_dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec!["extract", p, "--pdb", pdb, "-o", o];
+        a.extend_from_slice(extra);
+        etwdump(&a)
+    };
+    assert!(run(&[]).status.success());
+    let again = run(&[]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+    assert_eq!(
+        run(&["--force"]).status.code(),
+        Some(2),
+        "--force does not overwrite"
+    );
+    assert!(run(&["--overwrite"]).status.success());
+    for cmd in ["buffers", "extract", "events"] {
+        let mut a = vec![cmd, p, "--pdb", pdb, "--session", "No Such Logger"];
+        if cmd == "extract" {
+            a.extend_from_slice(&["-o", o, "--overwrite"]);
+        }
+        let out = etwdump(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("--session No Such Logger: no such session")
+                && err.contains("2 Circular Kernel Context Logger"),
+            "{cmd}: {err}"
+        );
+    }
+    let ok = etwdump(&["buffers", p, "--pdb", pdb, "--session", "2"]);
+    assert!(ok.status.success());
+}
