@@ -13,14 +13,16 @@ pub mod symbols;
 pub mod triage;
 
 /// Output format of a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Format {
     Table,
     Json,
 }
 
 /// Output format of a listing command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum ListFormat {
     Table,
     Json,
@@ -29,7 +31,8 @@ pub enum ListFormat {
 
 /// Output format of a per-record listing (`cswitch`, `events`): JSON Lines adds the
 /// Timesketch fields `datetime`, `timestamp_desc` and `message` to every row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum RowFormat {
     Table,
     Json,
