@@ -296,14 +296,16 @@ impl Triage {
         } else {
             u64::from(u32::MAX)
         };
-        raw.retain(|s| s.len > 0);
         for s in &mut raw {
-            // x86 addresses are 32-bit; clamp blocks that would wrap past 4 GiB.
+            // x86 addresses are 32-bit; clamp blocks that would wrap past 4 GiB (or, on x64,
+            // past 2^64: va + len must stay representable, so the address space's very last
+            // byte is never covered).
             if arch.pointer_size() == 4 {
                 s.va &= 0xFFFF_FFFF;
             }
-            s.len = s.len.min(limit - s.va + 1);
+            s.len = s.len.min(limit - s.va);
         }
+        raw.retain(|s| s.len > 0);
         raw.sort_by_key(|s| s.va);
         let mut out: Vec<Segment> = Vec::with_capacity(raw.len());
         let mut overlaps = 0usize;
