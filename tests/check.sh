@@ -22,4 +22,6 @@ rm -f "$log"
 echo "== interop (kdmp-parser from PyPI, independent x86 walker)"
 cargo build --quiet
 FORGE_TARGET_DIR="$PWD/target" ETWDUMP="$PWD/target/debug/etwdump" bash tests/interop/run.sh --require-etwdump --require-etwdump-symbols --require-etwdump-sessions --require-etwdump-buffers
+echo "== fuzz smoke (cargo-fuzz: every target ${FUZZ_SECONDS:-30} s on the committed corpus and reproducers)"
+bash tests/fuzz_smoke.sh
 echo "== all checks passed"

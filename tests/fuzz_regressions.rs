@@ -55,3 +55,34 @@ fn dump_open_reproducers() {
     }
     println!("dump_open: {} reproducers", all.len());
 }
+
+/// records: the walker on the reproducer's buffer (input: valid u16 | start u16 | phase u8 |
+/// bytes): `records()` and `walk()` agree, every record lies inside the valid bytes, and
+/// `first_record_complete` agrees with the walk whenever `valid` is within the buffer.
+#[test]
+fn records_reproducers() {
+    use etwdump::decode::records;
+    let all = reproducers("records");
+    for (name, data) in &all {
+        if data.len() < 5 {
+            continue;
+        }
+        let valid = usize::from(u16::from_le_bytes([data[0], data[1]]));
+        let buf = &data[5..];
+        let w = records::walk(buf, valid);
+        let recs = records::records(buf, valid);
+        assert_eq!(recs.len(), w.count, "{name}");
+        for r in &recs {
+            assert!(r.offset + r.size <= valid.min(buf.len()), "{name}: {r:?}");
+        }
+        if valid <= buf.len() {
+            let prefix = &buf[..buf.len().min(records::BUFFER_HEADER_SIZE + 8)];
+            assert_eq!(
+                records::first_record_complete(prefix, valid),
+                w.count > 0,
+                "{name}"
+            );
+        }
+    }
+    println!("records: {} reproducers", all.len());
+}

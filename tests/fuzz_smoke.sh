@@ -57,10 +57,15 @@ for t in "${targets[@]}"; do
     # Copies: libFuzzer adds new inputs to its first corpus directory.
     cp fuzz/corpus/"$t"/* "$work/corpus/" 2>/dev/null || true
     cp fuzz/regressions/"$t"/* "$work/corpus/" 2>/dev/null || true
+    # Larger seeds the repository already holds (not duplicated under fuzz/corpus).
+    case $t in
+        pdb_load) cp tests/fixtures/x64-7601/ntkrnlmp.pdb "$work/corpus/fixture-x64-7601.pdb" 2>/dev/null || true ;;
+        dump_open) cp tests/data/sample-x64.dmp "$work/corpus/sample-x64.dmp" 2>/dev/null || true ;;
+    esac
     extra=()
     [ "$t" = pdb_load ] && extra=(-rss_limit_mb=2048 -malloc_limit_mb=1024)
     echo "fuzz_smoke: $t for ${secs}s on $(ls "$work/corpus" | wc -l) inputs"
-    if (cd fuzz && cargo fuzz run "$t" "$work/corpus" -- \
+    if (cd fuzz && ETWDUMP_FUZZ_SCRATCH="$work/scratch" cargo fuzz run "$t" "$work/corpus" -- \
         -max_total_time="$secs" -timeout=30 -dict="$(dict_of "$t")" \
         -artifact_prefix="$work/artifacts/" -print_final_stats=1 "${extra[@]}") \
         >"$work/log" 2>&1; then
@@ -74,6 +79,7 @@ for t in "${targets[@]}"; do
         echo "fuzz_smoke: $t FAILED (log: $work/log, reproducer: $work/artifacts/)"
         failed=$((failed + 1))
         failures+=("$t")
+        rm -rf "$work/scratch"
     fi
 done
 echo "fuzz_smoke: ${failures[*]:-no target} failed"

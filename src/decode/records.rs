@@ -388,8 +388,11 @@ fn parse_at(buf: &[u8], off: usize, valid: usize) -> Result<Record, String> {
 }
 
 /// Whether the buffer's first record is complete inside `valid` bytes; `prefix` needs only
-/// the buffer's first `BUFFER_HEADER_SIZE + 8` bytes. (A walk counts at least one record
-/// exactly when this holds.)
+/// the buffer's first `BUFFER_HEADER_SIZE + 8` bytes. A walk of the whole buffer counts at
+/// least one record exactly when this holds, provided `valid` is at most the buffer's length
+/// (the walk clamps `valid` to it; a caller such as `extract` passes a valid end that
+/// `BufferHeader::valid_bytes` already bounded by BufferSize; the `records` fuzz target checks
+/// this contract).
 pub fn first_record_complete(prefix: &[u8], valid: usize) -> bool {
     valid > BUFFER_HEADER_SIZE && parse_at(prefix, BUFFER_HEADER_SIZE, valid).is_ok()
 }

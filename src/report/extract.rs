@@ -121,7 +121,8 @@ pub struct Manifest {
 
 /// Bytes an `extract` may write beyond those of the buffers it recovered (header buffers and
 /// synthetic pending buffers): 16 MiB. Every file is then at most its recovered buffers plus a
-/// share of this, so the output is bounded by what the dump holds.
+/// share of this; and all files together at most twice the dump file plus this, so the output
+/// is bounded by what the dump holds even when page tables alias buffers onto shared pages.
 pub const MAX_UNBACKED_OUTPUT: u64 = 16 << 20;
 
 /// Clock and machine facts for the file header, with where each came from.
@@ -517,6 +518,11 @@ pub fn extract(
     };
     let mut sessions = Vec::new();
     let mut unbacked_allowance = MAX_UNBACKED_OUTPUT;
+    let mut output_budget = ctx
+        .dump
+        .len()
+        .saturating_mul(2)
+        .saturating_add(MAX_UNBACKED_OUTPUT);
     for (s, name, path) in plan {
         // Pass 1 (cheap): which buffers go into the file. A buffer is written when it is not
         // compressed, its valid end is plausible and its first record is complete: exactly
@@ -629,6 +635,38 @@ pub fn extract(
             continue;
         }
         unbacked_allowance -= extra(synthetic.len());
+        // Total bound: page tables that map many buffers onto the same stored pages could
+        // otherwise make a small dump yield unbounded output. A real dump's buffers are distinct
+        // memory, so twice the file plus the unbacked allowance never cuts a genuine one.
+        let fixed_part = buffer_size.saturating_mul(synthetic.len() as u64 + 1);
+        let mut total = fixed_part.saturating_add(backed);
+        let mut dropped = 0usize;
+        while total > output_budget && !data.is_empty() {
+            if let Some((b, _)) = data.pop() {
+                total -= b.header.buffer_size;
+                dropped += 1;
+                skipped.push(Skipped {
+                    address: b.address.to_string(),
+                    reason: "not written: the extract's output bound is reached".into(),
+                });
+            }
+        }
+        if dropped > 0 {
+            warnings.push(format!(
+                "logger {}: {dropped} buffers not written: the output would exceed {} bytes (twice the dump plus {MAX_UNBACKED_OUTPUT}); the dump's page tables map more buffer bytes than the file holds",
+                s.logger_id,
+                2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
+            ));
+        }
+        if total > output_budget {
+            warnings.push(format!(
+                "logger {}: not written: the extract's output bound ({} bytes) is reached",
+                s.logger_id,
+                2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
+            ));
+            continue;
+        }
+        output_budget -= total;
         let header = header_buffer(ctx, s, &facts, (data.len() + synthetic.len()) as u32 + 1);
         let header_end = header.u32_le(4);
         let header_records = crate::decode::records::walk(&header, header_end).count;

@@ -1,0 +1,85 @@
+//! Helpers shared by the fuzz targets.
+
+use std::path::{Path, PathBuf};
+
+/// A little cursor over the fuzz input (reads past the end give zeros / empty slices).
+pub struct Input<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Input<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        Input { data, pos: 0 }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+    pub fn remaining(&self) -> &'a [u8] {
+        &self.data[self.pos.min(self.data.len())..]
+    }
+    pub fn u8(&mut self) -> u8 {
+        let v = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        v
+    }
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+    pub fn u64(&mut self) -> u64 {
+        u64::from(self.u32()) | (u64::from(self.u32()) << 32)
+    }
+    pub fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let start = self.pos.min(self.data.len());
+        let end = (start + n).min(self.data.len());
+        self.pos = start + n;
+        &self.data[start..end]
+    }
+}
+
+/// A scratch directory private to this process, created on first use: under
+/// `$ETWDUMP_FUZZ_SCRATCH` when set (the scripts set it and remove it afterwards), else under
+/// /dev/shm (tmpfs) or the temp dir. Each fuzzing process (fork-mode jobs too) gets its own.
+pub fn scratch_dir() -> PathBuf {
+    let base = if let Some(b) = std::env::var_os("ETWDUMP_FUZZ_SCRATCH") {
+        PathBuf::from(b)
+    } else if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let d = base.join(format!("etwdump-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+/// Write `data` to `scratch_dir()/name` and return the path.
+pub fn scratch_file(name: &str, data: &[u8]) -> PathBuf {
+    let p = scratch_dir().join(name);
+    std::fs::write(&p, data).expect("write scratch file");
+    p
+}
+
+/// Total bytes of the regular files under `dir` (recursively).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                total += dir_bytes(&e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+/// The repository root (fuzz/..), for the fixtures.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
