@@ -409,10 +409,6 @@ pub fn infer_clocks(
                     }
                 );
             }
-            (Some(c), None) if group.is_none() && bases.len() <= 1 => {
-                p.clock = Some(c);
-                p.clock_how = format!("inferred from its timestamps: {}", notes[i]);
-            }
             (None, Some(s)) if candidates.contains(&s) => {
                 p.clock = Some(s);
                 p.clock_how = format!(
