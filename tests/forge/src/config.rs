@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::etw::EtwSpec;
-use crate::fixture::{Fixture, FixtureError};
+use crate::kernel::fixture::{Fixture, FixtureError};
 use crate::util::guid_from_str;
 
 /// Processor architecture / paging mode of the dumped machine.
@@ -246,7 +246,7 @@ impl Config {
     /// sessions and their buffers, so the README's `sessions`, `buffers` and `extract`
     /// commands work on a fresh clone with `--pdb tests/fixtures/x64-19041/ntkrnlmp.pdb`.
     pub fn sample_etw() -> Self {
-        let dir = crate::fixture::default_fixtures_root().join("x64-19041");
+        let dir = crate::kernel::fixture::default_fixtures_root().join("x64-19041");
         let mut c = Config::from_fixture(&dir);
         c.layout = Layout::Bitmap {
             sig: BitmapSig::Sdmp,

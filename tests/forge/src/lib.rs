@@ -35,28 +35,28 @@
 //! fixture's types.h, and anomalies; [`Forged::etw`] ([`ForgedEtw`]) says what a reader must
 //! find in every slot.
 
-pub mod ccswap;
 mod config;
-mod etw;
-mod etw_buffers;
-mod fixture;
-mod header;
+mod dump;
+pub(crate) mod etw;
 mod kernel;
-mod layout;
-mod machine;
-mod paging;
-mod pe;
-mod phys;
-mod probes;
-mod processes;
 mod triage;
-mod types_h;
 mod util;
-pub mod variation;
+
+/// The compact context-switch encoder (etw-internals.md §4), public for etwdump's tests.
+pub use etw::ccswap;
+/// Variation mode (seeded values a real kernel may hold), public for etwdump's tests.
+pub use etw::variation;
 
 use std::path::Path;
 
 pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
+pub use etw::buffers::{
+    cswitch_version, BufferSpec, ExpectedBuffer, Offsets, QueueKind, RecSpec, Tail,
+};
+pub use etw::variation::{
+    ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
+    Variation,
+};
 pub use etw::{
     EtwRoute, EtwSpec, ExpectedPending, ExpectedPendingDecoy, ExpectedSession, ExpectedSlot,
     ForgedEtw, GlobalListSpec, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,
@@ -65,14 +65,11 @@ pub use etw::{
     EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY, LARGE_SESSION_SLOT,
     NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
 };
-pub use etw_buffers::{
-    cswitch_version, BufferSpec, ExpectedBuffer, Offsets, QueueKind, RecSpec, Tail,
-};
-pub use fixture::{
+pub use kernel::fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
     Relocation,
 };
-pub use processes::{ExpectedProcess, STANDARD_PROCESSES};
+pub use kernel::processes::{ExpectedProcess, STANDARD_PROCESSES};
 pub use triage::{
     forge_triage, triage_scenarios, BlobBufferSpec, BlobSessionSpec, CurrentBufferSpec,
     ErrlogSource, ErrlogSpec, EtwBlobSpec, ExpectedBlobBuffer, ExpectedBlobEntry,
@@ -82,10 +79,6 @@ pub use triage::{
     ForgedTriage, NameConvention, TriageSpec, EVENTLOG_SYSTEM_MODE, QPC_SESSION_MODE,
 };
 pub use util::{guid_from_str, guid_to_string, pdb_symbol_key};
-pub use variation::{
-    ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
-    Variation,
-};
 
 /// A loaded module as listed by PsLoadedModuleList.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,14 +179,14 @@ pub struct Forged {
     /// (etw-internals.md §4.3).
     pub current_threads: Vec<(u64, u64)>,
 
-    file: layout::FileImage,
-    pm: phys::PhysMem,
-    vmap: paging::VirtMap,
+    file: dump::layout::FileImage,
+    pm: dump::phys::PhysMem,
+    vmap: dump::paging::VirtMap,
 }
 
 /// Build a dump for `config`. Deterministic: the same config gives the same bytes.
 pub fn forge(config: &Config) -> Forged {
-    machine::build(config)
+    kernel::machine::build(config)
 }
 
 impl Forged {
@@ -244,15 +237,3 @@ impl Forged {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_etw;
-#[cfg(test)]
-mod tests_etw_buffers;
-#[cfg(test)]
-mod tests_etw_pending;
-#[cfg(test)]
-mod tests_processes;
-#[cfg(test)]
-mod tests_triage;
-#[cfg(test)]
-mod tests_variation;

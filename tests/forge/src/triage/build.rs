@@ -7,7 +7,7 @@ use super::gen::*;
 use super::isf::isf_json;
 use super::*;
 use crate::config::Config;
-use crate::header::{self, HeaderInfo};
+use crate::dump::header::{self, HeaderInfo};
 use crate::util::{align_up, guid_from_str, guid_to_string, put_bytes, put_u16, put_u32, put_u64};
 use crate::util::{utf16le, Rng};
 

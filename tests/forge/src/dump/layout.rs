@@ -6,7 +6,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::config::{BitmapSig, Layout};
-use crate::phys::PhysMem;
+use crate::dump::phys::PhysMem;
 use crate::util::{align_up, put_bytes, put_u64, PAGE_SIZE};
 
 /// The dump file: a prefix (header, summary, bitmap) and non-zero pages at their offsets.

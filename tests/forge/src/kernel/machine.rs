@@ -2,14 +2,14 @@
 //! file layout and header.
 
 use crate::config::{Arch, Config};
+use crate::dump::header::{self, HeaderInfo};
+use crate::dump::layout::{self, FileImage};
+use crate::dump::paging::{Leaf, Pager, VirtMap};
+use crate::dump::phys::PhysMem;
+use crate::dump::probes::{self, ProbeArea, ProbeSpec};
 use crate::etw::EtwPage;
-use crate::header::{self, HeaderInfo};
-use crate::kernel::{self, ModuleListPlan};
-use crate::layout::{self, FileImage};
-use crate::paging::{Leaf, Pager, VirtMap};
-use crate::pe::{KernelImage, PageProt};
-use crate::phys::PhysMem;
-use crate::probes::{self, ProbeArea, ProbeSpec};
+use crate::kernel::objects::{self, ModuleListPlan};
+use crate::kernel::pe::{KernelImage, PageProt};
 use crate::util::PAGE_SIZE;
 use crate::{Expect, Forged, Probe};
 
@@ -113,21 +113,21 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         Some(fx) => KernelImage::from_fixture(cfg, fx),
         None => KernelImage::new(cfg),
     };
-    let prcbs = kernel::kprcb_addresses(cfg, &img);
+    let prcbs = objects::kprcb_addresses(cfg, &img);
     let nt_build_lab =
-        kernel::write_data_variables(cfg, &mut img, plan.pfn_database, &prcbs, pm.rng());
-    let modules = kernel::modules(cfg, &img);
+        objects::write_data_variables(cfg, &mut img, plan.pfn_database, &prcbs, pm.rng());
+    let modules = objects::modules(cfg, &img);
     let ml_plan = ModuleListPlan {
         entries_page: plan.pool_entries,
         names_page: plan.pool_names,
     };
     let (entries_page, names_page, entry_vas) =
-        kernel::module_list_pages(cfg, &img, &ml_plan, &modules);
-    kernel::write_module_list_head(cfg, &mut img, &entry_vas);
+        objects::module_list_pages(cfg, &img, &ml_plan, &modules);
+    objects::write_module_list_head(cfg, &mut img, &entry_vas);
     // Process list (`processes` only; rewrites PsActiveProcessHead, allocates nothing otherwise).
     let proc_build = cfg
         .processes
-        .then(|| crate::processes::build(cfg, &mut img));
+        .then(|| crate::kernel::processes::build(cfg, &mut img));
     // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
     // allocated otherwise, so other dumps stay byte-identical).
     let etw_build = cfg
@@ -160,7 +160,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     // KUSER_SHARED_DATA, one physical page at both VAs.
     let run_pages: u64 = pm.runs.iter().map(|r| r.1).sum();
     let kuser_pfn = pm.alloc();
-    pm.set_page(kuser_pfn, &kernel::kuser_shared_data(cfg, run_pages));
+    pm.set_page(kuser_pfn, &objects::kuser_shared_data(cfg, run_pages));
     pager.set_pte(&mut pm, plan.kuser, mode.leaf(kuser_pfn, Leaf::KernelData));
     vmap.insert(plan.kuser, PAGE_SIZE, kuser_pfn << 12);
     pager.set_pte(
@@ -186,7 +186,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let kprcb_size = cfg.fixture.as_ref().and_then(|fx| fx.kprcb_size);
     // KPRCB.CurrentThread (processes only).
     let (thread_writes, current_threads) = match (&proc_build, kprcb_size) {
-        (Some(pb), Some(_)) => crate::processes::current_threads(cfg, &prcbs, &pb.expected),
+        (Some(pb), Some(_)) => crate::kernel::processes::current_threads(cfg, &prcbs, &pb.expected),
         _ => (Vec::new(), Vec::new()),
     };
     if let Some(size) = kprcb_size {
@@ -261,7 +261,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let rsds_va = img.va(img.rsds_rva);
     // Self-map probe: PML4[0x1ED] (x64), PD3[0..3] (PAE), PD[0x300..] (non-PAE).
     let sm_entry_off = match arch {
-        Arch::X64 => crate::paging::X64_SELF_REF_INDEX * 8,
+        Arch::X64 => crate::dump::paging::X64_SELF_REF_INDEX * 8,
         Arch::X86Pae => 0,
         Arch::X86NonPae => 0x300 * 4,
     };
@@ -278,7 +278,11 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     };
     add("kernel_image_unmapped_page", unmapped_image_va, 0x10);
     add("kdbg", kdbg_va, 0x20);
-    add("kdbg_block", kdbg_va, kernel::kdbg_size(cfg.build) as usize);
+    add(
+        "kdbg_block",
+        kdbg_va,
+        objects::kdbg_size(cfg.build) as usize,
+    );
     add("debug_directory", dir_va, img.debug_dir_size as usize);
     add("rsds_record", rsds_va, img.rsds_len as usize);
     add("nt_build_lab", lab_va, nt_build_lab.len() + 1);
@@ -418,7 +422,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         kprcb_size,
         etw: etw_build.map(|eb| {
             let mut e = eb.expected;
-            crate::variation::fill_current_threads(&mut e, &current_threads);
+            crate::etw::variation::fill_current_threads(&mut e, &current_threads);
             e
         }),
         processes: proc_build.map(|p| p.expected).unwrap_or_default(),

@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::tests::{fixture_dirs, Walk};
-use crate::etw_buffers::{align8, lay_out, BufferSpec, Offsets, RecSpec, Tail};
-use crate::types_h::TypesH;
+use super::{fixture_dirs, Walk};
+use crate::etw::buffers::{align8, lay_out, BufferSpec, Offsets, RecSpec, Tail};
+use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64, Rng};
 use crate::{forge, Config, EtwSpec, ExpectedBuffer, ExpectedSession, Forged};
 
@@ -362,7 +362,7 @@ fn record_sizes_markers_and_alignment() {
         (Tail::UnfinishedMarker, 0x38),
         (Tail::ZeroReservation, 0x60),
     ] {
-        let mut b = crate::etw_buffers::standard_plan(19041, 0).unwrap()[2].clone();
+        let mut b = crate::etw::buffers::standard_plan(19041, 0).unwrap()[2].clone();
         b.tail = tail;
         b.offsets = Offsets::Overflowed;
         let lo = lay_out(&b, 0x20000, (0, 5000), &mut Rng::new(2));
@@ -372,7 +372,7 @@ fn record_sizes_markers_and_alignment() {
         assert_eq!(n, lo.count);
         assert_eq!(lo.valid as usize - end, len as usize);
     }
-    let spec: &BufferSpec = &crate::etw_buffers::standard_plan(19041, 2).unwrap()[2];
+    let spec: &BufferSpec = &crate::etw::buffers::standard_plan(19041, 2).unwrap()[2];
     let lo = lay_out(spec, 0x10000, (0, 5000), &mut Rng::new(3));
     assert_eq!((lo.valid, lo.count), (0x48, 0), "a reset free buffer");
 }

@@ -7,9 +7,9 @@
 //! fixture's types.h; nothing from etwdump.
 
 use crate::config::{Arch, Config};
-use crate::kernel::pool_header;
-use crate::pe::KernelImage;
-use crate::types_h::TypesH;
+use crate::kernel::objects::pool_header;
+use crate::kernel::pe::KernelImage;
+use crate::kernel::types_h::TypesH;
 use crate::util::{align_up, put_u64, PAGE_SIZE};
 
 /// A process a correct reader finds by walking PsActiveProcessHead.

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::tests::{check_probes, fixture_dirs, Walk};
-use crate::types_h::TypesH;
+use super::{check_probes, fixture_dirs, Walk};
+use crate::kernel::types_h::TypesH;
 use crate::util::get_u64;
 use crate::{forge, Config, EtwSpec, ExpectedProcess, Forged, STANDARD_PROCESSES};
 
@@ -145,7 +145,7 @@ fn process_tids_cover_the_pending_ccswap_batches() {
         .collect();
     assert_eq!(tids.len(), all.len(), "TIDs are unique");
     // The batches place_pending uses (etw.rs), decoy included.
-    for (desc, batch, _) in crate::ccswap::known_batches() {
+    for (desc, batch, _) in crate::etw::ccswap::known_batches() {
         let used = [
             "block filled",
             "priority increments",

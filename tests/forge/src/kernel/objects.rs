@@ -2,7 +2,7 @@
 //! (KLDR_DATA_TABLE_ENTRY in pool pages) and the .data variables around them.
 
 use crate::config::{Arch, Config};
-use crate::pe::KernelImage;
+use crate::kernel::pe::KernelImage;
 use crate::util::{put_bytes, put_u16, put_u32, put_u64, sign_extend32, utf16le, Rng, PAGE_SIZE};
 use crate::Module;
 
@@ -201,7 +201,7 @@ pub(crate) fn write_data_variables(
         // Where the KPRCB keeps the CPU speed (as a real kernel fills it), from the fixture's
         // types.h.
         if let Some(fx) = cfg.fixture.as_ref() {
-            if let Ok(t) = crate::types_h::TypesH::load(&fx.dir) {
+            if let Ok(t) = crate::kernel::types_h::TypesH::load(&fx.dir) {
                 if let Some(o) = t.offset_of("_KPRCB", "MHz") {
                     k[kdbg::OFFSET_PRCB_MHZ..kdbg::OFFSET_PRCB_MHZ + 2]
                         .copy_from_slice(&(o as u16).to_le_bytes());
@@ -325,13 +325,13 @@ pub(crate) fn kuser_shared_data(cfg: &Config, physical_pages: u64) -> Vec<u8> {
     put_u32(&mut k, 0x26C, 10); // NtMajorVersion
     put_u32(&mut k, 0x270, 0); // NtMinorVersion
     put_u32(&mut k, 0x2E8, physical_pages as u32); // NumberOfPhysicalPages
-    match crate::variation::of(cfg) {
+    match crate::etw::variation::of(cfg) {
         None => put_u64(&mut k, 0x300, 10_000_000), // QpcFrequency
         Some(v) => {
             // Variation mode: the drawn QpcFrequency where the build's layout has the field
             // (types.h), nothing otherwise.
             let fx = cfg.fixture.as_ref().expect("variation needs a fixture");
-            let t = crate::types_h::TypesH::load(&fx.dir)
+            let t = crate::kernel::types_h::TypesH::load(&fx.dir)
                 .unwrap_or_else(|e| panic!("fixture {}: {e}", fx.name));
             if let Some(off) = t.offset_of("_KUSER_SHARED_DATA", "QpcFrequency") {
                 put_u64(&mut k, off as usize, v.clock.qpc_frequency);

@@ -13,10 +13,10 @@
 //! | E | D+span | not-present, non-zero PDE (pagefile format) pointing to the same decoy PT |
 //! | huge | x64 0xFFFFA08E00000000 | a 1 GiB page (PDPTE.PS) |
 
-use crate::paging::{
+use crate::dump::paging::{
     Leaf, Mode, Pager, VirtMap, A, D, G, NX, P, PROTOTYPE, PROT_RW, RW, SW10, SW11, SW9, TRANSITION,
 };
-use crate::phys::PhysMem;
+use crate::dump::phys::PhysMem;
 use crate::util::PAGE_SIZE;
 
 /// Page numbers inside region A.

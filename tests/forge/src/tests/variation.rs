@@ -6,10 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::tests::{fixture_dirs, Walk};
-use crate::types_h::TypesH;
+use super::{fixture_dirs, Walk};
+use crate::etw::variation::{documented_ccswap_offset, ClockModel, ExpectedSwitch};
+use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64};
-use crate::variation::{documented_ccswap_offset, ClockModel, ExpectedSwitch};
 use crate::{forge, Config, Expect, ExpectedSlot, Forged};
 
 const SEEDS: u64 = 30;
@@ -434,7 +434,7 @@ fn check(f: &Forged, from_file: bool, seen: &mut Seen) {
             let cur = f.current_threads.get(p.cpu as usize).map(|x| x.1 as u32);
             assert_eq!(last.new_tid, cur, "{w}: last new thread = CurrentThread");
             // Before the dump, after boot, within 500 ticks of StartTick.
-            let dump_tick = (f.config.system_up_time / crate::variation::TICK_100NS) as u32;
+            let dump_tick = (f.config.system_up_time / crate::etw::variation::TICK_100NS) as u32;
             assert!(dump_tick - p.start_tick <= 500);
         }
         // Every pointer of the group that is not a pending block is NULL.

@@ -3,10 +3,10 @@
 //! KPRCB.EtwSupport -> pointer -> block, the POOL_HEADER tag before it, UsedBytes and the
 //! encoded contents.
 
-use super::tests::{fixture_dirs, Walk};
-use crate::ccswap::{encode_pending_block, PENDING_BLOCK_SIZE};
+use super::{fixture_dirs, Walk};
+use crate::etw::ccswap::{encode_pending_block, PENDING_BLOCK_SIZE};
 use crate::etw::{max_wait_reason, CCSWAP_1607_OFFSET, CCSWAP_SEARCH_OFFSET};
-use crate::types_h::TypesH;
+use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64};
 use crate::{forge, Config, EtwRoute, EtwSpec, Forged};
 

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::phys::PhysMem;
+use crate::dump::phys::PhysMem;
 use crate::util::{get_u32, get_u64, put_u32, put_u64, PAGE_SIZE};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

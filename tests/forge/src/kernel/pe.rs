@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::{Arch, Config};
-use crate::fixture::Fixture;
+use crate::kernel::fixture::Fixture;
 use crate::util::{align_up, put_bytes, put_u16, put_u32, put_u64, PAGE_SIZE};
 
 const IMAGE_SCN_CNT_CODE: u32 = 0x0000_0020;

@@ -5,7 +5,7 @@
 //! Facts from shared/reference/etw-internals.md (§1 array location and free slots, §1.3
 //! validation, §2 WMI_BUFFER_HEADER, §3.1 context fields, §7 clock types) and anchors.md
 //! (EtwpDebuggerData + 0x10); every offset and size from the fixture's `types.h`
-//! ([`crate::types_h`]). Nothing comes from etwdump.
+//! ([`crate::kernel::types_h`]). Nothing comes from etwdump.
 //!
 //! | era (fixture) | route | array |
 //! |---|---|---|
@@ -19,13 +19,17 @@
 //! points at EtwpDebuggerData, so the array is reachable without symbols; a 32-bit pointer on
 //! x86, whose offset there is not confirmed by the references).
 
+pub(crate) mod buffers;
+pub mod ccswap;
+pub mod variation;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::config::Config;
-use crate::etw_buffers::{lay_out, BufferSpec, ExpectedBuffer, LaidOut, QueueKind};
-use crate::kernel::pool_header;
-use crate::pe::KernelImage;
-use crate::types_h::TypesH;
+use crate::etw::buffers::{lay_out, BufferSpec, ExpectedBuffer, LaidOut, QueueKind};
+use crate::kernel::objects::pool_header;
+use crate::kernel::pe::KernelImage;
+use crate::kernel::types_h::TypesH;
 use crate::util::{align_up, guid_to_string, put_u64, utf16le, Rng, PAGE_SIZE};
 
 // ---- logging modes (learn.microsoft.com "Logging Mode Constants", evntrace.h) ----
@@ -145,7 +149,7 @@ pub struct EtwSpec {
     pub pending_ccswap: bool,
     /// The seeded variation mode ([`crate::Config::with_variation`], [`EtwSpec::varied`]):
     /// `None` in every other spec (their dumps stay byte-identical).
-    pub variation: Option<Box<crate::variation::Variation>>,
+    pub variation: Option<Box<crate::etw::variation::Variation>>,
 }
 
 /// One slot of the logger array as a correct reader must classify it.
@@ -207,7 +211,7 @@ pub struct ExpectedSession {
     /// "EventsLost", "BuffersWritten" (wild values). Empty otherwise.
     pub odd_fields: Vec<String>,
     /// `ReferenceTime` as written (where the layout has it).
-    pub reference_time: Option<crate::variation::RefClock>,
+    pub reference_time: Option<crate::etw::variation::RefClock>,
 }
 
 /// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
@@ -235,11 +239,11 @@ pub struct ForgedEtw {
     // ---- variation mode (empty / None otherwise) ----
     /// Every context switch the forge wrote (pending blocks, 0x0525 batches and 0x0524 events
     /// in buffers), with its true time under [`ForgedEtw::clock_model`].
-    pub switches: Vec<crate::variation::ExpectedSwitch>,
+    pub switches: Vec<crate::etw::variation::ExpectedSwitch>,
     /// The dump's clock model (boot, SystemTime, QPC frequency, CPU MHz, EtwCPUSpeedInMHz).
-    pub clock_model: Option<crate::variation::ClockModel>,
+    pub clock_model: Option<crate::etw::variation::ClockModel>,
     /// Where the per-CPU KPRCB.EtwSupport blocks and the pointer groups inside them are.
-    pub etw_support: Option<crate::variation::ExpectedEtwSupport>,
+    pub etw_support: Option<crate::etw::variation::ExpectedEtwSupport>,
     /// The variation seed.
     pub seed: Option<u64>,
 }
@@ -263,7 +267,7 @@ pub struct ExpectedPending {
     pub start_tick: u32,
     /// The encoder input (`ccswap::encode_pending_block(batch, start_tick, max_wait_reason)`
     /// is the block); None when UsedBytes is 0 (the block is all zero).
-    pub batch: Option<crate::ccswap::Batch>,
+    pub batch: Option<crate::etw::ccswap::Batch>,
     /// The build's MaximumWaitReason (39 on 14393, 40 on 17763-20348).
     pub max_wait_reason: u8,
     /// The clock slot (0..=3) the block really belongs to (also where `clock` is None).
@@ -533,7 +537,7 @@ impl EtwSpec {
             let SlotSpec::Session(s) = content else {
                 continue;
             };
-            let Some(plan) = crate::etw_buffers::standard_plan(build, slot) else {
+            let Some(plan) = crate::etw::buffers::standard_plan(build, slot) else {
                 continue;
             };
             s.number_of_buffers = plan.len() as u32;
@@ -577,7 +581,7 @@ impl EtwSpec {
             .insert(LARGE_SESSION_SLOT, SlotSpec::Session(session));
         spec.buffers.insert(
             LARGE_SESSION_SLOT,
-            crate::etw_buffers::large_plan(build, count as usize, buffer_size),
+            crate::etw::buffers::large_plan(build, count as usize, buffer_size),
         );
         spec
     }
@@ -801,7 +805,10 @@ const SILO: &str = "_ETW_SILODRIVERSTATE";
 const GLOBALS: &str = "_ESERVERSILO_GLOBALS";
 
 /// Which route the fixture's layouts and symbols call for.
-pub(crate) fn route_of(t: &TypesH, fx: &crate::fixture::Fixture) -> Result<EtwRoute, String> {
+pub(crate) fn route_of(
+    t: &TypesH,
+    fx: &crate::kernel::fixture::Fixture,
+) -> Result<EtwRoute, String> {
     if fx.symbol("WmipLoggerContext").is_some() {
         Ok(EtwRoute::Global)
     } else if fx.symbol("EtwpHostSiloState").is_some() && t.has_field(SILO, "EtwpLoggerContext") {
@@ -819,7 +826,7 @@ pub(crate) fn route_of(t: &TypesH, fx: &crate::fixture::Fixture) -> Result<EtwRo
 /// Write `data` at `rva + off` of the fixture variable `name`, inside its storage.
 pub(crate) fn write_var(
     img: &mut KernelImage,
-    fx: &crate::fixture::Fixture,
+    fx: &crate::kernel::fixture::Fixture,
     name: &str,
     off: u64,
     data: &[u8],
@@ -867,7 +874,7 @@ pub(crate) fn build(
     let materialized = spec
         .variation
         .as_ref()
-        .map(|_| crate::variation::materialize(cfg, spec, route, &t));
+        .map(|_| crate::etw::variation::materialize(cfg, spec, route, &t));
     let spec = materialized.as_ref().map_or(spec, |m| &m.spec);
     let var = spec.variation.as_deref();
     let lay = Layouts { t: &t, ptr };
@@ -1188,7 +1195,7 @@ pub(crate) fn build(
                     let rc = match sv {
                         Some(x) => x.reference_time.clone(),
                         // A QPC value at 10 MHz since boot.
-                        None => crate::variation::RefClock {
+                        None => crate::etw::variation::RefClock {
                             start_time: s.start_time,
                             start_perf_clock: s
                                 .start_time
@@ -1404,8 +1411,8 @@ pub(crate) fn build(
     };
     // Variation mode: KPRCB.MHz, EtwCPUSpeedInMHz, EtwSupport blocks, pending blocks.
     let var_out = var.map(|v| {
-        crate::variation::place_cpu_state(
-            &mut crate::variation::CpuCtx {
+        crate::etw::variation::place_cpu_state(
+            &mut crate::etw::variation::CpuCtx {
                 cfg,
                 t: &t,
                 route,
@@ -1490,7 +1497,7 @@ pub(crate) fn build(
 
     let mut switches = Vec::new();
     if let Some(m) = &materialized {
-        switches = crate::variation::locate_buffer_switches(m, &session_bufs);
+        switches = crate::etw::variation::locate_buffer_switches(m, &session_bufs);
     }
     if let Some(o) = &var_out {
         switches.extend(o.switches.iter().cloned());
@@ -1557,7 +1564,7 @@ impl BufArea {
 /// Laid-out buffers by content, so that identical plans (the benchmark session) are encoded
 /// once.
 type LayoutCache =
-    HashMap<(Vec<crate::etw_buffers::RecSpec>, u32, u64, String), std::rc::Rc<LaidOut>>;
+    HashMap<(Vec<crate::etw::buffers::RecSpec>, u32, u64, String), std::rc::Rc<LaidOut>>;
 
 /// What the context must point at for a session's buffers.
 #[derive(Default)]
@@ -1769,7 +1776,7 @@ impl BufferPlacement<'_> {
                 ))
             };
             let mut bytes = lo.bytes.clone();
-            let h = &mut bytes[..crate::etw_buffers::WMI_BUFFER_HEADER_SIZE];
+            let h = &mut bytes[..crate::etw::buffers::WMI_BUFFER_HEADER_SIZE];
             for x in h.iter_mut() {
                 *x = 0;
             }
@@ -1782,7 +1789,7 @@ impl BufferPlacement<'_> {
                 "ReferenceCount",
                 u64::from(b.per_cpu.is_some() || b.current_buffer),
             );
-            let flushed = b.state == crate::etw_buffers::STATE_FLUSH;
+            let flushed = b.state == crate::etw::buffers::STATE_FLUSH;
             lay.put(
                 h,
                 BUF,
@@ -1906,9 +1913,9 @@ fn clock_to_uptime(cfg: &Config, clock: u32, v: u64) -> u64 {
 fn retime(
     cfg: &Config,
     clock: u32,
-    b: &crate::ccswap::Batch,
+    b: &crate::etw::ccswap::Batch,
     gap: u64,
-) -> (crate::ccswap::Batch, u32) {
+) -> (crate::etw::ccswap::Batch, u32) {
     let span = b.last_time() - b.first_time;
     let now = clock_now(cfg, clock);
     let boot = clock_now(cfg, clock)
@@ -1931,8 +1938,8 @@ fn retime(
 }
 
 /// One known batch by the start of its description.
-fn known(prefix: &str) -> crate::ccswap::Batch {
-    crate::ccswap::known_batches()
+fn known(prefix: &str) -> crate::etw::ccswap::Batch {
+    crate::etw::ccswap::known_batches()
         .into_iter()
         .find(|(d, _, _)| d.starts_with(prefix))
         .unwrap_or_else(|| panic!("no known batch {prefix:?}"))
@@ -1942,7 +1949,7 @@ fn known(prefix: &str) -> crate::ccswap::Batch {
 /// What a pending slot holds.
 enum PendingKind {
     /// An open batch (possibly with no switches).
-    Open(crate::ccswap::Batch),
+    Open(crate::etw::ccswap::Batch),
     /// UsedBytes 0: an all-zero block.
     Closed,
 }
@@ -1963,8 +1970,8 @@ fn pending_block(
     kind: PendingKind,
     mwr: u8,
     gap: u64,
-) -> (u64, u32, u32, Option<crate::ccswap::Batch>) {
-    use crate::ccswap::{encode_pending_block, encode_pending_block_with, PENDING_BLOCK_SIZE};
+) -> (u64, u32, u32, Option<crate::etw::ccswap::Batch>) {
+    use crate::etw::ccswap::{encode_pending_block, encode_pending_block_with, PENDING_BLOCK_SIZE};
     let va = pool.alloc(PENDING_BLOCK_SIZE, CCSW_TAG);
     let (bytes, batch, tick) = match kind {
         PendingKind::Open(b) => {
@@ -1972,7 +1979,7 @@ fn pending_block(
             (encode_pending_block(&b, tick, mwr), Some(b), tick)
         }
         PendingKind::Closed => {
-            let empty = crate::ccswap::Batch {
+            let empty = crate::etw::ccswap::Batch {
                 first_time: 0,
                 tids: Vec::new(),
                 base_priorities: Vec::new(),
@@ -2097,7 +2104,7 @@ fn place_pending(
                 });
                 // Decoy 1: a plausible pending block with the wrong pool tag.
                 let (b, tick) = retime(cfg, 1, &known("wait time 0 and 1"), 9_000);
-                let bytes = crate::ccswap::encode_pending_block(&b, tick, mwr);
+                let bytes = crate::etw::ccswap::encode_pending_block(&b, tick, mwr);
                 let d1 = pool.alloc(bytes.len(), b"Etwp");
                 pool.slice_mut(d1, bytes.len()).copy_from_slice(&bytes);
                 let p1 = es + CCSWAP_DECOY_TAG_OFFSET;

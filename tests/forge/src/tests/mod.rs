@@ -2,6 +2,13 @@
 //! §1.2, §1.2a, §1.5) that checks every probe against the file bytes; the independent Python
 //! reader and kdmp-parser live in tests/interop/.
 
+mod etw;
+mod etw_buffers;
+mod etw_pending;
+mod processes;
+mod triage;
+mod variation;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;

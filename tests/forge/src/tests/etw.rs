@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use super::tests::{check_probes, fixture_dirs, Walk};
-use crate::types_h::TypesH;
+use super::{check_probes, fixture_dirs, Walk};
+use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64};
 use crate::{
     forge, BitmapSig, Config, EtwRoute, EtwSpec, ExpectedSession, ExpectedSlot, Forged, Layout,

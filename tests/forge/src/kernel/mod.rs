@@ -1,0 +1,9 @@
+//! The kernel in the dump: the machine builder, kernel objects, the PE image (hand-made or a
+//! fixture's), types.h layouts and the process list.
+
+pub(crate) mod fixture;
+pub(crate) mod machine;
+pub(crate) mod objects;
+pub(crate) mod pe;
+pub(crate) mod processes;
+pub(crate) mod types_h;
