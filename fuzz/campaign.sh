@@ -28,6 +28,14 @@ if [ "${FORK:-1}" = 1 ]; then
 else
   mode=()
 fi
+log="work/logs/$t-$(date -u +%Y%m%dT%H%M%S).log"
 cargo fuzz run "$t" "work/corpus/$t" "work/seeds/$t" "corpus/$t" -- "${mode[@]}" \
-  -max_total_time="$secs" -dict="$dict" -print_final_stats=1 \
-  -artifact_prefix="artifacts/$t/" "${extra[@]}" 2>&1 | tee "work/logs/$t.log" | grep -E "^#|INFO: fuzzed|crash|CRASH|panicked|ERROR|stat::" | tail -40
+  -max_total_time="$secs" -dict="$dict" -print_final_stats=1 ${MAX_LEN:+-max_len=$MAX_LEN} \
+  -artifact_prefix="artifacts/$t/" "${extra[@]}" >"$log" 2>&1 || true
+grep -E "^#|INFO: fuzzed|crash|CRASH|panicked|ERROR|stat::" "$log" | tail -20
+# The ledger: one line per run (target, UTC end, seconds asked, executions, crash files now in
+# artifacts/TARGET). Executions: the last "#N" status line (fork mode prints no final stats).
+execs=$(grep -oE "^#[0-9]+" "$log" | tail -1 | tr -d '#')
+crashes=$(find "artifacts/$t" -type f | wc -l)
+printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$(date -u +%FT%TZ)" "$secs" "${execs:-0}" "$crashes" \
+  "$(git -C .. rev-parse --short HEAD)" >>work/ledger.tsv

@@ -11,6 +11,7 @@ pub mod addr;
 pub mod bytes;
 pub mod decode;
 pub mod dump;
+pub mod etl;
 pub mod etw;
 pub mod kernel;
 pub mod mem;

@@ -461,8 +461,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Etl { file, format } => {
             let bytes =
                 std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: {e}", display(&file)))?;
-            let f = etwdump::decode::etl::read(&bytes);
-            if let Some(why) = etwdump::decode::etl::not_an_etl(&bytes, &f) {
+            let f = etwdump::etl::reader::read(&bytes);
+            if let Some(why) = etwdump::etl::reader::not_an_etl(&bytes, &f) {
                 anyhow::bail!("{}: not an ETL file: {why}", display(&file));
             }
             match format {

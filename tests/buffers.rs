@@ -169,7 +169,7 @@ fn extract_writes_the_extractable_buffers() {
                 .collect()
         };
         assert_eq!(sha, ms.sha256);
-        let etl = etwdump::decode::etl::read(&bytes);
+        let etl = etwdump::etl::reader::read(&bytes);
         assert!(etl.problem.is_none());
         assert_eq!(etl.buffers.len(), ms.buffer_list.len());
         for (b, mb) in etl.buffers.iter().zip(&ms.buffer_list) {
@@ -261,7 +261,7 @@ fn corrupted_buffers_still_give_consistent_etl() {
         let m = etwdump::report::extract::extract(&ctx, "x", &out, None, true).unwrap();
         for s in &m.sessions {
             let bytes = std::fs::read(out.join(&s.file)).unwrap();
-            let etl = etwdump::decode::etl::read(&bytes);
+            let etl = etwdump::etl::reader::read(&bytes);
             assert!(etl.problem.is_none(), "round {round}: {:?}", etl.problem);
             assert_eq!(etl.buffers.len(), s.buffer_list.len(), "round {round}");
             for (x, mb) in etl.buffers.iter().zip(&s.buffer_list) {

@@ -24,7 +24,7 @@ fn real_etl_files_walk_completely() {
         ("ShutdownPerfDiagLogger.etl", 49),
     ] {
         let Some(b) = shared_etl(name) else { continue };
-        let f = etwdump::decode::etl::read(&b);
+        let f = etwdump::etl::reader::read(&b);
         assert!(f.problem.is_none(), "{name}: {:?}", f.problem);
         eprintln!(
             "{name}: {} buffers, {} records",

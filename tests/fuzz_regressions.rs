@@ -61,7 +61,7 @@ fn dump_open_reproducers() {
 /// `first_record_complete` agrees with the walk whenever `valid` is within the buffer.
 #[test]
 fn records_reproducers() {
-    use etwdump::decode::records;
+    use etwdump::etl::records;
     let all = reproducers("records");
     for (name, data) in &all {
         if data.len() < 5 {
@@ -76,7 +76,7 @@ fn records_reproducers() {
             assert!(r.offset + r.size <= valid.min(buf.len()), "{name}: {r:?}");
         }
         if valid <= buf.len() {
-            let prefix = &buf[..buf.len().min(records::BUFFER_HEADER_SIZE + 8)];
+            let prefix = &buf[..buf.len().min(etwdump::etl::header::BUFFER_HEADER_SIZE + 8)];
             assert_eq!(
                 records::first_record_complete(prefix, valid),
                 w.count > 0,

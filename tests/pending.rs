@@ -170,7 +170,7 @@ fn pending_batches_in_extracted_etl() {
             .filter(|p| p.batch.as_ref().is_some_and(|b| !b.switches.is_empty()))
             .collect();
         let bytes = std::fs::read(dir.path().join(&s.file)).unwrap();
-        let etl = etwdump::decode::etl::read(&bytes);
+        let etl = etwdump::etl::reader::read(&bytes);
         let listed: Vec<_> = s
             .buffer_list
             .iter()
@@ -195,7 +195,7 @@ fn pending_batches_in_extracted_etl() {
                 u16::from_le_bytes([buf[0x2A], buf[0x2B]]),
                 s.logger_id as u16
             );
-            let recs = etwdump::decode::records::records(buf, b.saved_offset as usize);
+            let recs = etwdump::etl::records::records(buf, b.saved_offset as usize);
             assert_eq!(recs.len(), 1, "{w}");
             assert_eq!(recs[0].hook, Some(0x0525), "{w}");
             let batch = p.batch.as_ref().unwrap();

@@ -346,7 +346,7 @@ fn real_triage_sessions_buffers_extract() {
     assert_eq!(got, [(10, 1, 107), (2, 1, 92)]);
     for s in &m.sessions {
         let bytes = std::fs::read(dir.path().join(&s.file)).unwrap();
-        let etl = etwdump::decode::etl::read(&bytes);
+        let etl = etwdump::etl::reader::read(&bytes);
         assert!(etl.problem.is_none(), "{:?}", etl.problem);
         let recs: Vec<usize> = etl.buffers.iter().map(|b| b.records).collect();
         assert_eq!(recs, [1, s.records], "logger {}", s.logger_id);

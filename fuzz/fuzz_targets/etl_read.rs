@@ -1,7 +1,7 @@
-//! Reading an .etl file (`decode::etl::read`): buffer framing plus the record walk.
+//! Reading an .etl file (`etl::reader::read`): buffer framing plus the record walk.
 #![no_main]
 
-use etwdump::decode::etl;
+use etwdump::etl::reader as etl;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

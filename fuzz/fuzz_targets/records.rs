@@ -1,4 +1,4 @@
-//! The record walker (`decode::records`): walk, records, walk_from, resync,
+//! The record walker (`etl::records`): walk, records, walk_from, resync,
 //! first_record_complete, and the per-record field decoders (`decode::fields`).
 //!
 //! Oracles: `records().len() == walk().count`; `first_record_complete` holds exactly when the
@@ -8,7 +8,8 @@
 //! Input: valid u16 | start u16 | phase u8 | buffer bytes
 #![no_main]
 
-use etwdump::decode::{fields, hooks, records};
+use etwdump::decode::{fields, hooks};
+use etwdump::etl::records;
 use etwdump_fuzz::Input;
 use libfuzzer_sys::fuzz_target;
 

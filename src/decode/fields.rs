@@ -9,8 +9,8 @@
 //! | FULL / INSTANCE (EVENT_TRACE_HEADER) | Size @0, Class {Type u8 @4, Level @5, Version u16 @6}, ThreadId @8, ProcessId @0xC, TimeStamp @0x10, Guid @0x18 (FULL) |
 //! | MESSAGE | no fixed fields read |
 
-use super::records::{Record, RecordKind};
 use crate::bytes::{guid_text, LeBytes};
+use crate::etl::records::{Record, RecordKind};
 
 /// Header fields of one record (None where the header has no such field).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

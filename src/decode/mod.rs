@@ -2,8 +2,6 @@
 
 pub mod ccswap;
 pub mod cswitch;
-pub mod etl;
 pub mod fields;
 pub mod hooks;
 pub mod names;
-pub mod records;

@@ -1,7 +1,8 @@
 //! Reading an ETL file: WMI_BUFFER_HEADER-framed buffers of BufferSize bytes each, with
 //! SavedOffset the valid length (etw-internals.md §6.1).
 
-use super::records::{walk, Walk, BUFFER_HEADER_SIZE};
+use super::header::BUFFER_HEADER_SIZE;
+use super::records::{walk, Walk};
 use crate::bytes::LeBytes;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -9,8 +9,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Size of WMI_BUFFER_HEADER: records start after it.
-pub const BUFFER_HEADER_SIZE: usize = 0x48;
+use super::header::BUFFER_HEADER_SIZE;
 
 /// The header kinds of §5.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -3,6 +3,7 @@
 //! it was found on.
 
 use crate::addr::VirtAddr;
+use crate::etl::header::BufferHeader;
 use crate::etw::loggers::{LoggerArray, Session};
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::kernel::context::KernelContext;
@@ -50,80 +51,6 @@ impl BufferList {
             BufferList::CompressionTarget => "compression_target",
             BufferList::ScratchArray => "scratch_array",
         }
-    }
-}
-
-/// The fields of a WMI_BUFFER_HEADER the tool uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct BufferHeader {
-    pub buffer_size: u64,
-    pub saved_offset: u64,
-    pub current_offset: u64,
-    pub offset: u64,
-    pub sequence_number: u64,
-    pub processor_index: u64,
-    pub logger_id: u64,
-    pub state: u64,
-    pub buffer_flag: u64,
-    pub buffer_type: u64,
-}
-
-/// BufferFlag COMPRESSED and State Compressed (1607+).
-const FLAG_COMPRESSED: u64 = 0x40;
-const STATE_COMPRESSED: u64 = 5;
-
-impl BufferHeader {
-    /// A WMI_BUFFER_HEADER from raw bytes, at the offsets every 6.0+ kernel uses on x86 and x64
-    /// (etw-internals.md §2: BufferSize 0x00, SavedOffset 0x04, CurrentOffset 0x08,
-    /// SequenceNumber 0x18, ClientContext 0x28 {ProcessorIndex: 11 bits, LoggerId: u16 at 0x2A},
-    /// State 0x2C, Offset 0x30, BufferFlag 0x34, BufferType 0x36). For buffers that are not in
-    /// mapped memory (triage-dump windows and the ETW secondary data).
-    pub fn from_bytes(b: &[u8]) -> Option<BufferHeader> {
-        use crate::bytes::LeBytes;
-        let u32_ = |o: usize| b.u32_at(o).map(u64::from);
-        let cc = b.u32_at(0x28)?;
-        Some(BufferHeader {
-            buffer_size: u32_(0x00)?,
-            saved_offset: u32_(0x04)?,
-            current_offset: u32_(0x08)?,
-            offset: u32_(0x30)?,
-            sequence_number: b.u64_at(0x18)?,
-            processor_index: u64::from(cc & 0x07FF),
-            logger_id: u64::from(cc >> 16),
-            state: u32_(0x2C)?,
-            buffer_flag: u64::from(b.u16_at(0x34)?),
-            buffer_type: u64::from(b.u16_at(0x36)?),
-        })
-    }
-
-    /// The kernel's own rule (§2.6): CurrentOffset when it is within the buffer, else
-    /// SavedOffset (the true end once CurrentOffset overflowed). `None` when neither is
-    /// plausible.
-    pub fn valid_bytes(&self) -> Option<u64> {
-        let v = if self.current_offset <= self.buffer_size {
-            self.current_offset
-        } else {
-            self.saved_offset
-        };
-        (0x48..=self.buffer_size).contains(&v).then_some(v)
-    }
-
-    pub fn compressed(&self) -> bool {
-        self.buffer_flag & FLAG_COMPRESSED != 0 || self.state == STATE_COMPRESSED
-    }
-}
-
-/// ETW_BUFFER_STATE names (§2.4).
-pub fn state_name(s: u64) -> &'static str {
-    match s {
-        0 => "Free",
-        1 => "GeneralLogging",
-        2 => "CSwitch",
-        3 => "Flush",
-        4 => "PendingCompression",
-        5 => "Compressed",
-        6 => "Placeholder",
-        _ => "unknown",
     }
 }
 

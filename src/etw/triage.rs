@@ -17,13 +17,15 @@
 //!
 //! Nothing here scans for record markers: windows that start inside a buffer are
 //! re-synchronised on the 8-byte record chain relative to the buffer base
-//! ([`crate::decode::records::resync`]).
+//! ([`crate::etl::records::resync`]).
 
 use crate::addr::VirtAddr;
 use crate::bytes::{utf16le_lossy, LeBytes};
-use crate::decode::records::{resync, walk_from, BUFFER_HEADER_SIZE};
 use crate::dump::{DataBlock, SecondaryData};
-use crate::etw::buffers::{BufferHeader, MAX_BUFFER_SIZE};
+use crate::etl::header::BufferHeader;
+use crate::etl::header::BUFFER_HEADER_SIZE;
+use crate::etl::records::{resync, walk_from};
+use crate::etw::buffers::MAX_BUFFER_SIZE;
 use crate::kernel::context::KernelContext;
 use serde::Serialize;
 

@@ -1,7 +1,8 @@
 //! `etwdump buffers`: every trace buffer a session still holds in memory.
 
-use crate::decode::records::{walk, Walk};
-use crate::etw::buffers::{find_buffers, read_buffer, state_name, BufferList, FoundBuffer};
+use crate::etl::header::state_name;
+use crate::etl::records::{walk, Walk};
+use crate::etw::buffers::{find_buffers, read_buffer, BufferList, FoundBuffer};
 use crate::etw::loggers::{list_sessions, Session, SessionList};
 use crate::kernel::context::KernelContext;
 use serde::Serialize;

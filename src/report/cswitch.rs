@@ -5,8 +5,9 @@
 //! "name (pid)"; TID 0 is "Idle"; null when the thread is not in the list.
 
 use crate::decode::ccswap::{self, CompactSwitch};
+use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
-use crate::decode::{cswitch, records};
+use crate::etl::records;
 use crate::etw::buffers::{find_buffers, read_buffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, maximum_wait_reason_of, FoundBy};
 use crate::etw::clock::{self, ClockFacts};

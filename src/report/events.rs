@@ -21,7 +21,8 @@
 
 use crate::decode::fields::{fields, kind_name};
 use crate::decode::hooks::{has_routine, hook_name};
-use crate::decode::records::{walk_from, Record, BUFFER_HEADER_SIZE};
+use crate::etl::header::BUFFER_HEADER_SIZE;
+use crate::etl::records::{walk_from, Record};
 use crate::etw::buffers::{find_buffers, read_buffer};
 use crate::etw::clock::{self, Converter};
 use crate::etw::loggers::list_sessions;
@@ -173,7 +174,7 @@ fn push_rows(
     buf: &[u8],
     start: usize,
     valid: usize,
-) -> crate::decode::records::Walk {
+) -> crate::etl::records::Walk {
     walk_from(buf, start, valid, |r: &Record| {
         let f = fields(buf, r);
         let (mut routine, mut routine_symbol) = (None, None);

@@ -16,17 +16,19 @@
 //! to a temporary name and renamed when complete.
 
 use crate::decode::ccswap::PENDING_HEADER;
-use crate::decode::records::{first_record_complete, Walk, BUFFER_HEADER_SIZE};
+use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE, BUFFER_TYPE_CTX_SWAP};
+use crate::etl::records::{first_record_complete, walk, Walk};
+use crate::etl::writer::{
+    self, file_name, synthetic_buffer, EtlFileWriter, LogfileHeader, SyntheticHeader,
+};
 use crate::etw::buffers::{find_buffers, FoundBuffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, PendingFound};
 use crate::etw::clock::ClockFacts;
 use crate::etw::loggers::{list_sessions, Session};
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::kernel::context::KernelContext;
-use ring::digest::{Context as Sha256, SHA256};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -46,33 +48,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ExtractError + '_ {
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// A file name for a logger: `<id>-<name>.etl`, with the name reduced to `[A-Za-z0-9._ -]`,
-/// no leading dots or spaces, at most 80 characters.
-pub fn file_name(id: u64, name: Option<&str>) -> String {
-    let mut clean: String = name
-        .unwrap_or("")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || " ._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    while clean.contains("..") {
-        clean = clean.replace("..", "_");
-    }
-    let clean = clean.trim_matches(|c| c == '.' || c == ' ').to_string();
-    let clean: String = clean.chars().take(80).collect();
-    let clean = if clean.is_empty() {
-        "logger".to_string()
-    } else {
-        clean
-    };
-    format!("{id:02}-{clean}.etl")
 }
 
 #[derive(Debug, Serialize)]
@@ -213,90 +188,40 @@ fn header_facts(ctx: &KernelContext<'_>, clocks: &ClockFacts) -> HeaderFacts {
     }
 }
 
-fn utf16z(s: &str) -> Vec<u8> {
-    s.encode_utf16()
-        .chain([0])
-        .flat_map(|u| u.to_le_bytes())
-        .collect()
-}
-
-/// The header buffer: WMI_BUFFER_HEADER + SYSTEM_TRACE_HEADER + TRACE_LOGFILE_HEADER + names.
+/// The header buffer of session `s`'s file: the logger context's facts, the dump's and `facts`.
 pub(crate) fn header_buffer(
     ctx: &KernelContext<'_>,
     s: &Session,
     facts: &HeaderFacts,
     buffers_in_file: u32,
 ) -> Vec<u8> {
-    let x64 = ctx.space.arch().is_64bit();
-    let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
     let h = ctx.dump.header();
     let (major, minor) = match &ctx.kuser {
         Ok(k) => (k.nt_major_version as u8, k.nt_minor_version as u8),
         Err(_) => (if ctx.build >= 10240 { 10 } else { 6 }, 0),
     };
-    let mut tlh = vec![0u8; if x64 { 0x118 } else { 0x110 }];
-    let put32 = |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-    let put64 = |b: &mut Vec<u8>, o: usize, v: u64| b[o..o + 8].copy_from_slice(&v.to_le_bytes());
-    put32(&mut tlh, 0x00, buffer_size as u32);
-    tlh[0x04..0x08].copy_from_slice(&[major, minor, 1, 5]);
-    put32(&mut tlh, 0x08, ctx.build);
     let no_per_cpu = s.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING != 0;
-    put32(
-        &mut tlh,
-        0x0C,
-        if no_per_cpu { 1 } else { h.number_processors },
-    );
-    put64(&mut tlh, 0x10, h.system_time);
-    put32(&mut tlh, 0x18, facts.timer_resolution);
-    // LogFileMode without REAL_TIME and the hybrid-shutdown bits (§6.1).
-    put32(
-        &mut tlh,
-        0x20,
-        (s.logger_mode.unwrap_or(0) as u32) & !(0x100 | 0x0040_0000 | 0x0080_0000),
-    );
-    put32(&mut tlh, 0x24, buffers_in_file);
-    put32(&mut tlh, 0x28, 1);
-    put32(&mut tlh, 0x2C, if x64 { 8 } else { 4 });
-    put32(&mut tlh, 0x30, s.events_lost.unwrap_or(0) as u32);
-    put32(&mut tlh, 0x34, facts.cpu_mhz);
-    let tail = if x64 { 0xF8 } else { 0xF0 };
-    put64(
-        &mut tlh,
-        tail,
-        h.system_time.saturating_sub(h.system_up_time),
-    );
-    put64(&mut tlh, tail + 8, facts.perf_freq);
-    put64(&mut tlh, tail + 0x10, s.start_time_raw.unwrap_or(0));
-    put32(&mut tlh, tail + 0x18, s.clock_type.unwrap_or(1) as u32);
-    put32(
-        &mut tlh,
-        tail + 0x1C,
-        s.log_buffers_lost.unwrap_or(0) as u32,
-    );
-    tlh.extend(utf16z(s.name.as_deref().unwrap_or("")));
-    tlh.extend(utf16z(s.log_file.as_deref().unwrap_or("")));
-    // Keep the record 8-aligned (zeros after the strings are inside the record).
-    while (0x20 + tlh.len()) % 8 != 0 {
-        tlh.push(0);
-    }
-    let size = 0x20 + tlh.len();
-    let mut rec = vec![0u8; 0x20];
-    put32(&mut rec, 0, if x64 { 0xC002_0002 } else { 0xC001_0002 });
-    rec[4..6].copy_from_slice(&(size as u16).to_le_bytes());
-    rec.extend(tlh);
-    let end = 0x48 + rec.len();
-    let mut b = vec![0u8; 0x48];
-    put32(&mut b, 0x00, buffer_size as u32);
-    put32(&mut b, 0x04, end as u32);
-    put32(&mut b, 0x08, end as u32);
-    b[0x28..0x2C].copy_from_slice(&((s.logger_id as u32) << 16).to_le_bytes());
-    put32(&mut b, 0x2C, 3);
-    put32(&mut b, 0x30, end as u32);
-    b[0x34..0x36].copy_from_slice(&0x21u16.to_le_bytes());
-    b[0x36..0x38].copy_from_slice(&4u16.to_le_bytes());
-    b.extend(rec);
-    b.resize(buffer_size.max(end), 0xFF);
-    b
+    writer::header_buffer(&LogfileHeader {
+        x64: ctx.space.arch().is_64bit(),
+        buffer_size: s.buffer_size.unwrap_or(0x10000) as u32,
+        os_version: (major, minor),
+        build: ctx.build,
+        processors: if no_per_cpu { 1 } else { h.number_processors },
+        end_time: h.system_time,
+        timer_resolution: facts.timer_resolution,
+        log_file_mode: s.logger_mode.unwrap_or(0) as u32,
+        buffers_written: buffers_in_file,
+        events_lost: s.events_lost.unwrap_or(0) as u32,
+        cpu_speed_mhz: facts.cpu_mhz,
+        boot_time: h.system_time.saturating_sub(h.system_up_time),
+        perf_freq: facts.perf_freq,
+        start_time: s.start_time_raw.unwrap_or(0),
+        clock_type: s.clock_type.unwrap_or(1) as u32,
+        buffers_lost: s.log_buffers_lost.unwrap_or(0) as u32,
+        logger_id: s.logger_id,
+        logger_name: s.name.as_deref().unwrap_or(""),
+        log_file_name: s.log_file.as_deref().unwrap_or(""),
+    })
 }
 
 /// One pending batch laid out as a buffer of the file.
@@ -307,8 +232,6 @@ struct SyntheticBuffer {
     bytes: Vec<u8>,
 }
 
-/// BufferType CTX_SWAP (etw-internals.md §2.5).
-const BUFFER_TYPE_CTX_SWAP: u16 = 2;
 /// PERFINFO hook of a compact context-switch batch.
 const HOOK_CCSWAP: u16 = 0x0525;
 
@@ -401,67 +324,6 @@ fn pending_buffers(
     out
 }
 
-/// What a synthetic WMI_BUFFER_HEADER says.
-pub(crate) struct SyntheticHeader {
-    pub size: usize,
-    pub logger_id: u64,
-    pub sequence_number: u64,
-    pub timestamp: u64,
-    pub buffer_type: u16,
-    pub processor: Option<u64>,
-}
-
-/// A file buffer of `h.size` bytes: a WMI_BUFFER_HEADER built from `h` (BufferSize,
-/// TimeStamp, SequenceNumber, ClientContext.LoggerId, BufferType), then `records` from 0x48
-/// (laid out as in a buffer), the valid end 8-aligned with a zero pad, fixed up like a
-/// recovered buffer. None when the records do not fit.
-pub(crate) fn synthetic_buffer(h: &SyntheticHeader, records: &[u8]) -> Option<(Vec<u8>, Walk)> {
-    let end = BUFFER_HEADER_SIZE + records.len().next_multiple_of(8);
-    if end > h.size {
-        return None;
-    }
-    let mut b = vec![0u8; h.size];
-    b[0x00..0x04].copy_from_slice(&(h.size as u32).to_le_bytes());
-    b[0x10..0x18].copy_from_slice(&h.timestamp.to_le_bytes());
-    b[0x18..0x20].copy_from_slice(&h.sequence_number.to_le_bytes());
-    b[0x28..0x2C].copy_from_slice(&((h.logger_id as u32) << 16).to_le_bytes());
-    b[0x36..0x38].copy_from_slice(&h.buffer_type.to_le_bytes());
-    b[BUFFER_HEADER_SIZE..BUFFER_HEADER_SIZE + records.len()].copy_from_slice(records);
-    let w = crate::decode::records::walk(&b, end);
-    fix_up(&mut b, h.processor, w.end);
-    Some((b, w))
-}
-
-/// A file buffer of `size` bytes from a saved buffer start (`saved` = its header and its
-/// valid bytes), fixed up like a recovered buffer. None when `saved` is longer than `size`.
-pub(crate) fn saved_buffer(
-    size: usize,
-    processor: Option<u64>,
-    saved: &[u8],
-) -> Option<(Vec<u8>, Walk)> {
-    let mut b = vec![0u8; size];
-    b.get_mut(..saved.len())?.copy_from_slice(saved);
-    let w = crate::decode::records::walk(&b, saved.len());
-    fix_up(&mut b, processor, w.end);
-    Some((b, w))
-}
-
-/// Fix a recovered buffer up for the file, in place.
-pub(crate) fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
-    let put32 = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-    put32(d, 0x04, end as u32);
-    put32(d, 0x08, end as u32);
-    put32(d, 0x2C, 3);
-    put32(d, 0x30, end as u32);
-    if let Some(cpu) = processor {
-        let cc = u16::try_from(cpu & 0x7FF).unwrap_or(0);
-        d[0x28..0x2A].copy_from_slice(&cc.to_le_bytes());
-        let flag = u16::from_le_bytes([d[0x34], d[0x35]]) | 0x20;
-        d[0x34..0x36].copy_from_slice(&flag.to_le_bytes());
-    }
-    d[end..].fill(0xFF);
-}
-
 /// Write the files. Returns the manifest.
 pub fn extract(
     ctx: &KernelContext<'_>,
@@ -498,7 +360,7 @@ pub fn extract(
         if path.exists() && !force {
             return Err(ExtractError::Exists(path));
         }
-        plan.push((s, name, path));
+        plan.push((s, name));
     }
     let manifest_path = dir.join("manifest.json");
     if manifest_path.exists() && !force {
@@ -507,7 +369,7 @@ pub fn extract(
     // Pending compact cswitch batches (only looked for when a kernel session is extracted).
     let pending = if plan
         .iter()
-        .any(|(s, _, _)| crate::etw::loggers::is_kernel_session(s))
+        .any(|(s, _)| crate::etw::loggers::is_kernel_session(s))
     {
         let mut p = find_pending(ctx);
         infer_clocks(ctx, &clocks, &list.sessions, &mut p);
@@ -523,7 +385,7 @@ pub fn extract(
         .len()
         .saturating_mul(2)
         .saturating_add(MAX_UNBACKED_OUTPUT);
-    for (s, name, path) in plan {
+    for (s, name) in plan {
         // Pass 1 (cheap): which buffers go into the file. A buffer is written when it is not
         // compressed, its valid end is plausible and its first record is complete: exactly
         // when a full walk would count at least one record.
@@ -667,198 +529,163 @@ pub fn extract(
             continue;
         }
         output_budget -= total;
+        let synthetic_count = synthetic.len();
         let header = header_buffer(ctx, s, &facts, (data.len() + synthetic.len()) as u32 + 1);
-        let header_end = header.u32_le(4);
-        let header_records = crate::decode::records::walk(&header, header_end).count;
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        let mut hasher = Sha256::new(&SHA256);
-        let mut buffer_list = vec![ManifestBuffer {
-            source: "header",
-            address: None,
-            cpu: None,
-            sequence_number: 0,
-            valid_bytes: header_end as u64,
-            records: header_records,
-            file_offset: 0,
-        }];
-        let mut off = header.len() as u64;
-        file.write_all(&header).map_err(io(&tmp))?;
-        hasher.update(&header);
-        let mut records = 0;
-        let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
-        // Main thread: read each buffer again (one at a time) into a recycled buffer, walk it,
-        // fix it up and write it; a second thread hashes it (SHA-256 is sequential: it gets a
-        // core to itself) and hands the buffer back for reuse (no zero-fill, no page faults).
-        type Shared = std::sync::Arc<Vec<u8>>;
-        let (htx, hrx) = std::sync::mpsc::sync_channel::<Shared>(16);
-        let (back_tx, back_rx) = std::sync::mpsc::channel::<Shared>();
-        let written = std::thread::scope(|scope| -> std::io::Result<(std::fs::File, Sha256)> {
-            let hash = scope.spawn(move || {
-                for b in hrx {
-                    hasher.update(&b);
-                    // The main thread may be gone (error path): then the buffer is dropped.
-                    let _ = back_tx.send(b);
-                }
-                hasher
-            });
-            let mut io_result = Ok(());
-            let mut send = |bytes: Vec<u8>, file: &mut std::fs::File| -> bool {
-                if let Err(e) = file.write_all(&bytes) {
-                    io_result = Err(e);
-                    return false;
-                }
-                htx.send(std::sync::Arc::new(bytes)).is_ok()
+        let mut file = SessionFile::create(dir, &name, header)?;
+        // Read each buffer again (one at a time) into a buffer the file's hashing thread hands
+        // back, walk it, fix it up and write it.
+        for (found, valid) in &data {
+            let mut bytes = file.spare();
+            bytes.resize(found.header.buffer_size as usize, 0);
+            if let Err(e) = ctx.space.read(found.address, &mut bytes) {
+                skipped.push(Skipped {
+                    address: found.address.to_string(),
+                    reason: format!("buffer data: {e}"),
+                });
+                continue;
+            }
+            let cpu = found.cpu.or(Some(found.header.processor_index));
+            let w = walk(&bytes, *valid as usize);
+            writer::fix_up(&mut bytes, cpu, w.end);
+            let entry = ManifestBuffer {
+                source: "memory",
+                address: Some(found.address.to_string()),
+                cpu,
+                sequence_number: found.header.sequence_number,
+                valid_bytes: w.end as u64,
+                records: w.count,
+                file_offset: 0,
             };
-            for (found, valid) in &data {
-                let size = found.header.buffer_size as usize;
-                let mut bytes = back_rx
-                    .try_recv()
-                    .ok()
-                    .and_then(|a| std::sync::Arc::try_unwrap(a).ok())
-                    .unwrap_or_default();
-                bytes.resize(size, 0);
-                if let Err(e) = ctx.space.read(found.address, &mut bytes) {
-                    skipped.push(Skipped {
-                        address: found.address.to_string(),
-                        reason: format!("buffer data: {e}"),
-                    });
-                    continue;
-                }
-                let w = crate::decode::records::walk(&bytes, *valid as usize);
-                fix_up(
-                    &mut bytes,
-                    found.cpu.or(Some(found.header.processor_index)),
-                    w.end,
-                );
-                buffer_list.push(ManifestBuffer {
-                    source: "memory",
-                    address: Some(found.address.to_string()),
-                    cpu: found.cpu.or(Some(found.header.processor_index)),
-                    sequence_number: found.header.sequence_number,
-                    valid_bytes: w.end as u64,
-                    records: w.count,
-                    file_offset: off,
-                });
-                off += bytes.len() as u64;
-                records += w.count;
-                for (k, v) in w.by_key() {
-                    *by_hook.entry(k).or_insert(0) += v;
-                }
-                if !send(bytes, &mut file) {
-                    break;
-                }
-            }
-            for p in &synthetic {
-                let w = crate::decode::records::walk(&p.bytes, p.bytes.len());
-                buffer_list.push(ManifestBuffer {
-                    source: "pending_ccswap",
-                    address: Some(p.block.to_string()),
-                    cpu: Some(p.cpu),
-                    sequence_number: p.sequence_number,
-                    valid_bytes: w.end as u64,
-                    records: w.count,
-                    file_offset: off,
-                });
-                off += p.bytes.len() as u64;
-                records += w.count;
-                for (k, v) in w.by_key() {
-                    *by_hook.entry(k).or_insert(0) += v;
-                }
-                if !send(p.bytes.clone(), &mut file) {
-                    break;
-                }
-            }
-            drop(htx); // ends the hasher's loop
-            let hasher = hash
-                .join()
-                .map_err(|_| std::io::Error::other("hash thread panicked"))?;
-            io_result.map(|()| (file, hasher))
-        });
-        let (mut f, mut hasher) = written.map_err(io(&tmp))?;
-        let data_buffers = buffer_list.len() - 1;
-        if data_buffers != data.len() + synthetic.len() {
-            // A buffer vanished between the reads: BuffersWritten in the header must match.
-            let fixed = header_buffer(ctx, s, &facts, data_buffers as u32 + 1);
-            use std::io::{Seek, SeekFrom};
-            f.seek(SeekFrom::Start(0)).map_err(io(&tmp))?;
-            f.write_all(&fixed).map_err(io(&tmp))?;
-            let all = std::fs::read(&tmp).map_err(io(&tmp))?;
-            hasher = Sha256::new(&SHA256);
-            hasher.update(&all);
+            file.push(entry, bytes, &w)?;
         }
-        // No fsync: the rename is what keeps a partial file from ever carrying the final name.
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        sessions.push(ManifestSession {
-            logger_id: s.logger_id,
-            name: s.name.clone(),
-            file: name,
-            buffers: data_buffers,
-            bytes: off,
-            records,
-            records_by_hook: by_hook,
-            sha256: hasher
-                .finish()
-                .as_ref()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            buffer_list,
-            skipped,
-            header_sources: facts.sources.clone(),
-        });
+        for p in synthetic {
+            let w = walk(&p.bytes, p.bytes.len());
+            let entry = ManifestBuffer {
+                source: "pending_ccswap",
+                address: Some(p.block.to_string()),
+                cpu: Some(p.cpu),
+                sequence_number: p.sequence_number,
+                valid_bytes: w.end as u64,
+                records: w.count,
+                file_offset: 0,
+            };
+            file.push(entry, p.bytes, &w)?;
+        }
+        if file.data_buffers() != data.len() + synthetic_count {
+            // A buffer vanished between the reads: BuffersWritten in the header must match.
+            file.rewrite_header(&header_buffer(
+                ctx,
+                s,
+                &facts,
+                file.data_buffers() as u32 + 1,
+            ))?;
+        }
+        sessions.push(file.finish(s.logger_id, s.name.clone(), name, skipped, &facts)?);
     }
     let m = Manifest {
         dump: dump_name.to_string(),
         sessions,
         warnings,
     };
-    let tmp = dir.join(format!(".manifest.json.tmp-{}", std::process::id()));
-    let text = serde_json::to_vec_pretty(&m).unwrap_or_default();
-    std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &manifest_path).map_err(io(&manifest_path))?;
+    write_manifest(&m, &manifest_path)?;
     Ok(m)
 }
 
-trait U32Le {
-    fn u32_le(&self, off: usize) -> usize;
+/// Write DIR/manifest.json through a temporary name.
+pub(crate) fn write_manifest(m: &Manifest, path: &Path) -> Result<(), ExtractError> {
+    let tmp = path.with_file_name(format!(".manifest.json.tmp-{}", std::process::id()));
+    let text = serde_json::to_vec_pretty(m).unwrap_or_default();
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
 }
 
-impl U32Le for Vec<u8> {
-    fn u32_le(&self, off: usize) -> usize {
-        u32::from_le_bytes([self[off], self[off + 1], self[off + 2], self[off + 3]]) as usize
+/// One session's .etl being written (full and triage dumps alike): the header buffer, then
+/// each buffer with its manifest entry; records counted by hook as they go.
+pub(crate) struct SessionFile {
+    w: EtlFileWriter,
+    list: Vec<ManifestBuffer>,
+    records: usize,
+    by_hook: BTreeMap<String, u64>,
+}
+
+impl SessionFile {
+    pub(crate) fn create(dir: &Path, name: &str, header: Vec<u8>) -> Result<Self, ExtractError> {
+        let mut w = EtlFileWriter::create(dir, name).map_err(io(&dir.join(name)))?;
+        let end = BufferHeader::from_bytes(&header).map_or(0, |h| h.saved_offset as usize);
+        let hw = walk(&header, end);
+        let list = vec![ManifestBuffer {
+            source: "header",
+            address: None,
+            cpu: None,
+            sequence_number: 0,
+            valid_bytes: hw.end as u64,
+            records: hw.count,
+            file_offset: 0,
+        }];
+        let tmp = w.temp_path().to_path_buf();
+        w.push(header).map_err(io(&tmp))?;
+        Ok(SessionFile {
+            w,
+            list,
+            records: 0,
+            by_hook: BTreeMap::new(),
+        })
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// A buffer to read the next one into (recycled when the hashing thread is done with one).
+    pub(crate) fn spare(&self) -> Vec<u8> {
+        self.w.spare()
+    }
 
-    #[test]
-    fn hostile_names_become_safe_file_names() {
-        assert_eq!(
-            file_name(2, Some("Circular Kernel Context Logger")),
-            "02-Circular Kernel Context Logger.etl"
-        );
-        assert_eq!(
-            file_name(3, Some("../../etc/passwd")),
-            "03-____etc_passwd.etl"
-        );
-        assert_eq!(
-            file_name(4, Some("a/b\\c:d*e?f\"g<h>i|j")),
-            "04-a_b_c_d_e_f_g_h_i_j.etl"
-        );
-        assert_eq!(file_name(5, Some("..")), "05-_.etl");
-        assert_eq!(file_name(6, Some("\u{0}\u{1b}[31m")), "06-___31m.etl");
-        assert_eq!(file_name(7, None), "07-logger.etl");
-        assert_eq!(file_name(8, Some("   ")), "08-logger.etl");
-        let long = "x".repeat(5000);
-        assert_eq!(file_name(9, Some(&long)).len(), 3 + 80 + 4);
-        assert_eq!(file_name(10, Some("Ünïcode名")), "10-_n_code_.etl");
-        for n in ["CON", "nul", "COM1"] {
-            // Reserved device names never stand alone: the id prefix is always there.
-            assert!(file_name(1, Some(n)).starts_with("01-"));
+    /// The buffers after the header.
+    pub(crate) fn data_buffers(&self) -> usize {
+        self.list.len() - 1
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        mut entry: ManifestBuffer,
+        bytes: Vec<u8>,
+        walk: &Walk,
+    ) -> Result<(), ExtractError> {
+        entry.file_offset = self.w.len();
+        self.records += walk.count;
+        for (k, v) in walk.by_key() {
+            *self.by_hook.entry(k).or_insert(0) += v;
         }
+        let tmp = self.w.temp_path().to_path_buf();
+        self.w.push(bytes).map_err(io(&tmp))?;
+        self.list.push(entry);
+        Ok(())
+    }
+
+    pub(crate) fn rewrite_header(&mut self, header: &[u8]) -> Result<(), ExtractError> {
+        let tmp = self.w.temp_path().to_path_buf();
+        self.w.rewrite_start(header).map_err(io(&tmp))
+    }
+
+    pub(crate) fn finish(
+        self,
+        logger_id: u64,
+        name: Option<String>,
+        file: String,
+        skipped: Vec<Skipped>,
+        facts: &HeaderFacts,
+    ) -> Result<ManifestSession, ExtractError> {
+        let tmp = self.w.temp_path().to_path_buf();
+        let (bytes, sha256) = self.w.commit().map_err(io(&tmp))?;
+        Ok(ManifestSession {
+            logger_id,
+            name,
+            file,
+            buffers: self.list.len() - 1,
+            bytes,
+            records: self.records,
+            records_by_hook: self.by_hook,
+            sha256,
+            buffer_list: self.list,
+            skipped,
+            header_sources: facts.sources.clone(),
+        })
     }
 }

@@ -5,16 +5,17 @@
 //! CPU), and the error-log session (the tail of its buffer).
 
 use super::extract::{
-    file_name, header_buffer, saved_buffer, synthetic_buffer, ExtractError, HeaderFacts, Manifest,
-    ManifestBuffer, ManifestSession, Skipped, SyntheticHeader,
+    header_buffer, write_manifest, ExtractError, HeaderFacts, Manifest, ManifestBuffer,
+    SessionFile, Skipped,
 };
-use crate::decode::records::{walk_from, Walk, BUFFER_HEADER_SIZE};
+use crate::etl::header::BUFFER_HEADER_SIZE;
+use crate::etl::records::{walk_from, Walk};
+use crate::etl::writer::{file_name, saved_buffer, synthetic_buffer, SyntheticHeader};
 use crate::etw::loggers::Session;
 use crate::etw::mode::{clock_type_name, logger_mode_flags};
 use crate::etw::triage::{self, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
 use crate::time::filetime_to_iso8601;
-use ring::digest::{Context as Sha256, SHA256};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -491,66 +492,21 @@ pub fn extract(
         if path.exists() && !force {
             return Err(ExtractError::Exists(path));
         }
-        let mut file = header.clone();
-        let header_walk = walk_from(&header, BUFFER_HEADER_SIZE, header.len(), |_| {});
-        let mut list_entries = vec![ManifestBuffer {
-            source: "header",
-            address: None,
-            cpu: None,
-            sequence_number: 0,
-            valid_bytes: header_walk.end as u64,
-            records: header_walk.count,
-            file_offset: 0,
-        }];
-        let mut records = 0;
-        let mut by_hook: BTreeMap<String, u64> = BTreeMap::new();
-        for mut b in bufs {
-            if b.bytes.len() != header.len() {
+        let header_len = header.len();
+        let mut file = SessionFile::create(dir, &name, header)?;
+        for b in bufs {
+            if b.bytes.len() != header_len {
                 warnings.push(format!(
                     "logger {}: a {:#x}-byte buffer in a file of {:#x}-byte buffers; skipped",
                     logger_id,
                     b.bytes.len(),
-                    header.len()
+                    header_len
                 ));
                 continue;
             }
-            b.entry.file_offset = file.len() as u64;
-            records += b.walk.count;
-            for (k, v) in b.walk.by_key() {
-                *by_hook.entry(k).or_insert(0) += v;
-            }
-            file.extend_from_slice(&b.bytes);
-            list_entries.push(b.entry);
+            file.push(b.entry, b.bytes, &b.walk)?;
         }
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        std::fs::write(&tmp, &file).map_err(|e| ExtractError::Io {
-            path: tmp.clone(),
-            source: e,
-        })?;
-        std::fs::rename(&tmp, &path).map_err(|e| ExtractError::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        let mut h = Sha256::new(&SHA256);
-        h.update(&file);
-        out.push(ManifestSession {
-            logger_id,
-            name: s.name.clone(),
-            file: name,
-            buffers: list_entries.len() - 1,
-            bytes: file.len() as u64,
-            records,
-            records_by_hook: by_hook,
-            sha256: h
-                .finish()
-                .as_ref()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-            buffer_list: list_entries,
-            skipped,
-            header_sources: facts.sources.clone(),
-        });
+        out.push(file.finish(logger_id, s.name.clone(), name, skipped, &facts)?);
     }
     warnings.push(format!("not known: {UNKNOWABLE}"));
     let m = Manifest {
@@ -558,15 +514,6 @@ pub fn extract(
         sessions: out,
         warnings,
     };
-    let tmp = dir.join(format!(".manifest.json.tmp-{}", std::process::id()));
-    let text = serde_json::to_vec_pretty(&m).unwrap_or_default();
-    std::fs::write(&tmp, text).map_err(|e| ExtractError::Io {
-        path: tmp.clone(),
-        source: e,
-    })?;
-    std::fs::rename(&tmp, &manifest_path).map_err(|e| ExtractError::Io {
-        path: manifest_path.clone(),
-        source: e,
-    })?;
+    write_manifest(&m, &manifest_path)?;
     Ok(m)
 }

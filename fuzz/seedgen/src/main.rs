@@ -2,7 +2,7 @@
 //! Inputs come from the test forge (dumps, triage dumps, ISF JSON, ETW buffers, pending CCSWAP
 //! blocks, ETL files written by `extract`) and from the fixtures (PDBs). Deterministic.
 
-use etwdump::decode::records;
+use etwdump::etl::records;
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::buffers::{find_buffers, read_buffer};
 use etwdump::etw::ccswap::find_pending;

@@ -1,0 +1,496 @@
+//! Writing an .etl file (etw-internals.md §6.1): a header buffer whose first record is a
+//! SYSTEM_TRACE header (hook 0x0000) carrying a TRACE_LOGFILE_HEADER, then buffers of the same
+//! BufferSize, each fixed up as a flushed buffer (SavedOffset = CurrentOffset = Offset = the end
+//! of the last complete record, the rest 0xFF, State Flush, the processor index).
+//!
+//! This module owns the bytes; what goes into them (which buffers, which clock facts) is the
+//! caller's. [`EtlFileWriter`] writes one file to a temporary name, hashes it on a second
+//! thread and renames it into place only when it is complete.
+
+use super::header::{
+    offsets, BUFFER_HEADER_SIZE, BUFFER_TYPE_HEADER, FLAG_PROCESSOR_INDEX, STATE_FLUSH,
+};
+use super::records::{walk, Walk};
+use ring::digest::{Context as Sha256, SHA256};
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// LogFileMode bits a file header never carries: REAL_TIME (0x100) and the hybrid-shutdown
+/// bits 0x00400000 / 0x00800000 (§6.1).
+const MODE_NOT_IN_FILE: u32 = 0x100 | 0x0040_0000 | 0x0080_0000;
+
+/// What the TRACE_LOGFILE_HEADER of a file says (§6.1; the x64 layout is 0x118 bytes, x86
+/// 0x110, then LoggerName and LogFileName as NUL-terminated UTF-16).
+#[derive(Clone, Debug)]
+pub struct LogfileHeader<'a> {
+    /// 64-bit pointers (x64) or 32-bit (x86): the header's layout and PointerSize.
+    pub x64: bool,
+    pub buffer_size: u32,
+    /// VersionDetail: MajorVersion, MinorVersion (SubVersion 1, SubMinorVersion 5 are fixed).
+    pub os_version: (u8, u8),
+    pub build: u32,
+    pub processors: u32,
+    /// EndTime (FILETIME).
+    pub end_time: u64,
+    pub timer_resolution: u32,
+    /// LogFileMode as the logger had it (the bits a file never carries are cleared here).
+    pub log_file_mode: u32,
+    /// BuffersWritten: the buffers in the file, the header buffer included.
+    pub buffers_written: u32,
+    pub events_lost: u32,
+    pub cpu_speed_mhz: u32,
+    /// BootTime (FILETIME).
+    pub boot_time: u64,
+    pub perf_freq: u64,
+    /// StartTime in the logger's clock.
+    pub start_time: u64,
+    pub clock_type: u32,
+    pub buffers_lost: u32,
+    /// ClientContext.LoggerId of the header buffer.
+    pub logger_id: u64,
+    pub logger_name: &'a str,
+    pub log_file_name: &'a str,
+}
+
+fn put32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn utf16z(s: &str) -> Vec<u8> {
+    s.encode_utf16()
+        .chain([0])
+        .flat_map(|u| u.to_le_bytes())
+        .collect()
+}
+
+/// The header buffer: WMI_BUFFER_HEADER + SYSTEM_TRACE_HEADER + TRACE_LOGFILE_HEADER + names,
+/// `h.buffer_size` bytes (more only if the names do not fit), the rest 0xFF.
+pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
+    let mut tlh = vec![0u8; if h.x64 { 0x118 } else { 0x110 }];
+    put32(&mut tlh, 0x00, h.buffer_size);
+    tlh[0x04..0x08].copy_from_slice(&[h.os_version.0, h.os_version.1, 1, 5]);
+    put32(&mut tlh, 0x08, h.build);
+    put32(&mut tlh, 0x0C, h.processors);
+    put64(&mut tlh, 0x10, h.end_time);
+    put32(&mut tlh, 0x18, h.timer_resolution);
+    put32(&mut tlh, 0x20, h.log_file_mode & !MODE_NOT_IN_FILE);
+    put32(&mut tlh, 0x24, h.buffers_written);
+    put32(&mut tlh, 0x28, 1); // StartBuffers
+    put32(&mut tlh, 0x2C, if h.x64 { 8 } else { 4 });
+    put32(&mut tlh, 0x30, h.events_lost);
+    put32(&mut tlh, 0x34, h.cpu_speed_mhz);
+    let tail = if h.x64 { 0xF8 } else { 0xF0 };
+    put64(&mut tlh, tail, h.boot_time);
+    put64(&mut tlh, tail + 8, h.perf_freq);
+    put64(&mut tlh, tail + 0x10, h.start_time);
+    put32(&mut tlh, tail + 0x18, h.clock_type);
+    put32(&mut tlh, tail + 0x1C, h.buffers_lost);
+    tlh.extend(utf16z(h.logger_name));
+    tlh.extend(utf16z(h.log_file_name));
+    // Keep the record 8-aligned (zeros after the strings are inside the record).
+    while (0x20 + tlh.len()) % 8 != 0 {
+        tlh.push(0);
+    }
+    let size = 0x20 + tlh.len();
+    let mut rec = vec![0u8; 0x20];
+    put32(&mut rec, 0, if h.x64 { 0xC002_0002 } else { 0xC001_0002 });
+    rec[4..6].copy_from_slice(&(size as u16).to_le_bytes());
+    rec.extend(tlh);
+    let end = BUFFER_HEADER_SIZE + rec.len();
+    let mut b = vec![0u8; BUFFER_HEADER_SIZE];
+    put32(&mut b, offsets::BUFFER_SIZE, h.buffer_size);
+    put32(&mut b, offsets::SAVED_OFFSET, end as u32);
+    put32(&mut b, offsets::CURRENT_OFFSET, end as u32);
+    put32(&mut b, offsets::CLIENT_CONTEXT, (h.logger_id as u32) << 16);
+    put32(&mut b, offsets::STATE, STATE_FLUSH);
+    put32(&mut b, offsets::OFFSET, end as u32);
+    b[offsets::BUFFER_FLAG..offsets::BUFFER_FLAG + 2]
+        .copy_from_slice(&(0x01 | FLAG_PROCESSOR_INDEX).to_le_bytes());
+    b[offsets::BUFFER_TYPE..offsets::BUFFER_TYPE + 2]
+        .copy_from_slice(&BUFFER_TYPE_HEADER.to_le_bytes());
+    b.extend(rec);
+    b.resize((h.buffer_size as usize).max(end), 0xFF);
+    b
+}
+
+/// What a synthetic WMI_BUFFER_HEADER says.
+#[derive(Clone, Debug)]
+pub struct SyntheticHeader {
+    pub size: usize,
+    pub logger_id: u64,
+    pub sequence_number: u64,
+    pub timestamp: u64,
+    pub buffer_type: u16,
+    pub processor: Option<u64>,
+}
+
+/// A file buffer of `h.size` bytes: a WMI_BUFFER_HEADER built from `h` (BufferSize,
+/// TimeStamp, SequenceNumber, ClientContext.LoggerId, BufferType), then `records` from 0x48
+/// (laid out as in a buffer), the valid end 8-aligned with a zero pad, fixed up like a
+/// recovered buffer. None when the records do not fit.
+pub fn synthetic_buffer(h: &SyntheticHeader, records: &[u8]) -> Option<(Vec<u8>, Walk)> {
+    let end = BUFFER_HEADER_SIZE + records.len().next_multiple_of(8);
+    if end > h.size {
+        return None;
+    }
+    let mut b = vec![0u8; h.size];
+    put32(&mut b, offsets::BUFFER_SIZE, h.size as u32);
+    put64(&mut b, offsets::TIME_STAMP, h.timestamp);
+    put64(&mut b, offsets::SEQUENCE_NUMBER, h.sequence_number);
+    put32(&mut b, offsets::CLIENT_CONTEXT, (h.logger_id as u32) << 16);
+    b[offsets::BUFFER_TYPE..offsets::BUFFER_TYPE + 2].copy_from_slice(&h.buffer_type.to_le_bytes());
+    b[BUFFER_HEADER_SIZE..BUFFER_HEADER_SIZE + records.len()].copy_from_slice(records);
+    let w = walk(&b, end);
+    fix_up(&mut b, h.processor, w.end);
+    Some((b, w))
+}
+
+/// A file buffer of `size` bytes from a saved buffer start (`saved` = its header and its
+/// valid bytes), fixed up like a recovered buffer. None when `saved` is longer than `size`.
+pub fn saved_buffer(size: usize, processor: Option<u64>, saved: &[u8]) -> Option<(Vec<u8>, Walk)> {
+    let mut b = vec![0u8; size];
+    b.get_mut(..saved.len())?.copy_from_slice(saved);
+    let w = walk(&b, saved.len());
+    fix_up(&mut b, processor, w.end);
+    Some((b, w))
+}
+
+/// Fix a buffer up for the file, in place: SavedOffset = CurrentOffset = Offset = `end` (the
+/// end of its last complete record), State Flush, the processor index (with the BufferFlag bit
+/// saying it is valid) when known, and 0xFF after `end`.
+pub fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
+    put32(d, offsets::SAVED_OFFSET, end as u32);
+    put32(d, offsets::CURRENT_OFFSET, end as u32);
+    put32(d, offsets::STATE, STATE_FLUSH);
+    put32(d, offsets::OFFSET, end as u32);
+    if let Some(cpu) = processor {
+        let cc = u16::try_from(cpu & 0x7FF).unwrap_or(0);
+        d[offsets::CLIENT_CONTEXT..offsets::CLIENT_CONTEXT + 2].copy_from_slice(&cc.to_le_bytes());
+        let f = offsets::BUFFER_FLAG;
+        let flag = u16::from_le_bytes([d[f], d[f + 1]]) | FLAG_PROCESSOR_INDEX;
+        d[f..f + 2].copy_from_slice(&flag.to_le_bytes());
+    }
+    d[end..].fill(0xFF);
+}
+
+/// A file name for a logger: `<id>-<name>.etl`, with the name reduced to `[A-Za-z0-9._ -]`,
+/// no leading dots or spaces, at most 80 characters. Logger names come from memory an attacker
+/// may control: the result never leaves the output directory.
+pub fn file_name(id: u64, name: Option<&str>) -> String {
+    let mut clean: String = name
+        .unwrap_or("")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || " ._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while clean.contains("..") {
+        clean = clean.replace("..", "_");
+    }
+    let clean = clean.trim_matches(|c| c == '.' || c == ' ').to_string();
+    let clean: String = clean.chars().take(80).collect();
+    let clean = if clean.is_empty() {
+        "logger".to_string()
+    } else {
+        clean
+    };
+    format!("{id:02}-{clean}.etl")
+}
+
+type Shared = Arc<Vec<u8>>;
+
+/// One .etl file being written: buffers are appended in order to `.<name>.tmp-<pid>` in the
+/// output directory and hashed (SHA-256) on a second thread, which hands each buffer back for
+/// reuse ([`EtlFileWriter::spare`]: no zero-fill, no new page faults); [`EtlFileWriter::commit`]
+/// renames the file into place. Dropped without a commit, the temporary file is removed, so a
+/// partial file never carries the final name.
+pub struct EtlFileWriter {
+    tmp: PathBuf,
+    path: PathBuf,
+    file: Option<File>,
+    to_hash: Option<SyncSender<Shared>>,
+    back: Receiver<Shared>,
+    hasher: Option<JoinHandle<Sha256>>,
+    len: u64,
+    rehash: bool,
+}
+
+impl EtlFileWriter {
+    /// Start `dir/name` (the directory must exist).
+    pub fn create(dir: &Path, name: &str) -> std::io::Result<EtlFileWriter> {
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let file = File::create(&tmp)?;
+        let (to_hash, rx) = sync_channel::<Shared>(16);
+        let (back_tx, back) = channel::<Shared>();
+        let hasher = std::thread::spawn(move || {
+            let mut h = Sha256::new(&SHA256);
+            for b in rx {
+                h.update(&b);
+                // The writer may be gone (error path): then the buffer is dropped.
+                let _ = back_tx.send(b);
+            }
+            h
+        });
+        Ok(EtlFileWriter {
+            tmp,
+            path: dir.join(name),
+            file: Some(file),
+            to_hash: Some(to_hash),
+            back,
+            hasher: Some(hasher),
+            len: 0,
+            rehash: false,
+        })
+    }
+
+    /// The temporary file's path (for error messages).
+    pub fn temp_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// A buffer handed back by the hashing thread, or a new empty one.
+    pub fn spare(&self) -> Vec<u8> {
+        self.back
+            .try_recv()
+            .ok()
+            .and_then(|a| Arc::try_unwrap(a).ok())
+            .unwrap_or_default()
+    }
+
+    /// Bytes written so far: the file offset of the next buffer.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Append one buffer.
+    pub fn push(&mut self, bytes: Vec<u8>) -> std::io::Result<()> {
+        let file = self.file.as_mut().ok_or_else(closed)?;
+        file.write_all(&bytes)?;
+        self.len += bytes.len() as u64;
+        if let Some(tx) = &self.to_hash {
+            if tx.send(Arc::new(bytes)).is_err() {
+                return Err(std::io::Error::other("the hashing thread stopped"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Replace the file's first bytes (the header buffer, when BuffersWritten changed after it
+    /// was written); the hash is then computed again from the file at commit.
+    pub fn rewrite_start(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let file = self.file.as_mut().ok_or_else(closed)?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(bytes)?;
+        file.seek(SeekFrom::End(0))?;
+        self.rehash = true;
+        Ok(())
+    }
+
+    /// Finish: rename the file into place. Returns (bytes, SHA-256 in hex).
+    pub fn commit(mut self) -> std::io::Result<(u64, String)> {
+        drop(self.to_hash.take()); // ends the hasher's loop
+        let hasher = self
+            .hasher
+            .take()
+            .ok_or_else(closed)?
+            .join()
+            .map_err(|_| std::io::Error::other("hash thread panicked"))?;
+        let hasher = if self.rehash {
+            let mut h = Sha256::new(&SHA256);
+            h.update(&std::fs::read(&self.tmp)?);
+            h
+        } else {
+            hasher
+        };
+        // No fsync: the rename is what keeps a partial file from ever carrying the final name.
+        drop(self.file.take());
+        std::fs::rename(&self.tmp, &self.path)?;
+        let hex = hasher
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok((self.len, hex))
+    }
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::other("the file is already finished")
+}
+
+impl Drop for EtlFileWriter {
+    fn drop(&mut self) {
+        drop(self.to_hash.take());
+        if let Some(h) = self.hasher.take() {
+            let _ = h.join();
+        }
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etl::header::BufferHeader;
+
+    #[test]
+    fn hostile_names_become_safe_file_names() {
+        assert_eq!(
+            file_name(2, Some("Circular Kernel Context Logger")),
+            "02-Circular Kernel Context Logger.etl"
+        );
+        assert_eq!(
+            file_name(3, Some("../../etc/passwd")),
+            "03-____etc_passwd.etl"
+        );
+        assert_eq!(
+            file_name(4, Some("a/b\\c:d*e?f\"g<h>i|j")),
+            "04-a_b_c_d_e_f_g_h_i_j.etl"
+        );
+        assert_eq!(file_name(5, Some("..")), "05-_.etl");
+        assert_eq!(file_name(6, Some("\u{0}\u{1b}[31m")), "06-___31m.etl");
+        assert_eq!(file_name(7, None), "07-logger.etl");
+        assert_eq!(file_name(8, Some("   ")), "08-logger.etl");
+        let long = "x".repeat(5000);
+        assert_eq!(file_name(9, Some(&long)).len(), 3 + 80 + 4);
+        assert_eq!(file_name(10, Some("Ünïcode名")), "10-_n_code_.etl");
+        for n in ["CON", "nul", "COM1"] {
+            // Reserved device names never stand alone: the id prefix is always there.
+            assert!(file_name(1, Some(n)).starts_with("01-"));
+        }
+    }
+
+    fn logfile(x64: bool) -> LogfileHeader<'static> {
+        LogfileHeader {
+            x64,
+            buffer_size: 0x1000,
+            os_version: (10, 0),
+            build: 19041,
+            processors: 4,
+            end_time: 0x01D7_0000_0000_0000,
+            timer_resolution: 156_250,
+            log_file_mode: 0x100 | 0x2,
+            buffers_written: 3,
+            events_lost: 7,
+            cpu_speed_mhz: 3000,
+            boot_time: 0x01D6_0000_0000_0000,
+            perf_freq: 10_000_000,
+            start_time: 12345,
+            clock_type: 1,
+            buffers_lost: 2,
+            logger_id: 5,
+            logger_name: "Test",
+            log_file_name: "C:\\t.etl",
+        }
+    }
+
+    #[test]
+    fn header_buffer_reads_back_through_the_header_and_record_walk() {
+        for x64 in [true, false] {
+            let b = header_buffer(&logfile(x64));
+            assert_eq!(b.len(), 0x1000);
+            let h = BufferHeader::from_bytes(&b).unwrap();
+            assert_eq!((h.buffer_size, h.logger_id, h.state), (0x1000, 5, 3));
+            assert_eq!(h.buffer_type, u64::from(BUFFER_TYPE_HEADER));
+            let end = h.saved_offset as usize;
+            assert_eq!(h.valid_bytes(), Some(end as u64));
+            let w = walk(&b, end);
+            assert_eq!((w.count, w.end), (1, end));
+            assert!(b[end..].iter().all(|&x| x == 0xFF));
+            let tlh = BUFFER_HEADER_SIZE + 0x20;
+            let le32 = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+            // LogFileMode without REAL_TIME; PointerSize; CpuSpeedInMHz; PerfFreq.
+            assert_eq!(le32(tlh + 0x20), 0x2);
+            assert_eq!(le32(tlh + 0x2C), if x64 { 8 } else { 4 });
+            assert_eq!(le32(tlh + 0x34), 3000);
+            let tail = tlh + if x64 { 0xF8 } else { 0xF0 };
+            assert_eq!(
+                u64::from_le_bytes(b[tail + 8..tail + 16].try_into().unwrap()),
+                10_000_000
+            );
+        }
+    }
+
+    #[test]
+    fn synthetic_and_saved_buffers_are_fixed_up() {
+        // One 0x20-byte SYSTEM_TRACE record.
+        let mut rec = vec![0u8; 0x20];
+        rec[0..4].copy_from_slice(&0xC002_0002u32.to_le_bytes());
+        rec[4..6].copy_from_slice(&0x20u16.to_le_bytes());
+        rec[6..8].copy_from_slice(&0x0524u16.to_le_bytes());
+        let h = SyntheticHeader {
+            size: 0x200,
+            logger_id: 9,
+            sequence_number: 42,
+            timestamp: 77,
+            buffer_type: 2,
+            processor: Some(3),
+        };
+        let (b, w) = synthetic_buffer(&h, &rec).unwrap();
+        assert_eq!((w.count, w.end), (1, 0x68));
+        let bh = BufferHeader::from_bytes(&b).unwrap();
+        assert_eq!(
+            (
+                bh.saved_offset,
+                bh.offset,
+                bh.processor_index,
+                bh.logger_id,
+                bh.sequence_number
+            ),
+            (0x68, 0x68, 3, 9, 42)
+        );
+        assert_eq!(bh.buffer_flag & u64::from(FLAG_PROCESSOR_INDEX), 0x20);
+        assert!(synthetic_buffer(&SyntheticHeader { size: 0x60, ..h }, &rec).is_none());
+        let (c, w2) = saved_buffer(0x200, None, &b[..0x68]).unwrap();
+        assert_eq!((w2.count, c[..0x68].to_vec()), (1, b[..0x68].to_vec()));
+        assert!(saved_buffer(0x40, None, &b[..0x68]).is_none());
+    }
+
+    #[test]
+    fn a_file_is_renamed_into_place_only_when_committed() {
+        let dir = std::env::temp_dir().join(format!("etwdump-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = EtlFileWriter::create(&dir, "a.etl").unwrap();
+        w.push(vec![1; 16]).unwrap();
+        w.push(vec![2; 16]).unwrap();
+        w.rewrite_start(&[3; 4]).unwrap();
+        let (len, sha) = w.commit().unwrap();
+        let bytes = std::fs::read(dir.join("a.etl")).unwrap();
+        assert_eq!((len, bytes.len()), (32, 32));
+        assert_eq!(&bytes[..5], &[3, 3, 3, 3, 1]);
+        let mut h = Sha256::new(&SHA256);
+        h.update(&bytes);
+        let want: String = h
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(sha, want);
+        let mut dropped = EtlFileWriter::create(&dir, "b.etl").unwrap();
+        dropped.push(vec![0; 8]).unwrap();
+        let tmp = dropped.temp_path().to_path_buf();
+        drop(dropped);
+        assert!(!tmp.exists() && !dir.join("b.etl").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
