@@ -8,10 +8,10 @@ use crate::etw::loggers::{LoggerArray, Session};
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
-use crate::mem::MemError;
+use crate::mem::{ListStop, MemError};
 use crate::symbols::{StructLayout, TypeRef};
 use serde::Serialize;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 /// Largest buffer read (BufferSize is validated against the session's; this bounds a crafted
 /// session too).
@@ -347,23 +347,24 @@ impl Finder<'_, '_> {
                 return;
             }
         };
-        let read = |va: u64| space.read_ptr(VirtAddr(va)).ok().map(|p| p.0);
-        let walk = single_list_walk(first.0, self.bound, read);
-        for e in &walk.entries {
+        let mut walk = space.chain(first, 0, self.bound);
+        let mut first_entry = true;
+        for e in walk.by_ref() {
             if !self.add(
-                VirtAddr(e.wrapping_sub(entry_off)),
+                VirtAddr(e.0.wrapping_sub(entry_off)),
                 BufferList::GlobalList,
                 None,
             ) {
-                if space.arch().is_64bit() && walk.entries.first() == Some(e) {
+                if space.arch().is_64bit() && first_entry {
                     self.warnings.push(
                         "GlobalList: the x64 SLIST_HEADER's first entry does not lead to a buffer (8-byte SLIST encoding not decoded)".into(),
                     );
                 }
                 return;
             }
+            first_entry = false;
         }
-        if let Some(why) = walk.stopped {
+        if let Some(why) = walk.stopped() {
             self.warnings.push(format!("GlobalList (SLIST): {why}"));
         }
     }
@@ -371,43 +372,30 @@ impl Finder<'_, '_> {
     /// A LIST_ENTRY GlobalList (6.1+ through GlobalEntry, 5.0 through Entry): Flink from the
     /// head to the head again, each entry `entry_off` into its buffer; bounded, cycle-safe.
     fn list_entry_walk(&mut self, head: VirtAddr, entry_off: u64) {
-        let space = &self.ctx.space;
-        let mut seen = HashSet::new();
-        let mut cur = match space.read_ptr(head) {
-            Ok(p) => p,
+        let ctx = self.ctx;
+        let mut walk = match ctx.space.list_entries(head, self.bound) {
+            Ok(w) => w,
             Err(e) => {
                 self.warnings
                     .push(format!("_WMI_LOGGER_CONTEXT.GlobalList at {head}: {e}"));
                 return;
             }
         };
-        let mut n = 0;
-        while cur != head {
-            if n >= self.bound {
-                self.warnings.push(format!(
-                    "GlobalList: stopped after {n} entries (the hard cap of {MAX_BUFFERS_PER_LIST} entries per list)"
-                ));
+        for cur in walk.by_ref() {
+            if !self.add(
+                VirtAddr(cur.0.wrapping_sub(entry_off)),
+                BufferList::GlobalList,
+                None,
+            ) {
                 return;
             }
-            if !seen.insert(cur) {
-                self.warnings.push(format!(
-                    "GlobalList: entry {cur} is visited twice (a cycle); stopped"
-                ));
-                return;
-            }
-            let buf = VirtAddr(cur.0.wrapping_sub(entry_off));
-            if !self.add(buf, BufferList::GlobalList, None) {
-                return;
-            }
-            cur = match space.read_ptr(cur) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.warnings
-                        .push(format!("GlobalList: Flink at {cur}: {e}"));
-                    return;
-                }
-            };
-            n += 1;
+        }
+        match walk.stopped() {
+            Some(ListStop::Bound { after }) => self.warnings.push(format!(
+                "GlobalList: stopped after {after} entries (the hard cap of {MAX_BUFFERS_PER_LIST} entries per list)"
+            )),
+            Some(why) => self.warnings.push(format!("GlobalList: {why}")),
+            None => {}
         }
     }
 
@@ -450,34 +438,21 @@ impl Finder<'_, '_> {
         };
         let space = &self.ctx.space;
         // ETW_BUFFER_QUEUE {QueueTail; SINGLE_LIST_ENTRY QueueEntry}: QueueEntry.Next is the first.
-        let mut cur = match space.read_ptr(q.offset(self.psize())) {
+        let first = match space.read_ptr(q.offset(self.psize())) {
             Ok(p) => p,
             Err(e) => {
                 self.warnings.push(format!("{field} at {q}: {e}"));
                 return;
             }
         };
-        let mut seen = HashSet::new();
-        let mut n = 0;
-        while cur.0 != 0 {
-            if n >= self.bound || !seen.insert(cur) {
-                self.warnings
-                    .push(format!("{field}: stopped at {cur} (cycle or bound)"));
+        let mut walk = space.chain(first, 0, self.bound);
+        for cur in walk.by_ref() {
+            if !self.add(VirtAddr(cur.0.wrapping_sub(slist_off)), list, None) {
                 return;
             }
-            let buf = VirtAddr(cur.0.wrapping_sub(slist_off));
-            if !self.add(buf, list, None) {
-                return;
-            }
-            cur = match space.read_ptr(cur) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.warnings
-                        .push(format!("{field}: next link at {cur}: {e}"));
-                    return;
-                }
-            };
-            n += 1;
+        }
+        if let Some(why) = walk.stopped() {
+            self.warnings.push(format!("{field}: {why}"));
         }
     }
 
@@ -520,28 +495,19 @@ impl Finder<'_, '_> {
         }
     }
 
+    /// NextBuffer links from `from`, followed while they lead to this session's buffers (an
+    /// unreadable link or a foreign buffer ends the chain silently: its end is not marked).
     fn dirty_chain(&mut self, from: VirtAddr) {
-        let space = &self.ctx.space;
+        let ctx = self.ctx;
         let Some(next_off) = self.header_layout.field("NextBuffer").map(|f| f.offset) else {
             return;
         };
-        let mut seen = HashSet::new();
-        seen.insert(from);
-        let mut cur = from;
-        for _ in 0..self.bound {
-            let next = match space.read_ptr(cur.offset(next_off)) {
-                Ok(p) => p,
-                Err(_) => return,
-            };
-            if next.0 == 0 || !seen.insert(next) {
-                return;
-            }
+        for next in ctx.space.chain(from, next_off, self.bound).skip(1) {
             // Only follow links that lead to this session's buffers.
             if self.header(next).is_err() {
                 return;
             }
             self.add(next, BufferList::DirtyChain, None);
-            cur = next;
         }
     }
 
@@ -696,46 +662,6 @@ impl Finder<'_, '_> {
     }
 }
 
-/// A singly linked chain (SINGLE_LIST_ENTRY.Next to NULL): the entries, and why it stopped
-/// early, if it did.
-#[derive(Debug, PartialEq, Eq)]
-pub struct ChainWalk {
-    pub entries: Vec<u64>,
-    pub stopped: Option<String>,
-}
-
-/// Follow `first`, `read(first)`, ... to NULL, at most `bound` entries, stopping at a cycle or
-/// an unreadable entry (said in `stopped`).
-pub fn single_list_walk(first: u64, bound: u64, read: impl Fn(u64) -> Option<u64>) -> ChainWalk {
-    let mut out = ChainWalk {
-        entries: Vec::new(),
-        stopped: None,
-    };
-    let mut seen = HashSet::new();
-    let mut cur = first;
-    while cur != 0 {
-        if out.entries.len() as u64 >= bound {
-            out.stopped = Some(format!("stopped after {bound} entries (bound)"));
-            break;
-        }
-        if !seen.insert(cur) {
-            out.stopped = Some(format!(
-                "entry {cur:#x} is visited twice (a cycle); stopped"
-            ));
-            break;
-        }
-        out.entries.push(cur);
-        match read(cur) {
-            Some(n) => cur = n,
-            None => {
-                out.stopped = Some(format!("entry {cur:#x} is unreadable; stopped"));
-                break;
-            }
-        }
-    }
-    out
-}
-
 /// Bytes of an EtwSupport block searched for per-CPU buffer pointers.
 const ES_SEARCH_BYTES: usize = 0x1000;
 
@@ -806,32 +732,4 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
     ctx.space.read_vec(b.address, size)
-}
-
-#[cfg(test)]
-mod chain_tests {
-    use super::single_list_walk;
-    use std::collections::HashMap;
-
-    #[test]
-    fn single_list_walks_to_null_and_stops_on_cycles_bounds_and_holes() {
-        let mem: HashMap<u64, u64> = [(0x1000, 0x2000), (0x2000, 0x3000), (0x3000, 0)].into();
-        let w = single_list_walk(0x1000, 10, |a| mem.get(&a).copied());
-        assert_eq!(w.entries, [0x1000, 0x2000, 0x3000]);
-        assert_eq!(w.stopped, None);
-        assert!(single_list_walk(0, 10, |a| mem.get(&a).copied())
-            .entries
-            .is_empty());
-        let cyc: HashMap<u64, u64> = [(0x1000, 0x2000), (0x2000, 0x1000)].into();
-        let w = single_list_walk(0x1000, 10, |a| cyc.get(&a).copied());
-        assert_eq!(w.entries, [0x1000, 0x2000]);
-        assert!(w.stopped.unwrap().contains("0x1000 is visited twice"));
-        let w = single_list_walk(0x1000, 2, |a| mem.get(&a).copied());
-        assert_eq!(w.entries, [0x1000, 0x2000]);
-        assert!(w.stopped.unwrap().contains("after 2 entries"));
-        let hole: HashMap<u64, u64> = [(0x1000, 0x5000)].into();
-        let w = single_list_walk(0x1000, 10, |a| hole.get(&a).copied());
-        assert_eq!(w.entries, [0x1000, 0x5000]);
-        assert!(w.stopped.unwrap().contains("0x5000 is unreadable"));
-    }
 }

@@ -4,9 +4,8 @@
 
 use super::UnicodeString;
 use crate::addr::VirtAddr;
-use crate::mem::{AddressSpace, MemError};
+use crate::mem::{AddressSpace, ListStop, MemError};
 use serde::Serialize;
-use std::collections::HashSet;
 
 /// Upper bound on entries walked (real systems load a few hundred modules).
 pub const MAX_MODULES: usize = 8192;
@@ -57,40 +56,27 @@ pub fn walk(space: &AddressSpace<'_>, head: VirtAddr) -> Result<ModuleList, MemE
     } else {
         &LDR_X86
     };
-    let head = space.normalize(head)?;
     let mut out = ModuleList::default();
-    let mut seen = HashSet::new();
-    let mut cur = space.normalize(space.read_ptr(head)?)?;
-    loop {
-        if cur == head {
-            return Ok(out);
-        }
-        if out.modules.len() >= MAX_MODULES {
-            out.incomplete = Some(format!("stopped after {MAX_MODULES} entries"));
-            return Ok(out);
-        }
-        if !seen.insert(cur) {
-            out.incomplete = Some(format!(
-                "the list loops back to entry {cur} without reaching the head"
-            ));
-            return Ok(out);
-        }
-        let entry = match read_entry(space, l, cur) {
-            Ok(e) => e,
+    let mut walk = space.list_entries(head, MAX_MODULES as u64)?;
+    for cur in walk.by_ref() {
+        match read_entry(space, l, cur) {
+            Ok(e) => out.modules.push(e),
             Err(e) => {
                 out.incomplete = Some(format!("entry {cur} is unreadable: {e}"));
                 return Ok(out);
             }
-        };
-        out.modules.push(entry);
-        cur = match space.read_ptr(cur).and_then(|p| space.normalize(p)) {
-            Ok(p) => p,
-            Err(e) => {
-                out.incomplete = Some(format!("Flink of entry {cur} is unreadable: {e}"));
-                return Ok(out);
-            }
-        };
+        }
     }
+    out.incomplete = walk.stopped().map(|why| match why {
+        ListStop::Bound { after } => format!("stopped after {after} entries"),
+        ListStop::Cycle { entry } => {
+            format!("the list loops back to entry {entry} without reaching the head")
+        }
+        ListStop::Unreadable { entry, source } => {
+            format!("Flink of entry {entry} is unreadable: {source}")
+        }
+    });
+    Ok(out)
 }
 
 fn read_entry(

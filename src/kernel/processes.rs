@@ -5,7 +5,7 @@
 use super::context::KernelContext;
 use super::view::View;
 use crate::addr::VirtAddr;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 const MAX_PROCESSES: usize = 1 << 16;
 const MAX_THREADS: usize = 1 << 16;
@@ -73,21 +73,15 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         .unwrap_or(ctx.space.arch().pointer_size());
     let space = &ctx.space;
     let head = ctx.dump.header().ps_active_process_head;
-    let mut seen = HashSet::new();
-    let mut cur = match space.read_ptr(head) {
-        Ok(p) => p,
+    let mut procs = match space.list_entries(head, MAX_PROCESSES as u64) {
+        Ok(w) => w,
         Err(e) => {
             out.warnings
                 .push(format!("PsActiveProcessHead {head}: {e}"));
             return out;
         }
     };
-    while cur != head {
-        if out.processes.len() >= MAX_PROCESSES || !seen.insert(cur) {
-            out.warnings
-                .push(format!("process list: stopped at {cur} (cycle or bound)"));
-            break;
-        }
+    for cur in procs.by_ref() {
         let e = VirtAddr(cur.0.wrapping_sub(links));
         let v = View::new(space, ep, e);
         let pid = match v.ptr("UniqueProcessId") {
@@ -109,34 +103,31 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         };
         let mut threads = Vec::new();
         let thead = e.offset(tlh);
-        let mut tseen = HashSet::new();
-        let mut t = space.read_ptr(thead).unwrap_or(thead);
-        while t != thead && threads.len() < MAX_THREADS && tseen.insert(t) {
-            let ethread = VirtAddr(t.0.wrapping_sub(tle));
-            let tid = View::new(space, et, ethread)
-                .field_va("Cid")
-                .map_err(|e| e.to_string())
-                .and_then(|cid| {
-                    space
-                        .read_ptr(cid.offset(unique_thread))
-                        .map_err(|e| e.to_string())
-                });
-            match tid {
-                Ok(tid) => threads.push((ethread, tid.0)),
-                Err(err) => {
-                    out.warnings
-                        .push(format!("process {pid}: thread {ethread}: Cid: {err}"));
-                    break;
+        // A thread-list head outside the dump: the process is listed without threads.
+        if let Ok(mut walk) = space.list_entries(thead, MAX_THREADS as u64) {
+            for t in walk.by_ref() {
+                let ethread = VirtAddr(t.0.wrapping_sub(tle));
+                let tid = View::new(space, et, ethread)
+                    .field_va("Cid")
+                    .map_err(|e| e.to_string())
+                    .and_then(|cid| {
+                        space
+                            .read_ptr(cid.offset(unique_thread))
+                            .map_err(|e| e.to_string())
+                    });
+                match tid {
+                    Ok(tid) => threads.push((ethread, tid.0)),
+                    Err(err) => {
+                        out.warnings
+                            .push(format!("process {pid}: thread {ethread}: Cid: {err}"));
+                        break;
+                    }
                 }
             }
-            t = match space.read_ptr(t) {
-                Ok(p) => p,
-                Err(err) => {
-                    out.warnings
-                        .push(format!("process {pid}: thread list at {t}: {err}"));
-                    break;
-                }
-            };
+            if let Some(why) = walk.stopped() {
+                out.warnings
+                    .push(format!("process {pid}: thread list: {why}"));
+            }
         }
         out.processes.push(Process {
             eprocess: e,
@@ -144,14 +135,9 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
             name,
             threads,
         });
-        cur = match space.read_ptr(cur) {
-            Ok(p) => p,
-            Err(err) => {
-                out.warnings
-                    .push(format!("process list: Flink at {cur}: {err}"));
-                break;
-            }
-        };
+    }
+    if let Some(why) = procs.stopped() {
+        out.warnings.push(format!("process list: {why}"));
     }
     out
 }

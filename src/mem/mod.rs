@@ -5,9 +5,11 @@
 //! the dump" into `Ok(None)` for callers that expect holes.
 
 mod error;
+mod list;
 mod paging;
 
 pub use error::{MemError, PagingLevel};
+pub use list::{ListStop, ListWalk};
 pub use paging::{PagingMode, Translation};
 
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
