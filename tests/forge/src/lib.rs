@@ -50,13 +50,12 @@ pub use etw::variation;
 use std::path::Path;
 
 pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
-pub use etw::buffers::{
-    cswitch_version, BufferSpec, ExpectedBuffer, Offsets, QueueKind, RecSpec, Tail,
-};
+pub use etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
 pub use etw::variation::{
     ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
     Variation,
 };
+pub use etw::wmi_buffer::{cswitch_version, Offsets, RecSpec, Tail};
 pub use etw::{
     EtwRoute, EtwSpec, ExpectedPending, ExpectedPendingDecoy, ExpectedSession, ExpectedSlot,
     ForgedEtw, GlobalListSpec, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,

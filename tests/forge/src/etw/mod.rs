@@ -22,11 +22,13 @@
 pub(crate) mod buffers;
 pub mod ccswap;
 pub mod variation;
+pub(crate) mod wmi_buffer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::config::Config;
-use crate::etw::buffers::{lay_out, BufferSpec, ExpectedBuffer, LaidOut, QueueKind};
+use crate::etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
+use crate::etw::wmi_buffer::{lay_out, BufferHeader, LaidOut};
 use crate::kernel::objects::pool_header;
 use crate::kernel::pe::KernelImage;
 use crate::kernel::types_h::TypesH;
@@ -1101,7 +1103,6 @@ pub(crate) fn build(
                 let head = ctx + lay.off(CTX, "GlobalList");
                 let entries: Vec<u64> = bufs.iter().map(|b| b + ge).collect();
                 let cycle_to = (s.global_list == GlobalListSpec::Cyclic).then(|| entries[n - 2]);
-                let cc = lay.off(BUF, "ClientContext") as usize;
                 let mut links = CtxLinks::default();
                 let mut buffer_details = Vec::new();
                 if let Some(p) = plan {
@@ -1127,29 +1128,28 @@ pub(crate) fn build(
                 } else {
                     for (i, &b) in bufs.iter().enumerate() {
                         let mut h = vec![0u8; buf_size];
-                        lay.put(&mut h, BUF, "BufferSize", s.buffer_size.into());
-                        lay.put(&mut h, BUF, "SavedOffset", buf_size as u64);
-                        lay.put(&mut h, BUF, "CurrentOffset", buf_size as u64);
-                        lay.put(&mut h, BUF, "Offset", buf_size as u64);
-                        lay.put(&mut h, BUF, "SequenceNumber", i as u64);
-                        // State: the first buffer is in use (GeneralLogging 1), the others Free 0.
-                        lay.put(&mut h, BUF, "State", u64::from(i == 0));
-                        let bc = "_ETW_BUFFER_CONTEXT";
-                        lay.put(
-                            &mut h[cc..],
-                            bc,
-                            "ProcessorNumber",
-                            (i as u64) % u64::from(cfg.cpus),
-                        );
-                        lay.put(&mut h[cc..], bc, "Alignment", 8);
-                        lay.put(&mut h[cc..], bc, "LoggerId", logger_id.into());
                         let flink = if i + 1 < n {
                             entries[i + 1]
                         } else {
                             cycle_to.unwrap_or(head)
                         };
                         let blink = if i == 0 { head } else { entries[i - 1] };
-                        lay.put_list(&mut h, ge as usize, flink, blink);
+                        // State: the first buffer is in use (GeneralLogging 1), the others Free 0.
+                        let cpu = (i as u32) % cfg.cpus;
+                        BufferHeader {
+                            buffer_size: s.buffer_size,
+                            saved_offset: buf_size as u32,
+                            current_offset: buf_size as u32,
+                            offset: buf_size as u32,
+                            sequence_number: i as u64,
+                            state: u32::from(i == 0),
+                            processor_index: BufferHeader::processor_index(cpu),
+                            logger_id: logger_id as u16,
+                            global_flink: flink,
+                            global_blink: blink,
+                            ..BufferHeader::default()
+                        }
+                        .write(&mut h, &lay);
                         pool.slice_mut(b, buf_size).copy_from_slice(&h);
                     }
                 }
@@ -1564,7 +1564,7 @@ impl BufArea {
 /// Laid-out buffers by content, so that identical plans (the benchmark session) are encoded
 /// once.
 type LayoutCache =
-    HashMap<(Vec<crate::etw::buffers::RecSpec>, u32, u64, String), std::rc::Rc<LaidOut>>;
+    HashMap<(Vec<crate::etw::wmi_buffer::RecSpec>, u32, u64, String), std::rc::Rc<LaidOut>>;
 
 /// What the context must point at for a session's buffers.
 #[derive(Default)]
@@ -1672,8 +1672,6 @@ impl BufferPlacement<'_> {
         let n = self.plan.len();
         let link = lay.off(BUF, "NextBuffer") as usize;
         assert_eq!(link, lay.off(BUF, "SlistEntry") as usize);
-        let ge = lay.off(BUF, "GlobalEntry") as usize;
-        let cc = lay.off(BUF, "ClientContext") as usize;
         let mut links = CtxLinks::default();
         let mut lists: Vec<BTreeSet<&'static str>> = vec![BTreeSet::from(["global_list"]); n];
 
@@ -1776,40 +1774,7 @@ impl BufferPlacement<'_> {
                 ))
             };
             let mut bytes = lo.bytes.clone();
-            let h = &mut bytes[..crate::etw::buffers::WMI_BUFFER_HEADER_SIZE];
-            for x in h.iter_mut() {
-                *x = 0;
-            }
-            lay.put(h, BUF, "BufferSize", self.buffer_size.into());
-            lay.put(h, BUF, "SavedOffset", lo.saved_offset.into());
-            lay.put(h, BUF, "CurrentOffset", lo.current_offset.into());
-            lay.put(
-                h,
-                BUF,
-                "ReferenceCount",
-                u64::from(b.per_cpu.is_some() || b.current_buffer),
-            );
-            let flushed = b.state == crate::etw::buffers::STATE_FLUSH;
-            lay.put(
-                h,
-                BUF,
-                "TimeStamp",
-                match b.header_timestamp {
-                    Some(v) => v,
-                    None if flushed => (ts0 + 9_999_999).min(tl.end),
-                    None => 0,
-                },
-            );
-            lay.put(h, BUF, "SequenceNumber", b.sequence_number);
-            lay.put_ptr_at(h, link, next_link[i]);
-            let bc = "_ETW_BUFFER_CONTEXT";
-            lay.put(&mut h[cc..], bc, "ProcessorNumber", b.processor.into());
-            lay.put(&mut h[cc..], bc, "Alignment", 8);
-            lay.put(&mut h[cc..], bc, "LoggerId", self.logger_id.into());
-            lay.put(h, BUF, "State", b.state.into());
-            lay.put(h, BUF, "Offset", lo.offset.into());
-            lay.put(h, BUF, "BufferFlag", b.buffer_flag.into());
-            lay.put(h, BUF, "BufferType", b.buffer_type.into());
+            let flushed = b.state == crate::etw::wmi_buffer::STATE_FLUSH;
             let flink = if i + 1 < n {
                 self.entries[i + 1]
             } else {
@@ -1820,7 +1785,28 @@ impl BufferPlacement<'_> {
             } else {
                 self.entries[i - 1]
             };
-            lay.put_list(h, ge, flink, blink);
+            BufferHeader {
+                buffer_size: self.buffer_size,
+                saved_offset: lo.saved_offset,
+                current_offset: lo.current_offset,
+                reference_count: u32::from(b.per_cpu.is_some() || b.current_buffer),
+                timestamp: match b.header_timestamp {
+                    Some(v) => v,
+                    None if flushed => (ts0 + 9_999_999).min(tl.end),
+                    None => 0,
+                },
+                sequence_number: b.sequence_number,
+                next: next_link[i],
+                processor_index: BufferHeader::processor_index(b.processor),
+                logger_id: self.logger_id as u16,
+                state: b.state,
+                offset: lo.offset,
+                buffer_flag: b.buffer_flag,
+                buffer_type: b.buffer_type,
+                global_flink: flink,
+                global_blink: blink,
+            }
+            .write(&mut bytes, lay);
             for (k, chunk) in bytes.chunks(PAGE_SIZE as usize).enumerate() {
                 let mut page = chunk.to_vec();
                 page.resize(PAGE_SIZE as usize, 0);

@@ -23,11 +23,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::Config;
-use crate::etw::buffers::{
-    cswitch_version, BufferSpec, Offsets, RecSpec, HOOK_COMPCS, HOOK_CSWITCH, STATE_FLUSH,
+use crate::etw::buffers::BufferSpec;
+use crate::etw::ccswap::{self, Batch, Switch, PENDING_BLOCK_SIZE};
+use crate::etw::wmi_buffer::{
+    cswitch_version, Offsets, RecSpec, HOOK_COMPCS, HOOK_CSWITCH, STATE_FLUSH,
     STATE_GENERAL_LOGGING, WMI_BUFFER_HEADER_SIZE,
 };
-use crate::etw::ccswap::{self, Batch, Switch, PENDING_BLOCK_SIZE};
 use crate::etw::{
     max_wait_reason, EtwRoute, EtwSpec, ExpectedPending, ExpectedPendingDecoy, ForgedEtw,
     GlobalListSpec, Pool, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,
@@ -1101,10 +1102,10 @@ pub(crate) fn materialize(
                         let batch = gen_batch(&mut rng, first, window / 4, n, mwr, &tids);
                         let body = ccswap::encode_batch(&batch, mwr);
                         let rec = perfinfo(x64, 2, HOOK_COMPCS, 0, false, batch.last_time(), &body);
-                        if used + crate::etw::buffers::align8(rec.len()) > cap {
+                        if used + crate::etw::wmi_buffer::align8(rec.len()) > cap {
                             break;
                         }
-                        used += crate::etw::buffers::align8(rec.len());
+                        used += crate::etw::wmi_buffer::align8(rec.len());
                         let i = records.len() as u32;
                         for mut e in
                             batch_truth(&batch, "batch", cpu, Some(slot), c, &clock, 0, None)
@@ -1144,10 +1145,10 @@ pub(crate) fn materialize(
                             (0, false)
                         };
                         let rec = perfinfo(x64, version, HOOK_CSWITCH, pmc, pebs, raw, &payload);
-                        if used + crate::etw::buffers::align8(rec.len()) > cap {
+                        if used + crate::etw::wmi_buffer::align8(rec.len()) > cap {
                             break;
                         }
-                        used += crate::etw::buffers::align8(rec.len());
+                        used += crate::etw::wmi_buffer::align8(rec.len());
                         truths.push(ExpectedSwitch {
                             source: "event".to_string(),
                             cpu,

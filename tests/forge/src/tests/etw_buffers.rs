@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{fixture_dirs, Walk};
-use crate::etw::buffers::{align8, lay_out, BufferSpec, Offsets, RecSpec, Tail};
+use crate::etw::buffers::BufferSpec;
+use crate::etw::wmi_buffer::{align8, lay_out, Offsets, RecSpec, Tail};
 use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64, Rng};
 use crate::{forge, Config, EtwSpec, ExpectedBuffer, ExpectedSession, Forged};

@@ -109,7 +109,7 @@ fn window_ok(buf: &GenBuffer, limit: u32) -> bool {
     first != start && resync(&buf.bytes, start as usize, buf.valid as usize) == Some(first as usize)
 }
 
-fn header_expect(h: &HeaderFields) -> ExpectedBufferHeader {
+fn header_expect(h: &BufferHeader) -> ExpectedBufferHeader {
     ExpectedBufferHeader {
         buffer_size: h.buffer_size,
         saved_offset: h.saved_offset,
@@ -174,14 +174,14 @@ fn session_buffers(
                     _ => 0,
                 };
                 out.push(empty_buffer(
-                    HeaderFields {
+                    BufferHeader {
                         buffer_size: s.buffer_size,
                         saved_offset: 0,
                         current_offset: WMI_BUFFER_HEADER_SIZE,
                         reference_count: 0,
                         timestamp: 0,
                         sequence_number: b as u64 + 1,
-                        slist,
+                        next: slist,
                         processor_index: 0,
                         logger_id: s.logger_id,
                         state: 0,

@@ -16,7 +16,8 @@ pub(crate) const ETW_WINDOW_LIMIT: u32 = 0x2000;
 pub(crate) const ERRLOG_WINDOW_LIMIT: u32 = 0x1000;
 
 /// `_WMI_BUFFER_HEADER` size (etw-internals.md §2, crash-dump-format.md §2.3).
-pub(crate) const WMI_BUFFER_HEADER_SIZE: u32 = 0x48;
+pub(crate) const WMI_BUFFER_HEADER_SIZE: u32 =
+    crate::etw::wmi_buffer::WMI_BUFFER_HEADER_SIZE as u32;
 
 /// `_KPRCB` of the 19041 ISF: size and field offsets (ISF `_KPRCB`).
 pub(crate) const KPRCB_SIZE: usize = 0xAF00;
@@ -355,7 +356,8 @@ pub(crate) const HOOK_INTERRUPT: u16 = 0x0F43;
 pub(crate) const HOOK_DPC: u16 = 0x0F44;
 pub(crate) const HOOK_TIMER_DPC: u16 = 0x0F45;
 /// PERFINFO64 version 2 marker as seen on every D1 logger-2 record.
-pub(crate) const PERFINFO64_MARKER: u32 = 0xC011_0002;
+pub(crate) const PERFINFO64_MARKER: u32 =
+    crate::etw::wmi_buffer::perfinfo_marker(true, 2, 0, false);
 
 /// One EVENT_HEADER record template: provider and descriptor as seen in D1's EventLog-System
 /// buffer (triage-etw.md §2.3; values measured).

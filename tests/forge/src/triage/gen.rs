@@ -3,6 +3,10 @@
 //! each record's Size unpadded and the next one at ALIGN8(Size).
 
 use super::consts::*;
+use crate::etw::wmi_buffer::{
+    put_event_descriptor, put_event_header, put_ext_item, put_ids, put_perfinfo_header, X64_HEADER,
+};
+pub(crate) use crate::etw::wmi_buffer::{resync, BufferHeader};
 use crate::util::{guid_from_str, put_bytes, put_u16, put_u32, put_u64, Rng};
 
 /// What a generated record is.
@@ -56,46 +60,12 @@ pub(crate) struct GenBuffer {
     /// `[0, max(valid, 0x48))`: the header is always complete here, even when `valid` < 0x48.
     pub bytes: Vec<u8>,
     pub records: Vec<GenRecord>,
-    pub header: HeaderFields,
+    pub header: BufferHeader,
 }
 
-/// The `_WMI_BUFFER_HEADER` fields the forge writes.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct HeaderFields {
-    pub buffer_size: u32,
-    pub saved_offset: u32,
-    pub current_offset: u32,
-    pub reference_count: u32,
-    pub timestamp: u64,
-    pub sequence_number: u64,
-    /// +0x20 SlistEntry/NextBuffer (free-list link of empty buffers).
-    pub slist: u64,
-    pub processor_index: u16,
-    pub logger_id: u16,
-    pub state: u32,
-    pub offset: u32,
-    pub buffer_flag: u16,
-    pub buffer_type: u16,
-    pub global_flink: u64,
-    pub global_blink: u64,
-}
-
-pub(crate) fn write_header(buf: &mut [u8], h: &HeaderFields) {
-    put_u32(buf, 0x00, h.buffer_size);
-    put_u32(buf, 0x04, h.saved_offset);
-    put_u32(buf, 0x08, h.current_offset);
-    put_u32(buf, 0x0C, h.reference_count);
-    put_u64(buf, 0x10, h.timestamp);
-    put_u64(buf, 0x18, h.sequence_number);
-    put_u64(buf, 0x20, h.slist);
-    put_u16(buf, 0x28, h.processor_index);
-    put_u16(buf, 0x2A, h.logger_id);
-    put_u32(buf, 0x2C, h.state);
-    put_u32(buf, 0x30, h.offset);
-    put_u16(buf, 0x34, h.buffer_flag);
-    put_u16(buf, 0x36, h.buffer_type);
-    put_u64(buf, 0x38, h.global_flink);
-    put_u64(buf, 0x40, h.global_blink);
+/// Write `h` over the buffer's first 0x48 bytes with the 19041 x64 offsets.
+pub(crate) fn write_header(buf: &mut [u8], h: &BufferHeader) {
+    h.write(buf, &X64_HEADER);
 }
 
 pub(crate) fn align8(v: u32) -> u32 {
@@ -195,10 +165,7 @@ pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
         let routine = p.routines.address(target);
         let initial_time = ts[i] - rng.range(mhz / 2, mhz * 8);
         let mut rec = vec![0u8; align8(u32::from(size)) as usize];
-        put_u32(&mut rec, 0, PERFINFO64_MARKER);
-        put_u16(&mut rec, 4, size);
-        put_u16(&mut rec, 6, hook);
-        put_u64(&mut rec, 8, ts[i]);
+        put_perfinfo_header(&mut rec, PERFINFO64_MARKER, size, hook, ts[i]);
         put_u64(&mut rec, 0x10, initial_time);
         put_u64(&mut rec, 0x18, routine);
         if let (Some(v), Some(r)) = (vector, rv) {
@@ -234,7 +201,7 @@ pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
         Some(v) => (v, v, p.buffer_size + 0x28),
         None => (off, 0, off),
     };
-    let header = HeaderFields {
+    let header = BufferHeader {
         buffer_size: p.buffer_size,
         saved_offset: saved,
         current_offset: current,
@@ -242,7 +209,7 @@ pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
         // D1: TimeStamp equals the last record's timestamp.
         timestamp: ts.last().copied().unwrap_or(p.last_timestamp),
         sequence_number: p.sequence_number,
-        slist: 0,
+        next: 0,
         processor_index: p.processor,
         logger_id: p.logger_id,
         state: 1,
@@ -376,10 +343,8 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         for (k, (ty, data)) in items.iter().enumerate() {
             let item_size = 8 + align8(data.len() as u32) as usize;
             let mut item = vec![0u8; item_size];
-            put_u16(&mut item, 0, item_size as u16);
-            put_u16(&mut item, 2, *ty);
-            put_u16(&mut item, 4, u16::from(k + 1 < items.len()));
-            put_u16(&mut item, 6, data.len() as u16);
+            let more = k + 1 < items.len();
+            put_ext_item(&mut item, 0, item_size as u16, *ty, more, data.len() as u16);
             put_bytes(&mut item, 8, data);
             ext_bytes.extend_from_slice(&item);
             ext_types.push(*ty);
@@ -388,19 +353,10 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         let size = 0x50 + ext_bytes.len() + payload.len();
         let size16 = u16::try_from(size).expect("event size fits u16");
         let mut rec = vec![0u8; align8(size as u32) as usize];
-        put_u16(&mut rec, 0, size16);
-        put_u16(&mut rec, 2, 0xC013);
-        put_u16(&mut rec, 4, flags);
-        put_u16(&mut rec, 6, property);
-        put_u32(&mut rec, 8, tid);
-        put_u32(&mut rec, 0xC, pid);
-        put_u64(&mut rec, 0x10, t);
+        put_event_header(&mut rec, size16, true, flags, property);
+        put_ids(&mut rec, (tid, pid, t));
         put_bytes(&mut rec, 0x18, &guid_from_str(provider));
-        put_u16(&mut rec, 0x28, id);
-        rec[0x2A] = version;
-        rec[0x2B] = channel;
-        rec[0x2C] = level;
-        rec[0x2D] = opcode;
+        put_event_descriptor(&mut rec, id, version, channel, level, opcode);
         put_u16(&mut rec, 0x2E, task);
         put_u64(&mut rec, 0x30, keyword);
         put_u64(&mut rec, 0x38, rng.range(0, 0x60)); // ProcessorTime
@@ -440,14 +396,14 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         Some(v) => (v, v, p.buffer_size + 0x90),
         None => (off, 0, off),
     };
-    let header = HeaderFields {
+    let header = BufferHeader {
         buffer_size: p.buffer_size,
         saved_offset: saved,
         current_offset: current,
         reference_count: 0xF,
         timestamp: 0,
         sequence_number: p.sequence_number,
-        slist: 0,
+        next: 0,
         processor_index: p.processor,
         logger_id: p.logger_id,
         state: 1,
@@ -469,7 +425,7 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
 
 /// An empty buffer as in D1's blob: 0x48 bytes, CurrentOffset 0x48, State 0 (free), BufferFlag
 /// 0x100, Offset 0x48.
-pub(crate) fn empty_buffer(h: HeaderFields, va: u64) -> GenBuffer {
+pub(crate) fn empty_buffer(h: BufferHeader, va: u64) -> GenBuffer {
     let mut bytes = vec![0u8; WMI_BUFFER_HEADER_SIZE as usize];
     write_header(&mut bytes, &h);
     GenBuffer {
@@ -479,43 +435,4 @@ pub(crate) fn empty_buffer(h: HeaderFields, va: u64) -> GenBuffer {
         records: Vec::new(),
         header: h,
     }
-}
-
-/// Header types a permissive resync accepts, and where their Size is.
-fn size_at(bytes: &[u8], p: usize) -> Option<usize> {
-    if p + 8 > bytes.len() {
-        return None;
-    }
-    // Any header with TRACE_HEADER_FLAG (byte 3 bit 7).
-    if bytes[p + 3] & 0x80 == 0 {
-        return None;
-    }
-    let ty = bytes[p + 2];
-    let size = match ty {
-        0x01..=0x04 | 0x10 | 0x11 => u16::from_le_bytes([bytes[p + 4], bytes[p + 5]]),
-        _ => u16::from_le_bytes([bytes[p], bytes[p + 1]]),
-    };
-    (size >= 8).then_some(usize::from(size))
-}
-
-/// Whether a chain of records (each at ALIGN8(Size) from the previous one) starting at `p`
-/// ends exactly at `valid` (permissive about header types: see `size_at`).
-pub(crate) fn chain_ends_at_valid(bytes: &[u8], mut p: usize, valid: usize) -> bool {
-    while p < valid {
-        match size_at(bytes, p) {
-            Some(s) if p + s <= valid => p += (s + 7) & !7,
-            _ => return false,
-        }
-    }
-    p == valid
-}
-
-/// The resync of triage-etw.md §4.1 step 3.4 over a buffer's bytes: the smallest offset
-/// `p >= start` (8-aligned relative to the buffer base) from which a chain ends exactly at
-/// `valid`.
-pub(crate) fn resync(bytes: &[u8], start: usize, valid: usize) -> Option<usize> {
-    let first = (start + 7) & !7;
-    (first..valid)
-        .step_by(8)
-        .find(|&p| chain_ends_at_valid(bytes, p, valid))
 }
