@@ -391,7 +391,8 @@ fn scratch_array_entries_are_validated() {
 fn pre_61_global_lists() {
     use etwdump::dump::PageLookup;
     use etwdump::etw::buffers::{find_buffers, BufferList};
-    use etwdump::etw::loggers::{LoggerArray, Route, Session};
+    use etwdump::etw::loggers::Session;
+    use etwdump::etw::routes::{LoggerArray, Route};
     let f = etwdump_forge::forge(&etwdump_forge::Config::x86_pae());
     let page = f.kuser_va;
     for build in [2600u32, 2195] {

@@ -4,8 +4,9 @@
 
 use crate::addr::VirtAddr;
 use crate::etl::header::BufferHeader;
-use crate::etw::loggers::{LoggerArray, Session};
+use crate::etw::loggers::Session;
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
+use crate::etw::routes::{etw_support_route, BufferRoute, LoggerArray};
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::mem::{ListStop, MemError};
@@ -615,31 +616,21 @@ impl Finder<'_, '_> {
             ));
             return;
         };
-        let x64 = space.arch().is_64bit();
         // Documented EtwSupport routes, identified by the KPRCB.EtwSupport offset (§3.3).
-        let known: Option<(&str, bool, u64)> = match (x64, es_off) {
-            // 10.0-1607: *(EtwSupport + 0x40 + 8*LoggerId).
-            (true, 0x5FD8) => Some(("KPRCB.EtwSupport route", false, 0x40)),
-            // Later Windows 11: (*(EtwSupport + 0x140))[LoggerId].
-            (true, 0x8BE8) => Some(("KPRCB.EtwSupport + 0x140 route", true, 0x140)),
-            _ if x64 && (10240..=14393).contains(&ctx.build) => {
-                Some(("KPRCB.EtwSupport route", false, 0x40))
-            }
-            _ => None,
-        };
-        if let Some((route, indirect, off)) = known {
+        let known = etw_support_route(space.arch().is_64bit(), ctx.build, es_off)
+            .and_then(|r| r.buffers.map(|b| (r.name, b)));
+        if let Some((route, how)) = known {
             for (cpu, es) in blocks.iter().enumerate() {
                 let Some(es) = es else {
                     self.warnings
                         .push(format!("CPU {cpu}: KPRCB.EtwSupport is unreadable or NULL"));
                     continue;
                 };
-                let res = if indirect {
-                    space
+                let res = match how {
+                    BufferRoute::Indirect(off) => space
                         .read_ptr(es.offset(off))
-                        .and_then(|arr| space.read_ptr(arr.offset(id * p)))
-                } else {
-                    space.read_ptr(es.offset(off + id * p))
+                        .and_then(|arr| space.read_ptr(arr.offset(id * p))),
+                    BufferRoute::Direct(off) => space.read_ptr(es.offset(off + id * p)),
                 };
                 self.add_per_cpu(res, cpu as u64, route);
             }

@@ -1,7 +1,7 @@
 //! Pending compact context-switch batches (etw-internals.md §4.1-§4.2): one 0x400-byte block
 //! (pool tag 'CCsw') per CPU per clock type, its pointer in the CPU's KPRCB.EtwSupport block.
-//! Known offsets, by the build's KPRCB.EtwSupport offset (§4.1): 0x5FD8 (10.0-1607) +0xB20 +
-//! 8·clock, 0x60D0 (1703) +0x6D8 + 8·clock, 0x8BE8 (a Windows 11 build) +0x198 + 8·clock. Other builds: a
+//! Known offsets (x64), by the build's KPRCB.EtwSupport offset (§4.1): the table
+//! [`crate::etw::routes::ETW_SUPPORT_ROUTES`] (pointer group + 8·clock). Other builds: a
 //! validated search of the EtwSupport block for pointers to 'CCsw'-tagged allocations whose
 //! contents validate (x64 and x86: 8- or 4-byte pointers, 16- or 8-byte pool headers). Each
 //! block says which method found it.
@@ -18,6 +18,7 @@ use crate::decode::ccswap::{decode_pending, PendingBlock, PENDING_BLOCK_SIZE};
 use crate::decode::names::maximum_wait_reason;
 use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::Session;
+use crate::etw::routes::etw_support_route;
 use crate::kernel::context::KernelContext;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -65,21 +66,6 @@ pub struct PendingFound {
 pub struct PendingList {
     pub blocks: Vec<PendingFound>,
     pub warnings: Vec<String>,
-}
-
-/// The documented offset of the clock-0 pointer in the EtwSupport block (x64), identified as
-/// the reference identifies it: by the build's `_KPRCB.EtwSupport` offset; else by build number.
-pub fn known_offset(build: u32, etw_support_offset: u64) -> Option<u64> {
-    match etw_support_offset {
-        0x5FD8 => Some(0xB20),
-        0x60D0 => Some(0x6D8),
-        0x8BE8 => Some(0x198),
-        _ => match build {
-            10240..=14393 => Some(0xB20),
-            15063 => Some(0x6D8),
-            _ => None,
-        },
-    }
 }
 
 /// The build's `MaximumWaitReason` (the CCSWAP state bias, etw-internals.md §4.3): the
@@ -146,7 +132,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
             }
         };
         // The documented offsets are x64 ones (§4.1); x86 is always searched.
-        match known_offset(ctx.build, es_off).filter(|_| x64) {
+        match etw_support_route(x64, ctx.build, es_off).map(|r| r.pending) {
             Some(base) => {
                 for clock in 0..4u64 {
                     let offset = base + psize * clock;

@@ -1,61 +1,19 @@
 //! The logger-context array and the sessions in it (etw-internals.md §1).
 //!
-//! Routes to the array, in order of preference, each used when the symbols (or the KDBG) allow:
-//! `EtwpHostSiloState` (or `PspHostSiloGlobals.EtwSiloState`) → `_ETW_SILODRIVERSTATE`, whose
-//! `EtwpLoggerContext` points to `MaxLoggers` pointers (1709+) or whose `WmipLoggerContext` is
-//! the inline array (1511-1703); the global `WmipLoggerContext` array (XP-1507); and
-//! `KDDEBUGGER_DATA64.EtwpDebuggerData` + 0x10 (no symbols needed). Every available route is
-//! followed and the results compared: a disagreement is reported (it can mean tampering).
+//! The array is reached by every route of [`crate::etw::routes`]; the first is used and the
+//! others compared with it: a disagreement is reported (it can mean tampering).
 
 use crate::addr::VirtAddr;
 use crate::bytes::guid_text;
 use crate::etw::mode::{clock_type_name, logger_mode_flags};
+use crate::etw::routes::resolve_logger_array;
+use crate::etw::routes::LoggerArray;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::kernel::UnicodeString;
 use crate::symbols::StructLayout;
 use crate::time::filetime_to_iso8601;
 use serde::Serialize;
-
-/// Largest MaxLoggers accepted (the registry allows 32-256).
-const MAX_CAPACITY: u64 = 1024;
-/// Capacity used when nothing says otherwise (MAXLOGGERS).
-const DEFAULT_CAPACITY: u64 = 64;
-
-/// How the array was reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Route {
-    /// `_ETW_SILODRIVERSTATE.EtwpLoggerContext` (pointer) and MaxLoggers (1709+).
-    SiloPointer,
-    /// `_ETW_SILODRIVERSTATE.WmipLoggerContext[64]` (1511-1703).
-    SiloInline,
-    /// The global `WmipLoggerContext` array (XP-1507).
-    GlobalArray,
-    /// `KDDEBUGGER_DATA64.EtwpDebuggerData` + 0x10.
-    KdbgEtwpDebuggerData,
-}
-
-impl Route {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Route::SiloPointer => "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpLoggerContext",
-            Route::SiloInline => "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.WmipLoggerContext[64]",
-            Route::GlobalArray => "global WmipLoggerContext[]",
-            Route::KdbgEtwpDebuggerData => "KDBG.EtwpDebuggerData + 0x10",
-        }
-    }
-}
-
-/// The array as one route found it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LoggerArray {
-    pub route: Route,
-    pub address: VirtAddr,
-    pub capacity: u64,
-    /// The silo state the array belongs to, when reached through it.
-    pub silo_state: Option<VirtAddr>,
-}
 
 /// One active session.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -174,7 +132,9 @@ pub struct SessionList {
 /// Find the array and read every session in it.
 pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     let mut out = SessionList::default();
-    let routes = find_routes(ctx, &mut out.warnings);
+    let resolution = resolve_logger_array(ctx);
+    out.warnings = resolution.warnings;
+    let routes = resolution.arrays;
     let Some(primary) = routes.first().cloned() else {
         out.warnings.push(if out.warnings.is_empty() {
             "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)".into()
@@ -207,170 +167,6 @@ pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     out.array = Some(primary);
     out.routes = routes;
     out
-}
-
-fn find_routes(ctx: &KernelContext<'_>, warnings: &mut Vec<String>) -> Vec<LoggerArray> {
-    let space = &ctx.space;
-    let sym = &ctx.symbols;
-    let mut routes = Vec::new();
-    if ctx.build < 2600 {
-        // etw-internals.md §1.1: 5.0 keeps its 32 logger pointers in the WMI service device's
-        // extension (WMISERVDEVEXT.LoggerContextTable), a route only inferred from one source.
-        warnings.push(format!(
-            "Windows 2000 (build {}) keeps its 32 logger contexts in the WMI service device extension (WmipServiceDeviceObject -> WMISERVDEVEXT.LoggerContextTable); etwdump does not support that route",
-            ctx.build
-        ));
-        return routes;
-    }
-
-    // The host silo state, by its two names.
-    let mut silos = Vec::new();
-    if let Some(va) = ctx.global("EtwpHostSiloState") {
-        match space.read_ptr(va) {
-            Ok(p) if p.0 != 0 => silos.push(("EtwpHostSiloState", p)),
-            Ok(_) => warnings.push(format!("EtwpHostSiloState at {va} is NULL")),
-            Err(e) => warnings.push(format!("EtwpHostSiloState: {e}")),
-        }
-    }
-    if let (Some(va), Some(l)) = (
-        ctx.global("PspHostSiloGlobals"),
-        sym.layout("_ESERVERSILO_GLOBALS"),
-    ) {
-        if l.field("EtwSiloState").is_some() {
-            match View::new(space, l, va).ptr("EtwSiloState") {
-                Ok(p) if p.0 != 0 => silos.push(("PspHostSiloGlobals.EtwSiloState", p)),
-                Ok(_) => {}
-                Err(e) => warnings.push(e.to_string()),
-            }
-        }
-    }
-    if silos.len() == 2 && silos[0].1 != silos[1].1 {
-        warnings.push(format!(
-            "EtwpHostSiloState points to {} but PspHostSiloGlobals.EtwSiloState to {} (this can mean tampering)",
-            silos[0].1, silos[1].1
-        ));
-    }
-    if let Some(&(_, silo)) = silos.first() {
-        match sym.layout("_ETW_SILODRIVERSTATE") {
-            Some(l) => {
-                let v = View::new(space, l, silo);
-                if v.has("EtwpLoggerContext") {
-                    match v.ptr("EtwpLoggerContext") {
-                        Ok(arr) if arr.0 != 0 => {
-                            let capacity = match v.uint("MaxLoggers") {
-                                Ok(n) if (1..=MAX_CAPACITY).contains(&n) => n,
-                                Ok(n) => {
-                                    warnings.push(format!(
-                                        "_ETW_SILODRIVERSTATE.MaxLoggers at {} is {n}, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots",
-                                        v.field_va("MaxLoggers").unwrap_or(silo)
-                                    ));
-                                    DEFAULT_CAPACITY
-                                }
-                                Err(e) => {
-                                    warnings.push(format!("{e}; reading {DEFAULT_CAPACITY} slots"));
-                                    DEFAULT_CAPACITY
-                                }
-                            };
-                            routes.push(LoggerArray {
-                                route: Route::SiloPointer,
-                                address: arr,
-                                capacity,
-                                silo_state: Some(silo),
-                            });
-                        }
-                        Ok(_) => warnings.push(format!("_ETW_SILODRIVERSTATE.EtwpLoggerContext at {silo} is NULL")),
-                        Err(e) => warnings.push(e.to_string()),
-                    }
-                } else if let Ok(f) = v.field("WmipLoggerContext") {
-                    // The count comes from the symbol file: bounded like MaxLoggers.
-                    let capacity = match &f.ty {
-                        crate::symbols::TypeRef::Array { count, .. }
-                            if (1..=MAX_CAPACITY).contains(count) =>
-                        {
-                            *count
-                        }
-                        crate::symbols::TypeRef::Array { count, .. } => {
-                            warnings.push(format!(
-                                "the symbols give _ETW_SILODRIVERSTATE.WmipLoggerContext {count} entries, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots"
-                            ));
-                            DEFAULT_CAPACITY
-                        }
-                        _ => DEFAULT_CAPACITY,
-                    };
-                    routes.push(LoggerArray {
-                        route: Route::SiloInline,
-                        address: silo.offset(f.offset),
-                        capacity,
-                        silo_state: Some(silo),
-                    });
-                }
-            }
-            None => warnings.push(format!(
-                "no _ETW_SILODRIVERSTATE layout for build {}: the silo state at {silo} cannot be read",
-                ctx.build
-            )),
-        }
-    }
-    if let Some(va) = ctx.global("WmipLoggerContext") {
-        routes.push(LoggerArray {
-            route: Route::GlobalArray,
-            address: va,
-            capacity: if ctx.build < 2600 {
-                32
-            } else {
-                DEFAULT_CAPACITY
-            },
-            silo_state: None,
-        });
-    }
-    if let Some(d) = ctx.kdbg().and_then(|k| k.etwp_debugger_data()) {
-        if let Ok(d) = space.normalize(d) {
-            match space.read_ptr(d.offset(0x10)) {
-                Ok(arr) if arr.0 != 0 => {
-                    let capacity = match routes.first() {
-                        Some(r) => r.capacity,
-                        None if ctx.build >= 16299 => capacity_from_pool(ctx, arr, warnings),
-                        None => DEFAULT_CAPACITY,
-                    };
-                    routes.push(LoggerArray {
-                        route: Route::KdbgEtwpDebuggerData,
-                        address: arr,
-                        capacity,
-                        silo_state: None,
-                    });
-                }
-                Ok(_) => {}
-                Err(e) => warnings.push(format!("KDBG.EtwpDebuggerData + 0x10: {e}")),
-            }
-        }
-    }
-    routes
-}
-
-/// MaxLoggers of a 1709+ array reached without symbols: the array is a pool allocation of
-/// MaxLoggers pointers, so its POOL_HEADER's BlockSize bounds it (the pool rounds the size up,
-/// so a few slots past the end may be read: they are judged like any slot). Accepted when it
-/// gives 32-256 slots (the registry's range, etw-internals.md §1.1); else 64, said so.
-fn capacity_from_pool(ctx: &KernelContext<'_>, arr: VirtAddr, warnings: &mut Vec<String>) -> u64 {
-    let psize = ctx.space.arch().pointer_size();
-    match crate::kernel::pool::block_bytes(&ctx.space, arr).map(|b| b / psize) {
-        Some(n) if (32..=256).contains(&n) => {
-            warnings.push(format!(
-                "the logger array's capacity (MaxLoggers) is not known (no silo state was readable): reading {n} slots, the size of the array's pool allocation (BlockSize; an upper bound)"
-            ));
-            n
-        }
-        other => {
-            warnings.push(format!(
-                "the logger array's capacity (MaxLoggers) is unknown (no silo state was readable){}; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)",
-                match other {
-                    Some(n) => format!(" (its pool header says {n} slots, outside 32-256)"),
-                    None => String::new(),
-                }
-            ));
-            DEFAULT_CAPACITY
-        }
-    }
 }
 
 fn read_slots(

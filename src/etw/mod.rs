@@ -5,5 +5,5 @@ pub mod ccswap;
 pub mod clock;
 pub mod loggers;
 pub mod mode;
-pub mod roots;
+pub mod routes;
 pub mod triage;

@@ -3,7 +3,7 @@
 use super::hex;
 use crate::addr::VirtAddr;
 use crate::dump::{Arch, Contents, DumpFile};
-use crate::etw::roots::{find_roots, EtwRoot};
+use crate::etw::routes::{resolve_logger_array, EtwRoot};
 use crate::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
 use crate::kernel::kdbg::KdbgState;
 use crate::kernel::kuser::KUserSharedData;
@@ -288,7 +288,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         memory,
         triage,
         symbols: symbols_info(ctx),
-        etw_roots: find_roots(ctx),
+        etw_roots: resolve_logger_array(ctx).roots,
         warnings,
     }
 }
