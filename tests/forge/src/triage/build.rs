@@ -211,35 +211,22 @@ fn session_buffers(
                     boot_time: spec.boot_time,
                 });
                 let is_errlog = errlog_target == Some(b);
-                let base_rng = rng.clone();
-                let mut chosen = None;
-                for extra in (0..64u16).map(|k| k * 8) {
-                    let mut r = base_rng.clone();
-                    let g = event_buffer(
-                        &EventBufferParams {
-                            va: va(b),
-                            buffer_size: s.buffer_size,
-                            records: *records,
-                            logger_id: s.logger_id,
-                            processor: *processor,
-                            sequence_number: b as u64 + 1,
-                            first_timestamp: first,
-                            last_timestamp: last,
-                            kernel_general_first: kg,
-                            last_record_extra: extra,
-                            global_flink: flink(b),
-                            global_blink: blink(b),
-                            valid_override: None,
-                        },
-                        &mut r,
-                    );
-                    if !is_errlog || window_ok(&g, ERRLOG_WINDOW_LIMIT) {
-                        *rng = r;
-                        chosen = Some(g);
-                        break;
-                    }
-                }
-                let g = chosen.unwrap_or_else(|| {
+                let params = |extra: u16| EventBufferParams {
+                    va: va(b),
+                    buffer_size: s.buffer_size,
+                    records: *records,
+                    logger_id: s.logger_id,
+                    processor: *processor,
+                    sequence_number: b as u64 + 1,
+                    first_timestamp: first,
+                    last_timestamp: last,
+                    kernel_general_first: kg,
+                    last_record_extra: extra,
+                    global_flink: flink(b),
+                    global_blink: blink(b),
+                    valid_override: None,
+                };
+                let g = unambiguous_event_buffer(params, rng, is_errlog).unwrap_or_else(|| {
                     panic!("session {si} buffer {b}: no unambiguous error-log window")
                 });
                 if is_errlog {
@@ -260,10 +247,118 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
     assert!(spec.cpus >= 1);
     let mut rng = Rng::new(spec.seed);
     let kb = spec.kernel_base;
-    let sym = |name: &str| kb + rva(name);
+    let drivers = expected_drivers(kb);
+    let module_bases: Vec<(String, u64)> = drivers
+        .iter()
+        .map(|d| (d.base_name.clone(), d.base))
+        .collect();
+    let cpus = expected_cpus(spec, &mut rng);
+    let crash = cpus[spec.crash_cpu as usize].clone();
+    let sessions = blob_sessions(spec, &mut rng);
+    let mut wins: Vec<Win> = Vec::new();
+    if let Some(cb) = &spec.current_buffer {
+        wins.push(current_buffer_window(spec, cb, &module_bases, &mut rng));
+    }
+    if let Some(e) = &spec.errlog {
+        wins.push(errlog_window(spec, e, &sessions, &mut rng));
+    }
+    let blocks = data_blocks(spec, &cpus, &mut wins, &mut rng);
+    let table_count = blocks.len() + extra_descriptor_count(spec);
+    let fx = fixed_layout(&drivers, table_count);
 
-    // ---- modules ----
-    let drivers: Vec<ExpectedDriver> = DRIVERS
+    let mut file: Vec<u8> = vec![0u8; fx.data_start];
+    let h = dump_header(spec);
+    file[..h.len()].copy_from_slice(&h);
+    write_fixed_parts(&mut file, spec, &fx, &crash, &drivers, &mut rng);
+    let mut descs = write_blocks(&mut file, &blocks);
+    let data_end = file.len();
+    let valid_offset = align_up(data_end as u64, 8) as usize + 0x80;
+    file.resize(valid_offset, 0);
+    file.extend_from_slice(b"TRGD");
+    let size_of_dump = file.len();
+
+    let sec = write_secondary(&mut file, spec, &sessions, &mut rng);
+    let truncate_at = errlog_truncation(spec, &wins, &descs);
+    let final_len = truncate_at.unwrap_or(file.len());
+    add_descriptor_faults(spec, &wins, &mut descs, final_len);
+    assert_eq!(descs.len(), table_count);
+    for (i, d) in descs.iter().enumerate() {
+        let e = fx.data_blocks_offset + 16 * i;
+        put_u64(&mut file, e, d.va);
+        put_u32(&mut file, e + 8, d.file_offset);
+        put_u32(&mut file, e + 12, d.size);
+    }
+    let th = TriageHeaderValues {
+        size_of_dump,
+        valid_offset,
+        driver_count: drivers.len(),
+        table_count,
+    };
+    write_triage_header(&mut file, &fx, &th);
+    if let Some(n) = truncate_at {
+        file.truncate(n);
+    }
+    assert_eq!(file.len(), final_len);
+
+    let cx = ExpectCx {
+        spec,
+        file: &file,
+        file_len: file.len() as u64,
+        module_bases: &module_bases,
+        sessions: &sessions,
+        crash: &crash,
+    };
+    let data_blocks = expected_blocks(&descs, cx.file_len);
+    let blob = expected_etw_blob(&cx, &sec);
+    let win = expected_windows(&cx, &wins, &data_blocks, &blob);
+    let (records, duplicates, record_counts) =
+        number_records(win.current, win.errlog, blob.records, &win.duplicates_local);
+    let expected = ExpectedTriage {
+        scenario: spec.name.clone(),
+        file_len: cx.file_len,
+        build: spec.build,
+        machine_image_type: 0x8664,
+        number_processors: spec.cpus,
+        bugcheck_code: spec.bugcheck_code,
+        bugcheck_params: spec.bugcheck_params,
+        system_time: spec.system_time,
+        system_up_time: spec.system_up_time,
+        directory_table_base: DTB,
+        kern_base: kb,
+        kdbg_va: kb + rva("KdDebuggerDataBlock"),
+        ps_loaded_module_list: kb + rva("PsLoadedModuleList"),
+        ps_active_process_head: kb + rva("PsActiveProcessHead"),
+        pdb_guid: spec.pdb_guid.to_uppercase(),
+        pdb_age: spec.pdb_age,
+        triage: expected_triage_header(&fx, &th),
+        overlaps: overlaps(&descs),
+        data_blocks,
+        drivers,
+        crash_cpu: crash.clone(),
+        cpus,
+        symbols: KERNEL_SYMBOLS
+            .iter()
+            .map(|(n, r)| ((*n).to_string(), kb + r))
+            .collect(),
+        error_log_session_opened: spec.errlog.is_some(),
+        windows: win.windows,
+        orphan_window_blocks: win.orphans,
+        secondary: expected_secondary(&sec, cx.file_len),
+        etw_blob: blob.etw_blob,
+        records,
+        duplicates,
+        record_counts,
+    };
+    ForgedTriage {
+        bytes: file,
+        isf_json: isf_json(&spec.pdb_guid, spec.pdb_age),
+        expected,
+    }
+}
+
+/// The driver list (D1's modules; ntoskrnl at the spec's kernel base).
+fn expected_drivers(kb: u64) -> Vec<ExpectedDriver> {
+    DRIVERS
         .iter()
         .enumerate()
         .map(|(i, d)| ExpectedDriver {
@@ -275,197 +370,241 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
             checksum: d.checksum,
             timestamp: d.timestamp,
         })
-        .collect();
-    let module_bases: Vec<(String, u64)> = drivers
-        .iter()
-        .map(|d| (d.base_name.clone(), d.base))
-        .collect();
+        .collect()
+}
 
-    // ---- CPUs ----
+/// The idle thread of CPU `n`.
+fn idle_thread(kb: u64, n: u32, prcb: u64) -> u64 {
+    if n == 0 {
+        kb + IDLE_THREAD0_RVA
+    } else {
+        prcb + 0xB2C0
+    }
+}
+
+/// Every CPU's KPRCB values.
+fn expected_cpus(spec: &TriageSpec, rng: &mut Rng) -> Vec<ExpectedCpu> {
     let mhz = u64::from(spec.mhz);
-    let cpus: Vec<ExpectedCpu> = (0..spec.cpus)
-        .map(|n| {
-            let idle = if n == 0 {
-                kb + IDLE_THREAD0_RVA
+    (0..spec.cpus)
+        .map(|n| ExpectedCpu {
+            number: n,
+            mhz: spec.mhz,
+            start_cycles: if n == spec.crash_cpu {
+                spec.start_cycles
             } else {
-                prcb_va(n) + 0xB2C0
-            };
-            ExpectedCpu {
-                number: n,
-                mhz: spec.mhz,
-                start_cycles: if n == spec.crash_cpu {
-                    spec.start_cycles
-                } else {
-                    // Frozen 47-64 µs after the crashing CPU (D1).
-                    spec.start_cycles + mhz * 47 + rng.range(0, mhz * 17)
-                },
-                current_thread: if n == spec.crash_cpu {
-                    CRASH_THREAD
-                } else {
-                    idle
-                },
-                prcb_va: prcb_va(n),
-            }
+                // Frozen 47-64 µs after the crashing CPU (D1).
+                spec.start_cycles + mhz * 47 + rng.range(0, mhz * 17)
+            },
+            current_thread: if n == spec.crash_cpu {
+                CRASH_THREAD
+            } else {
+                idle_thread(spec.kernel_base, n, prcb_va(n))
+            },
+            prcb_va: prcb_va(n),
         })
-        .collect();
-    let kprcb_bytes = |c: &ExpectedCpu| {
-        let mut k = vec![0u8; KPRCB_SIZE];
-        put_u32(&mut k, KPRCB_MXCSR, 0x1F80);
-        put_u64(&mut k, KPRCB_CURRENT_THREAD, c.current_thread);
-        let idle = if c.number == 0 {
-            kb + IDLE_THREAD0_RVA
-        } else {
-            c.prcb_va + 0xB2C0
-        };
-        put_u64(&mut k, KPRCB_IDLE_THREAD, idle);
-        put_u32(&mut k, KPRCB_NUMBER, c.number);
-        put_u32(&mut k, KPRCB_MHZ, c.mhz);
-        put_u64(&mut k, KPRCB_START_CYCLES, c.start_cycles);
-        put_u64(
-            &mut k,
-            KPRCB_ETW_SUPPORT,
-            ETW_SUPPORT + u64::from(c.number) * 0x1000,
-        );
-        k
-    };
-    let crash = cpus[spec.crash_cpu as usize].clone();
+        .collect()
+}
 
-    // ---- ETW blob sessions ----
+/// A KPRCB (the 19041 ISF's offsets) with `c`'s values.
+fn kprcb_bytes(kb: u64, c: &ExpectedCpu) -> Vec<u8> {
+    let mut k = vec![0u8; KPRCB_SIZE];
+    put_u32(&mut k, KPRCB_MXCSR, 0x1F80);
+    put_u64(&mut k, KPRCB_CURRENT_THREAD, c.current_thread);
+    put_u64(
+        &mut k,
+        KPRCB_IDLE_THREAD,
+        idle_thread(kb, c.number, c.prcb_va),
+    );
+    put_u32(&mut k, KPRCB_NUMBER, c.number);
+    put_u32(&mut k, KPRCB_MHZ, c.mhz);
+    put_u64(&mut k, KPRCB_START_CYCLES, c.start_cycles);
+    put_u64(
+        &mut k,
+        KPRCB_ETW_SUPPORT,
+        ETW_SUPPORT + u64::from(c.number) * 0x1000,
+    );
+    k
+}
+
+/// The buffers of every session of the ETW blob.
+fn blob_sessions(spec: &TriageSpec, rng: &mut Rng) -> Vec<BlobSessionBuild> {
     let errlog_blob = match spec.errlog.as_ref().map(|e| &e.source) {
         Some(ErrlogSource::BlobBuffer { session, buffer }) => Some((*session, *buffer)),
         _ => None,
     };
-    let sessions: Vec<BlobSessionBuild> = match &spec.etw_blob {
+    match &spec.etw_blob {
         Some(b) => b
             .sessions
             .iter()
             .enumerate()
             .map(|(si, s)| {
                 let target = errlog_blob.filter(|(es, _)| *es == si).map(|(_, eb)| eb);
-                session_buffers(spec, si, s, target, &mut rng)
+                session_buffers(spec, si, s, target, rng)
             })
             .collect(),
         None => Vec::new(),
-    };
+    }
+}
 
-    // ---- windows ----
-    let mut wins: Vec<Win> = Vec::new();
-    if let Some(cb) = &spec.current_buffer {
-        let base_rng = rng.clone();
-        let mut chosen = None;
-        for extra in 0..32 {
-            let mut r = base_rng.clone();
-            let g = perf_buffer(
-                &PerfBufferParams {
-                    va: cb.va,
-                    buffer_size: cb.buffer_size,
-                    records: cb.records + extra,
-                    logger_id: 2,
-                    processor: spec.crash_cpu as u16,
-                    sequence_number: cb.sequence_number,
-                    last_timestamp: spec.start_cycles - cb.last_record_before_start_cycles,
-                    mhz: spec.mhz,
-                    routines: RoutineMap {
-                        kernel_base: kb,
-                        modules: &module_bases,
-                    },
-                    valid_override: cb.valid_override,
+/// A window being saved from `buf` (no blocks yet).
+fn new_window(
+    which: &'static str,
+    limit: u32,
+    buf: GenBuffer,
+    saves: (bool, bool),
+    dup: Option<(usize, usize)>,
+) -> Win {
+    Win {
+        which,
+        limit,
+        start_off: window_start(buf.valid, limit),
+        buf,
+        save_base: saves.0,
+        save_end: saves.1,
+        dup,
+        block: 0,
+        base_block: None,
+        end_block: None,
+    }
+}
+
+/// Logger 2's current buffer and its window (KiCurrentEtwBuffer*): the first record count
+/// from `cb.records` up whose window resyncs unambiguously.
+fn current_buffer_window(
+    spec: &TriageSpec,
+    cb: &CurrentBufferSpec,
+    module_bases: &[(String, u64)],
+    rng: &mut Rng,
+) -> Win {
+    let base_rng = rng.clone();
+    let mut chosen = None;
+    for extra in 0..32 {
+        let mut r = base_rng.clone();
+        let g = perf_buffer(
+            &PerfBufferParams {
+                va: cb.va,
+                buffer_size: cb.buffer_size,
+                records: cb.records + extra,
+                logger_id: 2,
+                processor: spec.crash_cpu as u16,
+                sequence_number: cb.sequence_number,
+                last_timestamp: spec.start_cycles - cb.last_record_before_start_cycles,
+                mhz: spec.mhz,
+                routines: RoutineMap {
+                    kernel_base: spec.kernel_base,
+                    modules: module_bases,
                 },
-                &mut r,
-            );
-            if window_ok(&g, ETW_WINDOW_LIMIT) {
-                rng = r;
-                chosen = Some(g);
-                break;
-            }
+                valid_override: cb.valid_override,
+            },
+            &mut r,
+        );
+        if window_ok(&g, ETW_WINDOW_LIMIT) {
+            *rng = r;
+            chosen = Some(g);
+            break;
         }
-        let g = chosen.expect("no unambiguous logger-2 window");
-        wins.push(Win {
-            which: "etw",
-            limit: ETW_WINDOW_LIMIT,
-            start_off: window_start(g.valid, ETW_WINDOW_LIMIT),
-            buf: g,
-            save_base: cb.save_base,
-            save_end: cb.save_end,
-            dup: None,
-            block: 0,
-            base_block: None,
-            end_block: None,
-        });
     }
-    if let Some(e) = &spec.errlog {
-        let (g, dup) = match &e.source {
-            ErrlogSource::BlobBuffer { session, buffer } => {
-                let g = sessions
-                    .get(*session)
-                    .and_then(|s| s.buffers.get(*buffer))
-                    .expect("errlog source names a blob buffer")
-                    .clone();
-                assert!(!g.records.is_empty(), "errlog source buffer has no records");
-                (g, Some((*session, *buffer)))
-            }
-            ErrlogSource::Standalone {
-                va,
-                logger_id,
-                buffer_size,
-                records,
-                valid_override,
-            } => {
-                let base_rng = rng.clone();
-                let mut chosen = None;
-                for extra in (0..64u16).map(|k| k * 8) {
-                    let mut r = base_rng.clone();
-                    let g = event_buffer(
-                        &EventBufferParams {
-                            va: *va,
-                            buffer_size: *buffer_size,
-                            records: *records,
-                            logger_id: *logger_id,
-                            processor: 0,
-                            sequence_number: 1,
-                            first_timestamp: spec.boot_time + 3_600_000,
-                            last_timestamp: spec.system_time + 1_892,
-                            kernel_general_first: Some(KernelGeneral {
-                                build: spec.build,
-                                qfe: spec.qfe,
-                                boot_time: spec.boot_time,
-                            }),
-                            last_record_extra: extra,
-                            global_flink: *va + u64::from(*buffer_size) + 0x38,
-                            global_blink: 0xFFFF_C08B_DE9D_5AA0,
-                            valid_override: *valid_override,
-                        },
-                        &mut r,
-                    );
-                    if window_ok(&g, ERRLOG_WINDOW_LIMIT) {
-                        rng = r;
-                        chosen = Some(g);
-                        break;
-                    }
-                }
-                (chosen.expect("no unambiguous error-log window"), None)
-            }
-        };
-        wins.push(Win {
-            which: "errlog",
-            limit: ERRLOG_WINDOW_LIMIT,
-            start_off: window_start(g.valid, ERRLOG_WINDOW_LIMIT),
-            buf: g,
-            save_base: e.save_base,
-            save_end: e.save_end,
-            dup,
-            block: 0,
-            base_block: None,
-            end_block: None,
-        });
-    }
+    let g = chosen.expect("no unambiguous logger-2 window");
+    new_window(
+        "etw",
+        ETW_WINDOW_LIMIT,
+        g,
+        (cb.save_base, cb.save_end),
+        None,
+    )
+}
 
-    // ---- data blocks ----
+/// The error-log buffer and its window (KiCurrentErrLogBuffer*): a blob session's buffer, or a
+/// standalone one whose window resyncs unambiguously.
+fn errlog_window(
+    spec: &TriageSpec,
+    e: &ErrlogSpec,
+    sessions: &[BlobSessionBuild],
+    rng: &mut Rng,
+) -> Win {
+    let (g, dup) = match &e.source {
+        ErrlogSource::BlobBuffer { session, buffer } => {
+            let g = sessions
+                .get(*session)
+                .and_then(|s| s.buffers.get(*buffer))
+                .expect("errlog source names a blob buffer")
+                .clone();
+            assert!(!g.records.is_empty(), "errlog source buffer has no records");
+            (g, Some((*session, *buffer)))
+        }
+        ErrlogSource::Standalone {
+            va,
+            logger_id,
+            buffer_size,
+            records,
+            valid_override,
+        } => {
+            let params = |extra: u16| EventBufferParams {
+                va: *va,
+                buffer_size: *buffer_size,
+                records: *records,
+                logger_id: *logger_id,
+                processor: 0,
+                sequence_number: 1,
+                first_timestamp: spec.boot_time + 3_600_000,
+                last_timestamp: spec.system_time + 1_892,
+                kernel_general_first: Some(KernelGeneral {
+                    build: spec.build,
+                    qfe: spec.qfe,
+                    boot_time: spec.boot_time,
+                }),
+                last_record_extra: extra,
+                global_flink: *va + u64::from(*buffer_size) + 0x38,
+                global_blink: 0xFFFF_C08B_DE9D_5AA0,
+                valid_override: *valid_override,
+            };
+            let g = unambiguous_event_buffer(params, rng, true);
+            (g.expect("no unambiguous error-log window"), None)
+        }
+    };
+    new_window(
+        "errlog",
+        ERRLOG_WINDOW_LIMIT,
+        g,
+        (e.save_base, e.save_end),
+        dup,
+    )
+}
+
+/// The first event buffer (last record 0, 8, .. 504 bytes longer) whose error-log window
+/// resyncs unambiguously (any, if `!need_window`); `rng` advances past the chosen one.
+fn unambiguous_event_buffer(
+    params: impl Fn(u16) -> EventBufferParams,
+    rng: &mut Rng,
+    need_window: bool,
+) -> Option<GenBuffer> {
+    let base_rng = rng.clone();
+    for extra in (0..64u16).map(|k| k * 8) {
+        let mut r = base_rng.clone();
+        let g = event_buffer(&params(extra), &mut r);
+        if !need_window || window_ok(&g, ERRLOG_WINDOW_LIMIT) {
+            *rng = r;
+            return Some(g);
+        }
+    }
+    None
+}
+
+/// The data blocks in table order: KPRCBs, KiProcessorBlock, NtBuildLabEx, each window with
+/// its base / end variables, ErrorLogSessionOpened, a decoy. Sets the windows' block indexes.
+fn data_blocks(
+    spec: &TriageSpec,
+    cpus: &[ExpectedCpu],
+    wins: &mut [Win],
+    rng: &mut Rng,
+) -> Vec<Block> {
+    let kb = spec.kernel_base;
+    let sym = |name: &str| kb + rva(name);
     let mut blocks: Vec<Block> = Vec::new();
-    for c in &cpus {
+    for c in cpus {
         blocks.push(Block {
             va: c.prcb_va,
-            data: kprcb_bytes(c),
+            data: kprcb_bytes(kb, c),
             role: "kprcb",
         });
     }
@@ -491,45 +630,7 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         role: "nt_build_lab",
     });
     for w in wins.iter_mut() {
-        let (wr, br, er, bs, es) = if w.which == "etw" {
-            (
-                "etw_window",
-                "etw_base",
-                "etw_end",
-                "KiCurrentEtwBufferBase",
-                "KiCurrentEtwBufferOffset",
-            )
-        } else {
-            (
-                "errlog_window",
-                "errlog_base",
-                "errlog_end",
-                "KiCurrentErrLogBufferBase",
-                "KiCurrentErrLogBufferOffset",
-            )
-        };
-        w.block = blocks.len();
-        blocks.push(Block {
-            va: w.start_va(),
-            data: w.bytes().to_vec(),
-            role: wr,
-        });
-        if w.save_base {
-            w.base_block = Some(blocks.len());
-            blocks.push(Block {
-                va: sym(bs),
-                data: w.buf.va.to_le_bytes().to_vec(),
-                role: br,
-            });
-        }
-        if w.save_end {
-            w.end_block = Some(blocks.len());
-            blocks.push(Block {
-                va: sym(es),
-                data: w.end_va().to_le_bytes().to_vec(),
-                role: er,
-            });
-        }
+        window_blocks(&mut blocks, w, kb);
     }
     let mut opened = vec![0u8; 0x10];
     put_u32(&mut opened, 0xC, u32::from(spec.errlog.is_some()));
@@ -553,18 +654,80 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         data: decoy,
         role: "decoy",
     });
-    let n_extra = spec
-        .faults
+    blocks
+}
+
+/// A window's block and, where saved, its base and end variables.
+fn window_blocks(blocks: &mut Vec<Block>, w: &mut Win, kb: u64) {
+    let (wr, br, er, bs, es) = if w.which == "etw" {
+        (
+            "etw_window",
+            "etw_base",
+            "etw_end",
+            "KiCurrentEtwBufferBase",
+            "KiCurrentEtwBufferOffset",
+        )
+    } else {
+        (
+            "errlog_window",
+            "errlog_base",
+            "errlog_end",
+            "KiCurrentErrLogBufferBase",
+            "KiCurrentErrLogBufferOffset",
+        )
+    };
+    w.block = blocks.len();
+    blocks.push(Block {
+        va: w.start_va(),
+        data: w.bytes().to_vec(),
+        role: wr,
+    });
+    if w.save_base {
+        w.base_block = Some(blocks.len());
+        blocks.push(Block {
+            va: kb + rva(bs),
+            data: w.buf.va.to_le_bytes().to_vec(),
+            role: br,
+        });
+    }
+    if w.save_end {
+        w.end_block = Some(blocks.len());
+        blocks.push(Block {
+            va: kb + rva(es),
+            data: w.end_va().to_le_bytes().to_vec(),
+            role: er,
+        });
+    }
+}
+
+/// Descriptors the faults add beyond the data blocks.
+fn extra_descriptor_count(spec: &TriageSpec) -> usize {
+    spec.faults
         .iter()
         .map(|f| match f {
             Fault::BlocksPastEof => 2,
             Fault::OverlappingBlocks => 5,
             _ => 0,
         })
-        .sum::<usize>();
-    let table_count = blocks.len() + n_extra;
+        .sum::<usize>()
+}
 
-    // ---- fixed triage parts ----
+/// File offsets of the fixed triage parts, and the driver names' string pool.
+struct FixedLayout {
+    prcb_offset: usize,
+    process_offset: usize,
+    thread_offset: usize,
+    call_stack_offset: usize,
+    kdbg_offset: usize,
+    driver_list_offset: usize,
+    string_pool_offset: usize,
+    pool: Vec<u8>,
+    name_offsets: Vec<usize>,
+    data_blocks_offset: usize,
+    data_start: usize,
+}
+
+fn fixed_layout(drivers: &[ExpectedDriver], table_count: usize) -> FixedLayout {
     let prcb_offset = UNLOADED_OFFSET + 8 + 0x38;
     let process_offset = prcb_offset + KPRCB_SIZE;
     let thread_offset = process_offset + EPROCESS_SIZE;
@@ -574,7 +737,7 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
     let string_pool_offset = driver_list_offset + DRIVER_ENTRY_SIZE * drivers.len();
     let mut pool = Vec::new();
     let mut name_offsets = Vec::new();
-    for d in &drivers {
+    for d in drivers {
         name_offsets.push(string_pool_offset + pool.len());
         let u = utf16le(&d.full_name);
         pool.extend_from_slice(&((u.len() / 2) as u32).to_le_bytes());
@@ -583,10 +746,25 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         pool.resize(align_up(pool.len() as u64, 8) as usize, 0);
     }
     let data_blocks_offset = string_pool_offset + pool.len();
-    let data_start = data_blocks_offset + 16 * table_count;
+    FixedLayout {
+        prcb_offset,
+        process_offset,
+        thread_offset,
+        call_stack_offset,
+        kdbg_offset,
+        driver_list_offset,
+        string_pool_offset,
+        pool,
+        name_offsets,
+        data_blocks_offset,
+        data_start: data_blocks_offset + 16 * table_count,
+    }
+}
 
-    let mut file: Vec<u8> = vec![0u8; data_start];
-    // Header.
+/// The DUMP_HEADER64 of a triage dump (DumpType 4).
+fn dump_header(spec: &TriageSpec) -> Vec<u8> {
+    let kb = spec.kernel_base;
+    let sym = |name: &str| kb + rva(name);
     let mut cfg = Config::x64();
     cfg.build = spec.build;
     cfg.cpus = spec.cpus;
@@ -612,51 +790,65 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         *b = b"PAGE"[(0x88 + i) % 4];
     }
     put_u32(&mut h, 0x1038, 0xCFF); // MiniDumpFields (D1)
-    file[..h.len()].copy_from_slice(&h);
+    h
+}
 
+/// Mm info, unloaded drivers, the crashing CPU's KPRCB copy, the call stack, KDBG, the driver
+/// list and its string pool.
+fn write_fixed_parts(
+    file: &mut [u8],
+    spec: &TriageSpec,
+    fx: &FixedLayout,
+    crash: &ExpectedCpu,
+    drivers: &[ExpectedDriver],
+    rng: &mut Rng,
+) {
+    let kb = spec.kernel_base;
     // Mm info and unloaded drivers (D1: {1, 0x50, ...}; one 0x38-byte entry).
-    put_u32(&mut file, MM_OFFSET, 1);
-    put_u32(&mut file, MM_OFFSET + 4, 0x50);
-    put_u32(&mut file, UNLOADED_OFFSET, 1);
+    put_u32(file, MM_OFFSET, 1);
+    put_u32(file, MM_OFFSET + 4, 0x50);
+    put_u32(file, UNLOADED_OFFSET, 1);
     let ue = UNLOADED_OFFSET + 8;
     let dam = utf16le("dam.sys");
-    put_u16(&mut file, ue, dam.len() as u16);
-    put_u16(&mut file, ue + 2, dam.len() as u16);
-    put_bytes(&mut file, ue + 0x10, &dam);
-    put_u64(&mut file, ue + 0x28, 0xFFFF_F804_87DE_0000);
-    put_u64(&mut file, ue + 0x30, 0xFFFF_F804_87DF_C000);
+    put_u16(file, ue, dam.len() as u16);
+    put_u16(file, ue + 2, dam.len() as u16);
+    put_bytes(file, ue + 0x10, &dam);
+    put_u64(file, ue + 0x28, 0xFFFF_F804_87DE_0000);
+    put_u64(file, ue + 0x30, 0xFFFF_F804_87DF_C000);
     // KPRCB copy of the crashing CPU.
-    put_bytes(&mut file, prcb_offset, &kprcb_bytes(&crash));
+    put_bytes(file, fx.prcb_offset, &kprcb_bytes(kb, crash));
     // Call stack.
     let mut stack = vec![0u8; CALL_STACK_SIZE];
     for i in (0..CALL_STACK_SIZE).step_by(16) {
         put_u64(&mut stack, i, kb + 0x3F_0000 + rng.range(0, 0x1_0000));
     }
-    put_bytes(&mut file, call_stack_offset, &stack);
+    put_bytes(file, fx.call_stack_offset, &stack);
     // KDBG.
     for (off, v) in KDBG_SLOTS {
         let val = match v {
-            KdbgVal::Sym(n) => sym(n),
+            KdbgVal::Sym(n) => kb + rva(n),
             KdbgVal::Rva(r) => kb + r,
             KdbgVal::KernBase => kb,
             KdbgVal::Const(c) => *c,
         };
-        put_u64(&mut file, kdbg_offset + off, val);
+        put_u64(file, fx.kdbg_offset + off, val);
     }
     // Driver list + string pool.
     for (i, d) in drivers.iter().enumerate() {
-        let e = driver_list_offset + DRIVER_ENTRY_SIZE * i;
-        put_u32(&mut file, e, name_offsets[i] as u32);
-        put_u64(&mut file, e + 0x38, d.base);
-        put_u32(&mut file, e + 0x48, d.size);
-        put_u32(&mut file, e + 0x80, d.checksum);
-        put_u32(&mut file, e + 0x88, d.timestamp);
+        let e = fx.driver_list_offset + DRIVER_ENTRY_SIZE * i;
+        put_u32(file, e, fx.name_offsets[i] as u32);
+        put_u64(file, e + 0x38, d.base);
+        put_u32(file, e + 0x48, d.size);
+        put_u32(file, e + 0x80, d.checksum);
+        put_u32(file, e + 0x88, d.timestamp);
     }
-    put_bytes(&mut file, string_pool_offset, &pool);
+    put_bytes(file, fx.string_pool_offset, &fx.pool);
+}
 
-    // Block data, back to back.
-    let mut descs: Vec<Desc> = Vec::with_capacity(table_count);
-    for b in &blocks {
+/// The blocks' data, back to back at the end of `file`; their descriptors.
+fn write_blocks(file: &mut Vec<u8>, blocks: &[Block]) -> Vec<Desc> {
+    let mut descs = Vec::with_capacity(blocks.len());
+    for b in blocks {
         descs.push(Desc {
             va: b.va,
             file_offset: file.len() as u32,
@@ -665,178 +857,228 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         });
         file.extend_from_slice(&b.data);
     }
-    let data_end = file.len();
-    let valid_offset = align_up(data_end as u64, 8) as usize + 0x80;
-    file.resize(valid_offset, 0);
-    file.extend_from_slice(b"TRGD");
-    let size_of_dump = file.len();
+    descs
+}
 
-    // ---- secondary data ----
-    let build_number = 0xF000_0000 | spec.build;
-    let sec_offset = file.len();
+/// The secondary-data blobs as written: (entry, true data size), and where the ETW blob's
+/// parts are.
+struct Secondary {
+    offset: usize,
+    build_number: u32,
+    entries: Vec<(ExpectedBlobEntry, u32)>,
+    etw: Option<EtwLayout>,
+}
+
+impl Secondary {
+    /// Append a blob: header {0x20, GUID, DataSize = `claimed`, PrePad, PostPad}, padding, data.
+    fn push(
+        &mut self,
+        file: &mut Vec<u8>,
+        guid: &str,
+        data: &[u8],
+        pads: (u32, u32),
+        claimed: u32,
+    ) {
+        let (pre, post) = pads;
+        let hdr = file.len();
+        file.extend_from_slice(&0x20u32.to_le_bytes());
+        file.extend_from_slice(&guid_from_str(guid));
+        file.extend_from_slice(&claimed.to_le_bytes());
+        file.extend_from_slice(&pre.to_le_bytes());
+        file.extend_from_slice(&post.to_le_bytes());
+        file.extend(std::iter::repeat_n(0u8, pre as usize));
+        let data_offset = file.len();
+        file.extend_from_slice(data);
+        file.extend(std::iter::repeat_n(0u8, post as usize));
+        self.entries.push((
+            ExpectedBlobEntry {
+                index: self.entries.len(),
+                header_offset: hdr as u64,
+                header_size: 0x20,
+                guid: lower_guid(guid),
+                data_offset: data_offset as u64,
+                data_size: claimed,
+                pre_pad: pre,
+                post_pad: post,
+                data_in_file: 0,
+            },
+            data.len() as u32,
+        ));
+    }
+}
+
+/// The secondary data ("DumpBlob" header, other blobs, the ETW blob last).
+fn write_secondary(
+    file: &mut Vec<u8>,
+    spec: &TriageSpec,
+    sessions: &[BlobSessionBuild],
+    rng: &mut Rng,
+) -> Secondary {
+    let mut sec = Secondary {
+        offset: file.len(),
+        build_number: 0xF000_0000 | spec.build,
+        entries: Vec::new(),
+        etw: None,
+    };
     file.extend_from_slice(b"DumpBlob");
     file.extend_from_slice(&0x10u32.to_le_bytes());
-    file.extend_from_slice(&build_number.to_le_bytes());
-    let mut blob_entries: Vec<(ExpectedBlobEntry, u32)> = Vec::new(); // (entry, true size)
-    let mut push_blob =
-        |file: &mut Vec<u8>, guid: &str, data: &[u8], pre: u32, post: u32, claimed: u32| {
-            let hdr = file.len();
-            file.extend_from_slice(&0x20u32.to_le_bytes());
-            file.extend_from_slice(&guid_from_str(guid));
-            file.extend_from_slice(&claimed.to_le_bytes());
-            file.extend_from_slice(&pre.to_le_bytes());
-            file.extend_from_slice(&post.to_le_bytes());
-            file.extend(std::iter::repeat_n(0u8, pre as usize));
-            let data_offset = file.len();
-            file.extend_from_slice(data);
-            file.extend(std::iter::repeat_n(0u8, post as usize));
-            blob_entries.push((
-                ExpectedBlobEntry {
-                    index: blob_entries.len(),
-                    header_offset: hdr as u64,
-                    header_size: 0x20,
-                    guid: lower_guid(guid),
-                    data_offset: data_offset as u64,
-                    data_size: claimed,
-                    pre_pad: pre,
-                    post_pad: post,
-                    data_in_file: 0,
-                },
-                data.len() as u32,
-            ));
-        };
+    file.extend_from_slice(&sec.build_number.to_le_bytes());
     if spec.other_blobs {
-        let mut d0 = vec![0u8; 0x100];
-        rng.fill(&mut d0);
-        push_blob(
-            &mut file,
-            "54c84888-01d1-4c1e-bed6-282c98241303",
-            &d0,
-            0,
-            0,
-            0x100,
-        );
-        let mut d1 = vec![0u8; 0x44];
-        put_bytes(&mut d1, 0, b"AmdPPM");
-        put_u32(&mut d1, 0x40, 0x0001_0001);
-        push_blob(
-            &mut file,
-            "67fc721a-2852-4f62-a3b1-2afc53953777",
-            &d1,
-            0,
-            4,
-            0x44,
-        );
-        push_blob(
-            &mut file,
-            "00000000-0000-0000-0000-000000000000",
-            &[],
-            0,
-            0,
-            0,
-        );
-        // A PCI-config-like blob with PERFINFO32-looking dwords (D1 has 5 such false hits).
-        let mut d3 = vec![0u8; 0x1FD];
-        put_bytes(&mut d3, 0, b"PCfg");
-        put_u32(&mut d3, 4, 0x7C);
-        for k in 0..5 {
-            put_u32(&mut d3, 0x40 + 0x50 * k, 0xC010_0002);
-            put_u16(&mut d3, 0x44 + 0x50 * k, 0x18 + 8 * k as u16);
-        }
-        push_blob(
-            &mut file,
-            "9276c055-eb87-425c-b8b5-04e4d247f6cd",
-            &d3,
-            8,
-            3,
-            0x1FD,
-        );
+        other_blobs(&mut sec, file, rng);
     }
-    // The ETW blob (last).
-    let mut etw_layout: Option<EtwLayout> = None;
     if let Some(eb) = &spec.etw_blob {
-        let mut data = Vec::new();
-        data.extend_from_slice(&spec.max_increment.to_le_bytes());
-        data.extend_from_slice(&build_number.to_le_bytes());
-        data.extend_from_slice(&spec.mhz.to_le_bytes());
-        data.extend_from_slice(&0u32.to_le_bytes());
-        data.extend_from_slice(&spec.boot_time.to_le_bytes());
-        data.extend_from_slice(&spec.perf_freq.to_le_bytes());
-        let mut sess_layout = Vec::new();
-        for (si, s) in eb.sessions.iter().enumerate() {
-            let name = utf16le(&s.name);
-            let true_len = name.len() as u32;
-            let claimed_len = spec
-                .faults
-                .iter()
-                .find_map(|f| match f {
-                    Fault::SessionNameLengthOverrun { session, length } if *session == si => {
-                        Some(*length)
-                    }
-                    _ => None,
-                })
-                .unwrap_or(true_len);
-            let rel = data.len();
-            data.extend_from_slice(&SESSION_SIGNATURE.to_le_bytes());
-            data.extend_from_slice(&u32::from(s.logger_id).to_le_bytes());
-            data.extend_from_slice(&s.logger_mode.to_le_bytes());
-            data.extend_from_slice(&s.clock_type.to_le_bytes());
-            data.extend_from_slice(&s.buffer_size.to_le_bytes());
-            data.extend_from_slice(&claimed_len.to_le_bytes());
-            data.extend_from_slice(&s.start_time.to_le_bytes());
-            data.extend_from_slice(&s.reference_system_time.to_le_bytes());
-            data.extend_from_slice(&s.reference_perf_clock.to_le_bytes());
-            data.extend_from_slice(&name);
-            if eb.name_convention == NameConvention::Doubled {
-                data.extend(std::iter::repeat_n(0u8, name.len()));
-            }
-            let mut bufs = Vec::new();
-            for g in &sessions[si].buffers {
-                bufs.push(data.len());
-                // The callback writes the valid length into Offset (+0x30); the forge's
-                // buffers already hold it there.
-                data.extend_from_slice(&g.bytes[..g.valid as usize]);
-            }
-            sess_layout.push((rel, claimed_len, true_len, bufs));
-        }
-        let true_size = data.len() as u32;
-        let lie = spec.faults.iter().find_map(|f| match f {
-            Fault::BlobDataSizeLies(x) => Some(*x),
-            _ => None,
-        });
-        let (claimed, post) = match lie {
-            Some(x) => (true_size + x, 0),
-            None => (
-                true_size,
-                align_up(u64::from(true_size), 8) as u32 - true_size,
-            ),
-        };
-        push_blob(&mut file, ETW_BLOB_GUID, &data, 0, post, claimed);
-        if lie.is_some() {
-            // Nothing after the data: the file ends where the true content ends.
-            let (e, _) = blob_entries.last().expect("etw blob");
-            file.truncate(e.data_offset as usize + true_size as usize);
-        }
-        etw_layout = Some(EtwLayout {
-            blob_index: blob_entries.len() - 1,
-            sessions: sess_layout,
-        });
+        etw_blob(&mut sec, file, spec, eb, sessions);
     }
+    sec
+}
 
-    // ---- faults on descriptors / file length ----
-    let mut truncate_at: Option<usize> = None;
+/// Blobs of other components, as in D1.
+fn other_blobs(sec: &mut Secondary, file: &mut Vec<u8>, rng: &mut Rng) {
+    let mut d0 = vec![0u8; 0x100];
+    rng.fill(&mut d0);
+    sec.push(
+        file,
+        "54c84888-01d1-4c1e-bed6-282c98241303",
+        &d0,
+        (0, 0),
+        0x100,
+    );
+    let mut d1 = vec![0u8; 0x44];
+    put_bytes(&mut d1, 0, b"AmdPPM");
+    put_u32(&mut d1, 0x40, 0x0001_0001);
+    sec.push(
+        file,
+        "67fc721a-2852-4f62-a3b1-2afc53953777",
+        &d1,
+        (0, 4),
+        0x44,
+    );
+    sec.push(file, "00000000-0000-0000-0000-000000000000", &[], (0, 0), 0);
+    // A PCI-config-like blob with PERFINFO32-looking dwords (D1 has 5 such false hits).
+    let mut d3 = vec![0u8; 0x1FD];
+    put_bytes(&mut d3, 0, b"PCfg");
+    put_u32(&mut d3, 4, 0x7C);
+    for k in 0..5 {
+        put_u32(&mut d3, 0x40 + 0x50 * k, 0xC010_0002);
+        put_u16(&mut d3, 0x44 + 0x50 * k, 0x18 + 8 * k as u16);
+    }
+    sec.push(
+        file,
+        "9276c055-eb87-425c-b8b5-04e4d247f6cd",
+        &d3,
+        (8, 3),
+        0x1FD,
+    );
+}
+
+/// The ETW blob: its header, then per session its part and its buffers' valid bytes.
+fn etw_blob(
+    sec: &mut Secondary,
+    file: &mut Vec<u8>,
+    spec: &TriageSpec,
+    eb: &EtwBlobSpec,
+    sessions: &[BlobSessionBuild],
+) {
+    let mut data = Vec::new();
+    data.extend_from_slice(&spec.max_increment.to_le_bytes());
+    data.extend_from_slice(&sec.build_number.to_le_bytes());
+    data.extend_from_slice(&spec.mhz.to_le_bytes());
+    data.extend_from_slice(&0u32.to_le_bytes());
+    data.extend_from_slice(&spec.boot_time.to_le_bytes());
+    data.extend_from_slice(&spec.perf_freq.to_le_bytes());
+    let mut sess_layout = Vec::new();
+    for (si, s) in eb.sessions.iter().enumerate() {
+        sess_layout.push(session_part(&mut data, spec, eb, si, s, &sessions[si]));
+    }
+    let true_size = data.len() as u32;
+    let lie = spec.faults.iter().find_map(|f| match f {
+        Fault::BlobDataSizeLies(x) => Some(*x),
+        _ => None,
+    });
+    let (claimed, post) = match lie {
+        Some(x) => (true_size + x, 0),
+        None => (
+            true_size,
+            align_up(u64::from(true_size), 8) as u32 - true_size,
+        ),
+    };
+    sec.push(file, ETW_BLOB_GUID, &data, (0, post), claimed);
+    if lie.is_some() {
+        // Nothing after the data: the file ends where the true content ends.
+        let (e, _) = sec.entries.last().expect("etw blob");
+        file.truncate(e.data_offset as usize + true_size as usize);
+    }
+    sec.etw = Some(EtwLayout {
+        blob_index: sec.entries.len() - 1,
+        sessions: sess_layout,
+    });
+}
+
+/// One session's part of the ETW blob; returns (its offset in the blob, claimed name Length,
+/// true Length, the blob offsets of its buffers).
+fn session_part(
+    data: &mut Vec<u8>,
+    spec: &TriageSpec,
+    eb: &EtwBlobSpec,
+    si: usize,
+    s: &BlobSessionSpec,
+    built: &BlobSessionBuild,
+) -> (usize, u32, u32, Vec<usize>) {
+    let name = utf16le(&s.name);
+    let true_len = name.len() as u32;
+    let claimed_len = spec
+        .faults
+        .iter()
+        .find_map(|f| match f {
+            Fault::SessionNameLengthOverrun { session, length } if *session == si => Some(*length),
+            _ => None,
+        })
+        .unwrap_or(true_len);
+    let rel = data.len();
+    data.extend_from_slice(&SESSION_SIGNATURE.to_le_bytes());
+    data.extend_from_slice(&u32::from(s.logger_id).to_le_bytes());
+    data.extend_from_slice(&s.logger_mode.to_le_bytes());
+    data.extend_from_slice(&s.clock_type.to_le_bytes());
+    data.extend_from_slice(&s.buffer_size.to_le_bytes());
+    data.extend_from_slice(&claimed_len.to_le_bytes());
+    data.extend_from_slice(&s.start_time.to_le_bytes());
+    data.extend_from_slice(&s.reference_system_time.to_le_bytes());
+    data.extend_from_slice(&s.reference_perf_clock.to_le_bytes());
+    data.extend_from_slice(&name);
+    if eb.name_convention == NameConvention::Doubled {
+        data.extend(std::iter::repeat_n(0u8, name.len()));
+    }
+    let mut bufs = Vec::new();
+    for g in &built.buffers {
+        bufs.push(data.len());
+        // The callback writes the valid length into Offset (+0x30); the forge's
+        // buffers already hold it there.
+        data.extend_from_slice(&g.bytes[..g.valid as usize]);
+    }
+    (rel, claimed_len, true_len, bufs)
+}
+
+fn find_window<'a>(wins: &'a [Win], which: &str) -> &'a Win {
+    wins.iter()
+        .find(|w| w.which == which)
+        .unwrap_or_else(|| panic!("{which} window"))
+}
+
+/// Where `Fault::TruncateInErrlogWindow` cuts the file.
+fn errlog_truncation(spec: &TriageSpec, wins: &[Win], descs: &[Desc]) -> Option<usize> {
+    let mut truncate_at = None;
     for f in &spec.faults {
         if let Fault::TruncateInErrlogWindow(n) = f {
-            let w = wins
-                .iter()
-                .find(|w| w.which == "errlog")
-                .expect("errlog window");
-            let d = descs[w.block];
+            let d = descs[find_window(wins, "errlog").block];
             assert!(*n < d.size, "cut must fall inside the error-log window");
             truncate_at = Some(d.file_offset as usize + *n as usize);
         }
     }
-    let final_len = truncate_at.unwrap_or(file.len());
+    truncate_at
+}
+
+/// Descriptors past the end of the file, a moved errlog end, overlapping descriptors.
+fn add_descriptor_faults(spec: &TriageSpec, wins: &[Win], descs: &mut Vec<Desc>, final_len: usize) {
     for f in &spec.faults {
         match f {
             Fault::BlocksPastEof => {
@@ -854,106 +1096,118 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
                 });
             }
             Fault::ErrlogEndPastEof => {
-                let w = wins
-                    .iter()
-                    .find(|w| w.which == "errlog")
-                    .expect("errlog window");
-                let i = w.end_block.expect("errlog end block");
+                let i = find_window(wins, "errlog")
+                    .end_block
+                    .expect("errlog end block");
                 descs[i].file_offset = (final_len + 0x2000) as u32;
             }
-            Fault::OverlappingBlocks => {
-                let ew = descs[wins.iter().find(|w| w.which == "etw").expect("etw").block];
-                assert!(ew.size >= 0x180);
-                let lw = descs[wins
-                    .iter()
-                    .find(|w| w.which == "errlog")
-                    .expect("errlog")
-                    .block];
-                let decoy = *descs.iter().find(|d| d.role == "decoy").expect("decoy");
-                let lab = *descs
-                    .iter()
-                    .find(|d| d.role == "nt_build_lab")
-                    .expect("lab");
-                descs.push(Desc {
-                    va: ew.va + 0x100,
-                    file_offset: ew.file_offset + 0x100,
-                    size: 0x80,
-                    role: "bad_overlap",
-                });
-                descs.push(Desc {
-                    va: 0xFFFF_A000_1000_0000,
-                    file_offset: lw.file_offset,
-                    size: 0x200,
-                    role: "bad_overlap",
-                });
-                descs.push(Desc {
-                    va: 0xFFFF_A000_2000_0000,
-                    file_offset: 0,
-                    size: 0x100,
-                    role: "bad_overlap",
-                });
-                descs.push(Desc {
-                    va: 0xFFFF_8504_2989_0000,
-                    file_offset: decoy.file_offset,
-                    size: 0x40,
-                    role: "bad_overlap",
-                });
-                descs.push(Desc {
-                    va: 0xFFFF_8504_2989_0000,
-                    file_offset: lab.file_offset,
-                    size: 0x40,
-                    role: "bad_overlap",
-                });
-            }
+            Fault::OverlappingBlocks => overlapping_descriptors(wins, descs),
             _ => {}
         }
     }
-    assert_eq!(descs.len(), table_count);
-    for (i, d) in descs.iter().enumerate() {
-        let e = data_blocks_offset + 16 * i;
-        put_u64(&mut file, e, d.va);
-        put_u32(&mut file, e + 8, d.file_offset);
-        put_u32(&mut file, e + 12, d.size);
-    }
+}
 
-    // ---- triage header ----
+/// Five descriptors overlapping the ETW window, the errlog window, the header, the decoy and
+/// NtBuildLabEx.
+fn overlapping_descriptors(wins: &[Win], descs: &mut Vec<Desc>) {
+    let ew = descs[find_window(wins, "etw").block];
+    assert!(ew.size >= 0x180);
+    let lw = descs[find_window(wins, "errlog").block];
+    let decoy = *descs.iter().find(|d| d.role == "decoy").expect("decoy");
+    let lab = *descs
+        .iter()
+        .find(|d| d.role == "nt_build_lab")
+        .expect("lab");
+    for (va, file_offset, size) in [
+        (ew.va + 0x100, ew.file_offset + 0x100, 0x80),
+        (0xFFFF_A000_1000_0000, lw.file_offset, 0x200),
+        (0xFFFF_A000_2000_0000, 0, 0x100),
+        (0xFFFF_8504_2989_0000, decoy.file_offset, 0x40),
+        (0xFFFF_8504_2989_0000, lab.file_offset, 0x40),
+    ] {
+        descs.push(Desc {
+            va,
+            file_offset,
+            size,
+            role: "bad_overlap",
+        });
+    }
+}
+
+/// Triage-header values known only once the file is laid out.
+struct TriageHeaderValues {
+    size_of_dump: usize,
+    valid_offset: usize,
+    driver_count: usize,
+    table_count: usize,
+}
+
+/// The TRIAGE_DUMP header at 0x2000 and RequiredDumpSpace.
+fn write_triage_header(file: &mut [u8], fx: &FixedLayout, th: &TriageHeaderValues) {
     let t = TRIAGE_HEADER;
-    put_u32(&mut file, t, 0);
-    put_u32(&mut file, t + 0x04, size_of_dump as u32);
-    put_u32(&mut file, t + 0x08, valid_offset as u32);
-    put_u32(&mut file, t + 0x0C, 0x348);
-    put_u32(&mut file, t + 0x10, 0xF00);
-    put_u32(&mut file, t + 0x14, MM_OFFSET as u32);
-    put_u32(&mut file, t + 0x18, UNLOADED_OFFSET as u32);
-    put_u32(&mut file, t + 0x1C, prcb_offset as u32);
-    put_u32(&mut file, t + 0x20, process_offset as u32);
-    put_u32(&mut file, t + 0x24, thread_offset as u32);
-    put_u32(&mut file, t + 0x28, call_stack_offset as u32);
-    put_u32(&mut file, t + 0x2C, CALL_STACK_SIZE as u32);
-    put_u32(&mut file, t + 0x30, driver_list_offset as u32);
-    put_u32(&mut file, t + 0x34, drivers.len() as u32);
-    put_u32(&mut file, t + 0x38, string_pool_offset as u32);
-    put_u32(&mut file, t + 0x3C, pool.len() as u32);
-    put_u32(&mut file, t + 0x40, 0);
-    put_u32(&mut file, t + 0x44, 0xFFFF_FFFF);
-    put_u64(&mut file, t + 0x48, TOP_OF_STACK);
-    put_u32(&mut file, t + 0x70, kdbg_offset as u32);
-    put_u32(&mut file, t + 0x74, KDBG_SIZE as u32);
-    put_u32(&mut file, t + 0x78, data_blocks_offset as u32);
-    put_u32(&mut file, t + 0x7C, table_count as u32);
+    let dwords = [
+        (0x00, 0),
+        (0x04, th.size_of_dump as u32),
+        (0x08, th.valid_offset as u32),
+        (0x0C, 0x348),
+        (0x10, 0xF00),
+        (0x14, MM_OFFSET as u32),
+        (0x18, UNLOADED_OFFSET as u32),
+        (0x1C, fx.prcb_offset as u32),
+        (0x20, fx.process_offset as u32),
+        (0x24, fx.thread_offset as u32),
+        (0x28, fx.call_stack_offset as u32),
+        (0x2C, CALL_STACK_SIZE as u32),
+        (0x30, fx.driver_list_offset as u32),
+        (0x34, th.driver_count as u32),
+        (0x38, fx.string_pool_offset as u32),
+        (0x3C, fx.pool.len() as u32),
+        (0x40, 0),
+        (0x44, 0xFFFF_FFFF),
+    ];
+    for (off, v) in dwords {
+        put_u32(file, t + off, v);
+    }
+    put_u64(file, t + 0x48, TOP_OF_STACK);
+    put_u32(file, t + 0x70, fx.kdbg_offset as u32);
+    put_u32(file, t + 0x74, KDBG_SIZE as u32);
+    put_u32(file, t + 0x78, fx.data_blocks_offset as u32);
+    put_u32(file, t + 0x7C, th.table_count as u32);
     // RequiredDumpSpace: the untruncated file rounded up to pages.
     let required = align_up(file.len() as u64, 0x1000);
-    put_u64(&mut file, 0xFA0, required);
+    put_u64(file, 0xFA0, required);
+}
 
-    if let Some(n) = truncate_at {
-        file.truncate(n);
+fn expected_triage_header(fx: &FixedLayout, th: &TriageHeaderValues) -> ExpectedTriageHeader {
+    ExpectedTriageHeader {
+        size_of_dump: th.size_of_dump as u32,
+        valid_offset: th.valid_offset as u32,
+        prcb_offset: fx.prcb_offset as u32,
+        process_offset: fx.process_offset as u32,
+        thread_offset: fx.thread_offset as u32,
+        driver_list_offset: fx.driver_list_offset as u32,
+        driver_count: th.driver_count as u32,
+        string_pool_offset: fx.string_pool_offset as u32,
+        string_pool_size: fx.pool.len() as u32,
+        debugger_data_offset: fx.kdbg_offset as u32,
+        debugger_data_size: KDBG_SIZE as u32,
+        data_blocks_offset: fx.data_blocks_offset as u32,
+        data_blocks_count: th.table_count as u32,
     }
-    let file_len = file.len() as u64;
-    assert_eq!(file_len as usize, final_len);
+}
 
-    // ---- expectations ----
-    let in_file = |off: u64, size: u64| off + size <= file_len;
-    let data_blocks: Vec<ExpectedBlock> = descs
+/// What the expectations are derived from.
+struct ExpectCx<'a> {
+    spec: &'a TriageSpec,
+    file: &'a [u8],
+    file_len: u64,
+    module_bases: &'a [(String, u64)],
+    sessions: &'a [BlobSessionBuild],
+    crash: &'a ExpectedCpu,
+}
+
+fn expected_blocks(descs: &[Desc], file_len: u64) -> Vec<ExpectedBlock> {
+    descs
         .iter()
         .enumerate()
         .map(|(i, d)| ExpectedBlock {
@@ -961,10 +1215,14 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
             va: d.va,
             file_offset: d.file_offset,
             size: d.size,
-            in_file: in_file(u64::from(d.file_offset), u64::from(d.size)),
+            in_file: u64::from(d.file_offset) + u64::from(d.size) <= file_len,
             role: d.role.to_string(),
         })
-        .collect();
+        .collect()
+}
+
+/// Pairs of descriptors whose VA or file ranges intersect.
+fn overlaps(descs: &[Desc]) -> Vec<ExpectedOverlap> {
     let mut overlaps = Vec::new();
     let inter = |a0: u64, a1: u64, b0: u64, b1: u64| a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
     for i in 0..descs.len() {
@@ -992,13 +1250,16 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
             }
         }
     }
+    overlaps
+}
 
-    // Secondary data and the ETW blob.
-    let secondary = (sec_offset as u64 + 0x10 <= file_len).then(|| ExpectedSecondary {
-        file_offset: sec_offset as u64,
+fn expected_secondary(sec: &Secondary, file_len: u64) -> Option<ExpectedSecondary> {
+    (sec.offset as u64 + 0x10 <= file_len).then(|| ExpectedSecondary {
+        file_offset: sec.offset as u64,
         header_size: 0x10,
-        build_number,
-        blobs: blob_entries
+        build_number: sec.build_number,
+        blobs: sec
+            .entries
             .iter()
             .filter(|(e, _)| e.header_offset + 0x20 <= file_len)
             .map(|(e, _)| {
@@ -1009,119 +1270,157 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
                 }
             })
             .collect(),
-    });
-    let mut records: Vec<ExpectedRecord> = Vec::new();
-    // Record index of blob records by (session, buffer, offset).
-    let mut blob_record_index: BTreeMap<(usize, usize, u32), usize> = BTreeMap::new();
-    let mut etw_blob: Option<ExpectedEtwBlob> = None;
-    let mut blob_buffer_offsets: BTreeMap<(usize, usize), u64> = BTreeMap::new();
-    // Windows first (records are listed current_buffer, errlog_tail, secondary_data); blob
-    // records are collected separately and appended.
-    let mut blob_records: Vec<ExpectedRecord> = Vec::new();
-    if let (Some(eb), Some(lay)) = (&spec.etw_blob, &etw_layout) {
-        let (entry, true_size) = &blob_entries[lay.blob_index];
-        let data_off = entry.data_offset;
-        if data_off + u64::from(*true_size) <= file_len {
-            let mut exp_sessions = Vec::new();
-            let mut parse_end = 0x20u64;
-            for (si, s) in eb.sessions.iter().enumerate() {
-                let (rel, claimed_len, true_len, bufs) = &lay.sessions[si];
-                let part = |len: u32| {
-                    0x30 + match eb.name_convention {
-                        NameConvention::Doubled => 2 * u64::from(len),
-                        NameConvention::Single => u64::from(len),
-                    }
-                };
-                let file_offset = data_off + *rel as u64;
-                let complete = claimed_len == true_len;
-                let mut exp_bufs = Vec::new();
-                if complete {
-                    for (bi, g) in sessions[si].buffers.iter().enumerate() {
-                        let fo = data_off + bufs[bi] as u64;
-                        blob_buffer_offsets.insert((si, bi), fo);
-                        let per_cpu = s.logger_mode & 0x1000_0000 == 0;
-                        for r in &g.records {
-                            let idx = blob_records.len();
-                            blob_record_index.insert((si, bi, r.offset), idx);
-                            let mut e = record_expect(r, &module_bases, kb, None);
-                            e.source = "secondary_data".into();
-                            e.logger_id = Some(s.logger_id);
-                            e.session_index = Some(si);
-                            e.buffer_index = Some(bi);
-                            e.file_offset = fo + u64::from(r.offset);
-                            e.clock = Some(clock_name(s.clock_type).into());
-                            e.cpu = per_cpu.then_some(u32::from(g.header.processor_index));
-                            blob_records.push(e);
-                        }
-                        exp_bufs.push(ExpectedBlobBuffer {
-                            index: bi,
-                            file_offset: fo,
-                            valid: g.valid,
-                            header: header_expect(&g.header),
-                            record_count: g.records.len(),
-                            va: g.va,
-                        });
-                    }
-                    parse_end = (*rel
-                        + part(*true_len) as usize
-                        + sessions[si]
-                            .buffers
-                            .iter()
-                            .map(|g| g.valid as usize)
-                            .sum::<usize>()) as u64;
-                } else {
-                    parse_end = *rel as u64;
-                }
-                exp_sessions.push(ExpectedBlobSession {
-                    index: si,
-                    file_offset,
-                    logger_id: u32::from(s.logger_id),
-                    logger_mode: s.logger_mode,
-                    clock_type: s.clock_type,
-                    buffer_size: s.buffer_size,
-                    name_length: *claimed_len,
-                    name: complete.then(|| s.name.clone()),
-                    name_convention: eb.name_convention,
-                    start_time: s.start_time,
-                    reference_system_time: s.reference_system_time,
-                    reference_perf_clock: s.reference_perf_clock,
-                    part_length: part(*claimed_len),
-                    buffers: exp_bufs,
-                    complete,
-                });
-                if !complete {
-                    break;
-                }
+    })
+}
+
+/// The ETW blob as a reader must parse it, and its records.
+#[derive(Default)]
+struct BlobExpect {
+    etw_blob: Option<ExpectedEtwBlob>,
+    records: Vec<ExpectedRecord>,
+    /// Record index of blob records by (session, buffer, offset).
+    record_index: BTreeMap<(usize, usize, u32), usize>,
+    buffer_offsets: BTreeMap<(usize, usize), u64>,
+}
+
+fn expected_etw_blob(cx: &ExpectCx, sec: &Secondary) -> BlobExpect {
+    let mut out = BlobExpect::default();
+    let (Some(eb), Some(lay)) = (&cx.spec.etw_blob, &sec.etw) else {
+        return out;
+    };
+    let (entry, true_size) = &sec.entries[lay.blob_index];
+    let data_off = entry.data_offset;
+    if data_off + u64::from(*true_size) > cx.file_len {
+        return out;
+    }
+    let mut exp_sessions = Vec::new();
+    let mut parse_end = 0x20u64;
+    for (si, s) in eb.sessions.iter().enumerate() {
+        let (rel, claimed_len, true_len, _) = &lay.sessions[si];
+        let part = |len: u32| {
+            0x30 + match eb.name_convention {
+                NameConvention::Doubled => 2 * u64::from(len),
+                NameConvention::Single => u64::from(len),
             }
-            etw_blob = Some(ExpectedEtwBlob {
-                blob_index: lay.blob_index,
-                data_offset: data_off,
-                data_size: entry.data_size,
-                data_in_file: *true_size,
-                max_increment: spec.max_increment,
-                nt_build_number: build_number,
-                cpu_speed_mhz: spec.mhz,
-                boot_time: spec.boot_time,
-                perf_freq: spec.perf_freq,
-                name_convention: eb.name_convention,
-                sessions: exp_sessions,
-                parse_end,
-                complete: parse_end == u64::from(entry.data_size),
-            });
+        };
+        let complete = claimed_len == true_len;
+        let mut exp_bufs = Vec::new();
+        if complete {
+            exp_bufs = expected_blob_buffers(cx, &mut out, data_off, lay, si, s);
+            parse_end = (*rel
+                + part(*true_len) as usize
+                + cx.sessions[si]
+                    .buffers
+                    .iter()
+                    .map(|g| g.valid as usize)
+                    .sum::<usize>()) as u64;
+        } else {
+            parse_end = *rel as u64;
+        }
+        exp_sessions.push(ExpectedBlobSession {
+            index: si,
+            file_offset: data_off + *rel as u64,
+            logger_id: u32::from(s.logger_id),
+            logger_mode: s.logger_mode,
+            clock_type: s.clock_type,
+            buffer_size: s.buffer_size,
+            name_length: *claimed_len,
+            name: complete.then(|| s.name.clone()),
+            name_convention: eb.name_convention,
+            start_time: s.start_time,
+            reference_system_time: s.reference_system_time,
+            reference_perf_clock: s.reference_perf_clock,
+            part_length: part(*claimed_len),
+            buffers: exp_bufs,
+            complete,
+        });
+        if !complete {
+            break;
         }
     }
+    out.etw_blob = Some(ExpectedEtwBlob {
+        blob_index: lay.blob_index,
+        data_offset: data_off,
+        data_size: entry.data_size,
+        data_in_file: *true_size,
+        max_increment: cx.spec.max_increment,
+        nt_build_number: sec.build_number,
+        cpu_speed_mhz: cx.spec.mhz,
+        boot_time: cx.spec.boot_time,
+        perf_freq: cx.spec.perf_freq,
+        name_convention: eb.name_convention,
+        sessions: exp_sessions,
+        parse_end,
+        complete: parse_end == u64::from(entry.data_size),
+    });
+    out
+}
 
+/// The buffers of complete blob session `si`, their records added to `out`.
+fn expected_blob_buffers(
+    cx: &ExpectCx,
+    out: &mut BlobExpect,
+    data_off: u64,
+    lay: &EtwLayout,
+    si: usize,
+    s: &BlobSessionSpec,
+) -> Vec<ExpectedBlobBuffer> {
+    let bufs = &lay.sessions[si].3;
+    let mut exp_bufs = Vec::new();
+    for (bi, g) in cx.sessions[si].buffers.iter().enumerate() {
+        let fo = data_off + bufs[bi] as u64;
+        out.buffer_offsets.insert((si, bi), fo);
+        let per_cpu = s.logger_mode & 0x1000_0000 == 0;
+        for r in &g.records {
+            let idx = out.records.len();
+            out.record_index.insert((si, bi, r.offset), idx);
+            let mut e = record_expect(r, cx.module_bases, cx.spec.kernel_base, None);
+            e.source = "secondary_data".into();
+            e.logger_id = Some(s.logger_id);
+            e.session_index = Some(si);
+            e.buffer_index = Some(bi);
+            e.file_offset = fo + u64::from(r.offset);
+            e.clock = Some(clock_name(s.clock_type).into());
+            e.cpu = per_cpu.then_some(u32::from(g.header.processor_index));
+            out.records.push(e);
+        }
+        exp_bufs.push(ExpectedBlobBuffer {
+            index: bi,
+            file_offset: fo,
+            valid: g.valid,
+            header: header_expect(&g.header),
+            record_count: g.records.len(),
+            va: g.va,
+        });
+    }
+    exp_bufs
+}
+
+/// The windows as a reader must find them, and their records.
+#[derive(Default)]
+struct WindowsExpect {
+    windows: Vec<ExpectedWindow>,
+    orphans: Vec<ExpectedOrphan>,
+    current: Vec<ExpectedRecord>,
+    errlog: Vec<ExpectedRecord>,
+    /// (errlog record index, blob record index).
+    duplicates_local: Vec<(usize, usize)>,
+}
+
+fn expected_windows(
+    cx: &ExpectCx,
+    wins: &[Win],
+    data_blocks: &[ExpectedBlock],
+    blob: &BlobExpect,
+) -> WindowsExpect {
     let readable = |i: Option<usize>| i.map(|i| data_blocks[i].in_file).unwrap_or(false);
-    let mut windows = Vec::new();
-    let mut orphans = Vec::new();
-    let mut errlog_records: Vec<ExpectedRecord> = Vec::new();
-    let mut duplicates_local: Vec<(usize, usize)> = Vec::new(); // (errlog local idx, blob idx)
-    for w in &wins {
+    let mut out = WindowsExpect::default();
+    for w in wins {
         let base_ok = readable(w.base_block);
         let end_ok = readable(w.end_block);
         let block_ok = data_blocks[w.block].in_file;
         if !(base_ok && end_ok && block_ok) {
-            orphans.push(ExpectedOrphan {
+            out.orphans.push(ExpectedOrphan {
                 which: w.which.into(),
                 block_index: w.block,
                 base_readable: base_ok,
@@ -1129,99 +1428,147 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
             });
             continue;
         }
-        let valid = w.buf.valid;
-        let starts_at_base = w.start_off == 0;
-        let whole: Vec<&GenRecord> = w
-            .buf
-            .records
-            .iter()
-            .filter(|r| r.offset >= w.start_off && r.offset + u32::from(r.size) <= valid)
-            .collect();
-        let wfo = u64::from(data_blocks[w.block].file_offset);
-        let header = (starts_at_base && valid >= WMI_BUFFER_HEADER_SIZE)
-            .then(|| header_expect(&w.buf.header));
-        let dup_ref = w.dup.and_then(|(si, bi)| {
-            blob_buffer_offsets
-                .get(&(si, bi))
-                .map(|fo| ExpectedBufferRef {
-                    session_index: si,
-                    buffer_index: bi,
-                    logger_id: w.buf.header.logger_id,
-                    file_offset: *fo,
-                })
-        });
-        if let Some(d) = &dup_ref {
-            // The window is byte-identical to the blob buffer's tail.
-            let tail_start = (d.file_offset + u64::from(w.start_off)) as usize;
-            assert_eq!(
-                &file[tail_start..tail_start + w.bytes().len()],
-                &file[wfo as usize..wfo as usize + w.bytes().len()],
-                "errlog window differs from the blob buffer tail"
-            );
-        }
-        let first = whole.first().map(|r| u64::from(r.offset));
-        let window_size = u64::from(valid - w.start_off);
-        // Bytes of a cut record before the first whole one (a header is not a cut record).
-        let partial = match first {
-            _ if starts_at_base => 0,
-            Some(f) => f - u64::from(w.start_off),
-            None => window_size,
-        };
-        let (logger_id, processor_index) = if w.which == "etw" {
-            (Some(2u16), header.as_ref().map(|h| h.processor_index))
-        } else {
-            (dup_ref.as_ref().map(|d| d.logger_id), None)
-        };
-        for r in &whole {
-            let mut e = record_expect(r, &module_bases, kb, Some(crash.start_cycles));
-            e.file_offset = wfo + u64::from(r.offset - w.start_off);
-            if w.which == "etw" {
-                e.source = "current_buffer".into();
-                e.logger_id = Some(2);
-                e.cpu = Some(spec.crash_cpu);
-                e.clock = Some("cycles".into());
-                records.push(e);
-            } else {
-                e.source = "errlog_tail".into();
-                e.logger_id = logger_id;
-                e.cycles_before_crash = None;
-                if let Some(d) = &dup_ref {
-                    let s = &spec.etw_blob.as_ref().expect("blob").sessions[d.session_index];
-                    e.clock = Some(clock_name(s.clock_type).into());
-                    let bi = blob_record_index[&(d.session_index, d.buffer_index, r.offset)];
-                    duplicates_local.push((errlog_records.len(), bi));
-                }
-                errlog_records.push(e);
-            }
-        }
-        windows.push(ExpectedWindow {
-            which: w.which.into(),
-            limit: w.limit,
-            base: w.buf.va,
-            end: w.end_va(),
-            valid: u64::from(valid),
-            start_va: w.start_va(),
-            file_offset: wfo,
-            size: window_size,
-            block_index: w.block,
-            base_block_index: w.base_block.expect("readable"),
-            end_block_index: w.end_block.expect("readable"),
-            starts_at_base,
-            header,
-            logger_id,
-            processor_index,
-            first_record_offset: first,
-            partial_bytes: partial,
-            record_count: whole.len(),
-            duplicate_of: dup_ref,
-        });
+        let window = expected_window(cx, w, data_blocks, blob, &mut out);
+        out.windows.push(window);
     }
+    out
+}
+
+/// One readable window; its whole records go to `out`.
+fn expected_window(
+    cx: &ExpectCx,
+    w: &Win,
+    data_blocks: &[ExpectedBlock],
+    blob: &BlobExpect,
+    out: &mut WindowsExpect,
+) -> ExpectedWindow {
+    let valid = w.buf.valid;
+    let starts_at_base = w.start_off == 0;
+    let whole: Vec<&GenRecord> = w
+        .buf
+        .records
+        .iter()
+        .filter(|r| r.offset >= w.start_off && r.offset + u32::from(r.size) <= valid)
+        .collect();
+    let wfo = u64::from(data_blocks[w.block].file_offset);
+    let header =
+        (starts_at_base && valid >= WMI_BUFFER_HEADER_SIZE).then(|| header_expect(&w.buf.header));
+    let dup_ref = w.dup.and_then(|(si, bi)| {
+        blob.buffer_offsets
+            .get(&(si, bi))
+            .map(|fo| ExpectedBufferRef {
+                session_index: si,
+                buffer_index: bi,
+                logger_id: w.buf.header.logger_id,
+                file_offset: *fo,
+            })
+    });
+    if let Some(d) = &dup_ref {
+        // The window is byte-identical to the blob buffer's tail.
+        let tail_start = (d.file_offset + u64::from(w.start_off)) as usize;
+        assert_eq!(
+            &cx.file[tail_start..tail_start + w.bytes().len()],
+            &cx.file[wfo as usize..wfo as usize + w.bytes().len()],
+            "errlog window differs from the blob buffer tail"
+        );
+    }
+    let first = whole.first().map(|r| u64::from(r.offset));
+    let window_size = u64::from(valid - w.start_off);
+    // Bytes of a cut record before the first whole one (a header is not a cut record).
+    let partial = match first {
+        _ if starts_at_base => 0,
+        Some(f) => f - u64::from(w.start_off),
+        None => window_size,
+    };
+    let (logger_id, processor_index) = if w.which == "etw" {
+        (Some(2u16), header.as_ref().map(|h| h.processor_index))
+    } else {
+        (dup_ref.as_ref().map(|d| d.logger_id), None)
+    };
+    for r in &whole {
+        window_record(cx, w, r, wfo, logger_id, dup_ref.as_ref(), blob, out);
+    }
+    ExpectedWindow {
+        which: w.which.into(),
+        limit: w.limit,
+        base: w.buf.va,
+        end: w.end_va(),
+        valid: u64::from(valid),
+        start_va: w.start_va(),
+        file_offset: wfo,
+        size: window_size,
+        block_index: w.block,
+        base_block_index: w.base_block.expect("readable"),
+        end_block_index: w.end_block.expect("readable"),
+        starts_at_base,
+        header,
+        logger_id,
+        processor_index,
+        first_record_offset: first,
+        partial_bytes: partial,
+        record_count: whole.len(),
+        duplicate_of: dup_ref,
+    }
+}
+
+/// A whole record of window `w` (file offset `wfo`), as a current-buffer or errlog-tail record.
+#[allow(clippy::too_many_arguments)]
+fn window_record(
+    cx: &ExpectCx,
+    w: &Win,
+    r: &GenRecord,
+    wfo: u64,
+    logger_id: Option<u16>,
+    dup_ref: Option<&ExpectedBufferRef>,
+    blob: &BlobExpect,
+    out: &mut WindowsExpect,
+) {
+    let mut e = record_expect(
+        r,
+        cx.module_bases,
+        cx.spec.kernel_base,
+        Some(cx.crash.start_cycles),
+    );
+    e.file_offset = wfo + u64::from(r.offset - w.start_off);
+    if w.which == "etw" {
+        e.source = "current_buffer".into();
+        e.logger_id = Some(2);
+        e.cpu = Some(cx.spec.crash_cpu);
+        e.clock = Some("cycles".into());
+        out.current.push(e);
+        return;
+    }
+    e.source = "errlog_tail".into();
+    e.logger_id = logger_id;
+    e.cycles_before_crash = None;
+    if let Some(d) = dup_ref {
+        let s = &cx.spec.etw_blob.as_ref().expect("blob").sessions[d.session_index];
+        e.clock = Some(clock_name(s.clock_type).into());
+        let bi = blob.record_index[&(d.session_index, d.buffer_index, r.offset)];
+        out.duplicates_local.push((out.errlog.len(), bi));
+    }
+    out.errlog.push(e);
+}
+
+/// All records in order (current buffer, errlog tail, secondary data), numbered; the
+/// duplicates; the count per source.
+fn number_records(
+    current: Vec<ExpectedRecord>,
+    errlog: Vec<ExpectedRecord>,
+    blob: Vec<ExpectedRecord>,
+    duplicates_local: &[(usize, usize)],
+) -> (
+    Vec<ExpectedRecord>,
+    Vec<ExpectedDuplicate>,
+    BTreeMap<String, usize>,
+) {
+    let mut records = current;
     let errlog_base = records.len();
-    let blob_base = errlog_base + errlog_records.len();
-    records.extend(errlog_records);
-    records.extend(blob_records);
+    let blob_base = errlog_base + errlog.len();
+    records.extend(errlog);
+    records.extend(blob);
     let mut duplicates = Vec::new();
-    for (el, bl) in duplicates_local {
+    for &(el, bl) in duplicates_local {
         let (a, b) = (errlog_base + el, blob_base + bl);
         records[a].duplicate_of = Some(b);
         duplicates.push(ExpectedDuplicate {
@@ -1239,63 +1586,7 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
             records.iter().filter(|r| r.source == s).count(),
         );
     }
-
-    let symbols: BTreeMap<String, u64> = KERNEL_SYMBOLS
-        .iter()
-        .map(|(n, r)| ((*n).to_string(), kb + r))
-        .collect();
-    let expected = ExpectedTriage {
-        scenario: spec.name.clone(),
-        file_len,
-        build: spec.build,
-        machine_image_type: 0x8664,
-        number_processors: spec.cpus,
-        bugcheck_code: spec.bugcheck_code,
-        bugcheck_params: spec.bugcheck_params,
-        system_time: spec.system_time,
-        system_up_time: spec.system_up_time,
-        directory_table_base: DTB,
-        kern_base: kb,
-        kdbg_va: sym("KdDebuggerDataBlock"),
-        ps_loaded_module_list: sym("PsLoadedModuleList"),
-        ps_active_process_head: sym("PsActiveProcessHead"),
-        pdb_guid: spec.pdb_guid.to_uppercase(),
-        pdb_age: spec.pdb_age,
-        triage: ExpectedTriageHeader {
-            size_of_dump: size_of_dump as u32,
-            valid_offset: valid_offset as u32,
-            prcb_offset: prcb_offset as u32,
-            process_offset: process_offset as u32,
-            thread_offset: thread_offset as u32,
-            driver_list_offset: driver_list_offset as u32,
-            driver_count: drivers.len() as u32,
-            string_pool_offset: string_pool_offset as u32,
-            string_pool_size: pool.len() as u32,
-            debugger_data_offset: kdbg_offset as u32,
-            debugger_data_size: KDBG_SIZE as u32,
-            data_blocks_offset: data_blocks_offset as u32,
-            data_blocks_count: table_count as u32,
-        },
-        data_blocks,
-        overlaps,
-        drivers,
-        crash_cpu: crash,
-        cpus,
-        symbols,
-        error_log_session_opened: spec.errlog.is_some(),
-        windows,
-        orphan_window_blocks: orphans,
-        secondary,
-        etw_blob,
-        records,
-        duplicates,
-        record_counts,
-    };
-    ForgedTriage {
-        bytes: file,
-        isf_json: isf_json(&spec.pdb_guid, spec.pdb_age),
-        expected,
-    }
+    (records, duplicates, record_counts)
 }
 
 struct EtwLayout {
