@@ -62,6 +62,244 @@ const FILLER_PAGES: usize = 3;
 pub(crate) fn build(cfg: &Config) -> Forged {
     cfg.validate();
     let arch = cfg.arch;
+    let plan = VaPlan::for_arch(arch);
+    let (mut m, dtb, large_block_pfn) = memory(cfg);
+
+    // Kernel image (hand-made or a fixture's) and the variables in its .data.
+    let mut img = match &cfg.fixture {
+        Some(fx) => KernelImage::from_fixture(cfg, fx),
+        None => KernelImage::new(cfg),
+    };
+    let prcbs = objects::kprcb_addresses(cfg, &img);
+    let nt_build_lab =
+        objects::write_data_variables(cfg, &mut img, plan.pfn_database, &prcbs, m.pm.rng());
+    let modules = objects::modules(cfg, &img);
+    let ml_plan = ModuleListPlan {
+        entries_page: plan.pool_entries,
+        names_page: plan.pool_names,
+    };
+    let (entries_page, names_page, entry_vas) =
+        objects::module_list_pages(cfg, &img, &ml_plan, &modules);
+    objects::write_module_list_head(cfg, &mut img, &entry_vas);
+    // Process list (`processes` only; rewrites PsActiveProcessHead, allocates nothing otherwise).
+    let proc_build = cfg
+        .processes
+        .then(|| crate::kernel::processes::build(cfg, &mut img));
+    // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
+    // allocated otherwise, so other dumps stay byte-identical).
+    let etw_build = cfg
+        .etw
+        .as_ref()
+        .map(|spec| crate::etw::build(cfg, spec, &mut img, &prcbs, m.pm.rng()));
+
+    let unstored: &[u32] = etw_build
+        .as_ref()
+        .map_or(&[], |e| e.unstored_image_pages.as_slice());
+    m.map_image(cfg, &img, unstored);
+    m.map_kuser(cfg, &plan);
+    // Pool pages of the module list.
+    m.map_stored(plan.pool_entries, &entries_page, Leaf::KernelData);
+    m.map_stored(plan.pool_names, &names_page, Leaf::KernelData);
+
+    // Fixture kernels with a known sizeof(_KPRCB): map each CPU's KPCR/KPRCB pages
+    // (zero-filled but for the ETW and CurrentThread writes).
+    let kprcb_size = cfg.fixture.as_ref().and_then(|fx| fx.kprcb_size);
+    // KPRCB.CurrentThread (processes only).
+    let (thread_writes, current_threads) = match (&proc_build, kprcb_size) {
+        (Some(pb), Some(_)) => crate::kernel::processes::current_threads(cfg, &prcbs, &pb.expected),
+        _ => (Vec::new(), Vec::new()),
+    };
+    if let Some(size) = kprcb_size {
+        // ETW writes into the KPRCB (EtwSupport, MHz).
+        let etw_writes = etw_build.iter().flat_map(|e| &e.kprcb_writes);
+        let writes: Vec<&(u64, Vec<u8>)> = etw_writes.chain(&thread_writes).collect();
+        m.map_kprcbs(&prcbs, size, &writes);
+    }
+    if let Some(eb) = &etw_build {
+        m.map_etw_pages(&eb.pages);
+    }
+    // Process pool pages.
+    for (va, content) in proc_build.iter().flat_map(|p| &p.pages) {
+        m.map_stored(*va, content, Leaf::KernelData);
+    }
+
+    // The self-map makes one page-table page visible at a fixed VA.
+    let (sm_va, sm_pa) = m.pager.self_map_page;
+    m.vmap.insert(sm_va, PAGE_SIZE, sm_pa);
+
+    // Paging probes, then probes on kernel objects.
+    let area = ProbeArea {
+        base: plan.probe_base,
+        huge_va: plan.huge_va,
+        large_block_pfn,
+    };
+    let mut specs = probes::build(&mut m.pm, &m.pager, &mut m.vmap, &area);
+    let ko = KernelObjects {
+        img: &img,
+        plan: &plan,
+        prcbs: &prcbs,
+        entry_vas: &entry_vas,
+        nt_build_lab: &nt_build_lab,
+        self_map_va: sm_va,
+        kprcb_mapped: kprcb_size.is_some(),
+    };
+    object_probes(cfg, &ko, &mut specs);
+    if let Some(eb) = &etw_build {
+        specs.extend(eb.probes.iter().cloned());
+    }
+
+    // Filler pages (stored, unreferenced) so that "used" != "stored".
+    for _ in 0..FILLER_PAGES {
+        m.pm.add_random_page();
+    }
+    let Mapper { pm, vmap, .. } = m;
+    let (file, placement, info) = file_image(cfg, &pm, &img, dtb);
+    let probes = specs
+        .into_iter()
+        .map(|(name, va, len): ProbeSpec| {
+            let expect = match vmap.read(&pm, va, len) {
+                Ok(bytes) => Expect::Bytes(bytes),
+                Err(first) => Expect::Unreadable {
+                    first_unreadable_va: first,
+                },
+            };
+            Probe {
+                name,
+                va,
+                len,
+                expect,
+            }
+        })
+        .collect();
+
+    Forged {
+        config: cfg.clone(),
+        dtb,
+        kdbg_va: info.kdbg_va,
+        kuser_va: plan.kuser,
+        ps_loaded_module_list: info.ps_loaded_module_list,
+        ps_active_process_head: info.ps_active_process_head,
+        pfn_database: info.pfn_database,
+        nt_build_lab,
+        modules,
+        probes,
+        stored_pages: placement.stored_pages,
+        runs: pm.runs.clone(),
+        header_size: arch.header_size(),
+        first_page_offset: placement.first_page_offset,
+        kuser_user_va: plan.kuser_user,
+        nt_build_lab_va: img.va(img.sym.nt_build_lab),
+        debug_directory_va: img.va(img.debug_dir_rva),
+        rsds_va: img.va(img.rsds_rva),
+        ldr_entries: entry_vas,
+        ki_processor_block: img.va(img.sym.ki_processor_block),
+        etwp_debugger_data: img.va(img.sym.etwp_debugger_data),
+        mm_pfn_database_value: plan.pfn_database,
+        symbols: symbols(cfg, &img),
+        kprcbs: prcbs,
+        kprcb_size,
+        etw: etw_build.map(|eb| {
+            let mut e = eb.expected;
+            crate::etw::variation::fill_current_threads(&mut e, &current_threads);
+            e
+        }),
+        processes: proc_build.map(|p| p.expected).unwrap_or_default(),
+        current_threads,
+        file,
+        pm,
+        vmap,
+    }
+}
+
+/// Physical memory, page tables and the VA -> PA record of what the forge mapped.
+struct Mapper {
+    pm: PhysMem,
+    pager: Pager,
+    vmap: VirtMap,
+}
+
+impl Mapper {
+    /// Map `va` to `pfn` (stored or not).
+    fn map_pfn(&mut self, va: u64, pfn: u64, kind: Leaf) {
+        let mode = self.pager.mode;
+        self.pager.set_pte(&mut self.pm, va, mode.leaf(pfn, kind));
+        self.vmap.insert(va, PAGE_SIZE, pfn << 12);
+    }
+
+    /// A new stored page with `content`, mapped at `va`.
+    fn map_stored(&mut self, va: u64, content: &[u8], kind: Leaf) {
+        let pfn = self.pm.alloc();
+        self.pm.set_page(pfn, content);
+        self.map_pfn(va, pfn, kind);
+    }
+
+    /// The image pages the forge wrote; all other image pages have PTE 0. The debug-directory
+    /// page (`omit_debug_directory_page`) and `unstored` pages are mapped but not stored.
+    fn map_image(&mut self, cfg: &Config, img: &KernelImage, unstored: &[u32]) {
+        let debug_page = img.debug_dir_rva & !0xFFF;
+        for (&rva, content) in &img.pages {
+            let va = img.va(rva);
+            let kind = match img.page_prot(rva) {
+                PageProt::ReadWrite => Leaf::KernelData,
+                PageProt::ReadOnly => Leaf::KernelReadOnly,
+            };
+            if (rva == debug_page && cfg.omit_debug_directory_page) || unstored.contains(&rva) {
+                let pfn = self.pm.alloc_unstored();
+                self.map_pfn(va, pfn, kind);
+            } else {
+                self.map_stored(va, content, kind);
+            }
+        }
+    }
+
+    /// KUSER_SHARED_DATA, one physical page at both VAs.
+    fn map_kuser(&mut self, cfg: &Config, plan: &VaPlan) {
+        let run_pages: u64 = self.pm.runs.iter().map(|r| r.1).sum();
+        let kuser_pfn = self.pm.alloc();
+        self.pm
+            .set_page(kuser_pfn, &objects::kuser_shared_data(cfg, run_pages));
+        self.map_pfn(plan.kuser, kuser_pfn, Leaf::KernelData);
+        self.map_pfn(plan.kuser_user, kuser_pfn, Leaf::UserReadOnly);
+    }
+
+    /// Each CPU's pages from its KPCR's page to the end of its KPRCB, zero but for `writes`
+    /// (va, bytes) that fit in one page.
+    fn map_kprcbs(&mut self, prcbs: &[u64], size: u32, writes: &[&(u64, Vec<u8>)]) {
+        for &prcb in prcbs {
+            let first = prcb & !0xFFF;
+            let end = crate::util::align_up(prcb + u64::from(size), PAGE_SIZE);
+            for va in (first..end).step_by(PAGE_SIZE as usize) {
+                let mut content = vec![0u8; PAGE_SIZE as usize];
+                for (wva, bytes) in writes.iter().map(|w| (&w.0, &w.1)) {
+                    if *wva >= va && *wva + bytes.len() as u64 <= va + PAGE_SIZE {
+                        let o = (*wva - va) as usize;
+                        content[o..o + bytes.len()].copy_from_slice(bytes);
+                    }
+                }
+                self.map_stored(va, &content, Leaf::KernelData);
+            }
+        }
+    }
+
+    /// ETW pool pages: stored, mapped but not in the dump, or a page table with a zero PTE.
+    fn map_etw_pages(&mut self, pages: &[EtwPage]) {
+        for page in pages {
+            match page {
+                EtwPage::Stored(va, content) => self.map_stored(*va, content, Leaf::KernelData),
+                EtwPage::NotInDump(va) => {
+                    let pfn = self.pm.alloc_unstored();
+                    self.map_pfn(*va, pfn, Leaf::KernelData);
+                }
+                EtwPage::ZeroPte(va) => self.pager.ensure_pt(&mut self.pm, *va),
+            }
+        }
+    }
+}
+
+/// Physical memory with the root table first, then the large-page block, then everything
+/// else at random PFNs; the header's DTB; the large-page block's first PFN.
+fn memory(cfg: &Config) -> (Mapper, u64, u64) {
+    let arch = cfg.arch;
     let total_pfns = cfg.physical_memory_bytes / PAGE_SIZE;
     let alloc_limit = if arch == Arch::X86NonPae {
         0x10_0000 // 4 GiB: non-PAE entries hold 20-bit PFNs
@@ -73,9 +311,6 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         ^ u64::from(cfg.layout.is_bitmap())
         ^ (total_pfns << 16);
     let mut pm = PhysMem::new(total_pfns, cfg.layout.is_bitmap(), alloc_limit, seed);
-    let plan = VaPlan::for_arch(arch);
-
-    // Root table first, then the large-page block, then everything else at random PFNs.
     let root_pfn = pm.claim(if arch.is_x64() {
         X64_PML4_PFN
     } else {
@@ -105,160 +340,31 @@ pub(crate) fn build(cfg: &Config) -> Forged {
             (p, dtb)
         }
     };
-    let mode = pager.mode;
-    let mut vmap = VirtMap::default();
-
-    // Kernel image (hand-made or a fixture's) and the variables in its .data.
-    let mut img = match &cfg.fixture {
-        Some(fx) => KernelImage::from_fixture(cfg, fx),
-        None => KernelImage::new(cfg),
+    let m = Mapper {
+        pm,
+        pager,
+        vmap: VirtMap::default(),
     };
-    let prcbs = objects::kprcb_addresses(cfg, &img);
-    let nt_build_lab =
-        objects::write_data_variables(cfg, &mut img, plan.pfn_database, &prcbs, pm.rng());
-    let modules = objects::modules(cfg, &img);
-    let ml_plan = ModuleListPlan {
-        entries_page: plan.pool_entries,
-        names_page: plan.pool_names,
-    };
-    let (entries_page, names_page, entry_vas) =
-        objects::module_list_pages(cfg, &img, &ml_plan, &modules);
-    objects::write_module_list_head(cfg, &mut img, &entry_vas);
-    // Process list (`processes` only; rewrites PsActiveProcessHead, allocates nothing otherwise).
-    let proc_build = cfg
-        .processes
-        .then(|| crate::kernel::processes::build(cfg, &mut img));
-    // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
-    // allocated otherwise, so other dumps stay byte-identical).
-    let etw_build = cfg
-        .etw
-        .as_ref()
-        .map(|spec| crate::etw::build(cfg, spec, &mut img, &prcbs, pm.rng()));
+    (m, dtb, large_block_pfn)
+}
 
-    // Map the image pages the forge wrote; all other image pages have PTE 0.
-    let debug_page = img.debug_dir_rva & !0xFFF;
-    for (&rva, content) in &img.pages {
-        let va = img.va(rva);
-        let kind = match img.page_prot(rva) {
-            PageProt::ReadWrite => Leaf::KernelData,
-            PageProt::ReadOnly => Leaf::KernelReadOnly,
-        };
-        let etw_unstored = etw_build
-            .as_ref()
-            .is_some_and(|e| e.unstored_image_pages.contains(&rva));
-        let pfn = if (rva == debug_page && cfg.omit_debug_directory_page) || etw_unstored {
-            pm.alloc_unstored()
-        } else {
-            let pfn = pm.alloc();
-            pm.set_page(pfn, content);
-            pfn
-        };
-        pager.set_pte(&mut pm, va, mode.leaf(pfn, kind));
-        vmap.insert(va, PAGE_SIZE, pfn << 12);
-    }
+/// What the probes on kernel objects are placed from.
+struct KernelObjects<'a> {
+    img: &'a KernelImage,
+    plan: &'a VaPlan,
+    prcbs: &'a [u64],
+    entry_vas: &'a [u64],
+    nt_build_lab: &'a str,
+    self_map_va: u64,
+    kprcb_mapped: bool,
+}
 
-    // KUSER_SHARED_DATA, one physical page at both VAs.
-    let run_pages: u64 = pm.runs.iter().map(|r| r.1).sum();
-    let kuser_pfn = pm.alloc();
-    pm.set_page(kuser_pfn, &objects::kuser_shared_data(cfg, run_pages));
-    pager.set_pte(&mut pm, plan.kuser, mode.leaf(kuser_pfn, Leaf::KernelData));
-    vmap.insert(plan.kuser, PAGE_SIZE, kuser_pfn << 12);
-    pager.set_pte(
-        &mut pm,
-        plan.kuser_user,
-        mode.leaf(kuser_pfn, Leaf::UserReadOnly),
-    );
-    vmap.insert(plan.kuser_user, PAGE_SIZE, kuser_pfn << 12);
-
-    // Pool pages of the module list.
-    for (va, content) in [
-        (plan.pool_entries, &entries_page),
-        (plan.pool_names, &names_page),
-    ] {
-        let pfn = pm.alloc();
-        pm.set_page(pfn, content);
-        pager.set_pte(&mut pm, va, mode.leaf(pfn, Leaf::KernelData));
-        vmap.insert(va, PAGE_SIZE, pfn << 12);
-    }
-
-    // Fixture kernels with a known sizeof(_KPRCB): map each CPU's KPCR/KPRCB pages
-    // (zero-filled, for later work to fill).
-    let kprcb_size = cfg.fixture.as_ref().and_then(|fx| fx.kprcb_size);
-    // KPRCB.CurrentThread (processes only).
-    let (thread_writes, current_threads) = match (&proc_build, kprcb_size) {
-        (Some(pb), Some(_)) => crate::kernel::processes::current_threads(cfg, &prcbs, &pb.expected),
-        _ => (Vec::new(), Vec::new()),
-    };
-    if let Some(size) = kprcb_size {
-        for &prcb in &prcbs {
-            let first = prcb & !0xFFF;
-            let end = crate::util::align_up(prcb + u64::from(size), PAGE_SIZE);
-            for va in (first..end).step_by(PAGE_SIZE as usize) {
-                let pfn = pm.alloc();
-                let mut content = vec![0u8; PAGE_SIZE as usize];
-                // ETW writes into the KPRCB (EtwSupport, buffers option only).
-                let etw_writes = etw_build.iter().flat_map(|e| &e.kprcb_writes);
-                for (wva, bytes) in etw_writes.chain(&thread_writes) {
-                    if *wva >= va && *wva + bytes.len() as u64 <= va + PAGE_SIZE {
-                        let o = (*wva - va) as usize;
-                        content[o..o + bytes.len()].copy_from_slice(bytes);
-                    }
-                }
-                pm.set_page(pfn, &content);
-                pager.set_pte(&mut pm, va, mode.leaf(pfn, Leaf::KernelData));
-                vmap.insert(va, PAGE_SIZE, pfn << 12);
-            }
-        }
-    }
-
-    // ETW pool pages.
-    if let Some(eb) = &etw_build {
-        for page in &eb.pages {
-            match page {
-                EtwPage::Stored(va, content) => {
-                    let pfn = pm.alloc();
-                    pm.set_page(pfn, content);
-                    pager.set_pte(&mut pm, *va, mode.leaf(pfn, Leaf::KernelData));
-                    vmap.insert(*va, PAGE_SIZE, pfn << 12);
-                }
-                EtwPage::NotInDump(va) => {
-                    let pfn = pm.alloc_unstored();
-                    pager.set_pte(&mut pm, *va, mode.leaf(pfn, Leaf::KernelData));
-                    vmap.insert(*va, PAGE_SIZE, pfn << 12);
-                }
-                EtwPage::ZeroPte(va) => pager.ensure_pt(&mut pm, *va),
-            }
-        }
-    }
-
-    // Process pool pages.
-    for (va, content) in proc_build.iter().flat_map(|p| &p.pages) {
-        let pfn = pm.alloc();
-        pm.set_page(pfn, content);
-        pager.set_pte(&mut pm, *va, mode.leaf(pfn, Leaf::KernelData));
-        vmap.insert(*va, PAGE_SIZE, pfn << 12);
-    }
-
-    // The self-map makes one page-table page visible at a fixed VA.
-    let (sm_va, sm_pa) = pager.self_map_page;
-    vmap.insert(sm_va, PAGE_SIZE, sm_pa);
-
-    // Paging probes.
-    let area = ProbeArea {
-        base: plan.probe_base,
-        huge_va: plan.huge_va,
-        large_block_pfn,
-    };
-    let mut specs = probes::build(&mut pm, &pager, &mut vmap, &area);
-
-    // Probes on kernel objects.
+/// Probes on the kernel image, KDBG, the lists, KUSER_SHARED_DATA and the self-map; with a
+/// fixture also on its variables.
+fn object_probes(cfg: &Config, ko: &KernelObjects, specs: &mut Vec<ProbeSpec>) {
+    let (arch, img, plan) = (cfg.arch, ko.img, ko.plan);
     let p = arch.ptr_size();
     let kdbg_va = img.va(img.sym.kd_debugger_data_block);
-    let head = img.va(img.sym.ps_loaded_module_list);
-    let pah = img.va(img.sym.ps_active_process_head);
-    let lab_va = img.va(img.sym.nt_build_lab);
-    let dir_va = img.va(img.debug_dir_rva);
-    let rsds_va = img.va(img.rsds_rva);
     // Self-map probe: PML4[0x1ED] (x64), PD3[0..3] (PAE), PD[0x300..] (non-PAE).
     let sm_entry_off = match arch {
         Arch::X64 => crate::dump::paging::X64_SELF_REF_INDEX * 8,
@@ -283,62 +389,90 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         kdbg_va,
         objects::kdbg_size(cfg.build) as usize,
     );
-    add("debug_directory", dir_va, img.debug_dir_size as usize);
-    add("rsds_record", rsds_va, img.rsds_len as usize);
-    add("nt_build_lab", lab_va, nt_build_lab.len() + 1);
-    add("ps_loaded_module_list_head", head, 2 * p);
-    add("ps_active_process_head", pah, 2 * p);
+    add(
+        "debug_directory",
+        img.va(img.debug_dir_rva),
+        img.debug_dir_size as usize,
+    );
+    add("rsds_record", img.va(img.rsds_rva), img.rsds_len as usize);
+    add(
+        "nt_build_lab",
+        img.va(img.sym.nt_build_lab),
+        ko.nt_build_lab.len() + 1,
+    );
+    add(
+        "ps_loaded_module_list_head",
+        img.va(img.sym.ps_loaded_module_list),
+        2 * p,
+    );
+    add(
+        "ps_active_process_head",
+        img.va(img.sym.ps_active_process_head),
+        2 * p,
+    );
     add(
         "ldr_entry_ntoskrnl",
-        entry_vas[0],
+        ko.entry_vas[0],
         if arch.is_x64() { 0xA0 } else { 0x3C },
     );
     add("kuser_shared_data", plan.kuser, 0x40);
     add("kuser_nt_version", plan.kuser + 0x260, 0x14);
     add("kuser_user_alias", plan.kuser_user + 0x260, 0x14);
-    add("page_table_via_self_map", sm_va + sm_entry_off, 0x20);
+    add(
+        "page_table_via_self_map",
+        ko.self_map_va + sm_entry_off,
+        0x20,
+    );
     if let Some(fx) = &cfg.fixture {
-        let sym = img.sym;
-        if let Some(rva) = sym.kd_version_block {
-            add("kd_version_block", img.va(rva), 0x28);
-        }
-        if let Some(rva) = sym.ke_number_processors {
-            add("ke_number_processors", img.va(rva), 4);
-        }
-        add(
-            "ki_processor_block",
-            img.va(sym.ki_processor_block),
-            p * prcbs.len(),
-        );
-        add("etwp_debugger_data", img.va(sym.etwp_debugger_data), 0x20);
-        add("mm_pfn_database_variable", img.va(sym.mm_pfn_database), p);
-        for (probe, public, len) in [
-            ("etwp_host_silo_state", "EtwpHostSiloState", p),
-            ("psp_host_silo_globals", "PspHostSiloGlobals", 0x40),
-            ("wmip_logger_context", "WmipLoggerContext", 64 * p),
-        ] {
-            if let Some(rva) = fx.symbol(public) {
-                add(probe, img.va(rva), len);
-            }
-        }
-        if kprcb_size.is_some() {
-            add("kprcb0", prcbs[0], 0x40);
-        }
+        fixture_probes(fx, ko, p, &mut add);
     }
-    if let Some(eb) = &etw_build {
-        for (name, va, len) in &eb.probes {
-            add(name, *va, *len);
-        }
-    }
+}
 
-    // Filler pages (stored, unreferenced) so that "used" != "stored".
-    for _ in 0..FILLER_PAGES {
-        pm.add_random_page();
+/// Probes on a fixture kernel's variables.
+fn fixture_probes(
+    fx: &crate::kernel::fixture::Fixture,
+    ko: &KernelObjects,
+    p: usize,
+    add: &mut impl FnMut(&str, u64, usize),
+) {
+    let (img, sym) = (ko.img, ko.img.sym);
+    if let Some(rva) = sym.kd_version_block {
+        add("kd_version_block", img.va(rva), 0x28);
     }
+    if let Some(rva) = sym.ke_number_processors {
+        add("ke_number_processors", img.va(rva), 4);
+    }
+    add(
+        "ki_processor_block",
+        img.va(sym.ki_processor_block),
+        p * ko.prcbs.len(),
+    );
+    add("etwp_debugger_data", img.va(sym.etwp_debugger_data), 0x20);
+    add("mm_pfn_database_variable", img.va(sym.mm_pfn_database), p);
+    for (probe, public, len) in [
+        ("etwp_host_silo_state", "EtwpHostSiloState", p),
+        ("psp_host_silo_globals", "PspHostSiloGlobals", 0x40),
+        ("wmip_logger_context", "WmipLoggerContext", 64 * p),
+    ] {
+        if let Some(rva) = fx.symbol(public) {
+            add(probe, img.va(rva), len);
+        }
+    }
+    if ko.kprcb_mapped {
+        add("kprcb0", ko.prcbs[0], 0x40);
+    }
+}
 
-    // File layout, then the header (it records the file length).
+/// The file: layout, then the header (it records the file length).
+fn file_image(
+    cfg: &Config,
+    pm: &PhysMem,
+    img: &KernelImage,
+    dtb: u64,
+) -> (FileImage, layout::Placement, HeaderInfo) {
+    let arch = cfg.arch;
     let header_size = arch.header_size();
-    let placement = layout::place(cfg.layout, header_size, &pm);
+    let mut placement = layout::place(cfg.layout, header_size, pm);
     let exception_address = match &cfg.fixture {
         Some(fx) => cfg.kernel_base + u64::from(fx.entry_rva),
         None => cfg.kernel_base + if arch.is_x64() { 0x3F_5A80 } else { 0x15_A2B0 },
@@ -346,9 +480,9 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let info = HeaderInfo {
         dtb,
         pfn_database: img.va(img.sym.mm_pfn_database),
-        ps_loaded_module_list: head,
-        ps_active_process_head: pah,
-        kdbg_va,
+        ps_loaded_module_list: img.va(img.sym.ps_loaded_module_list),
+        ps_active_process_head: img.va(img.sym.ps_active_process_head),
+        kdbg_va: img.va(img.sym.kd_debugger_data_block),
         runs: pm.runs.clone(),
         dump_type: cfg.layout.dump_type(),
         required_dump_space: placement.file_len,
@@ -360,28 +494,13 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     let file = FileImage {
         len: placement.file_len,
         prefix,
-        pages: placement.pages,
+        pages: std::mem::take(&mut placement.pages),
     };
+    (file, placement, info)
+}
 
-    let probes = specs
-        .into_iter()
-        .map(|(name, va, len): ProbeSpec| {
-            let expect = match vmap.read(&pm, va, len) {
-                Ok(bytes) => Expect::Bytes(bytes),
-                Err(first) => Expect::Unreadable {
-                    first_unreadable_va: first,
-                },
-            };
-            Probe {
-                name,
-                va,
-                len,
-                expect,
-            }
-        })
-        .collect();
-
-    // name -> VA of every kernel variable placed (fixture: all its publics too).
+/// name -> VA of every kernel variable placed (fixture: all its publics too).
+fn symbols(cfg: &Config, img: &KernelImage) -> std::collections::BTreeMap<String, u64> {
     let mut symbols: std::collections::BTreeMap<String, u64> = img
         .sym
         .named()
@@ -393,42 +512,5 @@ pub(crate) fn build(cfg: &Config) -> Forged {
             symbols.insert(n.clone(), img.va(rva));
         }
     }
-
-    Forged {
-        config: cfg.clone(),
-        dtb,
-        kdbg_va,
-        kuser_va: plan.kuser,
-        ps_loaded_module_list: head,
-        ps_active_process_head: pah,
-        pfn_database: info.pfn_database,
-        nt_build_lab,
-        modules,
-        probes,
-        stored_pages: placement.stored_pages,
-        runs: pm.runs.clone(),
-        header_size,
-        first_page_offset: placement.first_page_offset,
-        kuser_user_va: plan.kuser_user,
-        nt_build_lab_va: lab_va,
-        debug_directory_va: dir_va,
-        rsds_va,
-        ldr_entries: entry_vas,
-        ki_processor_block: img.va(img.sym.ki_processor_block),
-        etwp_debugger_data: img.va(img.sym.etwp_debugger_data),
-        mm_pfn_database_value: plan.pfn_database,
-        symbols,
-        kprcbs: prcbs,
-        kprcb_size,
-        etw: etw_build.map(|eb| {
-            let mut e = eb.expected;
-            crate::etw::variation::fill_current_threads(&mut e, &current_threads);
-            e
-        }),
-        processes: proc_build.map(|p| p.expected).unwrap_or_default(),
-        current_threads,
-        file,
-        pm,
-        vmap,
-    }
+    symbols
 }
