@@ -2,8 +2,8 @@
 # List the forge's functions longer than N lines (default 150), longest first:
 #   tests/forge/fnlen.sh [N]
 # Relies on rustfmt's layout (run `cargo fmt` first): a `fn` item starting at indentation I
-# ends at the next line that is exactly I spaces and `}`. Counts every line from the `fn`
-# line (or its first attribute/doc line is NOT counted) to the closing brace, inclusive.
+# ends at the next line that is exactly I spaces and `}`. Counts the lines from the `fn` line
+# (attributes and doc comments not counted) to the closing brace, inclusive.
 # Covers src/, tests/ and examples/ of tests/forge. Exit status 1 when any function is longer.
 max=${1:-150}
 dir=$(dirname "$0")
