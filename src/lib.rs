@@ -15,6 +15,7 @@ pub mod etl;
 pub mod etw;
 pub mod kernel;
 pub mod mem;
+pub mod render;
 pub mod report;
 pub mod symbols;
 pub mod time;

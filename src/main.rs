@@ -4,6 +4,9 @@ use clap::{Parser, Subcommand};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump::mem::AddressSpace;
+use etwdump::render::{self, rows::RowWriter};
+use etwdump::report::cswitch::SwitchRow;
+use etwdump::report::events::EventRow;
 use etwdump::report::{self, Format};
 use etwdump::symbols::Symbols;
 use std::io::Write;
@@ -255,14 +258,14 @@ fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result
             format!(
                 "{} {}",
                 id.map_or("?".into(), |i| i.to_string()),
-                report::sessions::printable(name.as_deref().unwrap_or("(unreadable)"))
+                render::text::printable(name.as_deref().unwrap_or("(unreadable)"))
             )
         })
         .collect::<Vec<_>>()
         .join(", ");
     anyhow::bail!(
         "--session {}: no such session (by logger id or exact name); the sessions are: {}",
-        report::sessions::printable(sel),
+        render::text::printable(sel),
         if list.is_empty() { "none".into() } else { list }
     )
 }
@@ -272,7 +275,8 @@ fn display(p: &Path) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    // Buffered: listings of millions of rows are written as they are decoded.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     match cli.command {
         Command::Info {
             dump,
@@ -313,7 +317,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let list = etwdump::etw::loggers::list_sessions(&ctx);
             match format {
-                report::ListFormat::Table => write!(out, "{}", report::sessions::to_table(&list))?,
+                report::ListFormat::Table => write!(out, "{}", render::sessions::to_table(&list))?,
                 report::ListFormat::Json | report::ListFormat::Csv => {
                     if format == report::ListFormat::Json {
                         writeln!(
@@ -322,7 +326,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             serde_json::to_string_pretty(&report::sessions::records(&list))?
                         )?;
                     } else {
-                        write!(out, "{}", report::sessions::to_csv(&list))?;
+                        write!(out, "{}", render::sessions::to_csv(&list))?;
                     }
                     // Warnings go to stderr so stdout stays machine-readable.
                     for w in &list.warnings {
@@ -344,13 +348,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let (rows, warnings) = report::triage::buffers(&ctx, session.as_deref());
                 match format {
                     report::ListFormat::Table => {
-                        write!(out, "{}", report::triage::buffers_table(&rows))?
+                        write!(out, "{}", render::triage::buffers_table(&rows))?
                     }
                     report::ListFormat::Json => {
                         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?
                     }
                     report::ListFormat::Csv => {
-                        write!(out, "{}", report::triage::buffers_csv(&rows))?
+                        write!(out, "{}", render::triage::buffers_csv(&rows))?
                     }
                 }
                 for w in &warnings {
@@ -415,24 +419,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
-            let mut rep = report::cswitch::collect(&ctx, cpu);
-            if let Some(window) = last {
-                rep.keep_last(window, Some(d.header().system_time));
-            }
-            if let Some(path) = &svg {
-                let chart = report::svg::render(&rep.rows, d.header().system_time);
-                std::fs::write(path, chart)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
-            }
-            match format {
-                report::RowFormat::Json => {
-                    writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
+            let last = last.map(|window| report::cswitch::Last {
+                window,
+                end: Some(d.header().system_time),
+            });
+            let warnings = match &svg {
+                Some(path) => {
+                    // The chart needs every row at once: collect them, draw, then list them.
+                    let mut rows = Vec::new();
+                    let w = report::cswitch::stream(&ctx, cpu, last, &mut |r| {
+                        rows.push(r.clone());
+                        Ok(())
+                    })?;
+                    let chart = render::svg::render(&rows, d.header().system_time);
+                    std::fs::write(path, chart)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
+                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format)?;
+                    for r in &rows {
+                        rw.row(r)?;
+                    }
+                    rw.finish()?;
+                    w
                 }
-                report::RowFormat::Jsonl => write!(out, "{}", rep.to_jsonl())?,
-                report::RowFormat::Csv => write!(out, "{}", rep.to_csv())?,
-                report::RowFormat::Table => write!(out, "{}", rep.to_table())?,
-            }
-            for w in &rep.warnings {
+                None => {
+                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format)?;
+                    let w = report::cswitch::stream(&ctx, cpu, last, &mut |r| rw.row(r))?;
+                    rw.finish()?;
+                    w
+                }
+            };
+            for w in &warnings {
                 warn(w);
             }
         }
@@ -445,16 +461,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
-            let rep = report::events::collect(&ctx, session.as_deref());
-            match format {
-                report::RowFormat::Json => {
-                    writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
-                }
-                report::RowFormat::Jsonl => write!(out, "{}", rep.to_jsonl())?,
-                report::RowFormat::Csv => write!(out, "{}", rep.to_csv())?,
-                report::RowFormat::Table => write!(out, "{}", rep.to_table())?,
-            }
-            for w in &rep.warnings {
+            let mut rw = RowWriter::<_, EventRow>::new(&mut out, format)?;
+            let warnings = report::events::stream(&ctx, session.as_deref(), &mut |r| rw.row(r))?;
+            rw.finish()?;
+            for w in &warnings {
                 warn(w);
             }
         }
@@ -555,7 +565,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let len = usize::try_from(length).unwrap_or(usize::MAX);
             let (rep, bytes) = report::read::read(&space, address, len, physical)?;
             match format {
-                ReadFormat::Hex => write!(out, "{}", report::read::hexdump(address, &bytes))?,
+                ReadFormat::Hex => write!(out, "{}", render::read::hexdump(address, &bytes))?,
                 ReadFormat::Json => writeln!(out, "{}", serde_json::to_string(&rep)?)?,
                 ReadFormat::Raw => out.write_all(&bytes)?,
             }
@@ -567,7 +577,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// One warning on stderr, with text from memory made safe for a terminal.
 fn warn(w: &str) {
-    eprintln!("warning: {}", report::sessions::printable(w));
+    eprintln!("warning: {}", render::text::printable(w));
 }
 
 fn main() -> ExitCode {

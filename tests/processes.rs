@@ -121,7 +121,7 @@ fn cswitch_svg_chart() {
     };
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let rep = etwdump::report::cswitch::collect(&ctx, None);
-    let svg = etwdump::report::svg::render(&rep.rows, c.system_time);
+    let svg = etwdump::render::svg::render(&rep.rows, c.system_time);
     if let Ok(out) = std::env::var("ETWDUMP_SVG_OUT") {
         std::fs::write(out, &svg).unwrap();
     }

@@ -488,8 +488,8 @@ fn corrupted_contexts_never_panic() {
             assert!(s.logger_id < a.capacity);
             assert_eq!(s.address.0 % 8, 0, "listed context must be aligned");
         }
-        let _ = etwdump::report::sessions::to_table(&l);
-        let _ = etwdump::report::sessions::to_csv(&l);
+        let _ = etwdump::render::sessions::to_table(&l);
+        let _ = etwdump::render::sessions::to_csv(&l);
     }
 }
 

@@ -65,7 +65,7 @@ fn times_after_the_dump_are_flagged() {
         w[0]
     );
     // The chart draws none of them.
-    let svg = etwdump::report::svg::render(&rep.rows, d.header().system_time);
+    let svg = etwdump::render::svg::render(&rep.rows, d.header().system_time);
     let drawable = rep
         .rows
         .iter()

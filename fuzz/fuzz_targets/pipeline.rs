@@ -171,8 +171,8 @@ fn run(d: &DumpFile) {
     lap("context");
     let list = list_sessions(&ctx);
     lap("sessions");
-    let _ = report::sessions::to_table(&list);
-    let _ = report::sessions::to_csv(&list);
+    let _ = etwdump::render::sessions::to_table(&list);
+    let _ = etwdump::render::sessions::to_csv(&list);
     if let Some(array) = &list.array {
         for s in &list.sessions {
             let _ = find_buffers(&ctx, array, s);
@@ -180,7 +180,7 @@ fn run(d: &DumpFile) {
     }
     lap("find_buffers");
     let cs = report::cswitch::collect(&ctx, None);
-    let _ = cs.to_csv();
+    let _ = etwdump::render::rows::to_string(&cs.rows, report::RowFormat::Csv);
     lap("cswitch");
     let _ = report::events::collect(&ctx, None);
     lap("events");

@@ -74,7 +74,13 @@ pub struct DumpFile {
     header: DumpHeader,
     contents: Contents,
     warnings: Vec<String>,
+    /// Bytes read in bulk since the mapping's resident pages were last released.
+    bulk_read: std::sync::atomic::AtomicU64,
 }
+
+/// Bulk reads between two releases of the mapping's resident pages (see
+/// [`DumpFile::note_bulk_read`]).
+const RELEASE_EVERY: u64 = 64 << 20;
 
 impl std::fmt::Debug for DumpFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -188,6 +194,7 @@ impl DumpFile {
             header,
             contents,
             warnings,
+            bulk_read: Default::default(),
         })
     }
 
@@ -231,6 +238,31 @@ impl DumpFile {
     /// The whole file (mapped: pages are read only when touched).
     pub fn bytes(&self) -> &[u8] {
         self.backing.bytes()
+    }
+
+    /// Say that `bytes` were just read in bulk (a trace buffer copied out): every 64 MiB of
+    /// such reads, the mapping's resident pages are released (`MADV_DONTNEED`), so a command
+    /// that streams through gigabytes of buffers keeps a flat resident set instead of holding
+    /// every page it touched. The pages stay in the page cache; a later read maps them again.
+    pub fn note_bulk_read(&self, bytes: u64) {
+        use std::sync::atomic::Ordering;
+        let total = self.bulk_read.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if total >= RELEASE_EVERY {
+            self.bulk_read.store(0, Ordering::Relaxed);
+            self.release_resident();
+        }
+    }
+
+    /// Release the mapping's resident pages now (no effect on a dump held in memory).
+    pub fn release_resident(&self) {
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.backing {
+            // SAFETY: the mapping is private and read-only: after MADV_DONTNEED its pages
+            // read the file's contents again, so every slice handed out stays valid and
+            // unchanged (the same assumption as the mapping itself: the file is not modified
+            // while mapped).
+            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
     }
 
     /// The triage part, for DumpType 4.

@@ -2,7 +2,7 @@
 //! between two switches, coloured per process and labelled when wide enough; the time axis is
 //! in milliseconds before the dump. Only switches with a UTC time are drawn.
 
-use super::cswitch::SwitchRow;
+use crate::report::cswitch::SwitchRow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -208,21 +208,10 @@ mod tests {
             timestamp: 1,
             time: Some("x".into()),
             filetime: Some(1),
-            time_flag: None,
             old_tid: 4,
-            old_process: None,
             new_tid: Some(8),
-            new_process: None,
-            old_priority: None,
-            new_priority: None,
-            old_state: None,
-            old_wait_reason: None,
-            old_wait_mode: None,
-            new_thread_wait_time: None,
             source: "event",
-            logger_id: None,
-            clock: None,
-            found_by: None,
+            ..SwitchRow::default()
         };
         let svg = render(&[row], u64::MAX / 2);
         assert!(svg.len() < 10_000, "{}", svg.len());

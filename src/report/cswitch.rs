@@ -8,7 +8,7 @@ use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::etl::records;
-use crate::etw::buffers::{find_buffers, read_buffer};
+use crate::etw::buffers::{find_buffers, read_buffer, FoundBuffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, maximum_wait_reason_of, FoundBy};
 use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::list_sessions;
@@ -19,7 +19,7 @@ use crate::time::filetime_to_iso8601;
 use serde::Serialize;
 
 /// One context switch.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct SwitchRow {
     pub cpu: Option<u64>,
     pub timestamp: u64,
@@ -77,50 +77,154 @@ fn name_or_number(v: Option<u8>, f: fn(u8) -> Option<&'static str>) -> Option<St
     v.map(|x| f(x).map_or_else(|| x.to_string(), String::from))
 }
 
-fn compact_row(
-    names: &Names<'_>,
-    s: &CompactSwitch,
-    cpu: Option<u64>,
-    source: &'static str,
-    logger_id: Option<u64>,
-) -> SwitchRow {
-    SwitchRow {
-        cpu,
-        timestamp: s.time,
-        time: None,
-        filetime: None,
-        time_flag: None,
-        old_tid: s.old_tid,
-        old_process: None,
-        new_tid: s.new_tid,
-        new_process: None,
-        old_priority: s.old_priority,
-        new_priority: None,
-        old_state: names.state(s.old_state),
-        old_wait_reason: names.wait_reason(s.old_wait_reason),
-        old_wait_mode: None,
-        new_thread_wait_time: s.new_thread_wait_time,
-        source,
-        logger_id,
-        clock: None,
-        found_by: None,
+/// Where a switch was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Event,
+    Batch,
+    Pending,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Event => "event",
+            Kind::Batch => "batch",
+            Kind::Pending => "pending",
+        }
     }
 }
 
-/// All switches found, and warnings.
-pub struct CSwitchReport {
-    pub rows: Vec<SwitchRow>,
-    pub warnings: Vec<String>,
+/// A switch as decoded, before names and times are attached (small: millions of these may
+/// be held while per-CPU streams are merged).
+#[derive(Clone, Copy, Debug)]
+struct Raw {
+    ts: u64,
+    old_tid: u32,
+    new_tid: Option<u32>,
+    old_priority: Option<i8>,
+    new_priority: Option<i8>,
+    old_state: Option<u8>,
+    old_wait_reason: Option<u8>,
+    old_wait_mode: Option<u8>,
+    new_thread_wait_time: Option<u32>,
+    kind: Kind,
 }
 
-pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchReport {
-    let mut rows = Vec::new();
-    let mut warnings = Vec::new();
-    let note = |w: &mut Vec<String>, what: String| {
-        if !w.contains(&what) {
-            w.push(what);
+fn compact_raw(s: &CompactSwitch, kind: Kind) -> Raw {
+    Raw {
+        ts: s.time,
+        old_tid: s.old_tid,
+        new_tid: s.new_tid,
+        old_priority: s.old_priority,
+        new_priority: None,
+        old_state: s.old_state,
+        old_wait_reason: s.old_wait_reason,
+        old_wait_mode: None,
+        new_thread_wait_time: s.new_thread_wait_time,
+        kind,
+    }
+}
+
+/// The switches of one buffer, in record order (0x0524 events and 0x0525 batches).
+fn buffer_switches(data: &[u8], valid: usize, mwr: Option<u8>) -> Vec<Raw> {
+    let mut out = Vec::new();
+    records::walk_each(data, valid, |r| {
+        let (Some(payload), Some(ts)) = (r.perfinfo_payload(data), r.perfinfo_timestamp(data))
+        else {
+            return;
+        };
+        match r.hook {
+            Some(0x0524) => {
+                if let Some(c) = cswitch::decode(payload, r.version) {
+                    out.push(Raw {
+                        ts,
+                        old_tid: c.old_tid,
+                        new_tid: Some(c.new_tid),
+                        old_priority: Some(c.old_priority),
+                        new_priority: Some(c.new_priority),
+                        old_state: Some(c.old_state),
+                        old_wait_reason: (c.old_state == 5).then_some(c.old_wait_reason),
+                        old_wait_mode: Some(c.old_wait_mode),
+                        new_thread_wait_time: c.new_thread_wait_time,
+                        kind: Kind::Event,
+                    });
+                }
+            }
+            Some(0x0525) => {
+                let batch = ccswap::decode(payload, mwr);
+                out.extend(batch.switches.iter().map(|sw| compact_raw(sw, Kind::Batch)));
+            }
+            _ => {}
         }
-    };
+    });
+    out
+}
+
+/// A set of switches that share a clock: one pending block, or one session's buffers. Counts
+/// the implausible times met for the warning said at the end.
+struct Group {
+    conv: clock::Converter,
+    whose: String,
+    logger_id: Option<u64>,
+    clock: Option<u64>,
+    found_by: Option<FoundBy>,
+    rows: usize,
+    after: usize,
+    before: usize,
+    example: Option<String>,
+}
+
+/// Where a stream's switches come from.
+enum Source {
+    /// Already decoded (a pending block: at most a few hundred switches).
+    Rows(Vec<Raw>),
+    /// A buffer, decoded when the merge reaches its first switch.
+    Buffer { found: FoundBuffer, valid: usize },
+}
+
+/// The switches of one CPU from one source, in time order once opened.
+struct Stream {
+    cpu: Option<u64>,
+    group: usize,
+    source: Source,
+    first_ts: u64,
+    last_ts: u64,
+}
+
+/// Rows held at once by the per-CPU merge before it gives up strict order (about 40 bytes
+/// each: 160 MB). Only buffers whose time ranges overlap are held together; real per-CPU
+/// buffers of a session follow each other in time, so this is reached only by crafted memory.
+const MAX_OPEN_ROWS: usize = 4 << 20;
+
+/// The `--last` window: keep the switches of the last `window` (100 ns units) before `end`
+/// (a FILETIME: the dump's SystemTime, or, when it has none, the newest switch).
+#[derive(Clone, Copy, Debug)]
+pub struct Last {
+    pub window: u64,
+    pub end: Option<u64>,
+}
+
+/// Everything `stream` needs decided before the first row: groups, streams, names.
+struct Plan<'c> {
+    names: Names<'c>,
+    facts: ClockFacts,
+    groups: Vec<Group>,
+    streams: Vec<Stream>,
+    by_tid: std::collections::HashMap<u64, (u64, String)>,
+    mwr: Option<u8>,
+    warnings: Vec<String>,
+    late_warnings: Vec<String>,
+}
+
+fn note(w: &mut Vec<String>, what: String) {
+    if !w.contains(&what) {
+        w.push(what);
+    }
+}
+
+fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
+    let mut warnings = Vec::new();
     let names = Names {
         symbols: &ctx.symbols,
     };
@@ -134,6 +238,9 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
     }
     let list = list_sessions(ctx);
     let facts = ClockFacts::gather(ctx, &list.sessions);
+    let mut groups = Vec::new();
+    let mut streams = Vec::new();
+    let wanted = |cpu: Option<u64>| cpu_filter.is_none_or(|c| cpu == Some(c));
     // Pending blocks.
     let mut pending = find_pending(ctx);
     infer_clocks(ctx, &facts, &list.sessions, &mut pending);
@@ -167,7 +274,7 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                 ),
             );
         }
-        let first_row = rows.len();
+        let mut rows = Vec::new();
         if let Some(b) = &p.decoded.batch {
             warnings.extend(
                 b.warnings
@@ -186,28 +293,39 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                     ),
                 }
             }
-            let last = b.switches.len().saturating_sub(1);
-            for (i, s) in b.switches.iter().enumerate() {
-                let mut r = compact_row(&names, s, Some(p.cpu), "pending", None);
-                if i == last && r.new_tid.is_none() {
-                    r.new_tid = current;
-                }
-                r.clock = p.clock;
-                r.found_by = Some(p.found_by);
-                r.filetime = conv.to_filetime(s.time);
-                r.time = r.filetime.map(filetime_to_iso8601);
-                rows.push(r);
+            rows = b
+                .switches
+                .iter()
+                .map(|s| compact_raw(s, Kind::Pending))
+                .collect();
+            if let Some(last) = rows.last_mut().filter(|r| r.new_tid.is_none()) {
+                last.new_tid = current;
             }
         }
-        flag_times(
-            &facts,
-            &mut rows[first_row..],
-            &format!("pending block {} (CPU {})", p.block, p.cpu),
-            &conv,
-            &mut warnings,
-        );
+        groups.push(Group {
+            conv,
+            whose: format!("pending block {} (CPU {})", p.block, p.cpu),
+            logger_id: None,
+            clock: p.clock,
+            found_by: Some(p.found_by),
+            rows: 0,
+            after: 0,
+            before: 0,
+            example: None,
+        });
+        if wanted(Some(p.cpu)) && !rows.is_empty() {
+            rows.sort_by_key(|r| r.ts);
+            streams.push(Stream {
+                cpu: Some(p.cpu),
+                group: groups.len() - 1,
+                first_ts: rows[0].ts,
+                last_ts: rows[rows.len() - 1].ts,
+                source: Source::Rows(rows),
+            });
+        }
     }
-    // Events and batches in the buffers of every session.
+    // Events and batches in the buffers of every session: each buffer is decoded once here
+    // for its time range (nothing is kept), and again when the merge reaches it.
     if let Some(array) = list.array.as_ref() {
         for s in &list.sessions {
             let conv = clock::for_session(ctx, &facts, s);
@@ -217,127 +335,382 @@ pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchRepor
                     format!("logger {}: times not converted: {why}", s.logger_id),
                 );
             }
-            let first_row = rows.len();
+            groups.push(Group {
+                conv,
+                whose: format!("logger {}", s.logger_id),
+                logger_id: Some(s.logger_id),
+                clock: None,
+                found_by: None,
+                rows: 0,
+                after: 0,
+                before: 0,
+                example: None,
+            });
             for b in find_buffers(ctx, array, s).buffers {
                 let (Some(valid), false) = (b.header.valid_bytes(), b.header.compressed()) else {
                     continue;
                 };
+                let cpu = b.cpu.or(Some(b.header.processor_index));
+                if !wanted(cpu) {
+                    continue;
+                }
                 let Ok(data) = read_buffer(ctx, &b) else {
                     continue;
                 };
-                let cpu = b.cpu.or(Some(b.header.processor_index));
-                records::walk_each(&data, valid as usize, |r| {
-                    let (Some(payload), Some(ts)) =
-                        (r.perfinfo_payload(&data), r.perfinfo_timestamp(&data))
-                    else {
-                        return;
-                    };
-                    match r.hook {
-                        Some(0x0524) => {
-                            if let Some(c) = cswitch::decode(payload, r.version) {
-                                rows.push(SwitchRow {
-                                    cpu,
-                                    timestamp: ts,
-                                    time: None,
-                                    filetime: None,
-                                    time_flag: None,
-                                    old_tid: c.old_tid,
-                                    old_process: None,
-                                    new_tid: Some(c.new_tid),
-                                    new_process: None,
-                                    old_priority: Some(c.old_priority),
-                                    new_priority: Some(c.new_priority),
-                                    old_state: names.state(Some(c.old_state)),
-                                    old_wait_reason: (c.old_state == 5)
-                                        .then(|| names.wait_reason(Some(c.old_wait_reason)))
-                                        .flatten(),
-                                    old_wait_mode: name_or_number(Some(c.old_wait_mode), wait_mode),
-                                    new_thread_wait_time: c.new_thread_wait_time,
-                                    source: "event",
-                                    logger_id: Some(s.logger_id),
-                                    clock: None,
-                                    found_by: None,
-                                });
-                            }
-                        }
-                        Some(0x0525) => {
-                            let batch = ccswap::decode(payload, mwr);
-                            for sw in &batch.switches {
-                                rows.push(compact_row(&names, sw, cpu, "batch", Some(s.logger_id)));
-                            }
-                        }
-                        _ => {}
-                    }
+                let rows = buffer_switches(&data, valid as usize, mwr);
+                let (Some(first), Some(last)) = (
+                    rows.iter().map(|r| r.ts).min(),
+                    rows.iter().map(|r| r.ts).max(),
+                ) else {
+                    continue;
+                };
+                streams.push(Stream {
+                    cpu,
+                    group: groups.len() - 1,
+                    source: Source::Buffer {
+                        found: b,
+                        valid: valid as usize,
+                    },
+                    first_ts: first,
+                    last_ts: last,
                 });
             }
-            for r in &mut rows[first_row..] {
-                r.filetime = conv.to_filetime(r.timestamp);
-                r.time = r.filetime.map(filetime_to_iso8601);
-            }
-            flag_times(
-                &facts,
-                &mut rows[first_row..],
-                &format!("logger {}", s.logger_id),
-                &conv,
-                &mut warnings,
-            );
         }
-    }
-    if let Some(c) = cpu_filter {
-        rows.retain(|r| r.cpu == Some(c));
     }
     // Thread id → process, from the process list.
     let procs = processes::walk(ctx);
-    warnings.extend(procs.warnings.iter().cloned());
-    let by_tid = procs.by_tid();
-    let name_of = |tid: u32| -> Option<String> {
+    let by_tid = procs
+        .by_tid()
+        .into_iter()
+        .map(|(t, (p, n))| (t, (p, n.to_string())))
+        .collect();
+    Plan {
+        names,
+        facts,
+        groups,
+        streams,
+        by_tid,
+        mwr,
+        warnings,
+        late_warnings: procs.warnings,
+    }
+}
+
+impl Plan<'_> {
+    fn process(&self, tid: u32) -> Option<String> {
         if tid == 0 {
             return Some("Idle".into());
         }
-        by_tid
+        self.by_tid
             .get(&u64::from(tid))
             .map(|(pid, name)| format!("{name} ({pid})"))
-    };
-    for r in &mut rows {
-        r.old_process = name_of(r.old_tid);
-        r.new_process = r.new_tid.and_then(name_of);
     }
-    rows.sort_by_key(|r| (r.cpu, r.timestamp));
-    CSwitchReport { rows, warnings }
-}
 
-/// Flag the rows whose converted time cannot be right (after the dump's SystemTime or before
-/// boot) and say how many, for whom, and with which anchor.
-fn flag_times(
-    facts: &ClockFacts,
-    rows: &mut [SwitchRow],
-    whose: &str,
-    conv: &clock::Converter,
-    warnings: &mut Vec<String>,
-) {
-    let (mut after, mut before, mut example) = (0usize, 0usize, None);
-    for r in rows.iter_mut() {
-        let Some(ft) = r.filetime else { continue };
-        if let Some(why) = facts.implausible(ft, conv) {
-            let late = facts.system_time.is_some_and(|now| ft > now);
-            r.time_flag = Some(if late { "after_dump" } else { "before_boot" });
-            if late {
-                after += 1;
-            } else {
-                before += 1;
+    /// The row of `r` from stream `s`, with names, time and flag; counts the flag.
+    fn row(&mut self, s: usize, r: &Raw) -> SwitchRow {
+        let (cpu, g) = (self.streams[s].cpu, self.streams[s].group);
+        let group = &mut self.groups[g];
+        let filetime = group.conv.to_filetime(r.ts);
+        let mut time_flag = None;
+        if let Some(ft) = filetime {
+            if let Some(why) = self.facts.implausible(ft, &group.conv) {
+                let late = self.facts.system_time.is_some_and(|now| ft > now);
+                time_flag = Some(if late { "after_dump" } else { "before_boot" });
+                if late {
+                    group.after += 1;
+                } else {
+                    group.before += 1;
+                }
+                group.example.get_or_insert(why);
             }
-            example.get_or_insert(why);
+        }
+        group.rows += 1;
+        let (logger_id, clock, found_by) = match r.kind {
+            Kind::Pending => (None, group.clock, group.found_by),
+            _ => (group.logger_id, None, None),
+        };
+        SwitchRow {
+            cpu,
+            timestamp: r.ts,
+            time: filetime.map(filetime_to_iso8601),
+            filetime,
+            time_flag,
+            old_tid: r.old_tid,
+            old_process: self.process(r.old_tid),
+            new_tid: r.new_tid,
+            new_process: r.new_tid.and_then(|t| self.process(t)),
+            old_priority: r.old_priority,
+            new_priority: r.new_priority,
+            old_state: self.names.state(r.old_state),
+            old_wait_reason: self.names.wait_reason(r.old_wait_reason),
+            old_wait_mode: name_or_number(r.old_wait_mode, wait_mode),
+            new_thread_wait_time: r.new_thread_wait_time,
+            source: r.kind.name(),
+            logger_id,
+            clock,
+            found_by,
         }
     }
-    if after + before > 0 {
-        warnings.push(format!(
-            "{whose}: {} of {} switch times fall after the dump's SystemTime and {before} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
-            after,
-            rows.len(),
-            example.unwrap_or_default(),
-            conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
-        ));
+
+    /// Open stream `s`: its switches, in time order (stable: ties keep record order).
+    fn open(&self, ctx: &KernelContext<'_>, s: usize) -> Vec<Raw> {
+        let mut rows = match &self.streams[s].source {
+            Source::Rows(r) => r.clone(),
+            Source::Buffer { found, valid } => match read_buffer(ctx, found) {
+                Ok(data) => buffer_switches(&data, *valid, self.mwr),
+                Err(_) => Vec::new(),
+            },
+        };
+        rows.sort_by_key(|r| r.ts);
+        rows
     }
+
+    /// The newest FILETIME of any switch (the end of `--last` when the dump has none).
+    fn newest(&self) -> Option<u64> {
+        self.streams
+            .iter()
+            .filter_map(|s| self.groups[s.group].conv.to_filetime(s.last_ts))
+            .max()
+    }
+}
+
+/// Stream every context switch to `emit`, per CPU in time order (CPUs ascending; ties keep
+/// the order of pending blocks, then sessions, buffers and records), with `--cpu` and
+/// `--last` applied. Rows are merged from per-CPU streams (one per pending block and per
+/// buffer, each decoded when the merge reaches it), so memory holds only the buffers whose
+/// time ranges overlap, never the whole listing. Returns the warnings.
+pub fn stream(
+    ctx: &KernelContext<'_>,
+    cpu_filter: Option<u64>,
+    last: Option<Last>,
+    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<String>> {
+    let mut p = plan(ctx, cpu_filter);
+    // --last: the window's start, or None when nothing can be placed.
+    let from = last.map(|l| {
+        l.end
+            .filter(|&e| e != 0)
+            .or_else(|| p.newest())
+            .map(|end| end.saturating_sub(l.window))
+    });
+    let (mut untimed, mut flagged, mut dropped_all) = (0usize, 0usize, 0usize);
+    // Streams by CPU, then by first timestamp; `order` = creation order breaks ties.
+    let mut order: Vec<usize> = (0..p.streams.len()).collect();
+    order.sort_by_key(|&i| (p.streams[i].cpu, p.streams[i].first_ts, i));
+    let mut disorder = Vec::new();
+    let mut next = 0;
+    while next < order.len() {
+        let cpu = p.streams[order[next]].cpu;
+        let end = order[next..]
+            .iter()
+            .position(|&i| p.streams[i].cpu != cpu)
+            .map_or(order.len(), |n| next + n);
+        let cpu_streams = &order[next..end];
+        next = end;
+        let firsts: Vec<(u64, usize)> = cpu_streams
+            .iter()
+            .map(|&i| (p.streams[i].first_ts, i))
+            .collect();
+        let mut sink = Emitting {
+            ctx,
+            plan: &mut p,
+            from,
+            untimed: &mut untimed,
+            flagged: &mut flagged,
+            dropped_all: &mut dropped_all,
+            emit: &mut *emit,
+            result: Ok(()),
+        };
+        let out_of_order = merge(&firsts, &mut sink, MAX_OPEN_ROWS);
+        std::mem::replace(&mut sink.result, Ok(()))?;
+        if out_of_order > 0 {
+            disorder.push(format!(
+                "CPU {}: the time ranges of its buffers overlap beyond {MAX_OPEN_ROWS} held switches; {out_of_order} switches were given before the merge could place them (not in strict time order)",
+                cpu.map_or("?".into(), |c| c.to_string())
+            ));
+        }
+    }
+    let mut warnings = std::mem::take(&mut p.warnings);
+    for g in &p.groups {
+        if g.after + g.before > 0 {
+            warnings.push(format!(
+                "{}: {} of {} switch times fall after the dump's SystemTime and {} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
+                g.whose,
+                g.after,
+                g.rows,
+                g.before,
+                g.example.clone().unwrap_or_default(),
+                g.conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
+            ));
+        }
+    }
+    warnings.extend(disorder);
+    warnings.extend(std::mem::take(&mut p.late_warnings));
+    if let Some(from) = from {
+        if from.is_none() && dropped_all > 0 {
+            warnings.push(format!(
+                "--last: no switch has a wall-clock time; {dropped_all} switches dropped"
+            ));
+        }
+        if untimed > 0 {
+            warnings.push(format!(
+                "--last: {untimed} switches without a wall-clock time dropped"
+            ));
+        }
+        if flagged > 0 {
+            warnings.push(format!(
+                "--last: {flagged} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)"
+            ));
+        }
+    }
+    Ok(warnings)
+}
+
+/// What the per-CPU merge reads from (streams, opened by id) and gives its rows to.
+trait MergeSource {
+    /// Stream `sid`'s switches in time order.
+    fn open(&mut self, sid: usize) -> Vec<Raw>;
+    fn emit(&mut self, sid: usize, r: &Raw);
+}
+
+/// k-way merge of one CPU's streams. `firsts` = (first timestamp, stream id), sorted; rows
+/// come out by (timestamp, stream id, index in stream), which is the stable sort of all the
+/// streams' rows by timestamp when ids follow creation order. A stream is opened only when
+/// the merge reaches its first timestamp, so only streams whose time ranges overlap are held;
+/// when they hold `max_open` rows, the smallest held row is given early to make room (out of
+/// strict order). Returns how many rows were given early.
+fn merge(firsts: &[(u64, usize)], src: &mut impl MergeSource, max_open: usize) -> usize {
+    use std::cmp::Reverse;
+    type Heap = std::collections::BinaryHeap<Reverse<(u64, usize, usize)>>;
+    /// Give the smallest held row and advance its stream; false when nothing is held.
+    fn give(
+        heap: &mut Heap,
+        open: &mut std::collections::HashMap<usize, Vec<Raw>>,
+        held: &mut usize,
+        f: &mut dyn FnMut(usize, &Raw),
+    ) -> bool {
+        let Some(Reverse((_, s, i))) = heap.pop() else {
+            return false;
+        };
+        let rows = &open[&s];
+        f(s, &rows[i]);
+        match rows.get(i + 1) {
+            Some(n) => heap.push(Reverse((n.ts, s, i + 1))),
+            None => {
+                if let Some(r) = open.remove(&s) {
+                    *held -= r.len();
+                }
+            }
+        }
+        true
+    }
+    let mut open: std::collections::HashMap<usize, Vec<Raw>> = Default::default();
+    let mut heap: Heap = Default::default();
+    let (mut held, mut early, mut k) = (0usize, 0usize, 0usize);
+    loop {
+        // Open every stream that starts at or before the smallest held timestamp.
+        while let Some(&(first, sid)) = firsts.get(k) {
+            if heap.peek().is_some_and(|Reverse((ts, ..))| first > *ts) {
+                break;
+            }
+            if held >= max_open && give(&mut heap, &mut open, &mut held, &mut |s, r| src.emit(s, r))
+            {
+                early += 1;
+                continue;
+            }
+            let rows = src.open(sid);
+            if let Some(r) = rows.first() {
+                heap.push(Reverse((r.ts, sid, 0)));
+                held += rows.len();
+                open.insert(sid, rows);
+            }
+            k += 1;
+        }
+        if !give(&mut heap, &mut open, &mut held, &mut |s, r| src.emit(s, r)) {
+            return early;
+        }
+    }
+}
+
+/// The merge's sink in `stream`: names and times attached, `--last` applied, the caller's
+/// callback (its first error ends the output).
+struct Emitting<'a, 'c, 'k> {
+    ctx: &'a KernelContext<'k>,
+    plan: &'a mut Plan<'c>,
+    from: Option<Option<u64>>,
+    untimed: &'a mut usize,
+    flagged: &'a mut usize,
+    dropped_all: &'a mut usize,
+    emit: &'a mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    result: std::io::Result<()>,
+}
+
+impl MergeSource for Emitting<'_, '_, '_> {
+    fn open(&mut self, sid: usize) -> Vec<Raw> {
+        self.plan.open(self.ctx, sid)
+    }
+
+    fn emit(&mut self, sid: usize, r: &Raw) {
+        if self.result.is_err() {
+            return;
+        }
+        let row = self.plan.row(sid, r);
+        self.result = keep_row(
+            &row,
+            self.from,
+            self.untimed,
+            self.flagged,
+            self.dropped_all,
+            self.emit,
+        );
+    }
+}
+
+/// Apply `--last` (`from`: None = no window; Some(None) = nothing can be placed) and emit.
+fn keep_row(
+    row: &SwitchRow,
+    from: Option<Option<u64>>,
+    untimed: &mut usize,
+    flagged: &mut usize,
+    dropped_all: &mut usize,
+    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    match from {
+        None => emit(row),
+        Some(None) => {
+            *dropped_all += 1;
+            Ok(())
+        }
+        Some(Some(from)) => match row.filetime {
+            None => {
+                *untimed += 1;
+                Ok(())
+            }
+            Some(_) if row.time_flag.is_some() => {
+                *flagged += 1;
+                Ok(())
+            }
+            Some(t) if t >= from => emit(row),
+            Some(_) => Ok(()),
+        },
+    }
+}
+
+/// All switches found, and warnings.
+pub struct CSwitchReport {
+    pub rows: Vec<SwitchRow>,
+    pub warnings: Vec<String>,
+}
+
+/// Every switch, collected (see [`stream`] for the order; the CLI streams instead).
+pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchReport {
+    let mut rows = Vec::new();
+    let warnings = stream(ctx, cpu_filter, None, &mut |r| {
+        rows.push(r.clone());
+        Ok(())
+    })
+    .unwrap_or_default();
+    CSwitchReport { rows, warnings }
 }
 
 impl CSwitchReport {
@@ -378,98 +751,103 @@ impl CSwitchReport {
             ));
         }
     }
+}
 
-    /// JSON Lines with the Timesketch fields.
-    pub fn to_jsonl(&self) -> String {
-        super::to_jsonl(&self.rows, |r| {
-            let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
-                (Some(t), Some(p)) => format!("{p} tid {t}"),
-                (Some(t), None) => format!("tid {t}"),
-                (None, _) => "unknown thread".into(),
-            };
-            let mut message = format!(
-                "CPU {}: {} -> {}",
-                r.cpu.map_or_else(|| "?".into(), |c| c.to_string()),
-                who(Some(r.old_tid), &r.old_process),
-                who(r.new_tid, &r.new_process)
-            );
-            if let Some(st) = &r.old_state {
-                message.push_str(&format!("; old thread {st}"));
-                if let Some(w) = &r.old_wait_reason {
-                    message.push_str(&format!(" ({w})"));
-                }
-            }
-            message.push_str(&format!(" [{}]", r.source));
-            super::Timesketch {
-                datetime: r.time.clone(),
-                timestamp_desc: "Context switch",
-                message,
-            }
-        })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(ts: u64, tag: u32) -> Raw {
+        Raw {
+            ts,
+            old_tid: tag,
+            new_tid: None,
+            old_priority: None,
+            new_priority: None,
+            old_state: None,
+            old_wait_reason: None,
+            old_wait_mode: None,
+            new_thread_wait_time: None,
+            kind: Kind::Event,
+        }
     }
 
-    pub fn to_table(&self) -> String {
-        use std::fmt::Write as _;
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "{:>4} {:>20} {:>8} {:>8} {:>5} {:<16} {:<18} {:>8}  source",
-            "CPU",
-            "timestamp (raw)",
-            "old TID",
-            "new TID",
-            "prio",
-            "old state",
-            "wait reason",
-            "wait"
-        );
-        for r in &self.rows {
-            let _ = writeln!(
-                o,
-                "{:>4} {:>20} {:>8} {:>8} {:>5} {:<16} {:<18} {:>8}  {}",
-                r.cpu.map(|c| c.to_string()).unwrap_or_default(),
-                r.timestamp,
-                r.old_tid,
-                r.new_tid
-                    .map(|t| t.to_string())
-                    .unwrap_or_else(|| "?".into()),
-                r.old_priority.map(|p| p.to_string()).unwrap_or_default(),
-                r.old_state.as_deref().unwrap_or("-"),
-                r.old_wait_reason.as_deref().unwrap_or("-"),
-                r.new_thread_wait_time
-                    .map(|w| w.to_string())
-                    .unwrap_or_default(),
-                r.source
-            );
-        }
-        o
+    struct Fixed {
+        streams: Vec<Vec<Raw>>,
+        opened: Vec<usize>,
+        out: Vec<(usize, u64, u32)>,
     }
 
-    pub fn to_csv(&self) -> String {
-        let mut o = String::from("cpu,timestamp,time,old_tid,old_process,new_tid,new_process,old_priority,new_priority,old_state,old_wait_reason,old_wait_mode,new_thread_wait_time,source,logger_id,clock,time_flag\n");
-        let n = |v: Option<String>| v.unwrap_or_default();
-        for r in &self.rows {
-            let f = [
-                n(r.cpu.map(|x| x.to_string())),
-                r.timestamp.to_string(),
-                n(r.time.clone()),
-                r.old_tid.to_string(),
-                n(r.old_process.clone()),
-                n(r.new_tid.map(|x| x.to_string())),
-                n(r.new_process.clone()),
-                n(r.old_priority.map(|x| x.to_string())),
-                n(r.new_priority.map(|x| x.to_string())),
-                n(r.old_state.clone()),
-                n(r.old_wait_reason.clone()),
-                n(r.old_wait_mode.clone()),
-                n(r.new_thread_wait_time.map(|x| x.to_string())),
-                r.source.to_string(),
-                n(r.logger_id.map(|x| x.to_string())),
-                n(r.clock.map(|x| x.to_string())),
-                r.time_flag.unwrap_or_default().to_string(),
-            ];
-            o.push_str(&super::csv_line(&f));
+    impl MergeSource for Fixed {
+        fn open(&mut self, sid: usize) -> Vec<Raw> {
+            self.opened.push(sid);
+            let mut v = self.streams[sid].clone();
+            v.sort_by_key(|r| r.ts);
+            v
         }
-        o
+        fn emit(&mut self, sid: usize, r: &Raw) {
+            self.out.push((sid, r.ts, r.old_tid));
+        }
+    }
+
+    fn run(streams: Vec<Vec<Raw>>, max_open: usize) -> (Fixed, usize) {
+        let mut firsts: Vec<(u64, usize)> = streams
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.iter().map(|r| r.ts).min().map(|m| (m, i)))
+            .collect();
+        firsts.sort();
+        let mut f = Fixed {
+            streams,
+            opened: Vec::new(),
+            out: Vec::new(),
+        };
+        let early = merge(&firsts, &mut f, max_open);
+        (f, early)
+    }
+
+    #[test]
+    fn the_merge_is_the_stable_sort_and_opens_streams_only_when_reached() {
+        // Stream 0: unsorted inside; 1 and 2 tie with 0 at 5; 3 starts after everything.
+        let streams = vec![
+            vec![raw(9, 1), raw(5, 2), raw(7, 3), raw(5, 4)],
+            vec![raw(5, 5), raw(6, 6)],
+            vec![raw(1, 7), raw(5, 8)],
+            vec![raw(100, 9), raw(100, 10)],
+        ];
+        let mut want: Vec<(usize, u64, u32)> = Vec::new();
+        for (sid, s) in streams.iter().enumerate() {
+            let mut v = s.clone();
+            v.sort_by_key(|r| r.ts);
+            want.extend(v.iter().map(|r| (sid, r.ts, r.old_tid)));
+        }
+        // Stable sort by timestamp of the concatenation in stream order.
+        want.sort_by_key(|&(sid, ts, _)| (ts, sid));
+        let (f, early) = run(streams.clone(), usize::MAX);
+        assert_eq!(early, 0);
+        assert_eq!(f.out, want);
+        assert_eq!(f.opened, vec![2, 0, 1, 3]);
+        // Stream 3 is opened only after the others are drained: at most 3 held at once.
+        // A bound of 3 rows: the same rows, some given early (out of strict order).
+        let (g, early) = run(streams, 3);
+        assert!(early > 0);
+        let mut a = g.out.clone();
+        a.sort();
+        let mut b = want.clone();
+        b.sort();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn sequential_streams_never_hold_more_than_one() {
+        // 50 streams of 10 rows each, one after the other in time (a session's per-CPU
+        // buffers): with a bound of 10 rows nothing is given early.
+        let streams: Vec<Vec<Raw>> = (0..50u64)
+            .map(|s| (0..10).map(|i| raw(s * 100 + i, 0)).collect())
+            .collect();
+        let (f, early) = run(streams, 10);
+        assert_eq!(early, 0);
+        assert_eq!(f.out.len(), 500);
+        assert!(f.out.windows(2).all(|w| w[0].1 <= w[1].1));
     }
 }

@@ -36,7 +36,7 @@ use serde::Serialize;
 const CYCLES_WINDOW_MS: u64 = 10;
 
 /// One record.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct EventRow {
     pub logger_id: Option<u64>,
     /// `memory`, `current_buffer`, `errlog_tail` or `secondary_data`.
@@ -167,13 +167,38 @@ struct BufferCtx<'a> {
     pointer_size: usize,
 }
 
+/// Where rows go as they are made: a callback, and its first error (after one, rows are
+/// dropped and the error is returned when the current buffer is done).
+struct Sink<'e> {
+    emit: &'e mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+    err: Option<std::io::Error>,
+}
+
+impl Sink<'_> {
+    fn push(&mut self, r: &EventRow) {
+        if self.err.is_none() {
+            if let Err(e) = (self.emit)(r) {
+                self.err = Some(e);
+            }
+        }
+    }
+
+    fn check(&mut self) -> std::io::Result<()> {
+        match self.err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The rows of `buf[start..valid]`; record offsets are reported `shift` bytes further on
+/// (a triage window's offset in its buffer).
 fn push_rows(
-    out: &mut Vec<EventRow>,
+    out: &mut Sink<'_>,
     res: &Resolver,
     bc: &BufferCtx<'_>,
     buf: &[u8],
-    start: usize,
-    valid: usize,
+    (start, valid, shift): (usize, usize, usize),
 ) -> crate::etl::records::Walk {
     walk_from(buf, start, valid, |r: &Record| {
         let f = fields(buf, r);
@@ -195,11 +220,11 @@ fn push_rows(
             }
         }
         let filetime = f.timestamp.and_then(|t| bc.conv.to_filetime(t));
-        out.push(EventRow {
+        out.push(&EventRow {
             logger_id: bc.logger_id,
             source: bc.source,
             buffer: bc.buffer.clone(),
-            offset: r.offset,
+            offset: r.offset + shift,
             file_offset: bc.file_base.map(|b| b + r.offset as u64),
             header_type: kind_name(r.kind),
             hook: r.hook.map(|h| format!("{h:#06x}")),
@@ -245,23 +270,41 @@ fn blob_converter(s: &BlobSession, perf_freq: u64, mhz: u64) -> Converter {
     }
 }
 
-/// Collect the rows of `ctx` (sessions selected by id or name).
+/// Every record of `ctx`'s buffers (sessions selected by id or name), collected.
 pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
-    let mut rep = EventsReport::default();
+    let mut rows = Vec::new();
+    let warnings = stream(ctx, session, &mut |r| {
+        rows.push(r.clone());
+        Ok(())
+    })
+    .unwrap_or_default();
+    EventsReport { rows, warnings }
+}
+
+/// Stream one row per record to `emit` as the buffers are walked (sessions in list order,
+/// buffers as found, records in buffer order); one buffer in memory at a time. Returns the
+/// warnings.
+pub fn stream(
+    ctx: &KernelContext<'_>,
+    session: Option<&str>,
+    emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<String>> {
+    let mut rep = Warnings::default();
+    let mut sink = Sink { emit, err: None };
     let res = Resolver::new(ctx);
     let pointer_size = ctx.space.arch().pointer_size() as usize;
     let sel = |id: Option<u64>, name: Option<&str>| super::selects(id, name, session);
     if ctx.dump.triage().is_some() {
         let t = triage::read(ctx);
         rep.warnings.extend(t.warnings.iter().cloned());
-        triage_rows(ctx, &t, &res, pointer_size, &sel, &mut rep);
-        return rep;
+        triage_rows(ctx, &t, &res, pointer_size, &sel, &mut rep, &mut sink)?;
+        return Ok(rep.warnings);
     }
     let list = list_sessions(ctx);
     let Some(array) = list.array.as_ref() else {
         rep.warnings
             .push("no logger array found: no buffers to list".into());
-        return rep;
+        return Ok(rep.warnings);
     };
     let facts = clock::ClockFacts::gather(ctx, &list.sessions);
     for s in list
@@ -301,16 +344,22 @@ pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
                 pointer_size,
             };
             push_rows(
-                &mut rep.rows,
+                &mut sink,
                 &res,
                 &bc,
                 &data,
-                BUFFER_HEADER_SIZE,
-                valid as usize,
+                (BUFFER_HEADER_SIZE, valid as usize, 0),
             );
+            sink.check()?;
         }
     }
-    rep
+    Ok(rep.warnings)
+}
+
+/// Warnings gathered while rows stream.
+#[derive(Default)]
+struct Warnings {
+    warnings: Vec<String>,
 }
 
 fn triage_rows(
@@ -319,8 +368,9 @@ fn triage_rows(
     res: &Resolver,
     pointer_size: usize,
     sel: &dyn Fn(Option<u64>, Option<&str>) -> bool,
-    rep: &mut EventsReport,
-) {
+    rep: &mut Warnings,
+    sink: &mut Sink<'_>,
+) -> std::io::Result<()> {
     let blob_h = t.blob.as_ref().and_then(|b| b.header);
     let perf_freq = blob_h.map_or(0, |b| b.perf_freq);
     let mhz = t
@@ -394,11 +444,8 @@ fn triage_rows(
         };
         // Offsets in rows are buffer offsets: window offset + (start − base).
         let shift = (w.start.0 - w.base.0) as usize;
-        let from = rep.rows.len();
-        push_rows(&mut rep.rows, res, &bc, &w.data, first, w.data.len());
-        for r in &mut rep.rows[from..] {
-            r.offset += shift;
-        }
+        push_rows(sink, res, &bc, &w.data, (first, w.data.len(), shift));
+        sink.check()?;
     }
     for s in blob_sessions {
         if !sel(Some(s.logger_id), Some(&s.name)) {
@@ -426,13 +473,13 @@ fn triage_rows(
                 pointer_size,
             };
             let walk = push_rows(
-                &mut rep.rows,
+                sink,
                 res,
                 &bc,
                 data,
-                BUFFER_HEADER_SIZE,
-                b.valid as usize,
+                (BUFFER_HEADER_SIZE, b.valid as usize, 0),
             );
+            sink.check()?;
             if let Some(torn) = walk.torn {
                 rep.warnings.push(format!(
                     "logger {}: buffer at file offset {:#x}: records stop at +{:#x}: {}",
@@ -441,6 +488,7 @@ fn triage_rows(
             }
         }
     }
+    Ok(())
 }
 
 /// Logger 2's window: CPU cycles anchored at the crashing CPU's StartCycles when the newest
@@ -525,111 +573,5 @@ fn errlog_clock(
     } else {
         let why = "the error-log session's clock type is not in the dump";
         (Converter::Unknown(why.into()), None)
-    }
-}
-
-impl EventsReport {
-    pub fn to_table(&self) -> String {
-        use std::fmt::Write as _;
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "{:>3} {:<14} {:>7} {:<14} {:<7} {:<22} {:<36} {:>5} {:>4} {:<30} {:>6} {:>6}  routine",
-            "ID",
-            "source",
-            "offset",
-            "header",
-            "hook",
-            "hook name",
-            "provider",
-            "event",
-            "cpu",
-            "time (UTC)",
-            "pid",
-            "tid"
-        );
-        let n = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-        for r in &self.rows {
-            let _ =
-                writeln!(
-                o,
-                "{:>3} {:<14} {:>7} {:<14} {:<7} {:<22} {:<36} {:>5} {:>4} {:<30} {:>6} {:>6}  {}",
-                n(r.logger_id.map(|x| x.to_string())),
-                r.source,
-                format!("{:#x}", r.offset),
-                r.header_type,
-                n(r.hook.clone()),
-                r.hook_name.unwrap_or("-"),
-                n(r.provider.clone()),
-                n(r.event_id.map(|x| x.to_string())),
-                n(r.cpu.map(|x| x.to_string())),
-                n(r.time.clone()),
-                n(r.pid.map(|x| x.to_string())),
-                n(r.tid.map(|x| x.to_string())),
-                r.routine_symbol.clone().or(r.routine.clone()).unwrap_or_default()
-            );
-        }
-        o
-    }
-
-    pub fn to_csv(&self) -> String {
-        let mut o = String::from("logger_id,source,buffer,offset,file_offset,header_type,hook,hook_name,provider,event_id,version,timestamp,time,cpu,pid,tid,size,routine,routine_symbol\n");
-        let n = |v: Option<String>| v.unwrap_or_default();
-        for r in &self.rows {
-            let f = [
-                n(r.logger_id.map(|x| x.to_string())),
-                r.source.to_string(),
-                n(r.buffer.clone()),
-                r.offset.to_string(),
-                n(r.file_offset.map(|x| x.to_string())),
-                r.header_type.to_string(),
-                n(r.hook.clone()),
-                n(r.hook_name.map(String::from)),
-                n(r.provider.clone()),
-                n(r.event_id.map(|x| x.to_string())),
-                n(r.version.map(|x| x.to_string())),
-                n(r.timestamp.map(|x| x.to_string())),
-                n(r.time.clone()),
-                n(r.cpu.map(|x| x.to_string())),
-                n(r.pid.map(|x| x.to_string())),
-                n(r.tid.map(|x| x.to_string())),
-                r.size.to_string(),
-                n(r.routine.clone()),
-                n(r.routine_symbol.clone()),
-            ];
-            o.push_str(&super::csv_line(&f));
-        }
-        o
-    }
-
-    /// JSON Lines with the Timesketch fields.
-    pub fn to_jsonl(&self) -> String {
-        super::to_jsonl(&self.rows, |r| {
-            let what = match (&r.hook_name, &r.hook, &r.provider) {
-                (Some(n), _, _) => n.to_string(),
-                (None, Some(h), _) => format!("hook {h}"),
-                (None, None, Some(p)) => format!(
-                    "provider {p} event {}",
-                    r.event_id.map_or_else(|| "?".into(), |e| e.to_string())
-                ),
-                _ => r.header_type.to_string(),
-            };
-            let mut message = format!(
-                "logger {} ({}): {what}",
-                r.logger_id.map_or_else(|| "?".into(), |l| l.to_string()),
-                r.source
-            );
-            if let Some(s) = r.routine_symbol.as_ref().or(r.routine.as_ref()) {
-                message.push_str(&format!(" routine {s}"));
-            }
-            if let (Some(p), Some(t)) = (r.pid, r.tid) {
-                message.push_str(&format!(" pid {p} tid {t}"));
-            }
-            super::Timesketch {
-                datetime: r.time.clone(),
-                timestamp_desc: "ETW event",
-                message,
-            }
-        })
     }
 }

@@ -537,7 +537,9 @@ pub fn extract(
         for (found, valid) in &data {
             let mut bytes = file.spare();
             bytes.resize(found.header.buffer_size as usize, 0);
-            if let Err(e) = ctx.space.read(found.address, &mut bytes) {
+            let read = ctx.space.read(found.address, &mut bytes);
+            ctx.dump.note_bulk_read(bytes.len() as u64);
+            if let Err(e) = read {
                 skipped.push(Skipped {
                     address: found.address.to_string(),
                     reason: format!("buffer data: {e}"),

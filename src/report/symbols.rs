@@ -4,7 +4,6 @@
 use crate::symbols::{PdbIdentity, StructLayout, Symbols, TypeRef};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 #[derive(Debug, Serialize)]
 pub struct SourceInfo {
@@ -112,48 +111,5 @@ pub fn type_text(t: &TypeRef) -> String {
         } => format!("{} : {length} (bit {position})", type_text(base)),
         TypeRef::Function => "function".into(),
         TypeRef::Void => "void".into(),
-    }
-}
-
-impl SymbolsReport {
-    pub fn to_table(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "Symbol source: {}{}",
-            self.symbol_source.kind,
-            self.symbol_source
-                .path
-                .as_ref()
-                .map(|p| format!(" {p}"))
-                .unwrap_or_default()
-        );
-        if let Some(p) = &self.pdb {
-            let _ = writeln!(o, "PDB: {p}");
-        }
-        for (name, t) in &self.types {
-            let _ = writeln!(
-                o,
-                "\n{} {name} (size {:#x}, from {})",
-                if t.is_union { "union" } else { "struct" },
-                t.size,
-                t.source
-            );
-            let mut fields: Vec<_> = t.fields.iter().collect();
-            fields.sort_by_key(|(n, f)| (f.offset, n.as_str()));
-            for (n, f) in fields {
-                let _ = writeln!(o, "  +{:#06x} {n:<32} {}", f.offset, type_text(&f.ty));
-            }
-        }
-        if !self.missing_types.is_empty() {
-            let _ = writeln!(o, "\nNot available: {}", self.missing_types.join(", "));
-        }
-        if !self.symbols.is_empty() {
-            let _ = writeln!(o, "\nSymbols (RVA):");
-            for (n, v) in &self.symbols {
-                let _ = writeln!(o, "  {v:>10} {n}");
-            }
-        }
-        o
     }
 }

@@ -1,0 +1,274 @@
+//! `info` as a table.
+
+use crate::kernel::context::{KernelBaseSource, SymbolMatch};
+use crate::report::info::InfoReport;
+use std::fmt::Write as _;
+
+impl InfoReport {
+    /// The human-readable rendering.
+    pub fn to_table(&self) -> String {
+        let mut o = String::new();
+        let mut row = |k: &str, v: String| {
+            let _ = writeln!(o, "{k:<26}{v}");
+        };
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        row("Architecture", self.arch.into());
+        row(
+            "Dump type",
+            format!("{} ({})", self.dump_type.name, self.dump_type.value),
+        );
+        row("File size", format!("{} bytes", self.file_size));
+        let w = &self.windows;
+        let ver = match (w.nt_major_version, w.nt_minor_version) {
+            (Some(a), Some(b)) => format!(
+                "{a}.{b}.{}{}",
+                w.build,
+                w.nt_build_number_raw
+                    .as_ref()
+                    .map(|r| format!(" (KUSER NtBuildNumber {r})"))
+                    .unwrap_or_default()
+            ),
+            _ => format!(
+                "build {} (from the header; {})",
+                w.build,
+                w.kuser_shared_data_unavailable.clone().unwrap_or_default()
+            ),
+        };
+        row("Windows version", ver);
+        row(
+            "Header version",
+            format!(
+                "major {:#x}{}, minor (build) {}",
+                self.header_major_version,
+                match self.header_major_version {
+                    0xF => " (free build)",
+                    0xC => " (checked build)",
+                    _ => "",
+                },
+                self.header_minor_version
+            ),
+        );
+        if let Some(l) = &w.build_lab {
+            row("Build lab", l.clone());
+        }
+        row("Processors", self.processors.to_string());
+        row(
+            "Bug check",
+            format!(
+                "{} ({})",
+                self.bugcheck.code,
+                self.bugcheck.parameters.join(", ")
+            ),
+        );
+        row("System time (UTC)", self.system_time.clone());
+        row("System up time", self.system_up_time.clone());
+        row("DTB", self.dtb.clone());
+        row("PfnDataBase", self.pfn_database.clone());
+        row("PsLoadedModuleList", self.ps_loaded_module_list.clone());
+        row("PsActiveProcessHead", self.ps_active_process_head.clone());
+        let k = &self.kd_debugger_data_block;
+        row(
+            "KdDebuggerDataBlock",
+            format!(
+                "{} (decoded KDBG: {}{})",
+                k.address,
+                if k.decoded { "yes" } else { "no" },
+                match (&k.size, &k.note) {
+                    (Some(s), _) => format!(", tag KDBG, size {s}"),
+                    (None, Some(n)) => format!("; {n}"),
+                    _ => String::new(),
+                }
+            ),
+        );
+        let b = &self.kernel_base;
+        row(
+            "Kernel base",
+            match &b.address {
+                Some(a) => format!(
+                    "{a} (from {}; KDBG KernBase {}{})",
+                    b.source.map_or("?", KernelBaseSource::name),
+                    opt(&b.kdbg_kern_base),
+                    match b.kdbg_agrees {
+                        Some(true) => ", agrees",
+                        Some(false) => ", DISAGREES",
+                        None => "",
+                    }
+                ),
+                None => "unknown".into(),
+            },
+        );
+        if let Some(i) = &self.kernel_image {
+            row(
+                "Kernel image",
+                format!(
+                    "TimeDateStamp {}, SizeOfImage {}, {} sections",
+                    i.time_date_stamp, i.size_of_image, i.number_of_sections
+                ),
+            );
+        }
+        match &self.kernel_pdb {
+            Some(p) => {
+                row("Kernel PDB", p.name.clone());
+                row("PDB GUID / age", format!("{} / {}", p.guid, p.age));
+                row(
+                    "Symbol store key",
+                    format!("{}/{}/{}", p.name, p.store_key, p.name),
+                );
+            }
+            None => row(
+                "Kernel PDB",
+                format!("unknown: {}", opt(&self.kernel_pdb_unavailable)),
+            ),
+        }
+        let sy = &self.symbols;
+        row(
+            "Symbols",
+            match sy.source {
+                "none" => "none (built-in layouts; give --pdb, --isf or --symbols)".into(),
+                k => format!(
+                    "{k} {}{}",
+                    opt(&sy.path),
+                    sy.pdb
+                        .as_ref()
+                        .map(|p| format!(" ({p})"))
+                        .unwrap_or_default()
+                ),
+            },
+        );
+        if sy.source != "none" {
+            row(
+                "Symbol match",
+                match &sy.matched {
+                    SymbolMatch::NoSymbols => "-".into(),
+                    SymbolMatch::Rsds => "GUID and age equal the kernel's CodeView record".into(),
+                    SymbolMatch::SymbolOffsets { checks } => format!(
+                        "by symbol offsets: {} of {} globals at the same RVA ({})",
+                        checks.iter().filter(|c| c.agrees).count(),
+                        checks.len(),
+                        checks
+                            .iter()
+                            .map(|c| c.symbol)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    SymbolMatch::Unverified { reason } => format!("NOT VERIFIED: {reason}"),
+                },
+            );
+        }
+        if let Some(c) = &sy.builtin_corpus {
+            row(
+                "Built-in table",
+                format!(
+                    "{}{}",
+                    c.description,
+                    if c.rvas {
+                        " (layouts, global RVAs and enums)"
+                    } else {
+                        "; global RVAs not used"
+                    }
+                ),
+            );
+        }
+        row(
+            "Layouts",
+            format!(
+                "{}{}",
+                sy.layouts
+                    .iter()
+                    .map(|(t, src)| format!("{t} {}", src.unwrap_or("none")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                match (sy.builtin_era, &sy.builtin_corpus) {
+                    (Some(e), _) => format!("; built-in era {e}"),
+                    (None, Some(_)) => String::new(),
+                    (None, None) => "; no built-in layouts for this build".into(),
+                }
+            ),
+        );
+        for r in &self.etw_roots {
+            row(
+                "ETW root",
+                match r.address {
+                    None => format!("{}: not located ({})", r.name, r.note),
+                    Some(a) => format!(
+                        "{} {a}: {}{} ({})",
+                        r.name,
+                        if r.present {
+                            "in the dump"
+                        } else {
+                            "NOT in the dump"
+                        },
+                        r.value.map(|v| format!(", holds {v}")).unwrap_or_default(),
+                        r.note
+                    ),
+                },
+            );
+        }
+        let m = &self.loaded_modules;
+        row(
+            "Loaded modules",
+            match &m.problem {
+                None => format!("{} (first: {})", m.count, opt(&m.first)),
+                Some(p) => format!("{} read; {p}", m.count),
+            },
+        );
+        let mem = &self.memory;
+        if self.triage.is_none() {
+            row(
+                "Memory",
+                format!(
+                    "{}: {} pages ({} bytes){}{}",
+                    mem.kind,
+                    mem.physical_pages_stored,
+                    mem.physical_bytes_stored,
+                    mem.runs
+                        .map(|r| format!(" in {r} runs"))
+                        .unwrap_or_default(),
+                    match (&mem.bitmap_signature, mem.bitmap_bits) {
+                        (Some(s), Some(bits)) => format!(", bitmap {s} covering {bits} PFNs"),
+                        _ => String::new(),
+                    }
+                ),
+            );
+        }
+        if let Some(p) = mem.paging {
+            row("Paging", p.into());
+        }
+        if let Some(u) = &mem.translation_unsupported {
+            row("Address translation", u.clone());
+        }
+        if let Some(t) = &self.triage {
+            row("Triage memory", t.summary.clone());
+            row(
+                "Triage VA range",
+                format!("{} - {}", opt(&t.lowest_address), opt(&t.highest_address)),
+            );
+            row(
+                "Triage contents",
+                format!(
+                    "context {}, exception {}, KPRCB {}, process {}, thread {}, call stack {} bytes, kernel header {} bytes, secondary data {} bytes",
+                    yes(t.context),
+                    yes(t.exception),
+                    yes(t.prcb),
+                    yes(t.process),
+                    yes(t.thread),
+                    t.call_stack_bytes,
+                    t.kernel_header_bytes,
+                    t.secondary_data_bytes
+                ),
+            );
+        }
+        for w in &self.warnings {
+            row("Warning", w.clone());
+        }
+        o
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}

@@ -1,0 +1,142 @@
+//! How the per-record rows of `cswitch` and `events` look in a table and in Timesketch's
+//! JSON Lines fields (their JSON and CSV forms are their serde fields).
+
+use super::rows::{Row, Timesketch};
+use crate::report::cswitch::SwitchRow;
+use crate::report::events::EventRow;
+
+impl Row for SwitchRow {
+    fn table_header() -> String {
+        format!(
+            "{:>4} {:>20} {:>8} {:>8} {:>5} {:<16} {:<18} {:>8}  source",
+            "CPU",
+            "timestamp (raw)",
+            "old TID",
+            "new TID",
+            "prio",
+            "old state",
+            "wait reason",
+            "wait"
+        )
+    }
+
+    fn table_line(&self) -> String {
+        let r = self;
+        format!(
+            "{:>4} {:>20} {:>8} {:>8} {:>5} {:<16} {:<18} {:>8}  {}",
+            r.cpu.map(|c| c.to_string()).unwrap_or_default(),
+            r.timestamp,
+            r.old_tid,
+            r.new_tid
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "?".into()),
+            r.old_priority.map(|p| p.to_string()).unwrap_or_default(),
+            r.old_state.as_deref().unwrap_or("-"),
+            r.old_wait_reason.as_deref().unwrap_or("-"),
+            r.new_thread_wait_time
+                .map(|w| w.to_string())
+                .unwrap_or_default(),
+            r.source
+        )
+    }
+
+    fn timesketch(&self) -> Timesketch {
+        let r = self;
+        let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
+            (Some(t), Some(p)) => format!("{p} tid {t}"),
+            (Some(t), None) => format!("tid {t}"),
+            (None, _) => "unknown thread".into(),
+        };
+        let mut message = format!(
+            "CPU {}: {} -> {}",
+            r.cpu.map_or_else(|| "?".into(), |c| c.to_string()),
+            who(Some(r.old_tid), &r.old_process),
+            who(r.new_tid, &r.new_process)
+        );
+        if let Some(st) = &r.old_state {
+            message.push_str(&format!("; old thread {st}"));
+            if let Some(w) = &r.old_wait_reason {
+                message.push_str(&format!(" ({w})"));
+            }
+        }
+        message.push_str(&format!(" [{}]", r.source));
+        Timesketch {
+            datetime: r.time.clone(),
+            timestamp_desc: "Context switch",
+            message,
+        }
+    }
+}
+
+impl Row for EventRow {
+    fn table_header() -> String {
+        format!(
+            "{:>3} {:<14} {:>7} {:<14} {:<7} {:<22} {:<36} {:>5} {:>4} {:<30} {:>6} {:>6}  routine",
+            "ID",
+            "source",
+            "offset",
+            "header",
+            "hook",
+            "hook name",
+            "provider",
+            "event",
+            "cpu",
+            "time (UTC)",
+            "pid",
+            "tid"
+        )
+    }
+
+    fn table_line(&self) -> String {
+        let r = self;
+        let n = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        format!(
+            "{:>3} {:<14} {:>7} {:<14} {:<7} {:<22} {:<36} {:>5} {:>4} {:<30} {:>6} {:>6}  {}",
+            n(r.logger_id.map(|x| x.to_string())),
+            r.source,
+            format!("{:#x}", r.offset),
+            r.header_type,
+            n(r.hook.clone()),
+            r.hook_name.unwrap_or("-"),
+            n(r.provider.clone()),
+            n(r.event_id.map(|x| x.to_string())),
+            n(r.cpu.map(|x| x.to_string())),
+            n(r.time.clone()),
+            n(r.pid.map(|x| x.to_string())),
+            n(r.tid.map(|x| x.to_string())),
+            r.routine_symbol
+                .clone()
+                .or(r.routine.clone())
+                .unwrap_or_default()
+        )
+    }
+
+    fn timesketch(&self) -> Timesketch {
+        let r = self;
+        let what = match (&r.hook_name, &r.hook, &r.provider) {
+            (Some(n), _, _) => n.to_string(),
+            (None, Some(h), _) => format!("hook {h}"),
+            (None, None, Some(p)) => format!(
+                "provider {p} event {}",
+                r.event_id.map_or_else(|| "?".into(), |e| e.to_string())
+            ),
+            _ => r.header_type.to_string(),
+        };
+        let mut message = format!(
+            "logger {} ({}): {what}",
+            r.logger_id.map_or_else(|| "?".into(), |l| l.to_string()),
+            r.source
+        );
+        if let Some(s) = r.routine_symbol.as_ref().or(r.routine.as_ref()) {
+            message.push_str(&format!(" routine {s}"));
+        }
+        if let (Some(p), Some(t)) = (r.pid, r.tid) {
+            message.push_str(&format!(" pid {p} tid {t}"));
+        }
+        Timesketch {
+            datetime: r.time.clone(),
+            timestamp_desc: "ETW event",
+            message,
+        }
+    }
+}

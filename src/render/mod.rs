@@ -1,0 +1,14 @@
+//! The rendering layer: how models are printed. Commands build models ([`crate::report`]);
+//! this layer turns them into text (table, CSV, JSON, JSON Lines) without reading memory.
+
+pub mod buffers;
+pub mod csv;
+pub mod info;
+pub mod listings;
+pub mod read;
+pub mod rows;
+pub mod sessions;
+pub mod svg;
+pub mod symbols;
+pub mod text;
+pub mod triage;

@@ -1,0 +1,207 @@
+//! Per-record listings (`cswitch`, `events`) written as they are produced: a table, CSV,
+//! a JSON array or JSON Lines, one row at a time, so a listing of millions of rows never sits
+//! in memory.
+//!
+//! CSV columns are the row's JSON fields, in the same order (nested values as compact JSON
+//! text), every field made inert by [`csv_field`]; JSON Lines adds the Timesketch fields
+//! (`datetime`, `timestamp_desc`, `message`) to each row's object; the JSON array is the same
+//! text `serde_json::to_string_pretty` gives for the whole list.
+
+use super::csv::{csv_field, csv_line};
+use crate::report::RowFormat;
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{self, Write};
+
+/// The Timesketch fields of one row.
+pub struct Timesketch {
+    /// ISO-8601 UTC, or None when the time is unknown.
+    pub datetime: Option<String>,
+    pub timestamp_desc: &'static str,
+    pub message: String,
+}
+
+/// What a renderer needs of a row type beyond its JSON form.
+pub trait Row: Serialize + Default {
+    /// The table's header line (without newline).
+    fn table_header() -> String;
+    /// The row as a table line (without newline).
+    fn table_line(&self) -> String;
+    /// The row's Timesketch fields (JSON Lines).
+    fn timesketch(&self) -> Timesketch;
+}
+
+/// The CSV columns of `R`: the keys of its JSON object.
+pub fn columns<R: Row>() -> Vec<String> {
+    match serde_json::to_value(R::default()) {
+        Ok(Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One JSON value as CSV text: strings as they are, null as empty, others as JSON.
+fn csv_text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Writes rows of one type in one format to `out`, as they come.
+pub struct RowWriter<W: Write, R: Row> {
+    out: W,
+    format: RowFormat,
+    columns: Vec<String>,
+    rows: u64,
+    _row: std::marker::PhantomData<fn(&R)>,
+}
+
+impl<W: Write, R: Row> RowWriter<W, R> {
+    /// Start a listing: writes the table header or the CSV header line.
+    pub fn new(mut out: W, format: RowFormat) -> io::Result<Self> {
+        let columns = columns::<R>();
+        match format {
+            RowFormat::Table => writeln!(out, "{}", R::table_header())?,
+            RowFormat::Csv => out.write_all(csv_line(&columns).as_bytes())?,
+            RowFormat::Json | RowFormat::Jsonl => {}
+        }
+        Ok(RowWriter {
+            out,
+            format,
+            columns,
+            rows: 0,
+            _row: std::marker::PhantomData,
+        })
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    pub fn row(&mut self, r: &R) -> io::Result<()> {
+        match self.format {
+            RowFormat::Table => writeln!(self.out, "{}", r.table_line())?,
+            RowFormat::Csv => {
+                let v = serde_json::to_value(r).map_err(io::Error::other)?;
+                let line: String = self
+                    .columns
+                    .iter()
+                    .map(|c| csv_field(&v.get(c).map(csv_text).unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                self.out.write_all(line.as_bytes())?;
+                self.out.write_all(b"\n")?;
+            }
+            RowFormat::Jsonl => {
+                let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
+                if let Value::Object(m) = &mut v {
+                    let t = r.timesketch();
+                    m.insert("datetime".into(), t.datetime.into());
+                    m.insert("timestamp_desc".into(), t.timestamp_desc.into());
+                    m.insert("message".into(), t.message.into());
+                }
+                serde_json::to_writer(&mut self.out, &v).map_err(io::Error::other)?;
+                self.out.write_all(b"\n")?;
+            }
+            RowFormat::Json => {
+                // As to_string_pretty of the whole array: "[\n", each element indented by two
+                // spaces, ",\n" between them, "\n]".
+                let text = serde_json::to_string_pretty(r).map_err(io::Error::other)?;
+                self.out
+                    .write_all(if self.rows == 0 { b"[\n" } else { b",\n" })?;
+                for (i, line) in text.lines().enumerate() {
+                    if i > 0 {
+                        self.out.write_all(b"\n")?;
+                    }
+                    self.out.write_all(b"  ")?;
+                    self.out.write_all(line.as_bytes())?;
+                }
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// End the listing (closes the JSON array) and give the writer back.
+    pub fn finish(mut self) -> io::Result<W> {
+        if self.format == RowFormat::Json {
+            self.out
+                .write_all(if self.rows == 0 { b"[]\n" } else { b"\n]\n" })?;
+        }
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// All of `rows` in `format`, as text (for callers that hold the rows anyway).
+pub fn to_string<R: Row>(rows: &[R], format: RowFormat) -> String {
+    let mut w = match RowWriter::<Vec<u8>, R>::new(Vec::new(), format) {
+        Ok(w) => w,
+        Err(_) => return String::new(),
+    };
+    for r in rows {
+        if w.row(r).is_err() {
+            break;
+        }
+    }
+    let bytes = w.finish().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize, Default, Clone)]
+    struct T {
+        a: u32,
+        b: Option<String>,
+        c: Vec<u8>,
+    }
+
+    impl Row for T {
+        fn table_header() -> String {
+            "A".into()
+        }
+        fn table_line(&self) -> String {
+            self.a.to_string()
+        }
+        fn timesketch(&self) -> Timesketch {
+            Timesketch {
+                datetime: None,
+                timestamp_desc: "t",
+                message: format!("m{}", self.a),
+            }
+        }
+    }
+
+    #[test]
+    fn every_format_streams_what_the_whole_list_would_give() {
+        let rows = vec![
+            T {
+                a: 1,
+                b: Some("=x,\u{1b}".into()),
+                c: vec![1, 2],
+            },
+            T::default(),
+        ];
+        assert_eq!(
+            to_string(&rows, RowFormat::Json),
+            serde_json::to_string_pretty(&rows).unwrap() + "\n"
+        );
+        assert_eq!(to_string::<T>(&[], RowFormat::Json), "[]\n");
+        assert_eq!(
+            to_string(&rows, RowFormat::Csv),
+            "a,b,c\n1,\"'=x,\\u{1b}\",\"[1,2]\"\n0,,[]\n"
+        );
+        assert_eq!(to_string(&rows, RowFormat::Table), "A\n1\n0\n");
+        let l = to_string(&rows, RowFormat::Jsonl);
+        let first: Value = serde_json::from_str(l.lines().next().unwrap()).unwrap();
+        assert_eq!(first["message"], "m1");
+        assert_eq!(first["datetime"], Value::Null);
+        assert_eq!(first["c"], serde_json::json!([1, 2]));
+        assert_eq!(l.lines().count(), 2);
+    }
+}

@@ -1,0 +1,129 @@
+//! The module graph (issue 12): each top-level module of the library may use only modules of
+//! its own or a lower layer. The layers, lowest first, are those of README "Architecture".
+//! `cargo test --test architecture -- --nocapture` prints who uses whom.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Layers, lowest first; modules in one layer do not use each other.
+const LAYERS: &[&[&str]] = &[
+    &["addr", "bytes", "time"],
+    &["dump"],
+    &["mem"],
+    &["symbols"],
+    &["kernel"],
+    &["etl"],
+    &["decode"],
+    &["etw"],
+    &["report"],
+    &["render"],
+];
+
+fn layer_of(m: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&m))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level modules each module's source names (`crate::x`, and `super::x` in a
+/// top-level module's own file, where `super` is the crate root).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let parts: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
+        let (module, top_file) = match parts.as_slice() {
+            [file] => (file.trim_end_matches(".rs").to_string(), true),
+            [dir, "mod.rs"] => (dir.to_string(), true),
+            [dir, ..] => (dir.to_string(), false),
+            [] => continue,
+        };
+        if module == "lib" || module == "main" {
+            continue; // the crate root and the binary may use everything
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let uses = g.entry(module.clone()).or_default();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or("");
+            for (prefix, ok) in [("crate::", true), ("super::", top_file)] {
+                if !ok {
+                    continue;
+                }
+                for (i, _) in code.match_indices(prefix) {
+                    // `super::super::` and the like are inside the module.
+                    let rest = &code[i + prefix.len()..];
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() && name != module && layer_of(&name).is_some() {
+                        uses.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn no_module_uses_a_module_of_a_higher_layer() {
+    let g = graph();
+    let mut bad = Vec::new();
+    for (m, uses) in &g {
+        let lm = layer_of(m).unwrap_or_else(|| panic!("module {m} is in no layer: add it"));
+        println!(
+            "{m} (layer {lm}) uses: {}",
+            uses.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        for u in uses {
+            let lu = layer_of(u).unwrap();
+            if lu >= lm {
+                bad.push(format!("{m} (layer {lm}) uses {u} (layer {lu})"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "layering violations:\n{}", bad.join("\n"));
+    // Every layer is present (the table names real modules).
+    for l in LAYERS {
+        for m in *l {
+            assert!(g.contains_key(*m), "no module {m}");
+        }
+    }
+}
+
+/// One home per fact: the WMI_BUFFER_HEADER offsets for raw bytes, the route tables and the
+/// list walker each exist in one file.
+#[test]
+fn each_fact_has_one_home() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let defining = |needle: &str| -> Vec<String> {
+        files
+            .iter()
+            .filter(|f| std::fs::read_to_string(f).unwrap().contains(needle))
+            .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
+            .collect()
+    };
+    assert_eq!(defining("pub const BUFFER_HEADER_SIZE"), ["etl/header.rs"]);
+    assert_eq!(defining("pub const SAVED_OFFSET"), ["etl/header.rs"]);
+    assert_eq!(defining("pub struct BufferHeader"), ["etl/header.rs"]);
+    assert_eq!(defining("pub const ETW_SUPPORT_ROUTES"), ["etw/routes.rs"]);
+    assert_eq!(defining("pub fn resolve_logger_array"), ["etw/routes.rs"]);
+    assert_eq!(defining("pub struct ListWalk"), ["mem/list.rs"]);
+    // No hand-written cycle check on a list outside the walker.
+    assert_eq!(defining(".insert(cur)"), ["mem/list.rs"]);
+}
