@@ -74,13 +74,14 @@ pub struct DumpFile {
     header: DumpHeader,
     contents: Contents,
     warnings: Vec<String>,
-    /// Bytes read in bulk since the mapping's resident pages were last released.
-    bulk_read: std::sync::atomic::AtomicU64,
+    /// Pages read since the resident set was last checked.
+    pages_read: std::sync::atomic::AtomicU64,
 }
 
-/// Bulk reads between two releases of the mapping's resident pages (see
-/// [`DumpFile::note_bulk_read`]).
-const RELEASE_EVERY: u64 = 64 << 20;
+/// Pages read between two checks of the resident set (see [`DumpFile::note_read`]).
+const CHECK_EVERY_PAGES: u64 = 512;
+/// Resident set above which the mapping's pages are released.
+const MAX_RESIDENT: u64 = 96 << 20;
 
 impl std::fmt::Debug for DumpFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -194,7 +195,7 @@ impl DumpFile {
             header,
             contents,
             warnings,
-            bulk_read: Default::default(),
+            pages_read: Default::default(),
         })
     }
 
@@ -240,16 +241,33 @@ impl DumpFile {
         self.backing.bytes()
     }
 
-    /// Say that `bytes` were just read in bulk (a trace buffer copied out): every 64 MiB of
-    /// such reads, the mapping's resident pages are released (`MADV_DONTNEED`), so a command
-    /// that streams through gigabytes of buffers keeps a flat resident set instead of holding
-    /// every page it touched. The pages stay in the page cache; a later read maps them again.
-    pub fn note_bulk_read(&self, bytes: u64) {
+    /// Say that `pages` pages of the dump were just read. Every 512 pages the process's
+    /// resident set is checked, and above 96 MiB the mapping's resident pages are released
+    /// (`MADV_DONTNEED`): a command that streams through gigabytes of buffers keeps a flat
+    /// resident set instead of holding every page it touched (the kernel maps whole page-cache
+    /// folios, often many times the bytes read, when a page is touched). The pages stay in the
+    /// page cache; a later read maps them again. Where the resident set cannot be read (not
+    /// Linux), the pages are released every 16384 pages read.
+    pub fn note_read(&self, pages: u64) {
         use std::sync::atomic::Ordering;
-        let total = self.bulk_read.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        if total >= RELEASE_EVERY {
-            self.bulk_read.store(0, Ordering::Relaxed);
-            self.release_resident();
+        if !matches!(self.backing, Backing::Map(_)) {
+            return;
+        }
+        let total = self.pages_read.fetch_add(pages, Ordering::Relaxed) + pages;
+        if total < CHECK_EVERY_PAGES {
+            return;
+        }
+        match resident_bytes() {
+            Some(r) if r <= MAX_RESIDENT => self.pages_read.store(0, Ordering::Relaxed),
+            Some(_) => {
+                self.pages_read.store(0, Ordering::Relaxed);
+                self.release_resident();
+            }
+            None if total >= 32 * CHECK_EVERY_PAGES => {
+                self.pages_read.store(0, Ordering::Relaxed);
+                self.release_resident();
+            }
+            None => {}
         }
     }
 
@@ -301,5 +319,19 @@ impl DumpFile {
                 None => PageLookup::BeyondEof { file_offset: o },
             },
         }
+    }
+}
+
+/// The process's resident set in bytes (Linux: /proc/self/statm), None elsewhere.
+fn resident_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+        let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+        Some(pages * PAGE_SIZE)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
     }
 }

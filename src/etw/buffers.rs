@@ -722,7 +722,5 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
 /// Read a buffer's `BufferSize` bytes.
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
-    let data = ctx.space.read_vec(b.address, size);
-    ctx.dump.note_bulk_read(size as u64);
-    data
+    ctx.space.read_vec(b.address, size)
 }

@@ -124,6 +124,7 @@ impl<'d> AddressSpace<'d> {
     pub fn read(&self, va: VirtAddr, buf: &mut [u8]) -> Result<(), MemError> {
         let start = self.normalize(va)?;
         let len = buf.len() as u64;
+        self.dump.note_read(pages_spanned(start, len));
         let top = if self.arch.is_64bit() {
             u64::MAX
         } else {
@@ -235,6 +236,7 @@ impl<'d> AddressSpace<'d> {
         let Ok(start) = self.normalize(va) else {
             return 0;
         };
+        self.dump.note_read(pages_spanned(start, buf.len() as u64));
         let mut done = 0usize;
         while done < buf.len() {
             match self.read_chunk(start.offset(done as u64), &mut buf[done..]) {
@@ -312,4 +314,12 @@ impl<'d> AddressSpace<'d> {
         }
         Ok(())
     }
+}
+
+/// Pages a read of `len` bytes at `va` touches.
+fn pages_spanned(va: VirtAddr, len: u64) -> u64 {
+    if len == 0 {
+        return 0;
+    }
+    (va.page_offset() + len).div_ceil(PAGE_SIZE)
 }

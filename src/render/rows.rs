@@ -95,15 +95,25 @@ impl<W: Write, R: Row> RowWriter<W, R> {
                 self.out.write_all(b"\n")?;
             }
             RowFormat::Jsonl => {
-                let mut v = serde_json::to_value(r).map_err(io::Error::other)?;
-                if let Value::Object(m) = &mut v {
-                    let t = r.timesketch();
-                    m.insert("datetime".into(), t.datetime.into());
-                    m.insert("timestamp_desc".into(), t.timestamp_desc.into());
-                    m.insert("message".into(), t.message.into());
+                // The row's object with the Timesketch fields appended before its closing
+                // brace (no intermediate Value: this path writes millions of lines).
+                let mut line = serde_json::to_vec(r).map_err(io::Error::other)?;
+                let t = r.timesketch();
+                if line.last() == Some(&b'}') {
+                    line.pop();
+                    if line.len() > 1 {
+                        line.push(b',');
+                    }
+                    line.extend_from_slice(b"\"datetime\":");
+                    serde_json::to_writer(&mut line, &t.datetime).map_err(io::Error::other)?;
+                    line.extend_from_slice(b",\"timestamp_desc\":");
+                    serde_json::to_writer(&mut line, t.timestamp_desc).map_err(io::Error::other)?;
+                    line.extend_from_slice(b",\"message\":");
+                    serde_json::to_writer(&mut line, &t.message).map_err(io::Error::other)?;
+                    line.push(b'}');
                 }
-                serde_json::to_writer(&mut self.out, &v).map_err(io::Error::other)?;
-                self.out.write_all(b"\n")?;
+                line.push(b'\n');
+                self.out.write_all(&line)?;
             }
             RowFormat::Json => {
                 // As to_string_pretty of the whole array: "[\n", each element indented by two

@@ -537,9 +537,7 @@ pub fn extract(
         for (found, valid) in &data {
             let mut bytes = file.spare();
             bytes.resize(found.header.buffer_size as usize, 0);
-            let read = ctx.space.read(found.address, &mut bytes);
-            ctx.dump.note_bulk_read(bytes.len() as u64);
-            if let Err(e) = read {
+            if let Err(e) = ctx.space.read(found.address, &mut bytes) {
                 skipped.push(Skipped {
                     address: found.address.to_string(),
                     reason: format!("buffer data: {e}"),
