@@ -7,7 +7,10 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::{forge_triage, triage_scenarios, ExpectedRecord, ForgedTriage, NameConvention};
+use crate::{
+    forge_triage, triage_scenarios, ExpectedBlobSession, ExpectedEtwBlob, ExpectedRecord,
+    ForgedTriage, NameConvention,
+};
 
 // ---------------------------------------------------------------------------------------
 // Tiny readers
@@ -745,51 +748,22 @@ fn window_shapes_per_scenario() {
     assert!(!eb.in_file && u64::from(eb.file_offset) < t.file_len);
 }
 
+/// A blob of the secondary data as walked: (header offset, GUID, data offset, data size,
+/// pre pad, post pad).
+type BlobRow = (usize, String, usize, u32, u32, u32);
+
+/// The signature in front of each session of the ETW blob (triage-etw.md §1.3).
+const BLOB_SESSION_SIGNATURE: u32 = 0x01EB_AFE1;
+
 /// The secondary data and ETW blob, walked per triage-etw.md §1.3 / §4.1 step 4 with the
 /// convention detection of the recipe.
 #[test]
 fn blob_walk_matches_expected() {
     for f in all() {
-        let d = &f.bytes;
         let e = &f.expected;
-        let sod = e.triage.size_of_dump as usize;
-        let Some(sec) = &e.secondary else {
-            assert!(sod + 0x10 > d.len());
+        let Some(blobs) = walk_secondary_data(f) else {
             continue;
         };
-        assert_eq!(&d[sod..sod + 8], b"DumpBlob");
-        assert_eq!(u32_at(d, sod + 8), 0x10);
-        assert_eq!(u32_at(d, sod + 12), 0xF000_0000 | e.build);
-        assert_eq!(sec.file_offset, sod as u64);
-        let mut p = sod + 0x10;
-        let mut blobs = Vec::new();
-        while p + 0x20 <= d.len() {
-            let hs = u32_at(d, p) as usize;
-            let guid = guid_text(&d[p + 4..p + 20]);
-            let (ds, pre, post) = (u32_at(d, p + 20), u32_at(d, p + 24), u32_at(d, p + 28));
-            let data = p + hs + pre as usize;
-            blobs.push((p, guid, data, ds, pre, post));
-            p = data + ds as usize + post as usize;
-        }
-        assert_eq!(blobs.len(), sec.blobs.len(), "{}", e.scenario);
-        for (b, x) in blobs.iter().zip(&sec.blobs) {
-            assert_eq!(
-                (b.0 as u64, b.1.as_str(), b.2 as u64, b.3, b.4, b.5),
-                (
-                    x.header_offset,
-                    x.guid.as_str(),
-                    x.data_offset,
-                    x.data_size,
-                    x.pre_pad,
-                    x.post_pad
-                )
-            );
-            assert_eq!((b.2 - sod) % 8, 0, "blob data 8-aligned in the region");
-        }
-        if e.scenario == "standard" {
-            assert!(sec.blobs.iter().any(|b| b.pre_pad == 8));
-            assert!(sec.blobs.iter().any(|b| b.data_size == 0));
-        }
         let etw = blobs
             .iter()
             .position(|b| b.1 == "2b88b710-1c93-4f7c-b06c-655ecc50decc");
@@ -801,120 +775,209 @@ fn blob_walk_matches_expected() {
         assert_eq!(bi, blobs.len() - 1);
         assert_eq!(bi, xb.blob_index);
         let (_, _, start, size, _, _) = blobs[bi];
-        let avail = (d.len() - start).min(size as usize);
-        let blob = &d[start..start + avail];
-        assert_eq!(avail as u32, xb.data_in_file);
-        assert_eq!(u32_at(blob, 0), xb.max_increment);
-        assert_eq!(u32_at(blob, 4), 0xF000_0000 | e.build);
-        assert_eq!(u32_at(blob, 8), xb.cpu_speed_mhz);
-        assert_eq!(u64_at(blob, 0x10), xb.boot_time);
-        assert_eq!(u64_at(blob, 0x18), xb.perf_freq);
-        // Sessions.
-        let mut q = 0x20usize;
-        let mut si = 0usize;
-        let mut walked_records: Vec<(usize, u32, u16)> = Vec::new();
-        let sig = 0x01EB_AFE1u32;
-        'sessions: while q + 0x30 <= blob.len() && u32_at(blob, q) == sig {
-            let x = &xb.sessions[si];
-            let (lid, mode, ct, bsz, len) = (
-                u32_at(blob, q + 4),
-                u32_at(blob, q + 8),
-                u32_at(blob, q + 12),
-                u32_at(blob, q + 16),
-                u32_at(blob, q + 20) as usize,
-            );
-            assert_eq!(x.file_offset, (start + q) as u64);
-            assert_eq!(
-                (x.logger_id, x.logger_mode, x.clock_type, x.buffer_size),
-                (lid, mode, ct, bsz)
-            );
-            assert_eq!(x.name_length as usize, len);
-            assert_eq!(x.start_time, u64_at(blob, q + 0x18));
-            assert_eq!(x.reference_system_time, u64_at(blob, q + 0x20));
-            assert_eq!(x.reference_perf_clock, u64_at(blob, q + 0x28));
-            // Accept the convention whose next part is a session, the end, or a buffer of this
-            // session.
-            let fits = |n: usize| {
-                n == blob.len()
-                    || (n + 4 <= blob.len() && u32_at(blob, n) == sig)
-                    || (n + 0x48 <= blob.len()
-                        && u32_at(blob, n) == bsz
-                        && u32::from(u16_at(blob, n + 0x2A)) == lid)
-            };
-            let conv = if fits(q + 0x30 + 2 * len) {
-                NameConvention::Doubled
-            } else if fits(q + 0x30 + len) {
-                NameConvention::Single
-            } else {
-                assert!(!x.complete, "{} session {si}", e.scenario);
-                assert_eq!(xb.parse_end, q as u64);
-                break 'sessions;
-            };
-            assert_eq!(conv, xb.name_convention);
-            assert!(x.complete);
-            let units: Vec<u16> = (0..len / 2)
-                .map(|k| u16_at(blob, q + 0x30 + 2 * k))
-                .collect();
-            assert_eq!(Some(String::from_utf16(&units).unwrap()), x.name);
-            let part = match conv {
-                NameConvention::Doubled => {
-                    assert!(blob[q + 0x30 + len..q + 0x30 + 2 * len]
-                        .iter()
-                        .all(|&z| z == 0));
-                    0x30 + 2 * len
-                }
-                NameConvention::Single => 0x30 + len,
-            };
-            assert_eq!(x.part_length, part as u64);
-            q += part;
-            let mut nb = 0;
-            while q + 0x48 <= blob.len() && u32_at(blob, q) != sig {
-                let h = &blob[q..];
-                assert_eq!(u32_at(h, 0), bsz);
-                assert_eq!(u32::from(u16_at(h, 0x2A)), lid);
-                let (cur, saved) = (u32_at(h, 8), u32_at(h, 4));
-                let valid = if cur <= bsz { cur } else { saved } as usize;
-                assert_eq!(u32_at(h, 0x30) as usize, valid, "Offset = valid");
-                let xbuf = &x.buffers[nb];
-                assert_eq!(xbuf.file_offset, (start + q) as u64);
-                assert_eq!(xbuf.valid as usize, valid);
-                assert_eq!(xbuf.header.sequence_number, u64_at(h, 0x18));
-                assert_eq!(xbuf.header.state, u32_at(h, 0x2C));
-                assert_eq!(xbuf.header.buffer_flag, u16_at(h, 0x34));
-                let recs = walk(&h[..valid], 0x48, valid).expect("buffer walks to valid");
-                assert_eq!(recs.len(), xbuf.record_count);
-                if recs.is_empty() {
-                    assert_eq!(valid, 0x48);
-                    assert_eq!((xbuf.header.state, xbuf.header.buffer_flag), (0, 0x100));
-                }
-                for r in recs {
-                    walked_records.push((start + q + r.buffer_offset, r.marker, r.size));
-                }
-                q += valid;
-                nb += 1;
-            }
-            assert_eq!(nb, x.buffers.len());
-            si += 1;
-        }
-        if xb.complete {
-            assert_eq!(q, size as usize);
-            assert_eq!(xb.parse_end, q as u64);
-        }
-        if e.scenario == "bad_blob_size" {
-            assert!(!xb.complete && q == blob.len() && (size as usize) > d.len() - start);
-            assert_eq!(xb.parse_end, q as u64);
-        }
-        assert_eq!(
-            si + usize::from(!xb.sessions.iter().all(|s| s.complete)),
-            xb.sessions.len()
-        );
-        let exp: Vec<(usize, u32, u16)> = expected_of(f, "secondary_data")
-            .iter()
-            .map(|r| (r.file_offset as usize, r.marker, r.size))
-            .collect();
-        assert_eq!(walked_records, exp, "{}", e.scenario);
+        check_etw_blob(f, xb, start, size);
     }
-    // The real dump's shape: part lengths 0x30 + 2*Length (19041).
+    check_blob_shapes_of_the_real_dump();
+}
+
+/// The DumpBlob header after SizeOfDump and its blobs, against `ExpectedSecondary`; None when
+/// the dump has no secondary data.
+fn walk_secondary_data(f: &ForgedTriage) -> Option<Vec<BlobRow>> {
+    let d = &f.bytes;
+    let e = &f.expected;
+    let sod = e.triage.size_of_dump as usize;
+    let Some(sec) = &e.secondary else {
+        assert!(sod + 0x10 > d.len());
+        return None;
+    };
+    assert_eq!(&d[sod..sod + 8], b"DumpBlob");
+    assert_eq!(u32_at(d, sod + 8), 0x10);
+    assert_eq!(u32_at(d, sod + 12), 0xF000_0000 | e.build);
+    assert_eq!(sec.file_offset, sod as u64);
+    let mut p = sod + 0x10;
+    let mut blobs = Vec::new();
+    while p + 0x20 <= d.len() {
+        let hs = u32_at(d, p) as usize;
+        let guid = guid_text(&d[p + 4..p + 20]);
+        let (ds, pre, post) = (u32_at(d, p + 20), u32_at(d, p + 24), u32_at(d, p + 28));
+        let data = p + hs + pre as usize;
+        blobs.push((p, guid, data, ds, pre, post));
+        p = data + ds as usize + post as usize;
+    }
+    assert_eq!(blobs.len(), sec.blobs.len(), "{}", e.scenario);
+    for (b, x) in blobs.iter().zip(&sec.blobs) {
+        assert_eq!(
+            (b.0 as u64, b.1.as_str(), b.2 as u64, b.3, b.4, b.5),
+            (
+                x.header_offset,
+                x.guid.as_str(),
+                x.data_offset,
+                x.data_size,
+                x.pre_pad,
+                x.post_pad
+            )
+        );
+        assert_eq!((b.2 - sod) % 8, 0, "blob data 8-aligned in the region");
+    }
+    if e.scenario == "standard" {
+        assert!(sec.blobs.iter().any(|b| b.pre_pad == 8));
+        assert!(sec.blobs.iter().any(|b| b.data_size == 0));
+    }
+    Some(blobs)
+}
+
+/// The ETW blob at file offset `start`: its header, then session by session (header, name
+/// part, buffers), and the records of its buffers.
+fn check_etw_blob(f: &ForgedTriage, xb: &ExpectedEtwBlob, start: usize, size: u32) {
+    let d = &f.bytes;
+    let e = &f.expected;
+    let avail = (d.len() - start).min(size as usize);
+    let blob = &d[start..start + avail];
+    assert_eq!(avail as u32, xb.data_in_file);
+    assert_eq!(u32_at(blob, 0), xb.max_increment);
+    assert_eq!(u32_at(blob, 4), 0xF000_0000 | e.build);
+    assert_eq!(u32_at(blob, 8), xb.cpu_speed_mhz);
+    assert_eq!(u64_at(blob, 0x10), xb.boot_time);
+    assert_eq!(u64_at(blob, 0x18), xb.perf_freq);
+    // Sessions.
+    let mut q = 0x20usize;
+    let mut si = 0usize;
+    let mut walked_records: Vec<(usize, u32, u16)> = Vec::new();
+    while q + 0x30 <= blob.len() && u32_at(blob, q) == BLOB_SESSION_SIGNATURE {
+        let x = &xb.sessions[si];
+        let what = format!("{} session {si}", e.scenario);
+        let Some(part) = check_blob_session_part(blob, q, start, x, xb, &what) else {
+            break;
+        };
+        q += part;
+        q = walk_blob_session_buffers(blob, q, start, x, &mut walked_records);
+        si += 1;
+    }
+    if xb.complete {
+        assert_eq!(q, size as usize);
+        assert_eq!(xb.parse_end, q as u64);
+    }
+    if e.scenario == "bad_blob_size" {
+        assert!(!xb.complete && q == blob.len() && (size as usize) > d.len() - start);
+        assert_eq!(xb.parse_end, q as u64);
+    }
+    assert_eq!(
+        si + usize::from(!xb.sessions.iter().all(|s| s.complete)),
+        xb.sessions.len()
+    );
+    let exp: Vec<(usize, u32, u16)> = expected_of(f, "secondary_data")
+        .iter()
+        .map(|r| (r.file_offset as usize, r.marker, r.size))
+        .collect();
+    assert_eq!(walked_records, exp, "{}", e.scenario);
+}
+
+/// A session's header and name part at blob offset `q`: the part's length, or None when no
+/// naming convention fits (an incomplete session, where a correct walk stops).
+fn check_blob_session_part(
+    blob: &[u8],
+    q: usize,
+    start: usize,
+    x: &ExpectedBlobSession,
+    xb: &ExpectedEtwBlob,
+    what: &str,
+) -> Option<usize> {
+    let (lid, mode, ct, bsz, len) = (
+        u32_at(blob, q + 4),
+        u32_at(blob, q + 8),
+        u32_at(blob, q + 12),
+        u32_at(blob, q + 16),
+        u32_at(blob, q + 20) as usize,
+    );
+    assert_eq!(x.file_offset, (start + q) as u64);
+    assert_eq!(
+        (x.logger_id, x.logger_mode, x.clock_type, x.buffer_size),
+        (lid, mode, ct, bsz)
+    );
+    assert_eq!(x.name_length as usize, len);
+    assert_eq!(x.start_time, u64_at(blob, q + 0x18));
+    assert_eq!(x.reference_system_time, u64_at(blob, q + 0x20));
+    assert_eq!(x.reference_perf_clock, u64_at(blob, q + 0x28));
+    // Accept the convention whose next part is a session, the end, or a buffer of this
+    // session.
+    let fits = |n: usize| {
+        n == blob.len()
+            || (n + 4 <= blob.len() && u32_at(blob, n) == BLOB_SESSION_SIGNATURE)
+            || (n + 0x48 <= blob.len()
+                && u32_at(blob, n) == bsz
+                && u32::from(u16_at(blob, n + 0x2A)) == lid)
+    };
+    let conv = if fits(q + 0x30 + 2 * len) {
+        NameConvention::Doubled
+    } else if fits(q + 0x30 + len) {
+        NameConvention::Single
+    } else {
+        assert!(!x.complete, "{what}");
+        assert_eq!(xb.parse_end, q as u64);
+        return None;
+    };
+    assert_eq!(conv, xb.name_convention);
+    assert!(x.complete);
+    let units: Vec<u16> = (0..len / 2)
+        .map(|k| u16_at(blob, q + 0x30 + 2 * k))
+        .collect();
+    assert_eq!(Some(String::from_utf16(&units).unwrap()), x.name);
+    let part = match conv {
+        NameConvention::Doubled => {
+            assert!(blob[q + 0x30 + len..q + 0x30 + 2 * len]
+                .iter()
+                .all(|&z| z == 0));
+            0x30 + 2 * len
+        }
+        NameConvention::Single => 0x30 + len,
+    };
+    assert_eq!(x.part_length, part as u64);
+    Some(part)
+}
+
+/// The buffers of a session from blob offset `q` up to the next session: their headers and
+/// records (appended to `walked` as file offset, marker, size). Returns the offset after them.
+fn walk_blob_session_buffers(
+    blob: &[u8],
+    mut q: usize,
+    start: usize,
+    x: &ExpectedBlobSession,
+    walked: &mut Vec<(usize, u32, u16)>,
+) -> usize {
+    let (bsz, lid) = (x.buffer_size, x.logger_id);
+    let mut nb = 0;
+    while q + 0x48 <= blob.len() && u32_at(blob, q) != BLOB_SESSION_SIGNATURE {
+        let h = &blob[q..];
+        assert_eq!(u32_at(h, 0), bsz);
+        assert_eq!(u32::from(u16_at(h, 0x2A)), lid);
+        let (cur, saved) = (u32_at(h, 8), u32_at(h, 4));
+        let valid = if cur <= bsz { cur } else { saved } as usize;
+        assert_eq!(u32_at(h, 0x30) as usize, valid, "Offset = valid");
+        let xbuf = &x.buffers[nb];
+        assert_eq!(xbuf.file_offset, (start + q) as u64);
+        assert_eq!(xbuf.valid as usize, valid);
+        assert_eq!(xbuf.header.sequence_number, u64_at(h, 0x18));
+        assert_eq!(xbuf.header.state, u32_at(h, 0x2C));
+        assert_eq!(xbuf.header.buffer_flag, u16_at(h, 0x34));
+        let recs = walk(&h[..valid], 0x48, valid).expect("buffer walks to valid");
+        assert_eq!(recs.len(), xbuf.record_count);
+        if recs.is_empty() {
+            assert_eq!(valid, 0x48);
+            assert_eq!((xbuf.header.state, xbuf.header.buffer_flag), (0, 0x100));
+        }
+        for r in recs {
+            walked.push((start + q + r.buffer_offset, r.marker, r.size));
+        }
+        q += valid;
+        nb += 1;
+    }
+    assert_eq!(nb, x.buffers.len());
+    q
+}
+
+/// The real dump's shape: part lengths 0x30 + 2*Length (19041); the names_x1 and
+/// blob_no_sessions variants.
+fn check_blob_shapes_of_the_real_dump() {
     let s = scenario("standard").expected.etw_blob.as_ref().unwrap();
     let names: Vec<(u32, u32, usize)> = s
         .sessions
