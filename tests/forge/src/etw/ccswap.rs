@@ -339,248 +339,230 @@ fn idle(time: u64) -> Switch {
     sw(time, 0, 0, 0, 0, 0)
 }
 
+/// A known sequence: (description, batch, MaximumWaitReason).
+type KnownBatch = (&'static str, Batch, u8);
+
+/// The first switch time of every known batch.
+const T0: u64 = 0x01D9_0000_1234_5678;
+
+/// A batch starting at [`T0`].
+fn batch_at_t0(tids: Vec<u32>, base_priorities: Vec<i8>, switches: Vec<Switch>) -> Batch {
+    Batch {
+        first_time: T0,
+        tids,
+        base_priorities,
+        switches,
+    }
+}
+
 /// Known sequences for tests: (description, batch, MaximumWaitReason). Every batch is one the
 /// kernel could produce: the first switch is at `first_time` (delta 0), the TidTable lists the
 /// non-idle old threads in first-seen order, and no flush rule is violated.
 pub fn known_batches() -> Vec<(&'static str, Batch, u8)> {
-    let mut v = Vec::new();
-    let t0 = 0x01D9_0000_1234_5678u64;
-
-    // 1. Full 16-entry TID table, one lite switch per thread, alternating waiting/ready.
-    {
-        let tids: Vec<u32> = (0..16).map(|i| 0x1000 + 4 * i).collect();
-        let base: Vec<i8> = (0..16).map(|i| (i % 16) as i8 + 1).collect();
-        let switches = (0..16u64)
-            .map(|i| {
-                let (state, wr) = if i % 2 == 0 {
-                    (5, (i % 0x25) as u8)
-                } else {
-                    (1, 0)
-                };
-                sw(
-                    t0 + 0x10 * i,
-                    0x1000 + 4 * i as u32,
-                    base[i as usize] as u8 + (i % 8) as u8,
-                    state,
-                    wr,
-                    (i % 2) as u32,
-                )
-            })
-            .collect();
-        v.push((
-            "full 16-entry TidTable, lite packets, first delta 0",
-            Batch {
-                first_time: t0,
-                tids,
-                base_priorities: base,
-                switches,
-            },
-            40,
-        ));
-    }
-
-    // 2. Priority increments: 0..=7 lite; 8, below base (negative increment) full.
-    {
-        let mut switches: Vec<Switch> = (0..8u64)
-            .map(|i| sw(t0 + 100 * i, 0x44, 8 + i as u8, 5, 6, 0))
-            .collect();
-        switches.push(sw(t0 + 900, 0x44, 16, 5, 6, 0)); // inc 8 → full
-        switches.push(sw(t0 + 1000, 0x44, 7, 5, 6, 0)); // inc −1 → full
-        switches.push(sw(t0 + 1100, 0x48, 0, 1, 0, 0)); // inc −15 → full
-        switches.push(sw(t0 + 1200, 0x48, 31, 2, 0, 0)); // inc 16, priority 31 → full
-        switches.push(sw(t0 + 1300, 0x48, 22, 2, 0, 1)); // inc 7 → lite
-        v.push((
-            "priority increments 0..=7 lite; 8 / negative / below base full",
-            Batch {
-                first_time: t0,
-                tids: vec![0x44, 0x48],
-                base_priorities: vec![8, 15],
-                switches,
-            },
-            0x27,
-        ));
-    }
-
-    // 3. New-thread wait times: 0, 1 lite; 2, 0x1FFFF full.
-    {
-        let switches = vec![
-            sw(t0, 0x100, 10, 5, 0, 0),
-            sw(t0 + 5, 0x100, 10, 5, 0, 1),
-            sw(t0 + 10, 0x100, 10, 5, 0, 2),
-            sw(t0 + 15, 0x100, 10, 5, 0, 0x1FFFF),
-            sw(t0 + 20, 0x100, 10, 5, 0, 0x1000),
-        ];
-        v.push((
-            "wait time 0 and 1 lite, 2 and 0x1FFFF full",
-            Batch {
-                first_time: t0,
-                tids: vec![0x100],
-                base_priorities: vec![9],
-                switches,
-            },
-            40,
-        ));
-    }
-
-    // 4. Delta limits.
-    {
-        let mut t = t0;
-        let mut switches = vec![idle(t)]; // first, delta 0 → idle_short
-        t += 0x3FFF;
-        switches.push(idle(t)); // idle_short (largest)
-        t += 0x4000;
-        switches.push(idle(t)); // idle (smallest)
-        t += MAX_DELTA;
-        switches.push(idle(t)); // idle, largest delta
-        t += 0x1FFFF;
-        switches.push(sw(t, 0x200, 12, 5, 13, 0)); // lite, largest delta
-        t += 0x20000;
-        switches.push(sw(t, 0x200, 12, 5, 13, 0)); // full, smallest delta forcing it
-        t += MAX_DELTA;
-        switches.push(sw(t, 0x204, 9, 3, 0, 1)); // full, largest delta
-        t += 0;
-        switches.push(sw(t, 0x204, 9, 3, 0, 1)); // lite, delta 0
-        t += 1;
-        switches.push(idle(t)); // idle_short, delta 1
-        v.push((
-            "delta limits: 0x3FFF/0x4000 idle, 0x1FFFF/0x20000 lite/full, 0x3FFFFFFF",
-            Batch {
-                first_time: t0,
-                tids: vec![0x200, 0x204],
-                base_priorities: vec![12, 8],
-                switches,
-            },
-            0x27,
-        ));
-    }
-
-    // 5. Idle switches interleaved with threads; batch starting with the idle thread.
-    {
-        let switches = vec![
-            idle(t0),
-            sw(t0 + 0x50, 0x310, 8, 5, 15, 0),
-            idle(t0 + 0x60),
-            idle(t0 + 0x5060),
-            sw(t0 + 0x5070, 0x314, 9, 7, 0, 0),
-            idle(t0 + 0x5071),
-            sw(t0 + 0x6000, 0x310, 8, 5, 4, 3),
-        ];
-        v.push((
-            "idle switches (short and long) between threads",
-            Batch {
-                first_time: t0,
-                tids: vec![0x310, 0x314],
-                base_priorities: vec![8, 9],
-                switches,
-            },
-            40,
-        ));
-    }
-
-    // 6/7. Waiting vs non-waiting old threads, for both MaximumWaitReason values, in lite and
-    // full packets.
-    for (desc, mwr) in [
-        (
+    vec![
+        full_tid_table(),
+        priority_increments(),
+        wait_times(),
+        delta_limits(),
+        idle_between_threads(),
+        // 6/7. Waiting vs non-waiting old threads, for both MaximumWaitReason values.
+        waiting_and_other_states(
             "waiting (several wait reasons) vs states 1, 2, 3, 7; MaximumWaitReason 0x27",
-            0x27u8,
+            0x27,
         ),
-        (
+        waiting_and_other_states(
             "waiting (several wait reasons) vs states 1, 2, 3, 7; MaximumWaitReason 40",
-            40u8,
+            40,
         ),
-    ] {
-        let mut switches = Vec::new();
-        let mut t = t0;
-        let cases: [(u8, u8); 10] = [
-            (5, 0),
-            (5, 6),
-            (5, 13),
-            (5, 15),
-            (5, 0x24),
-            (5, mwr - 1),
-            (1, 0),
-            (2, 0),
-            (3, 0),
-            (7, 0),
-        ];
-        for (k, &(state, wr)) in cases.iter().enumerate() {
-            // Lite for thread 0x400, full (wait time 2) for thread 0x404.
-            switches.push(sw(t, 0x400, 11, state, wr, 0));
-            t += 0x30 + k as u64;
-            switches.push(sw(t, 0x404, 13, state, wr, 2));
-            t += 0x30;
-        }
-        v.push((
-            desc,
-            Batch {
-                first_time: t0,
-                tids: vec![0x400, 0x404],
-                base_priorities: vec![10, 13],
-                switches,
-            },
-            mwr,
-        ));
-    }
-
-    // 8. Bit-field extremes in a full packet: index 15, priority 31, wait 0x1FFFF, state 7.
-    {
-        let tids: Vec<u32> = (1..=16).map(|i| i * 8).collect();
-        let mut switches: Vec<Switch> = (0..16u64)
-            .map(|i| sw(t0 + i, (i as u32 + 1) * 8, 4, 1, 0, 0))
-            .collect();
-        switches.push(sw(t0 + 15 + MAX_DELTA, 128, 31, 7, 0, 0x1FFFF));
-        v.push((
-            "full packet with every field at its maximum (index 15, priority 31, state 7)",
-            Batch {
-                first_time: t0,
-                tids,
-                base_priorities: vec![4; 16],
-                switches,
-            },
+        full_packet_maxima(),
+        filled_block(),
+        // 10. Empty open batch.
+        (
+            "open batch with no switches",
+            batch_at_t0(vec![], vec![], vec![]),
             40,
-        ));
-    }
+        ),
+    ]
+}
 
-    // 9. A batch filled to exactly 0x400 bytes: 228 lite packets (UsedBytes 0x3F8) + 1 full.
-    {
-        let mut switches: Vec<Switch> = (0..228u64)
-            .map(|i| {
-                let tid = [0x500, 0x504, 0x508][(i % 3) as usize];
-                sw(
-                    t0 + 7 * i,
-                    tid,
-                    10 + (i % 3) as u8,
-                    5,
-                    (i % 30) as u8,
-                    (i % 2) as u32,
-                )
-            })
-            .collect();
-        switches.push(sw(t0 + 7 * 228, 0x500, 20, 2, 0, 9));
-        v.push((
-            "block filled to UsedBytes 0x400 (228 lite + 1 full)",
-            Batch {
-                first_time: t0,
-                tids: vec![0x500, 0x504, 0x508],
-                base_priorities: vec![10, 10, 10],
-                switches,
-            },
-            40,
-        ));
-    }
-
-    // 10. Empty open batch.
-    v.push((
-        "open batch with no switches",
-        Batch {
-            first_time: t0,
-            tids: vec![],
-            base_priorities: vec![],
-            switches: vec![],
-        },
+/// 1. Full 16-entry TID table, one lite switch per thread, alternating waiting/ready.
+fn full_tid_table() -> KnownBatch {
+    let t0 = T0;
+    let tids: Vec<u32> = (0..16).map(|i| 0x1000 + 4 * i).collect();
+    let base: Vec<i8> = (0..16).map(|i| (i % 16) as i8 + 1).collect();
+    let switches = (0..16u64)
+        .map(|i| {
+            let (state, wr) = if i % 2 == 0 {
+                (5, (i % 0x25) as u8)
+            } else {
+                (1, 0)
+            };
+            sw(
+                t0 + 0x10 * i,
+                0x1000 + 4 * i as u32,
+                base[i as usize] as u8 + (i % 8) as u8,
+                state,
+                wr,
+                (i % 2) as u32,
+            )
+        })
+        .collect();
+    (
+        "full 16-entry TidTable, lite packets, first delta 0",
+        batch_at_t0(tids, base, switches),
         40,
-    ));
-    v
+    )
+}
+
+/// 2. Priority increments: 0..=7 lite; 8, below base (negative increment) full.
+fn priority_increments() -> KnownBatch {
+    let t0 = T0;
+    let mut switches: Vec<Switch> = (0..8u64)
+        .map(|i| sw(t0 + 100 * i, 0x44, 8 + i as u8, 5, 6, 0))
+        .collect();
+    switches.push(sw(t0 + 900, 0x44, 16, 5, 6, 0)); // inc 8 → full
+    switches.push(sw(t0 + 1000, 0x44, 7, 5, 6, 0)); // inc −1 → full
+    switches.push(sw(t0 + 1100, 0x48, 0, 1, 0, 0)); // inc −15 → full
+    switches.push(sw(t0 + 1200, 0x48, 31, 2, 0, 0)); // inc 16, priority 31 → full
+    switches.push(sw(t0 + 1300, 0x48, 22, 2, 0, 1)); // inc 7 → lite
+    (
+        "priority increments 0..=7 lite; 8 / negative / below base full",
+        batch_at_t0(vec![0x44, 0x48], vec![8, 15], switches),
+        0x27,
+    )
+}
+
+/// 3. New-thread wait times: 0, 1 lite; 2, 0x1FFFF full.
+fn wait_times() -> KnownBatch {
+    let t0 = T0;
+    let switches = vec![
+        sw(t0, 0x100, 10, 5, 0, 0),
+        sw(t0 + 5, 0x100, 10, 5, 0, 1),
+        sw(t0 + 10, 0x100, 10, 5, 0, 2),
+        sw(t0 + 15, 0x100, 10, 5, 0, 0x1FFFF),
+        sw(t0 + 20, 0x100, 10, 5, 0, 0x1000),
+    ];
+    (
+        "wait time 0 and 1 lite, 2 and 0x1FFFF full",
+        batch_at_t0(vec![0x100], vec![9], switches),
+        40,
+    )
+}
+
+/// 4. Delta limits.
+fn delta_limits() -> KnownBatch {
+    let mut t = T0;
+    let mut switches = vec![idle(t)]; // first, delta 0 → idle_short
+    t += 0x3FFF;
+    switches.push(idle(t)); // idle_short (largest)
+    t += 0x4000;
+    switches.push(idle(t)); // idle (smallest)
+    t += MAX_DELTA;
+    switches.push(idle(t)); // idle, largest delta
+    t += 0x1FFFF;
+    switches.push(sw(t, 0x200, 12, 5, 13, 0)); // lite, largest delta
+    t += 0x20000;
+    switches.push(sw(t, 0x200, 12, 5, 13, 0)); // full, smallest delta forcing it
+    t += MAX_DELTA;
+    switches.push(sw(t, 0x204, 9, 3, 0, 1)); // full, largest delta
+    t += 0;
+    switches.push(sw(t, 0x204, 9, 3, 0, 1)); // lite, delta 0
+    t += 1;
+    switches.push(idle(t)); // idle_short, delta 1
+    (
+        "delta limits: 0x3FFF/0x4000 idle, 0x1FFFF/0x20000 lite/full, 0x3FFFFFFF",
+        batch_at_t0(vec![0x200, 0x204], vec![12, 8], switches),
+        0x27,
+    )
+}
+
+/// 5. Idle switches interleaved with threads; batch starting with the idle thread.
+fn idle_between_threads() -> KnownBatch {
+    let t0 = T0;
+    let switches = vec![
+        idle(t0),
+        sw(t0 + 0x50, 0x310, 8, 5, 15, 0),
+        idle(t0 + 0x60),
+        idle(t0 + 0x5060),
+        sw(t0 + 0x5070, 0x314, 9, 7, 0, 0),
+        idle(t0 + 0x5071),
+        sw(t0 + 0x6000, 0x310, 8, 5, 4, 3),
+    ];
+    (
+        "idle switches (short and long) between threads",
+        batch_at_t0(vec![0x310, 0x314], vec![8, 9], switches),
+        40,
+    )
+}
+
+/// 6/7. Waiting vs non-waiting old threads for MaximumWaitReason `mwr`, in lite and full
+/// packets.
+fn waiting_and_other_states(desc: &'static str, mwr: u8) -> KnownBatch {
+    let mut switches = Vec::new();
+    let mut t = T0;
+    let cases: [(u8, u8); 10] = [
+        (5, 0),
+        (5, 6),
+        (5, 13),
+        (5, 15),
+        (5, 0x24),
+        (5, mwr - 1),
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (7, 0),
+    ];
+    for (k, &(state, wr)) in cases.iter().enumerate() {
+        // Lite for thread 0x400, full (wait time 2) for thread 0x404.
+        switches.push(sw(t, 0x400, 11, state, wr, 0));
+        t += 0x30 + k as u64;
+        switches.push(sw(t, 0x404, 13, state, wr, 2));
+        t += 0x30;
+    }
+    (
+        desc,
+        batch_at_t0(vec![0x400, 0x404], vec![10, 13], switches),
+        mwr,
+    )
+}
+
+/// 8. Bit-field extremes in a full packet: index 15, priority 31, wait 0x1FFFF, state 7.
+fn full_packet_maxima() -> KnownBatch {
+    let t0 = T0;
+    let tids: Vec<u32> = (1..=16).map(|i| i * 8).collect();
+    let mut switches: Vec<Switch> = (0..16u64)
+        .map(|i| sw(t0 + i, (i as u32 + 1) * 8, 4, 1, 0, 0))
+        .collect();
+    switches.push(sw(t0 + 15 + MAX_DELTA, 128, 31, 7, 0, 0x1FFFF));
+    (
+        "full packet with every field at its maximum (index 15, priority 31, state 7)",
+        batch_at_t0(tids, vec![4; 16], switches),
+        40,
+    )
+}
+
+/// 9. A batch filled to exactly 0x400 bytes: 228 lite packets (UsedBytes 0x3F8) + 1 full.
+fn filled_block() -> KnownBatch {
+    let t0 = T0;
+    let mut switches: Vec<Switch> = (0..228u64)
+        .map(|i| {
+            let tid = [0x500, 0x504, 0x508][(i % 3) as usize];
+            sw(
+                t0 + 7 * i,
+                tid,
+                10 + (i % 3) as u8,
+                5,
+                (i % 30) as u8,
+                (i % 2) as u32,
+            )
+        })
+        .collect();
+    switches.push(sw(t0 + 7 * 228, 0x500, 20, 2, 0, 9));
+    (
+        "block filled to UsedBytes 0x400 (228 lite + 1 full)",
+        batch_at_t0(vec![0x500, 0x504, 0x508], vec![10, 10, 10], switches),
+        40,
+    )
 }
 
 #[cfg(test)]

@@ -1295,47 +1295,22 @@ fn free_offset(rng: &mut VarRng, size: u64, len: u64, align: u64, taken: &[(u64,
 
 pub(crate) fn place_cpu_state(cx: &mut CpuCtx, v: &Variation) -> CpuOut {
     let cfg = cx.cfg;
-    let fx = cfg.fixture.as_ref().expect("fixture");
     let t = cx.t;
-    let x64 = cfg.arch.is_x64();
-    let ptr = cfg.arch.ptr_size();
     let mut rng = VarRng::new(v.seed ^ SALT_CPU ^ u64::from(cfg.cpus));
     let mut clock = v.clock.clone();
     clock.kuser_qpc_frequency = t.has_field("_KUSER_SHARED_DATA", "QpcFrequency");
+    let mut unstored_image_pages = Vec::new();
+    clock.etw_cpu_speed_global = place_cpu_speed_global(cx, &clock, &mut unstored_image_pages);
     let mut out = CpuOut {
         pending: Vec::new(),
         decoys: Vec::new(),
         switches: Vec::new(),
         clock_model: clock.clone(),
         etw_support: None,
-        unstored_image_pages: Vec::new(),
+        unstored_image_pages,
     };
 
-    // EtwCPUSpeedInMHz (where the fixture has the public).
-    let mut speed = CpuSpeedGlobal::Absent;
-    if let Some(rva) = fx.symbol("EtwCPUSpeedInMHz") {
-        speed = clock.etw_cpu_speed_global;
-        if speed == CpuSpeedGlobal::NotInDump {
-            let page = rva & !0xFFF;
-            let alone = fx
-                .symbols
-                .iter()
-                .all(|(n, &r)| n == "EtwCPUSpeedInMHz" || r & !0xFFF != page);
-            if alone {
-                out.unstored_image_pages.push(page);
-            } else {
-                speed = CpuSpeedGlobal::Present;
-            }
-        }
-        let val = match speed {
-            CpuSpeedGlobal::Zero => 0,
-            _ => clock.mhz,
-        };
-        crate::etw::write_var(cx.img, fx, "EtwCPUSpeedInMHz", 0, &val.to_le_bytes());
-    }
-    clock.etw_cpu_speed_global = speed;
-    out.clock_model = clock.clone();
-
+    let fx = cfg.fixture.as_ref().expect("fixture");
     if fx.kprcb_size.is_none() {
         assert!(cx.per_cpu.is_empty(), "per-CPU buffers need mapped KPRCBs");
         return out;
@@ -1351,19 +1326,125 @@ pub(crate) fn place_cpu_state(cx: &mut CpuCtx, v: &Variation) -> CpuOut {
         return out;
     };
 
-    // The EtwSupport block layout (the same on every CPU).
+    let lay = draw_block_layout(cx, v, &mut rng, es_off);
+    let compact_clocks: BTreeSet<u32> = v
+        .compact_cswitch
+        .iter()
+        .filter_map(|s| cx_slot_clock(cfg, s))
+        .collect();
+    let d = PendingDraw {
+        mwr: max_wait_reason(cfg.build),
+        tids: tid_pool(),
+        up: clock.up_time(),
+        clock: &clock,
+    };
+    let mut blocks = Vec::new();
+    for cpu in 0..cfg.cpus {
+        let es = place_etw_support_block(cx, &mut rng, &lay, cpu);
+        blocks.push(es);
+        // Pending blocks, one per clock type in use by a compact-cswitch session.
+        for &c in &compact_clocks {
+            place_pending_block(cx, &mut rng, &lay, &d, es, cpu, c, &mut out);
+        }
+        // Decoys next to the group.
+        for &o in &lay.decoy_offs {
+            place_pending_decoy(cx, &mut rng, &d, es + o, cpu, &mut out);
+        }
+    }
+    out.etw_support = Some(ExpectedEtwSupport {
+        kprcb_offset: es_off,
+        blocks,
+        block_size: lay.size as u32,
+        ccswap_group_offset: (!compact_clocks.is_empty()).then_some(lay.ccswap_off),
+        ccswap_documented: lay.documented.is_some(),
+        per_cpu_group_offset: lay.pc_off,
+        per_cpu_route: lay.per_cpu_route(cx.route).to_string(),
+        mhz: clock.mhz,
+    });
+    out
+}
+
+/// EtwCPUSpeedInMHz (where the fixture has the public): written with the clock's MHz, or 0,
+/// or on a page left out of the dump when no other public shares it. Returns what the global
+/// became.
+fn place_cpu_speed_global(
+    cx: &mut CpuCtx,
+    clock: &ClockModel,
+    unstored_image_pages: &mut Vec<u32>,
+) -> CpuSpeedGlobal {
+    let fx = cx.cfg.fixture.as_ref().expect("fixture");
+    let Some(rva) = fx.symbol("EtwCPUSpeedInMHz") else {
+        return CpuSpeedGlobal::Absent;
+    };
+    let mut speed = clock.etw_cpu_speed_global;
+    if speed == CpuSpeedGlobal::NotInDump {
+        let page = rva & !0xFFF;
+        let alone = fx
+            .symbols
+            .iter()
+            .all(|(n, &r)| n == "EtwCPUSpeedInMHz" || r & !0xFFF != page);
+        if alone {
+            unstored_image_pages.push(page);
+        } else {
+            speed = CpuSpeedGlobal::Present;
+        }
+    }
+    let val = match speed {
+        CpuSpeedGlobal::Zero => 0,
+        _ => clock.mhz,
+    };
+    crate::etw::write_var(cx.img, fx, "EtwCPUSpeedInMHz", 0, &val.to_le_bytes());
+    speed
+}
+
+/// The EtwSupport block layout, the same on every CPU.
+struct BlockLayout {
+    /// KPRCB.EtwSupport's offset.
+    es_off: u64,
+    size: u64,
+    /// The pointer size.
+    align: u64,
+    /// The documented CCSwap group offset (§4.1), if the KPRCB offset has one.
+    documented: Option<u64>,
+    /// 1607 x64: the per-CPU buffers at the documented +0x40 + 8*LoggerId.
+    pc_documented: bool,
+    ccswap_off: u64,
+    pc_off: Option<u64>,
+    decoy_offs: Vec<u64>,
+    /// (offset, length) of the parts small counters must not overwrite.
+    taken: Vec<(u64, u64)>,
+}
+
+impl BlockLayout {
+    fn per_cpu_route(&self, route: EtwRoute) -> &'static str {
+        if self.pc_documented {
+            "etw_support_documented"
+        } else if self.pc_off.is_some() {
+            "etw_support_search"
+        } else if route == EtwRoute::Pointer {
+            "processor_blocks"
+        } else {
+            "none"
+        }
+    }
+}
+
+/// Draws the block size, the CCSwap group offset, the per-CPU group offset and the decoy
+/// pointers' offsets.
+fn draw_block_layout(cx: &CpuCtx, v: &Variation, rng: &mut VarRng, es_off: u64) -> BlockLayout {
+    let x64 = cx.cfg.arch.is_x64();
     let documented = documented_ccswap_offset(x64, es_off);
     let pc_documented = x64 && es_off == 0x5FD8 && cx.route == EtwRoute::Inline;
-    let block_size: u64 = if pc_documented {
+    let size: u64 = if pc_documented {
         0xC00
     } else {
         rng.range(0x800 / 0x10, 0x1000 / 0x10) * 0x10
     };
-    let align = ptr as u64;
+    let align = cx.cfg.arch.ptr_size() as u64;
     let mut taken: Vec<(u64, u64)> = Vec::new();
     let ccswap_off = match documented {
         Some(o) => o,
-        None => free_offset(&mut rng, block_size, 4 * align, align, &taken),
+        None => free_offset(rng, size, 4 * align, align, &taken),
     };
     taken.push((ccswap_off.saturating_sub(8), 4 * align + 8));
     let need_pc = !cx.per_cpu.is_empty();
@@ -1371,25 +1452,16 @@ pub(crate) fn place_cpu_state(cx: &mut CpuCtx, v: &Variation) -> CpuOut {
         taken.push((0x40, 0x400));
         Some(0x40)
     } else if need_pc {
-        let o = free_offset(&mut rng, block_size, 64 * align, align, &taken);
+        let o = free_offset(rng, size, 64 * align, align, &taken);
         taken.push((o, 64 * align));
         Some(o)
     } else {
         None
     };
-    let compact_clocks: BTreeSet<u32> = v
-        .compact_cswitch
-        .iter()
-        .filter_map(|s| cx_slot_clock(cfg, s))
-        .collect();
-    let mut blocks = Vec::new();
-    let mwr = max_wait_reason(cfg.build);
-    let tids = tid_pool();
-    let up = clock.up_time();
     let decoy_offs: Vec<u64> = if v.decoys {
         (0..rng.range(1, 2))
             .map(|_| {
-                let o = free_offset(&mut rng, block_size, align, align, &taken);
+                let o = free_offset(rng, size, align, align, &taken);
                 taken.push((o, align));
                 o
             })
@@ -1397,139 +1469,174 @@ pub(crate) fn place_cpu_state(cx: &mut CpuCtx, v: &Variation) -> CpuOut {
     } else {
         Vec::new()
     };
-    for cpu in 0..cfg.cpus {
-        let es = cx.pool.alloc(block_size as usize, b"Etwp");
-        blocks.push(es);
-        cx.kprcb_writes.push((
-            cx.prcbs[cpu as usize] + es_off,
-            es.to_le_bytes()[..ptr].to_vec(),
-        ));
-        // Small counters elsewhere in the block (never kernel pointers).
-        for _ in 0..rng.range(0, 8) {
-            let o = rng.range(0, block_size / align - 1) * align;
-            if taken.iter().all(|&(a, l)| o + align <= a || a + l <= o) {
-                let val = rng.range(1, 0xFFFF);
-                put_ptr(cx.pool.slice_mut(es + o, ptr), ptr, val);
-            }
+    BlockLayout {
+        es_off,
+        size,
+        align,
+        documented,
+        pc_documented,
+        ccswap_off,
+        pc_off,
+        decoy_offs,
+        taken,
+    }
+}
+
+/// A CPU's 'Etwp' block: KPRCB.EtwSupport points to it; small counters here and there; the
+/// per-CPU current buffers in its group. Returns its VA.
+fn place_etw_support_block(cx: &mut CpuCtx, rng: &mut VarRng, lay: &BlockLayout, cpu: u32) -> u64 {
+    let ptr = cx.cfg.arch.ptr_size();
+    let align = lay.align;
+    let es = cx.pool.alloc(lay.size as usize, b"Etwp");
+    cx.kprcb_writes.push((
+        cx.prcbs[cpu as usize] + lay.es_off,
+        es.to_le_bytes()[..ptr].to_vec(),
+    ));
+    // Small counters elsewhere in the block (never kernel pointers).
+    for _ in 0..rng.range(0, 8) {
+        let o = rng.range(0, lay.size / align - 1) * align;
+        if lay.taken.iter().all(|&(a, l)| o + align <= a || a + l <= o) {
+            let val = rng.range(1, 0xFFFF);
+            put_ptr(cx.pool.slice_mut(es + o, ptr), ptr, val);
         }
-        // Per-CPU current buffers.
-        if let Some(pc) = pc_off {
-            for &(c, id, val) in &cx.per_cpu {
-                if c == cpu {
-                    assert!(id < 64, "per-CPU group holds LoggerIds 0..63");
-                    put_ptr(
-                        cx.pool.slice_mut(es + pc + align * u64::from(id), ptr),
-                        ptr,
-                        val,
-                    );
-                    if pc_documented {
-                        let o = 0x240 + 8 * u64::from(id);
-                        put_ptr(cx.pool.slice_mut(es + o, 8), 8, 500 + u64::from(id));
-                    }
+    }
+    // Per-CPU current buffers.
+    if let Some(pc) = lay.pc_off {
+        for &(c, id, val) in &cx.per_cpu {
+            if c == cpu {
+                assert!(id < 64, "per-CPU group holds LoggerIds 0..63");
+                put_ptr(
+                    cx.pool.slice_mut(es + pc + align * u64::from(id), ptr),
+                    ptr,
+                    val,
+                );
+                if lay.pc_documented {
+                    let o = 0x240 + 8 * u64::from(id);
+                    put_ptr(cx.pool.slice_mut(es + o, 8), 8, 500 + u64::from(id));
                 }
             }
         }
-        // Pending blocks, one per clock type in use by a compact-cswitch session.
-        for &c in &compact_clocks {
-            let va = cx.pool.alloc(PENDING_BLOCK_SIZE, crate::etw::CCSW_TAG);
-            let kind = rng.below(100);
-            let (bytes, batch, tick) = if kind < 15 {
-                (vec![0u8; PENDING_BLOCK_SIZE], None, 0)
-            } else {
-                let max = if kind < 25 {
-                    0
-                } else if kind < 80 {
-                    rng.range(1, 60) as usize
-                } else {
-                    usize::MAX
-                };
-                let win_lo = up - FILETIME_PER_SEC;
-                let start_up = rng.range(win_lo, win_lo + FILETIME_PER_SEC / 2);
-                let first = clock.raw_at(c, start_up);
-                let end = clock.raw_at(c, up) - 1;
-                let b = gen_batch(&mut rng, first, end - first, max, mwr, &tids);
-                let tick = (clock.uptime_of(c, first) / TICK_100NS) as u32;
-                (ccswap::encode_pending_block(&b, tick, mwr), Some(b), tick)
-            };
-            cx.pool
-                .slice_mut(va, PENDING_BLOCK_SIZE)
-                .copy_from_slice(&bytes);
-            let ptr_va = es + ccswap_off + align * u64::from(c);
-            put_ptr(cx.pool.slice_mut(ptr_va, ptr), ptr, va);
-            if let Some(b) = &batch {
-                out.switches
-                    .extend(batch_truth(b, "pending", cpu, None, c, &clock, va, None));
-            }
-            out.pending.push(ExpectedPending {
-                cpu,
-                clock: documented.map(|_| c),
-                block_va: va,
-                pointer_va: ptr_va,
-                used_bytes: u32::from_le_bytes(bytes[0..4].try_into().expect("4")),
-                start_tick: tick,
-                batch,
-                max_wait_reason: mwr,
-                true_clock: c,
-                documented_offset: documented.is_some(),
-                group_offset: ccswap_off,
-            });
-        }
-        // Decoys next to the group: a 'CCsw' block that fails validation, or a valid-looking
-        // block with another tag.
-        for &o in &decoy_offs {
-            let good = {
-                let first = clock.raw_at(1, up - FILETIME_PER_SEC);
-                let b = gen_batch(&mut rng, first, FILETIME_PER_SEC / 2, 8, mwr, &tids);
-                ccswap::encode_pending_block(&b, 1, mwr)
-            };
-            let (tag, bytes, why) = if rng.chance(50) {
-                let tag = rng.pick(&[*b"Etwp", *b"CCsx", *b"EtwB"]);
-                (
-                    tag,
-                    good,
-                    format!("pool tag '{}', not 'CCsw'", String::from_utf8_lossy(&tag)),
-                )
-            } else {
-                let used = rng.pick(&[0x50u32, 0x20, 0x408, 0x1000, 0x67]);
-                let mut b = good;
-                b[0..4].copy_from_slice(&used.to_le_bytes());
-                (
-                    *crate::etw::CCSW_TAG,
-                    b,
-                    format!("UsedBytes {used:#x} (neither 0 nor 0x68..=0x400)"),
-                )
-            };
-            let d = cx.pool.alloc(bytes.len(), &tag);
-            cx.pool.slice_mut(d, bytes.len()).copy_from_slice(&bytes);
-            put_ptr(cx.pool.slice_mut(es + o, ptr), ptr, d);
-            out.decoys.push(ExpectedPendingDecoy {
-                cpu,
-                pointer_va: es + o,
-                block_va: d,
-                why,
-            });
-        }
     }
-    out.etw_support = Some(ExpectedEtwSupport {
-        kprcb_offset: es_off,
-        blocks,
-        block_size: block_size as u32,
-        ccswap_group_offset: (!compact_clocks.is_empty()).then_some(ccswap_off),
-        ccswap_documented: documented.is_some(),
-        per_cpu_group_offset: pc_off,
-        per_cpu_route: if pc_documented {
-            "etw_support_documented"
-        } else if pc_off.is_some() {
-            "etw_support_search"
-        } else if cx.route == EtwRoute::Pointer {
-            "processor_blocks"
-        } else {
-            "none"
-        }
-        .to_string(),
-        mhz: clock.mhz,
+    es
+}
+
+/// What drawing pending batches needs.
+struct PendingDraw<'a> {
+    mwr: u8,
+    tids: Vec<u32>,
+    /// The uptime at the dump.
+    up: u64,
+    clock: &'a ClockModel,
+}
+
+/// A pending block of clock `c` for `cpu` and its pointer in the CCSwap group of the block
+/// `es`.
+#[allow(clippy::too_many_arguments)]
+fn place_pending_block(
+    cx: &mut CpuCtx,
+    rng: &mut VarRng,
+    lay: &BlockLayout,
+    d: &PendingDraw,
+    es: u64,
+    cpu: u32,
+    c: u32,
+    out: &mut CpuOut,
+) {
+    let ptr = cx.cfg.arch.ptr_size();
+    let va = cx.pool.alloc(PENDING_BLOCK_SIZE, crate::etw::CCSW_TAG);
+    let (bytes, batch, tick) = draw_pending_block(rng, d, c);
+    cx.pool
+        .slice_mut(va, PENDING_BLOCK_SIZE)
+        .copy_from_slice(&bytes);
+    let ptr_va = es + lay.ccswap_off + lay.align * u64::from(c);
+    put_ptr(cx.pool.slice_mut(ptr_va, ptr), ptr, va);
+    if let Some(b) = &batch {
+        out.switches
+            .extend(batch_truth(b, "pending", cpu, None, c, d.clock, va, None));
+    }
+    out.pending.push(ExpectedPending {
+        cpu,
+        clock: lay.documented.map(|_| c),
+        block_va: va,
+        pointer_va: ptr_va,
+        used_bytes: u32::from_le_bytes(bytes[0..4].try_into().expect("4")),
+        start_tick: tick,
+        batch,
+        max_wait_reason: d.mwr,
+        true_clock: c,
+        documented_offset: lay.documented.is_some(),
+        group_offset: lay.ccswap_off,
     });
-    out
+}
+
+/// A pending block's bytes, batch and StartTick: closed (all zero), open with no packets,
+/// partial, or filled to the flush limit; within the last second before the dump.
+fn draw_pending_block(rng: &mut VarRng, d: &PendingDraw, c: u32) -> (Vec<u8>, Option<Batch>, u32) {
+    let kind = rng.below(100);
+    if kind < 15 {
+        return (vec![0u8; PENDING_BLOCK_SIZE], None, 0);
+    }
+    let max = if kind < 25 {
+        0
+    } else if kind < 80 {
+        rng.range(1, 60) as usize
+    } else {
+        usize::MAX
+    };
+    let (clock, up) = (d.clock, d.up);
+    let win_lo = up - FILETIME_PER_SEC;
+    let start_up = rng.range(win_lo, win_lo + FILETIME_PER_SEC / 2);
+    let first = clock.raw_at(c, start_up);
+    let end = clock.raw_at(c, up) - 1;
+    let b = gen_batch(rng, first, end - first, max, d.mwr, &d.tids);
+    let tick = (clock.uptime_of(c, first) / TICK_100NS) as u32;
+    (ccswap::encode_pending_block(&b, tick, d.mwr), Some(b), tick)
+}
+
+/// A decoy pointed to from `pointer_va`: a 'CCsw' block that fails validation, or a
+/// valid-looking block with another tag.
+fn place_pending_decoy(
+    cx: &mut CpuCtx,
+    rng: &mut VarRng,
+    d: &PendingDraw,
+    pointer_va: u64,
+    cpu: u32,
+    out: &mut CpuOut,
+) {
+    let ptr = cx.cfg.arch.ptr_size();
+    let good = {
+        let first = d.clock.raw_at(1, d.up - FILETIME_PER_SEC);
+        let b = gen_batch(rng, first, FILETIME_PER_SEC / 2, 8, d.mwr, &d.tids);
+        ccswap::encode_pending_block(&b, 1, d.mwr)
+    };
+    let (tag, bytes, why) = if rng.chance(50) {
+        let tag = rng.pick(&[*b"Etwp", *b"CCsx", *b"EtwB"]);
+        (
+            tag,
+            good,
+            format!("pool tag '{}', not 'CCsw'", String::from_utf8_lossy(&tag)),
+        )
+    } else {
+        let used = rng.pick(&[0x50u32, 0x20, 0x408, 0x1000, 0x67]);
+        let mut b = good;
+        b[0..4].copy_from_slice(&used.to_le_bytes());
+        (
+            *crate::etw::CCSW_TAG,
+            b,
+            format!("UsedBytes {used:#x} (neither 0 nor 0x68..=0x400)"),
+        )
+    };
+    let block_va = cx.pool.alloc(bytes.len(), &tag);
+    cx.pool
+        .slice_mut(block_va, bytes.len())
+        .copy_from_slice(&bytes);
+    put_ptr(cx.pool.slice_mut(pointer_va, ptr), ptr, block_va);
+    out.decoys.push(ExpectedPendingDecoy {
+        cpu,
+        pointer_va,
+        block_va,
+        why,
+    });
 }
 
 /// The clock type of the session in `slot` of `cfg`'s spec.
