@@ -19,3 +19,4 @@ pub mod render;
 pub mod report;
 pub mod symbols;
 pub mod time;
+pub mod warning;

@@ -4,11 +4,13 @@ use clap::{Parser, Subcommand};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump::mem::AddressSpace;
-use etwdump::render::{self, rows::RowWriter};
+use etwdump::render::rows::{Envelope, RowWriter};
+use etwdump::render::{self};
 use etwdump::report::cswitch::SwitchRow;
 use etwdump::report::events::EventRow;
 use etwdump::report::{self, Format};
 use etwdump::symbols::Symbols;
+use etwdump::warning::{Warning, WarningKind};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -300,38 +302,49 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             if d.triage().is_some() {
                 let t = report::triage::sessions(&ctx);
+                let mut warnings: Vec<Warning> = t
+                    .warnings
+                    .iter()
+                    .map(|w| Warning::from(w.as_str()))
+                    .collect();
+                warnings.push(Warning::new(
+                    WarningKind::Unknowable,
+                    format!("not known: {}", report::triage::UNKNOWABLE),
+                ));
                 match format {
                     report::ListFormat::Table => write!(out, "{}", t.to_table())?,
-                    report::ListFormat::Json => {
-                        writeln!(out, "{}", serde_json::to_string_pretty(&t)?)?
+                    report::ListFormat::Json => writeln!(
+                        out,
+                        "{}",
+                        render::rows::to_json_pretty(&Envelope::new(
+                            "sessions",
+                            &t.sessions,
+                            &warnings
+                        ))?
+                    )?,
+                    report::ListFormat::Csv => {
+                        write!(out, "{}", t.to_csv())?;
+                        warn_all(&warnings, false);
                     }
-                    report::ListFormat::Csv => write!(out, "{}", t.to_csv())?,
-                }
-                if format != report::ListFormat::Table {
-                    for w in &t.warnings {
-                        warn(w);
-                    }
-                    warn(&format!("not known: {}", report::triage::UNKNOWABLE));
                 }
                 return Ok(());
             }
             let list = etwdump::etw::loggers::list_sessions(&ctx);
             match format {
                 report::ListFormat::Table => write!(out, "{}", render::sessions::to_table(&list))?,
-                report::ListFormat::Json | report::ListFormat::Csv => {
-                    if format == report::ListFormat::Json {
-                        writeln!(
-                            out,
-                            "{}",
-                            serde_json::to_string_pretty(&report::sessions::records(&list))?
-                        )?;
-                    } else {
-                        write!(out, "{}", render::sessions::to_csv(&list))?;
-                    }
+                report::ListFormat::Json => writeln!(
+                    out,
+                    "{}",
+                    render::rows::to_json_pretty(&Envelope::new(
+                        "sessions",
+                        &report::sessions::records(&list),
+                        &list.warnings
+                    ))?
+                )?,
+                report::ListFormat::Csv => {
+                    write!(out, "{}", render::sessions::to_csv(&list))?;
                     // Warnings go to stderr so stdout stays machine-readable.
-                    for w in &list.warnings {
-                        warn(w);
-                    }
+                    warn_all(&list.warnings, false);
                 }
             }
         }
@@ -346,33 +359,42 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             require_session(&ctx, session.as_deref())?;
             if d.triage().is_some() {
                 let (rows, warnings) = report::triage::buffers(&ctx, session.as_deref());
+                let warnings: Vec<Warning> =
+                    warnings.iter().map(|w| Warning::from(w.as_str())).collect();
                 match format {
                     report::ListFormat::Table => {
-                        write!(out, "{}", render::triage::buffers_table(&rows))?
+                        write!(out, "{}", render::triage::buffers_table(&rows))?;
+                        warn_all(&warnings, false);
                     }
-                    report::ListFormat::Json => {
-                        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?
-                    }
+                    report::ListFormat::Json => writeln!(
+                        out,
+                        "{}",
+                        render::rows::to_json_pretty(&Envelope::new("buffers", &rows, &warnings))?
+                    )?,
                     report::ListFormat::Csv => {
-                        write!(out, "{}", render::triage::buffers_csv(&rows))?
+                        write!(out, "{}", render::triage::buffers_csv(&rows))?;
+                        warn_all(&warnings, false);
                     }
-                }
-                for w in &warnings {
-                    warn(w);
                 }
                 return Ok(());
             }
             let rep = report::buffers::analyse(&ctx, session.as_deref(), false);
+            let warnings: Vec<Warning> = rep
+                .warnings
+                .iter()
+                .chain(&rep.sessions.warnings)
+                .cloned()
+                .collect();
             match format {
                 report::ListFormat::Table => write!(out, "{}", rep.to_table())?,
-                report::ListFormat::Json => {
-                    writeln!(out, "{}", serde_json::to_string_pretty(&rep.rows)?)?
-                }
-                report::ListFormat::Csv => write!(out, "{}", rep.to_csv())?,
-            }
-            if format != report::ListFormat::Table {
-                for w in rep.warnings.iter().chain(&rep.sessions.warnings) {
-                    warn(w);
+                report::ListFormat::Json => writeln!(
+                    out,
+                    "{}",
+                    render::rows::to_json_pretty(&Envelope::new("buffers", &rep.rows, &warnings))?
+                )?,
+                report::ListFormat::Csv => {
+                    write!(out, "{}", rep.to_csv())?;
+                    warn_all(&warnings, false);
                 }
             }
         }
@@ -405,9 +427,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 )?;
             }
             writeln!(out, "{}", output.join("manifest.json").display())?;
-            for w in &m.warnings {
-                warn(w);
-            }
+            warn_all(&m.warnings, false);
         }
         Command::Cswitch {
             dump,
@@ -434,22 +454,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     let chart = render::svg::render(&rows, d.header().system_time);
                     std::fs::write(path, chart)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
-                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format)?;
+                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?;
                     for r in &rows {
                         rw.row(r)?;
                     }
-                    rw.finish()?;
+                    rw.finish(&w)?;
                     w
                 }
                 None => {
-                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format)?;
+                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?;
                     let w = report::cswitch::stream(&ctx, cpu, last, &mut |r| rw.row(r))?;
-                    rw.finish()?;
+                    rw.finish(&w)?;
                     w
                 }
             };
-            for w in &warnings {
-                warn(w);
+            if format != report::RowFormat::Json {
+                warn_all(&warnings, format == report::RowFormat::Jsonl);
             }
         }
         Command::Events {
@@ -461,11 +481,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
-            let mut rw = RowWriter::<_, EventRow>::new(&mut out, format)?;
+            let mut rw = RowWriter::<_, EventRow>::new(&mut out, format, "events")?;
             let warnings = report::events::stream(&ctx, session.as_deref(), &mut |r| rw.row(r))?;
-            rw.finish()?;
-            for w in &warnings {
-                warn(w);
+            rw.finish(&warnings)?;
+            if format != report::RowFormat::Json {
+                warn_all(&warnings, format == report::RowFormat::Jsonl);
             }
         }
         Command::Etl { file, format } => {
@@ -578,6 +598,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// One warning on stderr, with text from memory made safe for a terminal.
 fn warn(w: &str) {
     eprintln!("warning: {}", render::text::printable(w));
+}
+
+/// Warnings on stderr: `warning: <message>` lines, or (JSON Lines output) one JSON object
+/// per warning, machine-readable like the rows on stdout.
+fn warn_all(warnings: &[Warning], json: bool) {
+    for w in warnings {
+        if json {
+            if let Ok(mut line) = serde_json::to_vec(w) {
+                render::text::json_terminal_safe(&mut line);
+                eprintln!("{}", String::from_utf8_lossy(&line));
+            }
+        } else {
+            warn(&w.message);
+        }
+    }
 }
 
 fn main() -> ExitCode {

@@ -117,7 +117,7 @@ fn every_buffer_as_forged() {
         assert!(expected >= 20, "{name}: only {expected} buffers");
         // The cyclic GlobalList is reported, not followed forever.
         assert!(
-            rep.warnings.iter().any(|w| w.contains("a cycle")),
+            rep.warnings.iter().any(|w| w.message.contains("a cycle")),
             "{name}: {:?}",
             rep.warnings
         );
@@ -467,7 +467,7 @@ fn pre_61_global_lists() {
             assert!(found
                 .warnings
                 .iter()
-                .any(|w| w.contains("5.1 ProcessorBuffers")));
+                .any(|w| w.message.contains("5.1 ProcessorBuffers")));
         }
     }
 }

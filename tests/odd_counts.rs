@@ -254,7 +254,7 @@ fn extract_output_is_bounded_by_the_dump() {
     );
     for id in ids {
         assert!(
-            m.warnings.iter().any(|w| w.starts_with(&format!("logger {id}: not written: no recovered buffer backs its 0x4000000-byte header buffer"))),
+            m.warnings.iter().any(|w| w.message.starts_with(&format!("logger {id}: not written: no recovered buffer backs its 0x4000000-byte header buffer"))),
             "logger {id}: {:?}",
             m.warnings
         );
@@ -328,7 +328,7 @@ fn hostile_isf_counts_are_bounded() {
     assert!(
         list.warnings
             .iter()
-            .any(|w| w.contains("1000000000 entries, outside 1-1024")),
+            .any(|w| w.message.contains("1000000000 entries, outside 1-1024")),
         "{:?}",
         list.warnings
     );
@@ -370,16 +370,22 @@ fn truncated_array_is_one_warning() {
     let per_slot = list
         .warnings
         .iter()
-        .filter(|w| w.contains("the array entry is unreadable"))
+        .filter(|w| w.message.contains("the array entry is unreadable"))
         .count();
     assert_eq!(per_slot, 0, "{:?}", list.warnings);
-    let summary: Vec<&String> = list
+    let summary: Vec<&etwdump::warning::Warning> = list
         .warnings
         .iter()
-        .filter(|w| w.contains("slots between 0 and 63 are unreadable (not in the dump)"))
+        .filter(|w| {
+            w.message
+                .contains("slots between 0 and 63 are unreadable (not in the dump)")
+        })
         .collect();
     assert_eq!(summary.len(), 1, "{:?}", list.warnings);
-    assert!(summary[0].starts_with("64 slots"), "{}", summary[0]);
+    assert!(summary[0].message.starts_with("64 slots"), "{}", summary[0]);
+    // Typed: what it is and where (issue 12).
+    assert_eq!(summary[0].kind, etwdump::warning::WarningKind::Unreadable);
+    assert!(summary[0].address.is_some());
 }
 
 /// The whole output of `extract` is bounded by the dump: at most twice the file plus

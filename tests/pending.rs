@@ -130,7 +130,9 @@ fn pending_blocks_as_forged() {
             let reported = got
                 .warnings
                 .iter()
-                .filter(|w| w.contains("fails validation") && w.contains("UsedBytes 0x50"))
+                .filter(|w| {
+                    w.message.contains("fails validation") && w.message.contains("UsedBytes 0x50")
+                })
                 .count();
             assert_eq!(reported, bad, "{name}: {:?}", got.warnings);
         }

@@ -152,7 +152,7 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
         if let ExpectedSlot::Invalid { va, why } = s {
             let needle = format!("slot {i}: {va:#x} is not a logger context");
             assert!(
-                l.warnings.iter().any(|w| w.starts_with(&needle)),
+                l.warnings.iter().any(|w| w.message.starts_with(&needle)),
                 "{name}: {needle} ({why}) not reported: {:?}",
                 l.warnings
             );
@@ -164,7 +164,7 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
         .count() as u64;
     assert_eq!(l.free_slots, free, "{name}: free slots");
     assert!(
-        !l.warnings.iter().any(|w| w.contains("disagree")),
+        !l.warnings.iter().any(|w| w.message.contains("disagree")),
         "{name}: {:?}",
         l.warnings
     );
@@ -284,7 +284,15 @@ fn cli_formats() {
     ]);
     assert!(out.status.success());
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let all = j.as_array().unwrap();
+    // The envelope (README "Output contract"): version, command, records, typed warnings.
+    assert_eq!(j["format_version"], 1);
+    assert_eq!(j["command"], "sessions");
+    let all = j["records"].as_array().unwrap();
+    // The rejected slots are also warnings, typed with their slot and address.
+    let typed = j["warnings"].as_array().unwrap();
+    assert!(typed
+        .iter()
+        .any(|w| w["kind"] == "anomaly" && w["slot"].is_u64() && w["address"].is_string()));
     // Records: the sessions (kind "session"), then every rejected slot (kind "rejected_slot")
     // with the slot, its raw value and the reason: exactly the forge's invalid slots.
     let arr: Vec<&serde_json::Value> = all.iter().filter(|o| o["kind"] == "session").collect();
@@ -366,9 +374,16 @@ fn cli_formats() {
     for c in ["Raw", "QPC", "SystemTime", "CPUCycle"] {
         assert!(names.contains(&c), "no session with clock {c}: {names:?}");
     }
+    // JSON: the warnings are in the envelope (typed), not on stderr.
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.lines().all(|l| l.starts_with("warning: ")), "{err}");
-    assert!(err.contains("is not a logger context"), "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(
+        typed.iter().any(|w| w["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not a logger context")),
+        "{typed:?}"
+    );
     let out = etwdump(&[
         "sessions",
         p.to_str().unwrap(),
@@ -444,7 +459,7 @@ fn impossible_max_loggers_is_capped() {
     let l = list_sessions(&ctx);
     assert_eq!(l.array.as_ref().unwrap().capacity, 64);
     assert!(
-        l.warnings.iter().any(|w| w.contains(&format!(
+        l.warnings.iter().any(|w| w.message.contains(&format!(
             "MaxLoggers at {:#x} is 4294967295, outside 1-1024; reading 64 slots",
             silo + 0x10
         ))),
@@ -517,7 +532,7 @@ fn disagreeing_routes_are_reported() {
         e.array_va
     );
     assert!(
-        l.warnings.iter().any(|w| w.starts_with(&want)),
+        l.warnings.iter().any(|w| w.message.starts_with(&want)),
         "{:?}",
         l.warnings
     );
@@ -535,7 +550,9 @@ fn windows_2000_is_unsupported() {
     let l = list_sessions(&ctx);
     assert!(l.array.is_none());
     assert!(
-        l.warnings[0].starts_with("Windows 2000 (build 2195) keeps its 32 logger contexts"),
+        l.warnings[0]
+            .message
+            .starts_with("Windows 2000 (build 2195) keeps its 32 logger contexts"),
         "{:?}",
         l.warnings
     );
@@ -591,7 +608,7 @@ fn hostile_names_in_csv_and_table() {
     assert!(line.contains(",'@SUM(A1)\\u{d}\\u{a}x,"), "{line}");
     // JSON keeps the exact text (escaped by JSON itself).
     let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
-    let s4 = json
+    let s4 = json["records"]
         .as_array()
         .unwrap()
         .iter()

@@ -43,20 +43,57 @@ fn the_cli_streams_what_the_collected_rows_render_to() {
             .all(|w| (w[0].cpu, w[0].timestamp) <= (w[1].cpu, w[1].timestamp)));
         let (p, pdb_s) = (path.to_str().unwrap(), pdb.to_str().unwrap());
         for (name, fmt) in FORMATS {
-            for (cmd, want) in [
-                ("cswitch", to_string(&cs.rows, fmt)),
-                ("events", to_string(&ev.rows, fmt)),
+            for (cmd, want, warnings) in [
+                (
+                    "cswitch",
+                    to_string(&cs.rows, &cs.warnings, fmt, "cswitch"),
+                    &cs.warnings,
+                ),
+                (
+                    "events",
+                    to_string(&ev.rows, &ev.warnings, fmt, "events"),
+                    &ev.warnings,
+                ),
             ] {
                 let out = common::etwdump(&[cmd, p, "--pdb", pdb_s, "--format", name]);
                 assert!(out.status.success(), "{cmd} {name}");
                 let got = String::from_utf8(out.stdout).unwrap();
                 assert_eq!(got, want, "seed {seed}: {cmd} --format {name}");
+                let err = String::from_utf8(out.stderr).unwrap();
+                match fmt {
+                    // JSON: the warnings are in the envelope, none on stderr.
+                    RowFormat::Json => assert_eq!(err, "", "{cmd}"),
+                    // JSON Lines: one JSON object per warning on stderr.
+                    RowFormat::Jsonl => {
+                        let lines: Vec<serde_json::Value> = err
+                            .lines()
+                            .map(|l| serde_json::from_str(l).unwrap())
+                            .collect();
+                        assert_eq!(
+                            serde_json::Value::Array(lines),
+                            serde_json::to_value(warnings).unwrap(),
+                            "{cmd}"
+                        );
+                    }
+                    _ => assert_eq!(err.lines().count(), warnings.len(), "{cmd} {name}: {err}"),
+                }
             }
         }
-        // The JSON array parses back to the rows' JSON.
-        let j: serde_json::Value =
-            serde_json::from_str(&to_string(&cs.rows, RowFormat::Json)).unwrap();
-        assert_eq!(j, serde_json::to_value(&cs.rows).unwrap());
+        // The envelope: version, command, records (the rows' JSON), typed warnings.
+        let j: serde_json::Value = serde_json::from_str(&to_string(
+            &cs.rows,
+            &cs.warnings,
+            RowFormat::Json,
+            "cswitch",
+        ))
+        .unwrap();
+        assert_eq!(j["format_version"], 1);
+        assert_eq!(j["command"], "cswitch");
+        assert_eq!(j["records"], serde_json::to_value(&cs.rows).unwrap());
+        assert_eq!(j["warnings"], serde_json::to_value(&cs.warnings).unwrap());
+        for w in j["warnings"].as_array().unwrap() {
+            assert!(w["kind"].is_string() && w["message"].is_string(), "{w}");
+        }
     }
 }
 
@@ -74,7 +111,7 @@ fn csv_columns_are_the_json_fields() {
     );
     // found_by was missing from the hand-written CSV (issue 12): it is a column now.
     assert!(columns::<SwitchRow>().contains(&"found_by".to_string()));
-    let csv = to_string(&[SwitchRow::default()], RowFormat::Csv);
+    let csv = to_string(&[SwitchRow::default()], &[], RowFormat::Csv, "cswitch");
     assert_eq!(
         csv.lines().next().unwrap(),
         columns::<SwitchRow>().join(",")

@@ -54,6 +54,7 @@ fn times_after_the_dump_are_flagged() {
     let w: Vec<&String> = rep
         .warnings
         .iter()
+        .map(|w| &w.message)
         .filter(|w| w.starts_with("logger 2: "))
         .collect();
     assert_eq!(w.len(), 1, "{:?}", rep.warnings);
@@ -83,5 +84,5 @@ fn times_after_the_dump_are_flagged() {
     assert!(rep
         .warnings
         .iter()
-        .any(|w| w == &format!("--last: {of2} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)")));
+        .any(|w| w.message == format!("--last: {of2} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)")));
 }

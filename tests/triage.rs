@@ -170,8 +170,9 @@ fn real_triage_events() {
     assert!(rep
         .warnings
         .iter()
-        .any(|w| w.contains("errlog_tail: the window")
-            && w.contains("repeats the last 0x1000 bytes of logger 10's buffer 0")));
+        .any(|w| w.message.contains("errlog_tail: the window")
+            && w.message
+                .contains("repeats the last 0x1000 bytes of logger 10's buffer 0")));
     for (hook, name, n) in [
         ("0x0f32", "MSI_INTERRUPT", 73),
         ("0x0f43", "INTERRUPT", 1),
@@ -408,5 +409,5 @@ fn real_arm64_triage_blob() {
     assert!(rep
         .warnings
         .iter()
-        .any(|w| w.contains("no saved ETW window")));
+        .any(|w| w.message.contains("no saved ETW window")));
 }

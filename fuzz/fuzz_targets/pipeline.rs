@@ -180,7 +180,7 @@ fn run(d: &DumpFile) {
     }
     lap("find_buffers");
     let cs = report::cswitch::collect(&ctx, None);
-    let _ = etwdump::render::rows::to_string(&cs.rows, report::RowFormat::Csv);
+    let _ = etwdump::render::rows::to_string(&cs.rows, &cs.warnings, report::RowFormat::Csv, "cswitch");
     lap("cswitch");
     let _ = report::events::collect(&ctx, None);
     lap("events");

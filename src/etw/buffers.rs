@@ -11,6 +11,7 @@ use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::mem::{ListStop, MemError};
 use crate::symbols::{StructLayout, TypeRef};
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -69,7 +70,7 @@ pub struct FoundBuffer {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SessionBuffers {
     pub buffers: Vec<FoundBuffer>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 struct Finder<'a, 'd> {
@@ -79,7 +80,7 @@ struct Finder<'a, 'd> {
     found: Vec<FoundBuffer>,
     /// Address → index in `found`.
     index: std::collections::HashMap<VirtAddr, usize>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
     /// Upper bound on entries walked per list.
     bound: u64,
 }
@@ -209,7 +210,10 @@ impl Finder<'_, '_> {
                 true
             }
             Err(why) => {
-                self.warnings.push(format!("{list:?} entry {va}: {why}"));
+                self.warnings.push(
+                    Warning::new(WarningKind::Anomaly, format!("{list:?} entry {va}: {why}"))
+                        .at(va),
+                );
                 false
             }
         }
@@ -307,16 +311,18 @@ impl Finder<'_, '_> {
         if is(entry_type, "_SINGLE_LIST_ENTRY") {
             match self.header_layout.field("Entry").map(|f| (f.offset, &f.ty)) {
                 Some((off, t)) if is(Some(t), "_LIST_ENTRY") => self.list_entry_walk(head, off),
-                _ => self.warnings.push(
-                    "GlobalList is a LIST_ENTRY but the buffer header has no LIST_ENTRY Entry to walk it by".into(),
-                ),
+                _ => self.warnings.push(Warning::new(
+                    WarningKind::Unsupported,
+                    "GlobalList is a LIST_ENTRY but the buffer header has no LIST_ENTRY Entry to walk it by",
+                )),
             }
             return;
         }
         let Some(entry_off) = self.header_layout.field("GlobalEntry").map(|f| f.offset) else {
-            self.warnings.push(
-                "this build's buffer header has no GlobalEntry: GlobalList not walked".into(),
-            );
+            self.warnings.push(Warning::new(
+                WarningKind::Unsupported,
+                "this build's buffer header has no GlobalEntry: GlobalList not walked",
+            ));
             return;
         };
         self.list_entry_walk(head, entry_off);
@@ -342,9 +348,14 @@ impl Finder<'_, '_> {
         let first = match first {
             Ok(f) => f,
             Err(e) => {
-                self.warnings.push(format!(
-                    "_WMI_LOGGER_CONTEXT.GlobalList (SLIST) at {head}: {e}"
-                ));
+                self.warnings.push(
+                    Warning::new(
+                        WarningKind::Unreadable,
+                        format!("_WMI_LOGGER_CONTEXT.GlobalList (SLIST) at {head}: {e}"),
+                    )
+                    .at(head)
+                    .field("_WMI_LOGGER_CONTEXT.GlobalList"),
+                );
                 return;
             }
         };
@@ -357,16 +368,20 @@ impl Finder<'_, '_> {
                 None,
             ) {
                 if space.arch().is_64bit() && first_entry {
-                    self.warnings.push(
-                        "GlobalList: the x64 SLIST_HEADER's first entry does not lead to a buffer (8-byte SLIST encoding not decoded)".into(),
-                    );
+                    self.warnings.push(Warning::new(
+                        WarningKind::Unsupported,
+                        "GlobalList: the x64 SLIST_HEADER's first entry does not lead to a buffer (8-byte SLIST encoding not decoded)",
+                    ));
                 }
                 return;
             }
             first_entry = false;
         }
         if let Some(why) = walk.stopped() {
-            self.warnings.push(format!("GlobalList (SLIST): {why}"));
+            self.warnings.push(
+                Warning::new(why.kind(), format!("GlobalList (SLIST): {why}"))
+                    .field("_WMI_LOGGER_CONTEXT.GlobalList"),
+            );
         }
     }
 
@@ -377,8 +392,14 @@ impl Finder<'_, '_> {
         let mut walk = match ctx.space.list_entries(head, self.bound) {
             Ok(w) => w,
             Err(e) => {
-                self.warnings
-                    .push(format!("_WMI_LOGGER_CONTEXT.GlobalList at {head}: {e}"));
+                self.warnings.push(
+                    Warning::new(
+                        WarningKind::Unreadable,
+                        format!("_WMI_LOGGER_CONTEXT.GlobalList at {head}: {e}"),
+                    )
+                    .at(head)
+                    .field("_WMI_LOGGER_CONTEXT.GlobalList"),
+                );
                 return;
             }
         };
@@ -392,10 +413,16 @@ impl Finder<'_, '_> {
             }
         }
         match walk.stopped() {
-            Some(ListStop::Bound { after }) => self.warnings.push(format!(
-                "GlobalList: stopped after {after} entries (the hard cap of {MAX_BUFFERS_PER_LIST} entries per list)"
-            )),
-            Some(why) => self.warnings.push(format!("GlobalList: {why}")),
+            Some(ListStop::Bound { after }) => self.warnings.push(Warning::new(
+                WarningKind::Bound,
+                format!(
+                    "GlobalList: stopped after {after} entries (the hard cap of {MAX_BUFFERS_PER_LIST} entries per list)"
+                ),
+            ).field("_WMI_LOGGER_CONTEXT.GlobalList")),
+            Some(why) => self.warnings.push(
+                Warning::new(why.kind(), format!("GlobalList: {why}"))
+                    .field("_WMI_LOGGER_CONTEXT.GlobalList"),
+            ),
             None => {}
         }
     }
@@ -410,16 +437,18 @@ impl Finder<'_, '_> {
             return;
         };
         if !matches!(&**target, TypeRef::Pointer { .. }) {
-            self.warnings.push(
-                "5.1 ProcessorBuffers (per-CPU SLIST headers) are not walked; the current buffers are on GlobalList".into(),
-            );
+            self.warnings.push(Warning::new(
+                WarningKind::Unsupported,
+                "5.1 ProcessorBuffers (per-CPU SLIST headers) are not walked; the current buffers are on GlobalList",
+            ));
             return;
         }
         let arr = match v.ptr("ProcessorBuffers") {
             Ok(p) if p.0 != 0 => p,
             Ok(_) => return,
             Err(e) => {
-                self.warnings.push(e.to_string());
+                self.warnings
+                    .push(Warning::new(WarningKind::Unreadable, e.to_string()));
                 return;
             }
         };
@@ -442,7 +471,11 @@ impl Finder<'_, '_> {
         let first = match space.read_ptr(q.offset(self.psize())) {
             Ok(p) => p,
             Err(e) => {
-                self.warnings.push(format!("{field} at {q}: {e}"));
+                self.warnings.push(
+                    Warning::new(WarningKind::Unreadable, format!("{field} at {q}: {e}"))
+                        .at(q)
+                        .field(format!("_WMI_LOGGER_CONTEXT.{field}")),
+                );
                 return;
             }
         };
@@ -453,7 +486,10 @@ impl Finder<'_, '_> {
             }
         }
         if let Some(why) = walk.stopped() {
-            self.warnings.push(format!("{field}: {why}"));
+            self.warnings.push(
+                Warning::new(why.kind(), format!("{field}: {why}"))
+                    .field(format!("_WMI_LOGGER_CONTEXT.{field}")),
+            );
         }
     }
 
@@ -465,7 +501,9 @@ impl Finder<'_, '_> {
                     self.add(b, list, None);
                 }
             }
-            Err(e) => self.warnings.push(e.to_string()),
+            Err(e) => self
+                .warnings
+                .push(Warning::new(WarningKind::Unreadable, e.to_string())),
         }
     }
 
@@ -477,7 +515,8 @@ impl Finder<'_, '_> {
         let arr = match v.ptr("ScratchArray") {
             Ok(p) => VirtAddr(p.0 & self.mask()),
             Err(e) => {
-                self.warnings.push(e.to_string());
+                self.warnings
+                    .push(Warning::new(WarningKind::Unreadable, e.to_string()));
                 return;
             }
         };
@@ -525,7 +564,9 @@ impl Finder<'_, '_> {
                     self.add(b, BufferList::PerCpu, Some(cpu));
                 }
             }
-            Err(e) => self.warnings.push(format!("CPU {cpu}: {route}: {e}")),
+            Err(e) => self.warnings.push(
+                Warning::new(WarningKind::Unreadable, format!("CPU {cpu}: {route}: {e}")).cpu(cpu),
+            ),
         }
     }
 
@@ -587,12 +628,17 @@ impl Finder<'_, '_> {
                     }
                     return;
                 }
-                Ok(_) => self.warnings.push(
-                    "_ETW_SILODRIVERSTATE.ProcessorBlocks is NULL (the host silo of later Windows 11 builds); trying KPRCB.EtwSupport".into(),
+                Ok(_) => self.warnings.push(Warning::new(
+                    WarningKind::NotFound,
+                    "_ETW_SILODRIVERSTATE.ProcessorBlocks is NULL (the host silo of later Windows 11 builds); trying KPRCB.EtwSupport",
+                ).field("_ETW_SILODRIVERSTATE.ProcessorBlocks")),
+                Err(e) => self.warnings.push(
+                    Warning::new(
+                        WarningKind::Unreadable,
+                        format!("_ETW_SILODRIVERSTATE.ProcessorBlocks: {e}"),
+                    )
+                    .field("_ETW_SILODRIVERSTATE.ProcessorBlocks"),
                 ),
-                Err(e) => self
-                    .warnings
-                    .push(format!("_ETW_SILODRIVERSTATE.ProcessorBlocks: {e}")),
             }
         } else if let Some((silo, f)) = silo_field {
             // 1703: ProcessorBlocks inline in the silo state: ETW_SILO_TRACING_BLOCK[cpu]
@@ -610,9 +656,12 @@ impl Finder<'_, '_> {
             return;
         }
         let Some((es_off, blocks)) = self.etw_support_blocks() else {
-            self.warnings.push(format!(
-                "per-CPU current buffers: no KPRCB.EtwSupport layout or KiProcessorBlock for build {}; current buffers are still found on GlobalList",
-                ctx.build
+            self.warnings.push(Warning::new(
+                WarningKind::NotFound,
+                format!(
+                    "per-CPU current buffers: no KPRCB.EtwSupport layout or KiProcessorBlock for build {}; current buffers are still found on GlobalList",
+                    ctx.build
+                ),
             ));
             return;
         };
@@ -622,8 +671,14 @@ impl Finder<'_, '_> {
         if let Some((route, how)) = known {
             for (cpu, es) in blocks.iter().enumerate() {
                 let Some(es) = es else {
-                    self.warnings
-                        .push(format!("CPU {cpu}: KPRCB.EtwSupport is unreadable or NULL"));
+                    self.warnings.push(
+                        Warning::new(
+                            WarningKind::Unreadable,
+                            format!("CPU {cpu}: KPRCB.EtwSupport is unreadable or NULL"),
+                        )
+                        .cpu(cpu as u64)
+                        .field("_KPRCB.EtwSupport"),
+                    );
                     continue;
                 };
                 let res = match how {
@@ -646,9 +701,12 @@ impl Finder<'_, '_> {
                 }
             }
         }
-        self.warnings.push(format!(
-            "per-CPU current buffers: no documented route for build {} (KPRCB.EtwSupport at {es_off:#x}); a validated search of the EtwSupport blocks found {hits}",
-            ctx.build
+        self.warnings.push(Warning::new(
+            WarningKind::Inferred,
+            format!(
+                "per-CPU current buffers: no documented route for build {} (KPRCB.EtwSupport at {es_off:#x}); a validated search of the EtwSupport blocks found {hits}",
+                ctx.build
+            ),
         ));
     }
 }

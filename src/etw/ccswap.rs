@@ -20,6 +20,7 @@ use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::Session;
 use crate::etw::routes::etw_support_route;
 use crate::kernel::context::KernelContext;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -65,7 +66,7 @@ pub struct PendingFound {
 #[derive(Clone, Debug, Default)]
 pub struct PendingList {
     pub blocks: Vec<PendingFound>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// The build's `MaximumWaitReason` (the CCSWAP state bias, etw-internals.md §4.3): the
@@ -109,10 +110,13 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
         .and_then(|l| l.field("EtwSupport"))
         .map(|f| f.offset)
     else {
-        out.warnings.push(format!(
-            "no _KPRCB.EtwSupport layout for build {}",
-            ctx.build
-        ));
+        out.warnings.push(
+            Warning::new(
+                WarningKind::NotFound,
+                format!("no _KPRCB.EtwSupport layout for build {}", ctx.build),
+            )
+            .field("_KPRCB.EtwSupport"),
+        );
         return out;
     };
     let (mwr, _) = maximum_wait_reason_of(ctx);
@@ -127,7 +131,9 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
             Ok(p) if p.0 != 0 => p,
             Ok(_) => continue,
             Err(e) => {
-                out.warnings.push(format!("CPU {cpu}: {e}"));
+                out.warnings.push(
+                    Warning::new(WarningKind::Unreadable, format!("CPU {cpu}: {e}")).cpu(cpu),
+                );
                 continue;
             }
         };
@@ -141,9 +147,14 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                         Ok(p) if p.0 != 0 => p,
                         Ok(_) => continue,
                         Err(e) => {
-                            out.warnings.push(format!(
-                                "CPU {cpu} clock {clock}: pointer at {pointer}: {e}"
-                            ));
+                            out.warnings.push(
+                                Warning::new(
+                                    WarningKind::Unreadable,
+                                    format!("CPU {cpu} clock {clock}: pointer at {pointer}: {e}"),
+                                )
+                                .cpu(cpu)
+                                .at(pointer),
+                            );
                             continue;
                         }
                     };
@@ -159,9 +170,14 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                             found_by: FoundBy::KnownOffset { offset },
                             decoded,
                         }),
-                        Err(why) => out
-                            .warnings
-                            .push(format!("CPU {cpu} clock {clock}: block at {block}: {why}")),
+                        Err(why) => out.warnings.push(
+                            Warning::new(
+                                WarningKind::Anomaly,
+                                format!("CPU {cpu} clock {clock}: block at {block}: {why}"),
+                            )
+                            .cpu(cpu)
+                            .at(block),
+                        ),
                     }
                 }
             }
@@ -212,9 +228,16 @@ fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out:
                 found_by: FoundBy::Search { offset: off as u64 },
                 decoded,
             }),
-            Err(why) => out.warnings.push(format!(
-                "CPU {cpu}: 'CCsw' block at {v} (pointer at EtwSupport+{off:#x}) fails validation: {why}"
-            )),
+            Err(why) => out.warnings.push(
+                Warning::new(
+                    WarningKind::Anomaly,
+                    format!(
+                        "CPU {cpu}: 'CCsw' block at {v} (pointer at EtwSupport+{off:#x}) fails validation: {why}"
+                    ),
+                )
+                .cpu(cpu)
+                .at(v),
+            ),
         }
     }
 }
@@ -361,14 +384,14 @@ pub fn infer_clocks(
         _ => None,
     };
     if bases.len() > 1 {
-        list.warnings.push(format!(
+        list.warnings.push(Warning::new(WarningKind::Conflict, format!(
             "pending blocks: the clock evidence implies different pointer groups ({}): conflicting blocks get no clock",
             bases
                 .iter()
                 .map(|(b, n)| format!("EtwSupport+{b:#x} by {n} blocks"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        ));
+        )));
     }
     // 3. Decide.
     for (i, p) in list.blocks.iter_mut().enumerate() {
@@ -425,10 +448,17 @@ pub fn infer_clocks(
     for p in &list.blocks {
         let Some(c) = p.clock else { continue };
         if let Fit::Fails(why) = fit(ctx, facts, sessions, &p.decoded, c) {
-            list.warnings.push(format!(
-                "pending block {} (CPU {}, clock {c}): {why}",
-                p.block, p.cpu
-            ));
+            list.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!(
+                        "pending block {} (CPU {}, clock {c}): {why}",
+                        p.block, p.cpu
+                    ),
+                )
+                .cpu(p.cpu)
+                .at(p.block),
+            );
         }
     }
 }

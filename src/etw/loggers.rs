@@ -13,6 +13,7 @@ use crate::kernel::view::View;
 use crate::kernel::UnicodeString;
 use crate::symbols::StructLayout;
 use crate::time::filetime_to_iso8601;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// One active session.
@@ -126,7 +127,7 @@ pub struct SessionList {
     /// Non-free slots that do not lead to a logger context, with the reason.
     pub rejected: Vec<RejectedSlot>,
     /// Slots rejected, routes that disagree, fields that could not be read.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Find the array and read every session in it.
@@ -136,29 +137,44 @@ pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     out.warnings = resolution.warnings;
     let routes = resolution.arrays;
     let Some(primary) = routes.first().cloned() else {
-        out.warnings.push(if out.warnings.is_empty() {
-            "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)".into()
-        } else {
-            "the logger-context array could not be located: every route above failed".into()
-        });
+        out.warnings.push(Warning::new(
+            WarningKind::NotFound,
+            if out.warnings.is_empty() {
+                "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)"
+            } else {
+                "the logger-context array could not be located: every route above failed"
+            },
+        ));
         return out;
     };
     for r in &routes[1..] {
         if r.address != primary.address {
-            out.warnings.push(format!(
-                "routes disagree: {} gives the logger array at {}, {} gives {} (this can mean tampering); using the first",
-                primary.route.describe(),
-                primary.address,
-                r.route.describe(),
-                r.address
-            ));
+            out.warnings.push(
+                Warning::new(
+                    WarningKind::Conflict,
+                    format!(
+                        "routes disagree: {} gives the logger array at {}, {} gives {} (this can mean tampering); using the first",
+                        primary.route.describe(),
+                        primary.address,
+                        r.route.describe(),
+                        r.address
+                    ),
+                )
+                .at(r.address),
+            );
         }
     }
     let Some(layout) = ctx.symbols.layout("_WMI_LOGGER_CONTEXT") else {
-        out.warnings.push(format!(
-            "no _WMI_LOGGER_CONTEXT layout for build {} (no symbols with it, no built-in table)",
-            ctx.build
-        ));
+        out.warnings.push(
+            Warning::new(
+                WarningKind::NotFound,
+                format!(
+                    "no _WMI_LOGGER_CONTEXT layout for build {} (no symbols with it, no built-in table)",
+                    ctx.build
+                ),
+            )
+            .field("_WMI_LOGGER_CONTEXT"),
+        );
         out.array = Some(primary);
         out.routes = routes;
         return out;
@@ -197,17 +213,31 @@ fn read_slots(
         // 5.x marks a slot whose logger is starting or stopping with a pointer back to the
         // array itself (etw-internals.md §1.2); later kernels use bit 0 only.
         if value == arr.address && ctx.build < 6000 {
-            out.warnings.push(format!(
-                "slot {slot}: points back to the array ({value}): a logger starting or stopping (in transition)"
-            ));
+            out.warnings.push(
+                Warning::new(
+                    WarningKind::Anomaly,
+                    format!(
+                        "slot {slot}: points back to the array ({value}): a logger starting or stopping (in transition)"
+                    ),
+                )
+                .slot(slot)
+                .at(value),
+            );
             continue;
         }
         match read_session(ctx, layout, arr, slot, value) {
             Ok(s) => out.sessions.push(s),
             Err((field, reason)) => {
-                out.warnings.push(format!(
-                    "slot {slot}: {value} is not a logger context: {reason}"
-                ));
+                let mut w = Warning::new(
+                    WarningKind::Anomaly,
+                    format!("slot {slot}: {value} is not a logger context: {reason}"),
+                )
+                .slot(slot)
+                .at(value);
+                if let Some(f) = field {
+                    w = w.field(format!("_WMI_LOGGER_CONTEXT.{f}"));
+                }
+                out.warnings.push(w);
                 out.rejected.push(RejectedSlot {
                     slot,
                     value,
@@ -220,14 +250,22 @@ fn read_slots(
     if let (Some(&first), Some(&last), Some(e)) =
         (unreadable.first(), unreadable.last(), first_error)
     {
-        out.warnings.push(if unreadable.len() == 1 {
-            format!("slot {first}: the array entry is unreadable: {e}")
-        } else {
-            format!(
-                "{} slots between {first} and {last} are unreadable (not in the dump); the first: {e}",
-                unreadable.len()
+        let w = if unreadable.len() == 1 {
+            Warning::new(
+                WarningKind::Unreadable,
+                format!("slot {first}: the array entry is unreadable: {e}"),
             )
-        });
+            .slot(first)
+        } else {
+            Warning::new(
+                WarningKind::Unreadable,
+                format!(
+                    "{} slots between {first} and {last} are unreadable (not in the dump); the first: {e}",
+                    unreadable.len()
+                ),
+            )
+        };
+        out.warnings.push(w.at(arr.address.offset(first * psize)));
     }
 }
 

@@ -13,6 +13,7 @@
 use crate::addr::VirtAddr;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Largest MaxLoggers accepted (the registry allows 32-256).
@@ -79,7 +80,7 @@ pub struct Resolution {
     /// Every root the symbols and the KDBG allow to locate, with its presence.
     pub roots: Vec<EtwRoot>,
     /// Why a route gave nothing, and disagreements between them.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl Resolution {
@@ -127,10 +128,10 @@ pub fn resolve_logger_array(ctx: &KernelContext<'_>) -> Resolution {
         // etw-internals.md §1.1: 5.0 keeps its 32 logger pointers in the WMI service device's
         // extension (WMISERVDEVEXT.LoggerContextTable), a route only inferred from one source.
         r.warnings.clear();
-        r.warnings.push(format!(
+        r.warnings.push(Warning::new(WarningKind::Unsupported, format!(
             "Windows 2000 (build {}) keeps its 32 logger contexts in the WMI service device extension (WmipServiceDeviceObject -> WMISERVDEVEXT.LoggerContextTable); etwdump does not support that route",
             ctx.build
-        ));
+        )));
         r.arrays.clear();
     }
     r
@@ -150,12 +151,20 @@ fn host_silo_state(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<VirtAd
                 if v.0 != 0 {
                     silos.push(v);
                 } else {
-                    r.warnings.push(format!("{HOST} at {va} is NULL"));
+                    r.warnings.push(
+                        Warning::new(WarningKind::NotFound, format!("{HOST} at {va} is NULL"))
+                            .at(va)
+                            .field(HOST),
+                    );
                 }
             }
             Err(e) => {
                 r.root(HOST, Some(va), false, None, e.to_string());
-                r.warnings.push(format!("{HOST}: {e}"));
+                r.warnings.push(
+                    Warning::new(WarningKind::Unreadable, format!("{HOST}: {e}"))
+                        .at(va)
+                        .field(HOST),
+                );
             }
         },
     }
@@ -180,7 +189,9 @@ fn host_silo_state(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<VirtAd
                     }
                     Err(e) => {
                         r.root(GLOBALS, at, false, None, e.to_string());
-                        r.warnings.push(e.to_string());
+                        r.warnings.push(
+                            Warning::new(WarningKind::Unreadable, e.to_string()).field(GLOBALS),
+                        );
                     }
                 }
             }
@@ -194,9 +205,12 @@ fn host_silo_state(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<VirtAd
         }
     }
     if silos.len() == 2 && silos[0] != silos[1] {
-        r.warnings.push(format!(
-            "EtwpHostSiloState points to {} but PspHostSiloGlobals.EtwSiloState to {} (this can mean tampering)",
-            silos[0], silos[1]
+        r.warnings.push(Warning::new(
+            WarningKind::Conflict,
+            format!(
+                "EtwpHostSiloState points to {} but PspHostSiloGlobals.EtwSiloState to {} (this can mean tampering)",
+                silos[0], silos[1]
+            ),
         ));
     }
     silos.first().copied()
@@ -243,10 +257,17 @@ fn silo_arrays(ctx: &KernelContext<'_>, silo: VirtAddr, r: &mut Resolution) {
             None,
             "no _ETW_SILODRIVERSTATE layout for this build",
         );
-        r.warnings.push(format!(
-            "no _ETW_SILODRIVERSTATE layout for build {}: the silo state at {silo} cannot be read",
-            ctx.build
-        ));
+        r.warnings.push(
+            Warning::new(
+                WarningKind::NotFound,
+                format!(
+                    "no _ETW_SILODRIVERSTATE layout for build {}: the silo state at {silo} cannot be read",
+                    ctx.build
+                ),
+            )
+            .at(silo)
+            .field("_ETW_SILODRIVERSTATE"),
+        );
         return;
     };
     let v = View::new(space, l, silo);
@@ -263,7 +284,11 @@ fn silo_arrays(ctx: &KernelContext<'_>, silo: VirtAddr, r: &mut Resolution) {
                     None,
                     e.to_string(),
                 );
-                r.warnings.push(e.to_string());
+                r.warnings.push(
+                    Warning::new(WarningKind::Unreadable, e.to_string())
+                        .at(silo)
+                        .field("_ETW_SILODRIVERSTATE.EtwpLoggerContext"),
+                );
                 return;
             }
         };
@@ -279,23 +304,40 @@ fn silo_arrays(ctx: &KernelContext<'_>, silo: VirtAddr, r: &mut Resolution) {
             },
         );
         if arr.0 == 0 {
-            r.warnings.push(format!(
-                "_ETW_SILODRIVERSTATE.EtwpLoggerContext at {silo} is NULL"
-            ));
+            r.warnings.push(
+                Warning::new(
+                    WarningKind::NotFound,
+                    format!("_ETW_SILODRIVERSTATE.EtwpLoggerContext at {silo} is NULL"),
+                )
+                .at(silo)
+                .field("_ETW_SILODRIVERSTATE.EtwpLoggerContext"),
+            );
             return;
         }
         let capacity = match max {
             Ok(n) if (1..=MAX_CAPACITY).contains(&n) => n,
             Ok(n) => {
-                r.warnings.push(format!(
-                    "_ETW_SILODRIVERSTATE.MaxLoggers at {} is {n}, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots",
-                    v.field_va("MaxLoggers").unwrap_or(silo)
-                ));
+                let at = v.field_va("MaxLoggers").unwrap_or(silo);
+                r.warnings.push(
+                    Warning::new(
+                        WarningKind::Anomaly,
+                        format!(
+                            "_ETW_SILODRIVERSTATE.MaxLoggers at {at} is {n}, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots"
+                        ),
+                    )
+                    .at(at)
+                    .field("_ETW_SILODRIVERSTATE.MaxLoggers"),
+                );
                 DEFAULT_CAPACITY
             }
             Err(e) => {
-                r.warnings
-                    .push(format!("{e}; reading {DEFAULT_CAPACITY} slots"));
+                r.warnings.push(
+                    Warning::new(
+                        WarningKind::Unreadable,
+                        format!("{e}; reading {DEFAULT_CAPACITY} slots"),
+                    )
+                    .field("_ETW_SILODRIVERSTATE.MaxLoggers"),
+                );
                 DEFAULT_CAPACITY
             }
         };
@@ -320,9 +362,15 @@ fn silo_arrays(ctx: &KernelContext<'_>, silo: VirtAddr, r: &mut Resolution) {
                 *count
             }
             crate::symbols::TypeRef::Array { count, .. } => {
-                r.warnings.push(format!(
-                    "the symbols give _ETW_SILODRIVERSTATE.WmipLoggerContext {count} entries, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots"
-                ));
+                r.warnings.push(
+                    Warning::new(
+                        WarningKind::Anomaly,
+                        format!(
+                            "the symbols give _ETW_SILODRIVERSTATE.WmipLoggerContext {count} entries, outside 1-{MAX_CAPACITY}; reading {DEFAULT_CAPACITY} slots"
+                        ),
+                    )
+                    .field("_ETW_SILODRIVERSTATE.WmipLoggerContext"),
+                );
                 DEFAULT_CAPACITY
             }
             _ => DEFAULT_CAPACITY,
@@ -366,8 +414,14 @@ fn kdbg_array(ctx: &KernelContext<'_>, r: &mut Resolution) {
         }
         Err(e) => {
             r.root(NAME, Some(d), false, None, e.to_string());
-            r.warnings
-                .push(format!("KDBG.EtwpDebuggerData + 0x10: {e}"));
+            r.warnings.push(
+                Warning::new(
+                    WarningKind::Unreadable,
+                    format!("KDBG.EtwpDebuggerData + 0x10: {e}"),
+                )
+                .at(d.offset(0x10))
+                .field("KDDEBUGGER_DATA64.EtwpDebuggerData"),
+            );
         }
     }
 }
@@ -376,23 +430,35 @@ fn kdbg_array(ctx: &KernelContext<'_>, r: &mut Resolution) {
 /// MaxLoggers pointers, so its POOL_HEADER's BlockSize bounds it (the pool rounds the size up,
 /// so a few slots past the end may be read: they are judged like any slot). Accepted when it
 /// gives 32-256 slots (the registry's range, etw-internals.md §1.1); else 64, said so.
-fn capacity_from_pool(ctx: &KernelContext<'_>, arr: VirtAddr, warnings: &mut Vec<String>) -> u64 {
+fn capacity_from_pool(ctx: &KernelContext<'_>, arr: VirtAddr, warnings: &mut Vec<Warning>) -> u64 {
     let psize = ctx.space.arch().pointer_size();
     match crate::kernel::pool::block_bytes(&ctx.space, arr).map(|b| b / psize) {
         Some(n) if (32..=256).contains(&n) => {
-            warnings.push(format!(
-                "the logger array's capacity (MaxLoggers) is not known (no silo state was readable): reading {n} slots, the size of the array's pool allocation (BlockSize; an upper bound)"
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::Inferred,
+                    format!(
+                        "the logger array's capacity (MaxLoggers) is not known (no silo state was readable): reading {n} slots, the size of the array's pool allocation (BlockSize; an upper bound)"
+                    ),
+                )
+                .at(arr),
+            );
             n
         }
         other => {
-            warnings.push(format!(
-                "the logger array's capacity (MaxLoggers) is unknown (no silo state was readable){}; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)",
-                match other {
-                    Some(n) => format!(" (its pool header says {n} slots, outside 32-256)"),
-                    None => String::new(),
-                }
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::NotFound,
+                    format!(
+                        "the logger array's capacity (MaxLoggers) is unknown (no silo state was readable){}; reading {DEFAULT_CAPACITY} slots (Windows 10 1709+ may have up to 256)",
+                        match other {
+                            Some(n) => format!(" (its pool header says {n} slots, outside 32-256)"),
+                            None => String::new(),
+                        }
+                    ),
+                )
+                .at(arr),
+            );
             DEFAULT_CAPACITY
         }
     }

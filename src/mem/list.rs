@@ -23,6 +23,17 @@ pub enum ListStop {
     Unreadable { entry: VirtAddr, source: MemError },
 }
 
+impl ListStop {
+    /// The warning kind of a walk that stopped this way.
+    pub fn kind(&self) -> crate::warning::WarningKind {
+        use crate::warning::WarningKind;
+        match self {
+            ListStop::Bound { .. } | ListStop::Cycle { .. } => WarningKind::Bound,
+            ListStop::Unreadable { .. } => WarningKind::Unreadable,
+        }
+    }
+}
+
 /// A bounded, cycle-safe walk; `next` reads the link that follows an entry.
 pub struct ListWalk<F> {
     next: F,

@@ -40,7 +40,7 @@ impl BufferReport {
             }
         }
         for w in self.warnings.iter().chain(&self.sessions.warnings) {
-            let _ = writeln!(o, "warning: {}", super::text::printable(w));
+            let _ = writeln!(o, "warning: {}", super::text::printable(&w.message));
         }
         o
     }

@@ -4,14 +4,40 @@
 //!
 //! CSV columns are the row's JSON fields, in the same order (nested values as compact JSON
 //! text), every field made inert by [`csv_field`]; JSON Lines adds the Timesketch fields
-//! (`datetime`, `timestamp_desc`, `message`) to each row's object; the JSON array is the same
-//! text `serde_json::to_string_pretty` gives for the whole list.
+//! (`datetime`, `timestamp_desc`, `message`) to each row's object; JSON is the envelope of
+//! [`Envelope`] (README "Output contract"), the same text `serde_json::to_string_pretty`
+//! gives for it.
 
 use super::csv::{csv_field, csv_line};
 use crate::report::RowFormat;
+use crate::warning::Warning;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{self, Write};
+
+/// Version of the JSON output contract (README "Output contract").
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The JSON output of every listing command: `{"format_version", "command", "records",
+/// "warnings"}`; `jq '.records[]'` gives the rows, `jq '.warnings[]'` the typed warnings.
+#[derive(Serialize)]
+pub struct Envelope<'a, T: Serialize> {
+    pub format_version: u32,
+    pub command: &'a str,
+    pub records: &'a [T],
+    pub warnings: &'a [Warning],
+}
+
+impl<'a, T: Serialize> Envelope<'a, T> {
+    pub fn new(command: &'a str, records: &'a [T], warnings: &'a [Warning]) -> Self {
+        Envelope {
+            format_version: FORMAT_VERSION,
+            command,
+            records,
+            warnings,
+        }
+    }
+}
 
 /// The Timesketch fields of one row.
 pub struct Timesketch {
@@ -52,23 +78,33 @@ fn csv_text(v: &Value) -> String {
 pub struct RowWriter<W: Write, R: Row> {
     out: W,
     format: RowFormat,
+    command: &'static str,
     columns: Vec<String>,
     rows: u64,
     _row: std::marker::PhantomData<fn(&R)>,
 }
 
 impl<W: Write, R: Row> RowWriter<W, R> {
-    /// Start a listing: writes the table header or the CSV header line.
-    pub fn new(mut out: W, format: RowFormat) -> io::Result<Self> {
+    /// Start the listing of `command`: writes the table header, the CSV header line or the
+    /// JSON envelope's opening.
+    pub fn new(mut out: W, format: RowFormat, command: &'static str) -> io::Result<Self> {
         let columns = columns::<R>();
         match format {
             RowFormat::Table => writeln!(out, "{}", R::table_header())?,
             RowFormat::Csv => out.write_all(csv_line(&columns).as_bytes())?,
-            RowFormat::Json | RowFormat::Jsonl => {}
+            RowFormat::Json => {
+                let v = serde_json::to_string(command).map_err(io::Error::other)?;
+                write!(
+                    out,
+                    "{{\n  \"format_version\": {FORMAT_VERSION},\n  \"command\": {v},\n  \"records\": ["
+                )?;
+            }
+            RowFormat::Jsonl => {}
         }
         Ok(RowWriter {
             out,
             format,
+            command,
             columns,
             rows: 0,
             _row: std::marker::PhantomData,
@@ -112,42 +148,83 @@ impl<W: Write, R: Row> RowWriter<W, R> {
                     serde_json::to_writer(&mut line, &t.message).map_err(io::Error::other)?;
                     line.push(b'}');
                 }
+                super::text::json_terminal_safe(&mut line);
                 line.push(b'\n');
                 self.out.write_all(&line)?;
             }
             RowFormat::Json => {
-                // As to_string_pretty of the whole array: "[\n", each element indented by two
-                // spaces, ",\n" between them, "\n]".
-                let text = serde_json::to_string_pretty(r).map_err(io::Error::other)?;
+                // As to_string_pretty of the envelope: each record indented by four spaces,
+                // ",\n" between them.
+                let text = pretty(r)?;
                 self.out
-                    .write_all(if self.rows == 0 { b"[\n" } else { b",\n" })?;
-                for (i, line) in text.lines().enumerate() {
-                    if i > 0 {
-                        self.out.write_all(b"\n")?;
-                    }
-                    self.out.write_all(b"  ")?;
-                    self.out.write_all(line.as_bytes())?;
-                }
+                    .write_all(if self.rows == 0 { b"\n" } else { b",\n" })?;
+                indent(&mut self.out, &text, "    ")?;
             }
         }
         self.rows += 1;
         Ok(())
     }
 
-    /// End the listing (closes the JSON array) and give the writer back.
-    pub fn finish(mut self) -> io::Result<W> {
+    /// End the listing with its warnings (the JSON envelope's `warnings`; the other formats
+    /// leave warnings to the caller) and give the writer back.
+    pub fn finish(mut self, warnings: &[Warning]) -> io::Result<W> {
         if self.format == RowFormat::Json {
             self.out
-                .write_all(if self.rows == 0 { b"[]\n" } else { b"\n]\n" })?;
+                .write_all(if self.rows == 0 { b"]," } else { b"\n  ]," })?;
+            self.out.write_all(b"\n  \"warnings\": ")?;
+            let text = pretty(&warnings)?;
+            let mut lines = text.lines();
+            if let Some(first) = lines.next() {
+                self.out.write_all(first.as_bytes())?;
+            }
+            for line in lines {
+                self.out.write_all(b"\n  ")?;
+                self.out.write_all(line.as_bytes())?;
+            }
+            self.out.write_all(b"\n}\n")?;
         }
         self.out.flush()?;
         Ok(self.out)
     }
+
+    /// The command this listing belongs to.
+    pub fn command(&self) -> &'static str {
+        self.command
+    }
 }
 
-/// All of `rows` in `format`, as text (for callers that hold the rows anyway).
-pub fn to_string<R: Row>(rows: &[R], format: RowFormat) -> String {
-    let mut w = match RowWriter::<Vec<u8>, R>::new(Vec::new(), format) {
+/// Pretty JSON text, terminal-safe.
+fn pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
+    let mut t = serde_json::to_vec_pretty(v).map_err(io::Error::other)?;
+    super::text::json_terminal_safe(&mut t);
+    String::from_utf8(t).map_err(io::Error::other)
+}
+
+/// Terminal-safe pretty JSON of a whole value (the envelope of the listing commands).
+pub fn to_json_pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
+    pretty(v)
+}
+
+/// Write `text`'s lines, each with `prefix`, without a final newline.
+fn indent(out: &mut impl Write, text: &str, prefix: &str) -> io::Result<()> {
+    for (i, line) in text.lines().enumerate() {
+        if i > 0 {
+            out.write_all(b"\n")?;
+        }
+        out.write_all(prefix.as_bytes())?;
+        out.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// All of `rows` of `command` in `format`, as text (for callers that hold the rows anyway).
+pub fn to_string<R: Row>(
+    rows: &[R],
+    warnings: &[Warning],
+    format: RowFormat,
+    command: &'static str,
+) -> String {
+    let mut w = match RowWriter::<Vec<u8>, R>::new(Vec::new(), format, command) {
         Ok(w) => w,
         Err(_) => return String::new(),
     };
@@ -156,7 +233,7 @@ pub fn to_string<R: Row>(rows: &[R], format: RowFormat) -> String {
             break;
         }
     }
-    let bytes = w.finish().unwrap_or_default();
+    let bytes = w.finish(warnings).unwrap_or_default();
     String::from_utf8(bytes).unwrap_or_default()
 }
 
@@ -197,17 +274,24 @@ mod tests {
             },
             T::default(),
         ];
+        let w =
+            [crate::warning::Warning::new(crate::warning::WarningKind::Anomaly, "odd").logger(2)];
+        for (rows, warnings) in [
+            (&rows[..], &w[..]),
+            (&[][..], &[][..]),
+            (&rows[..], &[][..]),
+        ] {
+            assert_eq!(
+                to_string(rows, warnings, RowFormat::Json, "t"),
+                serde_json::to_string_pretty(&Envelope::new("t", rows, warnings)).unwrap() + "\n"
+            );
+        }
         assert_eq!(
-            to_string(&rows, RowFormat::Json),
-            serde_json::to_string_pretty(&rows).unwrap() + "\n"
-        );
-        assert_eq!(to_string::<T>(&[], RowFormat::Json), "[]\n");
-        assert_eq!(
-            to_string(&rows, RowFormat::Csv),
+            to_string(&rows, &w, RowFormat::Csv, "t"),
             "a,b,c\n1,\"'=x,\\u{1b}\",\"[1,2]\"\n0,,[]\n"
         );
-        assert_eq!(to_string(&rows, RowFormat::Table), "A\n1\n0\n");
-        let l = to_string(&rows, RowFormat::Jsonl);
+        assert_eq!(to_string(&rows, &w, RowFormat::Table, "t"), "A\n1\n0\n");
+        let l = to_string(&rows, &w, RowFormat::Jsonl, "t");
         let first: Value = serde_json::from_str(l.lines().next().unwrap()).unwrap();
         assert_eq!(first["message"], "m1");
         assert_eq!(first["datetime"], Value::Null);

@@ -182,7 +182,7 @@ pub fn to_table(list: &SessionList) -> String {
         }
     }
     for w in &list.warnings {
-        let _ = writeln!(o, "warning: {}", printable(w));
+        let _ = writeln!(o, "warning: {}", printable(&w.message));
     }
     o
 }

@@ -5,6 +5,7 @@ use crate::etl::records::{walk, Walk};
 use crate::etw::buffers::{find_buffers, read_buffer, BufferList, FoundBuffer};
 use crate::etw::loggers::{list_sessions, Session, SessionList};
 use crate::kernel::context::KernelContext;
+use crate::warning::Warning;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -43,7 +44,7 @@ pub struct BufferReport {
     pub sessions: SessionList,
     pub rows: Vec<BufferRow>,
     /// Session-level problems (list walks), by session id.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Does `s` match a `--session` selector (id or name)?
@@ -59,9 +60,7 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) 
     if let Some(array) = sessions.array.clone() {
         for s in sessions.sessions.iter().filter(|s| selected(s, session)) {
             let found = find_buffers(ctx, &array, s);
-            for w in found.warnings {
-                warnings.push(format!("logger {}: {w}", s.logger_id));
-            }
+            warnings.extend(found.warnings.into_iter().map(|w| w.in_logger(s.logger_id)));
             rows.extend(rows_parallel(ctx, s, &found.buffers, keep_data));
         }
     }

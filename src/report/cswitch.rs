@@ -16,6 +16,7 @@ use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
 use crate::symbols::Symbols;
 use crate::time::filetime_to_iso8601;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// One context switch.
@@ -213,14 +214,12 @@ struct Plan<'c> {
     streams: Vec<Stream>,
     by_tid: std::collections::HashMap<u64, (u64, String)>,
     mwr: Option<u8>,
-    warnings: Vec<String>,
-    late_warnings: Vec<String>,
+    warnings: Vec<Warning>,
+    late_warnings: Vec<Warning>,
 }
 
-fn note(w: &mut Vec<String>, what: String) {
-    if !w.contains(&what) {
-        w.push(what);
-    }
+fn note(w: &mut Vec<Warning>, what: Warning) {
+    crate::warning::push_once(w, what);
 }
 
 fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
@@ -230,11 +229,17 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
     };
     let (mwr, _) = maximum_wait_reason_of(ctx);
     if mwr.is_none() {
-        warnings.push(format!(
-            "MaximumWaitReason of build {} is unknown (no _KWAIT_REASON in the symbols): compact \
-             switches' old states are not decoded",
-            ctx.build
-        ));
+        warnings.push(
+            Warning::new(
+                WarningKind::NotFound,
+                format!(
+                    "MaximumWaitReason of build {} is unknown (no _KWAIT_REASON in the symbols): compact \
+                     switches' old states are not decoded",
+                    ctx.build
+                ),
+            )
+            .field("_KWAIT_REASON.MaximumWaitReason"),
+        );
     }
     let list = list_sessions(ctx);
     let facts = ClockFacts::gather(ctx, &list.sessions);
@@ -258,29 +263,42 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
             {
                 note(
                     &mut warnings,
-                    format!(
-                        "pending block {} (CPU {}): clock {c} {}",
-                        p.block, p.cpu, p.clock_how
-                    ),
+                    Warning::new(
+                        WarningKind::Inferred,
+                        format!(
+                            "pending block {} (CPU {}): clock {c} {}",
+                            p.block, p.cpu, p.clock_how
+                        ),
+                    )
+                    .cpu(p.cpu)
+                    .at(p.block),
                 );
             }
         }
         if let Some(why) = conv.problem() {
             note(
                 &mut warnings,
-                format!(
-                    "pending block {} (CPU {}): times not converted: {why}",
-                    p.block, p.cpu
-                ),
+                Warning::new(
+                    WarningKind::Time,
+                    format!(
+                        "pending block {} (CPU {}): times not converted: {why}",
+                        p.block, p.cpu
+                    ),
+                )
+                .cpu(p.cpu)
+                .at(p.block),
             );
         }
         let mut rows = Vec::new();
         if let Some(b) = &p.decoded.batch {
-            warnings.extend(
-                b.warnings
-                    .iter()
-                    .map(|w| format!("pending block {} (CPU {}): {w}", p.block, p.cpu)),
-            );
+            warnings.extend(b.warnings.iter().map(|w| {
+                Warning::new(
+                    WarningKind::Decode,
+                    format!("pending block {} (CPU {}): {w}", p.block, p.cpu),
+                )
+                .cpu(p.cpu)
+                .at(p.block)
+            }));
             // The last switch's new thread is the CPU's current thread (§4.3), when the
             // block is the CPU's newest (an open batch).
             let mut current = None;
@@ -289,7 +307,11 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
                     Ok((_, tid)) => current = u32::try_from(tid).ok(),
                     Err(why) => note(
                         &mut warnings,
-                        format!("last pending switch's new thread unknown: {why}"),
+                        Warning::new(
+                            WarningKind::NotFound,
+                            format!("last pending switch's new thread unknown: {why}"),
+                        )
+                        .cpu(p.cpu),
                     ),
                 }
             }
@@ -332,7 +354,11 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
             if let Some(why) = conv.problem() {
                 note(
                     &mut warnings,
-                    format!("logger {}: times not converted: {why}", s.logger_id),
+                    Warning::new(
+                        WarningKind::Time,
+                        format!("logger {}: times not converted: {why}", s.logger_id),
+                    )
+                    .logger(s.logger_id),
                 );
             }
             groups.push(Group {
@@ -392,7 +418,11 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
         by_tid,
         mwr,
         warnings,
-        late_warnings: procs.warnings,
+        late_warnings: procs
+            .warnings
+            .into_iter()
+            .map(|w| Warning::new(WarningKind::Unreadable, w))
+            .collect(),
     }
 }
 
@@ -484,7 +514,7 @@ pub fn stream(
     cpu_filter: Option<u64>,
     last: Option<Last>,
     emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
-) -> std::io::Result<Vec<String>> {
+) -> std::io::Result<Vec<Warning>> {
     let mut p = plan(ctx, cpu_filter);
     // --last: the window's start, or None when nothing can be placed.
     let from = last.map(|l| {
@@ -524,44 +554,40 @@ pub fn stream(
         let out_of_order = merge(&firsts, &mut sink, MAX_OPEN_ROWS);
         std::mem::replace(&mut sink.result, Ok(()))?;
         if out_of_order > 0 {
-            disorder.push(format!(
-                "CPU {}: the time ranges of its buffers overlap beyond {MAX_OPEN_ROWS} held switches; {out_of_order} switches were given before the merge could place them (not in strict time order)",
-                cpu.map_or("?".into(), |c| c.to_string())
-            ));
+            let mut w = Warning::new(
+                WarningKind::Bound,
+                format!(
+                    "CPU {}: the time ranges of its buffers overlap beyond {MAX_OPEN_ROWS} held switches; {out_of_order} switches were given before the merge could place them (not in strict time order)",
+                    cpu.map_or("?".into(), |c| c.to_string())
+                ),
+            );
+            w.cpu = cpu;
+            disorder.push(w);
         }
     }
     let mut warnings = std::mem::take(&mut p.warnings);
     for g in &p.groups {
         if g.after + g.before > 0 {
-            warnings.push(format!(
-                "{}: {} of {} switch times fall after the dump's SystemTime and {} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
-                g.whose,
-                g.after,
-                g.rows,
-                g.before,
-                g.example.clone().unwrap_or_default(),
-                g.conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
-            ));
+            let mut w = Warning::new(
+                WarningKind::Time,
+                format!(
+                    "{}: {} of {} switch times fall after the dump's SystemTime and {} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
+                    g.whose,
+                    g.after,
+                    g.rows,
+                    g.before,
+                    g.example.clone().unwrap_or_default(),
+                    g.conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
+                ),
+            );
+            w.logger_id = g.logger_id;
+            warnings.push(w);
         }
     }
     warnings.extend(disorder);
     warnings.extend(std::mem::take(&mut p.late_warnings));
     if let Some(from) = from {
-        if from.is_none() && dropped_all > 0 {
-            warnings.push(format!(
-                "--last: no switch has a wall-clock time; {dropped_all} switches dropped"
-            ));
-        }
-        if untimed > 0 {
-            warnings.push(format!(
-                "--last: {untimed} switches without a wall-clock time dropped"
-            ));
-        }
-        if flagged > 0 {
-            warnings.push(format!(
-                "--last: {flagged} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)"
-            ));
-        }
+        warnings.extend(last_warnings(from, dropped_all, untimed, flagged));
     }
     Ok(warnings)
 }
@@ -696,10 +722,41 @@ fn keep_row(
     }
 }
 
+/// What `--last` left out, said once each.
+fn last_warnings(
+    from: Option<u64>,
+    dropped_all: usize,
+    untimed: usize,
+    flagged: usize,
+) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if from.is_none() && dropped_all > 0 {
+        out.push(Warning::new(
+            WarningKind::Time,
+            format!("--last: no switch has a wall-clock time; {dropped_all} switches dropped"),
+        ));
+    }
+    if untimed > 0 {
+        out.push(Warning::new(
+            WarningKind::Time,
+            format!("--last: {untimed} switches without a wall-clock time dropped"),
+        ));
+    }
+    if flagged > 0 {
+        out.push(Warning::new(
+            WarningKind::Time,
+            format!(
+                "--last: {flagged} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)"
+            ),
+        ));
+    }
+    out
+}
+
 /// All switches found, and warnings.
 pub struct CSwitchReport {
     pub rows: Vec<SwitchRow>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Every switch, collected (see [`stream`] for the order; the CLI streams instead).
@@ -721,35 +778,25 @@ impl CSwitchReport {
         let end = end
             .filter(|&e| e != 0)
             .or_else(|| self.rows.iter().filter_map(|r| r.filetime).max());
-        let Some(end) = end else {
-            if !self.rows.is_empty() {
-                self.warnings.push(format!(
-                    "--last: no switch has a wall-clock time; {} switches dropped",
-                    self.rows.len()
-                ));
-            }
-            self.rows.clear();
-            return;
-        };
-        let from = end.saturating_sub(window);
-        let untimed = self.rows.iter().filter(|r| r.filetime.is_none()).count();
-        let flagged = self
-            .rows
-            .iter()
-            .filter(|r| r.filetime.is_some() && r.time_flag.is_some())
-            .count();
-        self.rows
-            .retain(|r| r.time_flag.is_none() && r.filetime.is_some_and(|t| t >= from));
-        if untimed > 0 {
-            self.warnings.push(format!(
-                "--last: {untimed} switches without a wall-clock time dropped"
-            ));
+        let from = Some(end.map(|e| e.saturating_sub(window)));
+        let (mut untimed, mut flagged, mut dropped_all) = (0, 0, 0);
+        let mut kept = Vec::new();
+        for r in std::mem::take(&mut self.rows) {
+            let _ = keep_row(
+                &r,
+                from,
+                &mut untimed,
+                &mut flagged,
+                &mut dropped_all,
+                &mut |r| {
+                    kept.push(r.clone());
+                    Ok(())
+                },
+            );
         }
-        if flagged > 0 {
-            self.warnings.push(format!(
-                "--last: {flagged} switches whose time falls after the dump or before boot dropped (they cannot be placed in the window)"
-            ));
-        }
+        self.rows = kept;
+        self.warnings
+            .extend(last_warnings(from.flatten(), dropped_all, untimed, flagged));
     }
 }
 

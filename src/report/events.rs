@@ -30,6 +30,7 @@ use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::etw::triage::{self, BlobSession, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
 use crate::time::filetime_to_iso8601;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Newest logger-2 timestamp accepted as CPU cycles: within this many ms before StartCycles.
@@ -73,7 +74,7 @@ pub struct EventRow {
 #[derive(Debug, Default)]
 pub struct EventsReport {
     pub rows: Vec<EventRow>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Resolves addresses to `module+offset` and kernel symbols.
@@ -288,7 +289,7 @@ pub fn stream(
     ctx: &KernelContext<'_>,
     session: Option<&str>,
     emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
-) -> std::io::Result<Vec<String>> {
+) -> std::io::Result<Vec<Warning>> {
     let mut rep = Warnings::default();
     let mut sink = Sink { emit, err: None };
     let res = Resolver::new(ctx);
@@ -296,14 +297,17 @@ pub fn stream(
     let sel = |id: Option<u64>, name: Option<&str>| super::selects(id, name, session);
     if ctx.dump.triage().is_some() {
         let t = triage::read(ctx);
-        rep.warnings.extend(t.warnings.iter().cloned());
+        rep.warnings
+            .extend(t.warnings.iter().map(|w| Warning::from(w.as_str())));
         triage_rows(ctx, &t, &res, pointer_size, &sel, &mut rep, &mut sink)?;
         return Ok(rep.warnings);
     }
     let list = list_sessions(ctx);
     let Some(array) = list.array.as_ref() else {
-        rep.warnings
-            .push("no logger array found: no buffers to list".into());
+        rep.warnings.push(Warning::new(
+            WarningKind::NotFound,
+            "no logger array found: no buffers to list",
+        ));
         return Ok(rep.warnings);
     };
     let facts = clock::ClockFacts::gather(ctx, &list.sessions);
@@ -314,10 +318,13 @@ pub fn stream(
     {
         let conv = clock::for_session(ctx, &facts, s);
         if let Some(why) = conv.problem() {
-            rep.warnings.push(format!(
-                "logger {}: times not converted: {why}",
-                s.logger_id
-            ));
+            rep.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!("logger {}: times not converted: {why}", s.logger_id),
+                )
+                .logger(s.logger_id),
+            );
         }
         let per_cpu = s.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING == 0;
         let found = find_buffers(ctx, array, s);
@@ -325,7 +332,7 @@ pub fn stream(
             found
                 .warnings
                 .iter()
-                .map(|w| format!("logger {}: {w}", s.logger_id)),
+                .map(|w| w.clone().in_logger(s.logger_id)),
         );
         for b in &found.buffers {
             let (Some(valid), false) = (b.header.valid_bytes(), b.header.compressed()) else {
@@ -359,7 +366,7 @@ pub fn stream(
 /// Warnings gathered while rows stream.
 #[derive(Default)]
 struct Warnings {
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 }
 
 fn triage_rows(
@@ -390,7 +397,7 @@ fn triage_rows(
         }
         if let Some(d) = w.duplicate_of {
             let s = &blob_sessions[d.session];
-            rep.warnings.push(format!(
+            rep.warnings.push(Warning::new(WarningKind::Inferred, format!(
                 "{}: the window [{}, {}) repeats the last {:#x} bytes of logger {}'s buffer {} in the ETW secondary data; its records are listed once, from there",
                 w.kind.source(),
                 w.start,
@@ -398,37 +405,45 @@ fn triage_rows(
                 w.data.len(),
                 s.logger_id,
                 d.buffer
-            ));
+            )));
             continue;
         }
         let Some(first) = w.first_record else {
-            rep.warnings.push(format!(
-                "{} [{}, {}): no complete record chain ({} bytes)",
-                w.kind.source(),
-                w.start,
-                w.end,
-                w.data.len()
+            rep.warnings.push(Warning::new(
+                WarningKind::Decode,
+                format!(
+                    "{} [{}, {}): no complete record chain ({} bytes)",
+                    w.kind.source(),
+                    w.start,
+                    w.end,
+                    w.data.len()
+                ),
             ));
             continue;
         };
         if w.partial_bytes > 0 {
-            rep.warnings.push(format!(
+            rep.warnings.push(Warning::new(WarningKind::Decode, format!(
                 "{}: the window starts {:#x} bytes inside a record (the tail of a record cut by the kernel's {:#x}-byte limit); skipped",
                 w.kind.source(),
                 w.partial_bytes,
                 w.kind.limit()
-            ));
+            )));
         }
         let (conv, inferred) = match w.kind {
             WindowKind::CurrentBuffer => current_buffer_clock(ctx, t, w, mhz),
             WindowKind::ErrlogTail => errlog_clock(ctx, w, blob_sessions, perf_freq, mhz),
         };
         if let Some(why) = conv.problem() {
-            rep.warnings
-                .push(format!("{}: times not converted: {why}", w.kind.source()));
+            rep.warnings.push(Warning::new(
+                WarningKind::Time,
+                format!("{}: times not converted: {why}", w.kind.source()),
+            ));
         }
         if let Some(how) = inferred {
-            rep.warnings.push(format!("{}: {how}", w.kind.source()));
+            rep.warnings.push(Warning::new(
+                WarningKind::Inferred,
+                format!("{}: {how}", w.kind.source()),
+            ));
         }
         let bc = BufferCtx {
             logger_id: w.logger_id,
@@ -453,10 +468,13 @@ fn triage_rows(
         }
         let conv = blob_converter(s, perf_freq, mhz);
         if let Some(why) = conv.problem() {
-            rep.warnings.push(format!(
-                "logger {}: times not converted: {why}",
-                s.logger_id
-            ));
+            rep.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!("logger {}: times not converted: {why}", s.logger_id),
+                )
+                .logger(s.logger_id),
+            );
         }
         let per_cpu = s.logger_mode & NO_PER_PROCESSOR_BUFFERING == 0;
         for b in &s.buffers {
@@ -481,10 +499,16 @@ fn triage_rows(
             );
             sink.check()?;
             if let Some(torn) = walk.torn {
-                rep.warnings.push(format!(
-                    "logger {}: buffer at file offset {:#x}: records stop at +{:#x}: {}",
-                    s.logger_id, b.file_offset, torn.offset, torn.reason
-                ));
+                rep.warnings.push(
+                    Warning::new(
+                        WarningKind::Decode,
+                        format!(
+                            "logger {}: buffer at file offset {:#x}: records stop at +{:#x}: {}",
+                            s.logger_id, b.file_offset, torn.offset, torn.reason
+                        ),
+                    )
+                    .logger(s.logger_id),
+                );
             }
         }
     }

@@ -27,6 +27,7 @@ use crate::etw::clock::ClockFacts;
 use crate::etw::loggers::{list_sessions, Session};
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::kernel::context::KernelContext;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -91,7 +92,7 @@ pub struct ManifestSession {
 pub struct Manifest {
     pub dump: String,
     pub sessions: Vec<ManifestSession>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Bytes an `extract` may write beyond those of the buffers it recovered (header buffers and
@@ -244,7 +245,7 @@ fn pending_buffers(
     s: &Session,
     pending: &[PendingFound],
     first_seq: u64,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Vec<SyntheticBuffer> {
     let mut out = Vec::new();
     if !crate::etw::loggers::is_kernel_session(s) || pending.is_empty() {
@@ -272,7 +273,14 @@ fn pending_buffers(
         let payload = match ctx.space.read_vec(p.block, used) {
             Ok(b) => b[PENDING_HEADER..].to_vec(),
             Err(e) => {
-                warnings.push(format!("pending block {} (CPU {}): {e}", p.block, p.cpu));
+                warnings.push(
+                    Warning::new(
+                        WarningKind::Unreadable,
+                        format!("pending block {} (CPU {}): {e}", p.block, p.cpu),
+                    )
+                    .cpu(p.cpu)
+                    .at(p.block),
+                );
                 continue;
             }
         };
@@ -280,11 +288,19 @@ fn pending_buffers(
         if BUFFER_HEADER_SIZE + size.next_multiple_of(8) > buffer_size
             || size > usize::from(u16::MAX)
         {
-            warnings.push(format!(
-                "pending block {} (CPU {}): a {size:#x}-byte event does not fit logger {}'s \
-                 {buffer_size:#x}-byte buffers; not written",
-                p.block, p.cpu, s.logger_id
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::OutputBound,
+                    format!(
+                        "pending block {} (CPU {}): a {size:#x}-byte event does not fit logger {}'s \
+                         {buffer_size:#x}-byte buffers; not written",
+                        p.block, p.cpu, s.logger_id
+                    ),
+                )
+                .logger(s.logger_id)
+                .cpu(p.cpu)
+                .at(p.block),
+            );
             continue;
         }
         let seq = first_seq + out.len() as u64;
@@ -315,11 +331,17 @@ fn pending_buffers(
         });
     }
     if unknown_clock > 0 {
-        warnings.push(format!(
-            "logger {}: {unknown_clock} pending batches found by search have no known clock type; \
-             not written into the session's file (see `cswitch`)",
-            s.logger_id
-        ));
+        warnings.push(
+            Warning::new(
+                WarningKind::Time,
+                format!(
+                    "logger {}: {unknown_clock} pending batches found by search have no known clock type; \
+                     not written into the session's file (see `cswitch`)",
+                    s.logger_id
+                ),
+            )
+            .logger(s.logger_id),
+        );
     }
     out
 }
@@ -373,7 +395,10 @@ pub fn extract(
     {
         let mut p = find_pending(ctx);
         infer_clocks(ctx, &clocks, &list.sessions, &mut p);
-        warnings.extend(p.warnings.iter().map(|w| format!("pending CCSWAP: {w}")));
+        warnings.extend(p.warnings.into_iter().map(|mut w| {
+            w.message = format!("pending CCSWAP: {}", w.message);
+            w
+        }));
         p.blocks
     } else {
         Vec::new()
@@ -393,9 +418,7 @@ pub fn extract(
         let mut data: Vec<(FoundBuffer, u64)> = Vec::new();
         if let Some(array) = list.array.as_ref() {
             let found = find_buffers(ctx, array, s);
-            for w in found.warnings {
-                warnings.push(format!("logger {}: {w}", s.logger_id));
-            }
+            warnings.extend(found.warnings.into_iter().map(|w| w.in_logger(s.logger_id)));
             for b in found.buffers {
                 let address = b.address.to_string();
                 if b.header.compressed() {
@@ -437,11 +460,18 @@ pub fn extract(
             Some(b) if crate::etw::loggers::plausible_buffer_size(b) => s,
             _ => match data.first().map(|(b, _)| b.header.buffer_size) {
                 Some(size) => {
-                    warnings.push(format!(
-                        "logger {}: its BufferSize {} is not plausible: the file uses the recovered buffers' {size:#x}",
-                        s.logger_id,
-                        s.buffer_size.map_or("(unreadable)".into(), |b| format!("{b:#x}"))
-                    ));
+                    warnings.push(
+                        Warning::new(
+                            WarningKind::Anomaly,
+                            format!(
+                                "logger {}: its BufferSize {} is not plausible: the file uses the recovered buffers' {size:#x}",
+                                s.logger_id,
+                                s.buffer_size.map_or("(unreadable)".into(), |b| format!("{b:#x}"))
+                            ),
+                        )
+                        .logger(s.logger_id)
+                        .field("_WMI_LOGGER_CONTEXT.BufferSize"),
+                    );
                     let mut c = s.clone();
                     c.buffer_size = Some(size);
                     fixed = c;
@@ -484,16 +514,28 @@ pub fn extract(
         };
         while !synthetic.is_empty() && extra(synthetic.len()) > unbacked_allowance {
             synthetic.pop();
-            warnings.push(format!(
-                "logger {}: a pending batch is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({} bytes not backed by the dump left)",
-                s.logger_id, unbacked_allowance
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::OutputBound,
+                    format!(
+                        "logger {}: a pending batch is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({} bytes not backed by the dump left)",
+                        s.logger_id, unbacked_allowance
+                    ),
+                )
+                .logger(s.logger_id),
+            );
         }
         if extra(synthetic.len()) > unbacked_allowance {
-            warnings.push(format!(
-                "logger {}: not written: no recovered buffer backs its {buffer_size:#x}-byte header buffer and only {unbacked_allowance} bytes may be written that the dump does not hold",
-                s.logger_id
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::OutputBound,
+                    format!(
+                        "logger {}: not written: no recovered buffer backs its {buffer_size:#x}-byte header buffer and only {unbacked_allowance} bytes may be written that the dump does not hold",
+                        s.logger_id
+                    ),
+                )
+                .logger(s.logger_id),
+            );
             continue;
         }
         unbacked_allowance -= extra(synthetic.len());
@@ -514,18 +556,30 @@ pub fn extract(
             }
         }
         if dropped > 0 {
-            warnings.push(format!(
-                "logger {}: {dropped} buffers not written: the output would exceed {} bytes (twice the dump plus {MAX_UNBACKED_OUTPUT}); the dump's page tables map more buffer bytes than the file holds",
-                s.logger_id,
-                2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::OutputBound,
+                    format!(
+                        "logger {}: {dropped} buffers not written: the output would exceed {} bytes (twice the dump plus {MAX_UNBACKED_OUTPUT}); the dump's page tables map more buffer bytes than the file holds",
+                        s.logger_id,
+                        2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
+                    ),
+                )
+                .logger(s.logger_id),
+            );
         }
         if total > output_budget {
-            warnings.push(format!(
-                "logger {}: not written: the extract's output bound ({} bytes) is reached",
-                s.logger_id,
-                2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::OutputBound,
+                    format!(
+                        "logger {}: not written: the extract's output bound ({} bytes) is reached",
+                        s.logger_id,
+                        2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
+                    ),
+                )
+                .logger(s.logger_id),
+            );
             continue;
         }
         output_budget -= total;

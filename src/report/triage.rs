@@ -16,6 +16,7 @@ use crate::etw::mode::{clock_type_name, logger_mode_flags};
 use crate::etw::triage::{self, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
 use crate::time::filetime_to_iso8601;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -240,7 +241,7 @@ pub fn extract(
     force: bool,
 ) -> Result<Manifest, ExtractError> {
     let t = triage::read(ctx);
-    let mut warnings = t.warnings.clone();
+    let mut warnings: Vec<Warning> = t.warnings.iter().map(|w| w.as_str().into()).collect();
     let list = sessions_of(&t);
     std::fs::create_dir_all(dir).map_err(|e| ExtractError::Io {
         path: dir.to_path_buf(),
@@ -383,11 +384,14 @@ pub fn extract(
         let mut file = SessionFile::create(dir, &name, header)?;
         for b in bufs {
             if b.bytes.len() != header_len {
-                warnings.push(format!(
-                    "logger {}: a {:#x}-byte buffer in a file of {:#x}-byte buffers; skipped",
-                    logger_id,
-                    b.bytes.len(),
-                    header_len
+                warnings.push(Warning::new(
+                    WarningKind::Anomaly,
+                    format!(
+                        "logger {}: a {:#x}-byte buffer in a file of {:#x}-byte buffers; skipped",
+                        logger_id,
+                        b.bytes.len(),
+                        header_len
+                    ),
                 ));
                 continue;
             }
@@ -395,7 +399,10 @@ pub fn extract(
         }
         out.push(file.finish(logger_id, s.name.clone(), name, skipped, &facts)?);
     }
-    warnings.push(format!("not known: {UNKNOWABLE}"));
+    warnings.push(Warning::new(
+        WarningKind::Unknowable,
+        format!("not known: {UNKNOWABLE}"),
+    ));
     let m = Manifest {
         dump: dump_name.to_string(),
         sessions: out,

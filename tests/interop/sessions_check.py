@@ -123,11 +123,14 @@ def run_etwdump(etwdump, dump, pdb):
     out = None
     if r.returncode == 0:
         try:
-            out = json.loads(r.stdout)
-        except ValueError:
+            env = json.loads(r.stdout)
+            # The output contract (README): {"format_version": 1, "command", "records", "warnings"}.
+            if env.get("format_version") == 1 and env.get("command") == "sessions":
+                out = env["records"]
+        except (ValueError, AttributeError, KeyError):
             out = None
     err = (r.stderr.strip().splitlines() or [""])[-1]
-    return out, "exit %d: %s" % (r.returncode, err or "no JSON on stdout"), time.time() - t
+    return out, "exit %d: %s" % (r.returncode, err or "no JSON envelope on stdout"), time.time() - t
 
 
 def etwdump_has_sessions(etwdump):

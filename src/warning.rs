@@ -1,0 +1,164 @@
+//! Typed warnings: what went wrong or looks odd, with the session, slot, CPU, address and
+//! field it concerns, kept in the models and carried machine-readably by the JSON and JSON
+//! Lines outputs (README "Output contract"). The message is the human text printed on stderr.
+
+use crate::addr::VirtAddr;
+use serde::Serialize;
+use std::fmt;
+
+/// What a warning is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// Bytes needed are not in the dump (a page or table missing, the dump cut short).
+    Unreadable,
+    /// A value odd for the object it belongs to; the object is still reported.
+    Anomaly,
+    /// A structure, route, symbol or layout could not be located.
+    NotFound,
+    /// A walk stopped at its bound or at a cycle.
+    Bound,
+    /// Two sources disagree (routes, globals): this can mean tampering.
+    Conflict,
+    /// A clock could not be converted, or converted times do not fit the dump.
+    Time,
+    /// A record, batch or block did not decode completely.
+    Decode,
+    /// A value was inferred from other evidence (the message says how).
+    Inferred,
+    /// What this kind of dump cannot tell.
+    Unknowable,
+    /// What etwdump does not do (an unsupported build or format, a compressed buffer).
+    Unsupported,
+    /// A bound on the output was reached (rows or files left out).
+    OutputBound,
+    /// Not classified yet.
+    Other,
+}
+
+/// One warning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub kind: WarningKind,
+    /// The session (logger id) it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logger_id: Option<u64>,
+    /// The logger-array slot it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u64>,
+    /// The processor it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u64>,
+    /// The address of the object or field it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<VirtAddr>,
+    /// The structure member it concerns (`_WMI_LOGGER_CONTEXT.BufferSize`, `GlobalList`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The human text (printed on stderr as `warning: <message>`).
+    pub message: String,
+}
+
+impl Warning {
+    pub fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
+        Warning {
+            kind,
+            logger_id: None,
+            slot: None,
+            cpu: None,
+            address: None,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn logger(mut self, id: u64) -> Self {
+        self.logger_id = Some(id);
+        self
+    }
+
+    pub fn slot(mut self, slot: u64) -> Self {
+        self.slot = Some(slot);
+        self
+    }
+
+    pub fn cpu(mut self, cpu: u64) -> Self {
+        self.cpu = Some(cpu);
+        self
+    }
+
+    pub fn at(mut self, address: VirtAddr) -> Self {
+        self.address = Some(address);
+        self
+    }
+
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// The same warning about logger `id` with `prefix` before its message (a lower layer's
+    /// warning placed in a session's context), keeping its kind and fields.
+    pub fn in_logger(mut self, id: u64) -> Self {
+        if self.logger_id.is_none() {
+            self.logger_id = Some(id);
+            self.message = format!("logger {id}: {}", self.message);
+        }
+        self
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Text not yet classified becomes a warning of kind `other`.
+impl From<String> for Warning {
+    fn from(message: String) -> Warning {
+        Warning::new(WarningKind::Other, message)
+    }
+}
+
+impl From<&str> for Warning {
+    fn from(message: &str) -> Warning {
+        Warning::new(WarningKind::Other, message)
+    }
+}
+
+/// Push `w` unless an equal warning is already there (many slots or blocks can raise the same).
+pub fn push_once(list: &mut Vec<Warning>, w: Warning) {
+    if !list.contains(&w) {
+        list.push(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_leaves_out_what_is_not_known() {
+        let w = Warning::new(WarningKind::Anomaly, "BufferSize is odd")
+            .logger(3)
+            .at(VirtAddr(0xFFFF_8000_0000_1000))
+            .field("_WMI_LOGGER_CONTEXT.BufferSize");
+        assert_eq!(
+            serde_json::to_value(&w).unwrap(),
+            serde_json::json!({
+                "kind": "anomaly",
+                "logger_id": 3,
+                "address": "0xffff800000001000",
+                "field": "_WMI_LOGGER_CONTEXT.BufferSize",
+                "message": "BufferSize is odd"
+            })
+        );
+        assert_eq!(w.to_string(), "BufferSize is odd");
+        let w = Warning::from("x".to_string()).in_logger(2);
+        assert_eq!(
+            (w.kind, w.logger_id, w.message.as_str()),
+            (WarningKind::Other, Some(2), "logger 2: x")
+        );
+    }
+}
