@@ -398,62 +398,10 @@ fn draw_session(
     let win8 = build >= 9200;
     let is_ntkl = name == NTKL;
     let is_ckcl = name == CKCL;
-    let system_logger = if win8 {
-        EVENT_TRACE_SYSTEM_LOGGER_MODE
-    } else {
-        0
-    };
-    let mut mode = if is_ntkl {
-        rng.pick(&[
-            EVENT_TRACE_FILE_MODE_SEQUENTIAL,
-            EVENT_TRACE_FILE_MODE_SEQUENTIAL,
-            EVENT_TRACE_REAL_TIME_MODE,
-            EVENT_TRACE_BUFFERING_MODE,
-            EVENT_TRACE_FILE_MODE_CIRCULAR,
-            EVENT_TRACE_FILE_MODE_SEQUENTIAL | EVENT_TRACE_REAL_TIME_MODE,
-        ])
-    } else if is_ckcl {
-        EVENT_TRACE_BUFFERING_MODE | system_logger
-    } else {
-        let m = rng.pick(&[
-            EVENT_TRACE_FILE_MODE_SEQUENTIAL,
-            EVENT_TRACE_FILE_MODE_CIRCULAR,
-            EVENT_TRACE_REAL_TIME_MODE,
-            EVENT_TRACE_BUFFERING_MODE,
-            EVENT_TRACE_FILE_MODE_SEQUENTIAL | EVENT_TRACE_REAL_TIME_MODE,
-        ]);
-        if rng.chance(25) {
-            m | system_logger
-        } else {
-            m
-        }
-    };
-    let paged = !is_ntkl && !is_ckcl && !data && rng.chance(15);
-    if paged {
-        mode |= EVENT_TRACE_USE_PAGED_MEMORY;
-    }
+    let (mode, paged) = draw_logger_mode(rng, win8, name, data);
     let file = mode & (EVENT_TRACE_FILE_MODE_SEQUENTIAL | EVENT_TRACE_FILE_MODE_CIRCULAR) != 0;
-    let log_file = file.then(|| {
-        if is_ntkl && rng.chance(50) {
-            "C:\\Windows\\Temp\\kernel.etl".to_string()
-        } else {
-            let stem: String = name
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .collect();
-            format!("C:\\Windows\\System32\\LogFiles\\WMI\\{stem}.etl")
-        }
-    });
-    let buffer_size = if data {
-        0x1000 * rng.range(1, 16) as u32
-    } else {
-        0x1000
-            * match rng.below(3) {
-                0 => rng.pick(&[1u32, 2, 4, 8, 16, 32, 64, 128, 256]),
-                1 => rng.range(1, 32) as u32,
-                _ => rng.range(1, 256) as u32,
-            }
-    };
+    let log_file = file.then(|| draw_log_file(rng, name));
+    let buffer_size = draw_buffer_size(rng, data);
     let minimum = rng.range(1, 8) as u32;
     let maximum = rng.range(u64::from(minimum) + 2, u64::from(minimum) + 120) as u32;
     let number = rng.range(u64::from(minimum), u64::from(maximum.min(minimum + 16))) as u32;
@@ -499,6 +447,94 @@ fn draw_session(
         global_list: GlobalListSpec::Ring,
         flag_bits: Vec::new(),
     };
+    s.flag_bits = draw_flag_bits(rng, name, mode);
+    let (linked, odd_fields) = draw_odd_counts(rng, &mut s, data);
+    if !data && linked >= 2 && rng.chance(8) {
+        s.global_list = GlobalListSpec::Cyclic;
+    }
+    let reference_time = draw_start_time(rng, clock, clock_type, data, &mut s);
+    (
+        s,
+        SessionVariation {
+            linked_buffers: linked,
+            odd_fields,
+            reference_time,
+        },
+    )
+}
+
+/// LoggerMode (and whether the session uses paged memory) by the kind of session.
+fn draw_logger_mode(rng: &mut VarRng, win8: bool, name: &str, data: bool) -> (u32, bool) {
+    let is_ntkl = name == NTKL;
+    let is_ckcl = name == CKCL;
+    let system_logger = if win8 {
+        EVENT_TRACE_SYSTEM_LOGGER_MODE
+    } else {
+        0
+    };
+    let mut mode = if is_ntkl {
+        rng.pick(&[
+            EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+            EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+            EVENT_TRACE_REAL_TIME_MODE,
+            EVENT_TRACE_BUFFERING_MODE,
+            EVENT_TRACE_FILE_MODE_CIRCULAR,
+            EVENT_TRACE_FILE_MODE_SEQUENTIAL | EVENT_TRACE_REAL_TIME_MODE,
+        ])
+    } else if is_ckcl {
+        EVENT_TRACE_BUFFERING_MODE | system_logger
+    } else {
+        let m = rng.pick(&[
+            EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+            EVENT_TRACE_FILE_MODE_CIRCULAR,
+            EVENT_TRACE_REAL_TIME_MODE,
+            EVENT_TRACE_BUFFERING_MODE,
+            EVENT_TRACE_FILE_MODE_SEQUENTIAL | EVENT_TRACE_REAL_TIME_MODE,
+        ]);
+        if rng.chance(25) {
+            m | system_logger
+        } else {
+            m
+        }
+    };
+    let paged = !is_ntkl && !is_ckcl && !data && rng.chance(15);
+    if paged {
+        mode |= EVENT_TRACE_USE_PAGED_MEMORY;
+    }
+    (mode, paged)
+}
+
+/// The log file of a file-mode session.
+fn draw_log_file(rng: &mut VarRng, name: &str) -> String {
+    if name == NTKL && rng.chance(50) {
+        "C:\\Windows\\Temp\\kernel.etl".to_string()
+    } else {
+        let stem: String = name
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        format!("C:\\Windows\\System32\\LogFiles\\WMI\\{stem}.etl")
+    }
+}
+
+/// BufferSize: a multiple of 4 KiB, at most 64 KiB for sessions with data.
+fn draw_buffer_size(rng: &mut VarRng, data: bool) -> u32 {
+    if data {
+        0x1000 * rng.range(1, 16) as u32
+    } else {
+        0x1000
+            * match rng.below(3) {
+                0 => rng.pick(&[1u32, 2, 4, 8, 16, 32, 64, 128, 256]),
+                1 => rng.range(1, 32) as u32,
+                _ => rng.range(1, 256) as u32,
+            }
+    }
+}
+
+/// The session's flag names.
+fn draw_flag_bits(rng: &mut VarRng, name: &str, mode: u32) -> Vec<String> {
+    let is_ntkl = name == NTKL;
+    let is_ckcl = name == CKCL;
     let mut flags = Vec::new();
     if is_ntkl || is_ckcl {
         flags.push("KernelTrace".to_string());
@@ -509,9 +545,13 @@ fn draw_session(
     if is_ckcl || (!is_ntkl && rng.chance(50)) {
         flags.push("AutoLogger".to_string());
     }
-    s.flag_bits = flags;
-    let mut linked = number;
-    // Odd counts (a kernel mid-update, or after limits changed).
+    flags
+}
+
+/// Odd counts (a kernel mid-update, or after limits changed), written into `s`. Returns the
+/// number of buffers really linked on GlobalList and the odd field names (sorted).
+fn draw_odd_counts(rng: &mut VarRng, s: &mut SessionSpec, data: bool) -> (u32, Vec<String>) {
+    let mut linked = s.number_of_buffers;
     let mut odd = Vec::new();
     if rng.chance(35) {
         let kinds = rng.range(1, 2);
@@ -557,11 +597,19 @@ fn draw_session(
         .into_iter()
         .map(str::to_string)
         .collect();
-    if !data && linked >= 2 && rng.chance(8) {
-        s.global_list = GlobalListSpec::Cyclic;
-    }
-    // Start: an exact instant (StartPerfClock converts back exactly); sessions with data start
-    // in the first half of the uptime so that their switches fit after it.
+    (linked, odd_fields)
+}
+
+/// StartTime: an exact instant (StartPerfClock converts back exactly); sessions with data
+/// start in the first half of the uptime so that their switches fit after it. Sets
+/// `s.start_time` and returns the ReferenceTime.
+fn draw_start_time(
+    rng: &mut VarRng,
+    clock: &ClockModel,
+    clock_type: u32,
+    data: bool,
+    s: &mut SessionSpec,
+) -> RefClock {
     let step = clock.exact_step();
     let up = clock.up_time();
     let hi = if data {
@@ -571,18 +619,10 @@ fn draw_session(
     };
     let start_up = (rng.range(FILETIME_PER_SEC, hi) / step).max(1) * step;
     s.start_time = clock.boot_filetime + start_up;
-    let reference_time = RefClock {
+    RefClock {
         start_time: s.start_time,
         start_perf_clock: clock.raw_at(clock_type, start_up),
-    };
-    (
-        s,
-        SessionVariation {
-            linked_buffers: linked,
-            odd_fields,
-            reference_time,
-        },
-    )
+    }
 }
 
 impl EtwSpec {
@@ -1052,180 +1092,296 @@ pub(crate) fn materialize(
         v.compact_cswitch.retain(|&s| s < 64);
         v.switch_sessions.retain(|&s| s < 64);
     }
-    let x64 = cfg.arch.is_x64();
     let mut rng = VarRng::new(v.seed ^ SALT_MAT ^ u64::from(cfg.cpus));
     let clock = v.clock.clone();
-    let mwr = max_wait_reason(cfg.build);
-    let version = cswitch_version(cfg.build);
-    let tids = tid_pool();
-    let up = clock.up_time();
-    let mut switches = Vec::new();
-    let mut seq = 0u64;
+    let d = SwitchDraw {
+        x64: cfg.arch.is_x64(),
+        build: cfg.build,
+        mwr: max_wait_reason(cfg.build),
+        version: cswitch_version(cfg.build),
+        tids: tid_pool(),
+        up: clock.up_time(),
+        clock: &clock,
+    };
+    let mut out = SessionBuffers {
+        seq: 0,
+        plan: Vec::new(),
+        switches: Vec::new(),
+    };
     for &slot in &v.switch_sessions.clone() {
-        let Some(SlotSpec::Session(s)) = spec.slots.get(&slot).cloned() else {
+        let Some(SlotSpec::Session(mut s)) = spec.slots.get(&slot).cloned() else {
             continue;
         };
-        let c = s.clock_type;
-        let compact = v.compact_cswitch.contains(&slot);
         let sv = v.sessions.get_mut(&slot).expect("drawn");
-        let start_up = sv.reference_time.start_time - clock.boot_filetime;
-        let mut plan: Vec<BufferSpec> = Vec::new();
+        let ss = SwitchSession {
+            slot,
+            clock_type: s.clock_type,
+            buffer_size: s.buffer_size,
+            compact: v.compact_cswitch.contains(&slot),
+            start_up: sv.reference_time.start_time - clock.boot_filetime,
+        };
         for cpu in 0..cfg.cpus {
-            // Timeline of this CPU: [start + 1 s, dump - 2 s); the last second is the pending
-            // blocks'.
-            let lo = start_up + FILETIME_PER_SEC;
-            let hi = up - 2 * FILETIME_PER_SEC;
-            assert!(
-                hi > lo + FILETIME_PER_SEC,
-                "uptime too short for the timeline"
-            );
-            let nbuf = if rng.chance(50) { 2 } else { 1 };
-            let mut cursor = rng.range(lo, lo + (hi - lo) / 2);
-            for b in 0..nbuf {
-                let current = b + 1 == nbuf;
-                let cap = s.buffer_size as usize - WMI_BUFFER_HEADER_SIZE;
-                let mut used = 0usize;
-                let mut records = Vec::new();
-                let mut truths = Vec::new();
-                let target = rng.range(if current { 0 } else { 1 }, 24) as usize;
-                let mut last_raw = 0;
-                while records.len() < target {
-                    let span_left = hi.saturating_sub(cursor);
-                    if span_left < FILETIME_PER_SEC / 10 {
-                        break;
-                    }
-                    cursor += rng.range(1, (span_left / 64).max(2));
-                    if compact {
-                        let first = clock.raw_at(c, cursor);
-                        let window = clock.raw_at(c, hi) - first;
-                        let n = rng.range(1, 40) as usize;
-                        let batch = gen_batch(&mut rng, first, window / 4, n, mwr, &tids);
-                        let body = ccswap::encode_batch(&batch, mwr);
-                        let rec = perfinfo(x64, 2, HOOK_COMPCS, 0, false, batch.last_time(), &body);
-                        if used + crate::etw::wmi_buffer::align8(rec.len()) > cap {
-                            break;
-                        }
-                        used += crate::etw::wmi_buffer::align8(rec.len());
-                        let i = records.len() as u32;
-                        for mut e in
-                            batch_truth(&batch, "batch", cpu, Some(slot), c, &clock, 0, None)
-                        {
-                            e.index += i << 16;
-                            truths.push(e);
-                        }
-                        last_raw = batch.last_time();
-                        cursor = clock.uptime_of(c, last_raw) + 1;
-                        records.push(RecSpec::Raw {
-                            key: format!("0x{HOOK_COMPCS:04x}"),
-                            bytes: rec,
-                        });
-                    } else {
-                        let raw = clock.raw_at(c, cursor);
-                        let old_tid = if rng.chance(20) { 0 } else { rng.pick(&tids) };
-                        let new_tid = if rng.chance(20) { 0 } else { rng.pick(&tids) };
-                        let (state, wr) = draw_state(&mut rng, mwr);
-                        let cs = ccswap::CSwitch {
-                            new_tid,
-                            old_tid,
-                            new_priority: rng.range(0, 31) as i8,
-                            old_priority: rng.range(0, 31) as i8,
-                            previous_cstate: 0,
-                            spare_byte: 0,
-                            old_wait_reason: wr,
-                            old_wait_mode_or_flags: rng.below(2) as u8,
-                            old_state: state,
-                            old_ideal_processor: cpu as u8,
-                            new_thread_wait_time: rng.range(0, 500) as u32,
-                            old_remaining_quantum: rng.range(0, 0x10_0000) as i32,
-                        };
-                        let payload = ccswap::encode_cswitch(version, &cs);
-                        let (pmc, pebs) = if cfg.build >= 14393 && rng.chance(20) {
-                            (rng.range(0, 2) as u8, rng.chance(50))
-                        } else {
-                            (0, false)
-                        };
-                        let rec = perfinfo(x64, version, HOOK_CSWITCH, pmc, pebs, raw, &payload);
-                        if used + crate::etw::wmi_buffer::align8(rec.len()) > cap {
-                            break;
-                        }
-                        used += crate::etw::wmi_buffer::align8(rec.len());
-                        truths.push(ExpectedSwitch {
-                            source: "event".to_string(),
-                            cpu,
-                            logger_id: Some(slot),
-                            clock_type: c,
-                            raw_timestamp: raw,
-                            filetime: clock.filetime(c, raw),
-                            true_filetime: clock.true_filetime(c, raw),
-                            old_tid,
-                            new_tid: Some(new_tid),
-                            old_priority: cs.old_priority as u8,
-                            old_state: state,
-                            old_wait_reason: wr,
-                            new_thread_wait_time: if version >= 2 {
-                                cs.new_thread_wait_time
-                            } else {
-                                0
-                            },
-                            container_va: 0,
-                            index: records.len() as u32,
-                        });
-                        last_raw = raw;
-                        records.push(RecSpec::Raw {
-                            key: format!("0x{HOOK_CSWITCH:04x}"),
-                            bytes: rec,
-                        });
-                    }
-                }
-                let mut bs = BufferSpec::new(
-                    if current {
-                        STATE_GENERAL_LOGGING
-                    } else {
-                        STATE_FLUSH
-                    },
-                    cpu,
-                    seq,
-                    records,
-                );
-                seq += 1;
-                if current {
-                    bs.per_cpu = Some(cpu);
-                    bs.fast_ref_tag = rng.range(0, if x64 { 15 } else { 7 }) as u8;
-                } else {
-                    bs.offsets = Offsets::Flushed;
-                    bs.fill_ff = true;
-                    bs.header_timestamp = Some(last_raw);
-                }
-                let idx = plan.len();
-                for e in truths {
-                    switches.push((slot, idx, e));
-                }
-                plan.push(bs);
-            }
+            draw_cpu_buffers(&mut rng, &d, &ss, cpu, &mut out);
         }
-        let n = plan.len() as u32;
-        sv.linked_buffers = n;
-        let mut s = s;
-        if !sv.odd_fields.iter().any(|f| f == "NumberOfBuffers") {
-            s.number_of_buffers = n;
-        }
-        if !sv.odd_fields.iter().any(|f| f == "MinimumBuffers") {
-            s.minimum_buffers = s.minimum_buffers.min(n);
-        }
-        s.maximum_buffers = s.maximum_buffers.max(n);
-        // Keep the odd values odd against the new MaximumBuffers.
-        let odd = |f: &str| sv.odd_fields.iter().any(|x| x == f);
-        if odd("NumberOfBuffers") && s.number_of_buffers != u32::MAX {
-            s.number_of_buffers = s.maximum_buffers + 1;
-        }
-        if odd("MinimumBuffers") && s.minimum_buffers <= s.maximum_buffers {
-            s.minimum_buffers = s.maximum_buffers + 1;
-        }
+        fit_buffer_counts(&mut s, sv, out.plan.len() as u32);
         spec.slots.insert(slot, SlotSpec::Session(s));
-        spec.buffers.insert(slot, plan);
+        spec.buffers.insert(slot, std::mem::take(&mut out.plan));
     }
     spec.variation = Some(Box::new(v));
-    Materialized { spec, switches }
+    Materialized {
+        spec,
+        switches: out.switches,
+    }
+}
+
+/// What drawing switch records needs (the same for every session).
+struct SwitchDraw<'a> {
+    x64: bool,
+    build: u32,
+    mwr: u8,
+    /// The CSwitch event version of the build.
+    version: u8,
+    tids: Vec<u32>,
+    /// The uptime at the dump.
+    up: u64,
+    clock: &'a ClockModel,
+}
+
+/// A session whose buffers get switches.
+struct SwitchSession {
+    slot: u32,
+    clock_type: u32,
+    buffer_size: u32,
+    /// 0x0525 batches rather than 0x0524 events.
+    compact: bool,
+    /// The session's start, as uptime.
+    start_up: u64,
+}
+
+/// The buffers drawn so far: the current session's plan, every session's switches.
+struct SessionBuffers {
+    /// The next buffer's sequence number (across sessions).
+    seq: u64,
+    plan: Vec<BufferSpec>,
+    /// (slot, buffer index in the slot's plan, switch with container_va 0).
+    switches: Vec<(u32, usize, ExpectedSwitch)>,
+}
+
+/// One CPU's buffers of a session: sometimes a flushed buffer, then the current buffer, on
+/// the CPU's timeline [start + 1 s, dump - 2 s) (the last second is the pending blocks').
+fn draw_cpu_buffers(
+    rng: &mut VarRng,
+    d: &SwitchDraw,
+    ss: &SwitchSession,
+    cpu: u32,
+    out: &mut SessionBuffers,
+) {
+    let lo = ss.start_up + FILETIME_PER_SEC;
+    let hi = d.up - 2 * FILETIME_PER_SEC;
+    assert!(
+        hi > lo + FILETIME_PER_SEC,
+        "uptime too short for the timeline"
+    );
+    let nbuf = if rng.chance(50) { 2 } else { 1 };
+    let mut cursor = rng.range(lo, lo + (hi - lo) / 2);
+    for b in 0..nbuf {
+        let current = b + 1 == nbuf;
+        let (records, truths, last_raw) =
+            draw_buffer_records(rng, d, ss, cpu, current, &mut cursor, hi);
+        let mut bs = BufferSpec::new(
+            if current {
+                STATE_GENERAL_LOGGING
+            } else {
+                STATE_FLUSH
+            },
+            cpu,
+            out.seq,
+            records,
+        );
+        out.seq += 1;
+        if current {
+            bs.per_cpu = Some(cpu);
+            bs.fast_ref_tag = rng.range(0, if d.x64 { 15 } else { 7 }) as u8;
+        } else {
+            bs.offsets = Offsets::Flushed;
+            bs.fill_ff = true;
+            bs.header_timestamp = Some(last_raw);
+        }
+        let idx = out.plan.len();
+        for e in truths {
+            out.switches.push((ss.slot, idx, e));
+        }
+        out.plan.push(bs);
+    }
+}
+
+/// A switch record as drawn, before it is known to fit.
+struct DrawnRecord {
+    hook: u16,
+    bytes: Vec<u8>,
+    truths: Vec<ExpectedSwitch>,
+    last_raw: u64,
+}
+
+/// The records of one buffer, up to a drawn count, the buffer's capacity or the end of the
+/// timeline (`cursor` moves along it): (records, their switches, the last raw time).
+fn draw_buffer_records(
+    rng: &mut VarRng,
+    d: &SwitchDraw,
+    ss: &SwitchSession,
+    cpu: u32,
+    current: bool,
+    cursor: &mut u64,
+    hi: u64,
+) -> (Vec<RecSpec>, Vec<ExpectedSwitch>, u64) {
+    let cap = ss.buffer_size as usize - WMI_BUFFER_HEADER_SIZE;
+    let mut used = 0usize;
+    let mut records = Vec::new();
+    let mut truths = Vec::new();
+    let target = rng.range(if current { 0 } else { 1 }, 24) as usize;
+    let mut last_raw = 0;
+    while records.len() < target {
+        let span_left = hi.saturating_sub(*cursor);
+        if span_left < FILETIME_PER_SEC / 10 {
+            break;
+        }
+        *cursor += rng.range(1, (span_left / 64).max(2));
+        let index = records.len() as u32;
+        let r = if ss.compact {
+            draw_batch_record(rng, d, ss, cpu, *cursor, hi, index)
+        } else {
+            draw_cswitch_record(rng, d, ss, cpu, *cursor, index)
+        };
+        if used + crate::etw::wmi_buffer::align8(r.bytes.len()) > cap {
+            break;
+        }
+        used += crate::etw::wmi_buffer::align8(r.bytes.len());
+        truths.extend(r.truths);
+        last_raw = r.last_raw;
+        if ss.compact {
+            *cursor = d.clock.uptime_of(ss.clock_type, last_raw) + 1;
+        }
+        records.push(RecSpec::Raw {
+            key: format!("0x{:04x}", r.hook),
+            bytes: r.bytes,
+        });
+    }
+    (records, truths, last_raw)
+}
+
+/// A 0x0525 record: a compact batch starting at `cursor`, the `index`-th record of its
+/// buffer.
+fn draw_batch_record(
+    rng: &mut VarRng,
+    d: &SwitchDraw,
+    ss: &SwitchSession,
+    cpu: u32,
+    cursor: u64,
+    hi: u64,
+    index: u32,
+) -> DrawnRecord {
+    let (c, clock) = (ss.clock_type, d.clock);
+    let first = clock.raw_at(c, cursor);
+    let window = clock.raw_at(c, hi) - first;
+    let n = rng.range(1, 40) as usize;
+    let batch = gen_batch(rng, first, window / 4, n, d.mwr, &d.tids);
+    let body = ccswap::encode_batch(&batch, d.mwr);
+    let bytes = perfinfo(d.x64, 2, HOOK_COMPCS, 0, false, batch.last_time(), &body);
+    let mut truths = batch_truth(&batch, "batch", cpu, Some(ss.slot), c, clock, 0, None);
+    for e in &mut truths {
+        e.index += index << 16;
+    }
+    DrawnRecord {
+        hook: HOOK_COMPCS,
+        bytes,
+        truths,
+        last_raw: batch.last_time(),
+    }
+}
+
+/// A 0x0524 CSwitch event at `cursor`, the `index`-th record of its buffer (PEBS / PMC items
+/// sometimes on 1607+).
+fn draw_cswitch_record(
+    rng: &mut VarRng,
+    d: &SwitchDraw,
+    ss: &SwitchSession,
+    cpu: u32,
+    cursor: u64,
+    index: u32,
+) -> DrawnRecord {
+    let (c, clock, tids) = (ss.clock_type, d.clock, &d.tids);
+    let raw = clock.raw_at(c, cursor);
+    let old_tid = if rng.chance(20) { 0 } else { rng.pick(tids) };
+    let new_tid = if rng.chance(20) { 0 } else { rng.pick(tids) };
+    let (state, wr) = draw_state(rng, d.mwr);
+    let cs = ccswap::CSwitch {
+        new_tid,
+        old_tid,
+        new_priority: rng.range(0, 31) as i8,
+        old_priority: rng.range(0, 31) as i8,
+        previous_cstate: 0,
+        spare_byte: 0,
+        old_wait_reason: wr,
+        old_wait_mode_or_flags: rng.below(2) as u8,
+        old_state: state,
+        old_ideal_processor: cpu as u8,
+        new_thread_wait_time: rng.range(0, 500) as u32,
+        old_remaining_quantum: rng.range(0, 0x10_0000) as i32,
+    };
+    let payload = ccswap::encode_cswitch(d.version, &cs);
+    let (pmc, pebs) = if d.build >= 14393 && rng.chance(20) {
+        (rng.range(0, 2) as u8, rng.chance(50))
+    } else {
+        (0, false)
+    };
+    let bytes = perfinfo(d.x64, d.version, HOOK_CSWITCH, pmc, pebs, raw, &payload);
+    let truth = ExpectedSwitch {
+        source: "event".to_string(),
+        cpu,
+        logger_id: Some(ss.slot),
+        clock_type: c,
+        raw_timestamp: raw,
+        filetime: clock.filetime(c, raw),
+        true_filetime: clock.true_filetime(c, raw),
+        old_tid,
+        new_tid: Some(new_tid),
+        old_priority: cs.old_priority as u8,
+        old_state: state,
+        old_wait_reason: wr,
+        new_thread_wait_time: if d.version >= 2 {
+            cs.new_thread_wait_time
+        } else {
+            0
+        },
+        container_va: 0,
+        index,
+    };
+    DrawnRecord {
+        hook: HOOK_CSWITCH,
+        bytes,
+        truths: vec![truth],
+        last_raw: raw,
+    }
+}
+
+/// The session's buffer counts against the `n` buffers drawn, keeping its odd values odd.
+fn fit_buffer_counts(s: &mut SessionSpec, sv: &mut SessionVariation, n: u32) {
+    sv.linked_buffers = n;
+    if !sv.odd_fields.iter().any(|f| f == "NumberOfBuffers") {
+        s.number_of_buffers = n;
+    }
+    if !sv.odd_fields.iter().any(|f| f == "MinimumBuffers") {
+        s.minimum_buffers = s.minimum_buffers.min(n);
+    }
+    s.maximum_buffers = s.maximum_buffers.max(n);
+    // Keep the odd values odd against the new MaximumBuffers.
+    let odd = |f: &str| sv.odd_fields.iter().any(|x| x == f);
+    if odd("NumberOfBuffers") && s.number_of_buffers != u32::MAX {
+        s.number_of_buffers = s.maximum_buffers + 1;
+    }
+    if odd("MinimumBuffers") && s.minimum_buffers <= s.maximum_buffers {
+        s.minimum_buffers = s.maximum_buffers + 1;
+    }
 }
 
 /// The buffer switches with their buffer VAs.
