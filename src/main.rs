@@ -78,7 +78,7 @@ enum Command {
         #[command(flatten)]
         symbols: SymbolArgs,
         #[arg(long, value_enum, default_value = "table")]
-        format: Format,
+        format: FormatArg,
     },
     /// The ETW sessions (loggers) active when the dump was taken
     Sessions {
@@ -87,7 +87,7 @@ enum Command {
         #[command(flatten)]
         symbols: SymbolArgs,
         #[arg(long, value_enum, default_value = "table")]
-        format: report::ListFormat,
+        format: ListFormatArg,
     },
     /// Every trace buffer the sessions still hold in memory
     Buffers {
@@ -99,7 +99,7 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
-        format: report::ListFormat,
+        format: ListFormatArg,
     },
     /// Write each session's in-memory buffers as an .etl file, plus manifest.json
     Extract {
@@ -134,7 +134,7 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "table")]
-        format: report::RowFormat,
+        format: RowFormatArg,
     },
     /// One row per ETW record in the dump's buffers (full, bitmap and triage dumps: the saved
     /// windows and the ETW secondary data), with hook names, providers, UTC times and
@@ -148,14 +148,14 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
-        format: report::RowFormat,
+        format: RowFormatArg,
     },
     /// Walk the buffers and records of an .etl file
     Etl {
         /// The .etl file
         file: PathBuf,
         #[arg(long, value_enum, default_value = "table")]
-        format: Format,
+        format: FormatArg,
     },
     /// Structure layouts and global symbols as etwdump reads them from a PDB or ISF file
     /// (or, given a dump, from the symbols resolved for its kernel)
@@ -177,7 +177,7 @@ enum Command {
         #[arg(long)]
         x86: bool,
         #[arg(long, value_enum, default_value = "table")]
-        format: Format,
+        format: FormatArg,
     },
     /// Bytes at a virtual (default) or physical address
     Read {
@@ -195,6 +195,63 @@ enum Command {
         #[arg(long, value_enum, default_value = "hex")]
         format: ReadFormat,
     },
+}
+
+/// `--format` of `info`, `etl` and `symbols`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FormatArg {
+    Table,
+    Json,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Table => Format::Table,
+            FormatArg::Json => Format::Json,
+        }
+    }
+}
+
+/// `--format` of `sessions` and `buffers`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ListFormatArg {
+    Table,
+    /// {format_version, command, records, warnings} (README "Output contract")
+    Json,
+    Csv,
+}
+
+impl From<ListFormatArg> for report::ListFormat {
+    fn from(f: ListFormatArg) -> report::ListFormat {
+        match f {
+            ListFormatArg::Table => report::ListFormat::Table,
+            ListFormatArg::Json => report::ListFormat::Json,
+            ListFormatArg::Csv => report::ListFormat::Csv,
+        }
+    }
+}
+
+/// `--format` of `cswitch` and `events`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RowFormatArg {
+    Table,
+    /// {format_version, command, records, warnings} (README "Output contract")
+    Json,
+    /// One JSON object per row with the Timesketch fields; warnings as JSON lines on stderr
+    Jsonl,
+    Csv,
+}
+
+impl From<RowFormatArg> for report::RowFormat {
+    fn from(f: RowFormatArg) -> report::RowFormat {
+        match f {
+            RowFormatArg::Table => report::RowFormat::Table,
+            RowFormatArg::Json => report::RowFormat::Json,
+            RowFormatArg::Jsonl => report::RowFormat::Jsonl,
+            RowFormatArg::Csv => report::RowFormat::Csv,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -285,6 +342,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             symbols,
             format,
         } => {
+            let format = Format::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let r = report::info::info_with(&ctx);
@@ -298,6 +356,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             symbols,
             format,
         } => {
+            let format = report::ListFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             if d.triage().is_some() {
@@ -354,6 +413,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             session,
             format,
         } => {
+            let format = report::ListFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
@@ -437,6 +497,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             svg,
             format,
         } => {
+            let format = report::RowFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let last = last.map(|window| report::cswitch::Last {
@@ -478,6 +539,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             session,
             format,
         } => {
+            let format = report::RowFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
@@ -489,6 +551,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Etl { file, format } => {
+            let format = Format::from(format);
             let bytes =
                 std::fs::read(&file).map_err(|e| anyhow::anyhow!("{}: {e}", display(&file)))?;
             let f = etwdump::etl::reader::read(&bytes);
@@ -536,6 +599,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             x86,
             format,
         } => {
+            let format = Format::from(format);
             let wanted: Vec<&str> = if types.is_empty() {
                 etwdump::symbols::WANTED_TYPES.to_vec()
             } else {

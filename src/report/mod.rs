@@ -14,7 +14,6 @@ pub mod triage;
 
 /// Output format of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Format {
     Table,
     Json,
@@ -22,7 +21,6 @@ pub enum Format {
 
 /// Output format of a listing command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum ListFormat {
     Table,
     Json,
@@ -32,7 +30,6 @@ pub enum ListFormat {
 /// Output format of a per-record listing (`cswitch`, `events`): JSON Lines adds the
 /// Timesketch fields `datetime`, `timestamp_desc` and `message` to every row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum RowFormat {
     Table,
     Json,
