@@ -363,6 +363,193 @@ fn kprcb_size_from_types_h(dir: &Path) -> Option<u32> {
     }
 }
 
+/// symbols.json's PDB: (name, GUID as on-disk bytes, age).
+fn pdb_identity(j: &Value) -> Result<(String, [u8; 16], u32), FixtureError> {
+    let pdb = &j["pdb"];
+    let pdb_name = pdb["name"]
+        .as_str()
+        .map_or_else(|| err("pdb.name missing"), Ok)?
+        .to_string();
+    let guid_str = pdb["guid"]
+        .as_str()
+        .map_or_else(|| err("pdb.guid missing"), Ok)?;
+    let hex_digits = guid_str.chars().filter(char::is_ascii_hexdigit).count();
+    if hex_digits != 32 {
+        return err(format!("pdb.guid {guid_str:?} is not a GUID"));
+    }
+    let pdb_guid = guid_from_str(guid_str);
+    let pdb_age = hex_u32(&pdb["age"], "pdb.age")?;
+    Ok((pdb_name, pdb_guid, pdb_age))
+}
+
+/// symbols.json must describe this very image: SizeOfImage, timestamp, entry point and the
+/// section table.
+fn check_image_matches(j: &Value, info: &PeInfo) -> Result<(), FixtureError> {
+    let size = hex_u32(&j["image_size"], "image_size")?;
+    if size != info.size_of_image {
+        return err(format!(
+            "image_size {size:#x} != SizeOfImage {:#x}",
+            info.size_of_image
+        ));
+    }
+    let ts = hex_u32(&j["timestamp"], "timestamp")?;
+    if ts != info.timestamp {
+        return err(format!("timestamp {ts:#x} != PE {:#x}", info.timestamp));
+    }
+    let entry = hex_u32(&j["entry_rva"], "entry_rva")?;
+    if entry != info.entry_rva {
+        return err(format!("entry_rva {entry:#x} != PE {:#x}", info.entry_rva));
+    }
+    let json_sections = j["sections"]
+        .as_array()
+        .map_or_else(|| err("sections missing"), Ok)?;
+    if json_sections.len() != info.sections.len() {
+        return err("symbols.json sections differ from the PE section table");
+    }
+    for (js, s) in json_sections.iter().zip(&info.sections) {
+        let same = js["name"].as_str() == Some(s.name.as_str())
+            && hex_u32(&js["rva"], "section rva")? == s.rva
+            && hex_u32(&js["virtual_size"], "section virtual_size")? == s.virtual_size
+            && hex_u32(&js["raw_offset"], "section raw_offset")? == s.raw_offset
+            && hex_u32(&js["raw_size"], "section raw_size")? == s.raw_size
+            && hex_u32(&js["characteristics"], "section characteristics")? == s.characteristics;
+        if !same {
+            return err(format!(
+                "section {} differs from the PE section table",
+                s.name
+            ));
+        }
+        if s.rva % 0x1000 != 0
+            || s.rva + s.mapped_size() > align_up(u64::from(info.size_of_image), 0x1000) as u32
+        {
+            return err(format!(
+                "section {} is not page aligned inside the image",
+                s.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Symbols: "symbols" (undecorated) and "publics" (x86: leading underscore) must agree; every
+/// required public present, every symbol inside a section.
+fn read_symbols(
+    j: &Value,
+    x64: bool,
+    info: &PeInfo,
+) -> Result<BTreeMap<String, u32>, FixtureError> {
+    let mut symbols = BTreeMap::new();
+    if let Some(m) = j["symbols"].as_object() {
+        for (k, v) in m {
+            symbols.insert(k.clone(), hex_u32(v, k)?);
+        }
+    }
+    if let Some(m) = j["publics"].as_object() {
+        for (k, v) in m {
+            let rva = hex_u32(v, k)?;
+            let plain = if x64 {
+                k.as_str()
+            } else {
+                k.strip_prefix('_').unwrap_or(k)
+            };
+            match symbols.get(plain) {
+                Some(&r) if r != rva => {
+                    return err(format!(
+                        "public {k} at {rva:#x} but symbol {plain} at {r:#x}"
+                    ))
+                }
+                Some(_) => {}
+                None => {
+                    symbols.insert(plain.to_string(), rva);
+                }
+            }
+        }
+    }
+    for req in REQUIRED_SYMBOLS {
+        if !symbols.contains_key(*req) {
+            return err(format!("no public {req}"));
+        }
+    }
+    for (k, &rva) in &symbols {
+        if !info.sections.iter().any(|s| s.contains(rva)) {
+            return err(format!("symbol {k} at {rva:#x} lies in no section"));
+        }
+    }
+    Ok(symbols)
+}
+
+/// Debug directory -> CodeView -> RSDS, compared with the PDB of symbols.json. Returns the
+/// debug directory (RVA, size) and the RSDS record's RVA and length.
+fn check_rsds(
+    pe: &[u8],
+    info: &PeInfo,
+    pdb_name: &str,
+    pdb_guid: &[u8; 16],
+    pdb_age: u32,
+) -> Result<((u32, u32), u32, u32), FixtureError> {
+    let debug_dir = *info.dirs.get(6).unwrap_or(&(0, 0));
+    if debug_dir.1 == 0 || !debug_dir.1.is_multiple_of(28) {
+        return err("no debug directory");
+    }
+    let dd = file_offset(&info.sections, debug_dir.0, debug_dir.1)?;
+    let mut rsds = None;
+    for i in 0..(debug_dir.1 / 28) as usize {
+        let e = dd + 28 * i;
+        if read_u32(pe, e + 12)? == 2 {
+            rsds = Some((
+                read_u32(pe, e + 20)?,
+                read_u32(pe, e + 16)?,
+                read_u32(pe, e + 24)?,
+            ));
+        }
+    }
+    let Some((rsds_rva, rsds_len, rsds_ptr)) = rsds else {
+        return err("no CodeView debug entry");
+    };
+    let r = pe
+        .get(rsds_ptr as usize..(rsds_ptr + rsds_len) as usize)
+        .map_or_else(|| err("RSDS record outside the file"), Ok)?;
+    if rsds_len < 25 || &r[..4] != b"RSDS" {
+        return err("CodeView entry is not RSDS");
+    }
+    let rsds_name: Vec<u8> = r[24..].iter().copied().take_while(|&c| c != 0).collect();
+    if r[4..20] != *pdb_guid || get_u32(r, 20) != pdb_age || rsds_name != pdb_name.as_bytes() {
+        return err(format!(
+            "RSDS {} {} {} differs from symbols.json {} {} {}",
+            guid_to_string(r[4..20].try_into().expect("16")),
+            get_u32(r, 20),
+            String::from_utf8_lossy(&rsds_name),
+            guid_to_string(pdb_guid),
+            pdb_age,
+            pdb_name
+        ));
+    }
+    // The in-memory copy (by RVA) must be the same bytes as the file copy.
+    if file_offset(&info.sections, rsds_rva, rsds_len)? != rsds_ptr as usize {
+        return err("CodeView AddressOfRawData and PointerToRawData disagree");
+    }
+    Ok((debug_dir, rsds_rva, rsds_len))
+}
+
+/// symbols.json's `nt_build_lab`, else the printable string at NtBuildLabEx in the image.
+fn nt_build_lab(
+    j: &Value,
+    pe: &[u8],
+    info: &PeInfo,
+    symbols: &BTreeMap<String, u32>,
+) -> Result<Option<String>, FixtureError> {
+    Ok(match j.get("nt_build_lab").and_then(Value::as_str) {
+        Some(s) => Some(s.to_string()),
+        None => {
+            let rva = symbols["NtBuildLabEx"];
+            let off = file_offset(&info.sections, rva, 1)?;
+            let s: Vec<u8> = pe[off..].iter().copied().take_while(|&c| c != 0).collect();
+            (!s.is_empty() && s.iter().all(|c| c.is_ascii_graphic()))
+                .then(|| String::from_utf8_lossy(&s).into_owned())
+        }
+    })
+}
+
 impl Fixture {
     /// Load `<dir>/symbols.json` and `<dir>/ntoskrnl.exe` and cross-check them.
     pub fn load(dir: &Path) -> Result<Fixture, FixtureError> {
@@ -381,20 +568,7 @@ impl Fixture {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let pdb = &j["pdb"];
-        let pdb_name = pdb["name"]
-            .as_str()
-            .map_or_else(|| err("pdb.name missing"), Ok)?
-            .to_string();
-        let guid_str = pdb["guid"]
-            .as_str()
-            .map_or_else(|| err("pdb.guid missing"), Ok)?;
-        let hex_digits = guid_str.chars().filter(char::is_ascii_hexdigit).count();
-        if hex_digits != 32 {
-            return err(format!("pdb.guid {guid_str:?} is not a GUID"));
-        }
-        let pdb_guid = guid_from_str(guid_str);
-        let pdb_age = hex_u32(&pdb["age"], "pdb.age")?;
+        let (pdb_name, pdb_guid, pdb_age) = pdb_identity(j)?;
         let x64 = match j["arch"].as_str() {
             Some("x64") => true,
             Some("x86") => false,
@@ -406,150 +580,17 @@ impl Fixture {
         if info.x64 != x64 {
             return err("symbols.json arch differs from the PE machine");
         }
-        // symbols.json must describe this very image.
-        let size = hex_u32(&j["image_size"], "image_size")?;
-        if size != info.size_of_image {
-            return err(format!(
-                "image_size {size:#x} != SizeOfImage {:#x}",
-                info.size_of_image
-            ));
-        }
-        let ts = hex_u32(&j["timestamp"], "timestamp")?;
-        if ts != info.timestamp {
-            return err(format!("timestamp {ts:#x} != PE {:#x}", info.timestamp));
-        }
-        let entry = hex_u32(&j["entry_rva"], "entry_rva")?;
-        if entry != info.entry_rva {
-            return err(format!("entry_rva {entry:#x} != PE {:#x}", info.entry_rva));
-        }
-        let json_sections = j["sections"]
-            .as_array()
-            .map_or_else(|| err("sections missing"), Ok)?;
-        if json_sections.len() != info.sections.len() {
-            return err("symbols.json sections differ from the PE section table");
-        }
-        for (js, s) in json_sections.iter().zip(&info.sections) {
-            let same = js["name"].as_str() == Some(s.name.as_str())
-                && hex_u32(&js["rva"], "section rva")? == s.rva
-                && hex_u32(&js["virtual_size"], "section virtual_size")? == s.virtual_size
-                && hex_u32(&js["raw_offset"], "section raw_offset")? == s.raw_offset
-                && hex_u32(&js["raw_size"], "section raw_size")? == s.raw_size
-                && hex_u32(&js["characteristics"], "section characteristics")? == s.characteristics;
-            if !same {
-                return err(format!(
-                    "section {} differs from the PE section table",
-                    s.name
-                ));
-            }
-            if s.rva % 0x1000 != 0
-                || s.rva + s.mapped_size() > align_up(u64::from(info.size_of_image), 0x1000) as u32
-            {
-                return err(format!(
-                    "section {} is not page aligned inside the image",
-                    s.name
-                ));
-            }
-        }
-
-        // Symbols: "symbols" (undecorated) and "publics" (x86: leading underscore) must agree.
-        let mut symbols = BTreeMap::new();
-        if let Some(m) = j["symbols"].as_object() {
-            for (k, v) in m {
-                symbols.insert(k.clone(), hex_u32(v, k)?);
-            }
-        }
-        if let Some(m) = j["publics"].as_object() {
-            for (k, v) in m {
-                let rva = hex_u32(v, k)?;
-                let plain = if x64 {
-                    k.as_str()
-                } else {
-                    k.strip_prefix('_').unwrap_or(k)
-                };
-                match symbols.get(plain) {
-                    Some(&r) if r != rva => {
-                        return err(format!(
-                            "public {k} at {rva:#x} but symbol {plain} at {r:#x}"
-                        ))
-                    }
-                    Some(_) => {}
-                    None => {
-                        symbols.insert(plain.to_string(), rva);
-                    }
-                }
-            }
-        }
-        for req in REQUIRED_SYMBOLS {
-            if !symbols.contains_key(*req) {
-                return err(format!("no public {req}"));
-            }
-        }
-        for (k, &rva) in &symbols {
-            if !info.sections.iter().any(|s| s.contains(rva)) {
-                return err(format!("symbol {k} at {rva:#x} lies in no section"));
-            }
-        }
-
-        // Debug directory -> CodeView -> RSDS, compared with the PDB of symbols.json.
-        let debug_dir = *info.dirs.get(6).unwrap_or(&(0, 0));
-        if debug_dir.1 == 0 || debug_dir.1 % 28 != 0 {
-            return err("no debug directory");
-        }
-        let dd = file_offset(&info.sections, debug_dir.0, debug_dir.1)?;
-        let mut rsds = None;
-        for i in 0..(debug_dir.1 / 28) as usize {
-            let e = dd + 28 * i;
-            if read_u32(&pe, e + 12)? == 2 {
-                rsds = Some((
-                    read_u32(&pe, e + 20)?,
-                    read_u32(&pe, e + 16)?,
-                    read_u32(&pe, e + 24)?,
-                ));
-            }
-        }
-        let Some((rsds_rva, rsds_len, rsds_ptr)) = rsds else {
-            return err("no CodeView debug entry");
-        };
-        let r = pe
-            .get(rsds_ptr as usize..(rsds_ptr + rsds_len) as usize)
-            .map_or_else(|| err("RSDS record outside the file"), Ok)?;
-        if rsds_len < 25 || &r[..4] != b"RSDS" {
-            return err("CodeView entry is not RSDS");
-        }
-        let rsds_name: Vec<u8> = r[24..].iter().copied().take_while(|&c| c != 0).collect();
-        if r[4..20] != pdb_guid || get_u32(r, 20) != pdb_age || rsds_name != pdb_name.as_bytes() {
-            return err(format!(
-                "RSDS {} {} {} differs from symbols.json {} {} {}",
-                guid_to_string(r[4..20].try_into().expect("16")),
-                get_u32(r, 20),
-                String::from_utf8_lossy(&rsds_name),
-                guid_to_string(&pdb_guid),
-                pdb_age,
-                pdb_name
-            ));
-        }
-        // The in-memory copy (by RVA) must be the same bytes as the file copy.
-        if file_offset(&info.sections, rsds_rva, rsds_len)? != rsds_ptr as usize {
-            return err("CodeView AddressOfRawData and PointerToRawData disagree");
-        }
-
+        check_image_matches(j, &info)?;
+        let symbols = read_symbols(j, x64, &info)?;
+        let (debug_dir, rsds_rva, rsds_len) =
+            check_rsds(&pe, &info, &pdb_name, &pdb_guid, pdb_age)?;
         let relocations = parse_relocations(
             &pe,
             &info.sections,
             *info.dirs.get(5).unwrap_or(&(0, 0)),
             x64,
         )?;
-
-        let nt_build_lab = match j.get("nt_build_lab").and_then(Value::as_str) {
-            Some(s) => Some(s.to_string()),
-            None => {
-                let rva = symbols["NtBuildLabEx"];
-                let off = file_offset(&info.sections, rva, 1)?;
-                let s: Vec<u8> = pe[off..].iter().copied().take_while(|&c| c != 0).collect();
-                (!s.is_empty() && s.iter().all(|c| c.is_ascii_graphic()))
-                    .then(|| String::from_utf8_lossy(&s).into_owned())
-            }
-        };
+        let nt_build_lab = nt_build_lab(j, &pe, &info, &symbols)?;
         let kprcb_size = match j
             .get("type_sizes")
             .and_then(|t| t.get("_KPRCB"))
