@@ -361,11 +361,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             if d.triage().is_some() {
                 let t = report::triage::sessions(&ctx);
-                let mut warnings: Vec<Warning> = t
-                    .warnings
-                    .iter()
-                    .map(|w| Warning::from(w.as_str()))
-                    .collect();
+                let mut warnings = t.warnings.clone();
                 warnings.push(Warning::new(
                     WarningKind::Unknowable,
                     format!("not known: {}", report::triage::UNKNOWABLE),
@@ -419,8 +415,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             require_session(&ctx, session.as_deref())?;
             if d.triage().is_some() {
                 let (rows, warnings) = report::triage::buffers(&ctx, session.as_deref());
-                let warnings: Vec<Warning> =
-                    warnings.iter().map(|w| Warning::from(w.as_str())).collect();
                 match format {
                     report::ListFormat::Table => {
                         write!(out, "{}", render::triage::buffers_table(&rows))?;

@@ -134,7 +134,8 @@ fn forged_triage_scenarios() {
                     assert_eq!(g.parsed, g.size, "{sc}");
                 } else {
                     assert!(
-                        !g.warnings.is_empty() || r.warnings.iter().any(|w| w.contains("blob")),
+                        !g.warnings.is_empty()
+                            || r.warnings.iter().any(|w| w.message.contains("blob")),
                         "{sc}: a lying blob must be reported: {:?}",
                         r.warnings
                     );

@@ -27,6 +27,7 @@ use crate::etl::header::BUFFER_HEADER_SIZE;
 use crate::etl::records::{resync, walk_from};
 use crate::etw::buffers::MAX_BUFFER_SIZE;
 use crate::kernel::context::KernelContext;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// `nt!EtwSecondaryDumpDataGuid`, the tag of the ETW buffers blob (triage-etw.md §1.3).
@@ -160,7 +161,7 @@ pub struct EtwBlob {
     pub sessions: Vec<BlobSession>,
     /// Offset in the blob where parsing ended (== size when everything was understood).
     pub parsed: u64,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// The crashing CPU's KPRCB copy (TRIAGE_DUMP.PrcbOffset).
@@ -178,7 +179,7 @@ pub struct TriageEtw {
     pub windows: Vec<SavedWindow>,
     pub blob: Option<EtwBlob>,
     pub crash_cpu: Option<CrashCpu>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Parse the ETW blob's bytes (`file_offset` only labels offsets in the result).
@@ -190,10 +191,10 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
     };
     let at = |o: usize| file_offset + o as u64;
     if b.len() < BLOB_HEADER_SIZE {
-        out.warnings.push(format!(
+        out.warnings.push(Warning::new(WarningKind::Decode, format!(
             "ETW blob at file offset {file_offset:#x}: {} bytes, shorter than its {BLOB_HEADER_SIZE:#x}-byte header",
             b.len()
-        ));
+        )));
         return out;
     }
     out.header = Some(BlobHeader {
@@ -208,15 +209,19 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
     while o < b.len() {
         if b.u32_at(o) == Some(SESSION_SIGNATURE) {
             if out.sessions.len() >= MAX_SESSIONS {
-                out.warnings.push(format!(
-                    "ETW blob: more than {MAX_SESSIONS} sessions; stopped"
+                out.warnings.push(Warning::new(
+                    WarningKind::Bound,
+                    format!("ETW blob: more than {MAX_SESSIONS} sessions; stopped"),
                 ));
                 break;
             }
             let Some(h) = b.bytes_at(o, SESSION_HEADER_SIZE) else {
-                out.warnings.push(format!(
+                out.warnings.push(Warning::new(
+                    WarningKind::Decode,
+                    format!(
                     "ETW blob: session header at file offset {:#x} is cut off by the blob's end",
                     at(o)
+                ),
                 ));
                 break;
             };
@@ -260,10 +265,10 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
                 buffers: Vec::new(),
             });
             let Some((next, _)) = found else {
-                out.warnings.push(format!(
+                out.warnings.push(Warning::new(WarningKind::Decode, format!(
                     "ETW blob: session {logger_id} at file offset {:#x}: name length {len:#x} leads to nothing valid (neither 2×{len:#x} nor {len:#x} bytes after the header); listed without buffers, stopped",
                     at(o)
-                ));
+                )));
                 break;
             };
             o = next;
@@ -271,48 +276,49 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
         }
         // A buffer of the current session.
         let Some(s) = out.sessions.last_mut() else {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(WarningKind::Decode, format!(
                 "ETW blob: file offset {:#x}: expected a session header (signature {SESSION_SIGNATURE:#010x}), found {:#010x}; stopped",
                 at(o),
                 b.u32_at(o).unwrap_or(0)
-            ));
+            )));
             break;
         };
         let Some(h) =
             BufferHeader::from_bytes(&b[o..]).filter(|_| o + BUFFER_HEADER_SIZE <= b.len())
         else {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(WarningKind::Decode, format!(
                 "ETW blob: buffer header at file offset {:#x} is cut off by the blob's end; stopped",
                 at(o)
-            ));
+            )));
             break;
         };
         if h.buffer_size != s.buffer_size || h.logger_id != s.logger_id {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(WarningKind::Decode, format!(
                 "ETW blob: file offset {:#x}: not a buffer of session {} (BufferSize {:#x}, LoggerId {}; expected {:#x}, {}); stopped",
                 at(o), s.logger_id, h.buffer_size, h.logger_id, s.buffer_size, s.logger_id
-            ));
+            )));
             break;
         }
         let Some(valid) = h.valid_bytes() else {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(WarningKind::Decode, format!(
                 "ETW blob: buffer at file offset {:#x}: no plausible valid length (CurrentOffset {:#x}, SavedOffset {:#x}, BufferSize {:#x}); stopped",
                 at(o), h.current_offset, h.saved_offset, h.buffer_size
-            ));
+            )));
             break;
         };
         if o as u64 + valid > b.len() as u64 {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(WarningKind::Decode, format!(
                 "ETW blob: buffer at file offset {:#x}: valid length {valid:#x} runs past the blob's end ({:#x}); stopped",
                 at(o),
                 file_offset + b.len() as u64
-            ));
+            )));
             break;
         }
         buffers += 1;
         if buffers > MAX_BUFFERS {
-            out.warnings.push(format!(
-                "ETW blob: more than {MAX_BUFFERS} buffers; stopped"
+            out.warnings.push(Warning::new(
+                WarningKind::Bound,
+                format!("ETW blob: more than {MAX_BUFFERS} buffers; stopped"),
             ));
             break;
         }
@@ -365,7 +371,11 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
     out.crash_cpu = crash_cpu(ctx, t.prcb_offset);
     // The secondary data and the ETW blob.
     let sd = SecondaryData::parse(ctx.dump.bytes(), u64::from(t.size_of_dump));
-    out.warnings.extend(sd.warnings.iter().cloned());
+    out.warnings.extend(
+        sd.warnings
+            .iter()
+            .map(|w| Warning::new(WarningKind::Decode, w.as_str())),
+    );
     if let Some(blob) = sd.find(ETW_SECONDARY_DUMP_DATA_GUID) {
         if let Some(bytes) = ctx
             .dump
@@ -387,36 +397,42 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
             };
             match (ctx.space.read_ptr(bva), ctx.space.read_ptr(eva)) {
                 (Ok(b), Ok(e)) if b.0 != 0 || e.0 != 0 => v.push((kind, b, e, "symbols")),
-                (Ok(_), Ok(_)) => out
-                    .warnings
-                    .push(format!("{bn} and {en} are NULL: nothing saved")),
-                (Err(x), _) => out.warnings.push(format!(
-                    "{bn} at {bva} is not in the dump ({x}): {} not saved or not recoverable",
-                    kind.source()
+                (Ok(_), Ok(_)) => out.warnings.push(Warning::new(
+                    WarningKind::NotFound,
+                    format!("{bn} and {en} are NULL: nothing saved"),
                 )),
-                (_, Err(x)) => out.warnings.push(format!(
-                    "{en} at {eva} is not in the dump ({x}): {} not saved or not recoverable",
-                    kind.source()
+                (Err(x), _) => out.warnings.push(Warning::new(
+                    WarningKind::Unreadable,
+                    format!(
+                        "{bn} at {bva} is not in the dump ({x}): {} not saved or not recoverable",
+                        kind.source()
+                    ),
+                )),
+                (_, Err(x)) => out.warnings.push(Warning::new(
+                    WarningKind::Unreadable,
+                    format!(
+                        "{en} at {eva} is not in the dump ({x}): {} not saved or not recoverable",
+                        kind.source()
+                    ),
                 )),
             }
         }
         v
     } else {
-        out.warnings.push(
-            "no symbols for the Ki*Buffer* globals: saved windows found by the data-block pattern (the first is taken as logger 2's current buffer, by the kernel's call order)".into(),
-        );
+        out.warnings.push(Warning::new(WarningKind::Inferred, "no symbols for the Ki*Buffer* globals: saved windows found by the data-block pattern (the first is taken as logger 2's current buffer, by the kernel's call order)"));
         let v = block_pattern(ctx, &t.blocks);
         if v.is_empty() {
-            out.warnings.push(
-                "no saved ETW window: no [window][base][end] block triple in the data-block table (give the kernel's symbols to look the Ki*Buffer* globals up)".into(),
-            );
+            out.warnings.push(Warning::new(WarningKind::NotFound, "no saved ETW window: no [window][base][end] block triple in the data-block table (give the kernel's symbols to look the Ki*Buffer* globals up)"));
         }
         v
     };
     for (kind, base, end, found_by) in found {
         match window(ctx, &t.blocks, kind, base, end, found_by) {
             Ok(w) => out.windows.push(w),
-            Err(e) => out.warnings.push(format!("{}: {e}", kind.source())),
+            Err(e) => out.warnings.push(Warning::new(
+                WarningKind::Unreadable,
+                format!("{}: {e}", kind.source()),
+            )),
         }
     }
     // The error-log tail usually repeats the end of a blob buffer: recognise it.
@@ -623,7 +639,9 @@ mod tests {
         let p = parse_blob(&b, 0x100);
         assert_eq!(p.sessions[0].buffers.len(), 0);
         assert!(
-            p.warnings[0].contains("valid length 0x800 runs past"),
+            p.warnings[0]
+                .message
+                .contains("valid length 0x800 runs past"),
             "{:?}",
             p.warnings
         );
@@ -636,7 +654,7 @@ mod tests {
         assert_eq!(p.sessions.len(), 1);
         assert!(p.sessions[0].buffers.is_empty());
         assert!(
-            p.warnings[0].contains("name length 0xfffffff0"),
+            p.warnings[0].message.contains("name length 0xfffffff0"),
             "{:?}",
             p.warnings
         );
@@ -648,13 +666,15 @@ mod tests {
         let p = parse_blob(&b, 0);
         assert_eq!(p.sessions[0].buffers.len(), 1);
         assert!(
-            p.warnings[0].contains("file offset 0x9a: not a buffer of session 10"),
+            p.warnings[0]
+                .message
+                .contains("file offset 0x9a: not a buffer of session 10"),
             "{:?}",
             p.warnings
         );
         // Shorter than the header.
-        assert!(
-            parse_blob(&[0u8; 8], 0x10).warnings[0].contains("shorter than its 0x20-byte header")
-        );
+        assert!(parse_blob(&[0u8; 8], 0x10).warnings[0]
+            .message
+            .contains("shorter than its 0x20-byte header"));
     }
 }

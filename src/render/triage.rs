@@ -30,7 +30,7 @@ impl TriageSessions {
         }
         let _ = writeln!(o, "\nNot known: {}.", self.not_known);
         for w in &self.warnings {
-            let _ = writeln!(o, "warning: {w}");
+            let _ = writeln!(o, "warning: {}", super::text::printable(&w.message));
         }
         o
     }

@@ -297,8 +297,7 @@ pub fn stream(
     let sel = |id: Option<u64>, name: Option<&str>| super::selects(id, name, session);
     if ctx.dump.triage().is_some() {
         let t = triage::read(ctx);
-        rep.warnings
-            .extend(t.warnings.iter().map(|w| Warning::from(w.as_str())));
+        rep.warnings.extend(t.warnings.iter().cloned());
         triage_rows(ctx, &t, &res, pointer_size, &sel, &mut rep, &mut sink)?;
         return Ok(rep.warnings);
     }

@@ -49,7 +49,7 @@ pub struct TriageSession {
 pub struct TriageSessions {
     pub sessions: Vec<TriageSession>,
     pub not_known: &'static str,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 pub fn sessions(ctx: &KernelContext<'_>) -> TriageSessions {
@@ -141,7 +141,10 @@ pub struct TriageBuffer {
 }
 
 /// Every buffer and window of a triage dump (selected by session id or name).
-pub fn buffers(ctx: &KernelContext<'_>, session: Option<&str>) -> (Vec<TriageBuffer>, Vec<String>) {
+pub fn buffers(
+    ctx: &KernelContext<'_>,
+    session: Option<&str>,
+) -> (Vec<TriageBuffer>, Vec<Warning>) {
     let t = triage::read(ctx);
     (buffers_of(ctx, &t, session), t.warnings)
 }
@@ -241,7 +244,7 @@ pub fn extract(
     force: bool,
 ) -> Result<Manifest, ExtractError> {
     let t = triage::read(ctx);
-    let mut warnings: Vec<Warning> = t.warnings.iter().map(|w| w.as_str().into()).collect();
+    let mut warnings: Vec<Warning> = t.warnings.clone();
     let list = sessions_of(&t);
     std::fs::create_dir_all(dir).map_err(|e| ExtractError::Io {
         path: dir.to_path_buf(),
