@@ -251,185 +251,200 @@ pub fn every_header_type(build: u32) -> Vec<RecSpec> {
 
 /// Buffers of one standard-set slot (see [`crate::EtwSpec::with_buffers`]); None: headers only.
 pub(crate) fn standard_plan(build: u32, slot: u32) -> Option<Vec<BufferSpec>> {
-    let fl = |b: usize, seed: u64| filler(build, b, seed ^ u64::from(build));
-    let compressed_ok = build >= 14393;
-    let plan = match slot {
-        // NT Kernel Logger (0x20000, file mode): four per-CPU current buffers, two flushed ones
-        // on the dirty chain of CPU 0's current buffer.
-        0 => {
-            let mut b0 = BufferSpec::new(STATE_GENERAL_LOGGING, 0, 102, {
-                let mut v = every_header_type(build);
-                v.extend(fl(0x3000, 1));
-                v
-            });
-            b0.per_cpu = Some(0);
-            b0.fast_ref_tag = 0xF;
-            b0.next_buffer = Some(4);
-            let mut b1 = BufferSpec::new(STATE_GENERAL_LOGGING, 1, 103, fl(0x1_F000, 2));
-            b1.per_cpu = Some(1);
-            b1.fast_ref_tag = 0x3;
-            b1.offsets = Offsets::Overflowed;
-            let mut b2 = BufferSpec::new(STATE_GENERAL_LOGGING, 2, 104, fl(0x2400, 3));
-            b2.per_cpu = Some(2);
-            b2.tail = Tail::HalfWritten;
-            let mut b3 = BufferSpec::new(STATE_GENERAL_LOGGING, 3, 105, fl(0x1800, 4));
-            b3.per_cpu = Some(3);
-            b3.fast_ref_tag = 0x7;
-            b3.tail = Tail::UnfinishedMarker;
-            let mut b4 = BufferSpec::new(STATE_FLUSH, 0, 101, fl(0x1_E800, 5));
-            b4.next_buffer = Some(5);
-            b4.offsets = Offsets::Overflowed;
-            b4.buffer_flag = BUFFER_FLAG_EVENTS_LOST;
-            let mut b5 = BufferSpec::new(STATE_FLUSH, 0, 100, fl(0x1_F800, 6));
-            b5.fill_ff = true;
-            b5.buffer_type = BUFFER_TYPE_RUNDOWN;
-            vec![b0, b1, b2, b3, b4, b5]
-        }
-        // Circular Kernel Context Logger (0x10000, buffering mode): CPU 0's current buffer,
-        // the history on BufferQueue (a full one, a free one reset for reuse), a compressed
-        // buffer that is the CompressionTarget.
-        2 => {
-            let mut c0 = BufferSpec::new(STATE_GENERAL_LOGGING, 0, 57, {
-                let mut v = vec![
-                    RecSpec::cswitch(build, 0, true),
-                    RecSpec::cswitch(build, 4, true),
-                    RecSpec::cswitch(build, 7, false),
-                ];
-                v.extend(fl(0x6000, 11));
-                v
-            });
-            c0.per_cpu = Some(0);
-            c0.fast_ref_tag = 0x1;
-            c0.buffer_type = BUFFER_TYPE_CTX_SWAP;
-            let mut c1 = BufferSpec::new(STATE_FLUSH, 0, 56, fl(0xF000, 12));
-            c1.queue = Some(QueueKind::BufferQueue);
-            let mut c2 = BufferSpec::new(STATE_FREE, 1, 12, fl(0x4000, 13));
-            c2.queue = Some(QueueKind::BufferQueue);
-            c2.offsets = Offsets::Reset;
-            let mut c3 = BufferSpec::new(
-                if compressed_ok {
-                    STATE_COMPRESSED
-                } else {
-                    STATE_FLUSH
-                },
-                2,
-                55,
-                vec![],
-            );
-            c3.compressed_len = Some(0x2345);
-            c3.buffer_flag = BUFFER_FLAG_COMPRESSED;
-            c3.compression_target = true;
-            vec![c0, c1, c2, c3]
-        }
-        // EventLog-System (0x8000, real-time): CPU 2's current buffer of manifest events, its
-        // flushed predecessor on the dirty chain, a free buffer (stale events, offsets kept) on
-        // BufferQueue.
-        3 => {
-            let ev = |n: usize| -> Vec<RecSpec> {
-                (0..n)
-                    .map(|i| RecSpec::EventHeader {
-                        x64: true,
-                        ext: if i % 3 == 0 { vec![(1, 16)] } else { vec![] },
-                        data: 0x21 + (i * 7) % 0x60,
-                    })
-                    .collect()
-            };
-            let mut e0 = BufferSpec::new(STATE_GENERAL_LOGGING, 2, 31, ev(40));
-            e0.per_cpu = Some(2);
-            e0.fast_ref_tag = 0x2;
-            e0.next_buffer = Some(1);
-            let e1 = BufferSpec::new(STATE_FLUSH, 2, 30, ev(150));
-            let mut e2 = BufferSpec::new(STATE_FREE, 1, 7, ev(60));
-            e2.queue = Some(QueueKind::BufferQueue);
-            vec![e0, e1, e2]
-        }
-        // WdiContextLog (0x4000, buffering mode): CPU 3's current buffer with MESSAGE and
-        // INSTANCE records; a full buffer on the OverflowQueue.
-        4 => {
-            let mut v = Vec::new();
-            for i in 0..12 {
-                v.push(RecSpec::Message { data: 0x10 + i * 5 });
-                if i % 4 == 0 {
-                    v.push(RecSpec::Instance {
-                        x64: i % 8 == 0,
-                        data: 0x18,
-                    });
-                }
-            }
-            let mut w0 = BufferSpec::new(STATE_GENERAL_LOGGING, 3, 9, v);
-            w0.per_cpu = Some(3);
-            w0.fast_ref_tag = 0x5;
-            let w1_recs = (0..60)
-                .map(|i| RecSpec::Message { data: 0x20 + i % 9 })
-                .collect();
-            let mut w1 = BufferSpec::new(STATE_FLUSH, 3, 8, w1_recs);
-            w1.queue = Some(QueueKind::OverflowQueue);
-            vec![w0, w1]
-        }
-        // LwtNetLog (0x40000, circular file; cyclic GlobalList): CPU 1's current buffer of
-        // 32-bit-layout records and a zero reservation at its end, its flushed predecessor,
-        // an empty free buffer.
-        5 => {
-            let v32 = |n: usize| -> Vec<RecSpec> {
-                (0..n)
-                    .map(|i| match i % 4 {
-                        0 => RecSpec::System {
-                            x64: false,
-                            hook: HOOK_DISK_READ,
-                            version: 2,
-                            data: 0x28,
-                        },
-                        1 => RecSpec::Compact {
-                            x64: false,
-                            hook: HOOK_DPC,
-                            version: 2,
-                            data: 0x0C,
-                        },
-                        2 => RecSpec::Full {
-                            x64: false,
-                            data: 0x5 + i % 0x30,
-                        },
-                        _ => RecSpec::PerfInfo {
-                            x64: false,
-                            hook: HOOK_CSWITCH,
-                            version: cswitch_version(build),
-                            pmc: 0,
-                            pebs: false,
-                            data: 0x18,
-                        },
-                    })
-                    .collect()
-            };
-            let mut l0 = BufferSpec::new(STATE_GENERAL_LOGGING, 1, 1001, v32(300));
-            l0.per_cpu = Some(1);
-            l0.fast_ref_tag = 0xE;
-            l0.tail = Tail::ZeroReservation;
-            l0.next_buffer = Some(1);
-            let l1 = BufferSpec::new(STATE_FLUSH, 1, 1000, v32(2000));
-            let l2 = BufferSpec::new(STATE_FREE, 0, 0, vec![]);
-            vec![l0, l1, l2]
-        }
-        // UBPM (0x2000, NO_PER_PROCESSOR_BUFFERING): CurrentBuffer and a free buffer whose stale
-        // events are still inside CurrentOffset.
-        6 => {
-            let ev = |n: usize, d: usize| -> Vec<RecSpec> {
-                (0..n)
-                    .map(|i| RecSpec::EventHeader {
-                        x64: true,
-                        ext: vec![],
-                        data: d + i,
-                    })
-                    .collect()
-            };
-            let mut u0 = BufferSpec::new(STATE_GENERAL_LOGGING, 0, 4, ev(9, 0x0B));
-            u0.current_buffer = true;
-            u0.fast_ref_tag = 0x9;
-            let u1 = BufferSpec::new(STATE_FREE, 0, 3, ev(20, 0x30));
-            vec![u0, u1]
-        }
+    Some(match slot {
+        0 => ntkl_plan(build),
+        2 => ckcl_plan(build),
+        3 => eventlog_system_plan(),
+        4 => wdi_context_plan(),
+        5 => lwt_net_log_plan(build),
+        6 => ubpm_plan(),
         _ => return None,
+    })
+}
+
+/// Filler records of about `b` bytes for a standard buffer (seeded per build).
+fn fl(build: u32, b: usize, seed: u64) -> Vec<RecSpec> {
+    filler(build, b, seed ^ u64::from(build))
+}
+
+/// NT Kernel Logger (0x20000, file mode): four per-CPU current buffers, two flushed ones
+/// on the dirty chain of CPU 0's current buffer.
+fn ntkl_plan(build: u32) -> Vec<BufferSpec> {
+    let mut b0 = BufferSpec::new(STATE_GENERAL_LOGGING, 0, 102, {
+        let mut v = every_header_type(build);
+        v.extend(fl(build, 0x3000, 1));
+        v
+    });
+    b0.per_cpu = Some(0);
+    b0.fast_ref_tag = 0xF;
+    b0.next_buffer = Some(4);
+    let mut b1 = BufferSpec::new(STATE_GENERAL_LOGGING, 1, 103, fl(build, 0x1_F000, 2));
+    b1.per_cpu = Some(1);
+    b1.fast_ref_tag = 0x3;
+    b1.offsets = Offsets::Overflowed;
+    let mut b2 = BufferSpec::new(STATE_GENERAL_LOGGING, 2, 104, fl(build, 0x2400, 3));
+    b2.per_cpu = Some(2);
+    b2.tail = Tail::HalfWritten;
+    let mut b3 = BufferSpec::new(STATE_GENERAL_LOGGING, 3, 105, fl(build, 0x1800, 4));
+    b3.per_cpu = Some(3);
+    b3.fast_ref_tag = 0x7;
+    b3.tail = Tail::UnfinishedMarker;
+    let mut b4 = BufferSpec::new(STATE_FLUSH, 0, 101, fl(build, 0x1_E800, 5));
+    b4.next_buffer = Some(5);
+    b4.offsets = Offsets::Overflowed;
+    b4.buffer_flag = BUFFER_FLAG_EVENTS_LOST;
+    let mut b5 = BufferSpec::new(STATE_FLUSH, 0, 100, fl(build, 0x1_F800, 6));
+    b5.fill_ff = true;
+    b5.buffer_type = BUFFER_TYPE_RUNDOWN;
+    vec![b0, b1, b2, b3, b4, b5]
+}
+
+/// Circular Kernel Context Logger (0x10000, buffering mode): CPU 0's current buffer,
+/// the history on BufferQueue (a full one, a free one reset for reuse), a compressed
+/// buffer that is the CompressionTarget.
+fn ckcl_plan(build: u32) -> Vec<BufferSpec> {
+    let compressed_ok = build >= 14393;
+    let mut c0 = BufferSpec::new(STATE_GENERAL_LOGGING, 0, 57, {
+        let mut v = vec![
+            RecSpec::cswitch(build, 0, true),
+            RecSpec::cswitch(build, 4, true),
+            RecSpec::cswitch(build, 7, false),
+        ];
+        v.extend(fl(build, 0x6000, 11));
+        v
+    });
+    c0.per_cpu = Some(0);
+    c0.fast_ref_tag = 0x1;
+    c0.buffer_type = BUFFER_TYPE_CTX_SWAP;
+    let mut c1 = BufferSpec::new(STATE_FLUSH, 0, 56, fl(build, 0xF000, 12));
+    c1.queue = Some(QueueKind::BufferQueue);
+    let mut c2 = BufferSpec::new(STATE_FREE, 1, 12, fl(build, 0x4000, 13));
+    c2.queue = Some(QueueKind::BufferQueue);
+    c2.offsets = Offsets::Reset;
+    let mut c3 = BufferSpec::new(
+        if compressed_ok {
+            STATE_COMPRESSED
+        } else {
+            STATE_FLUSH
+        },
+        2,
+        55,
+        vec![],
+    );
+    c3.compressed_len = Some(0x2345);
+    c3.buffer_flag = BUFFER_FLAG_COMPRESSED;
+    c3.compression_target = true;
+    vec![c0, c1, c2, c3]
+}
+
+/// EventLog-System (0x8000, real-time): CPU 2's current buffer of manifest events, its
+/// flushed predecessor on the dirty chain, a free buffer (stale events, offsets kept) on
+/// BufferQueue.
+fn eventlog_system_plan() -> Vec<BufferSpec> {
+    let ev = |n: usize| -> Vec<RecSpec> {
+        (0..n)
+            .map(|i| RecSpec::EventHeader {
+                x64: true,
+                ext: if i % 3 == 0 { vec![(1, 16)] } else { vec![] },
+                data: 0x21 + (i * 7) % 0x60,
+            })
+            .collect()
     };
-    Some(plan)
+    let mut e0 = BufferSpec::new(STATE_GENERAL_LOGGING, 2, 31, ev(40));
+    e0.per_cpu = Some(2);
+    e0.fast_ref_tag = 0x2;
+    e0.next_buffer = Some(1);
+    let e1 = BufferSpec::new(STATE_FLUSH, 2, 30, ev(150));
+    let mut e2 = BufferSpec::new(STATE_FREE, 1, 7, ev(60));
+    e2.queue = Some(QueueKind::BufferQueue);
+    vec![e0, e1, e2]
+}
+
+/// WdiContextLog (0x4000, buffering mode): CPU 3's current buffer with MESSAGE and
+/// INSTANCE records; a full buffer on the OverflowQueue.
+fn wdi_context_plan() -> Vec<BufferSpec> {
+    let mut v = Vec::new();
+    for i in 0..12 {
+        v.push(RecSpec::Message { data: 0x10 + i * 5 });
+        if i % 4 == 0 {
+            v.push(RecSpec::Instance {
+                x64: i % 8 == 0,
+                data: 0x18,
+            });
+        }
+    }
+    let mut w0 = BufferSpec::new(STATE_GENERAL_LOGGING, 3, 9, v);
+    w0.per_cpu = Some(3);
+    w0.fast_ref_tag = 0x5;
+    let w1_recs = (0..60)
+        .map(|i| RecSpec::Message { data: 0x20 + i % 9 })
+        .collect();
+    let mut w1 = BufferSpec::new(STATE_FLUSH, 3, 8, w1_recs);
+    w1.queue = Some(QueueKind::OverflowQueue);
+    vec![w0, w1]
+}
+
+/// LwtNetLog (0x40000, circular file; cyclic GlobalList): CPU 1's current buffer of
+/// 32-bit-layout records and a zero reservation at its end, its flushed predecessor,
+/// an empty free buffer.
+fn lwt_net_log_plan(build: u32) -> Vec<BufferSpec> {
+    let v32 = |n: usize| -> Vec<RecSpec> {
+        (0..n)
+            .map(|i| match i % 4 {
+                0 => RecSpec::System {
+                    x64: false,
+                    hook: HOOK_DISK_READ,
+                    version: 2,
+                    data: 0x28,
+                },
+                1 => RecSpec::Compact {
+                    x64: false,
+                    hook: HOOK_DPC,
+                    version: 2,
+                    data: 0x0C,
+                },
+                2 => RecSpec::Full {
+                    x64: false,
+                    data: 0x5 + i % 0x30,
+                },
+                _ => RecSpec::PerfInfo {
+                    x64: false,
+                    hook: HOOK_CSWITCH,
+                    version: cswitch_version(build),
+                    pmc: 0,
+                    pebs: false,
+                    data: 0x18,
+                },
+            })
+            .collect()
+    };
+    let mut l0 = BufferSpec::new(STATE_GENERAL_LOGGING, 1, 1001, v32(300));
+    l0.per_cpu = Some(1);
+    l0.fast_ref_tag = 0xE;
+    l0.tail = Tail::ZeroReservation;
+    l0.next_buffer = Some(1);
+    let l1 = BufferSpec::new(STATE_FLUSH, 1, 1000, v32(2000));
+    let l2 = BufferSpec::new(STATE_FREE, 0, 0, vec![]);
+    vec![l0, l1, l2]
+}
+
+/// UBPM (0x2000, NO_PER_PROCESSOR_BUFFERING): CurrentBuffer and a free buffer whose stale
+/// events are still inside CurrentOffset.
+fn ubpm_plan() -> Vec<BufferSpec> {
+    let ev = |n: usize, d: usize| -> Vec<RecSpec> {
+        (0..n)
+            .map(|i| RecSpec::EventHeader {
+                x64: true,
+                ext: vec![],
+                data: d + i,
+            })
+            .collect()
+    };
+    let mut u0 = BufferSpec::new(STATE_GENERAL_LOGGING, 0, 4, ev(9, 0x0B));
+    u0.current_buffer = true;
+    u0.fast_ref_tag = 0x9;
+    let u1 = BufferSpec::new(STATE_FREE, 0, 3, ev(20, 0x30));
+    vec![u0, u1]
 }
 
 /// The benchmark session's buffers: `count` flushed buffers of `buffer_size` bytes, full of

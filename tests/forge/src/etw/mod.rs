@@ -334,187 +334,27 @@ impl EtwSpec {
     /// session in slot `max_loggers - 6` (SleepStudyTraceSession) that a 64-entry reader misses.
     /// Start times lie between the boot and the SystemTime of [`Config::x64`].
     pub fn standard_with_max_loggers(build: u32, max_loggers: u32) -> EtwSpec {
-        let base = Config::x64();
-        let boot = base.system_time - base.system_up_time;
-        let win8 = build >= 9200;
-        let nonpaged = if win8 {
-            NON_PAGED_POOL_NX
-        } else {
-            NON_PAGED_POOL
-        };
-        let system_logger = if win8 {
-            EVENT_TRACE_SYSTEM_LOGGER_MODE
-        } else {
-            0
-        };
-        let flags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        // counts: [MinimumBuffers, MaximumBuffers, NumberOfBuffers];
-        // lost: [BuffersWritten, EventsLost, LogBuffersLost, RealTimeBuffersLost].
-        let s = |slot: u32,
-                 name: &str,
-                 log_file: Option<&str>,
-                 logger_mode: u32,
-                 clock_type: u32,
-                 buffer_size: u32,
-                 counts: [u32; 3],
-                 lost: [u32; 4],
-                 start: u64,
-                 pool_type: u32,
-                 flag_bits: Vec<String>| SessionSpec {
-            name: name.to_string(),
-            log_file: log_file.map(str::to_string),
-            logger_mode,
-            clock_type,
-            buffer_size,
-            minimum_buffers: counts[0],
-            maximum_buffers: counts[1],
-            number_of_buffers: counts[2],
-            buffers_written: lost[0],
-            events_lost: lost[1],
-            log_buffers_lost: lost[2],
-            real_time_buffers_lost: lost[3],
-            start_time: boot + start,
-            pool_type,
-            instance_guid: session_guid(build, slot),
-            name_unreadable: false,
-            global_list: GlobalListSpec::Ring,
-            flag_bits,
-        };
         let mut slots = BTreeMap::new();
-        slots.insert(
-            0,
-            SlotSpec::Session(s(
-                0,
-                "NT Kernel Logger",
-                Some("C:\\Windows\\Temp\\kernel.etl"),
-                EVENT_TRACE_FILE_MODE_SEQUENTIAL,
-                3,
-                0x2_0000,
-                [4, 20, 6],
-                [419, 17, 2, 0],
-                31_234_567,
-                nonpaged,
-                flags(&["KernelTrace"]),
-            )),
-        );
-        slots.insert(
-            2,
-            SlotSpec::Session(s(
-                2,
-                "Circular Kernel Context Logger",
-                None,
-                EVENT_TRACE_BUFFERING_MODE | system_logger,
-                1,
-                0x1_0000,
-                [2, 8, 4],
-                [0, 0, 0, 0],
-                4_567_891,
-                nonpaged,
-                flags(&["KernelTrace", "AutoLogger"]),
-            )),
-        );
-        slots.insert(
-            3,
-            SlotSpec::Session(s(
-                3,
-                "EventLog-System",
-                None,
-                EVENT_TRACE_REAL_TIME_MODE | EVENT_TRACE_USE_PAGED_MEMORY,
-                2,
-                0x8000,
-                [2, 12, 3],
-                [57, 1, 0, 3],
-                12_345_678,
-                PAGED_POOL,
-                flags(&["RealTime", "AutoLogger"]),
-            )),
-        );
-        slots.insert(
-            4,
-            SlotSpec::Session(s(
-                4,
-                "WdiContextLog",
-                None,
-                EVENT_TRACE_BUFFERING_MODE,
-                0,
-                0x4000,
-                [2, 6, 2],
-                [0, 4, 0, 0],
-                9_876_543,
-                nonpaged,
-                flags(&["AutoLogger"]),
-            )),
-        );
-        let mut lwt = s(
-            5,
-            "LwtNetLog",
-            Some("C:\\Windows\\System32\\LogFiles\\WMI\\LwtNetLog.etl"),
-            EVENT_TRACE_FILE_MODE_CIRCULAR,
-            1,
-            0x4_0000,
-            [3, 9, 3],
-            [88, 0, 5, 0],
-            14_141_414,
-            nonpaged,
-            flags(&["AutoLogger"]),
-        );
-        lwt.global_list = GlobalListSpec::Cyclic;
-        slots.insert(5, SlotSpec::Session(lwt));
-        let mut ubpm = s(
-            6,
-            "UBPM",
-            None,
-            EVENT_TRACE_REAL_TIME_MODE,
-            2,
-            0x2000,
-            [2, 4, 2],
-            [7, 0, 0, 1],
-            6_543_210,
-            nonpaged,
-            flags(&["RealTime", "AutoLogger"]),
-        );
-        ubpm.name_unreadable = true;
-        slots.insert(6, SlotSpec::Session(ubpm));
+        for row in STANDARD_SESSIONS {
+            slots.insert(row.slot, SlotSpec::Session(row.spec(build)));
+        }
         slots.insert(7, SlotSpec::Garbage);
         slots.insert(
             8,
             SlotSpec::WrongId {
                 logger_id: 0x21,
-                session: s(
-                    0x21,
-                    "Microsoft-Windows-Rdp-Graphics-RdpIdd-Trace",
-                    None,
-                    EVENT_TRACE_REAL_TIME_MODE,
-                    1,
-                    0x3000,
-                    [2, 4, 2],
-                    [0, 0, 0, 0],
-                    1_111_111,
-                    nonpaged,
-                    flags(&["RealTime"]),
-                ),
+                session: STALE_SESSION.spec(build),
             },
         );
         slots.insert(9, SlotSpec::Unmapped);
         slots.insert(63, SlotSpec::Free(0));
         if max_loggers > 64 {
             let slot = max_loggers - 6;
-            slots.insert(
+            let row = StandardSession {
                 slot,
-                SlotSpec::Session(s(
-                    slot,
-                    "SleepStudyTraceSession",
-                    Some("C:\\Windows\\System32\\SleepStudy\\UserNotPresentSession.etl"),
-                    EVENT_TRACE_FILE_MODE_SEQUENTIAL,
-                    1,
-                    0x1000,
-                    [1, 3, 1],
-                    [3, 0, 0, 0],
-                    27_182_818,
-                    nonpaged,
-                    Vec::new(),
-                )),
-            );
+                ..HIGH_SLOT_SESSION
+            };
+            slots.insert(slot, SlotSpec::Session(row.spec(build)));
         }
         EtwSpec {
             max_loggers,
@@ -525,6 +365,201 @@ impl EtwSpec {
         }
     }
 }
+
+/// A session of the standard set: its slot (its LoggerId, and the seed of its GUID) and
+/// context values.
+#[derive(Clone, Copy)]
+struct StandardSession {
+    slot: u32,
+    name: &'static str,
+    log_file: Option<&'static str>,
+    /// LoggerMode, without `EVENT_TRACE_SYSTEM_LOGGER_MODE` (see `system_logger`).
+    logger_mode: u32,
+    /// Adds `EVENT_TRACE_SYSTEM_LOGGER_MODE` from 9200 on.
+    system_logger: bool,
+    clock_type: u32,
+    buffer_size: u32,
+    /// [MinimumBuffers, MaximumBuffers, NumberOfBuffers].
+    counts: [u32; 3],
+    /// [BuffersWritten, EventsLost, LogBuffersLost, RealTimeBuffersLost].
+    lost: [u32; 4],
+    /// StartTime, 100 ns after the boot of [`Config::x64`].
+    start: u64,
+    /// PagedPool, else NonPagedPool(Nx).
+    paged: bool,
+    flag_bits: &'static [&'static str],
+    global_list: GlobalListSpec,
+    name_unreadable: bool,
+}
+
+impl StandardSession {
+    fn spec(&self, build: u32) -> SessionSpec {
+        let base = Config::x64();
+        let boot = base.system_time - base.system_up_time;
+        let win8 = build >= 9200;
+        let system_logger = if win8 && self.system_logger {
+            EVENT_TRACE_SYSTEM_LOGGER_MODE
+        } else {
+            0
+        };
+        let pool_type = if self.paged {
+            PAGED_POOL
+        } else if win8 {
+            NON_PAGED_POOL_NX
+        } else {
+            NON_PAGED_POOL
+        };
+        SessionSpec {
+            name: self.name.to_string(),
+            log_file: self.log_file.map(str::to_string),
+            logger_mode: self.logger_mode | system_logger,
+            clock_type: self.clock_type,
+            buffer_size: self.buffer_size,
+            minimum_buffers: self.counts[0],
+            maximum_buffers: self.counts[1],
+            number_of_buffers: self.counts[2],
+            buffers_written: self.lost[0],
+            events_lost: self.lost[1],
+            log_buffers_lost: self.lost[2],
+            real_time_buffers_lost: self.lost[3],
+            start_time: boot + self.start,
+            pool_type,
+            instance_guid: session_guid(build, self.slot),
+            name_unreadable: self.name_unreadable,
+            global_list: self.global_list,
+            flag_bits: self.flag_bits.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// The template row: every field is set by each session below.
+const ROW: StandardSession = StandardSession {
+    slot: 0,
+    name: "",
+    log_file: None,
+    logger_mode: 0,
+    system_logger: false,
+    clock_type: 0,
+    buffer_size: 0,
+    counts: [0; 3],
+    lost: [0; 4],
+    start: 0,
+    paged: false,
+    flag_bits: &[],
+    global_list: GlobalListSpec::Ring,
+    name_unreadable: false,
+};
+
+/// The standard sessions in slots 0 to 6.
+const STANDARD_SESSIONS: &[StandardSession] = &[
+    StandardSession {
+        slot: 0,
+        name: "NT Kernel Logger",
+        log_file: Some("C:\\Windows\\Temp\\kernel.etl"),
+        logger_mode: EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+        clock_type: 3,
+        buffer_size: 0x2_0000,
+        counts: [4, 20, 6],
+        lost: [419, 17, 2, 0],
+        start: 31_234_567,
+        flag_bits: &["KernelTrace"],
+        ..ROW
+    },
+    StandardSession {
+        slot: 2,
+        name: "Circular Kernel Context Logger",
+        logger_mode: EVENT_TRACE_BUFFERING_MODE,
+        system_logger: true,
+        clock_type: 1,
+        buffer_size: 0x1_0000,
+        counts: [2, 8, 4],
+        lost: [0, 0, 0, 0],
+        start: 4_567_891,
+        flag_bits: &["KernelTrace", "AutoLogger"],
+        ..ROW
+    },
+    StandardSession {
+        slot: 3,
+        name: "EventLog-System",
+        logger_mode: EVENT_TRACE_REAL_TIME_MODE | EVENT_TRACE_USE_PAGED_MEMORY,
+        clock_type: 2,
+        buffer_size: 0x8000,
+        counts: [2, 12, 3],
+        lost: [57, 1, 0, 3],
+        start: 12_345_678,
+        paged: true,
+        flag_bits: &["RealTime", "AutoLogger"],
+        ..ROW
+    },
+    StandardSession {
+        slot: 4,
+        name: "WdiContextLog",
+        logger_mode: EVENT_TRACE_BUFFERING_MODE,
+        clock_type: 0,
+        buffer_size: 0x4000,
+        counts: [2, 6, 2],
+        lost: [0, 4, 0, 0],
+        start: 9_876_543,
+        flag_bits: &["AutoLogger"],
+        ..ROW
+    },
+    StandardSession {
+        slot: 5,
+        name: "LwtNetLog",
+        log_file: Some("C:\\Windows\\System32\\LogFiles\\WMI\\LwtNetLog.etl"),
+        logger_mode: EVENT_TRACE_FILE_MODE_CIRCULAR,
+        clock_type: 1,
+        buffer_size: 0x4_0000,
+        counts: [3, 9, 3],
+        lost: [88, 0, 5, 0],
+        start: 14_141_414,
+        flag_bits: &["AutoLogger"],
+        global_list: GlobalListSpec::Cyclic,
+        ..ROW
+    },
+    StandardSession {
+        slot: 6,
+        name: "UBPM",
+        logger_mode: EVENT_TRACE_REAL_TIME_MODE,
+        clock_type: 2,
+        buffer_size: 0x2000,
+        counts: [2, 4, 2],
+        lost: [7, 0, 0, 1],
+        start: 6_543_210,
+        flag_bits: &["RealTime", "AutoLogger"],
+        name_unreadable: true,
+        ..ROW
+    },
+];
+
+/// The stale context of slot 8 (LoggerId 0x21).
+const STALE_SESSION: StandardSession = StandardSession {
+    slot: 0x21,
+    name: "Microsoft-Windows-Rdp-Graphics-RdpIdd-Trace",
+    logger_mode: EVENT_TRACE_REAL_TIME_MODE,
+    clock_type: 1,
+    buffer_size: 0x3000,
+    counts: [2, 4, 2],
+    lost: [0, 0, 0, 0],
+    start: 1_111_111,
+    flag_bits: &["RealTime"],
+    ..ROW
+};
+
+/// The session above slot 63 when MaxLoggers > 64 (its slot set at `max_loggers - 6`).
+const HIGH_SLOT_SESSION: StandardSession = StandardSession {
+    slot: 0,
+    name: "SleepStudyTraceSession",
+    log_file: Some("C:\\Windows\\System32\\SleepStudy\\UserNotPresentSession.etl"),
+    logger_mode: EVENT_TRACE_FILE_MODE_SEQUENTIAL,
+    clock_type: 1,
+    buffer_size: 0x1000,
+    counts: [1, 3, 1],
+    lost: [3, 0, 0, 0],
+    start: 27_182_818,
+    flag_bits: &[],
+    ..ROW
+};
 
 /// `EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING` (evntrace.h): one CurrentBuffer for the logger.
 pub const EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING: u32 = 0x1000_0000;
