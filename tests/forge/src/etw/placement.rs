@@ -151,9 +151,28 @@ impl BufferPlacement<'_> {
         assert_eq!(link, lay.off(BUF, "SlistEntry") as usize);
         let mut links = CtxLinks::default();
         let mut lists: Vec<BTreeSet<&'static str>> = vec![BTreeSet::from(["global_list"]); n];
-
-        // Queues, in plan order, linked through SlistEntry (+0x20).
+        // Each buffer's +0x20 (NextBuffer / SlistEntry).
         let mut next_link: Vec<u64> = vec![0; n];
+        self.link_queues(link as u64, &mut links, &mut lists, &mut next_link);
+        self.link_current_buffers(&mut links, &mut lists, &mut next_link);
+        self.mark_dirty_chains(&mut lists);
+
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            out.push(self.place_buffer(i, next_link[i], &lists[i], pages, cache));
+        }
+        (out, links)
+    }
+
+    /// Queues, in plan order, linked through SlistEntry (+0x20 = `link`).
+    fn link_queues(
+        &self,
+        link: u64,
+        links: &mut CtxLinks,
+        lists: &mut [BTreeSet<&'static str>],
+        next_link: &mut [u64],
+    ) {
+        let n = self.plan.len();
         for kind in [QueueKind::BufferQueue, QueueKind::OverflowQueue] {
             let members: Vec<usize> = (0..n)
                 .filter(|&i| self.plan[i].queue == Some(kind))
@@ -162,10 +181,10 @@ impl BufferPlacement<'_> {
                 continue;
             }
             for w in members.windows(2) {
-                next_link[w[0]] = self.bufs[w[1]] + link as u64;
+                next_link[w[0]] = self.bufs[w[1]] + link;
             }
-            let first = self.bufs[members[0]] + link as u64;
-            let last = self.bufs[*members.last().expect("non-empty")] + link as u64;
+            let first = self.bufs[members[0]] + link;
+            let last = self.bufs[*members.last().expect("non-empty")] + link;
             let name = match kind {
                 QueueKind::BufferQueue => {
                     links.buffer_queue = Some((first, last));
@@ -180,7 +199,16 @@ impl BufferPlacement<'_> {
                 lists[i].insert(name);
             }
         }
-        // Current buffers and the dirty chain (+0x20 = the previous buffer's base).
+    }
+
+    /// Per-CPU and current buffers, CompressionTarget, and the dirty chain's links (+0x20 =
+    /// the previous buffer's base).
+    fn link_current_buffers(
+        &self,
+        links: &mut CtxLinks,
+        lists: &mut [BTreeSet<&'static str>],
+        next_link: &mut [u64],
+    ) {
         for (i, b) in self.plan.iter().enumerate() {
             if let Some(j) = b.next_buffer {
                 assert!(
@@ -204,6 +232,10 @@ impl BufferPlacement<'_> {
                 lists[i].insert("compression_target");
             }
         }
+    }
+
+    /// The buffers on a dirty chain from a per-CPU or current buffer.
+    fn mark_dirty_chains(&self, lists: &mut [BTreeSet<&'static str>]) {
         for (i, b) in self.plan.iter().enumerate() {
             if b.per_cpu.is_none() && !b.current_buffer {
                 continue;
@@ -218,97 +250,113 @@ impl BufferPlacement<'_> {
                 cur = self.plan[j].next_buffer;
             }
         }
+    }
 
-        let mut out = Vec::with_capacity(n);
-        for (i, b) in self.plan.iter().enumerate() {
-            let key = (
-                b.records.clone(),
-                self.buffer_size,
-                b.compressed_len.unwrap_or(0) as u64,
-                format!("{:?}{:?}{}", b.tail, b.offsets, b.fill_ff),
-            );
-            let seed = 0x00B0_FFE2 ^ (u64::from(self.logger_id) << 32) ^ (i as u64);
-            let tl = self.timeline;
-            let ts0 = tl.base + b.sequence_number * 7_919;
-            let lo = if b.records.len() > 500 {
-                cache
-                    .entry(key)
-                    .or_insert_with(|| {
-                        std::rc::Rc::new(lay_out(
-                            b,
-                            self.buffer_size,
-                            (ts0, tl.step_max),
-                            &mut Rng::new(seed),
-                        ))
-                    })
-                    .clone()
-            } else {
-                std::rc::Rc::new(lay_out(
-                    b,
-                    self.buffer_size,
-                    (ts0, tl.step_max),
-                    &mut Rng::new(seed),
-                ))
-            };
-            let mut bytes = lo.bytes.clone();
-            let flushed = b.state == crate::etw::wmi_buffer::STATE_FLUSH;
-            let flink = if i + 1 < n {
-                self.entries[i + 1]
-            } else {
-                self.cycle_to.unwrap_or(self.head)
-            };
-            let blink = if i == 0 {
-                self.head
-            } else {
-                self.entries[i - 1]
-            };
-            BufferHeader {
-                buffer_size: self.buffer_size,
-                saved_offset: lo.saved_offset,
-                current_offset: lo.current_offset,
-                reference_count: u32::from(b.per_cpu.is_some() || b.current_buffer),
-                timestamp: match b.header_timestamp {
-                    Some(v) => v,
-                    None if flushed => (ts0 + 9_999_999).min(tl.end),
-                    None => 0,
-                },
-                sequence_number: b.sequence_number,
-                next: next_link[i],
-                processor_index: BufferHeader::processor_index(b.processor),
-                logger_id: self.logger_id as u16,
-                state: b.state,
-                offset: lo.offset,
-                buffer_flag: b.buffer_flag,
-                buffer_type: b.buffer_type,
-                global_flink: flink,
-                global_blink: blink,
-            }
-            .write(&mut bytes, lay);
-            for (k, chunk) in bytes.chunks(PAGE_SIZE as usize).enumerate() {
-                let mut page = chunk.to_vec();
-                page.resize(PAGE_SIZE as usize, 0);
-                pages.push(EtwPage::Stored(self.bufs[i] + k as u64 * PAGE_SIZE, page));
-            }
-            out.push(ExpectedBuffer {
-                session_id: self.logger_id,
-                address: self.bufs[i],
-                lists: lists[i].iter().map(|s| s.to_string()).collect(),
-                state: b.state,
-                buffer_type: b.buffer_type,
-                buffer_flag: b.buffer_flag,
-                processor: b.processor,
-                sequence_number: b.sequence_number,
-                buffer_size: self.buffer_size,
-                valid_bytes: lo.valid,
-                trimmed_bytes: lo.trimmed,
-                record_count: lo.count,
-                records_by_key: lo.by_key.clone(),
-                compressed: b.compressed_len.is_some(),
-                current_offset: lo.current_offset,
-                saved_offset: lo.saved_offset,
-                offset: lo.offset,
-            });
+    /// Buffer `i`'s data (through the cache for large plans), header and pages; its
+    /// expectation.
+    fn place_buffer(
+        &self,
+        i: usize,
+        next_link: u64,
+        lists: &BTreeSet<&'static str>,
+        pages: &mut Vec<EtwPage>,
+        cache: &mut LayoutCache,
+    ) -> ExpectedBuffer {
+        let b = &self.plan[i];
+        let tl = self.timeline;
+        let ts0 = tl.base + b.sequence_number * 7_919;
+        let lo = self.laid_out(i, ts0, cache);
+        let mut bytes = lo.bytes.clone();
+        let flushed = b.state == crate::etw::wmi_buffer::STATE_FLUSH;
+        let flink = if i + 1 < self.plan.len() {
+            self.entries[i + 1]
+        } else {
+            self.cycle_to.unwrap_or(self.head)
+        };
+        let blink = if i == 0 {
+            self.head
+        } else {
+            self.entries[i - 1]
+        };
+        BufferHeader {
+            buffer_size: self.buffer_size,
+            saved_offset: lo.saved_offset,
+            current_offset: lo.current_offset,
+            reference_count: u32::from(b.per_cpu.is_some() || b.current_buffer),
+            timestamp: match b.header_timestamp {
+                Some(v) => v,
+                None if flushed => (ts0 + 9_999_999).min(tl.end),
+                None => 0,
+            },
+            sequence_number: b.sequence_number,
+            next: next_link,
+            processor_index: BufferHeader::processor_index(b.processor),
+            logger_id: self.logger_id as u16,
+            state: b.state,
+            offset: lo.offset,
+            buffer_flag: b.buffer_flag,
+            buffer_type: b.buffer_type,
+            global_flink: flink,
+            global_blink: blink,
         }
-        (out, links)
+        .write(&mut bytes, self.lay);
+        for (k, chunk) in bytes.chunks(PAGE_SIZE as usize).enumerate() {
+            let mut page = chunk.to_vec();
+            page.resize(PAGE_SIZE as usize, 0);
+            pages.push(EtwPage::Stored(self.bufs[i] + k as u64 * PAGE_SIZE, page));
+        }
+        ExpectedBuffer {
+            session_id: self.logger_id,
+            address: self.bufs[i],
+            lists: lists.iter().map(|s| s.to_string()).collect(),
+            state: b.state,
+            buffer_type: b.buffer_type,
+            buffer_flag: b.buffer_flag,
+            processor: b.processor,
+            sequence_number: b.sequence_number,
+            buffer_size: self.buffer_size,
+            valid_bytes: lo.valid,
+            trimmed_bytes: lo.trimmed,
+            record_count: lo.count,
+            records_by_key: lo.by_key.clone(),
+            compressed: b.compressed_len.is_some(),
+            current_offset: lo.current_offset,
+            saved_offset: lo.saved_offset,
+            offset: lo.offset,
+        }
+    }
+
+    /// Buffer `i`'s data laid out from time `ts0`; buffers of more than 500 records through
+    /// the cache (identical plans are encoded once).
+    fn laid_out(&self, i: usize, ts0: u64, cache: &mut LayoutCache) -> std::rc::Rc<LaidOut> {
+        let b = &self.plan[i];
+        let key = (
+            b.records.clone(),
+            self.buffer_size,
+            b.compressed_len.unwrap_or(0) as u64,
+            format!("{:?}{:?}{}", b.tail, b.offsets, b.fill_ff),
+        );
+        let seed = 0x00B0_FFE2 ^ (u64::from(self.logger_id) << 32) ^ (i as u64);
+        let step_max = self.timeline.step_max;
+        if b.records.len() > 500 {
+            cache
+                .entry(key)
+                .or_insert_with(|| {
+                    std::rc::Rc::new(lay_out(
+                        b,
+                        self.buffer_size,
+                        (ts0, step_max),
+                        &mut Rng::new(seed),
+                    ))
+                })
+                .clone()
+        } else {
+            std::rc::Rc::new(lay_out(
+                b,
+                self.buffer_size,
+                (ts0, step_max),
+                &mut Rng::new(seed),
+            ))
+        }
     }
 }

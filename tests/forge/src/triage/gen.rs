@@ -269,121 +269,21 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
     } else {
         p.records
     };
-    let mut ts = Vec::with_capacity(n);
-    if n == 1 {
-        ts.push(p.last_timestamp);
-    } else if n > 1 {
-        let span = p.last_timestamp - p.first_timestamp;
-        let step = span / (n as u64 - 1);
-        for i in 0..n {
-            let base = p.first_timestamp + span * i as u64 / (n as u64 - 1);
-            let jitter = if i == 0 || i == n - 1 || step < 4 {
-                0
-            } else {
-                rng.range(0, step / 2)
-            };
-            ts.push(base + jitter);
-        }
-    }
+    let ts = event_timestamps(p, n, rng);
     let mut bytes = vec![0u8; WMI_BUFFER_HEADER_SIZE as usize];
     let mut records = Vec::with_capacity(n);
     let mut off = WMI_BUFFER_HEADER_SIZE;
     let mut tpl_index = 0usize;
     for (i, &t) in ts.iter().enumerate() {
-        let mut payload: Vec<u8>;
-        let (provider, id, version, channel, level, opcode, task, keyword, ext, property, tid, pid);
-        match (i, p.kernel_general_first) {
-            (0, Some(kg)) => {
-                provider = KERNEL_GENERAL;
-                (id, version, channel, level, opcode, task) = (12, 0, 8, 4, 0, 1);
-                keyword = 0x8000_0000_0000_0080;
-                (ext, property, tid, pid) = (1, 0, 8, 4);
-                payload = vec![0u8; 0x1E];
-                put_u32(&mut payload, 0, 10);
-                put_u32(&mut payload, 4, 0);
-                put_u32(&mut payload, 8, kg.build);
-                put_u32(&mut payload, 12, kg.qfe);
-                put_u64(&mut payload, 0x16, kg.boot_time);
-            }
-            _ => {
-                // One long Kernel-WHEA record a third of the way in (D1 has a 5476-byte one:
-                // "the clusters are only gaps caused by long payloads"), else mostly the
-                // rotation, sometimes a random template.
-                let t = if n >= 30 && i == n / 3 {
-                    &WHEA_LONG
-                } else if rng.range(0, 4) == 0 {
-                    &EVENT_TEMPLATES[rng.range(0, EVENT_TEMPLATES.len() as u64) as usize]
-                } else {
-                    tpl_index += 1;
-                    &EVENT_TEMPLATES[tpl_index % EVENT_TEMPLATES.len()]
-                };
-                provider = t.provider;
-                (id, version, channel, level, opcode, task) =
-                    (t.id, t.version, t.channel, t.level, t.opcode, t.task);
-                keyword = t.keyword;
-                (ext, property, tid, pid) = (t.ext, t.property, t.tid, t.pid);
-                let extra = rng.range(0, 3) as usize * 6;
-                payload = vec![0u8; usize::from(t.payload) + extra];
-                rng.fill(&mut payload);
-            }
-        }
+        let (tpl, mut payload) = match (i, p.kernel_general_first) {
+            (0, Some(kg)) => (&KERNEL_GENERAL_12, kernel_general_payload(kg)),
+            _ => draw_event_template(rng, i, n, &mut tpl_index),
+        };
         if i + 1 == n {
             payload.extend(std::iter::repeat_n(0x5A, usize::from(p.last_record_extra)));
         }
-        let mut ext_bytes = Vec::new();
-        let mut ext_types = Vec::new();
-        let items: &[(u16, &[u8])] = match ext {
-            0 => &[],
-            1 => &[(EXT_SID, &SID_LOCAL_SYSTEM)],
-            _ => &[
-                (EXT_SID, &SID_LOCAL_SYSTEM),
-                (EXT_PROV_TRAITS, &PROVIDER_TRAITS),
-            ],
-        };
-        for (k, (ty, data)) in items.iter().enumerate() {
-            let item_size = 8 + align8(data.len() as u32) as usize;
-            let mut item = vec![0u8; item_size];
-            let more = k + 1 < items.len();
-            put_ext_item(&mut item, 0, item_size as u16, *ty, more, data.len() as u16);
-            put_bytes(&mut item, 8, data);
-            ext_bytes.extend_from_slice(&item);
-            ext_types.push(*ty);
-        }
-        let flags: u16 = if ext > 0 { 0x0001 } else { 0 };
-        let size = 0x50 + ext_bytes.len() + payload.len();
-        let size16 = u16::try_from(size).expect("event size fits u16");
-        let mut rec = vec![0u8; align8(size as u32) as usize];
-        put_event_header(&mut rec, size16, true, flags, property);
-        put_ids(&mut rec, (tid, pid, t));
-        put_bytes(&mut rec, 0x18, &guid_from_str(provider));
-        put_event_descriptor(&mut rec, id, version, channel, level, opcode);
-        put_u16(&mut rec, 0x2E, task);
-        put_u64(&mut rec, 0x30, keyword);
-        put_u64(&mut rec, 0x38, rng.range(0, 0x60)); // ProcessorTime
-        put_bytes(&mut rec, 0x50, &ext_bytes);
-        put_bytes(&mut rec, 0x50 + ext_bytes.len(), &payload);
-        let marker = u32::from_le_bytes(rec[0..4].try_into().expect("4"));
-        records.push(GenRecord {
-            offset: off,
-            size: size16,
-            marker,
-            timestamp: t,
-            kind: GenKind::Event {
-                provider: provider.to_string(),
-                id,
-                version,
-                channel,
-                level,
-                opcode,
-                task,
-                keyword,
-                flags,
-                property,
-                tid,
-                pid,
-                ext_types,
-            },
-        });
+        let (rec, record) = encode_event(tpl, &payload, t, off, rng);
+        records.push(record);
         off += rec.len() as u32;
         bytes.extend_from_slice(&rec);
     }
@@ -421,6 +321,153 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         records,
         header,
     }
+}
+
+/// `n` timestamps from `first_timestamp` to `last_timestamp`, evenly spread with jitter
+/// (the first and last exact).
+fn event_timestamps(p: &EventBufferParams, n: usize, rng: &mut Rng) -> Vec<u64> {
+    let mut ts = Vec::with_capacity(n);
+    if n == 1 {
+        ts.push(p.last_timestamp);
+    } else if n > 1 {
+        let span = p.last_timestamp - p.first_timestamp;
+        let step = span / (n as u64 - 1);
+        for i in 0..n {
+            let base = p.first_timestamp + span * i as u64 / (n as u64 - 1);
+            let jitter = if i == 0 || i == n - 1 || step < 4 {
+                0
+            } else {
+                rng.range(0, step / 2)
+            };
+            ts.push(base + jitter);
+        }
+    }
+    ts
+}
+
+/// D1's Kernel-General event 12 (its payload: [`kernel_general_payload`]).
+const KERNEL_GENERAL_12: EventTemplate = EventTemplate {
+    provider: KERNEL_GENERAL,
+    id: 12,
+    version: 0,
+    channel: 8,
+    level: 4,
+    opcode: 0,
+    task: 1,
+    keyword: 0x8000_0000_0000_0080,
+    ext: 1,
+    property: 0,
+    tid: 8,
+    pid: 4,
+    payload: 0x1E,
+};
+
+/// Kernel-General event 12's payload: {10, 0, build, qfe, 0, u16 0, StartTime}.
+fn kernel_general_payload(kg: KernelGeneral) -> Vec<u8> {
+    let mut payload = vec![0u8; 0x1E];
+    put_u32(&mut payload, 0, 10);
+    put_u32(&mut payload, 4, 0);
+    put_u32(&mut payload, 8, kg.build);
+    put_u32(&mut payload, 12, kg.qfe);
+    put_u64(&mut payload, 0x16, kg.boot_time);
+    payload
+}
+
+/// Record `i` of `n`: one long Kernel-WHEA record a third of the way in (D1 has a 5476-byte
+/// one: "the clusters are only gaps caused by long payloads"), else mostly the rotation,
+/// sometimes a random template; with a random payload of the template's length (+ 0, 6 or
+/// 12 bytes).
+fn draw_event_template(
+    rng: &mut Rng,
+    i: usize,
+    n: usize,
+    tpl_index: &mut usize,
+) -> (&'static EventTemplate, Vec<u8>) {
+    let t = if n >= 30 && i == n / 3 {
+        &WHEA_LONG
+    } else if rng.range(0, 4) == 0 {
+        &EVENT_TEMPLATES[rng.range(0, EVENT_TEMPLATES.len() as u64) as usize]
+    } else {
+        *tpl_index += 1;
+        &EVENT_TEMPLATES[*tpl_index % EVENT_TEMPLATES.len()]
+    };
+    let extra = rng.range(0, 3) as usize * 6;
+    let mut payload = vec![0u8; usize::from(t.payload) + extra];
+    rng.fill(&mut payload);
+    (t, payload)
+}
+
+/// The extended items of a template's `ext` (0 none, 1 SID, 2 SID + provider traits): their
+/// bytes and types.
+fn ext_items(ext: u8) -> (Vec<u8>, Vec<u16>) {
+    let mut ext_bytes = Vec::new();
+    let mut ext_types = Vec::new();
+    let items: &[(u16, &[u8])] = match ext {
+        0 => &[],
+        1 => &[(EXT_SID, &SID_LOCAL_SYSTEM)],
+        _ => &[
+            (EXT_SID, &SID_LOCAL_SYSTEM),
+            (EXT_PROV_TRAITS, &PROVIDER_TRAITS),
+        ],
+    };
+    for (k, (ty, data)) in items.iter().enumerate() {
+        let item_size = 8 + align8(data.len() as u32) as usize;
+        let mut item = vec![0u8; item_size];
+        let more = k + 1 < items.len();
+        put_ext_item(&mut item, 0, item_size as u16, *ty, more, data.len() as u16);
+        put_bytes(&mut item, 8, data);
+        ext_bytes.extend_from_slice(&item);
+        ext_types.push(*ty);
+    }
+    (ext_bytes, ext_types)
+}
+
+/// An EVENT_HEADER record of template `t` at time `t_stamp` and buffer offset `off` (padded to
+/// 8 bytes) and what it is.
+fn encode_event(
+    t: &EventTemplate,
+    payload: &[u8],
+    t_stamp: u64,
+    off: u32,
+    rng: &mut Rng,
+) -> (Vec<u8>, GenRecord) {
+    let (ext_bytes, ext_types) = ext_items(t.ext);
+    let flags: u16 = if t.ext > 0 { 0x0001 } else { 0 };
+    let size = 0x50 + ext_bytes.len() + payload.len();
+    let size16 = u16::try_from(size).expect("event size fits u16");
+    let mut rec = vec![0u8; align8(size as u32) as usize];
+    put_event_header(&mut rec, size16, true, flags, t.property);
+    put_ids(&mut rec, (t.tid, t.pid, t_stamp));
+    put_bytes(&mut rec, 0x18, &guid_from_str(t.provider));
+    put_event_descriptor(&mut rec, t.id, t.version, t.channel, t.level, t.opcode);
+    put_u16(&mut rec, 0x2E, t.task);
+    put_u64(&mut rec, 0x30, t.keyword);
+    put_u64(&mut rec, 0x38, rng.range(0, 0x60)); // ProcessorTime
+    put_bytes(&mut rec, 0x50, &ext_bytes);
+    put_bytes(&mut rec, 0x50 + ext_bytes.len(), payload);
+    let marker = u32::from_le_bytes(rec[0..4].try_into().expect("4"));
+    let record = GenRecord {
+        offset: off,
+        size: size16,
+        marker,
+        timestamp: t_stamp,
+        kind: GenKind::Event {
+            provider: t.provider.to_string(),
+            id: t.id,
+            version: t.version,
+            channel: t.channel,
+            level: t.level,
+            opcode: t.opcode,
+            task: t.task,
+            keyword: t.keyword,
+            flags,
+            property: t.property,
+            tid: t.tid,
+            pid: t.pid,
+            ext_types,
+        },
+    };
+    (rec, record)
 }
 
 /// An empty buffer as in D1's blob: 0x48 bytes, CurrentOffset 0x48, State 0 (free), BufferFlag
