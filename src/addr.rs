@@ -33,6 +33,20 @@ impl VirtAddr {
     pub fn page_base(self) -> VirtAddr {
         VirtAddr(self.0 & !(PAGE_SIZE - 1))
     }
+    /// The start of the record whose member at `field_offset` is at this address
+    /// (CONTAINING_RECORD), wrapping like the CPU does.
+    pub fn containing(self, field_offset: u64) -> VirtAddr {
+        VirtAddr(self.0.wrapping_sub(field_offset))
+    }
+    /// The object an EX_FAST_REF value points to: the value without its reference-count bits
+    /// (4 on x64, 3 on x86; etw-internals.md §2.7).
+    pub fn fast_ref_object(self, x64: bool) -> VirtAddr {
+        VirtAddr(self.0 & if x64 { !0xF } else { !0x7 })
+    }
+    /// NULL.
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
     /// Whether the address lies in the kernel half of the address space: canonical and at or
     /// above 0xFFFF800000000000 on x64, at or above 0x80000000 (and 32-bit) on x86.
     pub fn is_kernel(self, x64: bool) -> bool {

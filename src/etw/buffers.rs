@@ -175,12 +175,8 @@ pub fn find_buffers(
 }
 
 impl Finder<'_, '_> {
-    fn mask(&self) -> u64 {
-        if self.ctx.space.arch().is_64bit() {
-            !0xF
-        } else {
-            !0x7
-        }
+    fn x64(&self) -> bool {
+        self.ctx.space.arch().is_64bit()
     }
 
     fn psize(&self) -> u64 {
@@ -362,11 +358,7 @@ impl Finder<'_, '_> {
         let mut walk = space.chain(first, 0, self.bound);
         let mut first_entry = true;
         for e in walk.by_ref() {
-            if !self.add(
-                VirtAddr(e.0.wrapping_sub(entry_off)),
-                BufferList::GlobalList,
-                None,
-            ) {
+            if !self.add(e.containing(entry_off), BufferList::GlobalList, None) {
                 if space.arch().is_64bit() && first_entry {
                     self.warnings.push(Warning::new(
                         WarningKind::Unsupported,
@@ -404,11 +396,7 @@ impl Finder<'_, '_> {
             }
         };
         for cur in walk.by_ref() {
-            if !self.add(
-                VirtAddr(cur.0.wrapping_sub(entry_off)),
-                BufferList::GlobalList,
-                None,
-            ) {
+            if !self.add(cur.containing(entry_off), BufferList::GlobalList, None) {
                 return;
             }
         }
@@ -444,7 +432,7 @@ impl Finder<'_, '_> {
             return;
         }
         let arr = match v.ptr("ProcessorBuffers") {
-            Ok(p) if p.0 != 0 => p,
+            Ok(p) if !p.is_null() => p,
             Ok(_) => return,
             Err(e) => {
                 self.warnings
@@ -481,7 +469,7 @@ impl Finder<'_, '_> {
         };
         let mut walk = space.chain(first, 0, self.bound);
         for cur in walk.by_ref() {
-            if !self.add(VirtAddr(cur.0.wrapping_sub(slist_off)), list, None) {
+            if !self.add(cur.containing(slist_off), list, None) {
                 return;
             }
         }
@@ -496,8 +484,8 @@ impl Finder<'_, '_> {
     fn fast_ref_field(&mut self, v: &View<'_, '_>, field: &str, list: BufferList) {
         match v.ptr(field) {
             Ok(p) => {
-                let b = VirtAddr(p.0 & self.mask());
-                if b.0 != 0 {
+                let b = p.fast_ref_object(self.x64());
+                if !b.is_null() {
                     self.add(b, list, None);
                 }
             }
@@ -513,14 +501,14 @@ impl Finder<'_, '_> {
     /// (LoggerId, BufferSize), others are ignored silently (the array's length is unknown).
     fn scratch_array(&mut self, v: &View<'_, '_>) {
         let arr = match v.ptr("ScratchArray") {
-            Ok(p) => VirtAddr(p.0 & self.mask()),
+            Ok(p) => p.fast_ref_object(self.x64()),
             Err(e) => {
                 self.warnings
                     .push(Warning::new(WarningKind::Unreadable, e.to_string()));
                 return;
             }
         };
-        if arr.0 == 0 {
+        if arr.is_null() {
             return;
         }
         let p = self.psize();
@@ -528,8 +516,8 @@ impl Finder<'_, '_> {
             let Ok(e) = self.ctx.space.read_ptr(arr.offset(i * p)) else {
                 return;
             };
-            let b = VirtAddr(e.0 & self.mask());
-            if b.0 != 0 && self.header(b).is_ok() {
+            let b = e.fast_ref_object(self.x64());
+            if !b.is_null() && self.header(b).is_ok() {
                 self.add(b, BufferList::ScratchArray, None);
             }
         }
@@ -559,8 +547,8 @@ impl Finder<'_, '_> {
     fn add_per_cpu(&mut self, value: Result<VirtAddr, MemError>, cpu: u64, route: &str) {
         match value {
             Ok(p) => {
-                let b = VirtAddr(p.0 & self.mask());
-                if b.0 != 0 {
+                let b = p.fast_ref_object(self.x64());
+                if !b.is_null() {
                     self.add(b, BufferList::PerCpu, Some(cpu));
                 }
             }
@@ -609,7 +597,7 @@ impl Finder<'_, '_> {
         // Windows 11 builds, which use EtwSupport + 0x140 instead (§3.3).
         if let Some((silo, f)) = silo_field.filter(|(_, f)| f.ty.is_pointer()) {
             match space.read_ptr(silo.offset(f.offset)) {
-                Ok(blocks) if blocks.0 != 0 => {
+                Ok(blocks) if !blocks.is_null() => {
                     let block_size = ctx
                         .symbols
                         .layout("_ETW_SILO_TRACING_BLOCK")
@@ -734,8 +722,8 @@ fn search_etw_support(f: &Finder<'_, '_>, es: VirtAddr) -> Vec<(VirtAddr, u64)> 
                 area[off..off + 4].try_into().unwrap_or([0; 4]),
             ))
         };
-        let v = VirtAddr(raw & f.mask());
-        if v.0 == 0 {
+        let v = VirtAddr(raw).fast_ref_object(f.x64());
+        if v.is_null() {
             continue;
         }
         let direct = f.header(v).is_ok().then_some(v);
@@ -743,8 +731,8 @@ fn search_etw_support(f: &Finder<'_, '_>, es: VirtAddr) -> Vec<(VirtAddr, u64)> 
             space
                 .read_ptr(v.offset(id * p as u64))
                 .ok()
-                .map(|q| VirtAddr(q.0 & f.mask()))
-                .filter(|q| q.0 != 0 && f.header(*q).is_ok())
+                .map(|q| q.fast_ref_object(f.x64()))
+                .filter(|q| !q.is_null() && f.header(*q).is_ok())
         };
         if let Some(b) = direct.or_else(via_array) {
             if seen.insert(b) {

@@ -128,7 +128,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                 .read_ptr(prcb.offset(es_off))
                 .map_err(|e| format!("KPRCB.EtwSupport: {e}"))
         }) {
-            Ok(p) if p.0 != 0 => p,
+            Ok(p) if !p.is_null() => p,
             Ok(_) => continue,
             Err(e) => {
                 out.warnings.push(
@@ -144,7 +144,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                     let offset = base + psize * clock;
                     let pointer = es.offset(offset);
                     let block = match space.read_ptr(pointer) {
-                        Ok(p) if p.0 != 0 => p,
+                        Ok(p) if !p.is_null() => p,
                         Ok(_) => continue,
                         Err(e) => {
                             out.warnings.push(

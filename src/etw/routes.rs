@@ -148,7 +148,7 @@ fn host_silo_state(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<VirtAd
         Some(va) => match space.read_ptr(va) {
             Ok(v) => {
                 r.root(HOST, Some(va), true, Some(v), "symbol");
-                if v.0 != 0 {
+                if !v.is_null() {
                     silos.push(v);
                 } else {
                     r.warnings.push(
@@ -183,7 +183,7 @@ fn host_silo_state(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<VirtAd
                             Some(p),
                             "symbol + _ESERVERSILO_GLOBALS layout",
                         );
-                        if p.0 != 0 {
+                        if !p.is_null() {
                             silos.push(p);
                         }
                     }
@@ -303,7 +303,7 @@ fn silo_arrays(ctx: &KernelContext<'_>, silo: VirtAddr, r: &mut Resolution) {
                 Err(_) => "_ETW_SILODRIVERSTATE.EtwpLoggerContext".into(),
             },
         );
-        if arr.0 == 0 {
+        if arr.is_null() {
             r.warnings.push(
                 Warning::new(
                     WarningKind::NotFound,
@@ -398,7 +398,7 @@ fn kdbg_array(ctx: &KernelContext<'_>, r: &mut Resolution) {
     match space.read_ptr(d.offset(0x10)) {
         Ok(arr) => {
             r.root(NAME, Some(d), true, Some(arr), "KDDEBUGGER_DATA64 +0x330");
-            if arr.0 != 0 {
+            if !arr.is_null() {
                 let capacity = match r.arrays.first() {
                     Some(a) => a.capacity,
                     None if ctx.build >= 16299 => capacity_from_pool(ctx, arr, &mut r.warnings),

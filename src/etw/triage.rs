@@ -396,7 +396,7 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
                 continue;
             };
             match (ctx.space.read_ptr(bva), ctx.space.read_ptr(eva)) {
-                (Ok(b), Ok(e)) if b.0 != 0 || e.0 != 0 => v.push((kind, b, e, "symbols")),
+                (Ok(b), Ok(e)) if !b.is_null() || !e.is_null() => v.push((kind, b, e, "symbols")),
                 (Ok(_), Ok(_)) => out.warnings.push(Warning::new(
                     WarningKind::NotFound,
                     format!("{bn} and {en} are NULL: nothing saved"),

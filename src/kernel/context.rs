@@ -112,7 +112,7 @@ impl<'d> KernelContext<'d> {
         let mut warnings: Vec<String> = dump.warnings().to_vec();
         let kdbg = KdDebuggerData::read(&space, h.kd_debugger_data_block);
         let kuser = KUserSharedData::read(&space);
-        let modules = if h.ps_loaded_module_list.0 != 0 {
+        let modules = if !h.ps_loaded_module_list.is_null() {
             modules::walk(&space, h.ps_loaded_module_list)
         } else {
             Err(MemError::NonCanonical {

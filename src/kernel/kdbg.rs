@@ -52,7 +52,7 @@ pub enum KdbgState {
 impl KdDebuggerData {
     /// Read the block at `va`.
     pub fn read(space: &AddressSpace<'_>, va: VirtAddr) -> KdbgState {
-        if va.0 == 0 {
+        if va.is_null() {
             return KdbgState::NoAddress;
         }
         let mut head = [0u8; 0x18];

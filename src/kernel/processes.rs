@@ -82,7 +82,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         }
     };
     for cur in procs.by_ref() {
-        let e = VirtAddr(cur.0.wrapping_sub(links));
+        let e = cur.containing(links);
         let v = View::new(space, ep, e);
         let pid = match v.ptr("UniqueProcessId") {
             Ok(p) => p.0,
@@ -106,7 +106,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         // A thread-list head outside the dump: the process is listed without threads.
         if let Ok(mut walk) = space.list_entries(thead, MAX_THREADS as u64) {
             for t in walk.by_ref() {
-                let ethread = VirtAddr(t.0.wrapping_sub(tle));
+                let ethread = t.containing(tle);
                 let tid = View::new(space, et, ethread)
                     .field_va("Cid")
                     .map_err(|e| e.to_string())
@@ -174,7 +174,7 @@ pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u6
     let thread = View::new(space, prcb_l, prcb)
         .ptr("CurrentThread")
         .map_err(|e| format!("CPU {cpu}: {e}"))?;
-    if thread.0 == 0 {
+    if thread.is_null() {
         return Err(format!("CPU {cpu}: KPRCB.CurrentThread is NULL"));
     }
     let unique_thread = sym
