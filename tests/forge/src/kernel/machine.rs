@@ -154,23 +154,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     }
     let Mapper { pm, vmap, .. } = m;
     let (file, placement, info) = file_image(cfg, &pm, &img, dtb);
-    let probes = specs
-        .into_iter()
-        .map(|(name, va, len): ProbeSpec| {
-            let expect = match vmap.read(&pm, va, len) {
-                Ok(bytes) => Expect::Bytes(bytes),
-                Err(first) => Expect::Unreadable {
-                    first_unreadable_va: first,
-                },
-            };
-            Probe {
-                name,
-                va,
-                len,
-                expect,
-            }
-        })
-        .collect();
+    let probes = resolve_probes(specs, &vmap, &pm);
 
     Forged {
         config: cfg.clone(),
@@ -209,6 +193,27 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         pm,
         vmap,
     }
+}
+
+/// The probes with their expectations, from the forge's record of what it mapped.
+fn resolve_probes(specs: Vec<ProbeSpec>, vmap: &VirtMap, pm: &PhysMem) -> Vec<Probe> {
+    specs
+        .into_iter()
+        .map(|(name, va, len): ProbeSpec| {
+            let expect = match vmap.read(pm, va, len) {
+                Ok(bytes) => Expect::Bytes(bytes),
+                Err(first) => Expect::Unreadable {
+                    first_unreadable_va: first,
+                },
+            };
+            Probe {
+                name,
+                va,
+                len,
+                expect,
+            }
+        })
+        .collect()
 }
 
 /// Physical memory, page tables and the VA -> PA record of what the forge mapped.
