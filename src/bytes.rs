@@ -58,10 +58,12 @@ pub fn utf16le_lossy(bytes: &[u8]) -> String {
 }
 
 /// A GUID from its 16 in-memory bytes (Data1..3 little-endian), as
-/// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`.
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lower case, no braces): the one form every output
+/// uses (session instance GUIDs, event providers, DumpBlob tags). PDB identities keep the
+/// symbol-store form of their own (`symbols::identity`).
 pub fn guid_text(b: &[u8; 16]) -> String {
     format!(
-        "{:08X}-{:04X}-{:04X}-{:02X}{:02X}-{}",
+        "{:08x}-{:04x}-{:04x}-{:02x}{:02x}-{}",
         u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
         u16::from_le_bytes([b[4], b[5]]),
         u16::from_le_bytes([b[6], b[7]]),
@@ -69,7 +71,7 @@ pub fn guid_text(b: &[u8; 16]) -> String {
         b[9],
         b[10..]
             .iter()
-            .map(|x| format!("{x:02X}"))
+            .map(|x| format!("{x:02x}"))
             .collect::<String>()
     )
 }
@@ -77,6 +79,16 @@ pub fn guid_text(b: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guids_have_one_form() {
+        // The ETW kernel provider {9E814AAD-3204-11D2-9A82-006008A86939} as stored in memory.
+        let b = [
+            0xAD, 0x4A, 0x81, 0x9E, 0x04, 0x32, 0xD2, 0x11, 0x9A, 0x82, 0x00, 0x60, 0x08, 0xA8,
+            0x69, 0x39,
+        ];
+        assert_eq!(guid_text(&b), "9e814aad-3204-11d2-9a82-006008a86939");
+    }
 
     #[test]
     fn reads_are_bounded() {

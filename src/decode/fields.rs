@@ -33,7 +33,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
     let guid = |o: usize| {
         h.bytes_at(o, 16)
             .and_then(|g| g.try_into().ok())
-            .map(|g: &[u8; 16]| guid_text(g).to_ascii_lowercase())
+            .map(guid_text)
     };
     match r.kind {
         RecordKind::System32

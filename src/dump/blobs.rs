@@ -108,7 +108,7 @@ impl SecondaryData {
                 if data < end {
                     out.blobs.push(Blob {
                         index: i,
-                        tag: guid_text(tag.try_into().unwrap_or(&[0; 16])).to_ascii_lowercase(),
+                        tag: guid_text(tag.try_into().unwrap_or(&[0; 16])),
                         header_offset: o,
                         data_offset: data,
                         data_size: (end - data) as u32,
@@ -120,7 +120,7 @@ impl SecondaryData {
             }
             out.blobs.push(Blob {
                 index: i,
-                tag: guid_text(tag.try_into().unwrap_or(&[0; 16])).to_ascii_lowercase(),
+                tag: guid_text(tag.try_into().unwrap_or(&[0; 16])),
                 header_offset: o,
                 data_offset: data,
                 data_size: size,
