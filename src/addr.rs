@@ -10,17 +10,24 @@ pub const PAGE_SHIFT: u32 = 12;
 
 /// A virtual address in the dumped machine's kernel address space.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct VirtAddr(pub u64);
+pub struct VirtAddr(u64);
 
 /// A physical address in the dumped machine.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct PhysAddr(pub u64);
+pub struct PhysAddr(u64);
 
 /// A physical page frame number (physical address >> 12).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Pfn(pub u64);
+pub struct Pfn(u64);
 
 impl VirtAddr {
+    pub const fn new(v: u64) -> VirtAddr {
+        VirtAddr(v)
+    }
+    /// The address as a number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
     /// The address `n` bytes further on, wrapping like the CPU does.
     pub fn offset(self, n: u64) -> VirtAddr {
         VirtAddr(self.0.wrapping_add(n))
@@ -59,6 +66,12 @@ impl VirtAddr {
 }
 
 impl PhysAddr {
+    pub const fn new(v: u64) -> PhysAddr {
+        PhysAddr(v)
+    }
+    pub const fn get(self) -> u64 {
+        self.0
+    }
     pub fn pfn(self) -> Pfn {
         Pfn(self.0 >> PAGE_SHIFT)
     }
@@ -71,6 +84,12 @@ impl PhysAddr {
 }
 
 impl Pfn {
+    pub const fn new(v: u64) -> Pfn {
+        Pfn(v)
+    }
+    pub const fn get(self) -> u64 {
+        self.0
+    }
     pub fn addr(self) -> PhysAddr {
         PhysAddr(self.0 << PAGE_SHIFT)
     }

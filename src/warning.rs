@@ -142,7 +142,7 @@ mod tests {
     fn json_leaves_out_what_is_not_known() {
         let w = Warning::new(WarningKind::Anomaly, "BufferSize is odd")
             .logger(3)
-            .at(VirtAddr(0xFFFF_8000_0000_1000))
+            .at(VirtAddr::new(0xFFFF_8000_0000_1000))
             .field("_WMI_LOGGER_CONTEXT.BufferSize");
         assert_eq!(
             serde_json::to_value(&w).unwrap(),

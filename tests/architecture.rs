@@ -125,6 +125,12 @@ fn each_fact_has_one_home() {
     assert_eq!(defining("pub const ETW_SUPPORT_ROUTES"), ["etw/routes.rs"]);
     assert_eq!(defining("pub fn resolve_logger_array"), ["etw/routes.rs"]);
     assert_eq!(defining("pub struct ListWalk"), ["mem/list.rs"]);
+    // Address newtypes keep their number private: VirtAddr::new / get and the helpers
+    // (offset, containing, fast_ref_object, is_kernel, ...), no arithmetic on `.0` elsewhere.
+    let addr = std::fs::read_to_string(src.join("addr.rs")).unwrap();
+    for t in ["VirtAddr", "PhysAddr", "Pfn"] {
+        assert!(addr.contains(&format!("pub struct {t}(u64);")), "{t}");
+    }
     // clap only in the binary.
     assert_eq!(defining("clap"), ["main.rs"]);
     // No hand-written cycle check on a list outside the walker.

@@ -126,7 +126,7 @@ fn truncated_body_full() {
         panic!("full dump")
     };
     let last_run = runs.runs().iter().max_by_key(|r| r.file_page).unwrap();
-    let last_pfn = Pfn(last_run.base.0 + last_run.count - 1);
+    let last_pfn = Pfn::new(last_run.base.get() + last_run.count - 1);
     let want_off = 0x2000 + (runs.total_pages() - 1) * 0x1000;
     assert_eq!(
         d.page(last_pfn),
@@ -139,7 +139,7 @@ fn truncated_body_full() {
     let space = AddressSpace::kernel(&d);
     for p in &f.probes {
         let mut buf = vec![0u8; p.len];
-        match (&p.expect, space.read(VirtAddr(p.va), &mut buf)) {
+        match (&p.expect, space.read(VirtAddr::new(p.va), &mut buf)) {
             (Expect::Bytes(e), Ok(())) => assert_eq!(&buf, e, "probe {}", p.name),
             (_, Err(e)) => assert!(e.is_missing(), "{}: {e}", p.name),
             (Expect::Unreadable { .. }, Ok(())) => panic!("probe {} must be unreadable", p.name),

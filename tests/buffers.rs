@@ -234,7 +234,7 @@ fn corrupted_buffers_still_give_consistent_etl() {
         .sessions()
         .flat_map(|s| s.buffer_details.iter().map(|b| b.address))
         .map(|va| {
-            let t = space.translate(VirtAddr(va)).unwrap();
+            let t = space.translate(VirtAddr::new(va)).unwrap();
             (runs.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
         })
         .collect();
@@ -300,11 +300,11 @@ fn etw_support_search_matches_the_documented_route() {
             .buffers
             .iter()
             .filter(|b| b.lists.contains(&BufferList::PerCpu))
-            .map(|b| (b.cpu.unwrap(), b.address.0, 0x40 + 8 * s.logger_id))
+            .map(|b| (b.cpu.unwrap(), b.address.get(), 0x40 + 8 * s.logger_id))
             .collect();
         let mut got: Vec<(u64, u64, u64)> = search_per_cpu(&ctx, s)
             .into_iter()
-            .map(|(cpu, b, off)| (cpu, b.0, off))
+            .map(|(cpu, b, off)| (cpu, b.get(), off))
             .collect();
         want.sort_unstable();
         got.sort_unstable();
@@ -346,7 +346,7 @@ fn scratch_array_entries_are_validated() {
             panic!("context page not stored")
         };
         let off = page.as_ptr() as usize - d.bytes().as_ptr() as usize + pa.page_offset() as usize;
-        (off, ct.0)
+        (off, ct.get())
     };
     assert_eq!(
         &bytes[patch_at..patch_at + 8],
@@ -402,7 +402,7 @@ fn pre_61_global_lists() {
             let ctx = KernelContext::without_symbols(&d);
             let pa = ctx
                 .space
-                .translate(etwdump::addr::VirtAddr(page))
+                .translate(etwdump::addr::VirtAddr::new(page))
                 .unwrap()
                 .pa;
             let PageLookup::Present(p) = d.page(pa.pfn()) else {
@@ -444,16 +444,16 @@ fn pre_61_global_lists() {
             logger_mode: Some(0),
             buffer_size: Some(0x400),
             number_of_buffers: Some(3),
-            ..Session::bare(5, etwdump::addr::VirtAddr(page), "builtin")
+            ..Session::bare(5, etwdump::addr::VirtAddr::new(page), "builtin")
         };
         let array = LoggerArray {
             route: Route::GlobalArray,
-            address: etwdump::addr::VirtAddr(0),
+            address: etwdump::addr::VirtAddr::new(0),
             capacity: 32,
             silo_state: None,
         };
         let found = find_buffers(&ctx, &array, &s);
-        let got: Vec<u64> = found.buffers.iter().map(|b| b.address.0).collect();
+        let got: Vec<u64> = found.buffers.iter().map(|b| b.address.get()).collect();
         let want: Vec<u64> = bufs.iter().map(|&b| page + b as u64).collect();
         assert_eq!(got, want, "build {build}: {:?}", found.warnings);
         assert!(found

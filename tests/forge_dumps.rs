@@ -57,7 +57,7 @@ fn every_probe_reads_as_forged() {
         assert!(f.probes.len() >= 8, "{name}: too few probes");
         for p in &f.probes {
             let mut buf = vec![0u8; p.len];
-            let r = space.read(VirtAddr(p.va), &mut buf);
+            let r = space.read(VirtAddr::new(p.va), &mut buf);
             match (&p.expect, r) {
                 (Expect::Bytes(e), Ok(())) => {
                     assert_eq!(&buf, e, "{name}: probe {} at {:#x}", p.name, p.va)
@@ -76,13 +76,13 @@ fn every_probe_reads_as_forged() {
                 ) => {
                     assert!(e.is_missing(), "{name}: probe {}: {e}", p.name);
                     assert_eq!(
-                        e.va().map(|v| v.0),
+                        e.va().map(|v| v.get()),
                         Some(*first_unreadable_va),
                         "{name}: probe {}: {e}",
                         p.name
                     );
                     // try_read turns a missing page into None.
-                    assert_eq!(space.try_read(VirtAddr(p.va), &mut buf), Ok(None));
+                    assert_eq!(space.try_read(VirtAddr::new(p.va), &mut buf), Ok(None));
                 }
                 (Expect::Unreadable { .. }, Ok(())) => {
                     panic!("{name}: probe {} at {:#x} must be unreadable", p.name, p.va)
@@ -180,7 +180,7 @@ fn module_list_matches_the_forge() {
         assert!(l.incomplete.is_none(), "{name}");
         assert_eq!(l.modules.len(), f.modules.len(), "{name}");
         for (got, want) in l.modules.iter().zip(&f.modules) {
-            assert_eq!(got.base.0, want.base, "{name}");
+            assert_eq!(got.base.get(), want.base, "{name}");
             assert_eq!(got.size, want.size, "{name}");
             assert_eq!(
                 got.base_name.as_deref(),
@@ -311,7 +311,10 @@ fn random_reads_agree_with_the_forge() {
             let va = a.wrapping_add(rng.next() % 0x3000).wrapping_sub(0x1000);
             let len = 1 + (rng.next() % 0x2400) as usize;
             let mut buf = vec![0u8; len];
-            match (f.expected_read(va, len), space.read(VirtAddr(va), &mut buf)) {
+            match (
+                f.expected_read(va, len),
+                space.read(VirtAddr::new(va), &mut buf),
+            ) {
                 (Expect::Bytes(e), Ok(())) => {
                     assert!(e == buf, "{name}: {len:#x} bytes at {va:#x} differ");
                     ok += 1;
@@ -324,7 +327,7 @@ fn random_reads_agree_with_the_forge() {
                 ) => {
                     assert!(e.is_missing(), "{name}: {va:#x}: {e}");
                     assert_eq!(
-                        e.va().map(|v| v.0),
+                        e.va().map(|v| v.get()),
                         Some(first_unreadable_va),
                         "{name}: {va:#x}+{len:#x}: {e}"
                     );

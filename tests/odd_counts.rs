@@ -54,7 +54,7 @@ fn outcome(bytes: Vec<u8>, name: &str) -> (Outcome, etwdump::etw::loggers::Sessi
                 s.name.clone(),
                 b.buffers
                     .iter()
-                    .map(|b| (b.address.0, b.header.valid_bytes()))
+                    .map(|b| (b.address.get(), b.header.valid_bytes()))
                     .collect(),
             )
         })
@@ -202,7 +202,7 @@ fn no_identity_is_rejected_with_reason() {
     let list = list_sessions(&ctx2);
     assert!(list.sessions.iter().all(|s| s.logger_id != 3));
     let r = list.rejected.iter().find(|r| r.slot == 3).unwrap();
-    assert_eq!(r.value.0, va);
+    assert_eq!(r.value.get(), va);
     assert_eq!(r.field, Some("SiloState"));
     assert!(r.reason.contains("0xffffa08d00001000"), "{}", r.reason);
 }

@@ -50,7 +50,7 @@ fn pending_blocks_as_forged() {
             let g = got
                 .blocks
                 .iter()
-                .find(|b| b.block.0 == e.block_va)
+                .find(|b| b.block.get() == e.block_va)
                 .unwrap_or_else(|| {
                     panic!(
                         "{name}: block {:#x} not found; {:?}",
@@ -59,7 +59,7 @@ fn pending_blocks_as_forged() {
                 });
             let w = format!("{name}: CPU {} block {:#x}", e.cpu, e.block_va);
             assert_eq!(g.cpu, u64::from(e.cpu), "{w}");
-            assert_eq!(g.pointer.0, e.pointer_va, "{w}");
+            assert_eq!(g.pointer.get(), e.pointer_va, "{w}");
             assert_eq!(g.clock, e.clock.map(u64::from), "{w}");
             match (e.clock, g.found_by) {
                 (Some(k), FoundBy::KnownOffset { offset }) => {
@@ -105,7 +105,7 @@ fn pending_blocks_as_forged() {
         // reported.
         for dcy in &etw.pending_decoys {
             assert!(
-                got.blocks.iter().all(|b| b.block.0 != dcy.block_va),
+                got.blocks.iter().all(|b| b.block.get() != dcy.block_va),
                 "{name}: decoy {:#x} listed",
                 dcy.block_va
             );

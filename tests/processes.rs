@@ -28,10 +28,10 @@ fn process_list_and_names_as_forged() {
         assert!(l.warnings.is_empty(), "{name}: {:?}", l.warnings);
         assert_eq!(l.processes.len(), f.processes.len(), "{name}");
         for (got, want) in l.processes.iter().zip(&f.processes) {
-            assert_eq!(got.eprocess.0, want.eprocess_va, "{name}");
+            assert_eq!(got.eprocess.get(), want.eprocess_va, "{name}");
             assert_eq!(got.pid, want.pid, "{name}");
             assert_eq!(got.name, want.name, "{name}");
-            let threads: Vec<(u64, u64)> = got.threads.iter().map(|(v, t)| (v.0, *t)).collect();
+            let threads: Vec<(u64, u64)> = got.threads.iter().map(|(v, t)| (v.get(), *t)).collect();
             assert_eq!(threads, want.threads, "{name}: {}", want.name);
         }
         // Every pending switch's old thread is in the list: named "image (pid)" (0 = Idle).

@@ -103,7 +103,9 @@ fn triage_x64_library_view() {
     );
     let space = AddressSpace::kernel(&d);
     // The kernel's MZ header and e_lfanew (0x110) through the triage blocks.
-    let mz = space.read_vec(VirtAddr(0xFFFFF8047BA00000), 0x40).unwrap();
+    let mz = space
+        .read_vec(VirtAddr::new(0xFFFFF8047BA00000), 0x40)
+        .unwrap();
     assert_eq!(&mz[..2], b"MZ");
     assert_eq!(
         u32::from_le_bytes(mz[0x3C..0x40].try_into().unwrap()),
@@ -111,21 +113,21 @@ fn triage_x64_library_view() {
     );
     // A read that runs off the end of the 4 KiB header block names the first missing byte.
     let e = space
-        .read_vec(VirtAddr(0xFFFFF8047BA00FF0), 0x20)
+        .read_vec(VirtAddr::new(0xFFFFF8047BA00FF0), 0x20)
         .unwrap_err();
-    assert_eq!(e.va(), Some(VirtAddr(0xFFFFF8047BA01000)));
+    assert_eq!(e.va(), Some(VirtAddr::new(0xFFFFF8047BA01000)));
     assert!(e.is_missing());
     // KPRCB.EtwSupport of CPU0 (KPRCB + 0x8328) is present (§2.1): KiProcessorBlock[0]
     // (KiProcessorBlock = KernBase + 0xCFDC80, §2.2) → KPRCB → EtwSupport.
     let prcb0 = space
-        .read_ptr(VirtAddr(0xFFFFF8047BA00000 + 0xCFDC80))
+        .read_ptr(VirtAddr::new(0xFFFFF8047BA00000 + 0xCFDC80))
         .unwrap();
     let etw_support = space.read_u64(prcb0.offset(0x8328)).unwrap();
     assert_eq!(etw_support, 0xFFFFC08BDCF57730);
     // KUSER_SHARED_DATA is not in the blocks: a try_ read says "missing", not an error.
     let mut b = [0u8; 8];
     assert!(space
-        .try_read(VirtAddr(0xFFFFF78000000000), &mut b)
+        .try_read(VirtAddr::new(0xFFFFF78000000000), &mut b)
         .unwrap()
         .is_none());
 }
@@ -181,7 +183,7 @@ fn builtin_kdbg_layout_on_the_real_dump() {
         .find(|t| t.name == "_KDDEBUGGER_DATA64")
         .unwrap();
     assert_eq!(k.size, 0x380);
-    let v = etwdump::kernel::view::View::new(&space, k, VirtAddr(0xFFFFF8047C600B20));
+    let v = etwdump::kernel::view::View::new(&space, k, VirtAddr::new(0xFFFFF8047C600B20));
     let base = 0xFFFFF8047BA00000u64;
     assert_eq!(
         v.uint("OwnerTag").unwrap(),

@@ -10,7 +10,9 @@ use etwdump_forge::{forge, Config};
 
 /// File offset of the byte behind a kernel virtual address of a full dump.
 fn file_offset(d: &DumpFile, va: u64) -> usize {
-    let t = AddressSpace::kernel(d).translate(VirtAddr(va)).unwrap();
+    let t = AddressSpace::kernel(d)
+        .translate(VirtAddr::new(va))
+        .unwrap();
     let Contents::Runs(r) = d.contents() else {
         panic!("full dump expected")
     };
@@ -33,17 +35,19 @@ fn cyclic_module_list_is_cut_and_reported() {
         let mut bytes = f.to_bytes();
         let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
         let space = AddressSpace::kernel(&d);
-        let l = etwdump::kernel::modules::walk(&space, VirtAddr(f.ps_loaded_module_list)).unwrap();
+        let l =
+            etwdump::kernel::modules::walk(&space, VirtAddr::new(f.ps_loaded_module_list)).unwrap();
         let n = l.modules.len();
         assert!(n >= 3);
         // Last entry's Flink → second entry: a cycle that never reaches the head.
-        let last = l.modules[n - 1].entry.0;
-        let second = l.modules[1].entry.0;
+        let last = l.modules[n - 1].entry.get();
+        let second = l.modules[1].entry.get();
         let off = file_offset(&d, last);
         patch_ptr(&mut bytes, off, second, wide);
         let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
         let space = AddressSpace::kernel(&d);
-        let l = etwdump::kernel::modules::walk(&space, VirtAddr(f.ps_loaded_module_list)).unwrap();
+        let l =
+            etwdump::kernel::modules::walk(&space, VirtAddr::new(f.ps_loaded_module_list)).unwrap();
         assert_eq!(l.modules.len(), n);
         assert_eq!(
             l.incomplete.as_deref(),
@@ -67,12 +71,12 @@ fn module_entry_pointing_nowhere_is_reported() {
     let mut bytes = f.to_bytes();
     let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
     let space = AddressSpace::kernel(&d);
-    let l = etwdump::kernel::modules::walk(&space, VirtAddr(f.ps_loaded_module_list)).unwrap();
-    let off = file_offset(&d, l.modules[0].entry.0);
+    let l = etwdump::kernel::modules::walk(&space, VirtAddr::new(f.ps_loaded_module_list)).unwrap();
+    let off = file_offset(&d, l.modules[0].entry.get());
     patch_ptr(&mut bytes, off, 0xFFFF_8000_DEAD_0000, true);
     let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
     let space = AddressSpace::kernel(&d);
-    let l = etwdump::kernel::modules::walk(&space, VirtAddr(f.ps_loaded_module_list)).unwrap();
+    let l = etwdump::kernel::modules::walk(&space, VirtAddr::new(f.ps_loaded_module_list)).unwrap();
     assert_eq!(l.modules.len(), 1);
     let why = l.incomplete.unwrap();
     // The error names the entry, the first unreadable field's address and the paging level.

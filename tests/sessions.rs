@@ -39,7 +39,7 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
         .array
         .as_ref()
         .unwrap_or_else(|| panic!("{name}: no array; {:?}", l.warnings));
-    assert_eq!(a.address.0, e.array_va, "{name}: array address");
+    assert_eq!(a.address.get(), e.array_va, "{name}: array address");
     assert_eq!(a.route, want_route, "{name}: route");
     let read = a.capacity as usize;
     let slots = &e.slots[..read.min(e.slots.len())];
@@ -61,7 +61,7 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
     );
     for (got, want) in l.sessions.iter().zip(&want_sessions) {
         let id = want.logger_id;
-        assert_eq!(got.address.0, want.context_va, "{name} logger {id}");
+        assert_eq!(got.address.get(), want.context_va, "{name} logger {id}");
         assert_eq!(got.name, want.name, "{name} logger {id}");
         if want.name.is_none() {
             let w = got.warnings.join("; ");
@@ -201,7 +201,7 @@ fn sessions_with_pdb_every_era() {
             l.routes
                 .iter()
                 .any(|r| r.route == Route::KdbgEtwpDebuggerData
-                    && r.address.0 == f.etw.as_ref().unwrap().array_va),
+                    && r.address.get() == f.etw.as_ref().unwrap().array_va),
             "{name}: {:?}",
             l.routes
         );
@@ -501,7 +501,7 @@ fn corrupted_contexts_never_panic() {
         let a = l.array.as_ref().unwrap();
         for s in &l.sessions {
             assert!(s.logger_id < a.capacity);
-            assert_eq!(s.address.0 % 8, 0, "listed context must be aligned");
+            assert_eq!(s.address.get() % 8, 0, "listed context must be aligned");
         }
         let _ = etwdump::render::sessions::to_table(&l);
         let _ = etwdump::render::sessions::to_csv(&l);
@@ -526,7 +526,7 @@ fn disagreeing_routes_are_reported() {
     };
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let l = list_sessions(&ctx);
-    assert_eq!(l.array.as_ref().unwrap().address.0, e.array_va);
+    assert_eq!(l.array.as_ref().unwrap().address.get(), e.array_va);
     let want = format!(
         "routes disagree: EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpLoggerContext gives the logger array at {:#x}, KDBG.EtwpDebuggerData + 0x10 gives {fake:#x}",
         e.array_va

@@ -57,7 +57,7 @@ fn real_triage_windows_and_blob() {
         let w = &r.windows[0];
         assert_eq!(w.kind, WindowKind::CurrentBuffer);
         assert_eq!(
-            (w.base.0, w.end.0, w.valid),
+            (w.base.get(), w.end.get(), w.valid),
             (0xFFFFC08BDE2F7000, 0xFFFFC08BDE2F7E18, 0xE18)
         );
         assert!(w.starts_at_base);
@@ -79,10 +79,10 @@ fn real_triage_windows_and_blob() {
         let e = &r.windows[1];
         assert_eq!(e.kind, WindowKind::ErrlogTail);
         assert_eq!(
-            (e.base.0, e.end.0, e.valid),
+            (e.base.get(), e.end.get(), e.valid),
             (0xFFFFC08BDEA12000, 0xFFFFC08BDEA1B110, 0x9110)
         );
-        assert_eq!(e.start.0, 0xFFFFC08BDEA1A110);
+        assert_eq!(e.start.get(), 0xFFFFC08BDEA1A110);
         assert_eq!((e.file_offset, e.block_index), (Some(0xE1030), Some(59)));
         assert!(!e.starts_at_base);
         // First whole record at window +0xD0 (file 0xE1100).

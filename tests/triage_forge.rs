@@ -47,11 +47,11 @@ fn forged_triage_scenarios() {
                 "{t}"
             );
             assert_eq!(
-                (g.base.0, g.end.0, g.valid),
+                (g.base.get(), g.end.get(), g.valid),
                 (w.base, w.end, w.valid),
                 "{t}"
             );
-            assert_eq!(g.start.0, w.start_va, "{t}");
+            assert_eq!(g.start.get(), w.start_va, "{t}");
             assert_eq!(g.data.len() as u64, w.size, "{t}");
             assert_eq!(g.starts_at_base, w.starts_at_base, "{t}");
             if w.size > 0 {
@@ -60,7 +60,7 @@ fn forged_triage_scenarios() {
             }
             assert_eq!(g.logger_id, w.logger_id.map(u64::from), "{t}");
             assert_eq!(g.processor, w.processor_index.map(u64::from), "{t}");
-            let shift = g.start.0 - g.base.0;
+            let shift = g.start.get() - g.base.get();
             assert_eq!(
                 g.first_record.map(|x| x as u64 + shift),
                 w.first_record_offset,

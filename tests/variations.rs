@@ -133,7 +133,7 @@ fn check(name: &str, seed: u64) -> Tally {
             ExpectedSlot::Invalid { va, why } => {
                 t.rejected.0 += 1;
                 assert!(listed.is_none(), "{w}: invalid slot {slot} ({why}) listed");
-                if rejected.is_some_and(|r| r.value.0 == *va) {
+                if rejected.is_some_and(|r| r.value.get() == *va) {
                     t.rejected.1 += 1;
                 }
             }
@@ -146,7 +146,7 @@ fn check(name: &str, seed: u64) -> Tally {
                     );
                 };
                 t.sessions.1 += 1;
-                assert_eq!(g.address.0, s.context_va, "{w}: logger {slot}");
+                assert_eq!(g.address.get(), s.context_va, "{w}: logger {slot}");
                 assert_eq!(g.name, s.name, "{w}: logger {slot}");
                 assert_eq!(g.clock_type, s.clock_type.map(u64::from), "{w}: {slot}");
                 assert_eq!(
@@ -166,7 +166,7 @@ fn check(name: &str, seed: u64) -> Tally {
                 // Buffers: every buffer the forge linked is found.
                 let found = find_buffers(&ctx, &array, g);
                 let got: std::collections::HashSet<u64> =
-                    found.buffers.iter().map(|b| b.address.0).collect();
+                    found.buffers.iter().map(|b| b.address.get()).collect();
                 // Per-CPU current buffers (reachable only by search on most builds): found
                 // as the current buffer of the CPU the forge put them on.
                 for d in s
@@ -175,7 +175,7 @@ fn check(name: &str, seed: u64) -> Tally {
                     .filter(|d| d.lists.iter().any(|l| l == "per_cpu"))
                 {
                     t.per_cpu.0 += 1;
-                    let fb = found.buffers.iter().find(|b| b.address.0 == d.address);
+                    let fb = found.buffers.iter().find(|b| b.address.get() == d.address);
                     if fb.is_some_and(|b| {
                         b.lists.contains(&etwdump::etw::buffers::BufferList::PerCpu)
                             && b.cpu == Some(u64::from(d.processor))
@@ -228,14 +228,14 @@ fn check(name: &str, seed: u64) -> Tally {
         let g = pending
             .blocks
             .iter()
-            .find(|b| b.block.0 == e.block_va)
+            .find(|b| b.block.get() == e.block_va)
             .unwrap_or_else(|| {
                 panic!(
                     "{w}: pending block {:#x} (CPU {}) not found: {:?}",
                     e.block_va, e.cpu, pending.warnings
                 )
             });
-        assert_eq!(g.pointer.0, e.pointer_va, "{w}");
+        assert_eq!(g.pointer.get(), e.pointer_va, "{w}");
         if !e.documented_offset && e.batch.is_some() {
             t.inferred.0 += 1;
             if g.clock == Some(u64::from(e.true_clock)) {

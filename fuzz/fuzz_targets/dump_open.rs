@@ -22,7 +22,7 @@ fn exercise(d: &DumpFile) {
         Contents::Runs(r) => {
             for run in r.runs().iter().take(64) {
                 let _ = d.page(run.base);
-                let _ = d.page(Pfn(run.base.0.wrapping_add(run.count).wrapping_sub(1)));
+                let _ = d.page(Pfn::new(run.base.get().wrapping_add(run.count).wrapping_sub(1)));
             }
             let _ = r.data_end();
         }
@@ -35,7 +35,7 @@ fn exercise(d: &DumpFile) {
                 b.bits,
                 u64::MAX >> 12,
             ] {
-                if let PageLookup::Present(p) = d.page(Pfn(pfn)) {
+                if let PageLookup::Present(p) = d.page(Pfn::new(pfn)) {
                     assert_eq!(p.len(), 4096);
                 }
             }

@@ -144,14 +144,14 @@ fuzz_target!(|data: &[u8]| {
     ];
     for &va in vas.iter().chain(fixed.iter()) {
         for sp in [&space, &space2] {
-            let va = VirtAddr(va);
+            let va = VirtAddr::new(va);
             let _ = sp.translate(va);
             let _ = sp.read_u64(va);
             let _ = sp.read_ptr(va);
             let mut one = [0u8; 1];
             let _ = sp.try_read(va, &mut one);
             // Page-aligned 3-page read: the x64 fast path.
-            let base = VirtAddr(va.0 & !0xFFF);
+            let base = VirtAddr::new(va.get() & !0xFFF);
             let mut big = vec![0u8; 3 * PAGE];
             let whole = sp.read(base, &mut big);
             let mut pieces = vec![0u8; 3 * PAGE];
@@ -163,7 +163,7 @@ fuzz_target!(|data: &[u8]| {
                 );
                 each_ok &= r.is_ok();
             }
-            let last = base.0.checked_add(3 * PAGE as u64 - 1);
+            let last = base.get().checked_add(3 * PAGE as u64 - 1);
             let in_range = match last {
                 Some(l) => wide || l <= u64::from(u32::MAX),
                 None => false,
@@ -182,8 +182,8 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             let mut pre = vec![0u8; 2 * PAGE + 5];
-            let n = sp.read_prefix(VirtAddr(va.0.wrapping_sub(7)), &mut pre);
-            let full = sp.read(VirtAddr(va.0.wrapping_sub(7)), &mut pre);
+            let n = sp.read_prefix(VirtAddr::new(va.get().wrapping_sub(7)), &mut pre);
+            let full = sp.read(VirtAddr::new(va.get().wrapping_sub(7)), &mut pre);
             if full.is_ok() {
                 assert_eq!(n, pre.len(), "read ok but read_prefix stopped at {n}");
             }

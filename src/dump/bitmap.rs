@@ -117,11 +117,11 @@ impl Bitmap {
 
     /// File offset of the page, if its bit is set. O(1).
     pub fn file_offset(&self, file: &[u8], pfn: Pfn) -> Option<u64> {
-        if pfn.0 >= self.bits {
+        if pfn.get() >= self.bits {
             return None;
         }
-        let w = (pfn.0 / 64) as usize;
-        let bit = pfn.0 % 64;
+        let w = (pfn.get() / 64) as usize;
+        let bit = pfn.get() % 64;
         let word = self.word(file, w);
         if word & (1 << bit) == 0 {
             return None;
@@ -164,13 +164,13 @@ mod tests {
         assert_eq!(b.present, set.len() as u64);
         for (i, &p) in set.iter().enumerate() {
             assert_eq!(
-                b.file_offset(&f, Pfn(p)),
+                b.file_offset(&f, Pfn::new(p)),
                 Some(0x1000 + i as u64 * PAGE_SIZE)
             );
         }
-        assert_eq!(b.file_offset(&f, Pfn(2)), None);
-        assert_eq!(b.file_offset(&f, Pfn(1024)), None);
-        assert_eq!(b.file_offset(&f, Pfn(u64::MAX)), None);
+        assert_eq!(b.file_offset(&f, Pfn::new(2)), None);
+        assert_eq!(b.file_offset(&f, Pfn::new(1024)), None);
+        assert_eq!(b.file_offset(&f, Pfn::new(u64::MAX)), None);
     }
 
     #[test]
@@ -180,7 +180,7 @@ mod tests {
         f[0x38 + 8] |= 0x80;
         let b = Bitmap::parse(&f, 0).unwrap();
         assert_eq!(b.present, 1);
-        assert_eq!(b.file_offset(&f, Pfn(71)), None);
+        assert_eq!(b.file_offset(&f, Pfn::new(71)), None);
     }
 
     #[test]

@@ -79,7 +79,7 @@ impl RunList {
         let mut file_page = 0u64;
         for &(_, base, count) in &raw {
             runs.push(Run {
-                base: Pfn(base),
+                base: Pfn::new(base),
                 count,
                 file_page,
             });
@@ -91,10 +91,13 @@ impl RunList {
         runs.retain(|r| r.count > 0);
         runs.sort_by_key(|r| r.base);
         for w in runs.windows(2) {
-            if w[0].base.0 + w[0].count > w[1].base.0 {
+            if w[0].base.get() + w[0].count > w[1].base.get() {
                 return Err(DumpError::BadRunList(format!(
                     "runs overlap: PFNs {:#x}+{:#x} and {:#x}+{:#x}",
-                    w[0].base.0, w[0].count, w[1].base.0, w[1].count
+                    w[0].base.get(),
+                    w[0].count,
+                    w[1].base.get(),
+                    w[1].count
                 )));
             }
         }
@@ -113,7 +116,7 @@ impl RunList {
             .partition_point(|r| r.base <= pfn)
             .checked_sub(1)?;
         let r = &self.runs[i];
-        let idx = pfn.0 - r.base.0;
+        let idx = pfn.get() - r.base.get();
         (idx < r.count).then(|| self.data_offset + (r.file_page + idx) * PAGE_SIZE)
     }
 

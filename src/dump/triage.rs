@@ -235,7 +235,7 @@ impl Triage {
                 source: SegmentSource::DataBlock,
             });
         }
-        let kdbg = header.kd_debugger_data_block.0;
+        let kdbg = header.kd_debugger_data_block.get();
         if debugger_data_size > 0 && kdbg != 0 {
             if u64::from(debugger_data_offset) + u64::from(debugger_data_size) <= file_len {
                 raw.push(Segment {

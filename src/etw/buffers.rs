@@ -218,11 +218,11 @@ impl Finder<'_, '_> {
     fn header(&self, va: VirtAddr) -> Result<BufferHeader, String> {
         let space = &self.ctx.space;
         let kernel = if space.arch().is_64bit() {
-            va.0 >= 0xFFFF_8000_0000_0000
+            va.get() >= 0xFFFF_8000_0000_0000
         } else {
-            va.0 >= 0x8000_0000
+            va.get() >= 0x8000_0000
         };
-        if !kernel || va.0 % 8 != 0 {
+        if !kernel || va.get() % 8 != 0 {
             return Err("not an aligned kernel address".into());
         }
         let v = View::new(space, self.header_layout, va);
@@ -337,9 +337,11 @@ impl Finder<'_, '_> {
             // quadword. The 8-byte form of some 5.2/6.0 kernels packs it with region bits
             // the reference does not give: an entry that does not lead to a buffer of this
             // session is reported, not guessed at.
-            space.read_u64(head.offset(8)).map(|q| VirtAddr(q & !0xF))
+            space
+                .read_u64(head.offset(8))
+                .map(|q| VirtAddr::new(q & !0xF))
         } else {
-            space.read_u32(head).map(|v| VirtAddr(u64::from(v)))
+            space.read_u32(head).map(|v| VirtAddr::new(u64::from(v)))
         };
         let first = match first {
             Ok(f) => f,
@@ -576,7 +578,7 @@ impl Finder<'_, '_> {
                     .read_ptr(kpb.offset(cpu * p))
                     .and_then(|prcb| ctx.space.read_ptr(prcb.offset(es_off)))
                     .ok()
-                    .filter(|b| b.0 != 0)
+                    .filter(|b| b.get() != 0)
             })
             .collect();
         Some((es_off, blocks))
@@ -722,7 +724,7 @@ fn search_etw_support(f: &Finder<'_, '_>, es: VirtAddr) -> Vec<(VirtAddr, u64)> 
                 area[off..off + 4].try_into().unwrap_or([0; 4]),
             ))
         };
-        let v = VirtAddr(raw).fast_ref_object(f.x64());
+        let v = VirtAddr::new(raw).fast_ref_object(f.x64());
         if v.is_null() {
             continue;
         }

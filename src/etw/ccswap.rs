@@ -210,8 +210,8 @@ fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out:
     for off in (0..n.saturating_sub(psize - 1)).step_by(psize) {
         let mut raw = [0u8; 8];
         raw[..psize].copy_from_slice(&area[off..off + psize]);
-        let v = VirtAddr(u64::from_le_bytes(raw));
-        if !v.is_kernel(x64) || v.0 % align != 0 {
+        let v = VirtAddr::new(u64::from_le_bytes(raw));
+        if !v.is_kernel(x64) || v.get() % align != 0 {
             continue;
         }
         if crate::kernel::pool::tag_before(space, v) != Some(TAG_CCSW) {

@@ -206,7 +206,7 @@ fn read_slots(
                 continue;
             }
         };
-        if value.0 == 0 || value.0 & 1 != 0 {
+        if value.get() == 0 || value.get() & 1 != 0 {
             out.free_slots += 1;
             continue;
         }
@@ -286,7 +286,7 @@ fn identity(
     if !va.is_kernel(space.arch().is_64bit()) {
         return Err((None, "not a kernel address".into()));
     }
-    if va.0 % space.arch().pointer_size() != 0 {
+    if va.get() % space.arch().pointer_size() != 0 {
         return Err((None, "misaligned".into()));
     }
     let logger_id = v

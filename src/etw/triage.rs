@@ -493,7 +493,7 @@ fn block_pattern(
                 1 => WindowKind::ErrlogTail,
                 _ => break,
             };
-            v.push((kind, VirtAddr(bv), VirtAddr(ev), "block pattern"));
+            v.push((kind, VirtAddr::new(bv), VirtAddr::new(ev), "block pattern"));
         }
     }
     v
@@ -508,22 +508,22 @@ fn window(
     found_by: &'static str,
 ) -> Result<SavedWindow, String> {
     let valid = end
-        .0
-        .checked_sub(base.0)
+        .get()
+        .checked_sub(base.get())
         .filter(|&v| v <= MAX_BUFFER_SIZE)
         .ok_or_else(|| format!("base {base} and end {end} do not bound a buffer"))?;
     let limit = kind.limit();
     let start = if valid >= limit {
-        VirtAddr(end.0 - limit)
+        VirtAddr::new(end.get() - limit)
     } else {
         base
     };
-    let len = (end.0 - start.0) as usize;
+    let len = (end.get() - start.get()) as usize;
     let data = ctx
         .space
         .read_vec(start, len)
         .map_err(|e| format!("window [{start}, {end}) is not in the dump: {e}"))?;
-    let block = blocks.iter().find(|b| b.in_file && b.va == start.0);
+    let block = blocks.iter().find(|b| b.in_file && b.va == start.get());
     let mut w = SavedWindow {
         kind,
         base,
@@ -552,7 +552,7 @@ fn window(
             w.first_record = walk.first.map(|r| r.offset);
         }
     } else {
-        let phase = (8 - ((start.0 - base.0) % 8) as usize) % 8;
+        let phase = (8 - ((start.get() - base.get()) % 8) as usize) % 8;
         w.first_record = resync(&w.data, phase);
         w.partial_bytes = w.first_record.unwrap_or(0);
     }

@@ -128,7 +128,7 @@ impl<'d> KernelContext<'d> {
                 (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
             }
             (_, Some(t)) if !t.drivers.is_empty() => (
-                Some(VirtAddr(t.drivers[0].base)),
+                Some(VirtAddr::new(t.drivers[0].base)),
                 Some(KernelBaseSource::TriageDriverList),
             ),
             _ => (kdbg_base, kdbg_base.map(|_| KernelBaseSource::Kdbg)),
@@ -224,8 +224,8 @@ impl<'d> KernelContext<'d> {
             self.space
                 .normalize(va)
                 .ok()
-                .filter(|v| v.0 > base.0 && v.0 - base.0 < 0x1_0000_0000)
-                .map(|v| v.0 - base.0)
+                .filter(|v| v.get() > base.get() && v.get() - base.get() < 0x1_0000_0000)
+                .map(|v| v.get() - base.get())
         };
         let mut out = Vec::new();
         let mut push = |name: &'static str, va: Option<VirtAddr>| {

@@ -94,22 +94,23 @@ impl KdDebuggerData {
     }
 
     pub fn kern_base(&self) -> Option<VirtAddr> {
-        self.u64_field(off("KernBase")).map(VirtAddr)
+        self.u64_field(off("KernBase")).map(VirtAddr::new)
     }
     pub fn ps_loaded_module_list(&self) -> Option<VirtAddr> {
-        self.u64_field(off("PsLoadedModuleList")).map(VirtAddr)
+        self.u64_field(off("PsLoadedModuleList")).map(VirtAddr::new)
     }
     pub fn ps_active_process_head(&self) -> Option<VirtAddr> {
-        self.u64_field(off("PsActiveProcessHead")).map(VirtAddr)
+        self.u64_field(off("PsActiveProcessHead"))
+            .map(VirtAddr::new)
     }
     pub fn mm_pfn_database(&self) -> Option<VirtAddr> {
-        self.u64_field(off("MmPfnDatabase")).map(VirtAddr)
+        self.u64_field(off("MmPfnDatabase")).map(VirtAddr::new)
     }
     pub fn nt_build_lab(&self) -> Option<VirtAddr> {
-        self.u64_field(off("NtBuildLab")).map(VirtAddr)
+        self.u64_field(off("NtBuildLab")).map(VirtAddr::new)
     }
     pub fn ki_processor_block(&self) -> Option<VirtAddr> {
-        self.u64_field(off("KiProcessorBlock")).map(VirtAddr)
+        self.u64_field(off("KiProcessorBlock")).map(VirtAddr::new)
     }
     /// `OffsetPrcbMhz`: where the KPRCB keeps the CPU speed in MHz (a 16-bit offset).
     pub fn offset_prcb_mhz(&self) -> Option<u64> {
@@ -120,12 +121,12 @@ impl KdDebuggerData {
         self.bytes.u16_at(o).map(u64::from).filter(|&v| v != 0)
     }
     pub fn etwp_debugger_data(&self) -> Option<VirtAddr> {
-        self.u64_field(off("EtwpDebuggerData")).map(VirtAddr)
+        self.u64_field(off("EtwpDebuggerData")).map(VirtAddr::new)
     }
 
     /// The NtBuildLab string (e.g. "19041.1.amd64fre.vb_release.191206-1406"), if readable.
     pub fn read_build_lab(&self, space: &AddressSpace<'_>) -> Option<String> {
-        let va = self.nt_build_lab().filter(|v| v.0 != 0)?;
+        let va = self.nt_build_lab().filter(|v| v.get() != 0)?;
         super::read_ascii_z(space, va, 128)
     }
 }

@@ -7,8 +7,8 @@ use crate::bytes::LeBytes;
 use crate::dump::Arch;
 use crate::mem::{AddressSpace, MemError};
 
-pub const KUSER_X64: VirtAddr = VirtAddr(0xFFFF_F780_0000_0000);
-pub const KUSER_X86: VirtAddr = VirtAddr(0xFFDF_0000);
+pub const KUSER_X64: VirtAddr = VirtAddr::new(0xFFFF_F780_0000_0000);
+pub const KUSER_X86: VirtAddr = VirtAddr::new(0xFFDF_0000);
 
 mod field {
     pub const SYSTEM_TIME: usize = 0x14;

@@ -21,7 +21,7 @@ pub fn tag_before(space: &AddressSpace<'_>, va: VirtAddr) -> Option<[u8; 4]> {
     if va.page_offset() == 0 {
         return None;
     }
-    let hdr = VirtAddr(va.0.checked_sub(header_size(space))?);
+    let hdr = VirtAddr::new(va.get().checked_sub(header_size(space))?);
     space.read_u32(hdr.offset(4)).ok().map(u32::to_le_bytes)
 }
 
@@ -33,7 +33,7 @@ pub fn block_bytes(space: &AddressSpace<'_>, va: VirtAddr) -> Option<u64> {
     if va.page_offset() == 0 {
         return None;
     }
-    let hdr = VirtAddr(va.0.checked_sub(header_size(space))?);
+    let hdr = VirtAddr::new(va.get().checked_sub(header_size(space))?);
     let (units, unit) = if space.arch().is_64bit() {
         let w = space.read_u32(hdr).ok()?;
         (u64::from((w >> 16) & 0xFF), 16)

@@ -85,7 +85,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         let e = cur.containing(links);
         let v = View::new(space, ep, e);
         let pid = match v.ptr("UniqueProcessId") {
-            Ok(p) => p.0,
+            Ok(p) => p.get(),
             Err(err) => {
                 out.warnings.push(err.to_string());
                 break;
@@ -116,7 +116,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
                             .map_err(|e| e.to_string())
                     });
                 match tid {
-                    Ok(tid) => threads.push((ethread, tid.0)),
+                    Ok(tid) => threads.push((ethread, tid.get())),
                     Err(err) => {
                         out.warnings
                             .push(format!("process {pid}: thread {ethread}: Cid: {err}"));
@@ -187,5 +187,5 @@ pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u6
     let tid = space
         .read_ptr(cid.offset(unique_thread))
         .map_err(|e| format!("CPU {cpu}: current thread {thread}: Cid.UniqueThread: {e}"))?;
-    Ok((thread, tid.0))
+    Ok((thread, tid.get()))
 }

@@ -120,7 +120,7 @@ impl<'d> AddressSpace<'d> {
         link_offset: u64,
         bound: u64,
     ) -> ListWalk<impl FnMut(VirtAddr) -> Result<VirtAddr, MemError> + '_> {
-        ListWalk::new(first, VirtAddr(0), bound, move |e| {
+        ListWalk::new(first, VirtAddr::new(0), bound, move |e| {
             self.read_ptr(e.offset(link_offset))
         })
     }
@@ -137,14 +137,19 @@ mod tests {
         end: u64,
         bound: u64,
     ) -> (Vec<u64>, Option<ListStop>) {
-        let mut w = ListWalk::new(VirtAddr(first), VirtAddr(end), bound, |a: VirtAddr| {
-            mem.get(&a.0)
-                .map(|&v| VirtAddr(v))
-                .ok_or(MemError::PhysMissing {
-                    pa: crate::addr::PhysAddr(a.0),
-                })
-        });
-        let v: Vec<u64> = w.by_ref().map(|a| a.0).collect();
+        let mut w = ListWalk::new(
+            VirtAddr::new(first),
+            VirtAddr::new(end),
+            bound,
+            |a: VirtAddr| {
+                mem.get(&a.get())
+                    .map(|&v| VirtAddr::new(v))
+                    .ok_or(MemError::PhysMissing {
+                        pa: crate::addr::PhysAddr::new(a.get()),
+                    })
+            },
+        );
+        let v: Vec<u64> = w.by_ref().map(|a| a.get()).collect();
         (v, w.stopped().cloned())
     }
 
@@ -164,7 +169,7 @@ mod tests {
         assert_eq!(
             stop,
             Some(ListStop::Cycle {
-                entry: VirtAddr(0x1000)
+                entry: VirtAddr::new(0x1000)
             })
         );
         assert!(stop
@@ -180,10 +185,7 @@ mod tests {
         assert_eq!(v, vec![0x1000, 0x2000]);
         assert!(matches!(
             stop,
-            Some(ListStop::Unreadable {
-                entry: VirtAddr(0x2000),
-                ..
-            })
+            Some(ListStop::Unreadable { entry, .. }) if entry == VirtAddr::new(0x2000)
         ));
         assert!(stop.unwrap().to_string().contains("0x2000 is unreadable"));
     }

@@ -59,15 +59,15 @@ impl<'d> AddressSpace<'d> {
             match arch {
                 Arch::X64 => Kind::Paged {
                     mode: PagingMode::X64,
-                    dtb: PhysAddr(dtb & 0x000F_FFFF_FFFF_F000),
+                    dtb: PhysAddr::new(dtb & 0x000F_FFFF_FFFF_F000),
                 },
                 Arch::X86 { pae: true } => Kind::Paged {
                     mode: PagingMode::Pae,
-                    dtb: PhysAddr(dtb & 0xFFFF_FFE0),
+                    dtb: PhysAddr::new(dtb & 0xFFFF_FFE0),
                 },
                 Arch::X86 { pae: false } => Kind::Paged {
                     mode: PagingMode::NonPae,
-                    dtb: PhysAddr(dtb & 0xFFFF_F000),
+                    dtb: PhysAddr::new(dtb & 0xFFFF_F000),
                 },
                 Arch::Arm64 => Kind::Unsupported { arch: "ARM64" },
             }
@@ -100,8 +100,8 @@ impl<'d> AddressSpace<'d> {
     /// a sign-extended 32-bit pointer (as KDDEBUGGER_DATA64 stores them) become 32-bit.
     pub fn normalize(&self, va: VirtAddr) -> Result<VirtAddr, MemError> {
         match self.arch {
-            Arch::X86 { .. } => match va.0 >> 32 {
-                0 | 0xFFFF_FFFF => Ok(VirtAddr(va.0 & 0xFFFF_FFFF)),
+            Arch::X86 { .. } => match va.get() >> 32 {
+                0 | 0xFFFF_FFFF => Ok(VirtAddr::new(va.get() & 0xFFFF_FFFF)),
                 _ => Err(MemError::NonCanonical { va }),
             },
             _ => Ok(va),
@@ -130,7 +130,7 @@ impl<'d> AddressSpace<'d> {
         } else {
             u64::from(u32::MAX)
         };
-        if len > 0 && top - start.0 < len - 1 {
+        if len > 0 && top - start.get() < len - 1 {
             return Err(MemError::Wraps { va: start, len });
         }
         let mut done = 0usize;
@@ -173,11 +173,11 @@ impl<'d> AddressSpace<'d> {
         let Kind::Paged { dtb, .. } = self.kind else {
             return None;
         };
-        let top = va.0 >> 47;
+        let top = va.get() >> 47;
         if top != 0 && top != 0x1_FFFF {
             return None; // non-canonical: the full walk says so
         }
-        let region = va.0 >> 21;
+        let region = va.get() >> 21;
         let pt = match *table {
             Some((r, pt)) if r == region => pt,
             _ => {
@@ -186,7 +186,7 @@ impl<'d> AddressSpace<'d> {
                 pt
             }
         };
-        let i = ((va.0 >> 12) & 0x1FF) as usize * 8;
+        let i = ((va.get() >> 12) & 0x1FF) as usize * 8;
         let pte = u64::from_le_bytes(pt.get(i..i + 8)?.try_into().ok()?);
         let pa = paging::pte_maps(pte)?;
         match self.dump.page(pa.pfn()) {
@@ -204,8 +204,8 @@ impl<'d> AddressSpace<'d> {
         match self.kind {
             Kind::Triage => {
                 let t = self.dump.triage().ok_or(MemError::NotInTriage { va })?;
-                let s = t.segment(va.0).ok_or(MemError::NotInTriage { va })?;
-                let skip = va.0 - s.va;
+                let s = t.segment(va.get()).ok_or(MemError::NotInTriage { va })?;
+                let skip = va.get() - s.va;
                 let n = ((s.len - skip) as usize).min(out.len());
                 let src = self
                     .dump
@@ -290,7 +290,7 @@ impl<'d> AddressSpace<'d> {
 
     /// Read a pointer of the architecture's size.
     pub fn read_ptr(&self, va: VirtAddr) -> Result<VirtAddr, MemError> {
-        Ok(VirtAddr(if self.arch.is_64bit() {
+        Ok(VirtAddr::new(if self.arch.is_64bit() {
             self.read_u64(va)?
         } else {
             u64::from(self.read_u32(va)?)

@@ -75,7 +75,7 @@ fn entry(
         PageLookup::NotInDump | PageLookup::BeyondEof { .. } => Err(MemError::TableMissing {
             va,
             level,
-            table_pa: PhysAddr(entry_pa.0 & !0xFFF),
+            table_pa: PhysAddr::new(entry_pa.get() & !0xFFF),
         }),
     }
 }
@@ -106,7 +106,7 @@ pub fn translate(
 fn done(va: VirtAddr, pa: u64, page_size: u64, transition: bool) -> Translation {
     Translation {
         va,
-        pa: PhysAddr(pa),
+        pa: PhysAddr::new(pa),
         page_size,
         transition,
     }
@@ -121,19 +121,19 @@ enum X64Upper {
 
 /// The PML4, PDPT and PD levels of an x64 walk.
 fn x64_upper(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<X64Upper, MemError> {
-    let v = va.0;
+    let v = va.get();
     // Canonical: bits 63..47 all equal.
     let top = v >> 47;
     if top != 0 && top != 0x1_FFFF {
         return Err(MemError::NonCanonical { va });
     }
     let idx = |shift: u32| (v >> shift) & 0x1FF;
-    let pml4e_pa = PhysAddr((dtb.0 & ADDR_MASK_64) + idx(39) * 8);
+    let pml4e_pa = PhysAddr::new((dtb.get() & ADDR_MASK_64) + idx(39) * 8);
     let pml4e = entry(dump, va, PagingLevel::Pml4, pml4e_pa, 8)?;
     if pml4e & PRESENT == 0 {
         return Err(not_present(va, PagingLevel::Pml4, pml4e, pml4e_pa));
     }
-    let pdpte_pa = PhysAddr((pml4e & ADDR_MASK_64) + idx(30) * 8);
+    let pdpte_pa = PhysAddr::new((pml4e & ADDR_MASK_64) + idx(30) * 8);
     let pdpte = entry(dump, va, PagingLevel::Pdpt, pdpte_pa, 8)?;
     if pdpte & PRESENT == 0 {
         return Err(not_present(va, PagingLevel::Pdpt, pdpte, pdpte_pa));
@@ -146,7 +146,7 @@ fn x64_upper(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<X64Upper, M
             false,
         )));
     }
-    let pde_pa = PhysAddr((pdpte & ADDR_MASK_64) + idx(21) * 8);
+    let pde_pa = PhysAddr::new((pdpte & ADDR_MASK_64) + idx(21) * 8);
     let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 8)?;
     if pde & PRESENT == 0 {
         return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
@@ -159,7 +159,9 @@ fn x64_upper(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<X64Upper, M
             false,
         )));
     }
-    Ok(X64Upper::Pte(PhysAddr((pde & ADDR_MASK_64) + idx(12) * 8)))
+    Ok(X64Upper::Pte(PhysAddr::new(
+        (pde & ADDR_MASK_64) + idx(12) * 8,
+    )))
 }
 
 fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
@@ -171,7 +173,7 @@ fn translate_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
     match last_level_maps(pte) {
         (true, transition) => Ok(done(
             va,
-            (pte & ADDR_MASK_64) | (va.0 & 0xFFF),
+            (pte & ADDR_MASK_64) | (va.get() & 0xFFF),
             1 << 12,
             transition,
         )),
@@ -197,18 +199,18 @@ pub fn leaf_table_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Option<&[
 pub fn pte_maps(pte: u64) -> Option<PhysAddr> {
     last_level_maps(pte)
         .0
-        .then_some(PhysAddr(pte & ADDR_MASK_64))
+        .then_some(PhysAddr::new(pte & ADDR_MASK_64))
 }
 
 fn translate_pae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
-    let v = va.0;
+    let v = va.get();
     // PAE CR3 holds a 32-byte-aligned PDPT address, not a page-aligned one.
-    let pdpte_pa = PhysAddr((dtb.0 & 0xFFFF_FFE0) + ((v >> 30) & 3) * 8);
+    let pdpte_pa = PhysAddr::new((dtb.get() & 0xFFFF_FFE0) + ((v >> 30) & 3) * 8);
     let pdpte = entry(dump, va, PagingLevel::Pdpt, pdpte_pa, 8)?;
     if pdpte & PRESENT == 0 {
         return Err(not_present(va, PagingLevel::Pdpt, pdpte, pdpte_pa));
     }
-    let pde_pa = PhysAddr((pdpte & ADDR_MASK_64) + ((v >> 21) & 0x1FF) * 8);
+    let pde_pa = PhysAddr::new((pdpte & ADDR_MASK_64) + ((v >> 21) & 0x1FF) * 8);
     let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 8)?;
     if pde & PRESENT == 0 {
         return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
@@ -221,7 +223,7 @@ fn translate_pae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
             false,
         ));
     }
-    let pte_pa = PhysAddr((pde & ADDR_MASK_64) + ((v >> 12) & 0x1FF) * 8);
+    let pte_pa = PhysAddr::new((pde & ADDR_MASK_64) + ((v >> 12) & 0x1FF) * 8);
     let pte = entry(dump, va, PagingLevel::Pt, pte_pa, 8)?;
     match last_level_maps(pte) {
         (true, transition) => Ok(done(
@@ -235,8 +237,8 @@ fn translate_pae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Transla
 }
 
 fn translate_nonpae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Translation, MemError> {
-    let v = va.0;
-    let pde_pa = PhysAddr((dtb.0 & ADDR_MASK_32) + ((v >> 22) & 0x3FF) * 4);
+    let v = va.get();
+    let pde_pa = PhysAddr::new((dtb.get() & ADDR_MASK_32) + ((v >> 22) & 0x3FF) * 4);
     let pde = entry(dump, va, PagingLevel::Pd, pde_pa, 4)?;
     if pde & PRESENT == 0 {
         return Err(not_present(va, PagingLevel::Pd, pde, pde_pa));
@@ -249,7 +251,7 @@ fn translate_nonpae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Tran
             false,
         ));
     }
-    let pte_pa = PhysAddr((pde & ADDR_MASK_32) + ((v >> 12) & 0x3FF) * 4);
+    let pte_pa = PhysAddr::new((pde & ADDR_MASK_32) + ((v >> 12) & 0x3FF) * 4);
     let pte = entry(dump, va, PagingLevel::Pt, pte_pa, 4)?;
     match last_level_maps(pte) {
         (true, transition) => Ok(done(

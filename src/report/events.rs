@@ -106,7 +106,7 @@ impl Resolver {
                         .iter()
                         .map(|m| {
                             (
-                                m.base.0,
+                                m.base.get(),
                                 u64::from(m.size),
                                 m.base_name.clone().unwrap_or_else(|| "?".into()),
                             )
@@ -124,7 +124,7 @@ impl Resolver {
         kernel_symbols.sort();
         Resolver {
             modules,
-            kernel_base: ctx.base.map(|b| b.0),
+            kernel_base: ctx.base.map(|b| b.get()),
             kernel_symbols,
         }
     }
@@ -457,7 +457,7 @@ fn triage_rows(
             pointer_size,
         };
         // Offsets in rows are buffer offsets: window offset + (start − base).
-        let shift = (w.start.0 - w.base.0) as usize;
+        let shift = (w.start.get() - w.base.get()) as usize;
         push_rows(sink, res, &bc, &w.data, (first, w.data.len(), shift));
         sink.check()?;
     }

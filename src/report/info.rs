@@ -413,10 +413,10 @@ fn triage_info(dump: &DumpFile, kernel_base: Option<VirtAddr>) -> Option<TriageI
     let t = dump.triage()?;
     let segs = t.segments();
     let kernel_header_bytes = kernel_base
-        .and_then(|b| t.segment(b.0).map(|s| s.len - (b.0 - s.va)))
+        .and_then(|b| t.segment(b.get()).map(|s| s.len - (b.get() - s.va)))
         .unwrap_or(0);
     let kuser = t
-        .segment(KUserSharedData::address(dump.header().arch).0)
+        .segment(KUserSharedData::address(dump.header().arch).get())
         .is_some();
     let mut summary = format!(
         "{} memory blocks ({} bytes) addressed by virtual address; no page tables, so only these bytes are readable",

@@ -25,7 +25,7 @@ pub fn read(
     if len > MAX_LEN {
         return Err(MemError::TooLarge {
             what: "read",
-            va: VirtAddr(addr),
+            va: VirtAddr::new(addr),
             reason: format!(
                 "{len:#x} bytes is more than the {MAX_LEN:#x}-byte limit of this command"
             ),
@@ -33,9 +33,9 @@ pub fn read(
     }
     let mut buf = vec![0u8; len];
     if physical {
-        space.read_phys(PhysAddr(addr), &mut buf)?;
+        space.read_phys(PhysAddr::new(addr), &mut buf)?;
     } else {
-        space.read(VirtAddr(addr), &mut buf)?;
+        space.read(VirtAddr::new(addr), &mut buf)?;
     }
     let hex = buf.iter().map(|b| format!("{b:02x}")).collect();
     Ok((

@@ -170,7 +170,7 @@ fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<
             source: w.kind.source(),
             address: Some(w.base.to_string()),
             file_offset: w.file_offset,
-            window_offset: w.start.0 - w.base.0,
+            window_offset: w.start.get() - w.base.get(),
             state: h.map(|h| h.state),
             buffer_type: h.map(|h| h.buffer_type),
             buffer_flag: h.map(|h| h.buffer_flag),
@@ -370,7 +370,7 @@ pub fn extract(
             clock_type: s.clock_type,
             buffer_size: Some(bsize as u64),
             start_time_raw: s.start_time_raw,
-            ..Session::bare(logger_id, crate::addr::VirtAddr(0), "triage")
+            ..Session::bare(logger_id, crate::addr::VirtAddr::new(0), "triage")
         };
         let header = header_buffer(ctx, &sess, &facts, bufs.len() as u32 + 1);
         let mut name = file_name(logger_id, s.name.as_deref());

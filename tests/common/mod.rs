@@ -70,7 +70,7 @@ pub fn pdb_of(name: &str) -> PathBuf {
 pub fn file_offset(d: &etwdump::dump::DumpFile, va: u64) -> usize {
     use etwdump::dump::Contents;
     let t = etwdump::mem::AddressSpace::kernel(d)
-        .translate(etwdump::addr::VirtAddr(va))
+        .translate(etwdump::addr::VirtAddr::new(va))
         .unwrap();
     let Contents::Runs(r) = d.contents() else {
         panic!("full dump expected")
