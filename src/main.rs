@@ -307,7 +307,7 @@ fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result
     };
     if known
         .iter()
-        .any(|(id, name)| report::selects(*id, name.as_deref(), Some(sel)))
+        .any(|(id, name)| etwdump::etw::source::selects(*id, name.as_deref(), Some(sel)))
     {
         return Ok(());
     }

@@ -6,4 +6,5 @@ pub mod clock;
 pub mod loggers;
 pub mod mode;
 pub mod routes;
+pub mod source;
 pub mod triage;

@@ -49,7 +49,7 @@ pub struct BufferReport {
 
 /// Does `s` match a `--session` selector (id or name)?
 pub fn selected(s: &Session, sel: Option<&str>) -> bool {
-    super::selects(Some(s.logger_id), s.name.as_deref(), sel)
+    crate::etw::source::selects(Some(s.logger_id), s.name.as_deref(), sel)
 }
 
 /// Find, read and walk every buffer of the selected sessions.

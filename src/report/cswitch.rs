@@ -8,10 +8,10 @@ use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::etl::records;
-use crate::etw::buffers::{find_buffers, read_buffer, FoundBuffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, maximum_wait_reason_of, FoundBy};
 use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::list_sessions;
+use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
 use crate::symbols::Symbols;
@@ -127,10 +127,11 @@ fn compact_raw(s: &CompactSwitch, kind: Kind) -> Raw {
     }
 }
 
-/// The switches of one buffer, in record order (0x0524 events and 0x0525 batches).
-fn buffer_switches(data: &[u8], valid: usize, mwr: Option<u8>) -> Vec<Raw> {
+/// The switches of one buffer (records from `first` to `valid`), in record order (0x0524
+/// events and 0x0525 batches).
+fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> Vec<Raw> {
     let mut out = Vec::new();
-    records::walk_each(data, valid, |r| {
+    records::walk_from(data, first, valid, |r| {
         let (Some(payload), Some(ts)) = (r.perfinfo_payload(data), r.perfinfo_timestamp(data))
         else {
             return;
@@ -180,8 +181,9 @@ struct Group {
 enum Source {
     /// Already decoded (a pending block: at most a few hundred switches).
     Rows(Vec<Raw>),
-    /// A buffer, decoded when the merge reaches its first switch.
-    Buffer { found: FoundBuffer, valid: usize },
+    /// A unit of the dump's ETW source (a buffer, a saved window), decoded when the merge
+    /// reaches its first switch.
+    Unit(usize),
 }
 
 /// The switches of one CPU from one source, in time order once opened.
@@ -207,8 +209,9 @@ pub struct Last {
 }
 
 /// Everything `stream` needs decided before the first row: groups, streams, names.
-struct Plan<'c> {
+struct Plan<'c, 'd> {
     names: Names<'c>,
+    src: EtwSource<'c, 'd>,
     facts: ClockFacts,
     groups: Vec<Group>,
     streams: Vec<Stream>,
@@ -222,7 +225,7 @@ fn note(w: &mut Vec<Warning>, what: Warning) {
     crate::warning::push_once(w, what);
 }
 
-fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
+fn plan<'c, 'd>(ctx: &'c KernelContext<'d>, cpu_filter: Option<u64>) -> Plan<'c, 'd> {
     let mut warnings = Vec::new();
     let names = Names {
         symbols: &ctx.symbols,
@@ -346,25 +349,24 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
             });
         }
     }
-    // Events and batches in the buffers of every session: each buffer is decoded once here
-    // for its time range (nothing is kept), and again when the merge reaches it.
-    if let Some(array) = list.array.as_ref() {
-        for s in &list.sessions {
-            let conv = clock::for_session(ctx, &facts, s);
-            if let Some(why) = conv.problem() {
-                note(
-                    &mut warnings,
-                    Warning::new(
-                        WarningKind::Time,
-                        format!("logger {}: times not converted: {why}", s.logger_id),
-                    )
-                    .logger(s.logger_id),
-                );
-            }
+    // Events and batches in the units of the dump's ETW source (the sessions' buffers in
+    // memory, a triage dump's saved windows and secondary data): each unit is decoded once
+    // here for its time range (nothing is kept), and again when the merge reaches it. One
+    // group per clock.
+    let src = EtwSource::open(ctx, None);
+    for w in src.warnings() {
+        note(&mut warnings, w.clone());
+    }
+    let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+    for (i, u) in src.units().iter().enumerate() {
+        let g = *group_of.entry(src.converter_index(u)).or_insert_with(|| {
             groups.push(Group {
-                conv,
-                whose: format!("logger {}", s.logger_id),
-                logger_id: Some(s.logger_id),
+                conv: src.converter(u).clone(),
+                whose: match u.logger_id {
+                    Some(id) => format!("logger {id}"),
+                    None => u.origin.to_string(),
+                },
+                logger_id: u.logger_id,
                 clock: None,
                 found_by: None,
                 rows: 0,
@@ -372,36 +374,29 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
                 before: 0,
                 example: None,
             });
-            for b in find_buffers(ctx, array, s).buffers {
-                let (Some(valid), false) = (b.header.valid_bytes(), b.header.compressed()) else {
-                    continue;
-                };
-                let cpu = b.cpu.or(Some(b.header.processor_index));
-                if !wanted(cpu) {
-                    continue;
-                }
-                let Ok(data) = read_buffer(ctx, &b) else {
-                    continue;
-                };
-                let rows = buffer_switches(&data, valid as usize, mwr);
-                let (Some(first), Some(last)) = (
-                    rows.iter().map(|r| r.ts).min(),
-                    rows.iter().map(|r| r.ts).max(),
-                ) else {
-                    continue;
-                };
-                streams.push(Stream {
-                    cpu,
-                    group: groups.len() - 1,
-                    source: Source::Buffer {
-                        found: b,
-                        valid: valid as usize,
-                    },
-                    first_ts: first,
-                    last_ts: last,
-                });
-            }
+            groups.len() - 1
+        });
+        let cpu = u.processor;
+        if !wanted(cpu) {
+            continue;
         }
+        let Some(data) = src.bytes(u) else {
+            continue;
+        };
+        let rows = buffer_switches(&data, u.first_record, u.valid, mwr);
+        let (Some(first), Some(last)) = (
+            rows.iter().map(|r| r.ts).min(),
+            rows.iter().map(|r| r.ts).max(),
+        ) else {
+            continue;
+        };
+        streams.push(Stream {
+            cpu,
+            group: g,
+            source: Source::Unit(i),
+            first_ts: first,
+            last_ts: last,
+        });
     }
     // Thread id → process, from the process list.
     let procs = processes::walk(ctx);
@@ -412,6 +407,7 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
         .collect();
     Plan {
         names,
+        src,
         facts,
         groups,
         streams,
@@ -426,7 +422,7 @@ fn plan<'c>(ctx: &'c KernelContext<'_>, cpu_filter: Option<u64>) -> Plan<'c> {
     }
 }
 
-impl Plan<'_> {
+impl Plan<'_, '_> {
     fn process(&self, tid: u32) -> Option<String> {
         if tid == 0 {
             return Some("Idle".into());
@@ -483,13 +479,16 @@ impl Plan<'_> {
     }
 
     /// Open stream `s`: its switches, in time order (stable: ties keep record order).
-    fn open(&self, ctx: &KernelContext<'_>, s: usize) -> Vec<Raw> {
+    fn open(&self, s: usize) -> Vec<Raw> {
         let mut rows = match &self.streams[s].source {
             Source::Rows(r) => r.clone(),
-            Source::Buffer { found, valid } => match read_buffer(ctx, found) {
-                Ok(data) => buffer_switches(&data, *valid, self.mwr),
-                Err(_) => Vec::new(),
-            },
+            Source::Unit(i) => {
+                let u = &self.src.units()[*i];
+                match self.src.bytes(u) {
+                    Some(data) => buffer_switches(&data, u.first_record, u.valid, self.mwr),
+                    None => Vec::new(),
+                }
+            }
         };
         rows.sort_by_key(|r| r.ts);
         rows
@@ -542,7 +541,6 @@ pub fn stream(
             .map(|&i| (p.streams[i].first_ts, i))
             .collect();
         let mut sink = Emitting {
-            ctx,
             plan: &mut p,
             from,
             untimed: &mut untimed,
@@ -660,9 +658,8 @@ fn merge(firsts: &[(u64, usize)], src: &mut impl MergeSource, max_open: usize) -
 
 /// The merge's sink in `stream`: names and times attached, `--last` applied, the caller's
 /// callback (its first error ends the output).
-struct Emitting<'a, 'c, 'k> {
-    ctx: &'a KernelContext<'k>,
-    plan: &'a mut Plan<'c>,
+struct Emitting<'a, 'c, 'd> {
+    plan: &'a mut Plan<'c, 'd>,
     from: Option<Option<u64>>,
     untimed: &'a mut usize,
     flagged: &'a mut usize,
@@ -673,7 +670,7 @@ struct Emitting<'a, 'c, 'k> {
 
 impl MergeSource for Emitting<'_, '_, '_> {
     fn open(&mut self, sid: usize) -> Vec<Raw> {
-        self.plan.open(self.ctx, sid)
+        self.plan.open(sid)
     }
 
     fn emit(&mut self, sid: usize, r: &Raw) {

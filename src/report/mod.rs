@@ -37,17 +37,6 @@ pub enum RowFormat {
     Csv,
 }
 
-/// Does a session with this id and name match a `--session` selector (an id, else a name)?
-pub fn selects(id: Option<u64>, name: Option<&str>, sel: Option<&str>) -> bool {
-    match sel {
-        None => true,
-        Some(x) => match x.parse::<u64>() {
-            Ok(n) => id == Some(n),
-            Err(_) => name == Some(x),
-        },
-    }
-}
-
 /// `0x…` text for a value.
 pub fn hex(v: u64) -> String {
     format!("{v:#x}")

@@ -157,7 +157,7 @@ fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<
             .logger_id
             .and_then(|id| sessions.iter().find(|s| s.logger_id == id))
             .map(|s| s.name.as_str());
-        if !super::selects(w.logger_id, name, sel) {
+        if !crate::etw::source::selects(w.logger_id, name, sel) {
             continue;
         }
         let walk = w
@@ -192,7 +192,7 @@ fn buffers_of(ctx: &KernelContext<'_>, t: &TriageEtw, sel: Option<&str>) -> Vec<
         });
     }
     for s in sessions {
-        if !super::selects(Some(s.logger_id), Some(&s.name), sel) {
+        if !crate::etw::source::selects(Some(s.logger_id), Some(&s.name), sel) {
             continue;
         }
         for b in &s.buffers {
@@ -262,7 +262,7 @@ pub fn extract(
         let Some(logger_id) = s.logger_id else {
             continue; // no logger to name the file after or to gather records by
         };
-        if !super::selects(s.logger_id, s.name.as_deref(), session) {
+        if !crate::etw::source::selects(s.logger_id, s.name.as_deref(), session) {
             continue;
         }
         let mut bufs: Vec<FileBuffer> = Vec::new();
