@@ -36,6 +36,6 @@ grep -E "^#|INFO: fuzzed|crash|CRASH|panicked|ERROR|stat::" "$log" | tail -20
 # The ledger: one line per run (target, UTC end, seconds asked, executions, crash files now in
 # artifacts/TARGET). Executions: the last "#N" status line (fork mode prints no final stats).
 execs=$(grep -oE "^#[0-9]+" "$log" | tail -1 | tr -d '#')
-crashes=$(find "artifacts/$t" -type f | wc -l)
+crashes=$(find "artifacts/$t" -type f \( -name "crash-*" -o -name "oom-*" -o -name "timeout-*" -o -name "leak-*" \) | wc -l)
 printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$(date -u +%FT%TZ)" "$secs" "${execs:-0}" "$crashes" \
   "$(git -C .. rev-parse --short HEAD)" >>work/ledger.tsv
