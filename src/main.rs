@@ -432,7 +432,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 return Ok(());
             }
-            let rep = report::buffers::analyse(&ctx, session.as_deref(), false);
+            let rep = report::buffers::analyse(&ctx, session.as_deref());
             let warnings: Vec<Warning> = rep
                 .warnings
                 .iter()

@@ -37,7 +37,7 @@ fn every_buffer_as_forged() {
         let f = forge_buffers(name);
         let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
         let ctx = KernelContext::open(&d, &opts(name)).unwrap();
-        let rep = analyse(&ctx, None, false);
+        let rep = analyse(&ctx, None);
         let etw = f.etw.as_ref().unwrap();
         let mut expected = 0;
         for s in etw.sessions() {
@@ -256,7 +256,7 @@ fn corrupted_buffers_still_give_consistent_etl() {
         }
         let d = DumpFile::from_bytes(b, OpenOptions::default()).unwrap();
         let ctx = KernelContext::open(&d, &opts(name)).unwrap();
-        let _ = analyse(&ctx, None, false).to_csv();
+        let _ = analyse(&ctx, None).to_csv();
         let out = dir.path().join(format!("r{round}"));
         let m = etwdump::report::extract::extract(&ctx, "x", &out, None, true).unwrap();
         for s in &m.sessions {

@@ -232,7 +232,7 @@ fn pending_batches_in_extracted_etl() {
 fn events_on_a_full_dump() {
     let (_, d, opts) = forged("x64-14393", false);
     let ctx = KernelContext::open(&d, &opts).unwrap();
-    let b = etwdump::report::buffers::analyse(&ctx, None, false);
+    let b = etwdump::report::buffers::analyse(&ctx, None);
     let ev = etwdump::report::events::collect(&ctx, None);
     let mut want: std::collections::BTreeMap<(u64, String), usize> = Default::default();
     for r in b.rows.iter().filter(|r| !r.compressed) {

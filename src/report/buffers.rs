@@ -1,7 +1,7 @@
 //! `etwdump buffers`: every trace buffer a session still holds in memory.
 
 use crate::etl::header::state_name;
-use crate::etl::records::{walk, Walk};
+use crate::etl::records::walk;
 use crate::etw::buffers::{find_buffers, read_buffer, BufferList, FoundBuffer};
 use crate::etw::loggers::{list_sessions, Session, SessionList};
 use crate::kernel::context::KernelContext;
@@ -29,14 +29,6 @@ pub struct BufferRow {
     pub records_by_hook: BTreeMap<String, u64>,
     pub compressed: bool,
     pub warnings: Vec<String>,
-    /// The buffer's bytes when asked for (not serialized), its walk, and where it is, so
-    /// extraction can read it again.
-    #[serde(skip)]
-    pub data: Option<Vec<u8>>,
-    #[serde(skip)]
-    pub walk: Option<Walk>,
-    #[serde(skip)]
-    pub found: Option<FoundBuffer>,
 }
 
 /// Buffers of the selected sessions, with the session list they came from.
@@ -53,7 +45,7 @@ pub fn selected(s: &Session, sel: Option<&str>) -> bool {
 }
 
 /// Find, read and walk every buffer of the selected sessions.
-pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) -> BufferReport {
+pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>) -> BufferReport {
     let sessions = list_sessions(ctx);
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
@@ -61,7 +53,7 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) 
         for s in sessions.sessions.iter().filter(|s| selected(s, session)) {
             let found = find_buffers(ctx, &array, s);
             warnings.extend(found.warnings.into_iter().map(|w| w.in_logger(s.logger_id)));
-            rows.extend(rows_parallel(ctx, s, &found.buffers, keep_data));
+            rows.extend(rows_parallel(ctx, s, &found.buffers));
         }
     }
     BufferReport {
@@ -72,28 +64,19 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>, keep_data: bool) 
 }
 
 /// Read and walk the buffers on every core (the order of the rows is kept).
-fn rows_parallel(
-    ctx: &KernelContext<'_>,
-    s: &Session,
-    buffers: &[FoundBuffer],
-    keep_data: bool,
-) -> Vec<BufferRow> {
+fn rows_parallel(ctx: &KernelContext<'_>, s: &Session, buffers: &[FoundBuffer]) -> Vec<BufferRow> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
     if threads < 2 || buffers.len() < 64 {
-        return buffers.iter().map(|b| row(ctx, s, b, keep_data)).collect();
+        return buffers.iter().map(|b| row(ctx, s, b)).collect();
     }
     let chunk = buffers.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = buffers
             .chunks(chunk)
             .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|b| row(ctx, s, b, keep_data))
-                        .collect::<Vec<_>>()
-                })
+                scope.spawn(move || part.iter().map(|b| row(ctx, s, b)).collect::<Vec<_>>())
             })
             .collect();
         handles
@@ -103,7 +86,7 @@ fn rows_parallel(
     })
 }
 
-fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -> BufferRow {
+fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer) -> BufferRow {
     let h = &b.header;
     let mut r = BufferRow {
         session_id: s.logger_id,
@@ -123,9 +106,6 @@ fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -
         records_by_hook: BTreeMap::new(),
         compressed: h.compressed(),
         warnings: Vec::new(),
-        data: None,
-        walk: None,
-        found: Some(b.clone()),
     };
     let Some(valid) = h.valid_bytes() else {
         r.warnings.push(format!(
@@ -137,12 +117,6 @@ fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -
     r.valid_bytes = valid;
     if r.compressed {
         r.warnings.push("compressed buffer: not parsed".into());
-        if keep_data {
-            match read_buffer(ctx, b) {
-                Ok(d) => r.data = Some(d),
-                Err(e) => r.warnings.push(format!("buffer data: {e}")),
-            }
-        }
         return r;
     }
     match read_buffer(ctx, b) {
@@ -154,10 +128,6 @@ fn row(ctx: &KernelContext<'_>, s: &Session, b: &FoundBuffer, keep_data: bool) -
             if let Some(t) = &w.torn {
                 r.warnings
                     .push(format!("records stop at +{:#x}: {}", t.offset, t.reason));
-            }
-            r.walk = Some(w);
-            if keep_data {
-                r.data = Some(d);
             }
         }
         Err(e) => r.warnings.push(format!("buffer data: {e}")),
