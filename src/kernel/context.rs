@@ -9,6 +9,7 @@ use crate::addr::VirtAddr;
 use crate::dump::{Arch, DumpFile};
 use crate::mem::{AddressSpace, MemError};
 use crate::symbols::{store, PdbIdentity, SymbolError, Symbols, WANTED_TYPES};
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -89,7 +90,7 @@ pub struct KernelContext<'d> {
     pub build: u32,
     pub symbols: Symbols,
     pub symbol_match: SymbolMatch,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl<'d> KernelContext<'d> {
@@ -109,7 +110,18 @@ impl<'d> KernelContext<'d> {
     pub fn without_symbols(dump: &'d DumpFile) -> Self {
         let h = dump.header();
         let space = AddressSpace::kernel(dump);
-        let mut warnings: Vec<String> = dump.warnings().to_vec();
+        let mut warnings: Vec<Warning> = dump
+            .warnings()
+            .iter()
+            .map(|w| {
+                let kind = if w.starts_with("truncated dump") {
+                    WarningKind::Unreadable
+                } else {
+                    WarningKind::Anomaly
+                };
+                Warning::new(kind, w.as_str())
+            })
+            .collect();
         let kdbg = KdDebuggerData::read(&space, h.kd_debugger_data_block);
         let kuser = KUserSharedData::read(&space);
         let modules = if !h.ps_loaded_module_list.is_null() {
@@ -135,20 +147,33 @@ impl<'d> KernelContext<'d> {
         };
         if let (Some(b), Some(k), Some(s)) = (base, kdbg_base, base_source) {
             if s != KernelBaseSource::Kdbg && b != k {
-                warnings.push(format!(
-                    "kernel base from the {} ({b}) differs from KDBG.KernBase ({k})",
-                    s.name()
-                ));
+                warnings.push(
+                    Warning::new(
+                        WarningKind::Conflict,
+                        format!(
+                            "kernel base from the {} ({b}) differs from KDBG.KernBase ({k})",
+                            s.name()
+                        ),
+                    )
+                    .at(b)
+                    .field("KDDEBUGGER_DATA64.KernBase"),
+                );
             }
         }
         let build = match &kuser {
             Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => {
                 if k.build_number() != h.minor_version {
-                    warnings.push(format!(
-                        "KUSER_SHARED_DATA.NtBuildNumber {} differs from the header's MinorVersion {}",
-                        k.build_number(),
-                        h.minor_version
-                    ));
+                    warnings.push(
+                        Warning::new(
+                            WarningKind::Conflict,
+                            format!(
+                                "KUSER_SHARED_DATA.NtBuildNumber {} differs from the header's MinorVersion {}",
+                                k.build_number(),
+                                h.minor_version
+                            ),
+                        )
+                        .field("KUSER_SHARED_DATA.NtBuildNumber"),
+                    );
                 }
                 k.build_number()
             }
@@ -185,9 +210,7 @@ impl<'d> KernelContext<'d> {
     fn check_builtin_rvas(&mut self) {
         let known = self.known_rvas();
         if let Some(w) = self.symbols.check_builtin_rvas(&known) {
-            if !self.warnings.contains(&w) {
-                self.warnings.push(w);
-            }
+            crate::warning::push_once(&mut self.warnings, Warning::new(WarningKind::Conflict, w));
         }
     }
 
@@ -277,8 +300,9 @@ impl<'d> KernelContext<'d> {
                         "{why}; give the PDB or ISF file with --pdb or --isf"
                     )));
                 }
-                self.warnings.push(format!(
-                    "_NT_SYMBOL_PATH not used: the kernel's PDB GUID is unknown ({why})"
+                self.warnings.push(Warning::new(
+                    WarningKind::NotFound,
+                    format!("_NT_SYMBOL_PATH not used: the kernel's PDB GUID is unknown ({why})"),
                 ));
                 return Ok((
                     Symbols::none(self.space.arch().pointer_size()),
@@ -299,8 +323,11 @@ impl<'d> KernelContext<'d> {
                                 .unwrap_or_default(),
                         });
                     }
-                    self.warnings.push(format!(
-                        "no symbols for {id} in the _NT_SYMBOL_PATH directories; using built-in layouts"
+                    self.warnings.push(Warning::new(
+                        WarningKind::NotFound,
+                        format!(
+                            "no symbols for {id} in the _NT_SYMBOL_PATH directories; using built-in layouts"
+                        ),
                     ));
                     return Ok((
                         Symbols::none(self.space.arch().pointer_size()),

@@ -259,7 +259,7 @@ impl InfoReport {
             );
         }
         for w in &self.warnings {
-            row("Warning", w.clone());
+            row("Warning", super::text::printable(&w.message));
         }
         o
     }

@@ -44,7 +44,7 @@ pub struct InfoReport {
     pub triage: Option<TriageInfo>,
     pub symbols: SymbolsInfo,
     pub etw_roots: Vec<EtwRoot>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::warning::Warning>,
 }
 
 #[derive(Debug, Serialize)]
