@@ -5,6 +5,7 @@
 use super::context::KernelContext;
 use super::view::View;
 use crate::addr::VirtAddr;
+use crate::warning::{Warning, WarningKind};
 use std::collections::HashMap;
 
 const MAX_PROCESSES: usize = 1 << 16;
@@ -24,7 +25,7 @@ pub struct Process {
 #[derive(Clone, Debug, Default)]
 pub struct ProcessList {
     pub processes: Vec<Process>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl ProcessList {
@@ -46,7 +47,11 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
     let sym = &ctx.symbols;
     let (Some(ep), Some(et)) = (sym.layout("_EPROCESS"), sym.layout("_ETHREAD")) else {
         out.warnings.push(
-            "no _EPROCESS/_ETHREAD layout (give the kernel's PDB or ISF): no process names".into(),
+            Warning::new(
+                WarningKind::NotFound,
+                "no _EPROCESS/_ETHREAD layout (give the kernel's PDB or ISF): no process names",
+            )
+            .field("_EPROCESS"),
         );
         return out;
     };
@@ -57,13 +62,23 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         off(ep, "ImageFileName"),
         off(ep, "ThreadListHead"),
     ) else {
-        out.warnings
-            .push("_EPROCESS lacks a field the walk needs".into());
+        out.warnings.push(
+            Warning::new(
+                WarningKind::NotFound,
+                "_EPROCESS lacks a field the walk needs",
+            )
+            .field("_EPROCESS"),
+        );
         return out;
     };
     let (Some(tle), Some(_)) = (off(et, "ThreadListEntry"), off(et, "Cid")) else {
-        out.warnings
-            .push("_ETHREAD lacks ThreadListEntry or Cid".into());
+        out.warnings.push(
+            Warning::new(
+                WarningKind::NotFound,
+                "_ETHREAD lacks ThreadListEntry or Cid",
+            )
+            .field("_ETHREAD"),
+        );
         return out;
     };
     // CLIENT_ID {UniqueProcess; UniqueThread}: the second pointer when the symbols lack it.
@@ -76,8 +91,14 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
     let mut procs = match space.list_entries(head, MAX_PROCESSES as u64) {
         Ok(w) => w,
         Err(e) => {
-            out.warnings
-                .push(format!("PsActiveProcessHead {head}: {e}"));
+            out.warnings.push(
+                Warning::new(
+                    WarningKind::Unreadable,
+                    format!("PsActiveProcessHead {head}: {e}"),
+                )
+                .at(head)
+                .field("PsActiveProcessHead"),
+            );
             return out;
         }
     };
@@ -87,7 +108,8 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         let pid = match v.ptr("UniqueProcessId") {
             Ok(p) => p.get(),
             Err(err) => {
-                out.warnings.push(err.to_string());
+                out.warnings
+                    .push(Warning::new(WarningKind::Unreadable, err.to_string()).at(e));
                 break;
             }
         };
@@ -97,7 +119,11 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
                 String::from_utf8_lossy(&b[..end]).into_owned()
             }
             Err(err) => {
-                out.warnings.push(format!("process {pid}: {err}"));
+                out.warnings.push(
+                    Warning::new(WarningKind::Unreadable, format!("process {pid}: {err}"))
+                        .at(e)
+                        .field("_EPROCESS.ImageFileName"),
+                );
                 String::new()
             }
         };
@@ -118,15 +144,24 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
                 match tid {
                     Ok(tid) => threads.push((ethread, tid.get())),
                     Err(err) => {
-                        out.warnings
-                            .push(format!("process {pid}: thread {ethread}: Cid: {err}"));
+                        out.warnings.push(
+                            Warning::new(
+                                WarningKind::Unreadable,
+                                format!("process {pid}: thread {ethread}: Cid: {err}"),
+                            )
+                            .at(ethread)
+                            .field("_ETHREAD.Cid"),
+                        );
                         break;
                     }
                 }
             }
             if let Some(why) = walk.stopped() {
-                out.warnings
-                    .push(format!("process {pid}: thread list: {why}"));
+                out.warnings.push(
+                    Warning::new(why.kind(), format!("process {pid}: thread list: {why}"))
+                        .at(e)
+                        .field("_EPROCESS.ThreadListHead"),
+                );
             }
         }
         out.processes.push(Process {
@@ -137,7 +172,9 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         });
     }
     if let Some(why) = procs.stopped() {
-        out.warnings.push(format!("process list: {why}"));
+        out.warnings.push(
+            Warning::new(why.kind(), format!("process list: {why}")).field("ActiveProcessLinks"),
+        );
     }
     out
 }

@@ -414,11 +414,7 @@ fn plan<'c, 'd>(ctx: &'c KernelContext<'d>, cpu_filter: Option<u64>) -> Plan<'c,
         by_tid,
         mwr,
         warnings,
-        late_warnings: procs
-            .warnings
-            .into_iter()
-            .map(|w| Warning::new(WarningKind::Unreadable, w))
-            .collect(),
+        late_warnings: procs.warnings,
     }
 }
 
