@@ -157,6 +157,21 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         }
     }
 
+    /// Keep a session's clock (saying when it cannot convert); returns its index.
+    fn add_session_clock(&mut self, logger_id: u64, conv: Converter) -> usize {
+        if let Some(why) = conv.problem() {
+            self.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!("logger {logger_id}: times not converted: {why}"),
+                )
+                .logger(logger_id),
+            );
+        }
+        self.converters.push(conv);
+        self.converters.len() - 1
+    }
+
     fn open_memory(&mut self, sel: Option<&str>) {
         let ctx = self.ctx;
         let list = list_sessions(ctx);
@@ -172,18 +187,8 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     .iter()
                     .filter(|s| selects(Some(s.logger_id), s.name.as_deref(), sel))
                 {
-                    let conv = clock::for_session(ctx, &facts, s);
-                    if let Some(why) = conv.problem() {
-                        self.warnings.push(
-                            Warning::new(
-                                WarningKind::Time,
-                                format!("logger {}: times not converted: {why}", s.logger_id),
-                            )
-                            .logger(s.logger_id),
-                        );
-                    }
-                    self.converters.push(conv);
-                    let converter = self.converters.len() - 1;
+                    let converter =
+                        self.add_session_clock(s.logger_id, clock::for_session(ctx, &facts, s));
                     let per_cpu = s.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING == 0;
                     let found = find_buffers(ctx, array, s);
                     self.warnings
@@ -310,18 +315,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             if !selects(Some(s.logger_id), Some(&s.name), sel) {
                 continue;
             }
-            let conv = blob_converter(s, perf_freq, mhz);
-            if let Some(why) = conv.problem() {
-                self.warnings.push(
-                    Warning::new(
-                        WarningKind::Time,
-                        format!("logger {}: times not converted: {why}", s.logger_id),
-                    )
-                    .logger(s.logger_id),
-                );
-            }
-            self.converters.push(conv);
-            let converter = self.converters.len() - 1;
+            let converter = self.add_session_clock(s.logger_id, blob_converter(s, perf_freq, mhz));
             let per_cpu = s.logger_mode & NO_PER_PROCESSOR_BUFFERING == 0;
             for b in &s.buffers {
                 if ctx
