@@ -50,7 +50,45 @@ pub fn load(path: &Path, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
     let mut file = File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
     super::msf::check(&mut file, len).map_err(|why| bad(path, why))?;
-    match contained(|| load_checked(path, file, wanted)) {
+    load_contained(path, file, wanted)
+}
+
+/// [`load`] on the bytes of a PDB held in memory (same checks, same containment, same
+/// result); `name` stands for the file: in errors, and its file name in the identity.
+pub fn load_bytes(name: &Path, bytes: &[u8], wanted: &[&str]) -> Result<PdbContents, SymbolError> {
+    let mut source = std::io::Cursor::new(bytes);
+    super::msf::check(&mut source, bytes.len() as u64).map_err(|why| bad(name, why))?;
+    load_contained(name, source, wanted)
+}
+
+impl super::Symbols {
+    /// [`Symbols::from_pdb`](super::Symbols::from_pdb) on the bytes of a PDB held in memory
+    /// (through [`load_bytes`]); `name` is the source path recorded and named in errors.
+    pub fn from_pdb_bytes(
+        name: &Path,
+        bytes: &[u8],
+        wanted: &[&str],
+    ) -> Result<super::Symbols, SymbolError> {
+        let c = load_bytes(name, bytes, wanted)?;
+        Ok(super::Symbols {
+            source: super::SymbolSource::Pdb(name.to_path_buf()),
+            identity: Some(c.identity),
+            pointer_size: c.pointer_size,
+            machine: c.machine,
+            types: c.types,
+            rvas: c.symbols,
+            ..super::Symbols::none(c.pointer_size)
+        })
+    }
+}
+
+/// The `pdb` crate's part of [`load`] / [`load_bytes`], its panics contained.
+fn load_contained<'s, S: pdb::Source<'s> + 's>(
+    path: &Path,
+    source: S,
+    wanted: &[&str],
+) -> Result<PdbContents, SymbolError> {
+    match contained(|| load_checked(path, source, wanted)) {
         Ok(r) => r,
         Err(msg) => Err(bad(
             path,
@@ -87,8 +125,12 @@ fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-fn load_checked(path: &Path, file: File, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
-    let mut pdb = pdb::PDB::open(file).map_err(|e| bad(path, e))?;
+fn load_checked<'s, S: pdb::Source<'s> + 's>(
+    path: &Path,
+    source: S,
+    wanted: &[&str],
+) -> Result<PdbContents, SymbolError> {
+    let mut pdb = pdb::PDB::open(source).map_err(|e| bad(path, e))?;
     let info = pdb.pdb_information().map_err(|e| bad(path, e))?;
     let dbi = pdb.debug_information().map_err(|e| bad(path, e))?;
     let machine = dbi.machine_type().ok().map(|m| m as u16);
@@ -115,9 +157,9 @@ fn load_checked(path: &Path, file: File, wanted: &[&str]) -> Result<PdbContents,
     })
 }
 
-fn read_types(
+fn read_types<'s, S: pdb::Source<'s> + 's>(
     path: &Path,
-    pdb: &mut pdb::PDB<'_, File>,
+    pdb: &mut pdb::PDB<'s, S>,
     wanted: &[&str],
     pointer_size: u64,
 ) -> Result<TypeStore, SymbolError> {
@@ -432,9 +474,9 @@ fn primitive(k: PrimitiveKind) -> TypeRef {
     }
 }
 
-fn read_symbols(
+fn read_symbols<'s, S: pdb::Source<'s> + 's>(
     path: &Path,
-    pdb: &mut pdb::PDB<'_, File>,
+    pdb: &mut pdb::PDB<'s, S>,
     x86: bool,
 ) -> Result<HashMap<String, u64>, SymbolError> {
     let map = pdb.address_map().map_err(|e| bad(path, e))?;
@@ -460,4 +502,111 @@ fn read_symbols(
         out.entry(name).or_insert(u64::from(rva.0));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Symbols, WANTED_TYPES};
+    use std::path::Path;
+
+    fn fixture() -> Vec<u8> {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041/ntkrnlmp.pdb"),
+        )
+        .unwrap()
+    }
+
+    /// Everything a load gives, as text (layouts in name order, symbols sorted).
+    fn summary(s: &Symbols) -> String {
+        let mut names: Vec<&str> = s.types.names().collect();
+        names.sort_unstable();
+        let layouts: Vec<String> = names
+            .iter()
+            .map(|n| format!("{:?}", s.types.get(n)))
+            .collect();
+        let mut rvas: Vec<_> = s.rvas.iter().collect();
+        rvas.sort();
+        format!(
+            "{:?} {:?} {} {:?} {layouts:?} {rvas:?} {}",
+            s.source,
+            s.identity,
+            s.pointer_size,
+            s.machine,
+            ["_KWAIT_REASON", "_KTHREAD_STATE", "_ETW_BUFFER_STATE"]
+                .iter()
+                .map(|e| format!("{:?}", s.types.enum_name(e, 1)))
+                .collect::<String>()
+        )
+    }
+
+    /// `from_pdb_bytes` gives what `from_pdb` gives on the same bytes: the fixture, and damaged
+    /// copies of it (one to three dwords overwritten, as in tests/symbols.rs) that load, are
+    /// refused by the MSF check or fail inside the `pdb` crate (same error text).
+    #[test]
+    fn bytes_load_like_the_file() {
+        let src = fixture();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ntkrnlmp.pdb");
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for i in 0..60 {
+            let mut b = src.clone();
+            if i > 0 {
+                for _ in 0..1 + next() % 3 {
+                    let off = (next() as usize % (b.len() / 4)) * 4;
+                    let v: u32 = match next() % 3 {
+                        0 => u32::MAX,
+                        1 => 0,
+                        _ => next() as u32,
+                    };
+                    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            if i == 59 {
+                b.truncate(b.len() / 2);
+            }
+            std::fs::write(&p, &b).unwrap();
+            let from_file = Symbols::from_pdb(&p, WANTED_TYPES);
+            let from_bytes = Symbols::from_pdb_bytes(&p, &b, WANTED_TYPES);
+            match (from_file, from_bytes) {
+                (Ok(f), Ok(m)) => {
+                    assert_eq!(summary(&f), summary(&m), "variant {i}");
+                    if i == 0 {
+                        assert!(f.types.get("_WMI_LOGGER_CONTEXT").is_some());
+                        assert!(f.rva("EtwpHostSiloState").is_some());
+                    }
+                    ok += 1;
+                }
+                (Err(f), Err(m)) => {
+                    assert_eq!(f.to_string(), m.to_string(), "variant {i}");
+                    refused += 1;
+                }
+                (f, m) => panic!("variant {i}: file {:?}, bytes {:?}", f.err(), m.err()),
+            }
+        }
+        assert!(ok > 1 && refused > 1, "{ok} loaded, {refused} refused");
+    }
+
+    #[test]
+    fn bytes_errors_name_the_given_path() {
+        let name = Path::new("in-memory.pdb");
+        for b in [
+            &b""[..],
+            b"Microsoft C/C++ MSF 7.00\r\n",
+            &fixture()[..4096],
+        ] {
+            let e = Symbols::from_pdb_bytes(name, b, WANTED_TYPES).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with("in-memory.pdb: not a readable PDB"),
+                "{e}"
+            );
+        }
+    }
 }
