@@ -9,10 +9,12 @@ cd "$(dirname "$0")"
 t=${1:?target}
 secs=${2:-300}
 mkdir -p "work/corpus/$t" "work/seeds/$t" "corpus/$t" "artifacts/$t" work/logs
+# -max_len: pdb_load's seeds are 18-33 KB PDBs and dump_open's 24-200 KB dumps (fuzz/README.md,
+# "Speed"); larger inputs of older corpora are cut to it when read. MAX_LEN=N overrides it.
 case $t in
-  pdb_load) dict=dict/pdb.dict; extra=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20) ;;
+  pdb_load) dict=dict/pdb.dict; extra=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20 -max_len=65536) ;;
   isf_load) dict=dict/isf.dict; extra=(-timeout=20) ;;
-  dump_open) dict=dict/dump.dict; extra=(-timeout=20) ;;
+  dump_open) dict=dict/dump.dict; extra=(-timeout=20 -max_len=262144) ;;
   translate) dict=dict/pte.dict; extra=(-timeout=20) ;;
   pipeline) dict=dict/pipeline.dict; extra=(-timeout=30 -max_len=1024) ;;
   *) dict=dict/etw.dict; extra=(-timeout=20) ;;
@@ -30,8 +32,8 @@ else
 fi
 log="work/logs/$t-$(date -u +%Y%m%dT%H%M%S).log"
 cargo fuzz run "$t" "work/corpus/$t" "work/seeds/$t" "corpus/$t" -- "${mode[@]}" \
-  -max_total_time="$secs" -dict="$dict" -print_final_stats=1 ${MAX_LEN:+-max_len=$MAX_LEN} \
-  -artifact_prefix="artifacts/$t/" "${extra[@]}" >"$log" 2>&1 || true
+  -max_total_time="$secs" -dict="$dict" -print_final_stats=1 -artifact_prefix="artifacts/$t/" \
+  "${extra[@]}" ${MAX_LEN:+-max_len=$MAX_LEN} >"$log" 2>&1 || true
 grep -E "^#|INFO: fuzzed|crash|CRASH|panicked|ERROR|stat::" "$log" | tail -20
 # The ledger: one line per run (target, UTC end, seconds asked, executions, crash files now in
 # artifacts/TARGET). Executions: the last "#N" status line (fork mode prints no final stats).

@@ -1,16 +1,36 @@
 //! Dump-file layer: header, run list, bitmap, triage block table, DumpBlob secondary data and
-//! the ETW blob, with and without `allow_truncated`; then the kernel layer without symbols
-//! (KDBG, KUSER, module list, PE image) and, on triage dumps, the ETW windows and blob.
+//! the ETW blob, opened with `allow_truncated` (and without it where the result can differ:
+//! every truncated input, and one in four of the others); then the kernel layer without
+//! symbols (KDBG, KUSER, module list, PE image, the built-in tables for the build found) and,
+//! on triage dumps, the ETW windows and blob (`etw::triage::read`).
+//!
+//! The kernel context is `KernelContext::without_symbols` on 1 input in 8
+//! (ETWDUMP_FUZZ_CONTEXT_EVERY sets the 8; 1: every input) and otherwise the same context
+//! assembled by the harness from the same readers with the built-in tables memoized
+//! (`quick_context`): building those tables is 4/5 of a run and depends only on the build,
+//! the architecture and the kernel's PDB identity.
+//!
+//! Oracle: a dump that opens without `allow_truncated` opens with it, with the same warnings,
+//! length and pages; one that opens only with it failed with `DumpError::Truncated` and carries
+//! the truncation warning.
 #![no_main]
 
 use etwdump::addr::Pfn;
-use etwdump::dump::{Contents, DumpFile, OpenOptions, PageLookup, SecondaryData};
+use etwdump::addr::VirtAddr;
+use etwdump::dump::Arch;
+use etwdump::dump::{Contents, DumpError, DumpFile, OpenOptions, PageLookup, SecondaryData};
 use etwdump::etw::triage::{parse_blob, ETW_SECONDARY_DUMP_DATA_GUID};
-use etwdump::kernel::context::KernelContext;
+use etwdump::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
+use etwdump::kernel::kdbg::{KdDebuggerData, KdbgState};
+use etwdump::kernel::kuser::KUserSharedData;
+use etwdump::kernel::modules;
+use etwdump::kernel::pe::KernelImage;
 use etwdump::mem::AddressSpace;
+use etwdump::mem::MemError;
+use etwdump::symbols::{PdbIdentity, Symbols};
 use libfuzzer_sys::fuzz_target;
 
-fn exercise(d: &DumpFile) {
+fn exercise(d: &DumpFile, whole_kernel_layer: bool) {
     let h = d.header();
     let _ = (
         d.len(),
@@ -22,7 +42,9 @@ fn exercise(d: &DumpFile) {
         Contents::Runs(r) => {
             for run in r.runs().iter().take(64) {
                 let _ = d.page(run.base);
-                let _ = d.page(Pfn::new(run.base.get().wrapping_add(run.count).wrapping_sub(1)));
+                let _ = d.page(Pfn::new(
+                    run.base.get().wrapping_add(run.count).wrapping_sub(1),
+                ));
             }
             let _ = r.data_end();
         }
@@ -67,17 +89,187 @@ fn exercise(d: &DumpFile) {
         let _ = space.translate(va);
         let _ = space.read(va, &mut buf);
     }
-    // The kernel layer on top (no symbols), and the triage ETW data.
-    let ctx = KernelContext::without_symbols(d);
-    if d.triage().is_some() {
-        let _ = etwdump::etw::triage::read(&ctx);
+    // The kernel layer. `KernelContext::without_symbols` spends ~1 ms (4/5 of a run) building
+    // the built-in tables for the build it finds, a pure function of (build, architecture,
+    // the kernel's PDB identity). So the harness assembles the same context from the same
+    // readers with those tables memoized (`quick_context`), on every input, and the real
+    // `without_symbols` (which also checks the tables' RVAs against the dump) runs on 1 input
+    // in 8. On triage dumps, the ETW windows and blob are read from that context.
+    if whole_kernel_layer {
+        let ctx = KernelContext::without_symbols(d);
+        if d.triage().is_some() {
+            let _ = etwdump::etw::triage::read(&ctx);
+        }
+    } else {
+        let ctx = quick_context(d);
+        if d.triage().is_some() {
+            let _ = etwdump::etw::triage::read(&ctx);
+        }
+        SYMBOLS.with(|c| c.borrow_mut().put(ctx));
     }
 }
 
-fuzz_target!(|data: &[u8]| {
-    for allow_truncated in [false, true] {
-        if let Ok(d) = DumpFile::from_bytes(data.to_vec(), OpenOptions { allow_truncated }) {
-            exercise(&d);
+/// (build, x64, 64-bit, kernel PDB identity): what the built-in tables depend on.
+type SymbolsKey = (u32, bool, bool, Option<PdbIdentity>);
+
+/// Memoized `Symbols::none(..).with_builtin_for(..)`, lent to one context at a time.
+#[derive(Default)]
+struct SymbolCache(Vec<(SymbolsKey, Option<Symbols>)>);
+
+impl SymbolCache {
+    fn take(&mut self, key: &SymbolsKey) -> Symbols {
+        if let Some((_, s)) = self.0.iter_mut().find(|(k, _)| k == key) {
+            if let Some(s) = s.take() {
+                return s;
+            }
         }
+        let (build, x64, wide, pdb) = key;
+        Symbols::none(if *wide { 8 } else { 4 }).with_builtin_for(*build, *x64, pdb.as_ref())
+    }
+
+    /// Give the context's symbols back (kept for at most 32 keys).
+    fn put(&mut self, ctx: KernelContext<'_>) {
+        let key = symbols_key(&ctx);
+        if let Some(i) = self.0.iter().position(|(k, _)| *k == key) {
+            self.0[i].1 = Some(ctx.symbols);
+        } else if self.0.len() < 32 {
+            self.0.push((key, Some(ctx.symbols)));
+        }
+    }
+}
+
+thread_local! {
+    static SYMBOLS: std::cell::RefCell<SymbolCache> = Default::default();
+}
+
+fn symbols_key(ctx: &KernelContext<'_>) -> SymbolsKey {
+    let arch = ctx.dump.header().arch;
+    (
+        ctx.build,
+        arch == Arch::X64,
+        arch.is_64bit(),
+        ctx.kernel_pdb().cloned(),
+    )
+}
+
+/// `KernelContext::without_symbols(d)` as src/kernel/context.rs assembles it (same readers,
+/// same kernel base and build choice), with the built-in tables from [`SymbolCache`] and
+/// without the check of their RVAs and the warnings.
+fn quick_context(d: &DumpFile) -> KernelContext<'_> {
+    let h = d.header();
+    let space = AddressSpace::kernel(d);
+    let kdbg = KdDebuggerData::read(&space, h.kd_debugger_data_block);
+    let kuser = KUserSharedData::read(&space);
+    let modules = if h.ps_loaded_module_list.get() != 0 {
+        modules::walk(&space, h.ps_loaded_module_list)
+    } else {
+        Err(MemError::NonCanonical {
+            va: h.ps_loaded_module_list,
+        })
+    };
+    let kdbg_base = match &kdbg {
+        KdbgState::Decoded(k) => k.kern_base().and_then(|b| space.normalize(b).ok()),
+        _ => None,
+    };
+    let (base, base_source) = match (&modules, d.triage()) {
+        (Ok(l), _) if !l.modules.is_empty() => {
+            (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
+        }
+        (_, Some(t)) if !t.drivers.is_empty() => (
+            Some(VirtAddr::new(t.drivers[0].base)),
+            Some(KernelBaseSource::TriageDriverList),
+        ),
+        _ => (kdbg_base, kdbg_base.map(|_| KernelBaseSource::Kdbg)),
+    };
+    let build = match &kuser {
+        Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => k.build_number(),
+        _ => h.minor_version,
+    };
+    let image = base.map(|b| KernelImage::read(&space, b));
+    let key = (
+        build,
+        h.arch == Arch::X64,
+        h.arch.is_64bit(),
+        image.as_ref().and_then(|i| i.pdb.as_ref().ok()).cloned(),
+    );
+    let symbols = SYMBOLS.with(|c| c.borrow_mut().take(&key));
+    KernelContext {
+        dump: d,
+        space,
+        kdbg,
+        kuser,
+        modules,
+        base,
+        base_source,
+        kdbg_base,
+        image,
+        build,
+        symbols,
+        symbol_match: SymbolMatch::NoSymbols,
+        // without_symbols starts from the dump's warnings; nothing below reads them.
+        warnings: Vec::new(),
+    }
+}
+
+/// 1 in N inputs gets `KernelContext::without_symbols` (N = ETWDUMP_FUZZ_CONTEXT_EVERY,
+/// default 8; 0: never, 1: every input); the others the harness's `quick_context`.
+fn context_every() -> u32 {
+    static N: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("ETWDUMP_FUZZ_CONTEXT_EVERY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8)
+    })
+}
+
+/// FNV-1a over the length and 64 bytes spread over the input: a deterministic choice per
+/// input (libFuzzer needs runs to be reproducible) that most mutations move.
+fn sample_hash(data: &[u8]) -> u32 {
+    let step = (data.len() / 64).max(1);
+    let mut h = 0x811C_9DC5u32 ^ data.len() as u32;
+    for x in data.iter().step_by(step).take(64) {
+        h = (h ^ u32::from(*x)).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+fuzz_target!(|data: &[u8]| {
+    let hash = sample_hash(data);
+    let lenient = DumpFile::from_bytes(
+        data.to_vec(),
+        OpenOptions {
+            allow_truncated: true,
+        },
+    );
+    // `allow_truncated` only turns "the data ends past the end of the file" into a warning
+    // (src/dump/mod.rs, triage.rs). So the strict open must fail with `Truncated` exactly when
+    // the lenient one warns of truncation, and otherwise give the same dump; it is checked on
+    // every truncated input and on a quarter of the others (a second copy and parse of the
+    // input is a fifth of a run).
+    if let Ok(l) = &lenient {
+        let truncated = l.truncation().is_some();
+        if truncated || hash % 4 == 1 {
+            match DumpFile::from_bytes(data.to_vec(), OpenOptions::default()) {
+                Ok(s) => {
+                    assert!(
+                        !truncated,
+                        "opens without allow_truncated, yet warns of truncation"
+                    );
+                    assert_eq!(s.warnings(), l.warnings(), "the same dump, other warnings");
+                    assert_eq!(
+                        (s.len(), s.stored_pages(), s.has_physical_memory()),
+                        (l.len(), l.stored_pages(), l.has_physical_memory())
+                    );
+                }
+                Err(e) => assert!(
+                    truncated && matches!(e, DumpError::Truncated { .. }),
+                    "only truncation may separate the two opens: {e}; warnings {:?}",
+                    l.warnings()
+                ),
+            }
+        }
+        let n = context_every();
+        exercise(l, n != 0 && hash % n == 0);
     }
 });

@@ -56,12 +56,19 @@ fn main() {
         );
     }
     for (i, spec) in triage_scenarios().iter().enumerate() {
-        let t = forge_triage(spec);
-        // Some are 250-820 KB: fine for a working corpus, not for committing.
-        out.put("dump_open", &format!("triage-{i:02}"), &t.bytes);
         if i == 0 {
+            let t = forge_triage(spec);
             out.put("isf_load", "triage-isf.json", t.isf_json.as_bytes());
         }
+        // The 11 scenarios with one or two CPUs: every CPU adds a 0xAF00-byte KPRCB block, so
+        // the scenarios' own 4-16 CPUs make 250-820 KB dumps; with one CPU (two where the
+        // scenario crashes on a CPU other than 0: it then crashes on CPU 1) they are 113-160 KB
+        // with the same blocks, windows, blob and faults (fuzz/README.md, "Speed").
+        let mut small = spec.clone();
+        small.crash_cpu = small.crash_cpu.min(1);
+        small.cpus = small.crash_cpu + 1;
+        let t = forge_triage(&small);
+        out.put("dump_open", &format!("triage-{i:02}"), &t.bytes);
     }
 
     // ---- isf_load: hand-written minimal ISF ----
@@ -77,10 +84,8 @@ fn main() {
 "symbols":{"EtwpHostSiloState":{"address":12947464},"KdDebuggerDataBlock":{"address":12585760,"type":{"kind":"base","name":"pointer"}}}}"#,
     );
 
-    // ---- pdb_load: the smallest fixture PDB ----
-    if let Ok(b) = std::fs::read(fx.join("x64-7601/ntkrnlmp.pdb")) {
-        out.put("pdb_load", "x64-7601.pdb", &b);
-    }
+    // ---- pdb_load: the tiny PDBs of fuzz/corpus/pdb_load (fuzz/seedgen/tiny_pdb) are the
+    // seeds; the 118-197 KB fixture PDBs only with FULL_PDB_SEEDS=1 (gen_seeds.sh) ----
 
     // ---- ETW data from forge dumps: records, etl_read, ccswap, cswitch, pipeline ----
     let dir = fx.join("x64-19041");
@@ -156,15 +161,25 @@ fn main() {
             }
         }
     }
-    // pipeline: the two base dumps unchanged, and a few patches.
-    out.put("pipeline", "base0", &[0]);
-    out.put("pipeline", "base1", &[1]);
-    // base 0: a u64 write at region 0 offset 0x10, a pointer from region 1 to region 2
+    // pipeline: the two base dumps unchanged, every stage, unfiltered and limited to CPU 0 /
+    // the first session (input: first byte = base | stage << 1, filter byte, ops).
+    for first in 0u8..8 {
+        for (filter, tag) in [(0xFFu8, "all"), (0, "one")] {
+            out.put(
+                "pipeline",
+                &format!("base{}-stage{}-{tag}", first & 1, first >> 1),
+                &[first, filter],
+            );
+        }
+    }
+    // base 0, cswitch: a u64 write at region 0 offset 0x10, a pointer from region 1 to
+    // region 2
     out.put(
         "pipeline",
         "ops",
         &[
-            0, 3, 0, 0, 0x10, 0, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0x48, 0,
+            0, 0xFF, 3, 0, 0, 0x10, 0, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0x48,
+            0,
         ],
     );
 
