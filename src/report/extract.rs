@@ -245,6 +245,7 @@ fn pending_buffers(
     s: &Session,
     pending: &[PendingFound],
     first_seq: u64,
+    room: u64,
     warnings: &mut Vec<Warning>,
 ) -> Vec<SyntheticBuffer> {
     let mut out = Vec::new();
@@ -302,6 +303,21 @@ fn pending_buffers(
                 .at(p.block),
             );
             continue;
+        }
+        // The header buffer and every synthetic buffer are BufferSize bytes each.
+        if (out.len() as u64 + 2).saturating_mul(buffer_size as u64) > room {
+            warnings.push(
+                Warning::new(
+                    WarningKind::OutputBound,
+                    format!(
+                        "logger {}: pending batches beyond the first {} are not built: their {buffer_size:#x}-byte synthetic buffers would exceed the output bound",
+                        s.logger_id,
+                        out.len()
+                    ),
+                )
+                .logger(s.logger_id),
+            );
+            break;
         }
         let seq = first_seq + out.len() as u64;
         // PERFINFO_TRACE_HEADER {marker, Size, HookId, TimeStamp}; version 2 (§4.2).
@@ -500,7 +516,11 @@ pub fn extract(
             .map(|(b, _)| b.header.sequence_number)
             .max()
             .map_or(1, |m| m.saturating_add(1));
-        let mut synthetic = pending_buffers(ctx, s, &pending, next_seq, &mut warnings);
+        // Built at most as many as the output bound below can keep (each is BufferSize bytes
+        // in memory until written: fuzz finding 5).
+        let room = unbacked_allowance
+            .saturating_add(data.iter().map(|(b, _)| b.header.buffer_size).sum::<u64>());
+        let mut synthetic = pending_buffers(ctx, s, &pending, next_seq, room, &mut warnings);
         // Output bound: bytes not read from the dump (the header buffer and the synthetic
         // pending buffers, each BufferSize long) may exceed what the session's recovered
         // buffers occupy only by the extract-wide allowance, so a small dump whose loggers claim

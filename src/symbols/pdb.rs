@@ -157,6 +157,36 @@ fn load_checked<'s, S: pdb::Source<'s> + 's>(
     })
 }
 
+/// Leaf kinds of the records the scan parses (pdb crate `tpi::constants`): LF_CLASS,
+/// LF_CLASS_ST, LF_STRUCTURE, LF_STRUCTURE_ST, LF_INTERFACE, LF_STRUCTURE19, LF_UNION,
+/// LF_UNION_ST, LF_ENUM, LF_ENUM_ST.
+const NAMED_TYPE_KINDS: &[u16] = &[
+    pdb_kinds::LF_CLASS,
+    pdb_kinds::LF_CLASS_ST,
+    pdb_kinds::LF_STRUCTURE,
+    pdb_kinds::LF_STRUCTURE_ST,
+    pdb_kinds::LF_INTERFACE,
+    pdb_kinds::LF_STRUCTURE19,
+    pdb_kinds::LF_UNION,
+    pdb_kinds::LF_UNION_ST,
+    pdb_kinds::LF_ENUM,
+    pdb_kinds::LF_ENUM_ST,
+];
+
+/// CodeView leaf kinds (cvinfo.h).
+mod pdb_kinds {
+    pub const LF_CLASS: u16 = 0x1504;
+    pub const LF_STRUCTURE: u16 = 0x1505;
+    pub const LF_UNION: u16 = 0x1506;
+    pub const LF_ENUM: u16 = 0x1507;
+    pub const LF_INTERFACE: u16 = 0x1519;
+    pub const LF_CLASS_ST: u16 = 0x1004;
+    pub const LF_STRUCTURE_ST: u16 = 0x1005;
+    pub const LF_UNION_ST: u16 = 0x1006;
+    pub const LF_ENUM_ST: u16 = 0x1007;
+    pub const LF_STRUCTURE19: u16 = 0x1609;
+}
+
 fn read_types<'s, S: pdb::Source<'s> + 's>(
     path: &Path,
     pdb: &mut pdb::PDB<'s, S>,
@@ -171,6 +201,12 @@ fn read_types<'s, S: pdb::Source<'s> + 's>(
     let mut iter = ti.iter();
     while let Some(t) = iter.next().map_err(|e| bad(path, e))? {
         finder.update(&iter);
+        // Only structures, unions and enumerations are parsed in this scan: other records
+        // (argument lists above all) can make the `pdb` crate reserve memory for a count taken
+        // from the file before reading anything (fuzz finding 4: one dword, 16 GiB).
+        if !NAMED_TYPE_KINDS.contains(&t.raw_kind()) {
+            continue;
+        }
         let (name, fwd) = match t.parse() {
             Ok(TypeData::Class(c)) => (c.name, c.properties.forward_reference()),
             Ok(TypeData::Union(u)) => (u.name, u.properties.forward_reference()),
