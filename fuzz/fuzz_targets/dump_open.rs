@@ -16,11 +16,10 @@
 #![no_main]
 
 use etwdump::addr::Pfn;
-use etwdump::addr::VirtAddr;
 use etwdump::dump::Arch;
 use etwdump::dump::{Contents, DumpError, DumpFile, OpenOptions, PageLookup, SecondaryData};
 use etwdump::etw::triage::{parse_blob, ETW_SECONDARY_DUMP_DATA_GUID};
-use etwdump::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
+use etwdump::kernel::context::{KernelContext, SymbolMatch};
 use etwdump::kernel::kdbg::{KdDebuggerData, KdbgState};
 use etwdump::kernel::kuser::KUserSharedData;
 use etwdump::kernel::modules;
@@ -171,16 +170,7 @@ fn quick_context(d: &DumpFile) -> KernelContext<'_> {
         KdbgState::Decoded(k) => k.kern_base().and_then(|b| space.normalize(b).ok()),
         _ => None,
     };
-    let (base, base_source) = match (&modules, d.triage()) {
-        (Ok(l), _) if !l.modules.is_empty() => {
-            (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
-        }
-        (_, Some(t)) if !t.drivers.is_empty() => (
-            Some(VirtAddr::new(t.drivers[0].base)),
-            Some(KernelBaseSource::TriageDriverList),
-        ),
-        _ => (kdbg_base, kdbg_base.map(|_| KernelBaseSource::Kdbg)),
-    };
+    let (base, base_source) = etwdump::kernel::context::kernel_base(&modules, d, kdbg_base);
     let build = match &kuser {
         Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => k.build_number(),
         _ => h.minor_version,

@@ -135,16 +135,7 @@ impl<'d> KernelContext<'d> {
             KdbgState::Decoded(k) => k.kern_base().and_then(|b| space.normalize(b).ok()),
             _ => None,
         };
-        let (base, base_source) = match (&modules, dump.triage()) {
-            (Ok(l), _) if !l.modules.is_empty() => {
-                (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
-            }
-            (_, Some(t)) if !t.drivers.is_empty() => (
-                Some(VirtAddr::new(t.drivers[0].base)),
-                Some(KernelBaseSource::TriageDriverList),
-            ),
-            _ => (kdbg_base, kdbg_base.map(|_| KernelBaseSource::Kdbg)),
-        };
+        let (base, base_source) = kernel_base(&modules, dump, kdbg_base);
         if let (Some(b), Some(k), Some(s)) = (base, kdbg_base, base_source) {
             if s != KernelBaseSource::Kdbg && b != k {
                 warnings.push(
@@ -408,5 +399,24 @@ impl<'d> KernelContext<'d> {
                 format!("forced although {} global RVA(s) disagree", bad.len())
             },
         })
+    }
+}
+
+/// The kernel base and where it comes from: the first loaded module, else the triage driver
+/// list's first entry, else KDBG.KernBase.
+pub fn kernel_base(
+    modules: &Result<ModuleList, MemError>,
+    dump: &DumpFile,
+    kdbg_base: Option<VirtAddr>,
+) -> (Option<VirtAddr>, Option<KernelBaseSource>) {
+    match (modules, dump.triage()) {
+        (Ok(l), _) if !l.modules.is_empty() => {
+            (Some(l.modules[0].base), Some(KernelBaseSource::ModuleList))
+        }
+        (_, Some(t)) if !t.drivers.is_empty() => (
+            Some(VirtAddr::new(t.drivers[0].base)),
+            Some(KernelBaseSource::TriageDriverList),
+        ),
+        _ => (kdbg_base, kdbg_base.map(|_| KernelBaseSource::Kdbg)),
     }
 }
