@@ -6,11 +6,12 @@ use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump::mem::AddressSpace;
 use etwdump::render::rows::{Envelope, RowWriter};
 use etwdump::render::{self};
+use etwdump::report::buffers::BufferRow;
 use etwdump::report::cswitch::SwitchRow;
 use etwdump::report::events::EventRow;
 use etwdump::report::{self, Format};
 use etwdump::symbols::Symbols;
-use etwdump::warning::{Warning, WarningKind};
+use etwdump::warning::Warning;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -98,8 +99,9 @@ enum Command {
         /// Only this session (logger id or name)
         #[arg(long)]
         session: Option<String>,
+        /// jsonl: one JSON object per buffer (warnings as JSON lines on stderr)
         #[arg(long, value_enum, default_value = "table")]
-        format: ListFormatArg,
+        format: RowFormatArg,
     },
     /// Write each session's in-memory buffers as an .etl file, plus manifest.json
     Extract {
@@ -292,23 +294,13 @@ fn open(a: &DumpArgs) -> anyhow::Result<DumpFile> {
 /// A `--session` selector that names no session is an error, listing the sessions there are.
 fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result<()> {
     let Some(sel) = sel else { return Ok(()) };
-    let known: Vec<(Option<u64>, Option<String>)> = if ctx.dump.triage().is_some() {
-        report::triage::sessions(ctx)
-            .sessions
-            .into_iter()
-            .map(|s| (s.logger_id, s.name))
-            .collect()
-    } else {
-        etwdump::etw::loggers::list_sessions(ctx)
-            .sessions
-            .into_iter()
-            .map(|s| (Some(s.logger_id), s.name))
-            .collect()
-    };
-    if known
+    let src = etwdump::etw::source::EtwSource::open_sessions(ctx);
+    let known: Vec<(Option<u64>, Option<String>)> = src
+        .sessions()
         .iter()
-        .any(|(id, name)| etwdump::etw::source::selects(*id, name.as_deref(), Some(sel)))
-    {
+        .map(|s| (s.logger_id, s.name().map(String::from)))
+        .collect();
+    if src.sessions().iter().any(|s| s.selected(Some(sel))) {
         return Ok(());
     }
     let list = known
@@ -359,47 +351,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let format = report::ListFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
-            if d.triage().is_some() {
-                let t = report::triage::sessions(&ctx);
-                let mut warnings = t.warnings.clone();
-                warnings.push(Warning::new(
-                    WarningKind::Unknowable,
-                    format!("not known: {}", report::triage::UNKNOWABLE),
-                ));
-                match format {
-                    report::ListFormat::Table => write!(out, "{}", t.to_table())?,
-                    report::ListFormat::Json => writeln!(
-                        out,
-                        "{}",
-                        render::rows::to_json_pretty(&Envelope::new(
-                            "sessions",
-                            &t.sessions,
-                            &warnings
-                        ))?
-                    )?,
-                    report::ListFormat::Csv => {
-                        write!(out, "{}", t.to_csv())?;
-                        warn_all(&warnings, false);
-                    }
-                }
-                return Ok(());
-            }
-            let list = etwdump::etw::loggers::list_sessions(&ctx);
+            let rep = report::sessions::Sessions::open(&ctx);
             match format {
-                report::ListFormat::Table => write!(out, "{}", render::sessions::to_table(&list))?,
+                report::ListFormat::Table => write!(out, "{}", render::sessions::to_table(&rep))?,
                 report::ListFormat::Json => writeln!(
                     out,
                     "{}",
                     render::rows::to_json_pretty(&Envelope::new(
                         "sessions",
-                        &report::sessions::records(&list),
-                        &list.warnings
+                        &rep.records(),
+                        &rep.warnings
                     ))?
                 )?,
                 report::ListFormat::Csv => {
-                    write!(out, "{}", render::sessions::to_csv(&list))?;
+                    write!(out, "{}", render::sessions::to_csv(&rep))?;
                     // Warnings go to stderr so stdout stays machine-readable.
-                    warn_all(&list.warnings, false);
+                    warn_all(&rep.warnings, false);
                 }
             }
         }
@@ -409,47 +376,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             session,
             format,
         } => {
-            let format = report::ListFormat::from(format);
+            let format = report::RowFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
-            if d.triage().is_some() {
-                let (rows, warnings) = report::triage::buffers(&ctx, session.as_deref());
-                match format {
-                    report::ListFormat::Table => {
-                        write!(out, "{}", render::triage::buffers_table(&rows))?;
-                        warn_all(&warnings, false);
-                    }
-                    report::ListFormat::Json => writeln!(
-                        out,
-                        "{}",
-                        render::rows::to_json_pretty(&Envelope::new("buffers", &rows, &warnings))?
-                    )?,
-                    report::ListFormat::Csv => {
-                        write!(out, "{}", render::triage::buffers_csv(&rows))?;
-                        warn_all(&warnings, false);
-                    }
-                }
-                return Ok(());
-            }
-            let rep = report::buffers::analyse(&ctx, session.as_deref());
-            let warnings: Vec<Warning> = rep
-                .warnings
-                .iter()
-                .chain(&rep.sessions.warnings)
-                .cloned()
-                .collect();
-            match format {
-                report::ListFormat::Table => write!(out, "{}", rep.to_table())?,
-                report::ListFormat::Json => writeln!(
-                    out,
-                    "{}",
-                    render::rows::to_json_pretty(&Envelope::new("buffers", &rep.rows, &warnings))?
-                )?,
-                report::ListFormat::Csv => {
-                    write!(out, "{}", rep.to_csv())?;
-                    warn_all(&warnings, false);
-                }
+            let mut rw = RowWriter::<_, BufferRow>::new(&mut out, format, "buffers")?;
+            let warnings = report::buffers::stream(&ctx, session.as_deref(), &mut |r| rw.row(r))?;
+            rw.finish(&warnings)?;
+            if format != report::RowFormat::Json {
+                warn_all(&warnings, format == report::RowFormat::Jsonl);
             }
         }
         Command::Extract {

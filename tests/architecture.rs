@@ -136,3 +136,45 @@ fn each_fact_has_one_home() {
     // No hand-written cycle check on a list outside the walker.
     assert_eq!(defining(".insert(cur)"), ["mem/list.rs"]);
 }
+
+/// Full and triage dumps share every command: the commands (`report/`) and the binary never
+/// ask which kind of dump they read; the one place that chooses between a memory dump's
+/// logger contexts and a triage dump's saved data is the ETW source (`etw/source.rs`).
+/// (`report/info.rs` describes the dump file itself, triage blocks included.)
+#[test]
+fn commands_do_not_branch_on_the_dump_kind() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("report"), &mut files);
+    files.push(src.join("main.rs"));
+    let mut branching = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        if f.ends_with("report/info.rs") {
+            continue;
+        }
+        if text.contains(".triage()") || text.contains("etw::triage") {
+            branching.push(f.strip_prefix(&src).unwrap().display().to_string());
+        }
+    }
+    assert!(branching.is_empty(), "{branching:?}");
+    // Each command opens the source and nothing else that finds ETW data.
+    for (cmd, needle) in [
+        ("report/sessions.rs", "EtwSource::open_sessions"),
+        ("report/buffers.rs", "EtwSource::open_units"),
+        ("report/extract.rs", "EtwSource::open"),
+        ("report/events.rs", "EtwSource::open"),
+        ("report/cswitch.rs", "EtwSource::open"),
+    ] {
+        let text = std::fs::read_to_string(src.join(cmd)).unwrap();
+        assert!(text.contains(needle), "{cmd} does not use {needle}");
+        for other in [
+            "find_buffers(",
+            "list_sessions(",
+            "find_pending(",
+            "triage::read(",
+        ] {
+            assert!(!text.contains(other), "{cmd} calls {other} itself");
+        }
+    }
+}

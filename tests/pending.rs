@@ -236,7 +236,9 @@ fn events_on_a_full_dump() {
     let ev = etwdump::report::events::collect(&ctx, None);
     let mut want: std::collections::BTreeMap<(u64, String), usize> = Default::default();
     for r in b.rows.iter().filter(|r| !r.compressed) {
-        *want.entry((r.session_id, r.address.clone())).or_default() += r.record_count;
+        *want
+            .entry((r.session_id.unwrap(), r.address.clone().unwrap()))
+            .or_default() += r.record_count;
     }
     let mut got: std::collections::BTreeMap<(u64, String), usize> = Default::default();
     for r in &ev.rows {

@@ -503,8 +503,10 @@ fn corrupted_contexts_never_panic() {
             assert!(s.logger_id < a.capacity);
             assert_eq!(s.address.get() % 8, 0, "listed context must be aligned");
         }
-        let _ = etwdump::render::sessions::to_table(&l);
-        let _ = etwdump::render::sessions::to_csv(&l);
+        let rep = etwdump::report::sessions::Sessions::open(&ctx);
+        assert_eq!(rep.list().map(|x| x.sessions.len()), Some(l.sessions.len()));
+        let _ = etwdump::render::sessions::to_table(&rep);
+        let _ = etwdump::render::sessions::to_csv(&rep);
     }
 }
 

@@ -23,7 +23,6 @@ fn check(ctx: &KernelContext<'_>, what: &str) -> usize {
     }
     let units: Vec<(&str, Option<String>)> = src
         .units()
-        .iter()
         .map(|u| (u.origin, u.address.map(|a| a.to_string())))
         .collect();
     // Units without records (or whose bytes are gone) give no rows.
@@ -42,7 +41,77 @@ fn check(ctx: &KernelContext<'_>, what: &str) -> usize {
     }
     // The warnings of `events` start with the source's.
     assert!(ev.warnings.starts_with(src.warnings()), "{what}");
-    src.units().len()
+    check_buffers_and_extract(ctx, &src, &ev.rows, what);
+    src.units().count()
+}
+
+/// `buffers` lists every unit the source found (skipped ones too), in order, each with the
+/// records `events` lists from it; `extract` writes, per logger, exactly the records `events`
+/// lists for it (when no unit of the logger was left out for its size or the output bound).
+fn check_buffers_and_extract(
+    ctx: &KernelContext<'_>,
+    src: &EtwSource<'_, '_>,
+    rows: &[etwdump::report::events::EventRow],
+    what: &str,
+) {
+    let b = etwdump::report::buffers::analyse(ctx, None);
+    assert_eq!(b.rows.len(), src.all_units().len(), "{what}");
+    let mut per_unit = std::collections::HashMap::new();
+    for r in rows {
+        let key = (r.source, r.buffer.clone(), r.logger_id);
+        *per_unit.entry(key).or_insert(0usize) += 1;
+    }
+    for (row, u) in b.rows.iter().zip(src.all_units()) {
+        assert_eq!(row.source, u.origin, "{what}");
+        assert_eq!(row.address, u.address.map(|a| a.to_string()), "{what}");
+        assert_eq!(row.file_offset, u.file_offset, "{what}");
+        assert_eq!(row.session_id, u.logger_id, "{what}");
+        if u.skip.is_some() {
+            assert!(
+                row.duplicate_of.is_some() || !row.warnings.is_empty() || row.compressed,
+                "{what}: a skipped unit without a reason: {row:?}"
+            );
+        } else if u.address.is_some() {
+            let key = (u.origin, row.address.clone(), u.logger_id);
+            assert_eq!(
+                per_unit.get(&key).copied().unwrap_or(0),
+                row.record_count,
+                "{what}: {key:?}"
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let m = etwdump::report::extract::extract(ctx, "t.dmp", dir.path(), None, false).unwrap();
+    let mut checked = 0;
+    for s in &m.sessions {
+        let benign = |r: &str| {
+            !(r.contains("BufferSize") || r.contains("bound") || r.contains("does not fit"))
+        };
+        if !s.skipped.iter().all(|x| benign(&x.reason)) {
+            continue;
+        }
+        let in_file: usize = s
+            .buffer_list
+            .iter()
+            .filter(|e| e.source != "pending_ccswap" && e.source != "header")
+            .map(|e| e.records)
+            .sum();
+        let listed = rows
+            .iter()
+            .filter(|r| r.logger_id == Some(s.logger_id))
+            .count();
+        assert_eq!(in_file, listed, "{what}: logger {}", s.logger_id);
+        let bytes = std::fs::read(dir.path().join(&s.file)).unwrap();
+        assert_eq!(bytes.len() as u64, s.bytes, "{what}");
+        let etl = etwdump::etl::reader::read(&bytes);
+        assert!(etl.problem.is_none(), "{what}: {:?}", etl.problem);
+        checked += 1;
+    }
+    assert_eq!(
+        checked > 0,
+        !m.sessions.is_empty(),
+        "{what}: no session checked"
+    );
 }
 
 #[test]
@@ -64,7 +133,6 @@ fn events_rows_come_from_the_source_units_of_every_dump_kind() {
     let src = EtwSource::open(&ctx, None);
     assert!(src
         .units()
-        .iter()
         .all(|u| u.origin == "memory" && u.address.is_some()));
     assert!(src.memory().is_some());
     // Triage: every forge scenario.

@@ -301,9 +301,9 @@ fn real_triage_sessions_buffers_extract() {
         return;
     };
     let ctx = KernelContext::open(&d, &opts).unwrap();
-    let s = etwdump::report::triage::sessions(&ctx);
+    let rep = etwdump::report::sessions::Sessions::open(&ctx);
+    let s = rep.saved();
     let ids: Vec<_> = s
-        .sessions
         .iter()
         .map(|x| (x.logger_id.expect("logger id"), x.source, x.buffers))
         .collect();
@@ -316,9 +316,12 @@ fn real_triage_sessions_buffers_extract() {
             (2, "current_buffer", 1)
         ]
     );
-    assert_eq!(s.sessions[0].clock_type, Some(2));
-    assert!(s.not_known.contains("EVENT_TRACE_ADDTO_TRIAGE_DUMP"));
-    let (rows, _) = etwdump::report::triage::buffers(&ctx, None);
+    assert_eq!(s[0].clock_type, Some(2));
+    assert!(rep
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("EVENT_TRACE_ADDTO_TRIAGE_DUMP")));
+    let rows = etwdump::report::buffers::analyse(&ctx, None).rows;
     assert_eq!(rows.len(), 2 + 2 + 32 + 32);
     let tail = rows.iter().find(|r| r.source == "errlog_tail").unwrap();
     assert_eq!(
@@ -335,7 +338,7 @@ fn real_triage_sessions_buffers_extract() {
         .map(|r| r.record_count)
         .sum();
     assert_eq!(total, 92 + 107);
-    let (only10, _) = etwdump::report::triage::buffers(&ctx, Some("EventLog-System"));
+    let only10 = etwdump::report::buffers::analyse(&ctx, Some("EventLog-System")).rows;
     assert_eq!(only10.len(), 3);
     let dir = tempfile::tempdir().unwrap();
     let m = etwdump::report::extract::extract(&ctx, "t.dmp", dir.path(), None, false).unwrap();
@@ -371,9 +374,8 @@ fn real_arm64_triage_blob() {
     };
     let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
     let ctx = KernelContext::without_symbols(&d);
-    let s = etwdump::report::triage::sessions(&ctx);
+    let s = etwdump::report::sessions::Sessions::open(&ctx).saved();
     let ids: Vec<_> = s
-        .sessions
         .iter()
         .map(|x| {
             (

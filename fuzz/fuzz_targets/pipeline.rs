@@ -12,7 +12,7 @@
 //! and a filter and patches those pages (raw bytes, integers, or pointers to a region of the
 //! fuzzer's choice); then one part of the pipeline runs: (0) `report::cswitch::stream`, (1)
 //! `report::events::stream`, (2) `report::extract::extract` into a scratch directory, (3)
-//! `list_sessions` with its table and CSV output and `find_buffers` for the sessions. Stages
+//! `report::sessions` with its table and CSV output and `report::buffers::stream`. Stages
 //! 0-2 list the sessions and find their buffers themselves. Three inputs in four limit the
 //! stage to one CPU (0) or one session of the base (1-3). Every switch and record is decoded;
 //! a sample of the rows (the first 16, then every 64th) is rendered as CSV.
@@ -36,8 +36,6 @@
 
 use etwdump::addr::VirtAddr;
 use etwdump::dump::{DumpFile, OpenOptions, PageLookup};
-use etwdump::etw::buffers::find_buffers;
-use etwdump::etw::loggers::list_sessions;
 use etwdump::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
 use etwdump::kernel::kdbg::KdbgState;
 use etwdump::kernel::kuser::KUserSharedData;
@@ -404,17 +402,20 @@ fn run(d: &DumpFile, kernel: Option<&Kernel>, plan: &Plan) {
         // The sessions listing and its table and CSV output (names from memory: control
         // characters, formula prefixes), and every session's buffers.
         3 => {
-            let list = list_sessions(&ctx);
-            let _ = etwdump::render::sessions::to_table(&list);
-            let _ = etwdump::render::sessions::to_csv(&list);
-            if let Some(array) = &list.array {
-                for s in &list.sessions {
-                    if session.is_none_or(|id| id == s.logger_id.to_string()) {
-                        let _ = find_buffers(&ctx, array, s);
-                    }
+            let rep = report::sessions::Sessions::open(&ctx);
+            let _ = etwdump::render::sessions::to_table(&rep);
+            let _ = etwdump::render::sessions::to_csv(&rep);
+            let (mut n, mut rows) = (0u64, Vec::new());
+            let w = report::buffers::stream(&ctx, session, &mut |r| {
+                if sampled(n, rows.len()) {
+                    rows.push(r.clone());
                 }
-            }
-            lap(&format!("sessions ({} sessions)", list.sessions.len()));
+                n += 1;
+                Ok(())
+            })
+            .unwrap_or_default();
+            let _ = etwdump::render::rows::to_string(&rows, &w, report::RowFormat::Csv, "buffers");
+            lap(&format!("sessions and buffers ({n} buffers)"));
         }
         _ => {
             let dir = scratch_dir().join("extract");

@@ -23,15 +23,20 @@
 use crate::addr::VirtAddr;
 use crate::decode::fields::fields;
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
-use crate::etl::records::walk_from;
-use crate::etw::buffers::{find_buffers, read_buffer, FoundBuffer};
+use crate::etl::records::{walk_from, Walk};
+use crate::etl::writer::{self, saved_buffer, synthetic_buffer, SyntheticHeader};
+use crate::etw::buffers::{find_buffers, read_buffer, BufferList, FoundBuffer};
+use crate::etw::ccswap::{find_pending, infer_clocks, PendingList};
 use crate::etw::clock::{self, ClockFacts, Converter};
-use crate::etw::loggers::{list_sessions, SessionList};
-use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
+use crate::etw::loggers::{list_sessions, plausible_buffer_size, Session, SessionList};
+use crate::etw::mode::{clock_type_name, logger_mode_flags, NO_PER_PROCESSOR_BUFFERING};
 use crate::etw::triage::{self, BlobSession, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
+use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
 
 /// Newest logger-2 timestamp accepted as CPU cycles: within this many ms before StartCycles.
 const CYCLES_WINDOW_MS: u64 = 10;
@@ -47,6 +52,9 @@ pub fn selects(id: Option<u64>, name: Option<&str>, sel: Option<&str>) -> bool {
     }
 }
 
+/// What a minidump cannot tell, said once with every command on a triage dump.
+pub const TRIAGE_UNKNOWABLE: &str = "a minidump holds no logger contexts: sessions that were not started with EVENT_TRACE_ADDTO_TRIAGE_DUMP (0x80000000) and whose buffers the kernel did not save at bug check cannot be known from it; nor can the buffer counts, events lost or log files of any session";
+
 /// Where a unit's bytes are.
 #[derive(Clone, Debug)]
 enum UnitData {
@@ -56,6 +64,50 @@ enum UnitData {
     Window(usize),
     /// A buffer of the ETW secondary data (its bytes are in the file).
     Blob,
+}
+
+/// Why a buffer or window the source found gives no records. Such units are listed by
+/// [`EtwSource::all_units`] (so `buffers` shows them and `extract` says why they are not in
+/// the file) and left out of [`EtwSource::units`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// A compressed buffer (not decompressed).
+    Compressed,
+    /// Neither CurrentOffset nor SavedOffset is a valid end for the buffer's size.
+    NoValidEnd {
+        current_offset: u64,
+        saved_offset: u64,
+        buffer_size: u64,
+    },
+    /// A saved window that repeats the last bytes of a secondary-data buffer (its records
+    /// are taken from there, once).
+    Duplicate { logger_id: u64, buffer: usize },
+    /// A saved window in which no complete record chain was found.
+    NoRecordChain,
+    /// A secondary-data buffer whose bytes are not in the file.
+    NotInFile,
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Skip::Compressed => write!(f, "compressed buffer (not decompressed)"),
+            Skip::NoValidEnd {
+                current_offset,
+                saved_offset,
+                buffer_size,
+            } => write!(
+                f,
+                "no valid end: neither CurrentOffset {current_offset:#x} nor SavedOffset {saved_offset:#x} is a valid end for BufferSize {buffer_size:#x}"
+            ),
+            Skip::Duplicate { logger_id, buffer } => write!(
+                f,
+                "repeats logger {logger_id} buffer {buffer} of the secondary data"
+            ),
+            Skip::NoRecordChain => write!(f, "no complete record chain"),
+            Skip::NotInFile => write!(f, "its bytes are not in the file"),
+        }
+    }
 }
 
 /// One unit of trace data: a buffer in memory, a saved window or a secondary-data buffer.
@@ -76,21 +128,81 @@ pub struct TraceUnit {
     pub processor: Option<u64>,
     /// The buffer header, when the unit holds it.
     pub header: Option<BufferHeader>,
-    /// Where the records start in the unit's bytes, and where its valid bytes end.
+    /// The lists and routes a memory buffer was found on (empty for triage units).
+    pub lists: Vec<BufferList>,
+    /// Where the records start in the unit's bytes, and where its valid bytes end (the
+    /// unit's length for a window).
     pub first_record: usize,
     pub valid: usize,
+    /// The buffer's own valid length (a window: at bug check, beyond what was saved); None
+    /// when its header gives no valid end.
+    pub buffer_valid: Option<u64>,
     /// Offset in the buffer of the unit's first byte (a window that starts inside a buffer).
     pub shift: usize,
+    /// Bytes at a window's start that are the tail of a record cut by the kernel's limit.
+    pub partial_bytes: usize,
+    /// Why the unit gives no records (None: it does).
+    pub skip: Option<Skip>,
     converter: usize,
     data: UnitData,
+}
+
+/// A session as the source knows it: from its logger context (memory dumps), or from what
+/// the kernel saved at bug check (triage dumps).
+#[derive(Clone, Debug)]
+pub struct SourceSession {
+    /// Null for an error-log tail whose logger cannot be told (no IopErrorLogSession in the
+    /// dump and no secondary-data buffer it repeats).
+    pub logger_id: Option<u64>,
+    /// Where it is known from: `logger_context`, `secondary_data`, `current_buffer` or
+    /// `errlog_tail`.
+    pub source: &'static str,
+    /// What is known of its logger context: all of it for a memory dump; for a triage dump
+    /// what was saved (name, mode, clock type, BufferSize, start time; a window: the
+    /// BufferSize of its buffer header), the rest unknown. None when the logger is unknown.
+    pub context: Option<Session>,
+    /// Buffers or windows found for it (skipped ones included).
+    pub units: usize,
+}
+
+impl SourceSession {
+    pub fn name(&self) -> Option<&str> {
+        self.context.as_ref().and_then(|c| c.name.as_deref())
+    }
+
+    /// Does a `--session` selector (an id, else a name) choose it?
+    pub fn selected(&self, sel: Option<&str>) -> bool {
+        selects(self.logger_id, self.name(), sel)
+    }
+}
+
+/// Clock and machine facts for an .etl file header (TRACE_LOGFILE_HEADER), with where each
+/// came from (the manifest's `header_sources`).
+pub struct HeaderFacts {
+    pub perf_freq: u64,
+    pub cpu_mhz: u32,
+    pub timer_resolution: u32,
+    pub sources: BTreeMap<&'static str, String>,
+}
+
+/// What to work out when opening a source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    /// Units with their clocks (`events`, `cswitch`, `extract`).
+    Clocks,
+    /// Units without clocks (`buffers`): no clock facts gathered, no time warnings.
+    Units,
+    /// The sessions only (`sessions`, selector checks).
+    Sessions,
 }
 
 /// The ETW source of one dump.
 pub struct EtwSource<'c, 'd> {
     ctx: &'c KernelContext<'d>,
     /// Memory: the sessions and clock facts; triage: what was saved.
-    memory: Option<(SessionList, ClockFacts)>,
+    memory: Option<(SessionList, Option<ClockFacts>)>,
     triage: Option<TriageEtw>,
+    sessions: Vec<SourceSession>,
     converters: Vec<Converter>,
     units: Vec<TraceUnit>,
     warnings: Vec<Warning>,
@@ -98,30 +210,64 @@ pub struct EtwSource<'c, 'd> {
 
 impl<'c, 'd> EtwSource<'c, 'd> {
     /// Open the source of `ctx`'s dump, with the units of the sessions `sel` selects (by
-    /// logger id or name; all when None).
+    /// logger id or name; all when None) and their clocks.
     pub fn open(ctx: &'c KernelContext<'d>, sel: Option<&str>) -> EtwSource<'c, 'd> {
+        Self::open_for(ctx, sel, Need::Clocks)
+    }
+
+    /// As [`open`](Self::open) without the clocks (every unit's converter says so): for
+    /// listings of buffers, which show no times.
+    pub fn open_units(ctx: &'c KernelContext<'d>, sel: Option<&str>) -> EtwSource<'c, 'd> {
+        Self::open_for(ctx, sel, Need::Units)
+    }
+
+    /// The sessions only (no units): for `sessions` and `--session` checks.
+    pub fn open_sessions(ctx: &'c KernelContext<'d>) -> EtwSource<'c, 'd> {
+        Self::open_for(ctx, None, Need::Sessions)
+    }
+
+    fn open_for(ctx: &'c KernelContext<'d>, sel: Option<&str>, need: Need) -> EtwSource<'c, 'd> {
         let mut src = EtwSource {
             ctx,
             memory: None,
             triage: None,
+            sessions: Vec::new(),
             converters: Vec::new(),
             units: Vec::new(),
             warnings: Vec::new(),
         };
         if ctx.dump.triage().is_some() {
-            src.open_triage(sel);
+            src.open_triage(sel, need);
         } else {
-            src.open_memory(sel);
+            src.open_memory(sel, need);
         }
         src
     }
 
-    /// The units, in canonical order.
-    pub fn units(&self) -> &[TraceUnit] {
+    /// What this dump kind cannot tell about the sessions (a triage dump: everything that was
+    /// not saved at bug check), said once by the commands that list sessions or write them.
+    pub fn unknowable(&self) -> Option<&'static str> {
+        self.triage.as_ref().map(|_| TRIAGE_UNKNOWABLE)
+    }
+
+    /// The sessions known, in canonical order (memory: slot order; triage: the secondary
+    /// data's, then those known only from a saved window).
+    pub fn sessions(&self) -> &[SourceSession] {
+        &self.sessions
+    }
+
+    /// The units that give records, in canonical order.
+    pub fn units(&self) -> impl Iterator<Item = &TraceUnit> {
+        self.units.iter().filter(|u| u.skip.is_none())
+    }
+
+    /// Every buffer and window found, in canonical order, those that give no records
+    /// included (with their [`Skip`] reason).
+    pub fn all_units(&self) -> &[TraceUnit] {
         &self.units
     }
 
-    /// Warnings met while finding the units.
+    /// Warnings met while finding the sessions and units.
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
     }
@@ -136,25 +282,220 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         u.converter
     }
 
-    /// Memory dumps: the session list and the clock facts the units were found with.
-    pub fn memory(&self) -> Option<(&SessionList, &ClockFacts)> {
-        self.memory.as_ref().map(|(l, f)| (l, f))
+    /// Memory dumps: the session list read from the logger array.
+    pub fn memory(&self) -> Option<&SessionList> {
+        self.memory.as_ref().map(|(l, _)| l)
+    }
+
+    /// Memory dumps opened with clocks: the clock facts gathered.
+    pub fn clock_facts(&self) -> Option<&ClockFacts> {
+        self.memory.as_ref().and_then(|(_, f)| f.as_ref())
+    }
+
+    /// The pending (never flushed) compact context-switch batches, with their clock types
+    /// found or inferred (etw-internals.md §4): memory dumps opened with clocks; None for a
+    /// triage dump (it saves no KPRCB.EtwSupport) or a source opened without clocks.
+    pub fn pending(&self) -> Option<PendingList> {
+        let (list, facts) = self.memory.as_ref()?;
+        let facts = facts.as_ref()?;
+        let mut p = find_pending(self.ctx);
+        infer_clocks(self.ctx, facts, &list.sessions, &mut p);
+        Some(p)
+    }
+
+    /// What the dump says of its machine's clocks, for an .etl file header: a memory dump's
+    /// clock facts (QPC frequency, CPU speed) and KeMaximumIncrement; a triage dump's ETW
+    /// secondary data header (EtwPerfFreq, EtwCPUSpeedInMHz, KeMaximumIncrement), else the
+    /// crashing CPU's KPRCB.MHz; documented defaults where neither is known.
+    pub fn header_facts(&self) -> HeaderFacts {
+        let mut sources = BTreeMap::new();
+        let (perf_freq, cpu_mhz, timer): (Result<(u64, String), String>, _, _) =
+            if let Some(t) = &self.triage {
+                let blob = t.blob.as_ref().and_then(|b| b.header);
+                let freq = blob
+                    .map(|b| b.perf_freq)
+                    .filter(|&f| f > 0)
+                    .map(|f| (f, "ETW secondary data: EtwPerfFreq".to_string()))
+                    .ok_or_else(|| "no ETW secondary data".to_string());
+                let mhz = match (
+                    blob.map(|b| b.cpu_speed_mhz).filter(|&m| m > 0),
+                    t.crash_cpu.and_then(|c| c.mhz),
+                ) {
+                    (Some(m), _) => Ok((m, "ETW secondary data: EtwCPUSpeedInMHz".to_string())),
+                    (None, Some(m)) => Ok((m as u32, "the crashing CPU's KPRCB.MHz".to_string())),
+                    (None, None) => Err("no ETW secondary data and no KPRCB.MHz".to_string()),
+                };
+                let timer = blob
+                    .map(|b| b.maximum_increment)
+                    .filter(|&m| m > 0)
+                    .map(|v| (v, "ETW secondary data: KeMaximumIncrement".to_string()))
+                    .ok_or_else(|| "no ETW secondary data".to_string());
+                (freq, mhz, timer)
+            } else {
+                let facts = self.clock_facts();
+                let freq = match facts.map(|f| &f.qpc_frequency) {
+                    Some(Ok(r)) => Ok((r.value, r.source.clone())),
+                    Some(Err(why)) => Err(why.clone()),
+                    None => Err("clock facts not gathered".to_string()),
+                };
+                let mhz = match facts {
+                    Some(f) => match &f.cpu_mhz {
+                        Ok(r) => Ok((f.cpu_mhz_value(), r.source.clone())),
+                        Err(why) => Err(why.clone()),
+                    },
+                    None => Err("clock facts not gathered".to_string()),
+                };
+                let timer = self
+                    .ctx
+                    .global_u32("KeMaximumIncrement")
+                    .map(|v| (v, "KeMaximumIncrement".to_string()))
+                    .ok_or_else(|| "KeMaximumIncrement not available".to_string());
+                (freq, mhz, timer)
+            };
+        // Each value with where it came from, or its default and why.
+        let mut take = |key: &'static str,
+                        r: Result<(u64, String), String>,
+                        default: u64,
+                        how: &str| {
+            match r {
+                Ok((v, from)) => {
+                    sources.insert(key, from);
+                    v
+                }
+                Err(why) => {
+                    sources.insert(key, format!("{how} ({why})"));
+                    default
+                }
+            }
+        };
+        let widen = |r: Result<(u32, String), String>| r.map(|(v, f)| (u64::from(v), f));
+        let perf_freq = take("perf_freq", perf_freq, 10_000_000, "assumed 10000000");
+        let cpu_mhz = take("cpu_speed_mhz", widen(cpu_mhz), 0, "unknown (0)") as u32;
+        let timer_resolution =
+            take("timer_resolution", widen(timer), 156_250, "assumed 156250") as u32;
+        HeaderFacts {
+            perf_freq,
+            cpu_mhz,
+            timer_resolution,
+            sources,
+        }
     }
 
     /// The unit's bytes (None when they cannot be read any more).
     pub fn bytes(&self, u: &TraceUnit) -> Option<Cow<'c, [u8]>> {
+        self.try_bytes(u).ok()
+    }
+
+    /// The unit's bytes, or why they cannot be read.
+    pub fn try_bytes(&self, u: &TraceUnit) -> Result<Cow<'c, [u8]>, String> {
         match &u.data {
-            UnitData::Memory(b) => read_buffer(self.ctx, b).ok().map(Cow::Owned),
+            UnitData::Memory(b) => read_buffer(self.ctx, b)
+                .map(Cow::Owned)
+                .map_err(|e| e.to_string()),
             UnitData::Window(i) => {
-                let w = self.triage.as_ref()?.windows.get(*i)?;
-                Some(Cow::Owned(w.data.clone()))
+                let w = self
+                    .triage
+                    .as_ref()
+                    .and_then(|t| t.windows.get(*i))
+                    .ok_or("window not found")?;
+                Ok(Cow::Owned(w.data.clone()))
             }
-            UnitData::Blob => self
-                .ctx
-                .dump
-                .file_bytes(u.file_offset?, u.valid)
-                .map(Cow::Borrowed),
+            UnitData::Blob => u
+                .file_offset
+                .and_then(|o| self.ctx.dump.file_bytes(o, u.valid))
+                .map(Cow::Borrowed)
+                .ok_or_else(|| "its bytes are not in the file".into()),
         }
+    }
+
+    /// Does the unit's first record end inside its valid bytes (reading only its start)?
+    /// Exactly when a walk would count a record: what makes a buffer worth a place in a file.
+    pub fn has_record(&self, u: &TraceUnit) -> Result<bool, String> {
+        if u.skip.is_some() {
+            return Ok(false);
+        }
+        match &u.data {
+            UnitData::Memory(b) => {
+                let mut prefix = [0u8; BUFFER_HEADER_SIZE + 8];
+                self.ctx
+                    .space
+                    .read(b.address, &mut prefix)
+                    .map_err(|e| e.to_string())?;
+                Ok(crate::etl::records::first_record_complete(&prefix, u.valid))
+            }
+            _ => {
+                let d = self.bytes(u).ok_or("its bytes are not in the file")?;
+                Ok(walk_from(&d, u.first_record, u.valid, |_| {}).count > 0)
+            }
+        }
+    }
+
+    /// The unit as one buffer of an .etl file of `size`-byte buffers, fixed up (etw-internals.md
+    /// §6.1), with its record walk; `spare` is reused for the bytes. A memory or secondary-data
+    /// buffer is kept as it is; a window that holds its buffer's start likewise; a window that
+    /// starts inside its buffer gets a synthetic header before its first complete record. Err
+    /// says why the unit cannot be such a buffer.
+    pub fn file_buffer(
+        &self,
+        u: &TraceUnit,
+        size: usize,
+        mut spare: Vec<u8>,
+    ) -> Result<(Vec<u8>, Walk), String> {
+        if let Some(why) = &u.skip {
+            return Err(why.to_string());
+        }
+        if let Some(h) = u.header.filter(|_| !matches!(u.data, UnitData::Window(_))) {
+            if h.buffer_size != size as u64 {
+                return Err(format!(
+                    "BufferSize {:#x} differs from the file's {size:#x}",
+                    h.buffer_size
+                ));
+            }
+        }
+        let (bytes, walk) = match &u.data {
+            UnitData::Memory(b) => {
+                spare.clear();
+                spare.resize(size, 0);
+                self.ctx
+                    .space
+                    .read(b.address, &mut spare)
+                    .map_err(|e| format!("buffer data: {e}"))?;
+                let w = crate::etl::records::walk(&spare, u.valid);
+                writer::fix_up(&mut spare, u.processor, w.end);
+                (spare, w)
+            }
+            UnitData::Window(i) => {
+                let w = self
+                    .triage
+                    .as_ref()
+                    .and_then(|t| t.windows.get(*i))
+                    .ok_or("window not found")?;
+                let made = if w.starts_at_base {
+                    saved_buffer(size, u.processor, &w.data)
+                } else {
+                    let h = SyntheticHeader {
+                        size,
+                        logger_id: u.logger_id.unwrap_or(0),
+                        sequence_number: u.header.map_or(1, |h| h.sequence_number),
+                        timestamp: 0,
+                        buffer_type: 0,
+                        processor: u.processor,
+                    };
+                    synthetic_buffer(&h, w.data.get(u.first_record..).unwrap_or_default())
+                };
+                made.ok_or_else(|| format!("does not fit the file's {size:#x}-byte buffers"))?
+            }
+            UnitData::Blob => {
+                let d = self.bytes(u).ok_or("its bytes are not in the file")?;
+                saved_buffer(size, u.processor, &d).ok_or_else(|| {
+                    format!("valid length exceeds the file's BufferSize {size:#x}")
+                })?
+            }
+        };
+        if walk.count == 0 {
+            return Err("no complete record".into());
+        }
+        Ok((bytes, walk))
     }
 
     /// Keep a session's clock (saying when it cannot convert); returns its index.
@@ -172,31 +513,67 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         self.converters.len() - 1
     }
 
-    fn open_memory(&mut self, sel: Option<&str>) {
+    /// A converter for units whose clock was not asked for.
+    fn no_clock(&mut self) -> usize {
+        if self.converters.is_empty() {
+            self.converters.push(Converter::Unknown(
+                "clocks not worked out for this listing".into(),
+            ));
+        }
+        0
+    }
+
+    fn open_memory(&mut self, sel: Option<&str>, need: Need) {
         let ctx = self.ctx;
         let list = list_sessions(ctx);
-        let facts = ClockFacts::gather(ctx, &list.sessions);
+        self.sessions = list
+            .sessions
+            .iter()
+            .map(|s| SourceSession {
+                logger_id: Some(s.logger_id),
+                source: "logger_context",
+                context: Some(s.clone()),
+                units: 0,
+            })
+            .collect();
+        if need == Need::Sessions {
+            self.memory = Some((list, None));
+            return;
+        }
+        let facts = (need == Need::Clocks).then(|| ClockFacts::gather(ctx, &list.sessions));
         match list.array.as_ref() {
             None => self.warnings.push(Warning::new(
                 WarningKind::NotFound,
                 "no logger array found: no buffers to list",
             )),
             Some(array) => {
-                for s in list
-                    .sessions
-                    .iter()
-                    .filter(|s| selects(Some(s.logger_id), s.name.as_deref(), sel))
-                {
-                    let converter =
-                        self.add_session_clock(s.logger_id, clock::for_session(ctx, &facts, s));
+                for (k, s) in list.sessions.iter().enumerate() {
+                    if !selects(Some(s.logger_id), s.name.as_deref(), sel) {
+                        continue;
+                    }
+                    let converter = match &facts {
+                        Some(f) => {
+                            self.add_session_clock(s.logger_id, clock::for_session(ctx, f, s))
+                        }
+                        None => self.no_clock(),
+                    };
                     let per_cpu = s.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING == 0;
                     let found = find_buffers(ctx, array, s);
                     self.warnings
                         .extend(found.warnings.into_iter().map(|w| w.in_logger(s.logger_id)));
+                    self.sessions[k].units = found.buffers.len();
                     for b in found.buffers {
-                        let (Some(valid), false) = (b.header.valid_bytes(), b.header.compressed())
-                        else {
-                            continue;
+                        let valid = b.header.valid_bytes();
+                        let skip = if b.header.compressed() {
+                            Some(Skip::Compressed)
+                        } else if valid.is_none() {
+                            Some(Skip::NoValidEnd {
+                                current_offset: b.header.current_offset,
+                                saved_offset: b.header.saved_offset,
+                                buffer_size: b.header.buffer_size,
+                            })
+                        } else {
+                            None
                         };
                         self.units.push(TraceUnit {
                             logger_id: Some(s.logger_id),
@@ -206,9 +583,13 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                             cpu: per_cpu.then(|| b.cpu.unwrap_or(b.header.processor_index)),
                             processor: b.cpu.or(Some(b.header.processor_index)),
                             header: Some(b.header),
+                            lists: b.lists.iter().copied().collect(),
                             first_record: BUFFER_HEADER_SIZE,
-                            valid: valid as usize,
+                            valid: valid.unwrap_or(0) as usize,
+                            buffer_valid: valid,
                             shift: 0,
+                            partial_bytes: 0,
+                            skip,
                             converter,
                             data: UnitData::Memory(b),
                         });
@@ -219,10 +600,59 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         self.memory = Some((list, facts));
     }
 
-    fn open_triage(&mut self, sel: Option<&str>) {
+    /// A triage dump's sessions: the secondary data's, then each logger known only from a
+    /// saved window (a window that repeats a secondary-data buffer adds none).
+    fn triage_sessions(t: &TriageEtw) -> Vec<SourceSession> {
+        let mut out = Vec::new();
+        for s in t.blob.as_ref().map_or(&[][..], |b| &b.sessions) {
+            let c = Session {
+                name: Some(s.name.clone()),
+                logger_mode: Some(s.logger_mode),
+                logger_mode_flags: logger_mode_flags(s.logger_mode as u32),
+                clock_type: Some(s.clock_type),
+                clock_type_name: clock_type_name(s.clock_type),
+                buffer_size: Some(s.buffer_size),
+                start_time: Some(filetime_to_iso8601(s.start_time)),
+                start_time_raw: Some(s.start_time),
+                ..Session::bare(s.logger_id, VirtAddr::new(0), "triage secondary data")
+            };
+            out.push(SourceSession {
+                logger_id: Some(s.logger_id),
+                source: "secondary_data",
+                context: Some(c),
+                units: s.buffers.len(),
+            });
+        }
+        for w in &t.windows {
+            if w.duplicate_of.is_some()
+                || w.logger_id
+                    .is_some_and(|id| out.iter().any(|s| s.logger_id == Some(id)))
+            {
+                continue;
+            }
+            let context = w.logger_id.map(|id| Session {
+                buffer_size: w.header.as_ref().map(|h| h.buffer_size),
+                ..Session::bare(id, w.base, "triage saved window")
+            });
+            out.push(SourceSession {
+                logger_id: w.logger_id,
+                source: w.kind.source(),
+                context,
+                units: 1,
+            });
+        }
+        out
+    }
+
+    fn open_triage(&mut self, sel: Option<&str>, need: Need) {
         let ctx = self.ctx;
         let t = triage::read(ctx);
         self.warnings.extend(t.warnings.iter().cloned());
+        self.sessions = Self::triage_sessions(&t);
+        if need == Need::Sessions {
+            self.triage = Some(t);
+            return;
+        }
         let blob_h = t.blob.as_ref().and_then(|b| b.header);
         let perf_freq = blob_h.map_or(0, |b| b.perf_freq);
         let mhz = t
@@ -240,6 +670,11 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             if !selects(w.logger_id, name, sel) {
                 continue;
             }
+            let cpu = match w.kind {
+                WindowKind::CurrentBuffer => w.processor.or(t.crash_cpu.and_then(|c| c.number)),
+                WindowKind::ErrlogTail => None,
+            };
+            let mut skip = None;
             if let Some(d) = w.duplicate_of {
                 let s = &blob_sessions[d.session];
                 self.warnings.push(Warning::new(WarningKind::Inferred, format!(
@@ -251,9 +686,11 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     s.logger_id,
                     d.buffer
                 )));
-                continue;
-            }
-            let Some(first) = w.first_record else {
+                skip = Some(Skip::Duplicate {
+                    logger_id: s.logger_id,
+                    buffer: d.buffer,
+                });
+            } else if w.first_record.is_none() {
                 self.warnings.push(Warning::new(
                     WarningKind::Decode,
                     format!(
@@ -264,9 +701,8 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                         w.data.len()
                     ),
                 ));
-                continue;
-            };
-            if w.partial_bytes > 0 {
+                skip = Some(Skip::NoRecordChain);
+            } else if w.partial_bytes > 0 {
                 self.warnings.push(Warning::new(WarningKind::Decode, format!(
                     "{}: the window starts {:#x} bytes inside a record (the tail of a record cut by the kernel's {:#x}-byte limit); skipped",
                     w.kind.source(),
@@ -274,26 +710,27 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     w.kind.limit()
                 )));
             }
-            let (conv, inferred) = match w.kind {
-                WindowKind::CurrentBuffer => current_buffer_clock(ctx, &t, w, mhz),
-                WindowKind::ErrlogTail => errlog_clock(ctx, w, blob_sessions, perf_freq, mhz),
-            };
-            if let Some(why) = conv.problem() {
-                self.warnings.push(Warning::new(
-                    WarningKind::Time,
-                    format!("{}: times not converted: {why}", w.kind.source()),
-                ));
-            }
-            if let Some(how) = inferred {
-                self.warnings.push(Warning::new(
-                    WarningKind::Inferred,
-                    format!("{}: {how}", w.kind.source()),
-                ));
-            }
-            self.converters.push(conv);
-            let cpu = match w.kind {
-                WindowKind::CurrentBuffer => w.processor.or(t.crash_cpu.and_then(|c| c.number)),
-                WindowKind::ErrlogTail => None,
+            let converter = if skip.is_some() || need != Need::Clocks {
+                self.no_clock()
+            } else {
+                let (conv, inferred) = match w.kind {
+                    WindowKind::CurrentBuffer => current_buffer_clock(ctx, &t, w, mhz),
+                    WindowKind::ErrlogTail => errlog_clock(ctx, w, blob_sessions, perf_freq, mhz),
+                };
+                if let Some(why) = conv.problem() {
+                    self.warnings.push(Warning::new(
+                        WarningKind::Time,
+                        format!("{}: times not converted: {why}", w.kind.source()),
+                    ));
+                }
+                if let Some(how) = inferred {
+                    self.warnings.push(Warning::new(
+                        WarningKind::Inferred,
+                        format!("{}: {how}", w.kind.source()),
+                    ));
+                }
+                self.converters.push(conv);
+                self.converters.len() - 1
             };
             self.units.push(TraceUnit {
                 logger_id: w.logger_id,
@@ -303,11 +740,15 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 cpu,
                 processor: cpu,
                 header: w.header,
-                first_record: first,
+                lists: Vec::new(),
+                first_record: w.first_record.unwrap_or(w.data.len()),
                 valid: w.data.len(),
+                buffer_valid: Some(w.valid),
                 // Offsets in rows are buffer offsets: window offset + (start − base).
                 shift: (w.start.get() - w.base.get()) as usize,
-                converter: self.converters.len() - 1,
+                partial_bytes: w.partial_bytes,
+                skip,
+                converter,
                 data: UnitData::Window(i),
             });
         }
@@ -315,16 +756,18 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             if !selects(Some(s.logger_id), Some(&s.name), sel) {
                 continue;
             }
-            let converter = self.add_session_clock(s.logger_id, blob_converter(s, perf_freq, mhz));
+            let converter = match need {
+                Need::Clocks => {
+                    self.add_session_clock(s.logger_id, blob_converter(s, perf_freq, mhz))
+                }
+                _ => self.no_clock(),
+            };
             let per_cpu = s.logger_mode & NO_PER_PROCESSOR_BUFFERING == 0;
             for b in &s.buffers {
-                if ctx
+                let in_file = ctx
                     .dump
                     .file_bytes(b.file_offset, b.valid as usize)
-                    .is_none()
-                {
-                    continue;
-                }
+                    .is_some();
                 self.units.push(TraceUnit {
                     logger_id: Some(s.logger_id),
                     origin: "secondary_data",
@@ -333,9 +776,13 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     cpu: per_cpu.then_some(b.header.processor_index),
                     processor: Some(b.header.processor_index),
                     header: Some(b.header),
+                    lists: Vec::new(),
                     first_record: BUFFER_HEADER_SIZE,
                     valid: b.valid as usize,
+                    buffer_valid: Some(b.valid),
                     shift: 0,
+                    partial_bytes: 0,
+                    skip: (!in_file).then_some(Skip::NotInFile),
                     converter,
                     data: UnitData::Blob,
                 });
@@ -343,6 +790,44 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         }
         self.triage = Some(t);
     }
+}
+
+/// The size of the buffers of a session's .etl file (every buffer of a file has one size,
+/// etw-internals.md §6.1): the session's BufferSize when plausible, else the first of its
+/// units' own plausible BufferSize (an anomaly the Warning says), else the smallest 4 KiB
+/// multiple that holds each window with a header.
+pub fn file_buffer_size(s: &SourceSession, units: &[&TraceUnit]) -> (u64, Option<Warning>) {
+    let own = s.context.as_ref().and_then(|c| c.buffer_size);
+    if let Some(b) = own.filter(|&b| plausible_buffer_size(b)) {
+        return (b, None);
+    }
+    if let Some(size) = units
+        .iter()
+        .filter_map(|u| u.header.map(|h| h.buffer_size))
+        .find(|&b| plausible_buffer_size(b))
+    {
+        let w = own.map(|b| {
+            Warning::new(
+                WarningKind::Anomaly,
+                format!(
+                    "logger {}: its BufferSize {b:#x} is not plausible: the file uses the recovered buffers' {size:#x}",
+                    s.logger_id.unwrap_or(0)
+                ),
+            )
+            .field("_WMI_LOGGER_CONTEXT.BufferSize")
+        });
+        let w = w.map(|w| match s.logger_id {
+            Some(id) => w.logger(id),
+            None => w,
+        });
+        return (size, w);
+    }
+    let need = units
+        .iter()
+        .map(|u| u.valid.saturating_sub(u.first_record) + BUFFER_HEADER_SIZE)
+        .max()
+        .unwrap_or(BUFFER_HEADER_SIZE);
+    ((need as u64).next_multiple_of(0x1000), None)
 }
 
 /// The converter of a blob session's clock.

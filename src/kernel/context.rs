@@ -215,6 +215,37 @@ impl<'d> KernelContext<'d> {
         Some(self.base?.offset(self.symbols.rva(name)?))
     }
 
+    /// The loaded kernel modules as (base, size, file name): a triage dump's driver list (its
+    /// names are paths such as `\SystemRoot\System32\drivers\x.sys`: the last part is
+    /// kept), else the PsLoadedModuleList walk; empty when neither is there.
+    pub fn loaded_modules(&self) -> Vec<(u64, u64, String)> {
+        match self.dump.triage() {
+            Some(t) => t
+                .drivers
+                .iter()
+                .map(|d| {
+                    let base = d.name.rsplit(['\\', '/']).next().unwrap_or(&d.name);
+                    (d.base, u64::from(d.size), base.to_string())
+                })
+                .collect(),
+            None => self.modules.as_ref().map_or_else(
+                |_| Vec::new(),
+                |l| {
+                    l.modules
+                        .iter()
+                        .map(|m| {
+                            (
+                                m.base.get(),
+                                u64::from(m.size),
+                                m.base_name.clone().unwrap_or_else(|| "?".into()),
+                            )
+                        })
+                        .collect()
+                },
+            ),
+        }
+    }
+
     /// A ULONG kernel global's value, if the symbols name it and the dump holds it.
     pub fn global_u32(&self, name: &str) -> Option<u32> {
         self.space.read_u32(self.global(name)?).ok()

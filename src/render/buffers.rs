@@ -1,73 +1,76 @@
-//! `buffers` as a table and as CSV.
+//! How `buffers` rows look in a table and in Timesketch's JSON Lines fields (their JSON and
+//! CSV forms are their serde fields).
 
-use crate::report::buffers::BufferReport;
-use std::fmt::Write as _;
+use super::rows::{Row, Timesketch};
+use super::text::printable;
+use crate::report::buffers::BufferRow;
 
-impl BufferReport {
-    pub fn to_table(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "{:>3}  {:<18} {:<18} {:>4} {:>8} {:>9} {:>8} {:>7}  Lists",
-            "ID", "Address", "State", "CPU", "Seq", "Valid", "Trimmed", "Records"
-        );
-        for r in &self.rows {
-            let _ = writeln!(
-                o,
-                "{:>3}  {:<18} {:<18} {:>4} {:>8} {:>9} {:>8} {:>7}  {}",
-                r.session_id,
-                r.address,
-                format!("{} ({})", r.state_name, r.state),
-                r.processor.map(|p| p.to_string()).unwrap_or_default(),
-                r.sequence_number,
-                format!("{:#x}", r.valid_bytes),
-                r.trimmed_bytes,
-                if r.compressed {
-                    "compr.".to_string()
-                } else {
-                    r.record_count.to_string()
-                },
-                r.lists
-                    .iter()
-                    .map(|l| l.name())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-        }
-        for r in &self.rows {
-            for w in &r.warnings {
-                let _ = writeln!(o, "warning: buffer {}: {w}", r.address);
-            }
-        }
-        for w in self.warnings.iter().chain(&self.sessions.warnings) {
-            let _ = writeln!(o, "warning: {}", super::text::printable(&w.message));
-        }
-        o
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |x| x.to_string())
+}
+
+impl Row for BufferRow {
+    fn table_header() -> String {
+        format!(
+            "{:>3}  {:<14} {:<18} {:<18} {:>4} {:>8} {:>9} {:>8} {:>7}  Lists / notes",
+            "ID", "Source", "Address", "State", "CPU", "Seq", "Valid", "Trimmed", "Records"
+        )
     }
 
-    pub fn to_csv(&self) -> String {
-        let mut o = String::from("session_id,session_name,address,lists,state,state_name,buffer_type,buffer_flag,processor,sequence_number,buffer_size,valid_bytes,trimmed_bytes,record_count,compressed\n");
-        for r in &self.rows {
-            let lists: Vec<&str> = r.lists.iter().map(|l| l.name()).collect();
-            let fields = [
-                r.session_id.to_string(),
-                r.session_name.clone().unwrap_or_default(),
-                r.address.clone(),
-                lists.join("|"),
-                r.state.to_string(),
-                r.state_name.to_string(),
-                r.buffer_type.to_string(),
-                r.buffer_flag.to_string(),
-                r.processor.map(|p| p.to_string()).unwrap_or_default(),
-                r.sequence_number.to_string(),
-                r.buffer_size.to_string(),
-                r.valid_bytes.to_string(),
-                r.trimmed_bytes.to_string(),
-                r.record_count.to_string(),
-                r.compressed.to_string(),
-            ];
-            o.push_str(&crate::render::csv::csv_line(&fields));
+    fn table_line(&self) -> String {
+        let r = self;
+        let mut notes: Vec<String> = r.lists.iter().map(|l| l.name().to_string()).collect();
+        if let Some(o) = r.file_offset {
+            notes.push(format!("file offset {o:#x}"));
         }
-        o
+        if r.window_offset > 0 {
+            notes.push(format!("window at +{:#x}", r.window_offset));
+        }
+        if r.partial_bytes > 0 {
+            notes.push(format!("{:#x} partial bytes", r.partial_bytes));
+        }
+        if let Some(d) = &r.duplicate_of {
+            notes.push(format!("repeats {d}"));
+        }
+        notes.extend(
+            r.warnings
+                .iter()
+                .map(|w| format!("warning: {}", printable(w))),
+        );
+        format!(
+            "{:>3}  {:<14} {:<18} {:<18} {:>4} {:>8} {:>9} {:>8} {:>7}  {}",
+            opt(r.session_id),
+            r.source,
+            r.address.as_deref().unwrap_or("-"),
+            match (r.state_name, r.state) {
+                (Some(n), Some(s)) => format!("{n} ({s})"),
+                _ => "-".into(),
+            },
+            opt(r.processor),
+            opt(r.sequence_number),
+            format!("{:#x}", r.valid_bytes),
+            r.trimmed_bytes,
+            if r.compressed {
+                "compr.".to_string()
+            } else {
+                r.record_count.to_string()
+            },
+            notes.join(", ")
+        )
+    }
+
+    fn timesketch(&self) -> Timesketch {
+        let r = self;
+        Timesketch {
+            datetime: None,
+            timestamp_desc: "ETW buffer (no time)",
+            message: format!(
+                "logger {} {} buffer {}: {} records",
+                opt(r.session_id),
+                r.source,
+                r.address.as_deref().unwrap_or("-"),
+                r.record_count
+            ),
+        }
     }
 }

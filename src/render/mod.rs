@@ -11,4 +11,3 @@ pub mod sessions;
 pub mod svg;
 pub mod symbols;
 pub mod text;
-pub mod triage;

@@ -2,6 +2,7 @@
 
 use super::text::printable;
 use crate::etw::loggers::{RejectedSlot, Session, SessionList};
+use crate::report::sessions::{SavedSession, Sessions};
 use std::fmt::Write as _;
 
 /// CSV columns: the JSON keys, in order (session keys, then those of a rejected slot).
@@ -35,6 +36,8 @@ pub const CSV_COLUMNS: &[&str] = &[
     "value",
     "field",
     "reason",
+    "source",
+    "buffers",
 ];
 
 fn num(v: Option<u64>) -> String {
@@ -76,35 +79,112 @@ fn row(s: &Session) -> Vec<String> {
         String::new(),
         String::new(),
         String::new(),
+        "logger_context".into(),
+        String::new(),
     ]
+}
+
+fn saved_row(s: &SavedSession) -> Vec<String> {
+    let mut v = vec![String::new(); CSV_COLUMNS.len()];
+    let n = CSV_COLUMNS.len();
+    let set = |v: &mut Vec<String>, col: &str, x: String| {
+        if let Some(i) = CSV_COLUMNS.iter().position(|c| *c == col) {
+            v[i] = x;
+        }
+    };
+    set(&mut v, "kind", "saved_session".into());
+    set(&mut v, "logger_id", num(s.logger_id));
+    set(&mut v, "name", s.name.clone().unwrap_or_default());
+    set(&mut v, "logger_mode", num(s.logger_mode));
+    set(&mut v, "logger_mode_flags", s.logger_mode_flags.join("|"));
+    set(&mut v, "clock_type", num(s.clock_type));
+    set(
+        &mut v,
+        "clock_type_name",
+        s.clock_type_name.clone().unwrap_or_default(),
+    );
+    set(&mut v, "buffer_size", num(s.buffer_size));
+    set(
+        &mut v,
+        "start_time",
+        s.start_time.clone().unwrap_or_default(),
+    );
+    v[n - 2] = s.source.to_string();
+    v[n - 1] = s.buffers.to_string();
+    v
 }
 
 fn rejected_row(r: &RejectedSlot) -> Vec<String> {
     let mut v = vec![String::new(); CSV_COLUMNS.len()];
     v[0] = "rejected_slot".into();
     let n = CSV_COLUMNS.len();
-    v[n - 4] = r.slot.to_string();
-    v[n - 3] = r.value.to_string();
-    v[n - 2] = r.field.unwrap_or_default().to_string();
-    v[n - 1] = r.reason.clone();
+    v[n - 6] = r.slot.to_string();
+    v[n - 5] = r.value.to_string();
+    v[n - 4] = r.field.unwrap_or_default().to_string();
+    v[n - 3] = r.reason.clone();
     v
 }
 
-pub fn to_csv(list: &SessionList) -> String {
+/// `sessions --format csv`: one line per session (read from its logger context, or saved in a
+/// triage dump), then one per rejected slot; the columns are the JSON keys of every kind.
+pub fn to_csv(s: &Sessions<'_, '_>) -> String {
     let mut o = CSV_COLUMNS.join(",");
     o.push('\n');
-    let rows = list
-        .sessions
-        .iter()
-        .map(row)
-        .chain(list.rejected.iter().map(rejected_row));
+    let rows: Vec<Vec<String>> = match s.list() {
+        Some(list) => list
+            .sessions
+            .iter()
+            .map(row)
+            .chain(list.rejected.iter().map(rejected_row))
+            .collect(),
+        None => s.saved().iter().map(saved_row).collect(),
+    };
     for r in rows {
         o.push_str(&crate::render::csv::csv_line(&r));
     }
     o
 }
 
-pub fn to_table(list: &SessionList) -> String {
+/// `sessions` as a table: the logger array and its sessions (memory dumps), or the sessions
+/// a triage dump saved and what cannot be known from it.
+pub fn to_table(s: &Sessions<'_, '_>) -> String {
+    match s.list() {
+        Some(list) => list_table(list),
+        None => saved_table(&s.saved(), &s.warnings),
+    }
+}
+
+fn saved_table(sessions: &[SavedSession], warnings: &[crate::warning::Warning]) -> String {
+    let mut o = String::from("Triage dump: ETW sessions saved at bug check\n\n");
+    let _ = writeln!(
+        o,
+        "{:>3}  {:<44} {:<15} {:<11} {:<10} {:>8} {:>7}  Start (UTC)",
+        "ID", "Name", "source", "Mode", "Clock", "BufSize", "buffers"
+    );
+    let n = |v: Option<String>| v.unwrap_or_else(|| "?".into());
+    for s in sessions {
+        let _ = writeln!(
+            o,
+            "{:>3}  {:<44} {:<15} {:<11} {:<10} {:>8} {:>7}  {}",
+            s.logger_id.map_or_else(|| "?".into(), |x| x.to_string()),
+            printable(s.name.as_deref().unwrap_or("?")),
+            s.source,
+            n(s.logger_mode.map(|m| format!("{m:#x}"))),
+            n(s.clock_type_name
+                .clone()
+                .map(|c| c.chars().take(10).collect())),
+            n(s.buffer_size.map(|b| format!("{b:#x}"))),
+            s.buffers,
+            n(s.start_time.clone())
+        );
+    }
+    for w in warnings {
+        let _ = writeln!(o, "warning: {}", printable(&w.message));
+    }
+    o
+}
+
+fn list_table(list: &SessionList) -> String {
     let mut o = String::new();
     match &list.array {
         Some(a) => {

@@ -8,9 +8,8 @@ use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::etl::records;
-use crate::etw::ccswap::{find_pending, infer_clocks, maximum_wait_reason_of, FoundBy};
+use crate::etw::ccswap::{maximum_wait_reason_of, FoundBy};
 use crate::etw::clock::{self, ClockFacts};
-use crate::etw::loggers::list_sessions;
 use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
@@ -244,18 +243,22 @@ fn plan<'c, 'd>(ctx: &'c KernelContext<'d>, cpu_filter: Option<u64>) -> Plan<'c,
             .field("_KWAIT_REASON.MaximumWaitReason"),
         );
     }
-    let list = list_sessions(ctx);
-    let facts = ClockFacts::gather(ctx, &list.sessions);
+    // The dump's ETW source: the sessions, their units and clocks, the pending batches.
+    let src = EtwSource::open(ctx, None);
+    let sessions: &[crate::etw::loggers::Session] = src.memory().map_or(&[], |l| &l.sessions);
+    let facts = src
+        .clock_facts()
+        .cloned()
+        .unwrap_or_else(|| ClockFacts::gather(ctx, sessions));
     let mut groups = Vec::new();
     let mut streams = Vec::new();
     let wanted = |cpu: Option<u64>| cpu_filter.is_none_or(|c| cpu == Some(c));
     // Pending blocks.
-    let mut pending = find_pending(ctx);
-    infer_clocks(ctx, &facts, &list.sessions, &mut pending);
+    let pending = src.pending().unwrap_or_default();
     warnings.extend(pending.warnings);
     for p in &pending.blocks {
         let conv = match p.clock {
-            Some(c) => clock::for_clock(ctx, &facts, &list.sessions, c),
+            Some(c) => clock::for_clock(ctx, &facts, sessions, c),
             None => clock::Converter::Unknown(format!("the block's clock type is {}", p.clock_how)),
         };
         if let (Some(c), true) = (p.clock, matches!(p.found_by, FoundBy::Search { .. })) {
@@ -353,12 +356,16 @@ fn plan<'c, 'd>(ctx: &'c KernelContext<'d>, cpu_filter: Option<u64>) -> Plan<'c,
     // memory, a triage dump's saved windows and secondary data): each unit is decoded once
     // here for its time range (nothing is kept), and again when the merge reaches it. One
     // group per clock.
-    let src = EtwSource::open(ctx, None);
     for w in src.warnings() {
         note(&mut warnings, w.clone());
     }
     let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
-    for (i, u) in src.units().iter().enumerate() {
+    for (i, u) in src
+        .all_units()
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.skip.is_none())
+    {
         let g = *group_of.entry(src.converter_index(u)).or_insert_with(|| {
             groups.push(Group {
                 conv: src.converter(u).clone(),
@@ -479,7 +486,7 @@ impl Plan<'_, '_> {
         let mut rows = match &self.streams[s].source {
             Source::Rows(r) => r.clone(),
             Source::Unit(i) => {
-                let u = &self.src.units()[*i];
+                let u = &self.src.all_units()[*i];
                 match self.src.bytes(u) {
                     Some(data) => buffer_switches(&data, u.first_record, u.valid, self.mwr),
                     None => Vec::new(),

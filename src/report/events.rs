@@ -70,33 +70,7 @@ struct Resolver {
 
 impl Resolver {
     fn new(ctx: &KernelContext<'_>) -> Resolver {
-        let mut modules: Vec<(u64, u64, String)> = match ctx.dump.triage() {
-            Some(t) => t
-                .drivers
-                .iter()
-                .map(|d| {
-                    // Driver-list names are paths (\SystemRoot\System32\drivers\x.sys).
-                    let base = d.name.rsplit(['\\', '/']).next().unwrap_or(&d.name);
-                    (d.base, u64::from(d.size), base.to_string())
-                })
-                .collect(),
-            None => ctx
-                .modules
-                .as_ref()
-                .map(|l| {
-                    l.modules
-                        .iter()
-                        .map(|m| {
-                            (
-                                m.base.get(),
-                                u64::from(m.size),
-                                m.base_name.clone().unwrap_or_else(|| "?".into()),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
+        let mut modules = ctx.loaded_modules();
         modules.sort_by_key(|m| m.0);
         let mut kernel_symbols: Vec<(u64, String)> = ctx
             .symbols

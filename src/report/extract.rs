@@ -17,15 +17,14 @@
 
 use crate::decode::ccswap::PENDING_HEADER;
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE, BUFFER_TYPE_CTX_SWAP};
-use crate::etl::records::{first_record_complete, walk, Walk};
+use crate::etl::records::{walk, Walk};
 use crate::etl::writer::{
     self, file_name, synthetic_buffer, EtlFileWriter, LogfileHeader, SyntheticHeader,
 };
-use crate::etw::buffers::{find_buffers, FoundBuffer};
-use crate::etw::ccswap::{find_pending, infer_clocks, PendingFound};
-use crate::etw::clock::ClockFacts;
-use crate::etw::loggers::{list_sessions, Session};
+use crate::etw::ccswap::PendingFound;
+use crate::etw::loggers::Session;
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
+use crate::etw::source::{file_buffer_size, EtwSource, HeaderFacts, TraceUnit};
 use crate::kernel::context::KernelContext;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -101,96 +100,8 @@ pub struct Manifest {
 /// is bounded by what the dump holds even when page tables alias buffers onto shared pages.
 pub const MAX_UNBACKED_OUTPUT: u64 = 16 << 20;
 
-/// Clock and machine facts for the file header, with where each came from.
-pub(crate) struct HeaderFacts {
-    perf_freq: u64,
-    cpu_mhz: u32,
-    timer_resolution: u32,
-    pub(crate) sources: BTreeMap<&'static str, String>,
-}
-
-impl HeaderFacts {
-    /// Triage dumps: from the ETW secondary data's header (EtwPerfFreq, EtwCPUSpeedInMHz,
-    /// KeMaximumIncrement), else the crashing CPU's KPRCB.MHz, else documented defaults.
-    pub(crate) fn from_triage(
-        _ctx: &KernelContext<'_>,
-        blob: Option<crate::etw::triage::BlobHeader>,
-        kprcb_mhz: Option<u64>,
-    ) -> HeaderFacts {
-        let mut sources = BTreeMap::new();
-        let (perf_freq, f) = match blob.map(|b| b.perf_freq).filter(|&f| f > 0) {
-            Some(f) => (f, "ETW secondary data: EtwPerfFreq".to_string()),
-            None => (
-                10_000_000,
-                "assumed 10000000 (no ETW secondary data)".to_string(),
-            ),
-        };
-        sources.insert("perf_freq", f);
-        let (cpu_mhz, m) = match (blob.map(|b| b.cpu_speed_mhz).filter(|&m| m > 0), kprcb_mhz) {
-            (Some(m), _) => (m, "ETW secondary data: EtwCPUSpeedInMHz".to_string()),
-            (None, Some(m)) => (m as u32, "the crashing CPU's KPRCB.MHz".to_string()),
-            (None, None) => (0, "unknown (0)".to_string()),
-        };
-        sources.insert("cpu_speed_mhz", m);
-        let (timer_resolution, r) = match blob.map(|b| b.maximum_increment).filter(|&m| m > 0) {
-            Some(v) => (v, "ETW secondary data: KeMaximumIncrement".to_string()),
-            None => (156_250, "assumed 156250".to_string()),
-        };
-        sources.insert("timer_resolution", r);
-        HeaderFacts {
-            perf_freq,
-            cpu_mhz,
-            timer_resolution,
-            sources,
-        }
-    }
-}
-
-fn header_facts(ctx: &KernelContext<'_>, clocks: &ClockFacts) -> HeaderFacts {
-    let mut sources = BTreeMap::new();
-    let perf_freq = match &clocks.qpc_frequency {
-        Ok(r) => {
-            sources.insert("perf_freq", r.source.clone());
-            r.value
-        }
-        Err(why) => {
-            sources.insert("perf_freq", format!("assumed 10000000 ({why})"));
-            10_000_000
-        }
-    };
-    let cpu_mhz = match &clocks.cpu_mhz {
-        Ok(r) => {
-            sources.insert("cpu_speed_mhz", r.source.clone());
-            clocks.cpu_mhz_value()
-        }
-        Err(why) => {
-            sources.insert("cpu_speed_mhz", format!("unknown (0): {why}"));
-            0
-        }
-    };
-    let timer_resolution = match ctx.global_u32("KeMaximumIncrement") {
-        Some(v) => {
-            sources.insert("timer_resolution", "KeMaximumIncrement".into());
-            v
-        }
-        None => {
-            sources.insert(
-                "timer_resolution",
-                "assumed 156250 (KeMaximumIncrement not available)".into(),
-            );
-            156_250
-        }
-    };
-    HeaderFacts {
-        perf_freq,
-        cpu_mhz,
-        timer_resolution,
-        sources,
-    }
-}
-
 /// The header buffer of session `s`'s file: the logger context's facts, the dump's and `facts`.
-pub(crate) fn header_buffer(
+fn header_buffer(
     ctx: &KernelContext<'_>,
     s: &Session,
     facts: &HeaderFacts,
@@ -362,7 +273,17 @@ fn pending_buffers(
     out
 }
 
-/// Write the files. Returns the manifest.
+/// Where a unit is, for the manifest: its address, else its file offset.
+fn place(u: &TraceUnit) -> String {
+    match (u.address, u.file_offset) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(o)) => format!("file offset {o:#x}"),
+        (None, None) => "?".into(),
+    }
+}
+
+/// Write the files (full, bitmap and triage dumps alike, from the dump's [`EtwSource`]).
+/// Returns the manifest.
 pub fn extract(
     ctx: &KernelContext<'_>,
     dump_name: &str,
@@ -370,27 +291,24 @@ pub fn extract(
     session: Option<&str>,
     force: bool,
 ) -> Result<Manifest, ExtractError> {
-    if ctx.dump.triage().is_some() {
-        return super::triage::extract(ctx, dump_name, dir, session, force);
-    }
-    let list = list_sessions(ctx);
-    let clocks = ClockFacts::gather(ctx, &list.sessions);
-    let facts = header_facts(ctx, &clocks);
+    let src = EtwSource::open(ctx, session);
+    let facts = src.header_facts();
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut warnings = list.warnings.clone();
+    let mut warnings: Vec<Warning> = src.memory().map_or_else(Vec::new, |l| l.warnings.clone());
+    warnings.extend(src.warnings().iter().cloned());
     let mut used = HashSet::new();
     let mut plan = Vec::new();
-    for s in list
-        .sessions
-        .iter()
-        .filter(|s| super::buffers::selected(s, session))
-    {
-        let mut name = file_name(s.logger_id, s.name.as_deref());
+    for s in src.sessions().iter().filter(|s| s.selected(session)) {
+        // A session needs a logger to name its file after and to gather its buffers by.
+        let (Some(logger_id), Some(context)) = (s.logger_id, s.context.as_ref()) else {
+            continue;
+        };
+        let mut name = file_name(logger_id, s.name());
         let mut n = 2;
         while !used.insert(name.to_ascii_lowercase()) {
             name = file_name(
-                s.logger_id,
-                Some(&format!("{}-{n}", s.name.as_deref().unwrap_or("logger"))),
+                logger_id,
+                Some(&format!("{}-{n}", s.name().unwrap_or("logger"))),
             );
             n += 1;
         }
@@ -398,26 +316,27 @@ pub fn extract(
         if path.exists() && !force {
             return Err(ExtractError::Exists(path));
         }
-        plan.push((s, name));
+        plan.push((s, context, name));
     }
     let manifest_path = dir.join("manifest.json");
     if manifest_path.exists() && !force {
         return Err(ExtractError::Exists(manifest_path));
     }
     // Pending compact cswitch batches (only looked for when a kernel session is extracted).
-    let pending = if plan
+    let pending = match plan
         .iter()
-        .any(|(s, _)| crate::etw::loggers::is_kernel_session(s))
+        .any(|(_, c, _)| crate::etw::loggers::is_kernel_session(c))
+        .then(|| src.pending())
+        .flatten()
     {
-        let mut p = find_pending(ctx);
-        infer_clocks(ctx, &clocks, &list.sessions, &mut p);
-        warnings.extend(p.warnings.into_iter().map(|mut w| {
-            w.message = format!("pending CCSWAP: {}", w.message);
-            w
-        }));
-        p.blocks
-    } else {
-        Vec::new()
+        Some(p) => {
+            warnings.extend(p.warnings.into_iter().map(|mut w| {
+                w.message = format!("pending CCSWAP: {}", w.message);
+                w
+            }));
+            p.blocks
+        }
+        None => Vec::new(),
     };
     let mut sessions = Vec::new();
     let mut unbacked_allowance = MAX_UNBACKED_OUTPUT;
@@ -426,107 +345,81 @@ pub fn extract(
         .len()
         .saturating_mul(2)
         .saturating_add(MAX_UNBACKED_OUTPUT);
-    for (s, name) in plan {
-        // Pass 1 (cheap): which buffers go into the file. A buffer is written when it is not
-        // compressed, its valid end is plausible and its first record is complete: exactly
-        // when a full walk would count at least one record.
+    for (s, context, name) in plan {
+        let logger_id = context.logger_id;
+        // Pass 1 (cheap): which units go into the file: those whose first record is complete
+        // (exactly when a full walk would count a record); the others are listed with why.
         let mut skipped = Vec::new();
-        let mut data: Vec<(FoundBuffer, u64)> = Vec::new();
-        if let Some(array) = list.array.as_ref() {
-            let found = find_buffers(ctx, array, s);
-            warnings.extend(found.warnings.into_iter().map(|w| w.in_logger(s.logger_id)));
-            for b in found.buffers {
-                let address = b.address.to_string();
-                if b.header.compressed() {
-                    skipped.push(Skipped {
-                        address,
-                        reason: "compressed buffer (not decompressed)".into(),
-                    });
-                    continue;
-                }
-                let Some(valid) = b.header.valid_bytes() else {
-                    skipped.push(Skipped {
-                        address,
-                        reason: "no valid end (CurrentOffset and SavedOffset implausible)".into(),
-                    });
-                    continue;
-                };
-                let mut prefix = [0u8; BUFFER_HEADER_SIZE + 8];
-                match ctx.space.read(b.address, &mut prefix) {
-                    Ok(()) if first_record_complete(&prefix, valid as usize) => {
-                        data.push((b, valid))
-                    }
-                    Ok(()) => skipped.push(Skipped {
-                        address,
-                        reason: "no complete record".into(),
-                    }),
-                    Err(e) => skipped.push(Skipped {
-                        address,
-                        reason: e.to_string(),
-                    }),
-                }
+        let mut data: Vec<&TraceUnit> = Vec::new();
+        for u in src
+            .all_units()
+            .iter()
+            .filter(|u| u.logger_id == Some(logger_id))
+        {
+            match src.has_record(u) {
+                Ok(true) => data.push(u),
+                Ok(false) => skipped.push(Skipped {
+                    address: place(u),
+                    reason: u.skip.as_ref().map_or_else(
+                        || format!("{}: no complete record", u.origin),
+                        |why| format!("{}: {why}", u.origin),
+                    ),
+                }),
+                Err(e) => skipped.push(Skipped {
+                    address: place(u),
+                    reason: e,
+                }),
             }
         }
-        data.sort_by_key(|(b, _)| (b.header.sequence_number, b.address));
-        // An ETL file's buffers are all BufferSize long (§6.1): the session's, or, when that
-        // value is not plausible (an anomaly), the first recovered buffer's own; buffers of
-        // another size cannot go into the same file.
-        let fixed;
-        let s = match s.buffer_size {
-            Some(b) if crate::etw::loggers::plausible_buffer_size(b) => s,
-            _ => match data.first().map(|(b, _)| b.header.buffer_size) {
-                Some(size) => {
-                    warnings.push(
-                        Warning::new(
-                            WarningKind::Anomaly,
-                            format!(
-                                "logger {}: its BufferSize {} is not plausible: the file uses the recovered buffers' {size:#x}",
-                                s.logger_id,
-                                s.buffer_size.map_or("(unreadable)".into(), |b| format!("{b:#x}"))
-                            ),
-                        )
-                        .logger(s.logger_id)
-                        .field("_WMI_LOGGER_CONTEXT.BufferSize"),
-                    );
-                    let mut c = s.clone();
-                    c.buffer_size = Some(size);
-                    fixed = c;
-                    &fixed
-                }
-                None => s,
-            },
-        };
-        data.retain(|(b, _)| {
-            let keep = Some(b.header.buffer_size) == s.buffer_size;
+        data.sort_by_key(|u| {
+            (
+                u.header.map_or(1, |h| h.sequence_number),
+                u.address.map_or(0, |a| a.get()),
+                u.file_offset,
+            )
+        });
+        // An ETL file's buffers are all one size (§6.1); buffers of another cannot go in.
+        let (buffer_size, anomaly) = file_buffer_size(s, &data);
+        warnings.extend(anomaly);
+        data.retain(|u| {
+            let own = u.header.map(|h| h.buffer_size);
+            let keep =
+                u.origin != "memory" && u.origin != "secondary_data" || own == Some(buffer_size);
             if !keep {
                 skipped.push(Skipped {
-                    address: b.address.to_string(),
+                    address: place(u),
                     reason: format!(
-                        "BufferSize {:#x} differs from the file's {:#x}",
-                        b.header.buffer_size,
-                        s.buffer_size.unwrap_or(0)
+                        "BufferSize {:#x} differs from the file's {buffer_size:#x}",
+                        own.unwrap_or(0)
                     ),
                 });
             }
             keep
         });
+        // A session known only from what a triage dump saved gets a file only when it has
+        // records; one with a logger context in memory always does (its header says what the
+        // session was).
+        if data.is_empty() && s.source != "logger_context" {
+            continue;
+        }
+        let mut sess = context.clone();
+        sess.buffer_size = Some(buffer_size);
+        let sess = &sess;
         // Pending batches for this session, as synthetic CTX_SWAP buffers after the others.
         let next_seq = data
             .iter()
-            .map(|(b, _)| b.header.sequence_number)
+            .filter_map(|u| u.header.map(|h| h.sequence_number))
             .max()
             .map_or(1, |m| m.saturating_add(1));
+        let backed = buffer_size.saturating_mul(data.len() as u64);
         // Built at most as many as the output bound below can keep (each is BufferSize bytes
         // in memory until written: fuzz finding 5).
-        let room = unbacked_allowance
-            .saturating_add(data.iter().map(|(b, _)| b.header.buffer_size).sum::<u64>());
-        let mut synthetic = pending_buffers(ctx, s, &pending, next_seq, room, &mut warnings);
+        let room = unbacked_allowance.saturating_add(backed);
+        let mut synthetic = pending_buffers(ctx, sess, &pending, next_seq, room, &mut warnings);
         // Output bound: bytes not read from the dump (the header buffer and the synthetic
         // pending buffers, each BufferSize long) may exceed what the session's recovered
         // buffers occupy only by the extract-wide allowance, so a small dump whose loggers claim
         // 64 MiB buffers cannot make `extract` write gigabytes.
-        let buffer_size = s.buffer_size.unwrap_or(0x10000).max(1);
-        let backed: u64 = data.iter().map(|(b, _)| b.header.buffer_size).sum();
         let extra = |n: usize| {
             buffer_size
                 .saturating_mul(n as u64 + 1)
@@ -538,11 +431,10 @@ pub fn extract(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
-                        "logger {}: a pending batch is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({} bytes not backed by the dump left)",
-                        s.logger_id, unbacked_allowance
+                        "logger {logger_id}: a pending batch is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({unbacked_allowance} bytes not backed by the dump left)",
                     ),
                 )
-                .logger(s.logger_id),
+                .logger(logger_id),
             );
         }
         if extra(synthetic.len()) > unbacked_allowance {
@@ -550,11 +442,10 @@ pub fn extract(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
-                        "logger {}: not written: no recovered buffer backs its {buffer_size:#x}-byte header buffer and only {unbacked_allowance} bytes may be written that the dump does not hold",
-                        s.logger_id
+                        "logger {logger_id}: not written: no recovered buffer backs its {buffer_size:#x}-byte header buffer and only {unbacked_allowance} bytes may be written that the dump does not hold",
                     ),
                 )
-                .logger(s.logger_id),
+                .logger(logger_id),
             );
             continue;
         }
@@ -565,27 +456,25 @@ pub fn extract(
         let fixed_part = buffer_size.saturating_mul(synthetic.len() as u64 + 1);
         let mut total = fixed_part.saturating_add(backed);
         let mut dropped = 0usize;
-        while total > output_budget && !data.is_empty() {
-            if let Some((b, _)) = data.pop() {
-                total -= b.header.buffer_size;
-                dropped += 1;
-                skipped.push(Skipped {
-                    address: b.address.to_string(),
-                    reason: "not written: the extract's output bound is reached".into(),
-                });
-            }
+        while total > output_budget {
+            let Some(u) = data.pop() else { break };
+            total -= buffer_size;
+            dropped += 1;
+            skipped.push(Skipped {
+                address: place(u),
+                reason: "not written: the extract's output bound is reached".into(),
+            });
         }
+        let bound = 2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT;
         if dropped > 0 {
             warnings.push(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
-                        "logger {}: {dropped} buffers not written: the output would exceed {} bytes (twice the dump plus {MAX_UNBACKED_OUTPUT}); the dump's page tables map more buffer bytes than the file holds",
-                        s.logger_id,
-                        2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
+                        "logger {logger_id}: {dropped} buffers not written: the output would exceed {bound} bytes (twice the dump plus {MAX_UNBACKED_OUTPUT}); the dump's page tables map more buffer bytes than the file holds",
                     ),
                 )
-                .logger(s.logger_id),
+                .logger(logger_id),
             );
         }
         if total > output_budget {
@@ -593,44 +482,38 @@ pub fn extract(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
-                        "logger {}: not written: the extract's output bound ({} bytes) is reached",
-                        s.logger_id,
-                        2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT
+                        "logger {logger_id}: not written: the extract's output bound ({bound} bytes) is reached",
                     ),
                 )
-                .logger(s.logger_id),
+                .logger(logger_id),
             );
             continue;
         }
         output_budget -= total;
-        let synthetic_count = synthetic.len();
-        let header = header_buffer(ctx, s, &facts, (data.len() + synthetic.len()) as u32 + 1);
+        let planned = data.len() + synthetic.len();
+        let header = header_buffer(ctx, sess, &facts, planned as u32 + 1);
         let mut file = SessionFile::create(dir, &name, header)?;
-        // Read each buffer again (one at a time) into a buffer the file's hashing thread hands
-        // back, walk it, fix it up and write it.
-        for (found, valid) in &data {
-            let mut bytes = file.spare();
-            bytes.resize(found.header.buffer_size as usize, 0);
-            if let Err(e) = ctx.space.read(found.address, &mut bytes) {
-                skipped.push(Skipped {
-                    address: found.address.to_string(),
-                    reason: format!("buffer data: {e}"),
-                });
-                continue;
+        // Each unit read again (one at a time) into a buffer the file's hashing thread hands
+        // back, walked, fixed up and written.
+        for u in &data {
+            match src.file_buffer(u, buffer_size as usize, file.spare()) {
+                Ok((bytes, w)) => {
+                    let entry = ManifestBuffer {
+                        source: u.origin,
+                        address: u.address.map(|a| a.to_string()),
+                        cpu: u.processor,
+                        sequence_number: u.header.map_or(1, |h| h.sequence_number),
+                        valid_bytes: w.end as u64,
+                        records: w.count,
+                        file_offset: 0,
+                    };
+                    file.push(entry, bytes, &w)?;
+                }
+                Err(reason) => skipped.push(Skipped {
+                    address: place(u),
+                    reason,
+                }),
             }
-            let cpu = found.cpu.or(Some(found.header.processor_index));
-            let w = walk(&bytes, *valid as usize);
-            writer::fix_up(&mut bytes, cpu, w.end);
-            let entry = ManifestBuffer {
-                source: "memory",
-                address: Some(found.address.to_string()),
-                cpu,
-                sequence_number: found.header.sequence_number,
-                valid_bytes: w.end as u64,
-                records: w.count,
-                file_offset: 0,
-            };
-            file.push(entry, bytes, &w)?;
         }
         for p in synthetic {
             let w = walk(&p.bytes, p.bytes.len());
@@ -645,16 +528,22 @@ pub fn extract(
             };
             file.push(entry, p.bytes, &w)?;
         }
-        if file.data_buffers() != data.len() + synthetic_count {
+        if file.data_buffers() != planned {
             // A buffer vanished between the reads: BuffersWritten in the header must match.
             file.rewrite_header(&header_buffer(
                 ctx,
-                s,
+                sess,
                 &facts,
                 file.data_buffers() as u32 + 1,
             ))?;
         }
-        sessions.push(file.finish(s.logger_id, s.name.clone(), name, skipped, &facts)?);
+        sessions.push(file.finish(logger_id, s.name().map(String::from), name, skipped, &facts)?);
+    }
+    if let Some(what) = src.unknowable() {
+        warnings.push(Warning::new(
+            WarningKind::Unknowable,
+            format!("not known: {what}"),
+        ));
     }
     let m = Manifest {
         dump: dump_name.to_string(),
@@ -666,7 +555,7 @@ pub fn extract(
 }
 
 /// Write DIR/manifest.json through a temporary name.
-pub(crate) fn write_manifest(m: &Manifest, path: &Path) -> Result<(), ExtractError> {
+fn write_manifest(m: &Manifest, path: &Path) -> Result<(), ExtractError> {
     let tmp = path.with_file_name(format!(".manifest.json.tmp-{}", std::process::id()));
     let text = serde_json::to_vec_pretty(m).unwrap_or_default();
     std::fs::write(&tmp, text).map_err(io(&tmp))?;

@@ -10,7 +10,6 @@ pub mod read;
 pub mod sessions;
 
 pub mod symbols;
-pub mod triage;
 
 /// Output format of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
