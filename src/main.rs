@@ -279,8 +279,9 @@ fn open(a: &DumpArgs) -> anyhow::Result<DumpFile> {
     let opts = OpenOptions {
         allow_truncated: !a.strict || a.allow_truncated,
     };
-    let d =
-        DumpFile::open(&a.dump, opts).map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
+    // Crash dumps and memory images; an image's architecture and DTB are found here.
+    let d = etwdump::kernel::discover::open(&a.dump, opts)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
     // One prominent line per command, whatever it reads afterwards.
     if let Some(t) = d.truncation() {
         warn(&format!(
@@ -431,7 +432,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let last = last.map(|window| report::cswitch::Last {
                 window,
-                end: Some(d.header().system_time),
+                end: ctx.system_time(),
             });
             let warnings = match &svg {
                 Some(path) => {
@@ -441,7 +442,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         rows.push(r.clone());
                         Ok(())
                     })?;
-                    let chart = render::svg::render(&rows, d.header().system_time);
+                    let chart = render::svg::render(&rows, ctx.system_time().unwrap_or(0));
                     std::fs::write(path, chart)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
                     let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?;

@@ -75,6 +75,18 @@ fn exercise(d: &DumpFile, whole_kernel_layer: bool) {
                 }
             }
         }
+        Contents::Image(img) => {
+            // Every range's first and last page, and the pages just outside.
+            for r in img.ranges().iter().take(256) {
+                let (first, last) = (r.start >> 12, (r.start + r.size) >> 12);
+                for pfn in [first, last.saturating_sub(1), last, first.saturating_sub(1)] {
+                    if let PageLookup::Present(p) = d.page(Pfn::new(pfn)) {
+                        assert_eq!(p.len(), 4096);
+                    }
+                }
+            }
+            let _ = img.data_end();
+        }
     }
     // A few virtual reads through the header's pointers.
     let space = AddressSpace::kernel(d);
@@ -237,6 +249,17 @@ fuzz_target!(|data: &[u8]| {
     // the lenient one warns of truncation, and otherwise give the same dump; it is checked on
     // every truncated input and on a quarter of the others (a second copy and parse of the
     // input is a fifth of a run).
+    // Memory images (ELF cores, VMware snapshots with their memory; raw images need 1 MiB,
+    // more than -max_len): the discovery of the architecture and DTB, then the kernel-image
+    // scan of the kernel layer below.
+    let mut lenient = lenient;
+    if let Ok(l) = &mut lenient {
+        if l.needs_machine() {
+            let _ = etwdump::kernel::discover::complete(l);
+            let ctx = KernelContext::without_symbols(l);
+            let _ = etwdump::kernel::discover::find_kernel(&ctx.space);
+        }
+    }
     if let Ok(l) = &lenient {
         let truncated = l.truncation().is_some();
         if truncated || hash % 4 == 1 {

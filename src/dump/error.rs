@@ -38,6 +38,15 @@ pub enum DumpError {
     BadBitmap { offset: u64, reason: String },
     #[error("corrupt triage dump: {field}: {reason}")]
     BadTriage { field: &'static str, reason: String },
+    #[error("corrupt {format} image: {reason}")]
+    BadImage {
+        format: &'static str,
+        reason: String,
+    },
+    #[error("{0}")]
+    Missing(String),
+    #[error("not a Windows kernel crash dump (signature at offset 0 is \"{signature}\", expected \"PAGE\"), nor, read as a raw physical memory image, Windows memory: {reason}")]
+    NotMemory { signature: String, reason: String },
     #[error("truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes (use --allow-truncated to read what is there)")]
     Truncated {
         what: String,

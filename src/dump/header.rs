@@ -190,6 +190,36 @@ pub struct DumpHeader {
 }
 
 impl DumpHeader {
+    /// The header of a memory image, which has none: nothing is known (DumpType 0, no DTB,
+    /// no lists, no times, no CPU count) until discovery fills the architecture and the DTB
+    /// ([`crate::dump::DumpFile::set_machine`]); the kernel layer finds the rest.
+    pub fn none(arch: Arch) -> DumpHeader {
+        DumpHeader {
+            arch,
+            header_size: 0,
+            major_version: 0,
+            minor_version: 0,
+            directory_table_base: 0,
+            pfn_database: VirtAddr::new(0),
+            ps_loaded_module_list: VirtAddr::new(0),
+            ps_active_process_head: VirtAddr::new(0),
+            machine_image_type: 0,
+            number_processors: 0,
+            bugcheck_code: 0,
+            bugcheck_params: [0; 4],
+            kd_debugger_data_block: VirtAddr::new(0),
+            dump_type: DumpType(0),
+            mini_dump_fields: 0,
+            product_type: 0,
+            suite_mask: 0,
+            attributes: None,
+            required_dump_space: 0,
+            system_up_time: 0,
+            system_time: 0,
+            physical_memory_block_offset: 0,
+        }
+    }
+
     /// Parse the header at the start of `file`. Checks signatures, length and architecture.
     pub fn parse(file: &[u8]) -> Result<DumpHeader, DumpError> {
         let len = file.len() as u64;

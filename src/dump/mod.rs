@@ -1,14 +1,18 @@
-//! The dump-file layer: opens a Windows kernel crash dump, validates its header and every
-//! extent the header declares against the real file length, and answers "where in the file is
-//! physical page N" (full and bitmap dumps) or "where is virtual address V" (triage dumps).
+//! The dump-file layer: opens a Windows kernel crash dump or a memory image (raw, ELF core,
+//! VMware .vmem/.vmss/.vmsn; [`image`]), validates its header or layout and every extent they
+//! declare against the real file length, and answers "where in the file is physical page N"
+//! (full, bitmap and RDMP dumps, images) or "where is virtual address V" (triage dumps).
 //!
 //! The file is memory-mapped; nothing is read until asked for, so opening a 128 GiB dump costs
-//! the header and (for bitmap dumps) one pass over the bitmap.
+//! the header and (for bitmap dumps) one pass over the bitmap. An image has no header: its
+//! architecture and DTB are found by the memory layer ([`crate::mem::discover`]) and set with
+//! [`DumpFile::set_machine`].
 
 mod bitmap;
 mod blobs;
 mod error;
 mod header;
+pub mod image;
 mod runs;
 mod triage;
 
@@ -16,6 +20,7 @@ pub use bitmap::Bitmap;
 pub use blobs::{Blob, SecondaryData};
 pub use error::DumpError;
 pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
+pub use image::{ImageFormat, PhysImage, PhysRange};
 pub use runs::{Run, RunList};
 pub use triage::{DataBlock, Segment, SegmentSource, Triage, TriageDriver};
 
@@ -41,6 +46,8 @@ pub enum Contents {
     Bitmap(Bitmap),
     /// DumpType 4: virtually addressed blocks.
     Triage(Triage),
+    /// A memory image (raw, ELF core, VMware) or an RDMP dump: physical ranges.
+    Image(PhysImage),
 }
 
 /// Result of looking a physical page up.
@@ -74,6 +81,8 @@ pub struct DumpFile {
     header: DumpHeader,
     contents: Contents,
     warnings: Vec<String>,
+    /// How the architecture and DTB of an image were found (None: from the dump header).
+    machine_source: Option<String>,
     /// Pages read since the resident set was last checked.
     pages_read: std::sync::atomic::AtomicU64,
 }
@@ -99,18 +108,70 @@ impl DumpFile {
     /// open; if the file is truncated *while* mapped, reads may fault (memmap2 #13): do not
     /// analyse a dump that another process is still writing.
     pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        if len == 0 {
-            return Err(DumpError::Empty);
+        let map = map_file(path)?;
+        let bytes: &[u8] = &map;
+        // VMware: a .vmss/.vmsn names the layout; its memory is inside it or in the .vmem
+        // beside it. A file without any signature may be a .vmem with its .vmss beside it.
+        if image::is_vmware_state(bytes) {
+            let layout = image::vmware_layout(bytes).map_err(|reason| DumpError::BadImage {
+                format: "VMware state",
+                reason,
+            })?;
+            if let Some((at, len)) = layout.embedded {
+                let (img, missing) =
+                    image::vmware_ranges(ImageFormat::VmwareEmbedded, &layout.regions, at, len)
+                        .map_err(|reason| DumpError::BadImage {
+                            format: "VMware state",
+                            reason,
+                        })?;
+                return Self::from_image(Backing::Map(map), img, missing, opts);
+            }
+            let vmem = path.with_extension("vmem");
+            if !vmem.exists() {
+                return Err(DumpError::Missing(format!(
+                    "{}: a VMware state file without the memory: its .vmem ({}) is not beside it",
+                    path.display(),
+                    vmem.display()
+                )));
+            }
+            let mem = map_file(&vmem)?;
+            let (mut img, missing) = image::vmware_ranges(
+                ImageFormat::VmwareVmem,
+                &layout.regions,
+                0,
+                mem.len() as u64,
+            )
+            .map_err(|reason| DumpError::BadImage {
+                format: "VMware state",
+                reason,
+            })?;
+            img.metadata = Some(path.display().to_string());
+            return Self::from_image(Backing::Map(mem), img, missing, opts);
         }
-        // SAFETY: the mapping is read-only and every access is bounds-checked against the
-        // length at open; see the caveat above about files shrinking underneath us.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
-        #[cfg(unix)]
-        {
-            // Random access: don't let the kernel read ahead megabytes per touched page.
-            let _ = map.advise(memmap2::Advice::Random);
+        if image::is_raw_candidate(bytes) {
+            for ext in ["vmss", "vmsn"] {
+                let meta = path.with_extension(ext);
+                let Ok(m) = map_file(&meta) else { continue };
+                if !image::is_vmware_state(&m) {
+                    continue;
+                }
+                let layout = image::vmware_layout(&m).map_err(|reason| DumpError::BadImage {
+                    format: "VMware state",
+                    reason: format!("{}: {reason}", meta.display()),
+                })?;
+                let (mut img, missing) = image::vmware_ranges(
+                    ImageFormat::VmwareVmem,
+                    &layout.regions,
+                    0,
+                    bytes.len() as u64,
+                )
+                .map_err(|reason| DumpError::BadImage {
+                    format: "VMware state",
+                    reason,
+                })?;
+                img.metadata = Some(meta.display().to_string());
+                return Self::from_image(Backing::Map(map), img, missing, opts);
+            }
         }
         Self::from_backing(Backing::Map(map), opts)
     }
@@ -120,9 +181,89 @@ impl DumpFile {
         Self::from_backing(Backing::Owned(bytes), opts)
     }
 
+    /// A memory image over `backing`; `missing` bytes of its ranges lie past the memory's end.
+    fn from_image(
+        backing: Backing,
+        img: PhysImage,
+        missing: u64,
+        opts: OpenOptions,
+    ) -> Result<DumpFile, DumpError> {
+        let file_len = backing.bytes().len() as u64;
+        let mut warnings = Vec::new();
+        if missing > 0 {
+            warnings.push(format!(
+                "the {} layout places {missing:#x} bytes of memory past the end of the memory data; they read as missing",
+                img.format.name()
+            ));
+        }
+        let end = img.data_end();
+        if end > file_len {
+            let what = format!(
+                "the {} image's {} ranges",
+                img.format.name(),
+                img.ranges().len()
+            );
+            if !opts.allow_truncated {
+                return Err(DumpError::Truncated {
+                    what,
+                    end,
+                    file_len,
+                });
+            }
+            warnings.push(format!(
+                "truncated dump: {what} end at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing"
+            ));
+        }
+        let arch = match img.elf_machine {
+            Some(3) => Arch::X86 { pae: true },
+            _ => Arch::X64,
+        };
+        Ok(DumpFile {
+            backing,
+            header: DumpHeader::none(arch),
+            contents: Contents::Image(img),
+            warnings,
+            machine_source: None,
+            pages_read: Default::default(),
+        })
+    }
+
     fn from_backing(backing: Backing, opts: OpenOptions) -> Result<DumpFile, DumpError> {
         let file = backing.bytes();
         let file_len = file.len() as u64;
+        if image::is_elf(file) {
+            let img = image::elf(file).map_err(|reason| DumpError::BadImage {
+                format: "ELF core",
+                reason,
+            })?;
+            return Self::from_image(backing, img, 0, opts);
+        }
+        if image::is_vmware_state(file) {
+            let bad = |reason| DumpError::BadImage {
+                format: "VMware state",
+                reason,
+            };
+            let layout = image::vmware_layout(file).map_err(bad)?;
+            let Some((at, len)) = layout.embedded else {
+                return Err(DumpError::Missing(
+                    "a VMware state file without the memory: open the .vmss/.vmsn by its path, with its .vmem beside it".into(),
+                ));
+            };
+            let (img, missing) =
+                image::vmware_ranges(ImageFormat::VmwareEmbedded, &layout.regions, at, len)
+                    .map_err(bad)?;
+            return Self::from_image(backing, img, missing, opts);
+        }
+        if image::is_raw_candidate(file) {
+            let (img, partial) = image::raw(file_len);
+            let mut d = Self::from_image(backing, img, 0, opts)?;
+            if partial > 0 {
+                d.warnings.push(format!(
+                    "the raw image ends {partial:#x} bytes into a page: that partial page reads as missing"
+                ));
+            }
+            return Ok(d);
+        }
         let header = DumpHeader::parse(file)?;
         let mut warnings = Vec::new();
         let dt = header.dump_type;
@@ -161,6 +302,19 @@ impl DumpFile {
                 warnings.extend(t.warnings.iter().cloned());
                 (Contents::Triage(t), Some(0), String::new())
             }
+            DumpType(v @ 8..=0xA) => {
+                let img = image::rdmp(file, v).map_err(|reason| DumpError::BadImage {
+                    format: "RDMP",
+                    reason,
+                })?;
+                let end = img.data_end();
+                let what = format!(
+                    "the page data of {} RDMP ranges ({:#x} pages)",
+                    img.ranges().len(),
+                    img.total_pages()
+                );
+                (Contents::Image(img), Some(end), what)
+            }
             other => {
                 return Err(match other.name() {
                     Some(name) => DumpError::UnsupportedDumpType {
@@ -195,8 +349,39 @@ impl DumpFile {
             header,
             contents,
             warnings,
+            machine_source: None,
             pages_read: Default::default(),
         })
+    }
+
+    /// A memory image's container (None for a crash dump with a DUMP_HEADER, RDMP included).
+    pub fn image(&self) -> Option<&PhysImage> {
+        match &self.contents {
+            Contents::Image(i) if i.format != ImageFormat::Rdmp => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Whether the architecture and DTB still have to be found (an image without a header).
+    pub fn needs_machine(&self) -> bool {
+        self.image().is_some() && self.machine_source.is_none()
+    }
+
+    /// Set what discovery found for an image: its architecture, DTB and how they were found.
+    pub fn set_machine(&mut self, arch: Arch, dtb: u64, how: String) {
+        self.header.arch = arch;
+        self.header.directory_table_base = dtb;
+        self.header.machine_image_type = match arch {
+            Arch::X64 => MACHINE_AMD64,
+            Arch::X86 { .. } => MACHINE_I386,
+            Arch::Arm64 => MACHINE_ARM64,
+        };
+        self.machine_source = Some(how);
+    }
+
+    /// How an image's architecture and DTB were found (None: from the dump header).
+    pub fn machine_source(&self) -> Option<&str> {
+        self.machine_source.as_deref()
     }
 
     pub fn header(&self) -> &DumpHeader {
@@ -302,6 +487,7 @@ impl DumpFile {
             Contents::Runs(r) => r.total_pages(),
             Contents::Bitmap(b) => b.present,
             Contents::Triage(_) => 0,
+            Contents::Image(i) => i.total_pages(),
         }
     }
 
@@ -311,6 +497,7 @@ impl DumpFile {
             Contents::Runs(r) => r.file_offset(pfn),
             Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), pfn),
             Contents::Triage(_) => None,
+            Contents::Image(i) => i.file_offset(pfn.get()),
         };
         match off {
             None => PageLookup::NotInDump,
@@ -320,6 +507,24 @@ impl DumpFile {
             },
         }
     }
+}
+
+/// Map a file read-only (random access).
+fn map_file(path: &Path) -> Result<memmap2::Mmap, DumpError> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Err(DumpError::Empty);
+    }
+    // SAFETY: the mapping is read-only and every access is bounds-checked against the
+    // length at open; see `DumpFile::open` about files shrinking underneath us.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    #[cfg(unix)]
+    {
+        // Random access: don't let the kernel read ahead megabytes per touched page.
+        let _ = map.advise(memmap2::Advice::Random);
+    }
+    Ok(map)
 }
 
 /// The process's resident set in bytes (Linux: /proc/self/statm), None elsewhere.

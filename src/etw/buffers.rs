@@ -542,7 +542,7 @@ impl Finder<'_, '_> {
     }
 
     fn cpus(&self) -> u64 {
-        u64::from(self.ctx.dump.header().number_processors).clamp(1, MAX_CPUS)
+        u64::from(self.ctx.processors()).clamp(1, MAX_CPUS)
     }
 
     /// A per-CPU EX_FAST_REF value (or why it could not be read).

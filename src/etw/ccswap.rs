@@ -121,7 +121,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
     };
     let (mwr, _) = maximum_wait_reason_of(ctx);
     let psize = space.arch().pointer_size();
-    let cpus = u64::from(ctx.dump.header().number_processors).clamp(1, MAX_CPUS);
+    let cpus = u64::from(ctx.processors()).clamp(1, MAX_CPUS);
     for cpu in 0..cpus {
         let es = match crate::kernel::processes::prcb(ctx, cpu).and_then(|prcb| {
             space

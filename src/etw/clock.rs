@@ -114,7 +114,7 @@ impl ClockFacts {
     /// Gather the rates and the dump's time range from every source the dump offers.
     pub fn gather(ctx: &KernelContext<'_>, sessions: &[Session]) -> ClockFacts {
         let system_time = dump_system_time(ctx);
-        let up = ctx.dump.header().system_up_time;
+        let up = ctx.up_time().unwrap_or(0);
         let boot_time = system_time
             .and_then(|t| t.checked_sub(up))
             .filter(|_| up > 0);
@@ -283,7 +283,7 @@ fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, String> {
             None => return Err("no _KPRCB.MHz offset (symbols or KDBG OffsetPrcbMhz)".into()),
         },
     };
-    let cpus = u64::from(ctx.dump.header().number_processors).clamp(1, 2048);
+    let cpus = u64::from(ctx.processors()).clamp(1, 2048);
     let mut values = Vec::new();
     let mut errors = Vec::new();
     for cpu in 0..cpus {

@@ -38,6 +38,10 @@ pub enum KernelBaseSource {
     /// KDDEBUGGER_DATA64.KernBase (used only when neither list is readable).
     #[serde(rename = "KDBG.KernBase")]
     Kdbg,
+    /// A memory image without a header: the PE image in the kernel-image region whose CodeView
+    /// record names the kernel ([`super::discover::find_kernel`]).
+    #[serde(rename = "CodeView scan")]
+    CodeViewScan,
 }
 
 impl KernelBaseSource {
@@ -46,6 +50,7 @@ impl KernelBaseSource {
             KernelBaseSource::ModuleList => "PsLoadedModuleList",
             KernelBaseSource::TriageDriverList => "triage driver list",
             KernelBaseSource::Kdbg => "KDBG.KernBase",
+            KernelBaseSource::CodeViewScan => "CodeView scan",
         }
     }
 }
@@ -103,7 +108,71 @@ impl<'d> KernelContext<'d> {
             symbols.with_builtin_for(me.build, dump.header().arch == Arch::X64, kernel.as_ref());
         me.symbol_match = matched;
         me.check_builtin_rvas();
+        me.find_lists_by_symbols();
         Ok(me)
+    }
+
+    /// A memory image has no header to give PsLoadedModuleList and KdDebuggerDataBlock: take
+    /// them from the symbols (the KDBG is checked as in a crash dump: decoded or not).
+    fn find_lists_by_symbols(&mut self) {
+        if self.dump.image().is_none() {
+            return;
+        }
+        if self.modules.is_err() {
+            if let Some(head) = self.global("PsLoadedModuleList") {
+                self.modules = modules::walk(&self.space, head);
+            }
+        }
+        if matches!(self.kdbg, KdbgState::NoAddress) {
+            if let Some(va) = self.global("KdDebuggerDataBlock") {
+                self.kdbg = KdDebuggerData::read(&self.space, va);
+            }
+        }
+    }
+
+    /// How many processors the machine has: the dump header's count, else (memory images)
+    /// KeNumberProcessors, else 1 (and `None` from [`Self::processors_known`]).
+    pub fn processors(&self) -> u32 {
+        self.processors_known().unwrap_or(1)
+    }
+
+    /// The processor count when the dump or its kernel says.
+    pub fn processors_known(&self) -> Option<u32> {
+        let h = self.dump.header().number_processors;
+        if h > 0 {
+            return Some(h);
+        }
+        self.global_u32("KeNumberProcessors")
+            .filter(|&n| (1..=4096).contains(&n))
+    }
+
+    /// The system time when the memory was taken (FILETIME): the dump header's, else
+    /// (memory images) KUSER_SHARED_DATA.SystemTime.
+    pub fn system_time(&self) -> Option<u64> {
+        let h = self.dump.header().system_time;
+        if h > 0 {
+            return Some(h);
+        }
+        self.kuser.as_ref().ok().and_then(|k| k.system_time)
+    }
+
+    /// Time since boot (100 ns): the dump header's SystemUpTime, else (memory images)
+    /// KUSER_SHARED_DATA.InterruptTime.
+    pub fn up_time(&self) -> Option<u64> {
+        let h = self.dump.header();
+        if h.system_time > 0 {
+            return Some(h.system_up_time);
+        }
+        self.kuser.as_ref().ok().and_then(|k| k.interrupt_time)
+    }
+
+    /// PsActiveProcessHead: the dump header's, else (memory images) from the symbols.
+    pub fn process_head(&self) -> Option<VirtAddr> {
+        let h = self.dump.header().ps_active_process_head;
+        if !h.is_null() {
+            return Some(h);
+        }
+        self.global("PsActiveProcessHead")
     }
 
     /// Find the kernel; built-in layouts only.
@@ -135,7 +204,22 @@ impl<'d> KernelContext<'d> {
             KdbgState::Decoded(k) => k.kern_base().and_then(|b| space.normalize(b).ok()),
             _ => None,
         };
-        let (base, base_source) = kernel_base(&modules, dump, kdbg_base);
+        let (mut base, mut base_source) = kernel_base(&modules, dump, kdbg_base);
+        // A memory image has no header to lead to the kernel: look for its image.
+        let mut scanned = None;
+        if base.is_none() && dump.image().is_some() {
+            match super::discover::find_kernel(&space) {
+                Some(img) => {
+                    base = Some(img.base);
+                    base_source = Some(KernelBaseSource::CodeViewScan);
+                    scanned = Some(img);
+                }
+                None => warnings.push(Warning::new(
+                    WarningKind::NotFound,
+                    "no kernel image (a PE whose CodeView record names ntkrnlmp/ntoskrnl/ntkrnlpa/ntkrpamp.pdb) in the kernel-image region of this image",
+                )),
+            }
+        }
         if let (Some(b), Some(k), Some(s)) = (base, kdbg_base, base_source) {
             if s != KernelBaseSource::Kdbg && b != k {
                 warnings.push(
@@ -153,7 +237,7 @@ impl<'d> KernelContext<'d> {
         }
         let build = match &kuser {
             Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => {
-                if k.build_number() != h.minor_version {
+                if k.build_number() != h.minor_version && dump.image().is_none() {
                     warnings.push(
                         Warning::new(
                             WarningKind::Conflict,
@@ -170,7 +254,7 @@ impl<'d> KernelContext<'d> {
             }
             _ => h.minor_version,
         };
-        let image = base.map(|b| KernelImage::read(&space, b));
+        let image = scanned.or_else(|| base.map(|b| KernelImage::read(&space, b)));
         let x64 = h.arch.is_64bit();
         let symbols = Symbols::none(if x64 { 8 } else { 4 }).with_builtin_for(
             build,

@@ -11,6 +11,8 @@ pub const KUSER_X64: VirtAddr = VirtAddr::new(0xFFFF_F780_0000_0000);
 pub const KUSER_X86: VirtAddr = VirtAddr::new(0xFFDF_0000);
 
 mod field {
+    /// KSYSTEM_TIME InterruptTime: 100 ns since boot.
+    pub const INTERRUPT_TIME: usize = 0x08;
     pub const SYSTEM_TIME: usize = 0x14;
     pub const NT_BUILD_NUMBER: usize = 0x260;
     pub const NT_PRODUCT_TYPE: usize = 0x264;
@@ -33,6 +35,8 @@ pub struct KUserSharedData {
     pub nt_minor_version: u32,
     /// FILETIME; `None` when the KSYSTEM_TIME was caught mid-update (High1Time != High2Time).
     pub system_time: Option<u64>,
+    /// InterruptTime: 100 ns units since boot; `None` when caught mid-update.
+    pub interrupt_time: Option<u64>,
 }
 
 impl KUserSharedData {
@@ -49,9 +53,11 @@ impl KUserSharedData {
         let mut b = vec![0u8; field::END];
         space.read(va, &mut b)?;
         let u = |o: usize| b.u32_at(o).unwrap_or(0);
-        let low = u(field::SYSTEM_TIME);
-        let high1 = u(field::SYSTEM_TIME + 4);
-        let high2 = u(field::SYSTEM_TIME + 8);
+        // KSYSTEM_TIME {LowPart, High1Time, High2Time}: consistent when High1 == High2.
+        let ksystem_time = |o: usize| {
+            let (low, high1, high2) = (u(o), u(o + 4), u(o + 8));
+            (high1 == high2).then(|| (u64::from(high1) << 32) | u64::from(low))
+        };
         Ok(KUserSharedData {
             va,
             nt_build_number_raw: u(field::NT_BUILD_NUMBER),
@@ -59,7 +65,8 @@ impl KUserSharedData {
                 .then(|| u(field::NT_PRODUCT_TYPE)),
             nt_major_version: u(field::NT_MAJOR_VERSION),
             nt_minor_version: u(field::NT_MINOR_VERSION),
-            system_time: (high1 == high2).then(|| (u64::from(high1) << 32) | u64::from(low)),
+            system_time: ksystem_time(field::SYSTEM_TIME),
+            interrupt_time: ksystem_time(field::INTERRUPT_TIME),
         })
     }
 
@@ -75,6 +82,19 @@ impl KUserSharedData {
     /// real 9600 to 22000 layouts; 7601 has no such field.
     pub fn qpc_frequency_offset(build: u32) -> Option<u64> {
         (build >= 9600).then_some(field::QPC_FREQUENCY)
+    }
+
+    /// Does the page at `va` in `space` look like KUSER_SHARED_DATA (NtMajorVersion 5, 6 or
+    /// 10, NtMinorVersion at most 3)? Discovery's test of a page-table candidate.
+    pub fn plausible_at(space: &AddressSpace<'_>) -> Option<(u32, u32)> {
+        let va = Self::address(space.arch());
+        let major = space
+            .read_u32(va.offset(field::NT_MAJOR_VERSION as u64))
+            .ok()?;
+        let minor = space
+            .read_u32(va.offset(field::NT_MINOR_VERSION as u64))
+            .ok()?;
+        (matches!(major, 5 | 6 | 10) && minor <= 3).then_some((major, minor))
     }
 
     /// The build number without the free/checked flag nibble.

@@ -5,6 +5,7 @@
 //! the symbols layer.
 
 pub mod context;
+pub mod discover;
 pub mod kdbg;
 pub mod kuser;
 pub mod modules;

@@ -87,7 +87,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         .and_then(|l| off(l, "UniqueThread"))
         .unwrap_or(ctx.space.arch().pointer_size());
     let space = &ctx.space;
-    let head = ctx.dump.header().ps_active_process_head;
+    let head = ctx.process_head().unwrap_or(VirtAddr::new(0));
     let mut procs = match space.list_entries(head, MAX_PROCESSES as u64) {
         Ok(w) => w,
         Err(e) => {

@@ -10,7 +10,7 @@ mod paging;
 
 pub use error::{MemError, PagingLevel};
 pub use list::{ListStop, ListWalk};
-pub use paging::{PagingMode, Translation};
+pub use paging::{entry_pfn, entry_present, is_self_ref, table_entry, PagingMode, Translation};
 
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::dump::{Arch, DumpFile, PageLookup};
@@ -52,7 +52,12 @@ impl<'d> AddressSpace<'d> {
     /// An address space rooted at `dtb` (CR3 as the OS stores it; PCID/low bits are masked
     /// as the architecture requires).
     pub fn with_dtb(dump: &'d DumpFile, dtb: u64) -> AddressSpace<'d> {
-        let arch = dump.header().arch;
+        Self::with_arch_dtb(dump, dump.header().arch, dtb)
+    }
+
+    /// An address space of architecture `arch` rooted at `dtb` (discovery tries candidates
+    /// before the image's architecture is known).
+    pub fn with_arch_dtb(dump: &'d DumpFile, arch: Arch, dtb: u64) -> AddressSpace<'d> {
         let kind = if dump.triage().is_some() {
             Kind::Triage
         } else {

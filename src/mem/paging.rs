@@ -263,3 +263,35 @@ fn translate_nonpae(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Result<Tran
         _ => Err(not_present(va, PagingLevel::Pt, pte, pte_pa)),
     }
 }
+
+/// Does entry `index` of the paging-structure page `table` (itself at physical page `pfn`)
+/// point back at that page, present and not a large page? Windows maps its paging structures
+/// through such a self-reference (x64: one PML4 entry at an index randomised since 1607; PAE:
+/// entry 3 of the page directory for 0xC0000000; non-PAE: PD entry 0x300).
+pub fn is_self_ref(mode: PagingMode, table: &[u8], pfn: u64, index: usize) -> bool {
+    match table_entry(mode, table, index) {
+        Some(e) => e & PRESENT != 0 && e & LARGE == 0 && entry_pfn(mode, e) == pfn,
+        None => false,
+    }
+}
+
+/// The raw entry `index` of a paging-structure page.
+pub fn table_entry(mode: PagingMode, table: &[u8], index: usize) -> Option<u64> {
+    match mode {
+        PagingMode::NonPae => table.u32_at(index * 4).map(u64::from),
+        _ => table.u64_at(index * 8),
+    }
+}
+
+/// The physical page an entry points to (whether or not it is present).
+pub fn entry_pfn(mode: PagingMode, e: u64) -> u64 {
+    match mode {
+        PagingMode::NonPae => (e & ADDR_MASK_32) >> 12,
+        _ => (e & ADDR_MASK_64) >> 12,
+    }
+}
+
+/// Is the entry present?
+pub fn entry_present(e: u64) -> bool {
+    e & PRESENT != 0
+}

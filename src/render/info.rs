@@ -37,21 +37,32 @@ impl InfoReport {
         row("Windows version", ver);
         row(
             "Header version",
-            format!(
-                "major {:#x}{}, minor (build) {}",
-                self.header_major_version,
-                match self.header_major_version {
-                    0xF => " (free build)",
-                    0xC => " (checked build)",
-                    _ => "",
-                },
-                self.header_minor_version
-            ),
+            if self.dump_type.value == 0 {
+                "none (a memory image has no header; see DTB and Kernel base for how they were found)".into()
+            } else {
+                format!(
+                    "major {:#x}{}, minor (build) {}",
+                    self.header_major_version,
+                    match self.header_major_version {
+                        0xF => " (free build)",
+                        0xC => " (checked build)",
+                        _ => "",
+                    },
+                    self.header_minor_version
+                )
+            },
         );
         if let Some(l) = &w.build_lab {
             row("Build lab", l.clone());
         }
-        row("Processors", self.processors.to_string());
+        row(
+            "Processors",
+            if self.processors == 0 {
+                "unknown".into()
+            } else {
+                self.processors.to_string()
+            },
+        );
         row(
             "Bug check",
             format!(
@@ -62,7 +73,13 @@ impl InfoReport {
         );
         row("System time (UTC)", self.system_time.clone());
         row("System up time", self.system_up_time.clone());
-        row("DTB", self.dtb.clone());
+        row(
+            "DTB",
+            match self.found_by.get("dtb") {
+                Some(how) if how != "dump header" => format!("{} ({how})", self.dtb),
+                _ => self.dtb.clone(),
+            },
+        );
         row("PfnDataBase", self.pfn_database.clone());
         row("PsLoadedModuleList", self.ps_loaded_module_list.clone());
         row("PsActiveProcessHead", self.ps_active_process_head.clone());
@@ -228,6 +245,24 @@ impl InfoReport {
                         (Some(s), Some(bits)) => format!(", bitmap {s} covering {bits} PFNs"),
                         _ => String::new(),
                     }
+                ),
+            );
+        }
+        if let Some(f) = mem.format {
+            row(
+                "Image format",
+                match &mem.metadata_file {
+                    Some(m) => format!("{f} (layout from {})", super::text::printable(m)),
+                    None => f.into(),
+                },
+            );
+        }
+        for r in mem.ranges.iter().flatten() {
+            row(
+                "  physical range",
+                format!(
+                    "{} + {} at file offset {}",
+                    r.physical_address, r.size, r.file_offset
                 ),
             );
         }

@@ -107,7 +107,6 @@ fn header_buffer(
     facts: &HeaderFacts,
     buffers_in_file: u32,
 ) -> Vec<u8> {
-    let h = ctx.dump.header();
     let (major, minor) = match &ctx.kuser {
         Ok(k) => (k.nt_major_version as u8, k.nt_minor_version as u8),
         Err(_) => (if ctx.build >= 10240 { 10 } else { 6 }, 0),
@@ -118,14 +117,17 @@ fn header_buffer(
         buffer_size: s.buffer_size.unwrap_or(0x10000) as u32,
         os_version: (major, minor),
         build: ctx.build,
-        processors: if no_per_cpu { 1 } else { h.number_processors },
-        end_time: h.system_time,
+        processors: if no_per_cpu { 1 } else { ctx.processors() },
+        end_time: ctx.system_time().unwrap_or(0),
         timer_resolution: facts.timer_resolution,
         log_file_mode: s.logger_mode.unwrap_or(0) as u32,
         buffers_written: buffers_in_file,
         events_lost: s.events_lost.unwrap_or(0) as u32,
         cpu_speed_mhz: facts.cpu_mhz,
-        boot_time: h.system_time.saturating_sub(h.system_up_time),
+        boot_time: ctx
+            .system_time()
+            .unwrap_or(0)
+            .saturating_sub(ctx.up_time().unwrap_or(0)),
         perf_freq: facts.perf_freq,
         start_time: s.start_time_raw.unwrap_or(0),
         clock_type: s.clock_type.unwrap_or(1) as u32,

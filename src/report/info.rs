@@ -44,6 +44,10 @@ pub struct InfoReport {
     pub triage: Option<TriageInfo>,
     pub symbols: SymbolsInfo,
     pub etw_roots: Vec<EtwRoot>,
+    /// How each machine fact was found: "dump header" for crash dumps; for memory images the
+    /// discovery step (DTB: page-table self-reference scan; processors: KeNumberProcessors;
+    /// times: KUSER_SHARED_DATA; list heads and KDBG: the symbols).
+    pub found_by: BTreeMap<&'static str, String>,
     pub warnings: Vec<crate::warning::Warning>,
 }
 
@@ -145,6 +149,21 @@ pub struct MemoryInfo {
     pub paging: Option<&'static str>,
     /// Why virtual reads cannot work, if they cannot.
     pub translation_unsupported: Option<String>,
+    /// Memory images and RDMP dumps: the container (`raw`, `elf_core`, `vmware_vmem`,
+    /// `vmware_snapshot`, `rdmp`).
+    pub format: Option<&'static str>,
+    /// Memory images and RDMP dumps: every physical range and where it is in the file.
+    pub ranges: Option<Vec<RangeInfo>>,
+    /// A .vmem's layout file (.vmss/.vmsn).
+    pub metadata_file: Option<String>,
+}
+
+/// One physical range of an image.
+#[derive(Debug, Serialize)]
+pub struct RangeInfo {
+    pub physical_address: String,
+    pub size: String,
+    pub file_offset: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -255,6 +274,48 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
 
     let memory = memory_info(dump, space);
     let triage = triage_info(dump, ctx.base);
+    let image = dump.image().is_some();
+    let mut found_by = BTreeMap::new();
+    let header_or = |image_how: &str| {
+        if image {
+            image_how.to_string()
+        } else {
+            "dump header".to_string()
+        }
+    };
+    found_by.insert(
+        "dtb",
+        dump.machine_source()
+            .map_or_else(|| header_or("not found"), String::from),
+    );
+    found_by.insert(
+        "processors",
+        match ctx.processors_known() {
+            Some(_) => header_or("KeNumberProcessors (symbols)"),
+            None => "unknown (no KeNumberProcessors)".into(),
+        },
+    );
+    found_by.insert(
+        "system_time",
+        header_or("KUSER_SHARED_DATA.SystemTime; up time: InterruptTime"),
+    );
+    let module_head = if image {
+        ctx.global("PsLoadedModuleList")
+    } else {
+        Some(h.ps_loaded_module_list)
+    };
+    found_by.insert(
+        "ps_loaded_module_list",
+        header_or("PsLoadedModuleList (symbols)"),
+    );
+    found_by.insert(
+        "ps_active_process_head",
+        header_or("PsActiveProcessHead (symbols)"),
+    );
+    found_by.insert(
+        "kd_debugger_data_block",
+        header_or("KdDebuggerDataBlock (symbols)"),
+    );
 
     InfoReport {
         file_size: dump.len(),
@@ -262,23 +323,27 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         machine_image_type: hex(u64::from(h.machine_image_type)),
         dump_type: DumpTypeInfo {
             value: h.dump_type.0,
-            name: h.dump_type.name().unwrap_or("unknown"),
+            name: if image {
+                "none (memory image)"
+            } else {
+                h.dump_type.name().unwrap_or("unknown")
+            },
         },
         header_major_version: h.major_version,
         header_minor_version: h.minor_version,
         windows,
-        processors: h.number_processors,
+        processors: ctx.processors_known().unwrap_or(0),
         bugcheck: BugCheck {
             code: hex(u64::from(h.bugcheck_code)),
             parameters: h.bugcheck_params.map(hex),
         },
-        system_time: filetime_to_iso8601(h.system_time),
-        system_time_raw: h.system_time,
-        system_up_time: duration_100ns(h.system_up_time),
+        system_time: filetime_to_iso8601(ctx.system_time().unwrap_or(0)),
+        system_time_raw: ctx.system_time().unwrap_or(0),
+        system_up_time: duration_100ns(ctx.up_time().unwrap_or(0)),
         dtb: hex(h.directory_table_base),
         pfn_database: h.pfn_database.to_string(),
-        ps_loaded_module_list: h.ps_loaded_module_list.to_string(),
-        ps_active_process_head: h.ps_active_process_head.to_string(),
+        ps_loaded_module_list: module_head.unwrap_or(VirtAddr::new(0)).to_string(),
+        ps_active_process_head: ctx.process_head().unwrap_or(VirtAddr::new(0)).to_string(),
         kd_debugger_data_block: kdbg_info,
         kernel_base,
         kernel_image,
@@ -289,6 +354,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         triage,
         symbols: symbols_info(ctx),
         etw_roots: resolve_logger_array(ctx).roots,
+        found_by,
         warnings,
     }
 }
@@ -396,6 +462,11 @@ fn memory_info(dump: &DumpFile, space: &AddressSpace<'_>) -> MemoryInfo {
             Some(b.bits),
         ),
         Contents::Triage(_) => ("virtual blocks (triage)", None, None, None),
+        Contents::Image(i) => ("physical (ranges)", Some(i.ranges().len()), None, None),
+    };
+    let image = match dump.contents() {
+        Contents::Image(i) => Some(i),
+        _ => None,
     };
     MemoryInfo {
         kind,
@@ -406,6 +477,18 @@ fn memory_info(dump: &DumpFile, space: &AddressSpace<'_>) -> MemoryInfo {
         bitmap_bits: bits,
         paging,
         translation_unsupported,
+        format: image.map(|i| i.format.name()),
+        ranges: image.map(|i| {
+            i.ranges()
+                .iter()
+                .map(|r| RangeInfo {
+                    physical_address: hex(r.start),
+                    size: hex(r.size),
+                    file_offset: hex(r.file_offset),
+                })
+                .collect()
+        }),
+        metadata_file: image.and_then(|i| i.metadata.clone()),
     }
 }
 

@@ -1,0 +1,763 @@
+//! Physical memory images that are not crash dumps (issue 14), each reduced to one table of
+//! physical ranges over the file: raw images, ELF cores, VMware .vmem/.vmss/.vmsn, and the
+//! page ranges of RDMP crash dumps (DumpType 8, 9, 0xA). Detected by content, never by the
+//! file name's extension (a sibling .vmss/.vmem is looked for by name, then checked by content).
+//!
+//! * **Raw** (winpmem, Magnet RAM Capture, FTK Imager, DumpIt, ...): file offset = physical
+//!   address, from 0; what the file holds is present (a tool's zero-filled holes read as zeros,
+//!   which no format can tell apart); a trailing partial page is absent.
+//! * **ELF core** (QEMU `dump-guest-memory`, VirtualBox `debugvm dumpvmcore`): every PT_LOAD
+//!   segment holds `p_filesz` bytes of guest physical memory at `p_paddr` (ELF64 and ELF32, little
+//!   endian); `p_memsz` beyond `p_filesz` is absent, not zero.
+//! * **VMware** (volatility3 `layers/vmware.py`): a .vmss/.vmsn starts with one of four magics,
+//!   a group count, then 80-byte group entries (64-byte name, u64 offset of the group's tags);
+//!   the "memory" group's tags `regionsCount`, `regionPPN[i]`, `regionPageNum[i]` and
+//!   `regionSize[i]` place the .vmem's pages (page `regionPageNum` of the .vmem is physical page
+//!   `regionPPN`, for `regionSize` pages); without regions the .vmem is flat. A snapshot file
+//!   whose memory group holds the memory itself (tag `Memory`) is read without a .vmem.
+//! * **RDMP** (crash-dump-format.md §1.2b): at 0x2000 a Marker 0x40, `RDMP`, `DUMP`,
+//!   MetadataSize and FirstPageOffset; {Pfn, PageCount} ranges at 0x2030 (8/9: filling
+//!   MetadataSize; 0xA: until TotalNumberOfPages), pages stored back to back from
+//!   FirstPageOffset; a range with Pfn 0 ends the list.
+//!
+//! Every count, offset and size read here is bounded before it is used.
+
+use crate::addr::PAGE_SIZE;
+use crate::bytes::LeBytes;
+
+/// Most ranges accepted from any table (ELF program headers, VMware regions, RDMP ranges).
+pub const MAX_RANGES: usize = 1 << 16;
+/// Most VMware tags walked in one group.
+const MAX_TAGS: usize = 1 << 20;
+/// Highest physical address accepted (52-bit physical addressing).
+const MAX_PHYS: u64 = 1 << 52;
+
+/// The VMware state-file magics (volatility3 `layers/vmware.py`).
+pub const VMWARE_MAGICS: [[u8; 4]; 4] = [
+    [0xD0, 0xBE, 0xD2, 0xBE],
+    [0xD1, 0xBA, 0xD1, 0xBA],
+    [0xD2, 0xBE, 0xD2, 0xBE],
+    [0xD3, 0xBE, 0xD3, 0xBE],
+];
+
+/// One run of physical memory stored contiguously in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PhysRange {
+    /// Physical address of the first byte (page aligned).
+    pub start: u64,
+    /// Length in bytes (whole pages).
+    pub size: u64,
+    /// Where the first byte is in the file.
+    pub file_offset: u64,
+}
+
+/// The container format of a memory image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFormat {
+    Raw,
+    ElfCore,
+    /// A .vmem placed by the region table of its .vmss/.vmsn (or flat without one).
+    VmwareVmem,
+    /// A .vmss/.vmsn that holds the memory itself.
+    VmwareEmbedded,
+    /// DumpType 8, 9 or 0xA.
+    Rdmp,
+}
+
+impl ImageFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageFormat::Raw => "raw",
+            ImageFormat::ElfCore => "elf_core",
+            ImageFormat::VmwareVmem => "vmware_vmem",
+            ImageFormat::VmwareEmbedded => "vmware_snapshot",
+            ImageFormat::Rdmp => "rdmp",
+        }
+    }
+}
+
+/// A memory image: physical ranges over the file, sorted by address, not overlapping.
+#[derive(Clone, Debug)]
+pub struct PhysImage {
+    pub format: ImageFormat,
+    ranges: Vec<PhysRange>,
+    /// ELF machine (EM_X86_64 = 62, EM_386 = 3), when the container says.
+    pub elf_machine: Option<u16>,
+    /// The VMware metadata file the layout came from.
+    pub metadata: Option<String>,
+}
+
+impl PhysImage {
+    /// Sort, bound and check `ranges` (page-aligned, inside 2^52, non-overlapping).
+    pub fn new(format: ImageFormat, mut ranges: Vec<PhysRange>) -> Result<PhysImage, String> {
+        if ranges.len() > MAX_RANGES {
+            return Err(format!("{} ranges (at most {MAX_RANGES})", ranges.len()));
+        }
+        ranges.retain(|r| r.size > 0);
+        ranges.sort_by_key(|r| r.start);
+        for r in &ranges {
+            if r.start % PAGE_SIZE != 0 || r.size % PAGE_SIZE != 0 {
+                return Err(format!(
+                    "range at physical {:#x} ({:#x} bytes) is not page aligned",
+                    r.start, r.size
+                ));
+            }
+            if r.start.checked_add(r.size).is_none_or(|e| e > MAX_PHYS) {
+                return Err(format!(
+                    "range at physical {:#x} ({:#x} bytes) ends beyond 2^52",
+                    r.start, r.size
+                ));
+            }
+        }
+        for w in ranges.windows(2) {
+            if w[0].start + w[0].size > w[1].start {
+                return Err(format!(
+                    "ranges at physical {:#x} and {:#x} overlap",
+                    w[0].start, w[1].start
+                ));
+            }
+        }
+        Ok(PhysImage {
+            format,
+            ranges,
+            elf_machine: None,
+            metadata: None,
+        })
+    }
+
+    pub fn ranges(&self) -> &[PhysRange] {
+        &self.ranges
+    }
+
+    /// Pages the ranges hold.
+    pub fn total_pages(&self) -> u64 {
+        self.ranges.iter().map(|r| r.size / PAGE_SIZE).sum()
+    }
+
+    /// The file offset of physical page `pfn`, if a range holds it.
+    pub fn file_offset(&self, pfn: u64) -> Option<u64> {
+        let pa = pfn.checked_mul(PAGE_SIZE)?;
+        let i = self.ranges.partition_point(|r| r.start <= pa);
+        let r = self.ranges.get(i.checked_sub(1)?)?;
+        (pa < r.start + r.size).then(|| r.file_offset + (pa - r.start))
+    }
+
+    /// The end of the last range's bytes in the file.
+    pub fn data_end(&self) -> u64 {
+        self.ranges
+            .iter()
+            .map(|r| r.file_offset.saturating_add(r.size))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// A raw image: the file is physical memory from address 0. Returns it and, when the file
+/// ends inside a page, how many trailing bytes are left out.
+pub fn raw(len: u64) -> (PhysImage, u64) {
+    let whole = len - len % PAGE_SIZE;
+    let ranges = vec![PhysRange {
+        start: 0,
+        size: whole,
+        file_offset: 0,
+    }];
+    let img = PhysImage::new(ImageFormat::Raw, ranges).unwrap_or(PhysImage {
+        format: ImageFormat::Raw,
+        ranges: Vec::new(),
+        elf_machine: None,
+        metadata: None,
+    });
+    (img, len % PAGE_SIZE)
+}
+
+/// Smallest file taken as a raw image when it has no signature (1 MiB): smaller files are
+/// reported as "not a crash dump" instead.
+pub const MIN_RAW: u64 = 1 << 20;
+
+/// Could this be a raw image: no crash-dump, minidump, ELF or VMware signature, and at least
+/// [`MIN_RAW`] bytes? (Whether it is memory is decided by finding page tables in it.)
+pub fn is_raw_candidate(file: &[u8]) -> bool {
+    file.len() as u64 >= MIN_RAW
+        && !file.starts_with(b"PAGE")
+        && !file.starts_with(b"MDMP")
+        && !is_elf(file)
+        && !is_vmware_state(file)
+}
+
+/// Does the file start like an ELF file?
+pub fn is_elf(file: &[u8]) -> bool {
+    file.starts_with(b"\x7fELF")
+}
+
+/// Does the file start with a VMware state-file magic?
+pub fn is_vmware_state(file: &[u8]) -> bool {
+    file.len() >= 4 && VMWARE_MAGICS.iter().any(|m| file[..4] == *m)
+}
+
+/// An ELF core's physical layout: one range per PT_LOAD with file bytes (ELF32 or ELF64,
+/// little endian). Errors name the field that is wrong.
+pub fn elf(file: &[u8]) -> Result<PhysImage, String> {
+    if file.len() < 16 {
+        return Err(format!(
+            "only {} bytes long: too short for an ELF header",
+            file.len()
+        ));
+    }
+    let class = file[4];
+    if file.get(5) != Some(&1) {
+        return Err("e_ident[EI_DATA]: not little endian".into());
+    }
+    let wide = match class {
+        2 => true,
+        1 => false,
+        c => return Err(format!("e_ident[EI_CLASS] {c}: neither ELF32 nor ELF64")),
+    };
+    let need = if wide { 64 } else { 52 };
+    if file.len() < need {
+        return Err(format!("ELF header: {} bytes, needs {need}", file.len()));
+    }
+    let e_type = file.u16_at(16).unwrap_or(0);
+    if e_type != 4 {
+        return Err(format!("e_type {e_type}: not a core file (ET_CORE = 4)"));
+    }
+    let machine = file.u16_at(18).unwrap_or(0);
+    let (phoff, phentsize, phnum) = if wide {
+        (
+            file.u64_at(32).unwrap_or(0),
+            usize::from(file.u16_at(54).unwrap_or(0)),
+            usize::from(file.u16_at(56).unwrap_or(0)),
+        )
+    } else {
+        (
+            u64::from(file.u32_at(28).unwrap_or(0)),
+            usize::from(file.u16_at(42).unwrap_or(0)),
+            usize::from(file.u16_at(44).unwrap_or(0)),
+        )
+    };
+    let min_ent = if wide { 56 } else { 32 };
+    if phnum == 0 {
+        return Err("e_phnum 0: no program headers".into());
+    }
+    if phentsize < min_ent {
+        return Err(format!("e_phentsize {phentsize} < {min_ent}"));
+    }
+    let table_end = phoff.saturating_add((phnum * phentsize) as u64);
+    if table_end > file.len() as u64 {
+        return Err(format!(
+            "program headers at {phoff:#x} ({phnum} × {phentsize} bytes) run past the file end {:#x}",
+            file.len()
+        ));
+    }
+    let mut ranges = Vec::new();
+    let mut physical_loads = 0usize;
+    for i in 0..phnum {
+        let h = &file[phoff as usize + i * phentsize..];
+        let (p_type, offset, paddr, filesz) = if wide {
+            (
+                h.u32_at(0).unwrap_or(0),
+                h.u64_at(8).unwrap_or(0),
+                h.u64_at(24).unwrap_or(0),
+                h.u64_at(32).unwrap_or(0),
+            )
+        } else {
+            (
+                h.u32_at(0).unwrap_or(0),
+                u64::from(h.u32_at(4).unwrap_or(0)),
+                u64::from(h.u32_at(12).unwrap_or(0)),
+                u64::from(h.u32_at(16).unwrap_or(0)),
+            )
+        };
+        if p_type != 1 || filesz == 0 {
+            continue;
+        }
+        physical_loads += 1;
+        // Reads are page-granular: a segment keeps its whole, page-aligned pages.
+        let skip = (PAGE_SIZE - paddr % PAGE_SIZE) % PAGE_SIZE;
+        let pages = filesz.saturating_sub(skip) / PAGE_SIZE;
+        if pages == 0 {
+            continue;
+        }
+        ranges.push(PhysRange {
+            start: paddr + skip,
+            size: pages * PAGE_SIZE,
+            file_offset: offset.saturating_add(skip),
+        });
+    }
+    if physical_loads == 0 {
+        return Err(
+            "no PT_LOAD segment with file bytes: an ELF core without physical memory".into(),
+        );
+    }
+    if ranges.len() > 1 && ranges.iter().all(|r| r.start == 0) {
+        return Err(format!(
+            "{} PT_LOAD segments all at p_paddr 0: the core has no physical addresses",
+            ranges.len()
+        ));
+    }
+    let mut img =
+        PhysImage::new(ImageFormat::ElfCore, ranges).map_err(|e| format!("PT_LOAD: {e}"))?;
+    img.elf_machine = Some(machine);
+    Ok(img)
+}
+
+/// One VMware tag's value: a number, or (long data) where its bytes are in the file.
+#[derive(Clone, Copy, Debug)]
+enum TagValue {
+    Num(u64),
+    Bytes { offset: u64, len: u64 },
+}
+
+/// The tags of the VMware state file's "memory" group: (name, indices) → value.
+fn vmware_memory_tags(file: &[u8]) -> Result<Vec<(String, Vec<u32>, TagValue)>, String> {
+    let version = file[0] & 0xF;
+    let groups = file.u32_at(8).ok_or("header: group count")? as usize;
+    if groups > 4096 {
+        return Err(format!("header: {groups} groups (at most 4096)"));
+    }
+    let mut memory = None;
+    for g in 0..groups {
+        let at = 12 + g * 80;
+        let name = file
+            .get(at..at + 64)
+            .ok_or_else(|| format!("group {g} at {at:#x}: past the file end"))?;
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(64)];
+        if name == b"memory" {
+            memory = file.u64_at(at + 64);
+        }
+    }
+    let mut off = memory.ok_or("no \"memory\" group")? as usize;
+    let mut tags = Vec::new();
+    for _ in 0..MAX_TAGS {
+        let flags = *file
+            .get(off)
+            .ok_or_else(|| format!("tag at {off:#x}: past the file end"))?;
+        let name_len = usize::from(
+            *file
+                .get(off + 1)
+                .ok_or("tag name length past the file end")?,
+        );
+        if flags == 0 && name_len == 0 {
+            return Ok(tags);
+        }
+        let name = file
+            .get(off + 2..off + 2 + name_len)
+            .ok_or_else(|| format!("tag name at {:#x}: past the file end", off + 2))?;
+        let name = String::from_utf8_lossy(name).into_owned();
+        let n_idx = usize::from((flags >> 6) & 3);
+        let mut indices = Vec::with_capacity(n_idx);
+        let mut p = off + 2 + name_len;
+        for _ in 0..n_idx {
+            indices.push(
+                file.u32_at(p)
+                    .ok_or_else(|| format!("tag {name}: index past the file end"))?,
+            );
+            p += 4;
+        }
+        let data_len = usize::from(flags & 0x3F);
+        let value;
+        if data_len == 62 || data_len == 63 {
+            let w = if version == 0 { 4 } else { 8 };
+            let size = if w == 4 {
+                file.u32_at(p).map(u64::from)
+            } else {
+                file.u64_at(p)
+            }
+            .ok_or_else(|| format!("tag {name}: data size past the file end"))?;
+            let data_at = (p + 2 * w + 2) as u64;
+            let end = data_at
+                .checked_add(size)
+                .filter(|&e| e <= file.len() as u64);
+            let Some(end) = end else {
+                return Err(format!(
+                    "tag {name}: {size:#x} data bytes at {data_at:#x} run past the file end {:#x}",
+                    file.len()
+                ));
+            };
+            value = TagValue::Bytes {
+                offset: data_at,
+                len: size,
+            };
+            off = end as usize;
+        } else {
+            let v = match data_len {
+                4 => file.u32_at(p).map(u64::from),
+                8 => file.u64_at(p),
+                1 => file.get(p).map(|&b| u64::from(b)),
+                2 => file.u16_at(p).map(u64::from),
+                _ => Some(0),
+            }
+            .ok_or_else(|| format!("tag {name}: value past the file end"))?;
+            value = TagValue::Num(v);
+            off = p + data_len;
+        }
+        tags.push((name, indices, value));
+    }
+    Err(format!("more than {MAX_TAGS} tags in the memory group"))
+}
+
+/// What a VMware state file says of the memory: the regions (physical address, offset in the
+/// memory's bytes, size), and where the memory is when the file holds it.
+#[derive(Debug)]
+pub struct VmwareLayout {
+    pub regions: Vec<(u64, u64, u64)>,
+    pub embedded: Option<(u64, u64)>,
+}
+
+/// Parse a VMware .vmss/.vmsn's memory group.
+pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, String> {
+    if !is_vmware_state(file) {
+        return Err("not a VMware state file (magic)".into());
+    }
+    let tags = vmware_memory_tags(file)?;
+    let num = |name: &str, idx: &[u32]| {
+        tags.iter().find_map(|(n, i, v)| match v {
+            TagValue::Num(x) if n == name && i == idx => Some(*x),
+            _ => None,
+        })
+    };
+    let count = num("regionsCount", &[]).unwrap_or(0);
+    if count > MAX_RANGES as u64 {
+        return Err(format!("regionsCount {count} (at most {MAX_RANGES})"));
+    }
+    let mut regions = Vec::new();
+    for i in 0..count as u32 {
+        let (Some(ppn), Some(page), Some(size)) = (
+            num("regionPPN", &[i]),
+            num("regionPageNum", &[i]),
+            num("regionSize", &[i]),
+        ) else {
+            return Err(format!(
+                "region {i}: regionPPN, regionPageNum or regionSize missing"
+            ));
+        };
+        let pa = ppn.checked_mul(PAGE_SIZE).ok_or("regionPPN overflows")?;
+        let at = page
+            .checked_mul(PAGE_SIZE)
+            .ok_or("regionPageNum overflows")?;
+        let len = size.checked_mul(PAGE_SIZE).ok_or("regionSize overflows")?;
+        regions.push((pa, at, len));
+    }
+    let embedded = tags.iter().find_map(|(n, _, v)| match v {
+        TagValue::Bytes { offset, len } if n == "Memory" => Some((*offset, *len)),
+        _ => None,
+    });
+    Ok(VmwareLayout { regions, embedded })
+}
+
+/// The ranges of memory bytes `mem_len` long at file offset `base`, placed by `regions` (flat
+/// when there are none), cut to the bytes there are. Returns the image and the bytes the
+/// regions claim beyond the memory's end.
+pub fn vmware_ranges(
+    format: ImageFormat,
+    regions: &[(u64, u64, u64)],
+    base: u64,
+    mem_len: u64,
+) -> Result<(PhysImage, u64), String> {
+    let flat = [(0, 0, mem_len - mem_len % PAGE_SIZE)];
+    let regions = if regions.is_empty() {
+        &flat[..]
+    } else {
+        regions
+    };
+    let mut ranges = Vec::new();
+    let mut missing = 0u64;
+    for &(pa, at, len) in regions {
+        let have = mem_len.saturating_sub(at).min(len);
+        let have = have - have % PAGE_SIZE;
+        missing += len - have;
+        ranges.push(PhysRange {
+            start: pa,
+            size: have,
+            file_offset: base.saturating_add(at),
+        });
+    }
+    Ok((PhysImage::new(format, ranges)?, missing))
+}
+
+/// The page ranges of an RDMP dump (DumpType 8, 9, 0xA) in `file`, its header at 0x2000.
+pub fn rdmp(file: &[u8], dump_type: u32) -> Result<PhysImage, String> {
+    const AT: usize = 0x2000;
+    let h = file
+        .get(AT..AT + 0x30)
+        .ok_or("RDMP header at 0x2000: past the file end")?;
+    if h.u32_at(0) != Some(0x40) {
+        return Err(format!(
+            "Marker {:#x} (expected 0x40)",
+            h.u32_at(0).unwrap_or(0)
+        ));
+    }
+    if &h[4..8] != b"RDMP" || &h[8..12] != b"DUMP" {
+        return Err("signature is not RDMP/DUMP".into());
+    }
+    let meta = h.u64_at(0x10).unwrap_or(0);
+    let first = h.u64_at(0x18).unwrap_or(0);
+    if meta.checked_sub(0x20) != first.checked_sub(0x2040) {
+        return Err(format!(
+            "MetadataSize {meta:#x} and FirstPageOffset {first:#x} disagree (MetadataSize − 0x20 ≠ FirstPageOffset − 0x2040)"
+        ));
+    }
+    let table = AT + 0x30;
+    let (max_entries, total) = if dump_type == 0xA {
+        (usize::MAX, Some(h.u64_at(0x28).unwrap_or(0)))
+    } else {
+        (meta.saturating_sub(0x30) as usize / 16, None)
+    };
+    let mut ranges = Vec::new();
+    let mut consumed = 0u64;
+    let mut at_file = first;
+    for i in 0..MAX_RANGES.min(max_entries) {
+        if total.is_some_and(|t| consumed >= t) {
+            break;
+        }
+        let Some(e) = file.get(table + i * 16..table + i * 16 + 16) else {
+            break;
+        };
+        let (pfn, count) = (e.u64_at(0).unwrap_or(0), e.u64_at(8).unwrap_or(0));
+        if pfn == 0 {
+            break;
+        }
+        let size = count
+            .checked_mul(PAGE_SIZE)
+            .ok_or_else(|| format!("range {i}: PageCount {count:#x} overflows"))?;
+        let start = pfn
+            .checked_mul(PAGE_SIZE)
+            .ok_or_else(|| format!("range {i}: Pfn {pfn:#x} overflows"))?;
+        ranges.push(PhysRange {
+            start,
+            size,
+            file_offset: at_file,
+        });
+        at_file = at_file.saturating_add(size);
+        consumed = consumed.saturating_add(count);
+    }
+    PhysImage::new(ImageFormat::Rdmp, ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ELF64 core with a PT_NOTE and the given PT_LOADs (paddr, filesz), data after the
+    /// headers, page aligned, as QEMU's dump-guest-memory lays it out.
+    fn elf64(loads: &[(u64, u64)], e_type: u16) -> Vec<u8> {
+        let phnum = loads.len() + 1;
+        let mut f = vec![0u8; 64 + 56 * phnum];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2;
+        f[5] = 1;
+        f[6] = 1;
+        f[16..18].copy_from_slice(&e_type.to_le_bytes());
+        f[18..20].copy_from_slice(&62u16.to_le_bytes());
+        f[32..40].copy_from_slice(&64u64.to_le_bytes());
+        f[54..56].copy_from_slice(&56u16.to_le_bytes());
+        f[56..58].copy_from_slice(&(phnum as u16).to_le_bytes());
+        let mut data_at = (f.len() as u64).next_multiple_of(PAGE_SIZE);
+        // PT_NOTE first.
+        f[64..68].copy_from_slice(&4u32.to_le_bytes());
+        for (i, &(paddr, size)) in loads.iter().enumerate() {
+            let h = 64 + 56 * (i + 1);
+            f[h..h + 4].copy_from_slice(&1u32.to_le_bytes());
+            f[h + 8..h + 16].copy_from_slice(&data_at.to_le_bytes());
+            f[h + 24..h + 32].copy_from_slice(&paddr.to_le_bytes());
+            f[h + 32..h + 40].copy_from_slice(&size.to_le_bytes());
+            f[h + 40..h + 48].copy_from_slice(&size.to_le_bytes());
+            data_at += size;
+        }
+        f.resize(data_at as usize, 0xAB);
+        f
+    }
+
+    #[test]
+    fn elf_core_ranges_are_its_physical_loads() {
+        let f = elf64(
+            &[(0, 0xA0000), (0x100000, 0x300000), (0x1_0000_0000, 0x2000)],
+            4,
+        );
+        let img = elf(&f).unwrap();
+        assert_eq!(img.format, ImageFormat::ElfCore);
+        assert_eq!(img.elf_machine, Some(62));
+        let r: Vec<_> = img
+            .ranges()
+            .iter()
+            .map(|r| (r.start, r.size, r.file_offset))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                (0, 0xA0000, 0x1000),
+                (0x100000, 0x300000, 0xA1000),
+                (0x1_0000_0000, 0x2000, 0x3A1000)
+            ]
+        );
+        // Page lookups: inside, in the hole, past the last range.
+        assert_eq!(img.file_offset(0x101), Some(0xA1000 + 0x1000));
+        assert_eq!(img.file_offset(0xA0), None);
+        assert_eq!(img.file_offset(0x0010_0002), None);
+        assert_eq!(img.data_end(), 0x3A3000);
+    }
+
+    #[test]
+    fn bad_elf_cores_say_what_is_wrong() {
+        assert!(elf(&elf64(&[(0, 0x1000)], 2))
+            .unwrap_err()
+            .contains("not a core"));
+        let no_loads = elf64(&[], 4);
+        assert!(elf(&no_loads)
+            .unwrap_err()
+            .contains("without physical memory"));
+        let unplaced = elf64(&[(0, 0x1000), (0, 0x1000)], 4);
+        assert!(elf(&unplaced)
+            .unwrap_err()
+            .contains("no physical addresses"));
+        let overlap = elf64(&[(0, 0x2000), (0x1000, 0x1000)], 4);
+        assert!(elf(&overlap).unwrap_err().contains("overlap"));
+        let mut short = elf64(&[(0, 0x1000)], 4);
+        short[56..58].copy_from_slice(&0xFFFFu16.to_le_bytes());
+        assert!(elf(&short).unwrap_err().contains("past the file end"));
+        assert!(elf(b"\x7fELF").is_err());
+    }
+
+    /// A VMware state file (version `v`): one "memory" group with these tags.
+    fn vmss(v: u8, tags: &[(&str, &[u32], Vec<u8>)]) -> Vec<u8> {
+        let mut f = VMWARE_MAGICS[usize::from(v)].to_vec();
+        f.extend_from_slice(&[0, 0, 0, 0]);
+        f.extend_from_slice(&2u32.to_le_bytes());
+        let groups_at = f.len();
+        f.resize(groups_at + 160, 0);
+        f[groups_at..groups_at + 8].copy_from_slice(b"cpustate");
+        f[groups_at + 80..groups_at + 86].copy_from_slice(b"memory");
+        let tags_at = f.len() as u64;
+        f[groups_at + 80 + 64..groups_at + 80 + 72].copy_from_slice(&tags_at.to_le_bytes());
+        for (name, idx, data) in tags {
+            let long = data.len() != 4 && data.len() != 8;
+            let len_bits = if long { 62 } else { data.len() as u8 };
+            f.push(((idx.len() as u8) << 6) | len_bits);
+            f.push(name.len() as u8);
+            f.extend_from_slice(name.as_bytes());
+            for i in *idx {
+                f.extend_from_slice(&i.to_le_bytes());
+            }
+            if long {
+                let w = if v == 0 { 4 } else { 8 };
+                f.extend_from_slice(&(data.len() as u64).to_le_bytes()[..w]);
+                f.extend_from_slice(&(data.len() as u64).to_le_bytes()[..w]);
+                f.extend_from_slice(&[0, 0]);
+            }
+            f.extend_from_slice(data);
+        }
+        f.extend_from_slice(&[0, 0]);
+        f
+    }
+
+    fn n32(v: u32) -> Vec<u8> {
+        v.to_le_bytes().to_vec()
+    }
+
+    #[test]
+    fn vmware_regions_place_the_vmem() {
+        // Two regions: 3 GiB at 0, then 1 GiB of the .vmem at 4 GiB (above the PCI hole).
+        let f = vmss(
+            1,
+            &[
+                ("regionsCount", &[], n32(2)),
+                ("regionPPN", &[0], n32(0)),
+                ("regionPageNum", &[0], n32(0)),
+                ("regionSize", &[0], n32(0xC0000)),
+                ("regionPPN", &[1], n32(0x100000)),
+                ("regionPageNum", &[1], n32(0xC0000)),
+                ("regionSize", &[1], n32(0x40000)),
+            ],
+        );
+        let l = vmware_layout(&f).unwrap();
+        assert!(l.embedded.is_none());
+        assert_eq!(
+            l.regions,
+            [
+                (0, 0, 0xC000_0000),
+                (0x1_0000_0000, 0xC000_0000, 0x4000_0000)
+            ]
+        );
+        let (img, missing) =
+            vmware_ranges(ImageFormat::VmwareVmem, &l.regions, 0, 0x1_0000_0000).unwrap();
+        assert_eq!(missing, 0);
+        assert_eq!(img.file_offset(0x100000), Some(0xC000_0000));
+        assert_eq!(img.file_offset(0xC0000), None, "the PCI hole is absent");
+        // A .vmem shorter than the regions: what is missing is said, not read as zeros.
+        let (img, missing) =
+            vmware_ranges(ImageFormat::VmwareVmem, &l.regions, 0, 0xC000_0000).unwrap();
+        assert_eq!(missing, 0x4000_0000);
+        assert_eq!(img.file_offset(0x100000), None);
+    }
+
+    #[test]
+    fn vmware_embedded_memory_and_bad_tags() {
+        let mem = vec![0x5Au8; 0x3000];
+        let f = vmss(
+            0,
+            &[("regionsCount", &[], n32(0)), ("Memory", &[0, 0], mem)],
+        );
+        let l = vmware_layout(&f).unwrap();
+        let (at, len) = l.embedded.unwrap();
+        assert_eq!(len, 0x3000);
+        assert_eq!(&f[at as usize..at as usize + 4], &[0x5A; 4]);
+        let (img, _) = vmware_ranges(ImageFormat::VmwareEmbedded, &l.regions, at, len).unwrap();
+        assert_eq!(img.file_offset(2), Some(at + 0x2000));
+        // A region tag missing, a count beyond the bound, no memory group.
+        let f = vmss(
+            1,
+            &[("regionsCount", &[], n32(1)), ("regionPPN", &[0], n32(0))],
+        );
+        assert!(vmware_layout(&f).unwrap_err().contains("region 0"));
+        let f = vmss(1, &[("regionsCount", &[], n32(1 << 30))]);
+        assert!(vmware_layout(&f).unwrap_err().contains("at most"));
+        let mut f = vmss(1, &[]);
+        f[12 + 80..12 + 86].copy_from_slice(b"nomemo");
+        assert!(vmware_layout(&f)
+            .unwrap_err()
+            .contains("no \"memory\" group"));
+        // A long tag whose size runs past the end.
+        let mut f = vmss(1, &[("Memory", &[0, 0], vec![0; 0x10])]);
+        let n = f.len();
+        f.truncate(n - 8);
+        assert!(vmware_layout(&f).is_err());
+    }
+
+    #[test]
+    fn rdmp_ranges() {
+        let mut f = vec![0u8; 0x2000 + 0x30 + 3 * 16];
+        let h = 0x2000;
+        f[h..h + 4].copy_from_slice(&0x40u32.to_le_bytes());
+        f[h + 4..h + 8].copy_from_slice(b"RDMP");
+        f[h + 8..h + 12].copy_from_slice(b"DUMP");
+        let meta = 0x30 + 2 * 16u64;
+        f[h + 0x10..h + 0x18].copy_from_slice(&meta.to_le_bytes());
+        let first = meta - 0x20 + 0x2040;
+        f[h + 0x18..h + 0x20].copy_from_slice(&first.to_le_bytes());
+        for (i, (pfn, n)) in [(0x10u64, 2u64), (0x40, 1)].iter().enumerate() {
+            let e = h + 0x30 + i * 16;
+            f[e..e + 8].copy_from_slice(&pfn.to_le_bytes());
+            f[e + 8..e + 16].copy_from_slice(&n.to_le_bytes());
+        }
+        let img = rdmp(&f, 8).unwrap();
+        let r: Vec<_> = img
+            .ranges()
+            .iter()
+            .map(|r| (r.start, r.size, r.file_offset))
+            .collect();
+        assert_eq!(
+            r,
+            [(0x10000, 0x2000, first), (0x40000, 0x1000, first + 0x2000)]
+        );
+        f[h + 0x18] ^= 0x10;
+        assert!(rdmp(&f, 8).unwrap_err().contains("disagree"));
+    }
+
+    #[test]
+    fn raw_keeps_whole_pages_only() {
+        let (img, partial) = raw(0x10_0800);
+        assert_eq!(partial, 0x800);
+        assert_eq!(img.total_pages(), 0x100);
+        assert_eq!(img.file_offset(0xFF), Some(0xFF000));
+        assert_eq!(img.file_offset(0x100), None);
+    }
+}

@@ -1,0 +1,308 @@
+//! Finding the machine in a memory image that has no header (issue 14): the kernel's
+//! page-table root and paging mode, then (in [`KernelContext`](super::context)) the kernel
+//! image by its CodeView record.
+//!
+//! **DTB.** Windows maps its paging structures through a self-referencing entry
+//! (tooling-notes.md, volatility3's `WindowsIntelStacker`; MemProcFS `vmmwininit.c`):
+//! * x64: one PML4 entry in the kernel half (index 0x100-0x1FF; randomised since 1607, 0x1ED
+//!   before) points at the PML4's own page. A page with exactly one such entry is a candidate.
+//! * x86 PAE: entry 3 of the page directory for 0xC0000000 points at itself (entries 0-2 at
+//!   the other three directories); the DTB is the 32-byte PDPT holding the four directories,
+//!   found by looking for it.
+//! * x86 non-PAE: page-directory entry 0x300 points at the directory itself.
+//!
+//! Every physical page is looked at once, in address order; a candidate is accepted when
+//! KUSER_SHARED_DATA read through it looks right (NtMajorVersion 5, 6 or 10, NtMinorVersion at
+//! most 3). The first accepted candidate is used; other accepted roots seen in the next
+//! [`TIE_WINDOW`] pages (other processes' page tables map the same kernel) are reported.
+//!
+//! **Kernel base.** The kernel-image region (x64 0xFFFFF800'00000000-0xFFFFF80F'FFFFFFFF,
+//! x86 0x80000000-0xBFFFFFFF) is walked page by page through the page tables, skipping every
+//! range an absent table entry leaves unmapped; the first page that starts a PE image whose
+//! CodeView record names ntkrnlmp.pdb, ntoskrnl.pdb, ntkrnlpa.pdb or ntkrpamp.pdb is the kernel.
+
+use super::kuser::KUserSharedData;
+use super::pe::KernelImage;
+use crate::addr::{VirtAddr, PAGE_SIZE};
+use crate::dump::{Arch, DumpError, DumpFile, OpenOptions, PageLookup};
+use crate::mem::{
+    entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, MemError, PagingLevel,
+    PagingMode,
+};
+use std::path::Path;
+
+/// Pages looked at after the first accepted root for other accepted roots (16 MiB).
+pub const TIE_WINDOW: u64 = 4096;
+/// Most accepted roots reported.
+const MAX_OTHERS: usize = 16;
+/// Most page translations the kernel-base walk makes.
+const MAX_KERNEL_STEPS: u64 = 1 << 22;
+/// Most PAE candidates for which the PDPT is looked for (each look is a pass over memory).
+const MAX_PAE_SEARCHES: usize = 4;
+/// The kernel image's file names (their CodeView PDB names).
+pub const KERNEL_PDB_NAMES: [&str; 4] = [
+    "ntkrnlmp.pdb",
+    "ntoskrnl.pdb",
+    "ntkrnlpa.pdb",
+    "ntkrpamp.pdb",
+];
+
+/// The machine found in an image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineFound {
+    pub arch: Arch,
+    /// The DTB (x64/non-PAE: the root page; PAE: the PDPT).
+    pub dtb: u64,
+    /// How it was found, for `info`.
+    pub how: String,
+    /// Other accepted roots seen (other processes' page tables).
+    pub others: Vec<u64>,
+}
+
+/// A page-table root a page suggests, before it is tested.
+#[derive(Clone, Copy, Debug)]
+enum Candidate {
+    X64 {
+        dtb: u64,
+        index: usize,
+    },
+    /// The PAE directory for 0xC0000000 and the four directories' pages.
+    Pae {
+        pds: [u64; 4],
+    },
+    NonPae {
+        dtb: u64,
+    },
+}
+
+/// What `page` (at `pfn`) suggests as a root.
+fn candidates(page: &[u8], pfn: u64, out: &mut Vec<Candidate>) {
+    let selfs: Vec<usize> = (0x100..0x200)
+        .filter(|&i| is_self_ref(PagingMode::X64, page, pfn, i))
+        .collect();
+    if let [index] = selfs[..] {
+        out.push(Candidate::X64 {
+            dtb: pfn * PAGE_SIZE,
+            index,
+        });
+    }
+    if is_self_ref(PagingMode::Pae, page, pfn, 3) {
+        let e = |i| table_entry(PagingMode::Pae, page, i).unwrap_or(0);
+        let pds = [0, 1, 2, 3].map(|i| entry_pfn(PagingMode::Pae, e(i)));
+        let distinct = pds[..3].iter().all(|&p| p != pfn) && pds[0] != pds[1] && pds[1] != pds[2];
+        if (0..3).all(|i| entry_present(e(i))) && distinct {
+            out.push(Candidate::Pae { pds });
+        }
+    }
+    if is_self_ref(PagingMode::NonPae, page, pfn, 0x300) {
+        out.push(Candidate::NonPae {
+            dtb: pfn * PAGE_SIZE,
+        });
+    }
+}
+
+/// Every stored physical page of an image, in address order (a range is cut where the file
+/// ends, so a truncated or lying layout costs no more than the file's pages).
+fn pages(dump: &DumpFile) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+    let ranges = dump.image().map_or(&[][..], |i| i.ranges());
+    let file_len = dump.len();
+    ranges.iter().flat_map(move |r| {
+        let in_file = file_len.saturating_sub(r.file_offset) / PAGE_SIZE;
+        let n = (r.size / PAGE_SIZE).min(in_file);
+        (r.start / PAGE_SIZE..r.start / PAGE_SIZE + n).filter_map(move |pfn| {
+            dump.note_read(1);
+            match dump.page(crate::addr::Pfn::new(pfn)) {
+                PageLookup::Present(p) => Some((pfn, p)),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// The PAE PDPT that holds the four directories `pds`: a 32-byte-aligned group of four
+/// present entries naming them in order.
+fn find_pdpt(dump: &DumpFile, pds: [u64; 4]) -> Option<u64> {
+    for (pfn, page) in pages(dump) {
+        for slot in 0..PAGE_SIZE as usize / 32 {
+            let hit = (0..4).all(|i| {
+                table_entry(PagingMode::Pae, page, slot * 4 + i)
+                    .is_some_and(|e| entry_present(e) && entry_pfn(PagingMode::Pae, e) == pds[i])
+            });
+            if hit {
+                return Some(pfn * PAGE_SIZE + slot as u64 * 32);
+            }
+        }
+    }
+    None
+}
+
+/// The root a candidate names, tested through KUSER_SHARED_DATA (`pae_searches` counts the
+/// passes made to find PAE PDPTs).
+fn test(dump: &DumpFile, c: Candidate, pae_searches: &mut usize) -> Option<(Arch, u64, String)> {
+    let (arch, dtb, what) = match c {
+        Candidate::X64 { dtb, index } => (
+            Arch::X64,
+            dtb,
+            format!("x64 PML4 at physical {dtb:#x}, self-reference at index {index:#x}"),
+        ),
+        Candidate::NonPae { dtb } => (
+            Arch::X86 { pae: false },
+            dtb,
+            format!("x86 page directory at physical {dtb:#x}, self-reference at index 0x300"),
+        ),
+        Candidate::Pae { pds } => {
+            if *pae_searches >= MAX_PAE_SEARCHES {
+                return None;
+            }
+            *pae_searches += 1;
+            let pdpt = find_pdpt(dump, pds)?;
+            (
+                Arch::X86 { pae: true },
+                pdpt,
+                format!(
+                    "x86 PAE PDPT at physical {pdpt:#x} (its page directory for 0xC0000000 at {:#x} references itself at index 3)",
+                    pds[3] * PAGE_SIZE
+                ),
+            )
+        }
+    };
+    let space = AddressSpace::with_arch_dtb(dump, arch, dtb);
+    let (major, minor) = KUserSharedData::plausible_at(&space)?;
+    Some((
+        arch,
+        dtb,
+        format!("{what}; KUSER_SHARED_DATA through it says Windows {major}.{minor}"),
+    ))
+}
+
+/// Find the kernel's page-table root in an image (None when the dump has a header).
+pub fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, String>> {
+    let img = dump.image()?;
+    let mut found: Option<(MachineFound, u64)> = None;
+    let mut looked = 0u64;
+    let mut cands = Vec::new();
+    let mut pae_searches = 0;
+    for (pfn, page) in pages(dump) {
+        looked += 1;
+        if let Some((_, first)) = &found {
+            if pfn > first + TIE_WINDOW
+                || found
+                    .as_ref()
+                    .is_some_and(|(f, _)| f.others.len() >= MAX_OTHERS)
+            {
+                break;
+            }
+        }
+        cands.clear();
+        candidates(page, pfn, &mut cands);
+        for &c in &cands {
+            let Some((arch, dtb, how)) = test(dump, c, &mut pae_searches) else {
+                continue;
+            };
+            match &mut found {
+                None => {
+                    found = Some((
+                        MachineFound {
+                            arch,
+                            dtb,
+                            how: format!("found by scanning physical memory: {how}"),
+                            others: Vec::new(),
+                        },
+                        pfn,
+                    ))
+                }
+                Some((f, _)) if f.arch == arch && f.dtb != dtb => f.others.push(dtb),
+                Some(_) => {}
+            }
+        }
+    }
+    Some(match found {
+        Some((mut f, _)) => {
+            if !f.others.is_empty() {
+                f.how.push_str(&format!(
+                    "; {} other page-table roots also pass within {TIE_WINDOW} pages ({}): other processes' tables map the same kernel, the first in physical order is used",
+                    f.others.len(),
+                    f.others.iter().map(|d| format!("{d:#x}")).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            Ok(f)
+        }
+        None => Err(format!(
+            "no x64 or x86 kernel page tables found in its {looked:#x} pages ({} ranges): not the memory of a Windows machine, or not a format etwdump knows",
+            img.ranges().len()
+        )),
+    })
+}
+
+/// Complete an image's missing header facts (architecture and DTB), or say why it cannot be
+/// read. A crash dump is left as it is.
+pub fn complete(dump: &mut DumpFile) -> Result<(), DumpError> {
+    if !dump.needs_machine() {
+        return Ok(());
+    }
+    let format = dump.image().map_or("memory", |i| i.format.name());
+    match find_machine(dump) {
+        Some(Ok(m)) => {
+            dump.set_machine(m.arch, m.dtb, m.how);
+            Ok(())
+        }
+        Some(Err(reason)) if format == "raw" => Err(DumpError::NotMemory {
+            signature: crate::bytes::tag_text(dump.bytes().get(..4).unwrap_or_default()),
+            reason,
+        }),
+        Some(Err(reason)) => Err(DumpError::BadImage { format, reason }),
+        None => Ok(()),
+    }
+}
+
+/// Open a crash dump or memory image and, for an image, find its architecture and DTB.
+pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
+    let mut d = DumpFile::open(path, opts)?;
+    complete(&mut d)?;
+    Ok(d)
+}
+
+/// The kernel image in an image's kernel-image region, by its CodeView record.
+pub fn find_kernel(space: &AddressSpace<'_>) -> Option<KernelImage> {
+    let (start, end) = match space.arch() {
+        Arch::X64 => (0xFFFF_F800_0000_0000u64, 0xFFFF_F810_0000_0000u64),
+        Arch::X86 { .. } => (0x8000_0000, 0xC000_0000),
+        Arch::Arm64 => return None,
+    };
+    let mut va = start;
+    let mut steps = 0u64;
+    while va < end && steps < MAX_KERNEL_STEPS {
+        steps += 1;
+        match space.translate(VirtAddr::new(va)) {
+            Ok(_) => {
+                let mut mz = [0u8; 2];
+                if space.read(VirtAddr::new(va), &mut mz).is_ok() && &mz == b"MZ" {
+                    let img = KernelImage::read(space, VirtAddr::new(va));
+                    let name = img.pdb.as_ref().map(|p| p.name.to_ascii_lowercase());
+                    if name.is_ok_and(|n| KERNEL_PDB_NAMES.contains(&n.as_str())) {
+                        return Some(img);
+                    }
+                }
+                va += PAGE_SIZE;
+            }
+            Err(e) => va = skip_unmapped(space.arch(), va, &e),
+        }
+    }
+    None
+}
+
+/// The next address after the range an absent entry leaves unmapped.
+fn skip_unmapped(arch: Arch, va: u64, e: &MemError) -> u64 {
+    let level = match e {
+        MemError::NotPresent { level, .. } | MemError::TableMissing { level, .. } => *level,
+        _ => PagingLevel::Pt,
+    };
+    let span: u64 = match (arch, level) {
+        (Arch::X64, PagingLevel::Pml4) => 1 << 39,
+        (_, PagingLevel::Pdpt) => 1 << 30,
+        (Arch::X86 { pae: false }, PagingLevel::Pd) => 1 << 22,
+        (_, PagingLevel::Pd) => 1 << 21,
+        _ => PAGE_SIZE,
+    };
+    (va & !(span - 1)).saturating_add(span)
+}
