@@ -276,12 +276,20 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 }
 
 fn open(a: &DumpArgs) -> anyhow::Result<DumpFile> {
+    open_with(a, etwdump::kernel::discover::open)
+}
+
+/// Open with `how`: [`etwdump::kernel::discover::open`] (every command but `info`) or
+/// `open_container` (`info`: an ELF or VMware image without Windows is still described).
+fn open_with(
+    a: &DumpArgs,
+    how: fn(&Path, OpenOptions) -> Result<DumpFile, etwdump::dump::DumpError>,
+) -> anyhow::Result<DumpFile> {
     let opts = OpenOptions {
         allow_truncated: !a.strict || a.allow_truncated,
     };
     // Crash dumps and memory images; an image's architecture and DTB are found here.
-    let d = etwdump::kernel::discover::open(&a.dump, opts)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
+    let d = how(&a.dump, opts).map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
     // One prominent line per command, whatever it reads afterwards.
     if let Some(t) = d.truncation() {
         warn(&format!(
@@ -336,7 +344,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             format,
         } => {
             let format = Format::from(format);
-            let d = open(&dump)?;
+            let d = open_with(&dump, etwdump::kernel::discover::open_container)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let r = report::info::info_with(&ctx);
             match format {
@@ -574,7 +582,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             physical,
             format,
         } => {
-            let d = open(&dump)?;
+            // Physical reads need no page tables: an image without Windows opens too.
+            let d = open_with(&dump, etwdump::kernel::discover::open_container)?;
             let space = AddressSpace::kernel(&d);
             let len = usize::try_from(length).unwrap_or(usize::MAX);
             let (rep, bytes) = report::read::read(&space, address, len, physical)?;

@@ -45,6 +45,11 @@ pub enum DumpError {
     },
     #[error("{0}")]
     Missing(String),
+    #[error("{format} image: {reason}")]
+    NoWindows {
+        format: &'static str,
+        reason: String,
+    },
     #[error("not a Windows kernel crash dump (signature at offset 0 is \"{signature}\", expected \"PAGE\"), nor, read as a raw physical memory image, Windows memory: {reason}")]
     NotMemory { signature: String, reason: String },
     #[error("truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes (use --allow-truncated to read what is there)")]

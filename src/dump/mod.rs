@@ -83,6 +83,8 @@ pub struct DumpFile {
     warnings: Vec<String>,
     /// How the architecture and DTB of an image were found (None: from the dump header).
     machine_source: Option<String>,
+    /// Why they could not be found (an image that is not Windows memory).
+    machine_problem: Option<String>,
     /// Pages read since the resident set was last checked.
     pages_read: std::sync::atomic::AtomicU64,
 }
@@ -224,6 +226,7 @@ impl DumpFile {
             contents: Contents::Image(img),
             warnings,
             machine_source: None,
+            machine_problem: None,
             pages_read: Default::default(),
         })
     }
@@ -350,6 +353,7 @@ impl DumpFile {
             contents,
             warnings,
             machine_source: None,
+            machine_problem: None,
             pages_read: Default::default(),
         })
     }
@@ -382,6 +386,17 @@ impl DumpFile {
     /// How an image's architecture and DTB were found (None: from the dump header).
     pub fn machine_source(&self) -> Option<&str> {
         self.machine_source.as_deref()
+    }
+
+    /// Record why an image's architecture and DTB could not be found (its container can
+    /// still be described; nothing virtual can be read).
+    pub fn set_machine_problem(&mut self, why: String) {
+        self.machine_problem = Some(why);
+    }
+
+    /// Why an image's architecture and DTB are unknown, when discovery failed.
+    pub fn machine_problem(&self) -> Option<&str> {
+        self.machine_problem.as_deref()
     }
 
     pub fn header(&self) -> &DumpHeader {

@@ -207,7 +207,7 @@ impl<'d> KernelContext<'d> {
         let (mut base, mut base_source) = kernel_base(&modules, dump, kdbg_base);
         // A memory image has no header to lead to the kernel: look for its image.
         let mut scanned = None;
-        if base.is_none() && dump.image().is_some() {
+        if base.is_none() && dump.image().is_some() && space.translation_supported() {
             match super::discover::find_kernel(&space) {
                 Some(img) => {
                     base = Some(img.base);

@@ -250,7 +250,7 @@ pub fn complete(dump: &mut DumpFile) -> Result<(), DumpError> {
             signature: crate::bytes::tag_text(dump.bytes().get(..4).unwrap_or_default()),
             reason,
         }),
-        Some(Err(reason)) => Err(DumpError::BadImage { format, reason }),
+        Some(Err(reason)) => Err(DumpError::NoWindows { format, reason }),
         None => Ok(()),
     }
 }
@@ -260,6 +260,21 @@ pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
     let mut d = DumpFile::open(path, opts)?;
     complete(&mut d)?;
     Ok(d)
+}
+
+/// As [`open`], but an image of a known container (ELF core, VMware) in which no Windows is
+/// found still opens, with the reason recorded ([`DumpFile::machine_problem`]): `info`
+/// describes its layout. A file without any signature that is not memory is still an error.
+pub fn open_container(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
+    let mut d = DumpFile::open(path, opts)?;
+    match complete(&mut d) {
+        Err(e @ DumpError::NotMemory { .. }) => Err(e),
+        Err(e) => {
+            d.set_machine_problem(e.to_string());
+            Ok(d)
+        }
+        Ok(()) => Ok(d),
+    }
 }
 
 /// The kernel image in an image's kernel-image region, by its CodeView record.

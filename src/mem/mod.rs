@@ -60,6 +60,10 @@ impl<'d> AddressSpace<'d> {
     pub fn with_arch_dtb(dump: &'d DumpFile, arch: Arch, dtb: u64) -> AddressSpace<'d> {
         let kind = if dump.triage().is_some() {
             Kind::Triage
+        } else if dump.machine_problem().is_some() {
+            Kind::Unsupported {
+                arch: "this memory image (no Windows page tables were found in it)",
+            }
         } else {
             match arch {
                 Arch::X64 => Kind::Paged {

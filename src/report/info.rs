@@ -285,8 +285,11 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
     };
     found_by.insert(
         "dtb",
-        dump.machine_source()
-            .map_or_else(|| header_or("not found"), String::from),
+        match (dump.machine_source(), dump.machine_problem()) {
+            (Some(how), _) => how.to_string(),
+            (None, Some(why)) => format!("not found: {why}"),
+            (None, None) => header_or("not found"),
+        },
     );
     found_by.insert(
         "processors",

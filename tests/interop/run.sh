@@ -28,6 +28,11 @@
 #    installed into the venv) on every extracted .etl, and etl-parser vs `$ETWDUMP etl` on the
 #    real ETL files of /work/shared/data/etl; --require-etwdump-buffers makes missing
 #    `buffers`/`extract`/`etl` commands a failure.
+# 8. triage_check.py: `$ETWDUMP extract` on the forge triage scenarios and the real triage dump.
+# 9. qemu_check.py: a real QEMU (Debian qemu-system-x86) `dump-guest-memory` ELF core of a paused
+#    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
+#    file's bytes, and `sessions` fails in one line (no Windows in it). Skipped, said so,
+#    without qemu-system-x86_64.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
 # fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
@@ -103,6 +108,9 @@ echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the
 "$venv/bin/python" "$here/triage_check.py" "$out/triage" \
     --real "$root/../shared/data/dumps/triage_x64.dmp" \
     --real-isf "$root/../shared/isf/5278AFF86C341677D7D7835C85B7B844-1.json.xz" || status=1
+
+echo "== qemu_check.py (a real QEMU dump-guest-memory ELF core: etwdump reads its PT_LOAD layout exactly)"
+python3 "$here/qemu_check.py" "$ETWDUMP" || status=1
 
 echo "== pdbutil_check.py (llvm-pdbutil vs etwdump symbols on the fixture PDBs)"
 if command -v llvm-pdbutil >/dev/null 2>&1; then
