@@ -235,6 +235,16 @@ impl<'d> KernelContext<'d> {
                 );
             }
         }
+        let image = scanned.or_else(|| base.map(|b| KernelImage::read(&space, b)));
+        // A memory image has no header build: before Windows 10 (no NtBuildNumber in
+        // KUSER_SHARED_DATA) the kernel's PDB identity names it when the layout corpus knows it.
+        let identity_build = || {
+            image
+                .as_ref()
+                .and_then(|i| i.pdb.as_ref().ok())
+                .and_then(crate::symbols::builtin::corpus::exact)
+                .map(|b| b.major)
+        };
         let build = match &kuser {
             Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => {
                 if k.build_number() != h.minor_version && dump.image().is_none() {
@@ -252,9 +262,9 @@ impl<'d> KernelContext<'d> {
                 }
                 k.build_number()
             }
+            _ if h.minor_version == 0 && dump.image().is_some() => identity_build().unwrap_or(0),
             _ => h.minor_version,
         };
-        let image = scanned.or_else(|| base.map(|b| KernelImage::read(&space, b)));
         let x64 = h.arch.is_64bit();
         let symbols = Symbols::none(if x64 { 8 } else { 4 }).with_builtin_for(
             build,
