@@ -92,9 +92,17 @@ impl Layout {
     }
 }
 
+/// The x64 PML4 self-reference index of Windows 7 .. 10 1511 (and of every forged dump unless
+/// [`Config::self_map_index`] says otherwise).
+pub const X64_DEFAULT_SELF_MAP_INDEX: u64 = 0x1ED;
+
 /// Parameters of a forged dump. Start from [`Config::x64`], [`Config::x86_pae`],
 /// [`Config::x86_nonpae`] or [`Config::from_fixture`] and change fields.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// `Debug` is written by hand (below) so that a config with the default
+/// [`Config::self_map_index`] prints exactly as before the field existed: the golden check
+/// (examples/golden.rs) hashes that rendering.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Config {
     pub arch: Arch,
     pub layout: Layout,
@@ -136,6 +144,54 @@ pub struct Config {
     /// `false` (every constructor): PsActiveProcessHead stays an empty list and the dump is
     /// byte-identical to one forged without it.
     pub processes: bool,
+    /// x64 only: the PML4 index of the page-table self-map (the entry that points at the PML4
+    /// itself). Windows 7 .. 10 1511 used 0x1ED ([`X64_DEFAULT_SELF_MAP_INDEX`], every
+    /// constructor); from 1607 on Windows draws it at boot among the kernel-half indices
+    /// 0x100..0x1FF (0x1FF itself holds the HAL / loader area, and volatility3's DTB scan tries
+    /// `range(0x100, 0x1FF)`); the forge accepts 0x100..=0x1FE. [`Config::with_self_map_index`]
+    /// sets one, [`Config::with_random_self_map`]
+    /// draws one. x86 keeps Windows' fixed self-map (PAE: the four page directories mapped at
+    /// 0xC0000000 by PD 3 entries 0..3; non-PAE: PD[0x300]), so x86 configs must leave 0x1ED.
+    /// The forge's own kernel-half mappings use PML4 slots 0x141 (pool, KPCRs, probes, ETW),
+    /// 0x1C6 (the MmPfnDatabase value), 0x1EF (KUSER_SHARED_DATA) and 0x1F0 (the kernel
+    /// image); those are refused ([`FORGE_PML4_SLOTS`]).
+    pub self_map_index: u64,
+}
+
+/// PML4 slots the forge's fixed virtual-address plan occupies on x64 (pool / KPCR / probe /
+/// ETW / process area, the MmPfnDatabase value, KUSER_SHARED_DATA, the kernel image): a
+/// self-map there would clash with a mapping, so [`Config::self_map_index`] may not name one.
+pub const FORGE_PML4_SLOTS: [u64; 4] = [0x141, 0x1C6, 0x1EF, 0x1F0];
+
+impl std::fmt::Debug for Config {
+    /// The derived rendering of every field but `self_map_index`, which is appended only when
+    /// it differs from the default (so golden hashes of existing configs do not change).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Config");
+        d.field("arch", &self.arch)
+            .field("layout", &self.layout)
+            .field("build", &self.build)
+            .field("cpus", &self.cpus)
+            .field("kernel_base", &self.kernel_base)
+            .field("pdb_name", &self.pdb_name)
+            .field("pdb_guid", &self.pdb_guid)
+            .field("pdb_age", &self.pdb_age)
+            .field("system_time", &self.system_time)
+            .field("system_up_time", &self.system_up_time)
+            .field("bugcheck_code", &self.bugcheck_code)
+            .field("bugcheck_params", &self.bugcheck_params)
+            .field("kdbg_decoded", &self.kdbg_decoded)
+            .field("physical_memory_bytes", &self.physical_memory_bytes)
+            .field("omit_debug_directory_page", &self.omit_debug_directory_page)
+            .field("dtb_low_bits", &self.dtb_low_bits)
+            .field("fixture", &self.fixture)
+            .field("etw", &self.etw)
+            .field("processes", &self.processes);
+        if self.self_map_index != X64_DEFAULT_SELF_MAP_INDEX {
+            d.field("self_map_index", &self.self_map_index);
+        }
+        d.finish()
+    }
 }
 
 /// GUID of the 19041 kernel of the real triage dump D1 (crash-dump-format.md §2.2); the shared
@@ -176,6 +232,7 @@ impl Config {
             fixture: None,
             etw: None,
             processes: false,
+            self_map_index: X64_DEFAULT_SELF_MAP_INDEX,
         }
     }
 
@@ -229,6 +286,30 @@ impl Config {
             processes: true,
             ..self
         }
+    }
+
+    /// This config with the x64 PML4 self-map at `index` (0x100..=0x1FE, not one of
+    /// [`FORGE_PML4_SLOTS`]; checked by `forge`).
+    pub fn with_self_map_index(self, index: u64) -> Self {
+        Config {
+            self_map_index: index,
+            ..self
+        }
+    }
+
+    /// This config with a self-map index drawn as Windows 1607+ does at boot: from the seed
+    /// of [`Config::with_variation`] when the config has one, else from seed 0, in
+    /// 0x100..=0x1FE without [`FORGE_PML4_SLOTS`] (see
+    /// [`crate::variation::random_self_map_index`]). Opt-in, not part of `with_variation`:
+    /// moving the self-map rewrites the PML4, which would change every golden variation dump.
+    /// x64 only (x86 keeps its fixed self-map; this returns x86 configs unchanged).
+    pub fn with_random_self_map(self) -> Self {
+        if !self.arch.is_x64() {
+            return self;
+        }
+        let seed = crate::etw::variation::of(&self).map_or(0, |v| v.seed);
+        let index = crate::etw::variation::random_self_map_index(seed);
+        self.with_self_map_index(index)
     }
 
     /// This config with [`EtwSpec::standard`] for its build (needs a fixture kernel).
@@ -294,6 +375,22 @@ impl Config {
         crate::util::pdb_symbol_key(&self.pdb_guid, self.pdb_age)
     }
 
+    fn validate_self_map(&self) {
+        let i = self.self_map_index;
+        if self.arch.is_x64() {
+            assert!(
+                (0x100..=0x1FE).contains(&i) && !FORGE_PML4_SLOTS.contains(&i),
+                "self_map_index {i:#x}: must be a kernel-half PML4 index 0x100..=0x1FE other \
+                 than the forge's own slots {FORGE_PML4_SLOTS:#x?}"
+            );
+        } else {
+            assert_eq!(
+                i, X64_DEFAULT_SELF_MAP_INDEX,
+                "self_map_index is x64 only (x86 has Windows' fixed self-map)"
+            );
+        }
+    }
+
     pub(crate) fn validate(&self) {
         let mib = 1u64 << 20;
         assert!(
@@ -333,6 +430,7 @@ impl Config {
                 assert_eq!(self.dtb_low_bits, 0, "dtb_low_bits is x64 only");
             }
         }
+        self.validate_self_map();
         assert!(
             self.etw.is_none() || self.fixture.is_some(),
             "Config::etw needs a fixture kernel (Config::from_fixture)"

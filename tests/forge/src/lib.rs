@@ -34,10 +34,15 @@
 //! silo state, or behind `EtwpLoggerContext`), `_WMI_LOGGER_CONTEXT`s laid out from the
 //! fixture's types.h, and anomalies; [`Forged::etw`] ([`ForgedEtw`]) says what a reader must
 //! find in every slot.
+//!
+//! [`Forged::write_image`] renders the same physical memory as images that are not crash dumps
+//! (raw, VMware `.vmem` + `.vmss` or embedded `.vmsn`, a QEMU-style ELF core; [`ImageKind`]), and
+//! [`Config::self_map_index`] moves the x64 page-table self-map away from 0x1ED.
 
 mod config;
 mod dump;
 pub(crate) mod etw;
+mod image;
 mod kernel;
 mod triage;
 mod util;
@@ -47,9 +52,12 @@ pub use etw::ccswap;
 /// Variation mode (seeded values a real kernel may hold), public for etwdump's tests.
 pub use etw::variation;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub use config::{Arch, BitmapSig, Config, Layout, X64_19041_GUID, X86_NONPAE_GUID, X86_PAE_GUID};
+pub use config::{
+    Arch, BitmapSig, Config, Layout, FORGE_PML4_SLOTS, X64_19041_GUID, X64_DEFAULT_SELF_MAP_INDEX,
+    X86_NONPAE_GUID, X86_PAE_GUID,
+};
 pub use etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
 pub use etw::variation::{
     ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
@@ -64,6 +72,7 @@ pub use etw::{
     EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY, LARGE_SESSION_SLOT,
     NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
 };
+pub use image::{ImageKind, ImageRange};
 pub use kernel::fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
     Relocation,
@@ -179,6 +188,8 @@ pub struct Forged {
     pub current_threads: Vec<(u64, u64)>,
 
     file: dump::layout::FileImage,
+    /// Physical address of the page-table root (PML4, PAE PDPT, non-PAE PD).
+    page_table_root: u64,
     pm: dump::phys::PhysMem,
     vmap: dump::paging::VirtMap,
 }
@@ -202,6 +213,41 @@ impl Forged {
     /// and unstored areas are skipped with seeks and `set_len`.
     pub fn write_to(&self, path: &Path) -> std::io::Result<()> {
         self.file.write_to(path)
+    }
+
+    /// Write the machine's physical memory as a memory image of `kind` (not a crash dump) and
+    /// return every file written: [`ImageKind::Raw`] and [`ImageKind::Elf`] write `path`;
+    /// [`ImageKind::Vmware`] writes `path` with the extensions `.vmem` and `.vmss`;
+    /// [`ImageKind::VmwareEmbedded`] writes `path` with the extension `.vmsn`. The images hold
+    /// the same bytes as the dump for every stored physical page; VMware and ELF images hold
+    /// exactly the stored pages (as runs, see [`Forged::image_ranges`]), the raw image every
+    /// address from 0 to the end of the last stored page (unstored pages zero). Sparse like
+    /// [`Forged::write_to`].
+    pub fn write_image(&self, path: &Path, kind: ImageKind) -> std::io::Result<Vec<PathBuf>> {
+        image::write(self, path, kind)
+    }
+
+    /// Where [`Forged::write_image`] puts physical memory for `kind`: one [`ImageRange`] per
+    /// run of stored pages (a full dump's memory runs; a bitmap dump's stored pages
+    /// coalesced), ascending, with its offset in the file that holds the memory (the raw file,
+    /// `.vmem`, `.vmsn` or ELF file).
+    pub fn image_ranges(&self, kind: ImageKind) -> Vec<ImageRange> {
+        image::ranges(self, kind)
+    }
+
+    /// Physical address of the page-table root: the PML4 (x64; `dtb` without its low bits),
+    /// the 32-byte-aligned PAE PDPT (= `dtb`) or the non-PAE page directory.
+    pub fn page_table_root(&self) -> u64 {
+        self.page_table_root
+    }
+
+    /// x64: the PML4 index of the self-map entry (`config.self_map_index`); x86: `None` (the
+    /// fixed self-map: PAE page directories at 0xC0000000, non-PAE PD[0x300]).
+    pub fn self_map_index(&self) -> Option<u64> {
+        self.config
+            .arch
+            .is_x64()
+            .then_some(self.config.self_map_index)
     }
 
     /// What a correct reader returns for `len` bytes at `va`, according to the mappings the

@@ -1,4 +1,4 @@
-//! `forge OUTDIR [--with-16g] [--with-large] [--fixtures DIR | --no-fixtures]`: write the standard set of
+//! `forge OUTDIR [--with-16g] [--with-large] [--images] [--fixtures DIR | --no-fixtures]`: write the standard set of
 //! synthetic dumps and manifest.json. The set includes one dump per fixture kernel found in
 //! DIR (default: tests/fixtures of this checkout), `fixture-<name>.dmp` (x64: full dump,
 //! DumpType 1; x86: PAE full dump), and the same with ETW logger state
@@ -9,6 +9,10 @@
 //! `fixture-<name>-etw-ccswap.dmp` (the same plus `EtwSpec::with_pending_ccswap`: pending
 //! 'CCsw' blocks, `"pending"` / `"pending_decoys"` in the manifest's `"etw"`). `--with-large`
 //! adds `fixture-x64-19041-etw-large.dmp` (512 MiB machine, 256 MiB of buffers; BUFFERS.md).
+//! `--images` also writes every dump's physical memory as memory images next to it
+//! (`Forged::write_image`): `<stem>.raw`, `<stem>.vmem` + `<stem>.vmss`, `<stem>.vmsn` (VMware
+//! with embedded memory) and `<stem>.elf` (QEMU-style ELF core), and gives each manifest entry
+//! an `"images"` array (`image_json`); without it the output is unchanged.
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 //! `forge --triage OUTDIR`: write every synthetic triage-dump scenario (`triage_scenarios()`),
 //! each in `OUTDIR/<scenario>/`: `<scenario>.dmp`, the ISF `<GUID>-<age>.json` (Volatility 3
@@ -19,7 +23,8 @@ use std::process::ExitCode;
 
 use etwdump_forge::{
     default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, triage_scenarios,
-    BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer, ExpectedSlot, Forged, ForgedEtw, Layout,
+    BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer, ExpectedSlot, Forged, ForgedEtw, ImageKind,
+    Layout,
 };
 use serde_json::{json, Value};
 
@@ -357,15 +362,58 @@ fn fixture_set(root: &Path, with_large: bool) -> Result<Vec<(String, Config)>, S
     Ok(set)
 }
 
-fn write_set(
-    outdir: &Path,
-    with_16g: bool,
-    with_large: bool,
-    fixtures: Option<&Path>,
-) -> std::io::Result<()> {
-    let mut set = standard_set(with_16g);
-    if let Some(root) = fixtures {
-        set.extend(fixture_set(root, with_large).map_err(std::io::Error::other)?);
+/// One memory image's manifest object: the format, the files (names in OUTDIR; `memory_file`
+/// holds the memory), the full CR3 of the dump header (`dtb`), the page-table root's physical
+/// address (PML4 / PAE PDPT / PD), the x64 self-map index (null on x86), kernel base, build and
+/// every physical range `{start, size, file_offset}` (offset in `memory_file`).
+fn image_json(f: &Forged, kind: ImageKind, files: &[PathBuf]) -> Value {
+    let name = |p: &PathBuf| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let memory_file = files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == kind.memory_extension()))
+        .map(name);
+    let ranges: Vec<Value> = f
+        .image_ranges(kind)
+        .iter()
+        .map(|r| {
+            json!({"start": hex_addr(r.start), "size": hex_addr(r.size),
+                   "file_offset": hex_addr(r.file_offset)})
+        })
+        .collect();
+    json!({
+        "format": kind.name(),
+        "files": files.iter().map(name).collect::<Vec<_>>(),
+        "memory_file": memory_file,
+        "dtb": hex_addr(f.dtb),
+        "page_table_root": hex_addr(f.page_table_root()),
+        "self_map_index": f.self_map_index().map(hex_addr),
+        "kernel_base": hex_addr(f.config.kernel_base),
+        "build": f.config.build,
+        "ranges": ranges,
+    })
+}
+
+/// `--images`: every image kind of `f` next to its dump `<stem>.dmp`; their manifest objects.
+fn write_images(outdir: &Path, stem: &str, f: &Forged) -> std::io::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for kind in ImageKind::ALL {
+        let path = outdir.join(format!("{stem}.{}", kind.memory_extension()));
+        let files = f.write_image(&path, kind)?;
+        out.push(image_json(f, kind, &files));
+    }
+    eprintln!("wrote {stem}.raw, .vmem + .vmss, .vmsn, .elf");
+    Ok(out)
+}
+
+fn write_set(a: &SetArgs) -> std::io::Result<()> {
+    let outdir = a.outdir.as_path();
+    let mut set = standard_set(a.with_16g);
+    if let Some(root) = &a.fixtures {
+        set.extend(fixture_set(root, a.with_large).map_err(std::io::Error::other)?);
     }
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
@@ -379,7 +427,11 @@ fn write_set(
             f.stored_pages,
             f.probes.len()
         );
-        entries.push(manifest_entry(&file, &f));
+        let mut entry = manifest_entry(&file, &f);
+        if a.images {
+            entry["images"] = Value::from(write_images(outdir, &stem, &f)?);
+        }
+        entries.push(entry);
     }
     let text = serde_json::to_string_pretty(&Value::Array(entries)).expect("json");
     std::fs::write(outdir.join("manifest.json"), text + "\n")?;
@@ -412,7 +464,7 @@ fn write_triage(outdir: &Path) -> std::io::Result<()> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR"
     );
     ExitCode::from(2)
 }
@@ -422,6 +474,8 @@ struct SetArgs {
     outdir: PathBuf,
     with_16g: bool,
     with_large: bool,
+    /// Also write the memory images of every dump (`--images`).
+    images: bool,
     fixtures: Option<PathBuf>,
 }
 
@@ -434,6 +488,7 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
         outdir: PathBuf::from(dir),
         with_16g: false,
         with_large: false,
+        images: false,
         fixtures: Some(default_fixtures_root()),
     };
     let mut it = rest.iter();
@@ -441,6 +496,7 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
         match arg.as_str() {
             "--with-16g" => a.with_16g = true,
             "--with-large" => a.with_large = true,
+            "--images" => a.images = true,
             "--no-fixtures" => a.fixtures = None,
             "--fixtures" => a.fixtures = Some(PathBuf::from(it.next()?)),
             _ => return None,
@@ -473,7 +529,7 @@ fn main() -> ExitCode {
             })
         }
         _ => match parse_set_args(&args) {
-            Some(a) => write_set(&a.outdir, a.with_16g, a.with_large, a.fixtures.as_deref()),
+            Some(a) => write_set(&a),
             None => return usage(),
         },
     };

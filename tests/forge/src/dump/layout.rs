@@ -128,27 +128,51 @@ impl FileImage {
     /// Sparse write: only the prefix and the non-zero pages are written; the file is then
     /// extended to its full length without writing the zero areas.
     pub(crate) fn write_to(&self, path: &Path) -> std::io::Result<()> {
-        let mut f = File::create(path)?;
-        f.write_all(&self.prefix)?;
-        let mut pos = self.prefix.len() as u64;
-        let mut i = 0;
-        while i < self.pages.len() {
-            // Coalesce adjacent pages into one write.
-            let start = self.pages[i].0;
-            let mut buf: Vec<u8> = Vec::new();
-            let mut next = start;
-            while i < self.pages.len() && self.pages[i].0 == next {
-                buf.extend_from_slice(&self.pages[i].1);
-                next += self.pages[i].1.len() as u64;
-                i += 1;
-            }
-            if start != pos {
+        let pages = self.pages.iter().map(|(off, page)| (*off, &page[..]));
+        write_sparse(path, &self.prefix, pages, self.len)
+    }
+}
+
+/// Write `prefix` at offset 0 and each `(file offset, bytes)` of `pages` (ascending, not
+/// overlapping the prefix or each other), skipping all-zero pages and coalescing adjacent ones
+/// into one write; then extend the file to `len` without writing the zero areas (a sparse file
+/// where the file system allows). Used for the dump and for the memory images.
+pub(crate) fn write_sparse<'a>(
+    path: &Path,
+    prefix: &[u8],
+    pages: impl IntoIterator<Item = (u64, &'a [u8])>,
+    len: u64,
+) -> std::io::Result<()> {
+    let mut f = File::create(path)?;
+    f.write_all(prefix)?;
+    let mut pos = prefix.len() as u64;
+    // The pending run of adjacent pages: its start offset and bytes.
+    let mut run: Option<(u64, Vec<u8>)> = None;
+    fn flush(f: &mut File, run: &mut Option<(u64, Vec<u8>)>, pos: &mut u64) -> std::io::Result<()> {
+        if let Some((start, buf)) = run.take() {
+            if start != *pos {
                 f.seek(SeekFrom::Start(start))?;
             }
             f.write_all(&buf)?;
-            pos = next;
+            *pos = start + buf.len() as u64;
         }
-        f.set_len(self.len)?;
         Ok(())
     }
+    for (off, page) in pages {
+        if page.iter().all(|&b| b == 0) {
+            continue;
+        }
+        match &mut run {
+            Some((start, buf)) if *start + buf.len() as u64 == off && buf.len() < 1 << 24 => {
+                buf.extend_from_slice(page);
+            }
+            _ => {
+                flush(&mut f, &mut run, &mut pos)?;
+                run = Some((off, page.to_vec()));
+            }
+        }
+    }
+    flush(&mut f, &mut run, &mut pos)?;
+    f.set_len(len)?;
+    Ok(())
 }

@@ -1,8 +1,10 @@
 //! Page tables (crash-dump-format.md §1.5) and the forge's own record of what it mapped.
 //!
 //! * x64: 4 levels of 512 8-byte entries (PML4 [47:39], PDPT [38:30], PD [29:21], PT [20:12]);
-//!   PDPTE.PS = 1 GiB page, PDE.PS = 2 MiB page. The PML4 has the Windows 7-10 self-reference
-//!   entry at index 0x1ED.
+//!   PDPTE.PS = 1 GiB page, PDE.PS = 2 MiB page. The PML4 has one self-reference entry at
+//!   `Config::self_map_index`: 0x1ED (Windows 7 .. 10 1511, the default) or any other
+//!   kernel-half index (Windows 1607+ draws it at boot). No mapping of the forge may use that
+//!   PML4 slot (`entry_pa` panics).
 //! * x86 PAE: CR3 -> 4-entry PDPT (32-byte aligned, not page aligned) [31:30], PD [29:21],
 //!   PT [20:12], 8-byte entries, PDE.PS = 2 MiB page. The four PDs are mapped at 0xC0000000
 //!   (PD 3, entries 0..3) as Windows does.
@@ -44,10 +46,6 @@ pub(crate) const PROTOTYPE: u64 = 1 << 10;
 pub(crate) const TRANSITION: u64 = 1 << 11;
 /// MM_READWRITE (4) in the Protection field, bits 5..9 of a not-valid PTE.
 pub(crate) const PROT_RW: u64 = 4 << 5;
-
-/// x64 PML4 self-reference index used by Windows 7 .. 10 1511 (and by volatility's
-/// fixed-index DTB scan).
-pub(crate) const X64_SELF_REF_INDEX: u64 = 0x1ED;
 
 /// Kinds of leaf mappings with realistic Windows flag combinations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +149,8 @@ pub(crate) struct Pager {
     /// (VA, PA) of one page-table page that the self-map makes visible: the PML4 (x64),
     /// page directory 3 (PAE) or the page directory (non-PAE).
     pub self_map_page: (u64, u64),
+    /// x64: the PML4 index of the self-reference entry; `None` on x86 (fixed self-map).
+    pub self_ref_index: Option<u64>,
 }
 
 /// VA at which the x64 self-reference entry `i` maps the PML4 itself.
@@ -165,18 +165,21 @@ pub(crate) fn x64_self_map_va(i: u64) -> u64 {
 }
 
 impl Pager {
-    /// x64: PML4 in page `pml4_pfn` with the self-reference entry at 0x1ED
-    /// (real value on Windows 10: 0x8000000000xxx063, i.e. NX|D|A|RW|P).
-    pub(crate) fn new_x64(pm: &mut PhysMem, pml4_pfn: u64) -> Self {
+    /// x64: PML4 in page `pml4_pfn` with the self-reference entry at `self_ref_index`
+    /// (0x1ED before 1607, drawn at boot since; real value on Windows 10:
+    /// 0x8000000000xxx063, i.e. NX|D|A|RW|P).
+    pub(crate) fn new_x64(pm: &mut PhysMem, pml4_pfn: u64, self_ref_index: u64) -> Self {
+        assert!((0x100..0x1FF).contains(&self_ref_index));
         let pager = Pager {
             mode: Mode::X64,
             root: pml4_pfn << 12,
-            self_map_page: (x64_self_map_va(X64_SELF_REF_INDEX), pml4_pfn << 12),
+            self_map_page: (x64_self_map_va(self_ref_index), pml4_pfn << 12),
+            self_ref_index: Some(self_ref_index),
         };
         pm.page_mut(pml4_pfn);
         pager.write(
             pm,
-            pager.root + X64_SELF_REF_INDEX * 8,
+            pager.root + self_ref_index * 8,
             (pml4_pfn << 12) | NX | D | A | RW | P,
         );
         pager
@@ -193,6 +196,7 @@ impl Pager {
             root: (pdpt_pfn << 12) + pdpt_offset,
             // PD3[3] maps PD3 as a page table, so PD i appears at 0xC0600000 + i * 0x1000.
             self_map_page: (0xC060_3000, pds[3] << 12),
+            self_ref_index: None,
         };
         pm.page_mut(pdpt_pfn);
         let decoy_pd = pm.alloc();
@@ -225,6 +229,7 @@ impl Pager {
             root: pd_pfn << 12,
             // PD[0x300] maps the PD as a page table; entry 0x300 of it maps the PD itself.
             self_map_page: (0xC030_0000, pd_pfn << 12),
+            self_ref_index: None,
         };
         pm.page_mut(pd_pfn);
         pager.write(pm, pager.root + 0x300 * 4, (pd_pfn << 12) | D | A | RW | P);
@@ -260,6 +265,13 @@ impl Pager {
     /// intermediate tables above it. Panics if an existing entry on the way is not a table
     /// pointer (a layout clash inside the forge).
     pub(crate) fn entry_pa(&self, pm: &mut PhysMem, va: u64, depth: usize) -> u64 {
+        if let Some(i) = self.self_ref_index {
+            assert_ne!(
+                self.index(va, 0),
+                i,
+                "forge layout clash: {va:#x} lies in the self-map slot PML4[{i:#x}]"
+            );
+        }
         let mut table = self.root;
         for d in 0..depth {
             let epa = table + self.index(va, d) * self.mode.entry_size();

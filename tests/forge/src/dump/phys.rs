@@ -217,6 +217,23 @@ impl PhysMem {
     pub(crate) fn pages(&self) -> &BTreeMap<u64, PageBuf> {
         &self.pages
     }
+
+    /// The stored pages as maximal runs `(first PFN, page count)`, ascending: a full dump's
+    /// memory runs, or a bitmap dump's stored pages coalesced (exactly the pages
+    /// [`PhysMem::is_stored`] accepts).
+    pub(crate) fn stored_runs(&self) -> Vec<(u64, u64)> {
+        if !self.bitmap {
+            return self.runs.clone();
+        }
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &pfn in self.pages.keys() {
+            match out.last_mut() {
+                Some((base, count)) if *base + *count == pfn => *count += 1,
+                _ => out.push((pfn, 1)),
+            }
+        }
+        out
+    }
 }
 
 /// Distinctive, non-zero content of a probe page: 256 cells of 16 ASCII bytes

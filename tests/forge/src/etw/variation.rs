@@ -834,6 +834,24 @@ impl Config {
     }
 }
 
+/// Salt of the self-map draw ([`random_self_map_index`]).
+const SALT_SELF_MAP: u64 = 0x5E1F_0000_0000_0004;
+
+/// An x64 PML4 self-map index as Windows 1607+ draws one at boot, from `seed`: uniform in
+/// 0x100..=0x1FE (every index [`Config::with_self_map_index`] accepts) without the forge's own
+/// slots ([`crate::FORGE_PML4_SLOTS`]). 0x1FF is never a self-map: on real systems that slot
+/// holds the HAL / loader area at 0xFFFFFF8000000000, and volatility3's DTB scan
+/// (`DtbSelfRef64bit`, `range(0x100, 0x1FF)`) never tries it.
+pub fn random_self_map_index(seed: u64) -> u64 {
+    let mut rng = VarRng::new(seed ^ SALT_SELF_MAP);
+    loop {
+        let i = rng.range(0x100, 0x1FE);
+        if !crate::config::FORGE_PML4_SLOTS.contains(&i) {
+            return i;
+        }
+    }
+}
+
 /// The variation of `cfg` (if any).
 pub(crate) fn of(cfg: &Config) -> Option<&Variation> {
     cfg.etw.as_ref().and_then(|e| e.variation.as_deref())

@@ -152,7 +152,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     for _ in 0..FILLER_PAGES {
         m.pm.add_random_page();
     }
-    let Mapper { pm, vmap, .. } = m;
+    let Mapper { pm, vmap, pager } = m;
     let (file, placement, info) = file_image(cfg, &pm, &img, dtb);
     let probes = resolve_probes(specs, &vmap, &pm);
 
@@ -190,6 +190,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         processes: proc_build.map(|p| p.expected).unwrap_or_default(),
         current_threads,
         file,
+        page_table_root: pager.root,
         pm,
         vmap,
     }
@@ -330,7 +331,7 @@ fn memory(cfg: &Config) -> (Mapper, u64, u64) {
     let large_block_pfn = pm.reserve_aligned_block(pde_pages, usable * 3 / 8);
     let (pager, dtb) = match arch {
         Arch::X64 => {
-            let p = Pager::new_x64(&mut pm, root_pfn);
+            let p = Pager::new_x64(&mut pm, root_pfn, cfg.self_map_index);
             let dtb = p.root | cfg.dtb_low_bits;
             (p, dtb)
         }
@@ -370,9 +371,10 @@ fn object_probes(cfg: &Config, ko: &KernelObjects, specs: &mut Vec<ProbeSpec>) {
     let (arch, img, plan) = (cfg.arch, ko.img, ko.plan);
     let p = arch.ptr_size();
     let kdbg_va = img.va(img.sym.kd_debugger_data_block);
-    // Self-map probe: PML4[0x1ED] (x64), PD3[0..3] (PAE), PD[0x300..] (non-PAE).
+    // Self-map probe: PML4[self_map_index] (x64, 0x1ED by default), PD3[0..3] (PAE),
+    // PD[0x300..] (non-PAE).
     let sm_entry_off = match arch {
-        Arch::X64 => crate::dump::paging::X64_SELF_REF_INDEX * 8,
+        Arch::X64 => cfg.self_map_index * 8,
         Arch::X86Pae => 0,
         Arch::X86NonPae => 0x300 * 4,
     };

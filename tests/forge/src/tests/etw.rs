@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{check_probes, fixture_dirs, Walk};
+use super::{check_probes, fixture_dir, fixture_dirs, Walk};
 use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64};
 use crate::{
@@ -73,10 +73,7 @@ fn standard_etw_dumps() -> Vec<Config> {
         .iter()
         .map(|d| Config::from_fixture(d).with_standard_etw())
         .collect();
-    let d19041 = fixture_dirs()
-        .into_iter()
-        .find(|d| d.ends_with("x64-19041"))
-        .unwrap();
+    let d19041 = fixture_dir("x64-19041");
     v.push(Config::from_fixture(&d19041).with_etw(EtwSpec::standard_with_max_loggers(19041, 0x50)));
     v
 }
@@ -540,10 +537,7 @@ fn max_loggers_needs_the_pointer_route() {
 
 #[test]
 fn a_custom_spec_places_only_what_it_lists() {
-    let d = fixture_dirs()
-        .into_iter()
-        .find(|d| d.ends_with("x64-19041"))
-        .unwrap();
+    let d = fixture_dir("x64-19041");
     let mut spec = EtwSpec::standard(19041);
     spec.slots.retain(|&k, _| k == 2);
     spec.slots.insert(40, SlotSpec::Unmapped);

@@ -5,7 +5,9 @@
 mod etw;
 mod etw_buffers;
 mod etw_pending;
+mod images;
 mod processes;
+mod self_map;
 mod triage;
 mod variation;
 
@@ -588,6 +590,14 @@ pub(super) fn fixture_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The fixture directory `tests/fixtures/<name>`.
+pub(super) fn fixture_dir(name: &str) -> PathBuf {
+    fixture_dirs()
+        .into_iter()
+        .find(|d| d.ends_with(name))
+        .unwrap_or_else(|| panic!("{name} fixture"))
+}
+
 fn symbols_json(dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("symbols.json")).unwrap()).unwrap()
 }
@@ -977,10 +987,7 @@ fn fixture_forging_is_deterministic() {
 
 #[test]
 fn fixture_load_rejects_an_inconsistent_fixture() {
-    let src = fixture_dirs()
-        .into_iter()
-        .find(|d| d.ends_with("x64-19041"))
-        .unwrap();
+    let src = fixture_dir("x64-19041");
     let tmp = temp_path("fixture-x64-19041");
     std::fs::create_dir_all(&tmp).unwrap();
     std::fs::copy(src.join("ntoskrnl.exe"), tmp.join("ntoskrnl.exe")).unwrap();
