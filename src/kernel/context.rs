@@ -113,9 +113,10 @@ impl<'d> KernelContext<'d> {
     }
 
     /// A memory image has no header to give PsLoadedModuleList and KdDebuggerDataBlock: take
-    /// them from the symbols (the KDBG is checked as in a crash dump: decoded or not).
+    /// them from the symbols. On every dump kind, a KDBG Windows keeps encoded is decoded.
     fn find_lists_by_symbols(&mut self) {
         if self.dump.image().is_none() {
+            self.decode_kdbg();
             return;
         }
         if self.modules.is_err() {
@@ -127,6 +128,47 @@ impl<'d> KernelContext<'d> {
             if let Some(va) = self.global("KdDebuggerDataBlock") {
                 self.kdbg = KdDebuggerData::read(&self.space, va);
             }
+        }
+        self.decode_kdbg();
+    }
+
+    /// A KDBG without its tag, while `KdpDataBlockEncoded` says it is encoded: decode it with
+    /// KiWaitNever and KiWaitAlways (Windows 8+ live memory keeps it so; dumps written at bug
+    /// check hold it decoded).
+    fn decode_kdbg(&mut self) {
+        let KdbgState::NotDecoded { va, .. } = &self.kdbg else {
+            return;
+        };
+        let va = *va;
+        let (Some(flag), Some(never), Some(always)) = (
+            self.global("KdpDataBlockEncoded"),
+            self.global("KiWaitNever"),
+            self.global("KiWaitAlways"),
+        ) else {
+            return;
+        };
+        let mut b = [0u8; 1];
+        let encoded = self.space.read(flag, &mut b).is_ok() && b[0] != 0;
+        let (Ok(n), Ok(a)) = (self.space.read_u64(never), self.space.read_u64(always)) else {
+            return;
+        };
+        if !encoded {
+            return;
+        }
+        if let d @ KdbgState::Decoded(_) =
+            KdDebuggerData::read_encoded(&self.space, va, (n, a, flag.get()))
+        {
+            self.kdbg = d;
+            self.warnings.push(
+                Warning::new(
+                    WarningKind::Inferred,
+                    format!(
+                        "the KDBG at {va} is encoded (KdpDataBlockEncoded = {}): decoded with KiWaitNever and KiWaitAlways as KdCopyDataBlock does",
+                        b[0]
+                    ),
+                )
+                .at(va),
+            );
         }
     }
 

@@ -26,6 +26,20 @@ const MAX_READ: usize = 0x400;
 /// Smallest plausible Size (the Windows XP block ends before 0x200).
 const MIN_SIZE: u32 = 0x80;
 
+/// Decode an encoded KDBG (whole qwords) with `keys` = (KiWaitNever, KiWaitAlways, the VA of
+/// KdpDataBlockEncoded); see [`KdDebuggerData::read_encoded`].
+pub fn decode_block(raw: &[u8], keys: (u64, u64, u64)) -> Vec<u8> {
+    let (never, always, flag_va) = keys;
+    raw.chunks_exact(8)
+        .flat_map(|c| {
+            let q = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            let d =
+                always ^ (flag_va ^ (never ^ q).rotate_left((never & 0x3F) as u32)).swap_bytes();
+            d.to_le_bytes()
+        })
+        .collect()
+}
+
 /// A decoded debugger data block.
 #[derive(Clone, Debug)]
 pub struct KdDebuggerData {
@@ -85,6 +99,46 @@ impl KdDebuggerData {
         KdbgState::Decoded(KdDebuggerData { va, size, bytes })
     }
 
+    /// Read the block at `va` that Windows 8+ keeps encoded while no debugger is attached
+    /// (`KdpDataBlockEncoded` nonzero): each qword q is decoded as the kernel's KdCopyDataBlock
+    /// does, `KiWaitAlways ^ bswap64(&KdpDataBlockEncoded ^ rol64(KiWaitNever ^ q,
+    /// KiWaitNever & 0x3F))`. `keys` = (KiWaitNever, KiWaitAlways, the VA of
+    /// KdpDataBlockEncoded). The result is accepted only when it then has the `KDBG` tag and a
+    /// plausible Size.
+    pub fn read_encoded(
+        space: &AddressSpace<'_>,
+        va: VirtAddr,
+        keys: (u64, u64, u64),
+    ) -> KdbgState {
+        let mut raw = vec![0u8; MAX_READ];
+        let have = space.read_prefix(va, &mut raw);
+        raw.truncate(have - have % 8);
+        if raw.len() < 0x18 {
+            return KdbgState::Unreadable {
+                va,
+                error: space
+                    .read(va, &mut [0u8; 0x18])
+                    .err()
+                    .unwrap_or(MemError::NonCanonical { va }),
+            };
+        }
+        let bytes = decode_block(&raw, keys);
+        let tag = &bytes[off("OwnerTag")..off("OwnerTag") + 4];
+        let size = bytes.u32_at(off("Size")).unwrap_or(0);
+        if tag != b"KDBG" || size < MIN_SIZE {
+            return KdbgState::NotDecoded {
+                va,
+                tag: format!(
+                    "{} (and not after decoding with KiWaitNever/KiWaitAlways)",
+                    tag_text(tag)
+                ),
+            };
+        }
+        let mut bytes = bytes;
+        bytes.truncate((size as usize).min(bytes.len()));
+        KdbgState::Decoded(KdDebuggerData { va, size, bytes })
+    }
+
     /// A 64-bit field, if the block is large enough to have it and it was readable.
     pub fn u64_field(&self, offset: usize) -> Option<u64> {
         if offset + 8 > self.size as usize {
@@ -128,5 +182,43 @@ impl KdDebuggerData {
     pub fn read_build_lab(&self, space: &AddressSpace<'_>) -> Option<String> {
         let va = self.nt_build_lab().filter(|v| v.get() != 0)?;
         super::read_ascii_z(space, va, 128)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's own encoding (KdEncodeDataBlock, the inverse of KdCopyDataBlock):
+    /// `KiWaitNever ^ ror64(&KdpDataBlockEncoded ^ bswap64(KiWaitAlways ^ q), KiWaitNever)`.
+    fn encode(q: u64, (never, always, flag): (u64, u64, u64)) -> u64 {
+        never ^ (flag ^ (always ^ q).swap_bytes()).rotate_right((never & 0x3F) as u32)
+    }
+
+    #[test]
+    fn decoding_inverts_the_kernels_encoding() {
+        let keys = (
+            0x8642_0975_31FE_DCBA,
+            0x0F1E_2D3C_4B5A_6978,
+            0xFFFF_F803_1234_5678,
+        );
+        let plain = [0u64, 1, 0x4742_444B, 0xFFFF_F803_1861_DF80, u64::MAX];
+        let raw: Vec<u8> = plain
+            .iter()
+            .flat_map(|&q| encode(q, keys).to_le_bytes())
+            .collect();
+        assert_ne!(&raw[..8], &0u64.to_le_bytes(), "encoding transforms");
+        let back = decode_block(&raw, keys);
+        let got: Vec<u64> = back
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, plain);
+        // A rotation by 64 or more is taken modulo 64, as the CPU's ROL does.
+        let keys = (0xFF, 0, 0);
+        assert_eq!(
+            decode_block(&encode(0x1234, keys).to_le_bytes(), keys),
+            0x1234u64.to_le_bytes()
+        );
     }
 }
