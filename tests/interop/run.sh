@@ -33,6 +33,11 @@
 #    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
 #    file's bytes, and `sessions` fails in one line (no Windows in it). Skipped, said so,
 #    without qemu-system-x86_64.
+# 10. image_check.py: every dump is also written as memory images (`forge --images`: raw, .vmem +
+#    .vmss, .vmsn, ELF core); `$ETWDUMP info` finds the forge's ranges, page-table root, kernel
+#    base and build on each, `sessions` on the ETW dumps' images equals the dump's, and
+#    volatility3 windows.info on the x64 fixture images (raw, .vmem, ELF) reports the same
+#    Kernel Base, DTB and build.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
 # fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
@@ -79,7 +84,7 @@ echo "== building the forge (target dir $target)"
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/forge-interop.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-"$target/debug/forge" "$out" ${forge_flags[@]+"${forge_flags[@]}"}
+"$target/debug/forge" "$out" --images ${forge_flags[@]+"${forge_flags[@]}"}
 
 status=0
 echo "== walk_dump.py (independent Python reader)"
@@ -98,6 +103,12 @@ fi
 echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump sessions)"
 "$venv/bin/python" "$here/sessions_check.py" "$out/manifest.json" --symbols "$out/vol/symbols" \
     ${sessions_flags[@]+"${sessions_flags[@]}"} || status=1
+
+echo "== image_check.py (memory images of every dump: etwdump info/sessions; volatility3 windows.info on raw, .vmem, ELF)"
+image_flags=()
+[ "$run_vol" -eq 1 ] || image_flags+=(--skip-vol)
+"$venv/bin/python" "$here/image_check.py" "$out/manifest.json" --symbols "$out/vol/symbols" \
+    ${image_flags[@]+"${image_flags[@]}"} || status=1
 
 echo "== etl_check.py (ETW buffers: forge vs etwdump buffers/extract; etl-parser 1.0.1 on the .etl files)"
 "$venv/bin/python" "$here/etl_check.py" "$out/manifest.json" \
