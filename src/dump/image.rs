@@ -177,8 +177,12 @@ pub const MIN_RAW: u64 = 1 << 20;
 /// Could this be a raw image: no crash-dump, minidump, ELF or VMware signature, and at least
 /// [`MIN_RAW`] bytes? (Whether it is memory is decided by finding page tables in it.)
 pub fn is_raw_candidate(file: &[u8]) -> bool {
-    file.len() as u64 >= MIN_RAW
-        && !file.starts_with(b"PAGE")
+    file.len() as u64 >= MIN_RAW && has_no_signature(file)
+}
+
+/// No crash-dump, minidump, ELF or VMware signature at the start.
+pub fn has_no_signature(file: &[u8]) -> bool {
+    !file.starts_with(b"PAGE")
         && !file.starts_with(b"MDMP")
         && !is_elf(file)
         && !is_vmware_state(file)

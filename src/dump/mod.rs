@@ -113,7 +113,7 @@ impl DumpFile {
         let map = map_file(path)?;
         let bytes: &[u8] = &map;
         // VMware: a .vmss/.vmsn names the layout; its memory is inside it or in the .vmem
-        // beside it. A file without any signature may be a .vmem with its .vmss beside it.
+        // beside it. A .vmem (no signature) takes the layout of the .vmss/.vmsn beside it.
         if image::is_vmware_state(bytes) {
             let layout = image::vmware_layout(bytes).map_err(|reason| DumpError::BadImage {
                 format: "VMware state",
@@ -150,7 +150,12 @@ impl DumpFile {
             img.metadata = Some(path.display().to_string());
             return Self::from_image(Backing::Map(mem), img, missing, opts);
         }
-        if image::is_raw_candidate(bytes) {
+        // Only a file named as VMware names its memory (*.vmem) takes the layout of a state
+        // file beside it: a raw image that happens to sit beside one (x.raw, x.vmss) is raw.
+        let vmem_named = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("vmem"));
+        if vmem_named && image::has_no_signature(bytes) {
             for ext in ["vmss", "vmsn"] {
                 let meta = path.with_extension(ext);
                 let Ok(m) = map_file(&meta) else { continue };
