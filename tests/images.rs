@@ -282,3 +282,77 @@ fn bad_images_are_refused_or_warned_about() {
         "{e}"
     );
 }
+
+/// An RDMP dump (DumpType 8, 9 and 0xA; crash-dump-format.md §1.2b) holding the memory of a
+/// forge full dump: its header with the DumpType changed, the RDMP header at 0x2000 with the
+/// dump's runs as {Pfn, PageCount} ranges at 0x2030, the pages back to back from
+/// FirstPageOffset (MetadataSize − 0x20 = FirstPageOffset − 0x2040). etwdump gives the full
+/// dump's listings on each.
+#[test]
+fn rdmp_dumps_give_the_full_dumps_listings() {
+    let fx = "x64-19041";
+    let c = Config::from_fixture(&common::fixture(fx)).with_variation(3);
+    let f = forge(&c);
+    let full = f.to_bytes();
+    assert_eq!(
+        u32::from_le_bytes(full[0xF98..0xF9C].try_into().unwrap()),
+        1,
+        "a full dump"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(common::pdb_of(fx)),
+        ..SymbolOptions::default()
+    };
+    let dump_path = dir.path().join("full.dmp");
+    std::fs::write(&dump_path, &full).unwrap();
+    let want = listings(
+        &discover::open(&dump_path, OpenOptions::default()).unwrap(),
+        &opts,
+    );
+    let pages: u64 = f.runs.iter().map(|r| r.1).sum();
+    assert!(
+        f.runs.iter().all(|r| r.0 != 0),
+        "a range at PFN 0 would end the list"
+    );
+    for dump_type in [8u32, 9, 0xA] {
+        let first = 0x3000u64;
+        let meta = first - 0x2040 + 0x20;
+        let mut b = full[..0x2000].to_vec();
+        b[0xF98..0xF9C].copy_from_slice(&dump_type.to_le_bytes());
+        b.resize(first as usize, 0);
+        let h = 0x2000;
+        b[h..h + 4].copy_from_slice(&0x40u32.to_le_bytes());
+        b[h + 4..h + 8].copy_from_slice(b"RDMP");
+        b[h + 8..h + 12].copy_from_slice(b"DUMP");
+        b[h + 0x10..h + 0x18].copy_from_slice(&meta.to_le_bytes());
+        b[h + 0x18..h + 0x20].copy_from_slice(&first.to_le_bytes());
+        if dump_type == 0xA {
+            b[h + 0x20..h + 0x24].copy_from_slice(&(f.runs.len() as u32).to_le_bytes());
+            b[h + 0x28..h + 0x30].copy_from_slice(&pages.to_le_bytes());
+        }
+        for (i, &(pfn, n)) in f.runs.iter().enumerate() {
+            let e = h + 0x30 + i * 16;
+            b[e..e + 8].copy_from_slice(&pfn.to_le_bytes());
+            b[e + 8..e + 16].copy_from_slice(&n.to_le_bytes());
+        }
+        let data =
+            &full[f.first_page_offset as usize..(f.first_page_offset + pages * 0x1000) as usize];
+        b.extend_from_slice(data);
+        let path = dir.path().join(format!("rdmp-{dump_type}.dmp"));
+        std::fs::write(&path, &b).unwrap();
+        let d = discover::open(&path, OpenOptions::default()).unwrap();
+        assert_eq!(d.stored_pages(), pages, "type {dump_type}");
+        assert!(
+            d.machine_source().is_none(),
+            "an RDMP dump has a header: nothing to discover"
+        );
+        let got = listings(&d, &opts);
+        for i in 0..4 {
+            assert!(
+                got[i] == want[i],
+                "RDMP type {dump_type}: listing {i} differs"
+            );
+        }
+    }
+}
