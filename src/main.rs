@@ -297,6 +297,17 @@ fn open_with(
             display(&a.dump)
         ));
     }
+    // A memory image's layout warnings (a partial last page, memory a layout places past
+    // the data, page tables naming pages beyond the image) concern every command.
+    if d.image().is_some() {
+        for w in d
+            .warnings()
+            .iter()
+            .filter(|w| !w.starts_with("truncated dump"))
+        {
+            warn(&format!("IMAGE ({}): {w}", display(&a.dump)));
+        }
+    }
     Ok(d)
 }
 

@@ -356,3 +356,91 @@ fn rdmp_dumps_give_the_full_dumps_listings() {
         }
     }
 }
+
+/// A raw image that skipped a hole (the memory above it written lower down) cannot be placed:
+/// the paging structures its kernel tables name then lie beyond its end, which etwdump says
+/// instead of reading misplaced memory silently. Built from the forge's .vmem (the stored runs
+/// back to back) of a machine whose page tables sit above its first hole.
+#[test]
+fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
+    let fx = "x64-19041";
+    let f = forge(&Config::from_fixture(&common::fixture(fx)).with_variation(3));
+    let dir = tempfile::tempdir().unwrap();
+    let files = f
+        .write_image(&dir.path().join("h"), ImageKind::Vmware)
+        .unwrap();
+    let vmem = files
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "vmem"))
+        .unwrap();
+    // The zero-padded raw image of the same memory: no warning.
+    let raw = f
+        .write_image(&dir.path().join("z"), ImageKind::Raw)
+        .unwrap()
+        .remove(0);
+    let d = discover::open(&raw, OpenOptions::default()).unwrap();
+    assert!(
+        !d.warnings()
+            .iter()
+            .any(|w| w.contains("beyond the image's last page")),
+        "{:?}",
+        d.warnings()
+    );
+    // The runs back to back, as one flat file (no .vmss beside it under this name).
+    let skipped = dir.path().join("skipped.raw");
+    std::fs::copy(vmem, &skipped).unwrap();
+    let len = std::fs::metadata(&skipped).unwrap().len();
+    if len < (1 << 20) {
+        let f2 = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&skipped)
+            .unwrap();
+        f2.set_len(1 << 20).unwrap();
+    }
+    // A PDPT the PML4 names beyond the image's end (as memory moved down by a skipped hole
+    // would be): read, with the warning.
+    let mut b = std::fs::read(&raw).unwrap();
+    let root = f.page_table_root() as usize;
+    let (self_idx, kuser_idx) = (
+        f.self_map_index().unwrap() as usize,
+        (0xFFFF_F780_0000_0000u64 >> 39 & 0x1FF) as usize,
+    );
+    let i = (0x100..0x200)
+        .find(|&i| {
+            i != self_idx
+                && i != kuser_idx
+                && u64::from_le_bytes(b[root + i * 8..root + i * 8 + 8].try_into().unwrap()) & 1
+                    == 1
+        })
+        .expect("another kernel PML4 entry");
+    let past = (b.len() as u64 + 0x10_0000) & !0xFFF;
+    let e = u64::from_le_bytes(b[root + i * 8..root + i * 8 + 8].try_into().unwrap());
+    let moved = (e & !0x000F_FFFF_FFFF_F000) | past;
+    b[root + i * 8..root + i * 8 + 8].copy_from_slice(&moved.to_le_bytes());
+    std::fs::write(dir.path().join("moved.raw"), &b).unwrap();
+    let d = discover::open(&dir.path().join("moved.raw"), OpenOptions::default()).unwrap();
+    let w = d
+        .warnings()
+        .iter()
+        .find(|w| w.contains("beyond the image's last page"));
+    assert!(
+        w.is_some_and(|w| w.contains(&format!("a PDPT at physical {past:#x}"))),
+        "{:?}",
+        d.warnings()
+    );
+    match discover::open(&skipped, OpenOptions::default()) {
+        // The root itself moved: no page tables where the file says.
+        Err(e) => assert!(
+            e.to_string().contains("no x64 or x86 kernel page tables"),
+            "{e}"
+        ),
+        Ok(d) => assert!(
+            d.warnings()
+                .iter()
+                .any(|w| w.contains("beyond the image's last page")
+                    || w.contains("skipped the PCI hole")),
+            "a hole-skipping image read without a word: {:?}",
+            d.warnings()
+        ),
+    }
+}

@@ -388,6 +388,11 @@ impl DumpFile {
         self.machine_source = Some(how);
     }
 
+    /// Add a warning about the file found after it was opened (discovery).
+    pub fn add_warning(&mut self, w: String) {
+        self.warnings.push(w);
+    }
+
     /// How an image's architecture and DTB were found (None: from the dump header).
     pub fn machine_source(&self) -> Option<&str> {
         self.machine_source.as_deref()

@@ -243,7 +243,11 @@ pub fn complete(dump: &mut DumpFile) -> Result<(), DumpError> {
     let format = dump.image().map_or("memory", |i| i.format.name());
     match find_machine(dump) {
         Some(Ok(m)) => {
+            let misplaced = tables_past_the_end(dump, m.arch, m.dtb);
             dump.set_machine(m.arch, m.dtb, m.how);
+            if let Some(w) = misplaced {
+                dump.add_warning(w);
+            }
             Ok(())
         }
         Some(Err(reason)) if format == "raw" => Err(DumpError::NotMemory {
@@ -253,6 +257,89 @@ pub fn complete(dump: &mut DumpFile) -> Result<(), DumpError> {
         Some(Err(reason)) => Err(DumpError::NoWindows { format, reason }),
         None => Ok(()),
     }
+}
+
+/// Paging-structure pages (PDPTs and page directories, always RAM) that the kernel's upper
+/// tables name beyond the image's last stored page: memory the image does not hold where
+/// its layout puts it. A raw image that skipped the PCI hole (RAM above it moved down) looks
+/// so: its layout cannot be told from the file, and reads there would be wrong; said, never
+/// guessed.
+fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> {
+    let img = dump.image()?;
+    let end_pfn = img
+        .ranges()
+        .iter()
+        .map(|r| (r.start + r.size) / PAGE_SIZE)
+        .max()
+        .unwrap_or(0);
+    let page_of = |pfn: u64| match dump.page(crate::addr::Pfn::new(pfn)) {
+        PageLookup::Present(p) => Some(p),
+        _ => None,
+    };
+    // (mode, table pfn, entries to look at) of the upper levels whose entries name tables.
+    let (mode, roots): (PagingMode, Vec<(u64, std::ops::Range<usize>)>) = match arch {
+        Arch::X64 => (PagingMode::X64, vec![(dtb / PAGE_SIZE, 0x100..0x200)]),
+        Arch::X86 { pae: true } => (PagingMode::Pae, Vec::new()),
+        Arch::X86 { pae: false } => (PagingMode::NonPae, vec![(dtb / PAGE_SIZE, 0x200..0x400)]),
+        Arch::Arm64 => return None,
+    };
+    let (mut beyond, mut looked, mut first) = (0u64, 0u64, None);
+    let mut note = |pfn: u64, what: &'static str| {
+        looked += 1;
+        if pfn >= end_pfn {
+            beyond += 1;
+            first.get_or_insert((pfn, what));
+        }
+    };
+    if mode == PagingMode::Pae {
+        // The PDPT's four entries name the page directories.
+        if let Some(page) = page_of(dtb / PAGE_SIZE) {
+            let at = (dtb % PAGE_SIZE) as usize / 8;
+            for i in at..at + 4 {
+                if let Some(e) = table_entry(mode, page, i).filter(|&e| entry_present(e)) {
+                    note(entry_pfn(mode, e), "page directory");
+                }
+            }
+        }
+    }
+    for (table, range) in roots {
+        let Some(page) = page_of(table) else { continue };
+        for i in range {
+            let Some(e) = table_entry(mode, page, i).filter(|&e| entry_present(e)) else {
+                continue;
+            };
+            let next = entry_pfn(mode, e);
+            if next == table {
+                continue; // the self-reference
+            }
+            note(
+                next,
+                if mode == PagingMode::X64 {
+                    "PDPT"
+                } else {
+                    "page table"
+                },
+            );
+            // x64: the PDPT's entries name page directories (unless 1 GiB pages).
+            if mode == PagingMode::X64 {
+                if let Some(pdpt) = page_of(next) {
+                    for j in 0..512 {
+                        if let Some(e2) = table_entry(mode, pdpt, j)
+                            .filter(|&e| entry_present(e) && e & (1 << 7) == 0)
+                        {
+                            note(entry_pfn(mode, e2), "page directory");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let (pfn, what) = first?;
+    Some(format!(
+        "{beyond} of the {looked} paging structures the kernel's upper page tables name lie beyond the image's last page {:#x} (e.g. a {what} at physical {:#x}): this image does not hold memory where its layout puts it; a raw image that skipped the PCI hole (the RAM above it written lower down) looks so, and its layout cannot be told from the file: reads of such memory fail or are wrong",
+        end_pfn * PAGE_SIZE,
+        pfn * PAGE_SIZE
+    ))
 }
 
 /// Open a crash dump or memory image and, for an image, find its architecture and DTB.
