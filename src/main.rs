@@ -119,6 +119,26 @@ enum Command {
         #[arg(long)]
         overwrite: bool,
     },
+    /// Every trace buffer, pending CCSWAP block and logger context in physical memory, live or
+    /// not: one pass over all memory; orphans (stopped sessions' memory) grouped into sessions
+    Scan {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Threads reading memory (default: every core)
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Also write each group of orphaned buffers as an .etl file in DIR, with manifest.json
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// Replace existing files in DIR
+        #[arg(long)]
+        overwrite: bool,
+        /// jsonl: one JSON object per row (warnings as JSON lines on stderr)
+        #[arg(long, value_enum, default_value = "table")]
+        format: RowFormatArg,
+    },
     /// Context switches per CPU: pending (never flushed) CCSWAP blocks, and 0x0525 batches and
     /// 0x0524 events in the recovered buffers, with UTC times and process names
     Cswitch {
@@ -438,6 +458,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             writeln!(out, "{}", output.join("manifest.json").display())?;
             warn_all(&m.warnings, false);
         }
+        Command::Scan {
+            dump,
+            symbols,
+            threads,
+            output,
+            overwrite,
+            format,
+        } => {
+            let format = report::RowFormat::from(format);
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let threads = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .clamp(1, 64);
+            let progress = etwdump::etw::carve::Progress::default();
+            let scan = std::thread::scope(|s| {
+                let bar = s.spawn(|| progress_bar(&progress));
+                let r = report::scan::Scan::run(&ctx, threads, &progress);
+                progress
+                    .stop
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                let _ = bar.join();
+                r
+            });
+            let mut rw = RowWriter::<_, report::scan::ScanRow>::new(&mut out, format, "scan")?;
+            for r in scan.rows() {
+                rw.row(&r)?;
+            }
+            rw.finish(scan.warnings())?;
+            if format != report::RowFormat::Json {
+                warn_all(scan.warnings(), format == report::RowFormat::Jsonl);
+            }
+            if let Some(dir) = output {
+                let m = scan.extract(&ctx, &display(&dump.dump), &dir, overwrite)?;
+                for s in &m.sessions {
+                    eprintln!(
+                        "{}: {} carved buffers, {} records, sha256 {}",
+                        dir.join(&s.file).display(),
+                        s.buffers,
+                        s.records,
+                        s.sha256
+                    );
+                }
+            }
+        }
         Command::Cswitch {
             dump,
             symbols,
@@ -607,6 +672,34 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// A progress bar on stderr while `p` runs, when stderr is a terminal (silent otherwise);
+/// returns when `p.stop` is set.
+fn progress_bar(p: &etwdump::etw::carve::Progress) {
+    use std::io::IsTerminal;
+    use std::sync::atomic::Ordering;
+    let tty = std::io::stderr().is_terminal();
+    let bar = tty.then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "scan {bar:40} {pos}/{len} pages ({per_sec}, {eta} left)",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    while !p.stop.load(Ordering::Relaxed) {
+        if let Some(b) = &bar {
+            b.set_length(p.total.load(Ordering::Relaxed));
+            b.set_position(p.done.load(Ordering::Relaxed));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
 }
 
 /// One warning on stderr, with text from memory made safe for a terminal.

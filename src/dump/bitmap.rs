@@ -28,6 +28,31 @@ pub struct Bitmap {
 }
 
 impl Bitmap {
+    /// The stored pages as runs (first PFN, count) of consecutive set bits, in PFN order.
+    pub fn runs(&self, file: &[u8]) -> Vec<(u64, u64)> {
+        let bytes = file
+            .get(self.bitmap_offset..)
+            .map(|b| &b[..b.len().min(self.bits.div_ceil(8) as usize)])
+            .unwrap_or_default();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (i, &byte) in bytes.iter().enumerate() {
+            if byte == 0 {
+                continue;
+            }
+            for bit in 0..8u64 {
+                let pfn = i as u64 * 8 + bit;
+                if byte >> bit & 1 == 0 || pfn >= self.bits {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some((start, n)) if *start + *n == pfn => *n += 1,
+                    _ => out.push((pfn, 1)),
+                }
+            }
+        }
+        out
+    }
+
     /// Parse the summary header at `offset` of `file`.
     pub fn parse(file: &[u8], offset: u64) -> Result<Bitmap, DumpError> {
         let bad = |reason: String| DumpError::BadBitmap { offset, reason };

@@ -506,6 +506,21 @@ impl DumpFile {
         !matches!(self.contents, Contents::Triage(_))
     }
 
+    /// The stored physical pages as runs (first PFN, count), in PFN order (none for a triage
+    /// dump): what a pass over all physical memory reads.
+    pub fn physical_runs(&self) -> Vec<(u64, u64)> {
+        match &self.contents {
+            Contents::Runs(r) => r.runs().iter().map(|r| (r.base.get(), r.count)).collect(),
+            Contents::Bitmap(b) => b.runs(self.backing.bytes()),
+            Contents::Triage(_) => Vec::new(),
+            Contents::Image(i) => i
+                .ranges()
+                .iter()
+                .map(|r| (r.start / PAGE_SIZE, r.size / PAGE_SIZE))
+                .collect(),
+        }
+    }
+
     /// Number of physical pages the header says are stored.
     pub fn stored_pages(&self) -> u64 {
         match &self.contents {

@@ -1,6 +1,7 @@
 //! The ETW layer: where the kernel keeps its loggers, and what of it the dump holds.
 
 pub mod buffers;
+pub mod carve;
 pub mod ccswap;
 pub mod clock;
 pub mod loggers;

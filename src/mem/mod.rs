@@ -92,6 +92,27 @@ impl<'d> AddressSpace<'d> {
         self.arch
     }
 
+    /// Every present mapping with a virtual address in `[start, end)`: `f(va, pa, size)` per
+    /// leaf, in address order, reading at most `max_tables` tables (none for triage dumps).
+    pub fn for_each_mapping(
+        &self,
+        (start, end): (u64, u64),
+        max_tables: u64,
+        f: &mut dyn FnMut(VirtAddr, PhysAddr, u64),
+    ) -> u64 {
+        match self.kind {
+            Kind::Paged { mode, dtb } => paging::walk_mappings(
+                self.dump,
+                mode,
+                dtb,
+                (start, end),
+                max_tables,
+                &mut |va, pa, size| f(VirtAddr::new(va), PhysAddr::new(pa), size),
+            ),
+            _ => 0,
+        }
+    }
+
     /// The page-table root in use (None for triage dumps).
     pub fn dtb(&self) -> Option<PhysAddr> {
         match self.kind {

@@ -295,3 +295,116 @@ pub fn entry_pfn(mode: PagingMode, e: u64) -> u64 {
 pub fn entry_present(e: u64) -> bool {
     e & PRESENT != 0
 }
+
+/// Every mapping of the tables rooted at `dtb` whose virtual address lies in `[start, end)`:
+/// `f(va, pa, page_size)` per present leaf (4 KiB pages, and 2 MiB / 4 MiB / 1 GiB large
+/// pages as one call), in address order. At most `max_tables` tables are read (each a page,
+/// the PAE PDPT 32 bytes); the walk stops there. Returns the number of tables read.
+pub fn walk_mappings(
+    dump: &DumpFile,
+    mode: PagingMode,
+    dtb: PhysAddr,
+    (start, end): (u64, u64),
+    max_tables: u64,
+    f: &mut dyn FnMut(u64, u64, u64),
+) -> u64 {
+    // (shift, entry size, entries) per level, root first.
+    let levels: &[(u32, usize, usize)] = match mode {
+        PagingMode::X64 => &[(39, 8, 512), (30, 8, 512), (21, 8, 512), (12, 8, 512)],
+        PagingMode::Pae => &[(30, 8, 4), (21, 8, 512), (12, 8, 512)],
+        PagingMode::NonPae => &[(22, 4, 1024), (12, 4, 1024)],
+    };
+    let mut tables = 0u64;
+    walk_level(
+        dump,
+        mode,
+        levels,
+        0,
+        dtb.get(),
+        0,
+        (start, end),
+        max_tables,
+        &mut tables,
+        f,
+    );
+    tables
+}
+
+/// Sign-extend a 48-bit x64 address.
+fn canonical(mode: PagingMode, va: u64) -> u64 {
+    if mode == PagingMode::X64 && va & (1 << 47) != 0 {
+        va | 0xFFFF_0000_0000_0000
+    } else {
+        va
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk_level(
+    dump: &DumpFile,
+    mode: PagingMode,
+    levels: &[(u32, usize, usize)],
+    depth: usize,
+    table_pa: u64,
+    va_base: u64,
+    (start, end): (u64, u64),
+    max_tables: u64,
+    tables: &mut u64,
+    f: &mut dyn FnMut(u64, u64, u64),
+) {
+    if *tables >= max_tables {
+        return;
+    }
+    *tables += 1;
+    let (shift, esize, n) = levels[depth];
+    let PageLookup::Present(page) = dump.page(PhysAddr::new(table_pa).pfn()) else {
+        return;
+    };
+    let at = (table_pa & 0xFFF) as usize;
+    let span = 1u64 << shift;
+    let last = depth + 1 == levels.len();
+    for i in 0..n {
+        let va = canonical(mode, va_base + (i as u64) * span);
+        if va.saturating_add(span) <= start || va >= end {
+            continue;
+        }
+        let e = if esize == 8 {
+            page.u64_at(at + i * 8)
+        } else {
+            page.u32_at(at + i * 4).map(u64::from)
+        };
+        let Some(e) = e.filter(|&e| e & PRESENT != 0) else {
+            continue;
+        };
+        let mask = if esize == 8 {
+            ADDR_MASK_64
+        } else {
+            ADDR_MASK_32
+        };
+        if e & mask == table_pa & !0xFFF && !last {
+            continue; // the self-map: page tables seen as data, not mappings
+        }
+        let large = !last && depth > 0 && e & LARGE != 0
+            || (mode == PagingMode::NonPae && depth == 0 && e & LARGE != 0);
+        if last || large {
+            let pa = e & mask & !(span - 1);
+            f(va, pa, span);
+        } else {
+            walk_level(
+                dump,
+                mode,
+                levels,
+                depth + 1,
+                e & mask,
+                va,
+                (start, end),
+                max_tables,
+                tables,
+                f,
+            );
+        }
+        if *tables >= max_tables {
+            return;
+        }
+    }
+}

@@ -140,3 +140,80 @@ impl Row for EventRow {
         }
     }
 }
+
+impl Row for crate::report::scan::ScanRow {
+    fn table_header() -> String {
+        format!(
+            "{:<15} {:<10} {:<18} {:<20} {:>4} {:>9} {:>8} {:>9} {:>7} {:>5}  notes",
+            "kind",
+            "class",
+            "physical",
+            "virtual",
+            "ID",
+            "BufSize",
+            "Seq",
+            "Valid",
+            "Records",
+            "Group"
+        )
+    }
+
+    fn table_line(&self) -> String {
+        let r = self;
+        let n = |v: Option<u64>| v.map_or_else(|| "-".into(), |x| x.to_string());
+        let class = r.class.map_or("-".to_string(), |c| {
+            serde_json::to_value(c)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        });
+        let mut notes = Vec::new();
+        if r.complete == Some(false) {
+            notes.push(format!(
+                "partial: {} of {} bytes",
+                n(r.recovered_bytes),
+                n(r.valid_bytes)
+            ));
+        }
+        if let Some(s) = r.switches {
+            notes.push(format!("{s} switches"));
+        }
+        if let Some(name) = &r.name {
+            notes.push(super::text::printable(name));
+        }
+        if let Some(e) = &r.evidence {
+            notes.push(super::text::printable(e));
+        }
+        format!(
+            "{:<15} {:<10} {:<18} {:<20} {:>4} {:>9} {:>8} {:>9} {:>7} {:>5}  {}",
+            r.kind,
+            class,
+            r.physical_address.as_deref().unwrap_or("-"),
+            r.virtual_address.as_deref().unwrap_or("-"),
+            n(r.logger_id),
+            r.buffer_size.map_or("-".into(), |b| format!("{b:#x}")),
+            n(r.sequence_number),
+            r.valid_bytes.map_or("-".into(), |b| format!("{b:#x}")),
+            r.records.map_or("-".into(), |x| x.to_string()),
+            r.group.map_or("-".into(), |x| x.to_string()),
+            notes.join("; ")
+        )
+    }
+
+    fn timesketch(&self) -> Timesketch {
+        Timesketch {
+            datetime: None,
+            timestamp_desc: "ETW object found by scan (no time)",
+            message: format!(
+                "{} {} at physical {}",
+                self.class.map_or("", |c| match c {
+                    crate::etw::carve::Class::Live => "live",
+                    crate::etw::carve::Class::Orphaned => "orphaned",
+                    crate::etw::carve::Class::StaleCopy => "stale copy of a",
+                }),
+                self.kind,
+                self.physical_address.as_deref().unwrap_or("-")
+            ),
+        }
+    }
+}

@@ -101,7 +101,7 @@ pub struct Manifest {
 pub const MAX_UNBACKED_OUTPUT: u64 = 16 << 20;
 
 /// The header buffer of session `s`'s file: the logger context's facts, the dump's and `facts`.
-fn header_buffer(
+pub(crate) fn header_buffer(
     ctx: &KernelContext<'_>,
     s: &Session,
     facts: &HeaderFacts,
@@ -557,7 +557,7 @@ pub fn extract(
 }
 
 /// Write DIR/manifest.json through a temporary name.
-fn write_manifest(m: &Manifest, path: &Path) -> Result<(), ExtractError> {
+pub(crate) fn write_manifest(m: &Manifest, path: &Path) -> Result<(), ExtractError> {
     let tmp = path.with_file_name(format!(".manifest.json.tmp-{}", std::process::id()));
     let text = serde_json::to_vec_pretty(m).unwrap_or_default();
     std::fs::write(&tmp, text).map_err(io(&tmp))?;

@@ -7,6 +7,7 @@ pub mod events;
 pub mod extract;
 pub mod info;
 pub mod read;
+pub mod scan;
 pub mod sessions;
 
 pub mod symbols;

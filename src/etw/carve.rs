@@ -1,0 +1,774 @@
+//! Carving (issue 15): one pass over all physical memory that finds every trace buffer, every
+//! 'CCsw' pending block and every 'EtwL' logger context, whether or not anything still points
+//! to it, and classifies each as live (what the logger array and the CPUs lead to), orphaned
+//! (nothing does: a stopped session's memory left in freed pool) or a stale copy (a live
+//! buffer's bytes again elsewhere).
+//!
+//! **Validity** (identity decides): a trace buffer is a WMI_BUFFER_HEADER at an 8-byte-aligned
+//! physical offset whose BufferSize is a multiple of 1 KiB from 1 KiB to 64 MiB, whose valid end
+//! (CurrentOffset, else SavedOffset: the kernel's rule) is past the header, which is not
+//! compressed (a compressed payload has no record chain to check), whose ClientContext LoggerId
+//! is below 1024, and whose first record at 0x48 is complete (a chain follows it as far as the
+//! bytes in hand allow; where it stops is reported, as for a live buffer). A pending
+//! block is a 0x400-byte block behind a pool header tagged 'CCsw' whose UsedBytes is 0 or
+//! 0x68-0x400 with a batch that decodes. A logger context is a block behind a pool header
+//! tagged 'EtwL' whose LoggerId (below 1024), BufferSize (as for buffers) and ClockType (0-3)
+//! read sanely through the layout in use.
+//!
+//! **Pages**: a buffer is contiguous in virtual memory, not in physical memory. Its first
+//! page is found by the pass; the rest are read through the page tables: one walk of the
+//! kernel's mappings finds the virtual address of every candidate that continues past its
+//! first page (only the candidates' pages are kept, so memory stays flat). A buffer whose
+//! virtual address is no longer mapped is recovered up to the end of its first page and said
+//! to be partial.
+//!
+//! **Grouping**: orphaned buffers are grouped by (LoggerId, BufferSize) — the two facts every
+//! buffer of a session shares — ordered by SequenceNumber; a surviving orphaned context with
+//! that LoggerId and BufferSize names the group.
+
+use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
+use crate::bytes::LeBytes;
+use crate::decode::ccswap::{decode_pending, PENDING_BLOCK_SIZE};
+use crate::dump::{DumpFile, PageLookup};
+use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
+use crate::etl::records::walk_from;
+use crate::kernel::context::KernelContext;
+use crate::warning::{Warning, WarningKind};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Largest LoggerId accepted (MaxLoggers is at most 1024 on any build).
+const MAX_LOGGER_ID: u64 = 1024;
+/// Most candidates of each kind kept (a hostile image cannot make the scan hold more).
+pub const MAX_CANDIDATES: usize = 1 << 20;
+/// Pages per work unit handed to a thread.
+const CHUNK_PAGES: u64 = 1 << 14;
+
+/// What a carved object is to the live state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    Live,
+    Orphaned,
+    StaleCopy,
+}
+
+/// A trace buffer found by the pass.
+#[derive(Clone, Debug, Serialize)]
+pub struct CarvedBuffer {
+    /// Physical address of the header.
+    pub physical_address: PhysAddr,
+    /// Where it is mapped, when the kernel's page tables still map it.
+    pub virtual_address: Option<VirtAddr>,
+    pub class: Class,
+    pub logger_id: u64,
+    pub buffer_size: u64,
+    pub sequence_number: u64,
+    pub timestamp: u64,
+    pub processor: u64,
+    /// The valid length the header gives.
+    pub valid_bytes: u64,
+    /// Bytes recovered from the start (the valid length when complete).
+    pub recovered_bytes: u64,
+    /// Complete records in the recovered bytes (the chain may end before the valid end, as
+    /// in a live buffer whose last record was being written).
+    pub records: usize,
+    /// Every valid byte was recovered (a buffer whose later pages are no longer mapped is
+    /// recovered up to the end of its first physical page).
+    pub complete: bool,
+    /// The orphan group it belongs to.
+    pub group: Option<usize>,
+}
+
+/// A pending compact context-switch block found by the pass.
+#[derive(Clone, Debug, Serialize)]
+pub struct CarvedBlock {
+    pub physical_address: PhysAddr,
+    pub virtual_address: Option<VirtAddr>,
+    pub class: Class,
+    pub used_bytes: u32,
+    pub switches: usize,
+    pub last_timestamp: u64,
+}
+
+/// A logger context found by its pool tag.
+#[derive(Clone, Debug, Serialize)]
+pub struct CarvedContext {
+    pub physical_address: PhysAddr,
+    pub virtual_address: Option<VirtAddr>,
+    pub class: Class,
+    pub logger_id: u64,
+    pub buffer_size: u64,
+    pub clock_type: u64,
+    pub name: Option<String>,
+    /// A context the logger array still points to, in a slot that rejected it.
+    pub note: Option<String>,
+}
+
+/// Orphaned buffers that belong together.
+#[derive(Clone, Debug, Serialize)]
+pub struct OrphanGroup {
+    pub group: usize,
+    pub logger_id: u64,
+    pub buffer_size: u64,
+    pub buffers: usize,
+    pub complete_buffers: usize,
+    pub records: usize,
+    pub first_sequence: u64,
+    pub last_sequence: u64,
+    /// The orphaned context with this LoggerId and BufferSize, when one survives.
+    pub context: Option<PhysAddr>,
+    pub name: Option<String>,
+    /// Why these buffers are taken as one session.
+    pub evidence: String,
+}
+
+/// What the pass found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ScanReport {
+    pub pages_scanned: u64,
+    pub buffers: Vec<CarvedBuffer>,
+    pub blocks: Vec<CarvedBlock>,
+    pub contexts: Vec<CarvedContext>,
+    pub groups: Vec<OrphanGroup>,
+    pub warnings: Vec<Warning>,
+}
+
+/// A candidate found in one page.
+#[derive(Clone, Copy, Debug)]
+enum Hit {
+    /// A buffer header at this physical address; `rest` = it continues past the page.
+    Buffer {
+        pa: u64,
+        header: BufferHeader,
+        timestamp: u64,
+        valid: u64,
+        records: usize,
+        rest: bool,
+    },
+    Block {
+        pa: u64,
+    },
+    Context {
+        pa: u64,
+    },
+}
+
+/// Progress of a running scan, for a progress bar: pages done of `total`.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+    /// Set to stop the scan early (Ctrl-C): the report then says it is incomplete.
+    pub stop: AtomicBool,
+}
+
+/// The page's candidates (`pa` = the page's physical address; `x64`: pool headers are 16
+/// bytes and 16-aligned, else 8).
+fn page_hits(page: &[u8], pa: u64, x64: bool, out: &mut Vec<Hit>) {
+    let step = if x64 { 16 } else { 8 };
+    let pool_header = step;
+    for o in (0..page.len()).step_by(8) {
+        if let Some(h) = buffer_at(page, o, pa) {
+            out.push(h);
+        }
+        if o % step == 0 && o + 8 <= page.len() {
+            let tag = &page[o + 4..o + 8];
+            if tag == b"CCsw" {
+                out.push(Hit::Block {
+                    pa: pa + (o + pool_header) as u64,
+                });
+            } else if tag == b"EtwL" {
+                out.push(Hit::Context {
+                    pa: pa + (o + pool_header) as u64,
+                });
+            }
+        }
+    }
+}
+
+/// A buffer header at `o` of `page` that passes the validity rules, as far as the page shows.
+fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
+    let size = u64::from(page.u32_at(o)?);
+    if !(0x400..=64 << 20).contains(&size) || size % 0x400 != 0 {
+        return None;
+    }
+    let hb = page.get(o..o + BUFFER_HEADER_SIZE)?;
+    let header = BufferHeader::from_bytes(hb)?;
+    if header.logger_id >= MAX_LOGGER_ID || header.compressed() {
+        return None;
+    }
+    let valid = header.valid_bytes()?;
+    if valid <= BUFFER_HEADER_SIZE as u64 {
+        return None;
+    }
+    let here = (page.len() - o) as u64;
+    let avail = valid.min(here) as usize;
+    let bytes = &page[o..o + avail];
+    let w = walk_from(bytes, BUFFER_HEADER_SIZE, avail, |_| {});
+    if w.count == 0 {
+        return None;
+    }
+    // A live buffer's last record may be cut (being written when memory was taken): the chain
+    // must hold at least one complete record; where it stops is reported, not judged.
+    let rest = valid > here;
+    Some(Hit::Buffer {
+        pa: pa + o as u64,
+        header,
+        timestamp: hb
+            .u64_at(crate::etl::header::offsets::TIME_STAMP)
+            .unwrap_or(0),
+        valid,
+        records: w.count,
+        rest,
+    })
+}
+
+/// Run the pass over `runs` (first PFN, count) on `threads` threads.
+fn pass(
+    dump: &DumpFile,
+    runs: &[(u64, u64)],
+    x64: bool,
+    threads: usize,
+    progress: &Progress,
+) -> (Vec<Hit>, u64) {
+    let mut chunks = Vec::new();
+    for &(start, n) in runs {
+        let mut s = start;
+        while s < start + n {
+            let e = (s + CHUNK_PAGES).min(start + n);
+            chunks.push((s, e));
+            s = e;
+        }
+    }
+    progress
+        .total
+        .store(runs.iter().map(|r| r.1).sum(), Ordering::Relaxed);
+    let next = AtomicU64::new(0);
+    let results: Vec<(Vec<Hit>, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads.max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut hits = Vec::new();
+                    let mut pages = 0u64;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                        let Some(&(s, e)) = chunks.get(i) else { break };
+                        if progress.stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        for pfn in s..e {
+                            if let PageLookup::Present(p) = dump.page(crate::addr::Pfn::new(pfn)) {
+                                if hits.len() < MAX_CANDIDATES {
+                                    page_hits(p, pfn * PAGE_SIZE, x64, &mut hits);
+                                }
+                                pages += 1;
+                            }
+                        }
+                        dump.note_read(e - s);
+                        progress.done.fetch_add(e - s, Ordering::Relaxed);
+                    }
+                    (hits, pages)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let pages = results.iter().map(|r| r.1).sum();
+    let mut hits: Vec<Hit> = results.into_iter().flat_map(|r| r.0).collect();
+    hits.sort_by_key(|h| match h {
+        Hit::Buffer { pa, .. } | Hit::Block { pa } | Hit::Context { pa } => *pa,
+    });
+    (hits, pages)
+}
+
+/// The virtual address of each physical address in `pas` (sorted), through one walk of the
+/// kernel half's mappings.
+fn reverse_map(ctx: &KernelContext<'_>, pas: &[u64]) -> HashMap<u64, VirtAddr> {
+    let mut out = HashMap::new();
+    if pas.is_empty() {
+        return out;
+    }
+    let range = if ctx.space.arch().is_64bit() {
+        (0xFFFF_8000_0000_0000, u64::MAX)
+    } else {
+        (0x8000_0000, 0x1_0000_0000)
+    };
+    ctx.space
+        .for_each_mapping(range, 1 << 20, &mut |va, pa, size| {
+            let (lo, hi) = (pa.get(), pa.get() + size);
+            let i = pas.partition_point(|&p| p < lo);
+            for &p in pas[i..].iter().take_while(|&&p| p < hi) {
+                out.entry(p).or_insert(va.offset(p - lo));
+            }
+        });
+    out
+}
+
+/// The physical address of a live object's virtual address.
+fn phys(ctx: &KernelContext<'_>, va: VirtAddr) -> Option<u64> {
+    ctx.space.translate(va).ok().map(|t| t.pa.get())
+}
+
+/// Scan all physical memory of `ctx`'s dump (`threads` threads; `progress` is updated and
+/// may stop it).
+pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> ScanReport {
+    let mut rep = ScanReport::default();
+    let runs = ctx.dump.physical_runs();
+    if runs.is_empty() {
+        rep.warnings.push(Warning::new(
+            WarningKind::Unsupported,
+            "this dump holds no physical memory (a triage dump's blocks are addressed by virtual address): nothing to scan",
+        ));
+        return rep;
+    }
+    let x64 = ctx.space.arch().is_64bit();
+    let (hits, pages) = pass(ctx.dump, &runs, x64, threads, progress);
+    rep.pages_scanned = pages;
+    if progress.stop.load(Ordering::Relaxed) {
+        rep.warnings.push(Warning::new(
+            WarningKind::Bound,
+            format!("scan stopped after {pages} pages: the report is incomplete"),
+        ));
+    }
+    if hits.len() >= MAX_CANDIDATES {
+        rep.warnings.push(Warning::new(
+            WarningKind::Bound,
+            format!("more than {MAX_CANDIDATES} candidates: the rest were not kept"),
+        ));
+    }
+    // Virtual addresses of the candidates that need more than their first page.
+    let mut need: Vec<u64> = hits
+        .iter()
+        .filter_map(|h| match *h {
+            Hit::Buffer { pa, rest: true, .. } | Hit::Context { pa } => Some(pa),
+            Hit::Block { pa } if (pa % PAGE_SIZE) + PENDING_BLOCK_SIZE as u64 > PAGE_SIZE => {
+                Some(pa)
+            }
+            _ => None,
+        })
+        .collect();
+    need.sort_unstable();
+    need.dedup();
+    let vas = reverse_map(ctx, &need);
+    let live = LiveSet::of(ctx);
+    let (mwr, _) = crate::etw::ccswap::maximum_wait_reason_of(ctx);
+    for h in hits {
+        match h {
+            Hit::Buffer {
+                pa,
+                header,
+                timestamp,
+                valid,
+                records,
+                rest,
+            } => {
+                let mut b = carve_buffer(
+                    ctx,
+                    pa,
+                    header,
+                    valid,
+                    records,
+                    rest,
+                    vas.get(&pa).copied(),
+                    &live,
+                );
+                b.timestamp = timestamp;
+                rep.buffers.push(b);
+            }
+            Hit::Block { pa } => {
+                if let Some(b) = carve_block(ctx, pa, vas.get(&pa).copied(), mwr, &live) {
+                    rep.blocks.push(b);
+                }
+            }
+            Hit::Context { pa } => {
+                if let Some(c) = carve_context(ctx, pa, vas.get(&pa).copied(), &live) {
+                    rep.contexts.push(c);
+                }
+            }
+        }
+    }
+    group_orphans(&mut rep);
+    rep
+}
+
+/// What the logger array and the CPUs lead to, by physical address, and the identities of the
+/// live buffers (for stale copies).
+struct LiveSet {
+    buffers: HashSet<u64>,
+    identities: HashSet<(u64, u64, u64)>,
+    blocks: HashSet<u64>,
+    contexts: HashSet<u64>,
+    /// Physical address of each rejected slot's pointer, with why it was rejected.
+    rejected: HashMap<u64, String>,
+}
+
+impl LiveSet {
+    fn of(ctx: &KernelContext<'_>) -> LiveSet {
+        let src = crate::etw::source::EtwSource::open(ctx, None);
+        let mut set = LiveSet {
+            buffers: HashSet::new(),
+            identities: HashSet::new(),
+            blocks: HashSet::new(),
+            contexts: HashSet::new(),
+            rejected: HashMap::new(),
+        };
+        for u in src.all_units() {
+            if let (Some(va), Some(h)) = (u.address, u.header) {
+                if let Some(pa) = phys(ctx, va) {
+                    set.buffers.insert(pa);
+                }
+                set.identities
+                    .insert((h.logger_id, h.sequence_number, h.buffer_size));
+            }
+        }
+        if let Some(list) = src.memory() {
+            for s in &list.sessions {
+                if let Some(pa) = phys(ctx, s.address) {
+                    set.contexts.insert(pa);
+                }
+            }
+            for r in &list.rejected {
+                if let Some(pa) = phys(ctx, r.value) {
+                    set.rejected.insert(
+                        pa,
+                        format!("slot {} points here and was rejected: {}", r.slot, r.reason),
+                    );
+                }
+            }
+        }
+        if let Some(p) = src.pending() {
+            for b in &p.blocks {
+                if let Some(pa) = phys(ctx, b.block) {
+                    set.blocks.insert(pa);
+                }
+            }
+        }
+        set
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn carve_buffer(
+    ctx: &KernelContext<'_>,
+    pa: u64,
+    header: BufferHeader,
+    valid: u64,
+    first_records: usize,
+    rest: bool,
+    va: Option<VirtAddr>,
+    live: &LiveSet,
+) -> CarvedBuffer {
+    let class = if live.buffers.contains(&pa) {
+        Class::Live
+    } else if live.identities.contains(&(
+        header.logger_id,
+        header.sequence_number,
+        header.buffer_size,
+    )) {
+        Class::StaleCopy
+    } else {
+        Class::Orphaned
+    };
+    let in_page = PAGE_SIZE - pa % PAGE_SIZE;
+    let (recovered, records, complete) = match (rest, va) {
+        (false, _) => (valid, first_records, true),
+        (true, Some(va)) => match ctx.space.read_vec(va, valid as usize) {
+            Ok(b) => {
+                let w = walk_from(&b, BUFFER_HEADER_SIZE, b.len(), |_| {});
+                (valid, w.count, true)
+            }
+            Err(_) => (in_page.min(valid), first_records, false),
+        },
+        (true, None) => (in_page.min(valid), first_records, false),
+    };
+    CarvedBuffer {
+        physical_address: PhysAddr::new(pa),
+        virtual_address: va,
+        class,
+        logger_id: header.logger_id,
+        buffer_size: header.buffer_size,
+        sequence_number: header.sequence_number,
+        timestamp: 0,
+        processor: header.processor_index,
+        valid_bytes: valid,
+        recovered_bytes: recovered,
+        records,
+        complete,
+        group: None,
+    }
+}
+
+/// Read `len` bytes of a carved object: through its virtual address, else from its physical
+/// page (and only as far as that page goes).
+fn object_bytes(
+    ctx: &KernelContext<'_>,
+    pa: u64,
+    va: Option<VirtAddr>,
+    len: usize,
+) -> Option<Vec<u8>> {
+    if let Some(b) = va.and_then(|va| ctx.space.read_vec(va, len).ok()) {
+        return Some(b);
+    }
+    let PageLookup::Present(p) = ctx.dump.page(PhysAddr::new(pa).pfn()) else {
+        return None;
+    };
+    let o = (pa % PAGE_SIZE) as usize;
+    Some(p[o..(o + len).min(p.len())].to_vec())
+}
+
+fn carve_block(
+    ctx: &KernelContext<'_>,
+    pa: u64,
+    va: Option<VirtAddr>,
+    mwr: Option<u8>,
+    live: &LiveSet,
+) -> Option<CarvedBlock> {
+    let b = object_bytes(ctx, pa, va, PENDING_BLOCK_SIZE)?;
+    let d = decode_pending(&b, mwr).ok()?;
+    if d.used_bytes != 0 && d.batch.is_none() {
+        return None;
+    }
+    Some(CarvedBlock {
+        physical_address: PhysAddr::new(pa),
+        virtual_address: va,
+        class: if live.blocks.contains(&pa) {
+            Class::Live
+        } else {
+            Class::Orphaned
+        },
+        used_bytes: d.used_bytes,
+        switches: d.batch.as_ref().map_or(0, |b| b.switches.len()),
+        last_timestamp: d.last_timestamp,
+    })
+}
+
+fn carve_context(
+    ctx: &KernelContext<'_>,
+    pa: u64,
+    va: Option<VirtAddr>,
+    live: &LiveSet,
+) -> Option<CarvedContext> {
+    let l = ctx.symbols.layout("_WMI_LOGGER_CONTEXT")?;
+    let off = |n: &str| l.field(n).map(|f| f.offset as usize);
+    let len = (l.size as usize).min(0x2000);
+    let b = object_bytes(ctx, pa, va, len)?;
+    let u32f = |n: &str| off(n).and_then(|o| b.u32_at(o)).map(u64::from);
+    let logger_id = u32f("LoggerId")?;
+    let buffer_size = u32f("BufferSize")?;
+    let clock = u32f("ClockType").unwrap_or(0);
+    if logger_id >= MAX_LOGGER_ID
+        || !(0x400..=64 << 20).contains(&buffer_size)
+        || buffer_size % 0x400 != 0
+        || clock > 3
+    {
+        return None;
+    }
+    let name = match (va, off("LoggerName")) {
+        (Some(va), Some(o)) => crate::kernel::UnicodeString::read(&ctx.space, va.offset(o as u64))
+            .ok()
+            .and_then(|u| u.text(&ctx.space).ok()),
+        _ => None,
+    };
+    Some(CarvedContext {
+        physical_address: PhysAddr::new(pa),
+        virtual_address: va,
+        class: if live.contexts.contains(&pa) {
+            Class::Live
+        } else {
+            Class::Orphaned
+        },
+        logger_id,
+        buffer_size,
+        clock_type: clock,
+        name,
+        note: live.rejected.get(&pa).cloned(),
+    })
+}
+
+/// A carved buffer's bytes, BufferSize long: read through its virtual address when it is
+/// mapped and complete, else its first physical page's bytes (the rest zero); with the end of
+/// what was recovered.
+pub fn buffer_bytes(ctx: &KernelContext<'_>, b: &CarvedBuffer) -> Option<(Vec<u8>, usize)> {
+    let size = b.buffer_size as usize;
+    if let (Some(va), true) = (b.virtual_address, b.complete) {
+        if let Ok(v) = ctx.space.read_vec(va, size) {
+            return Some((v, b.valid_bytes as usize));
+        }
+    }
+    let pa = b.physical_address.get();
+    let PageLookup::Present(p) = ctx.dump.page(b.physical_address.pfn()) else {
+        return None;
+    };
+    let o = (pa % PAGE_SIZE) as usize;
+    let have = (p.len() - o).min(size);
+    let mut v = vec![0u8; size];
+    v[..have].copy_from_slice(&p[o..o + have]);
+    Some((v, (b.recovered_bytes as usize).min(have)))
+}
+
+/// Group the orphaned buffers by (LoggerId, BufferSize).
+fn group_orphans(rep: &mut ScanReport) {
+    let mut groups: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
+    for (i, b) in rep.buffers.iter().enumerate() {
+        if b.class == Class::Orphaned {
+            groups
+                .entry((b.logger_id, b.buffer_size))
+                .or_default()
+                .push(i);
+        }
+    }
+    for (g, ((logger_id, buffer_size), mut idx)) in groups.into_iter().enumerate() {
+        idx.sort_by_key(|&i| {
+            (
+                rep.buffers[i].sequence_number,
+                rep.buffers[i].physical_address,
+            )
+        });
+        for &i in &idx {
+            rep.buffers[i].group = Some(g);
+        }
+        let ctxs: Vec<&CarvedContext> = rep
+            .contexts
+            .iter()
+            .filter(|c| {
+                c.class == Class::Orphaned
+                    && c.logger_id == logger_id
+                    && c.buffer_size == buffer_size
+            })
+            .collect();
+        let bufs: Vec<&CarvedBuffer> = idx.iter().map(|&i| &rep.buffers[i]).collect();
+        let mut evidence = format!(
+            "{} orphaned buffers share LoggerId {logger_id} and BufferSize {buffer_size:#x}",
+            bufs.len()
+        );
+        if let Some(c) = ctxs.first() {
+            evidence.push_str(&format!(
+                "; an orphaned logger context at physical {} has the same LoggerId and BufferSize",
+                c.physical_address
+            ));
+        }
+        rep.groups.push(OrphanGroup {
+            group: g,
+            logger_id,
+            buffer_size,
+            buffers: bufs.len(),
+            complete_buffers: bufs.iter().filter(|b| b.complete).count(),
+            records: bufs.iter().map(|b| b.records).sum(),
+            first_sequence: bufs.first().map_or(0, |b| b.sequence_number),
+            last_sequence: bufs.last().map_or(0, |b| b.sequence_number),
+            context: ctxs.first().map(|c| c.physical_address),
+            name: ctxs.first().and_then(|c| c.name.clone()),
+            evidence,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etl::writer::{synthetic_buffer, SyntheticHeader};
+
+    /// A page holding one 0x1000-byte buffer of logger 3 with `n` 0x20-byte PERFINFO records.
+    fn buffer_page(n: usize) -> Vec<u8> {
+        let mut recs = Vec::new();
+        for i in 0..n {
+            recs.extend_from_slice(&0xC011_0002u32.to_le_bytes());
+            recs.extend_from_slice(&0x20u16.to_le_bytes());
+            recs.extend_from_slice(&0x0524u16.to_le_bytes());
+            recs.extend_from_slice(&(1000 + i as u64).to_le_bytes());
+            recs.extend_from_slice(&[0u8; 16]);
+        }
+        let h = SyntheticHeader {
+            size: 0x1000,
+            logger_id: 3,
+            sequence_number: 7,
+            timestamp: 1,
+            buffer_type: 0,
+            processor: Some(1),
+        };
+        synthetic_buffer(&h, &recs).unwrap().0
+    }
+
+    fn buffers(page: &[u8]) -> Vec<(u64, usize)> {
+        let mut hits = Vec::new();
+        page_hits(page, 0x5000, true, &mut hits);
+        hits.iter()
+            .filter_map(|h| match h {
+                Hit::Buffer { pa, records, .. } => Some((*pa, *records)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_buffer_is_found_and_decoys_are_not() {
+        let page = buffer_page(5);
+        assert_eq!(buffers(&page), [(0x5000, 5)]);
+        // The chain broken right after the header.
+        let mut broken = page.clone();
+        broken[0x48..0x50].fill(0x11);
+        assert!(buffers(&broken).is_empty());
+        // Records without a header.
+        let mut headless = page.clone();
+        headless[..0x48].fill(0);
+        assert!(buffers(&headless).is_empty());
+        // Offsets inconsistent with the size.
+        let mut odd = page.clone();
+        odd[8..12].copy_from_slice(&0x5000u32.to_le_bytes());
+        odd[4..8].copy_from_slice(&0x5000u32.to_le_bytes());
+        assert!(buffers(&odd).is_empty());
+        // A size that is not a multiple of 1 KiB.
+        let mut size = page.clone();
+        size[..4].copy_from_slice(&0x1010u32.to_le_bytes());
+        assert!(buffers(&size).is_empty());
+    }
+
+    #[test]
+    fn no_buffer_in_random_pages() {
+        // 64 MiB of xorshift bytes (the README's 1 GiB figure is the release run of
+        // `random_gib`, ignored here for its time in debug builds).
+        assert_eq!(hits_in_random(64 << 20), (0, 0));
+    }
+
+    #[test]
+    #[ignore = "1 GiB of random data: run with --release --ignored (README figure)"]
+    fn random_gib() {
+        assert_eq!(hits_in_random(1 << 30), (0, 0));
+    }
+
+    /// (buffers, pending blocks with a decodable batch) found in `len` random bytes.
+    fn hits_in_random(len: usize) -> (usize, usize) {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        let (mut bufs, mut blocks) = (0, 0);
+        let mut hits = Vec::new();
+        for p in 0..len / PAGE_SIZE as usize {
+            for c in page.chunks_exact_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes());
+            }
+            hits.clear();
+            page_hits(&page, p as u64 * PAGE_SIZE, true, &mut hits);
+            for h in &hits {
+                match h {
+                    Hit::Buffer { .. } => bufs += 1,
+                    Hit::Block { pa } => {
+                        let o = (pa % PAGE_SIZE) as usize;
+                        if decode_pending(&page[o..], None).is_ok_and(|d| d.batch.is_some()) {
+                            blocks += 1;
+                        }
+                    }
+                    Hit::Context { .. } => {}
+                }
+            }
+        }
+        (bufs, blocks)
+    }
+}
