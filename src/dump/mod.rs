@@ -506,6 +506,45 @@ impl DumpFile {
         !matches!(self.contents, Contents::Triage(_))
     }
 
+    /// Tell the OS how the file will be read: sequentially (a pass over all memory: large
+    /// read-ahead) or at random (the default: no read-ahead for scattered field reads).
+    pub fn advise_sequential(&self, sequential: bool) {
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.backing {
+            let _ = m.advise(if sequential {
+                memmap2::Advice::Sequential
+            } else {
+                memmap2::Advice::Random
+            });
+        }
+        #[cfg(not(unix))]
+        let _ = sequential;
+    }
+
+    /// Ask the OS to read the stored pages `[first, first + count)` ahead (they are one run of
+    /// [`Self::physical_runs`], so one stretch of the file): a pass over all memory reads at
+    /// disk speed instead of faulting one page at a time. No effect on an in-memory dump.
+    pub fn prefetch(&self, first: u64, count: u64) {
+        let Some(off) = (match self.page(Pfn::new(first)) {
+            PageLookup::Present(_) | PageLookup::BeyondEof { .. } => match &self.contents {
+                Contents::Runs(r) => r.file_offset(Pfn::new(first)),
+                Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), Pfn::new(first)),
+                Contents::Image(i) => i.file_offset(first),
+                Contents::Triage(_) => None,
+            },
+            PageLookup::NotInDump => None,
+        }) else {
+            return;
+        };
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.backing {
+            let len = (count * PAGE_SIZE).min(m.len() as u64 - off.min(m.len() as u64));
+            let _ = m.advise_range(memmap2::Advice::WillNeed, off as usize, len as usize);
+        }
+        #[cfg(not(unix))]
+        let _ = (off, count);
+    }
+
     /// The stored physical pages as runs (first PFN, count), in PFN order (none for a triage
     /// dump): what a pass over all physical memory reads.
     pub fn physical_runs(&self) -> Vec<(u64, u64)> {

@@ -246,6 +246,7 @@ fn pass(
         .total
         .store(runs.iter().map(|r| r.1).sum(), Ordering::Relaxed);
     let next = AtomicU64::new(0);
+    dump.advise_sequential(true);
     let results: Vec<(Vec<Hit>, u64)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads.max(1))
             .map(|_| {
@@ -257,6 +258,11 @@ fn pass(
                         let Some(&(s, e)) = chunks.get(i) else { break };
                         if progress.stop.load(Ordering::Relaxed) {
                             break;
+                        }
+                        // Read this chunk and the next ahead, in large sequential reads.
+                        dump.prefetch(s, e - s);
+                        if let Some(&(s2, e2)) = chunks.get(i + threads.max(1)) {
+                            dump.prefetch(s2, e2 - s2);
                         }
                         for pfn in s..e {
                             if let PageLookup::Present(p) = dump.page(crate::addr::Pfn::new(pfn)) {
@@ -278,6 +284,7 @@ fn pass(
             .map(|h| h.join().unwrap_or_default())
             .collect()
     });
+    dump.advise_sequential(false);
     let pages = results.iter().map(|r| r.1).sum();
     let mut hits: Vec<Hit> = results.into_iter().flat_map(|r| r.0).collect();
     hits.sort_by_key(|h| match h {
