@@ -139,7 +139,9 @@ impl PhysImage {
         let pa = pfn.checked_mul(PAGE_SIZE)?;
         let i = self.ranges.partition_point(|r| r.start <= pa);
         let r = self.ranges.get(i.checked_sub(1)?)?;
-        (pa < r.start + r.size).then(|| r.file_offset + (pa - r.start))
+        (pa < r.start + r.size)
+            .then(|| r.file_offset.checked_add(pa - r.start))
+            .flatten()
     }
 
     /// The end of the last range's bytes in the file.
@@ -281,8 +283,15 @@ pub fn elf(file: &[u8]) -> Result<PhysImage, String> {
         if pages == 0 {
             continue;
         }
+        // A segment at the top of the address space cannot be memory (PhysImage::new
+        // refuses anything past 2^52): its start is checked, not wrapped (fuzz finding 6).
+        let Some(start) = paddr.checked_add(skip) else {
+            return Err(format!(
+                "PT_LOAD {i}: p_paddr {paddr:#x} is past the physical address space"
+            ));
+        };
         ranges.push(PhysRange {
-            start: paddr + skip,
+            start,
             size: pages * PAGE_SIZE,
             file_offset: offset.saturating_add(skip),
         });
