@@ -59,6 +59,10 @@ pub use config::{
     X86_NONPAE_GUID, X86_PAE_GUID,
 };
 pub use etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
+pub use etw::scan::{
+    scan_scenarios, ForgedScan, GroupOrigin, ScanBuffer, ScanClass, ScanContext, ScanDecoy,
+    ScanGroup, ScanKind, ScanLost, ScanObject, ScanPending, ScanSpec,
+};
 pub use etw::variation::{
     ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
     Variation,
@@ -72,6 +76,7 @@ pub use etw::{
     EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY, LARGE_SESSION_SLOT,
     NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
 };
+pub use image::random::{random_image_bytes, write_random_image, RANDOM_IMAGE_SIZE};
 pub use image::{ImageKind, ImageRange};
 pub use kernel::fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
@@ -186,6 +191,11 @@ pub struct Forged {
     /// TID); empty otherwise. The last pending compact switch's new thread is this TID
     /// (etw-internals.md §4.3).
     pub current_threads: Vec<(u64, u64)>,
+    /// With [`EtwSpec::scan`] ([`EtwSpec::with_stopped_sessions`], [`EtwSpec::with_scan_extras`]):
+    /// every buffer, 'CCsw' block and logger context in the dump as a scan of all physical
+    /// memory must find and classify it (live / orphaned / stale copy), the orphaned sessions'
+    /// groups, the objects lost to reused pages and the decoys; None otherwise.
+    pub scan: Option<ForgedScan>,
 
     file: dump::layout::FileImage,
     /// Physical address of the page-table root (PML4, PAE PDPT, non-PAE PD).

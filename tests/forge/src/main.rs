@@ -13,6 +13,11 @@
 //! (`Forged::write_image`): `<stem>.raw`, `<stem>.vmem` + `<stem>.vmss`, `<stem>.vmsn` (VMware
 //! with embedded memory) and `<stem>.elf` (QEMU-style ELF core), and gives each manifest entry
 //! an `"images"` array (`image_json`); without it the output is unchanged.
+//! `--scan` adds the scan scenarios (`scan_scenarios`: stopped sessions, stale copies, orphaned
+//! 'CCsw' blocks, decoys; `scan-<name>.dmp`), whose manifest entries carry `"scan"`
+//! (`scan_json`); without it the output is unchanged.
+//! `forge --random-image PATH [SIZE_MIB [SEED]]`: a raw image of pseudo-random bytes (default
+//! 1024 MiB, seed 1), streamed (`write_random_image`), for the "no false buffers" check.
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 //! `forge --triage OUTDIR`: write every synthetic triage-dump scenario (`triage_scenarios()`),
 //! each in `OUTDIR/<scenario>/`: `<scenario>.dmp`, the ISF `<GUID>-<age>.json` (Volatility 3
@@ -22,9 +27,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use etwdump_forge::{
-    default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, triage_scenarios,
-    BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer, ExpectedSlot, Forged, ForgedEtw, ImageKind,
-    Layout,
+    default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, scan_scenarios,
+    triage_scenarios, write_random_image, BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer,
+    ExpectedSlot, Forged, ForgedEtw, ForgedScan, ImageKind, Layout, ScanObject, RANDOM_IMAGE_SIZE,
 };
 use serde_json::{json, Value};
 
@@ -171,6 +176,9 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
         let extra = match (&f.etw, extra) {
             (Some(e), Value::Object(mut x)) => {
                 x.insert("etw".to_string(), etw_json(e));
+                if let Some(s) = &f.scan {
+                    x.insert("scan".to_string(), scan_json(s));
+                }
                 Value::Object(x)
             }
             (_, x) => x,
@@ -275,6 +283,108 @@ fn etw_json(e: &ForgedEtw) -> Value {
         v["pending_decoys"] = Value::from(decoys);
     }
     v
+}
+
+/// One scan object (`etwdump_forge::ScanObject`): kind, class, physical address of its first
+/// byte, VA (null: not mapped), group, and the kind's facts.
+fn scan_object_json(o: &ScanObject) -> Value {
+    let opt_hex = |v: Option<u64>| v.map(hex_addr);
+    let mut v = json!({
+        "kind": o.kind.name(),
+        "class": o.class.name(),
+        "pa": hex_addr(o.pa),
+        "va": opt_hex(o.va),
+        "group": o.group,
+    });
+    if let Some(b) = &o.buffer {
+        v["buffer"] = json!({
+            "logger_id": b.logger_id,
+            "buffer_size": b.buffer_size,
+            "sequence_number": b.sequence_number,
+            "state": b.state,
+            "valid_bytes": b.valid_bytes,
+            "record_count": b.record_count,
+            "pages": b.pages.iter().map(|p| opt_hex(*p)).collect::<Vec<_>>(),
+            "overwritten_pages": b.overwritten_pages,
+            "complete": b.complete,
+            "intact_bytes": b.intact_bytes,
+            "recoverable_bytes": b.recoverable_bytes,
+            "recoverable_records": b.recoverable_records,
+            "physically_contiguous": b.physically_contiguous,
+            "header_only": b.header_only,
+            "compressed": b.compressed,
+            "copy_of": opt_hex(b.copy_of),
+        });
+    }
+    if let Some(p) = &o.pending {
+        v["pending"] = json!({
+            "used_bytes": p.used_bytes,
+            "start_tick": p.start_tick,
+            "clock_type": p.clock_type,
+            "switches": p.switches,
+            "first_time": p.first_time,
+            "last_time": p.last_time,
+            "cpu": p.cpu,
+            "pool_freed": p.pool_freed,
+        });
+    }
+    if let Some(c) = &o.context {
+        v["context"] = json!({
+            "logger_id": c.logger_id,
+            "name": c.name,
+            "buffer_size": c.buffer_size,
+            "clock_type": c.clock_type,
+            "slot": c.slot,
+            "pool_freed": c.pool_freed,
+        });
+    }
+    v
+}
+
+/// The manifest's `"scan"` object (scan scenarios): objects, orphan groups, lost objects and
+/// decoys, with physical addresses as hex strings.
+fn scan_json(s: &ForgedScan) -> Value {
+    let opt_hex = |v: Option<u64>| v.map(hex_addr);
+    let groups: Vec<Value> = s
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "group": g.group,
+                "origin": g.origin.name(),
+                "logger_id": g.logger_id,
+                "slot": g.slot,
+                "name": g.name,
+                "buffer_size": g.buffer_size,
+                "clock_type": g.clock_type,
+                "context_pa": opt_hex(g.context_pa),
+                "buffers": g.buffers,
+                "lost_buffers": g.lost_buffers,
+                "timestamp_window": g.timestamp_window.map(|(a, b)| [a, b]),
+            })
+        })
+        .collect();
+    let lost: Vec<Value> = s
+        .lost
+        .iter()
+        .map(|l| {
+            json!({"kind": l.kind.name(), "group": l.group, "logger_id": l.logger_id,
+                   "sequence_number": l.sequence_number, "va": hex_addr(l.va),
+                   "pa": hex_addr(l.pa), "why": l.why})
+        })
+        .collect();
+    let decoys: Vec<Value> = s
+        .decoys
+        .iter()
+        .map(|d| json!({"what": d.what, "pa": hex_addr(d.pa), "va": opt_hex(d.va), "why": d.why}))
+        .collect();
+    json!({
+        "free_slot_value": s.free_slot_value,
+        "objects": s.objects.iter().map(scan_object_json).collect::<Vec<_>>(),
+        "groups": groups,
+        "lost": lost,
+        "decoys": decoys,
+    })
 }
 
 /// Physical memory of the `-etw-large` dump (its 256 MiB of buffers must fit).
@@ -414,6 +524,9 @@ fn write_set(a: &SetArgs) -> std::io::Result<()> {
     let mut set = standard_set(a.with_16g);
     if let Some(root) = &a.fixtures {
         set.extend(fixture_set(root, a.with_large).map_err(std::io::Error::other)?);
+        if a.scan {
+            set.extend(scan_scenarios(root));
+        }
     }
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
@@ -464,7 +577,7 @@ fn write_triage(outdir: &Path) -> std::io::Result<()> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -476,6 +589,8 @@ struct SetArgs {
     with_large: bool,
     /// Also write the memory images of every dump (`--images`).
     images: bool,
+    /// Add the scan scenarios (`--scan`).
+    scan: bool,
     fixtures: Option<PathBuf>,
 }
 
@@ -489,6 +604,7 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
         with_16g: false,
         with_large: false,
         images: false,
+        scan: false,
         fixtures: Some(default_fixtures_root()),
     };
     let mut it = rest.iter();
@@ -497,6 +613,7 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
             "--with-16g" => a.with_16g = true,
             "--with-large" => a.with_large = true,
             "--images" => a.images = true,
+            "--scan" => a.scan = true,
             "--no-fixtures" => a.fixtures = None,
             "--fixtures" => a.fixtures = Some(PathBuf::from(it.next()?)),
             _ => return None,
@@ -516,6 +633,20 @@ fn main() -> ExitCode {
             })
         }
         [flag, dir] if flag == "--triage" => write_triage(&PathBuf::from(dir)),
+        [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {
+            let mib = rest.first().map(|v| v.parse::<u64>());
+            let seed = rest.get(1).map(|v| v.parse::<u64>());
+            match (mib, seed) {
+                (Some(Err(_)), _) | (_, Some(Err(_))) => return usage(),
+                (m, s) => {
+                    let size = m.map_or(RANDOM_IMAGE_SIZE, |v| v.unwrap_or(0) << 20);
+                    let seed = s.map_or(1, |v| v.unwrap_or(1));
+                    write_random_image(&PathBuf::from(path), size, seed).map(|()| {
+                        eprintln!("wrote {path}: {size} random bytes (seed {seed})");
+                    })
+                }
+            }
+        }
         [flag, path] if flag == "--sample" => {
             let f = forge(&Config::sample());
             let path = PathBuf::from(path);

@@ -116,6 +116,25 @@ impl PhysMem {
         self.alloc_in(FIRST_ALLOC_PFN, self.total_pfns)
     }
 
+    /// `count` free, consecutive PFNs inside one run (a random start), all marked used; the
+    /// first is returned. For objects that must be physically contiguous (scan scenarios).
+    pub(crate) fn alloc_contiguous(&mut self, count: u64) -> u64 {
+        let hi = self.alloc_limit;
+        for _ in 0..100_000 {
+            let base = self.rng.range(
+                FIRST_ALLOC_PFN,
+                hi.saturating_sub(count).max(FIRST_ALLOC_PFN + 1),
+            );
+            let free = (base..base + count)
+                .all(|p| self.in_run(p) && !self.in_reserved(p) && !self.used.contains(&p));
+            if free {
+                self.used.extend(base..base + count);
+                return base;
+            }
+        }
+        panic!("no {count} contiguous free PFNs");
+    }
+
     /// A PFN that a valid PTE may name but that the dump does not hold: in a bitmap dump a free
     /// in-run PFN whose bit stays clear; in a full dump a PFN in the hole after run 1 (every
     /// in-run page of a full dump is stored).

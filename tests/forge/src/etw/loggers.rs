@@ -118,6 +118,11 @@ pub(crate) fn build(
         0x10,
     ));
 
+    // Scan scenarios: stopped sessions, stale copies, orphaned blocks, decoys (opt-in).
+    let scan = spec
+        .scan
+        .is_some()
+        .then(|| super::scan::plan(&mut b, &pending, &pending_decoys));
     let mut switches = Vec::new();
     if let Some(m) = &materialized {
         switches = crate::etw::variation::locate_buffer_switches(m, &b.session_bufs);
@@ -152,27 +157,29 @@ pub(crate) fn build(
         probes,
         kprcb_writes,
         unstored_image_pages: var_out.map(|o| o.unstored_image_pages).unwrap_or_default(),
+        scan,
     }
 }
 
-/// Everything the logger state is being placed with.
-struct LoggerBuilder<'a> {
-    cfg: &'a Config,
+/// Everything the logger state is being placed with (the scan scenarios, [`super::scan`],
+/// place their stopped sessions with it too).
+pub(super) struct LoggerBuilder<'a> {
+    pub(super) cfg: &'a Config,
     fx: &'a crate::kernel::fixture::Fixture,
-    spec: &'a EtwSpec,
-    t: &'a TypesH,
-    lay: Layouts<'a>,
-    var: Option<&'a crate::etw::variation::Variation>,
-    route: EtwRoute,
-    x64: bool,
+    pub(super) spec: &'a EtwSpec,
+    pub(super) t: &'a TypesH,
+    pub(super) lay: Layouts<'a>,
+    pub(super) var: Option<&'a crate::etw::variation::Variation>,
+    pub(super) route: EtwRoute,
+    pub(super) x64: bool,
     ptr: usize,
     image_base: u64,
     prcbs: &'a [u64],
     plan: EtwVaPlan,
-    pool: Pool,
-    capacity: u32,
+    pub(super) pool: Pool,
+    pub(super) capacity: u32,
     silo_va: Option<u64>,
-    array_va: u64,
+    pub(super) array_va: u64,
     globals_va: Option<u64>,
     /// A page of random bytes (the garbage slot's target).
     garbage: Vec<u8>,
@@ -180,40 +187,42 @@ struct LoggerBuilder<'a> {
     /// only), and where its next allocation goes.
     missing: Vec<u8>,
     missing_cursor: usize,
-    slot_values: Vec<u64>,
+    pub(super) slot_values: Vec<u64>,
     expected: Vec<ExpectedSlot>,
     probes: Vec<(String, u64, usize)>,
     /// Buffers with data (EtwSpec::buffers): their own page-aligned area.
-    barea: BufArea,
-    buffer_pages: Vec<EtwPage>,
-    layout_cache: LayoutCache,
+    pub(super) barea: BufArea,
+    pub(super) buffer_pages: Vec<EtwPage>,
+    pub(super) layout_cache: LayoutCache,
     /// The per-CPU current buffer values (cpu, LoggerId, EX_FAST_REF value).
     per_cpu: Vec<(u32, u32, u64)>,
     kprcb_writes: Vec<(u64, Vec<u8>)>,
     /// Slot -> buffer VAs (GlobalList order), for the variation's switch locations.
     session_bufs: BTreeMap<u32, Vec<u64>>,
+    /// Every context placed for a slot, with its buffers (the scan scenarios' live objects).
+    pub(super) placed: Vec<super::scan::PlacedContext>,
 }
 
 /// A session's strings as placed.
-struct SessionStrings {
-    name16: Vec<u8>,
-    name_va: u64,
-    log16: Option<Vec<u8>>,
-    log_va: Option<u64>,
+pub(super) struct SessionStrings {
+    pub(super) name16: Vec<u8>,
+    pub(super) name_va: u64,
+    pub(super) log16: Option<Vec<u8>>,
+    pub(super) log_va: Option<u64>,
 }
 
 /// A session's buffers as placed.
-struct SessionBuffers {
-    bufs: Vec<u64>,
-    entries: Vec<u64>,
-    cycle_to: Option<u64>,
-    links: CtxLinks,
-    details: Vec<ExpectedBuffer>,
-    with_data: bool,
+pub(super) struct SessionBuffers {
+    pub(super) bufs: Vec<u64>,
+    pub(super) entries: Vec<u64>,
+    pub(super) cycle_to: Option<u64>,
+    pub(super) links: CtxLinks,
+    pub(super) details: Vec<ExpectedBuffer>,
+    pub(super) with_data: bool,
 }
 
 /// What the context holds besides the spec's values.
-struct ContextOut {
+pub(super) struct ContextOut {
     clock: bool,
     max_event: u32,
     reference_time: Option<crate::etw::variation::RefClock>,
@@ -273,6 +282,7 @@ impl<'a> LoggerBuilder<'a> {
             per_cpu: Vec::new(),
             kprcb_writes: Vec::new(),
             session_bufs: BTreeMap::new(),
+            placed: Vec::new(),
         };
         b.globals_va = b
             .va_of("PspHostSiloGlobals")
@@ -445,6 +455,21 @@ impl<'a> LoggerBuilder<'a> {
             ));
         }
         self.session_bufs.insert(slot, sb.bufs.clone());
+        self.placed.push(super::scan::PlacedContext {
+            slot,
+            logger_id,
+            kind: match content {
+                SlotSpec::WrongId { .. } => super::scan::PlacedKind::WrongId,
+                SlotSpec::FreeTagged(_) => super::scan::PlacedKind::FreeTagged,
+                _ => super::scan::PlacedKind::Live,
+            },
+            ctx,
+            name: (!s.name_unreadable).then(|| s.name.clone()),
+            buffer_size: s.buffer_size,
+            clock_type: co.clock.then_some(s.clock_type),
+            bufs: sb.bufs.clone(),
+            details: sb.details.clone(),
+        });
         let exp = match content {
             SlotSpec::WrongId { logger_id, .. } => ExpectedSlot::Invalid {
                 va: ctx,
@@ -525,7 +550,7 @@ impl<'a> LoggerBuilder<'a> {
 
     /// The name (in pool, or on the page missing from the dump) and the log file name;
     /// NUL-terminated, MaximumLength = Length + 2.
-    fn session_strings(&mut self, s: &SessionSpec) -> SessionStrings {
+    pub(super) fn session_strings(&mut self, s: &SessionSpec) -> SessionStrings {
         let name16 = utf16le(&s.name);
         let name_va = if s.name_unreadable {
             let hdr = self.pool.header_size();
@@ -663,7 +688,7 @@ impl<'a> LoggerBuilder<'a> {
     }
 
     /// The `_WMI_LOGGER_CONTEXT` at `ctx`.
-    fn write_context(
+    pub(super) fn write_context(
         &mut self,
         s: &SessionSpec,
         sv: Option<&crate::etw::variation::SessionVariation>,

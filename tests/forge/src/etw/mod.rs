@@ -24,6 +24,7 @@ pub mod ccswap;
 mod loggers;
 mod pending;
 mod placement;
+pub mod scan;
 pub mod variation;
 
 pub(crate) use loggers::build;
@@ -139,7 +140,7 @@ pub enum SlotSpec {
 }
 
 /// ETW logger state of a fixture dump ([`Config::etw`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct EtwSpec {
     /// `_ETW_SILODRIVERSTATE.MaxLoggers` and the array's capacity on the pointer route (1709+
     /// layouts; 32..=256). The global and inline arrays always have 64 entries: then this
@@ -158,6 +159,26 @@ pub struct EtwSpec {
     /// The seeded variation mode ([`crate::Config::with_variation`], [`EtwSpec::varied`]):
     /// `None` in every other spec (their dumps stay byte-identical).
     pub variation: Option<Box<crate::etw::variation::Variation>>,
+    /// Scan scenarios (stopped sessions, stale copies, orphaned 'CCsw' blocks, decoys; see
+    /// [`EtwSpec::with_stopped_sessions`] and [`crate::ForgedScan`]). `None` in every other spec:
+    /// nothing is added, and `Debug` leaves the field out (golden hashes unchanged).
+    pub scan: Option<scan::ScanSpec>,
+}
+
+impl std::fmt::Debug for EtwSpec {
+    /// The derived rendering, with `scan` appended only when it is set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("EtwSpec");
+        d.field("max_loggers", &self.max_loggers)
+            .field("slots", &self.slots)
+            .field("buffers", &self.buffers)
+            .field("pending_ccswap", &self.pending_ccswap)
+            .field("variation", &self.variation);
+        if let Some(s) = &self.scan {
+            d.field("scan", s);
+        }
+        d.finish()
+    }
 }
 
 /// One slot of the logger array as a correct reader must classify it.
@@ -362,6 +383,7 @@ impl EtwSpec {
             buffers: BTreeMap::new(),
             pending_ccswap: false,
             variation: None,
+            scan: None,
         }
     }
 }
@@ -705,6 +727,9 @@ pub(crate) struct EtwBuild {
     /// Image pages (RVA, page aligned) to map with a valid PTE but leave out of the dump
     /// (variation mode: EtwCPUSpeedInMHz "not in the dump").
     pub unstored_image_pages: Vec<u32>,
+    /// Scan scenarios ([`EtwSpec::scan`]): what `machine::build` places in physical memory after
+    /// the ETW pages, and the objects whose addresses it resolves then.
+    pub scan: Option<scan::ScanBuild>,
 }
 
 /// Bump allocator over the contiguous ETW pool area (content kept in one buffer).
@@ -760,6 +785,20 @@ impl Pool {
         }
         self.cursor = end;
         self.base + data as u64
+    }
+
+    /// Turn the POOL_HEADER of the small allocation at `va` into a freed block's: the pool
+    /// type bits become 0 (x64: the PoolType byte at +3; x86: bits 9..15 of the USHORT at +2),
+    /// BlockSize and PoolTag stay. The reference says nothing about freed pool headers: this
+    /// is an assumption (pool type 0 marks a free block; freeing leaves the tag in place).
+    pub(crate) fn mark_freed(&mut self, va: u64) {
+        let hdr = self.header_size() as u64;
+        let off = (va - hdr - self.base) as usize;
+        if self.x64 {
+            self.buf[off + 3] = 0;
+        } else {
+            self.buf[off + 3] &= 0x01;
+        }
     }
 
     pub(crate) fn slice_mut(&mut self, va: u64, len: usize) -> &mut [u8] {

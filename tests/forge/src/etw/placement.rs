@@ -117,6 +117,17 @@ pub(super) struct Timeline {
 }
 
 impl Timeline {
+    /// A timeline given directly: buffer `seq` starts at `base + seq * 7919`, records step by
+    /// 1..=`step_max`, flushed headers' TimeStamp at most `end` (scan scenarios' stopped
+    /// sessions, whose clocks and windows are their own).
+    pub(super) fn given(base: u64, step_max: u64, end: u64) -> Timeline {
+        Timeline {
+            base,
+            step_max: step_max.max(1),
+            end,
+        }
+    }
+
     pub(super) fn new(cfg: &Config, clock: u32, plan: &[BufferSpec]) -> Timeline {
         let clock = if clock == 0 { 1 } else { clock };
         let now = clock_now(cfg, clock);

@@ -768,6 +768,7 @@ impl EtwSpec {
             slots,
             buffers: BTreeMap::new(),
             pending_ccswap: false,
+            scan: None,
             variation: Some(Box::new(Variation {
                 seed,
                 clock,

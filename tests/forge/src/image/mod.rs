@@ -22,6 +22,7 @@
 //! etwdump's readers.
 
 mod elf;
+pub(crate) mod random;
 mod vmware;
 
 use std::path::{Path, PathBuf};

@@ -87,7 +87,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         .then(|| crate::kernel::processes::build(cfg, &mut img));
     // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
     // allocated otherwise, so other dumps stay byte-identical).
-    let etw_build = cfg
+    let mut etw_build = cfg
         .etw
         .as_ref()
         .map(|spec| crate::etw::build(cfg, spec, &mut img, &prcbs, m.pm.rng()));
@@ -118,6 +118,11 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     if let Some(eb) = &etw_build {
         m.map_etw_pages(&eb.pages);
     }
+    // Scan scenarios (opt-in): stopped sessions' pages, copies, decoys, by physical address.
+    let scan = etw_build
+        .as_mut()
+        .and_then(|e| e.scan.take())
+        .map(|s| crate::etw::scan::place::place(s, &mut m.pm, &m.pager, &mut m.vmap));
     // Process pool pages.
     for (va, content) in proc_build.iter().flat_map(|p| &p.pages) {
         m.map_stored(*va, content, Leaf::KernelData);
@@ -189,6 +194,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         }),
         processes: proc_build.map(|p| p.expected).unwrap_or_default(),
         current_threads,
+        scan,
         file,
         page_table_root: pager.root,
         pm,

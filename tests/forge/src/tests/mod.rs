@@ -7,6 +7,7 @@ mod etw_buffers;
 mod etw_pending;
 mod images;
 mod processes;
+mod scan;
 mod self_map;
 mod triage;
 mod variation;

@@ -1,0 +1,693 @@
+//! Phase 1 of the scan scenarios: the live objects the logger state already holds (contexts,
+//! their buffers, pending blocks) and the stopped sessions (`EtwSpec::with_stopped_sessions`):
+//! a context in freed 'EtwL' pool whose slot holds the free value, and buffers written by the
+//! forge's one buffer writer ([`crate::etw::wmi_buffer`] through `BufferPlacement`), some of
+//! whose pages were reused. Then [`super::extras`] for stale copies, orphaned 'CCsw' blocks
+//! and decoys.
+
+use super::extras::unrelated_page;
+use super::*;
+use crate::etw::buffers::BufferSpec;
+use crate::etw::loggers::{LoggerBuilder, SessionBuffers};
+use crate::etw::placement::{BufferPlacement, CtxLinks, Timeline};
+use crate::etw::wmi_buffer::{align8, RecSpec, WMI_BUFFER_HEADER_SIZE};
+use crate::etw::{
+    EtwPage, ExpectedPending, ExpectedPendingDecoy, GlobalListSpec, SessionSpec, BUF, CTX,
+};
+use crate::etw::{
+    EVENT_TRACE_BUFFERING_MODE as BUFFERING, EVENT_TRACE_FILE_MODE_SEQUENTIAL as FILE_SEQUENTIAL,
+    EVENT_TRACE_REAL_TIME_MODE as REAL_TIME,
+};
+use crate::util::{Rng, PAGE_SIZE};
+
+/// The value a freed slot holds (etw-internals.md §1.2): bit 0 set, 1 in practice, on 10.0+;
+/// 6.0-6.3 "probably the bit-0 scheme" [U] (the 7601 / 9600 fixtures get it too).
+pub(crate) const FREE_SLOT_VALUE: u64 = 1;
+
+/// Spacing of buffer start times (as `Timeline` places buffer `seq` at `base + seq * 7919`).
+const SEQ_SPACING: u64 = 7_919;
+/// Buffers per stopped session.
+const STOPPED_BUFFERS: usize = 5;
+
+/// What became of one stopped-session buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    /// Every page holds its bytes; pages mapped at consecutive VAs, physically scattered.
+    Intact,
+    /// The header page was reused: not findable.
+    Lost,
+    /// Page `k` (> 0) was reused; the pages before it are intact.
+    Overwritten(usize),
+    /// Pages from `m` on are no longer mapped; pages 0..m are physically contiguous.
+    UnmappedFrom(usize),
+}
+
+/// Per stopped session `j`: (name, BufferSize, ClockType, LoggerMode).
+const STOPPED: &[(&str, u32, u32, u32)] = &[
+    ("PerfTrack-Diag", 0x4000, 1, REAL_TIME),
+    ("WFP-IPsec Trace", 0x8000, 2, BUFFERING),
+    ("Setup-Trace", 0x3000, 3, FILE_SEQUENTIAL),
+    ("MpWppTracing-Old", 0x5000, 1, REAL_TIME),
+];
+
+/// The buffer fates of stopped session `j`: the base list rotated by `j`.
+fn fates(j: usize) -> Vec<Fate> {
+    let mut v = vec![
+        Fate::Intact,
+        Fate::Lost,
+        Fate::Overwritten(2),
+        Fate::Intact,
+        Fate::UnmappedFrom(2),
+    ];
+    v.rotate_left(j % STOPPED_BUFFERS);
+    v
+}
+
+/// Phase 1 of a scan scenario (called by `loggers::build` after every slot, the per-CPU
+/// state and the pending blocks are placed).
+pub(in crate::etw) fn plan(
+    b: &mut LoggerBuilder,
+    pending: &[ExpectedPending],
+    pending_decoys: &[ExpectedPendingDecoy],
+) -> ScanBuild {
+    let scan = b.spec.scan.clone().expect("scan spec");
+    let mut out = ScanBuild {
+        free_slot_value: FREE_SLOT_VALUE,
+        ..ScanBuild::default()
+    };
+    live_objects(b, pending, pending_decoys, &mut out);
+    let slots = free_slots(b, scan.stopped_sessions as usize);
+    let mut windows = Vec::new();
+    for (j, &slot) in slots.iter().enumerate() {
+        windows.push(plant_stopped(
+            b,
+            j,
+            slot,
+            scan.stopped_sessions as usize,
+            &mut out,
+        ));
+    }
+    odd_context_groups(b, &mut out);
+    if scan.extras {
+        super::extras::plant(b, &windows, &mut out);
+    }
+    out
+}
+
+/// The `n` lowest slots no spec entry uses (they hold the free value), below 64 and the
+/// capacity.
+fn free_slots(b: &LoggerBuilder, n: usize) -> Vec<u32> {
+    let top = b.capacity.min(64);
+    let v: Vec<u32> = (1..top)
+        .filter(|s| !b.spec.slots.contains_key(s))
+        .take(n)
+        .collect();
+    assert_eq!(v.len(), n, "not enough free slots for {n} stopped sessions");
+    for &s in &v {
+        assert_eq!(b.slot_values[s as usize], FREE_SLOT_VALUE, "slot {s}");
+    }
+    v
+}
+
+/// Live contexts, their buffers (with data, or 0x48-byte headers), the stale and free-tagged
+/// contexts, the live pending blocks; the pending decoys and the pointer route's 'EtwL' array.
+fn live_objects(
+    b: &LoggerBuilder,
+    pending: &[ExpectedPending],
+    pending_decoys: &[ExpectedPendingDecoy],
+    out: &mut ScanBuild,
+) {
+    for p in &b.placed {
+        let class = match p.kind {
+            PlacedKind::Live => ScanClass::Live,
+            PlacedKind::WrongId => ScanClass::StaleCopy,
+            PlacedKind::FreeTagged => ScanClass::Orphaned,
+        };
+        out.objects
+            .push(context_object(p, class, None, false, Loc::Va(p.ctx)));
+        if p.kind == PlacedKind::Live {
+            for o in buffer_objects(p, ScanClass::Live, None) {
+                out.objects.push(o);
+            }
+        }
+    }
+    for p in pending {
+        let batch = p.batch.as_ref();
+        out.objects.push(PendingObject {
+            loc: Loc::Va(p.block_va),
+            kind: ScanKind::PendingBlock,
+            class: ScanClass::Live,
+            group: None,
+            buffer: None,
+            pending: Some(ScanPending {
+                used_bytes: p.used_bytes,
+                start_tick: p.start_tick,
+                clock_type: p.true_clock,
+                switches: batch.map_or(0, |x| x.switches.len() as u32),
+                first_time: batch.map(|x| x.first_time),
+                last_time: batch.map(|x| x.last_time()),
+                cpu: Some(p.cpu),
+                pool_freed: false,
+            }),
+            context: None,
+            copy_of: None,
+        });
+    }
+    for d in pending_decoys {
+        out.decoys.push((
+            "pending_decoy".to_string(),
+            Loc::Va(d.block_va),
+            d.why.clone(),
+        ));
+    }
+    if b.route == crate::etw::EtwRoute::Pointer {
+        out.decoys.push((
+            "logger_array".to_string(),
+            Loc::Va(b.array_va),
+            "an 'EtwL' block holding the logger array: its first bytes are a pointer or the \
+             free value, not a LoggerId below the capacity with a plausible BufferSize"
+                .to_string(),
+        ));
+    }
+}
+
+/// A context object.
+fn context_object(
+    p: &PlacedContext,
+    class: ScanClass,
+    group: Option<u32>,
+    pool_freed: bool,
+    loc: Loc,
+) -> PendingObject {
+    PendingObject {
+        loc,
+        kind: ScanKind::LoggerContext,
+        class,
+        group,
+        buffer: None,
+        pending: None,
+        context: Some(ScanContext {
+            logger_id: p.logger_id,
+            name: p.name.clone(),
+            buffer_size: p.buffer_size,
+            clock_type: p.clock_type,
+            slot: (p.kind != PlacedKind::Live || class == ScanClass::Live).then_some(p.slot),
+            pool_freed,
+        }),
+        copy_of: None,
+    }
+}
+
+/// The buffers of a placed context: complete, in place.
+fn buffer_objects(p: &PlacedContext, class: ScanClass, group: Option<u32>) -> Vec<PendingObject> {
+    let one = |va: u64, sb: ScanBuffer| PendingObject {
+        loc: Loc::Va(va),
+        kind: ScanKind::Buffer,
+        class,
+        group,
+        buffer: Some(sb),
+        pending: None,
+        context: None,
+        copy_of: None,
+    };
+    if !p.details.is_empty() {
+        return p
+            .details
+            .iter()
+            .map(|d| one(d.address, complete_buffer(d)))
+            .collect();
+    }
+    // 0x48-byte headers (loggers::header_only_buffers): SequenceNumber i, State 1 for the
+    // first, offsets 0x48.
+    let hdr = WMI_BUFFER_HEADER_SIZE as u32;
+    p.bufs
+        .iter()
+        .enumerate()
+        .map(|(i, &va)| {
+            one(
+                va,
+                ScanBuffer {
+                    logger_id: p.logger_id,
+                    buffer_size: p.buffer_size,
+                    sequence_number: i as u64,
+                    state: u32::from(i == 0),
+                    valid_bytes: hdr,
+                    record_count: 0,
+                    pages: Vec::new(),
+                    overwritten_pages: Vec::new(),
+                    complete: true,
+                    intact_bytes: hdr,
+                    recoverable_bytes: hdr,
+                    recoverable_records: 0,
+                    physically_contiguous: true,
+                    header_only: true,
+                    compressed: false,
+                    copy_of: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// A complete buffer with data as `BufferPlacement` reported it.
+pub(super) fn complete_buffer(d: &ExpectedBuffer) -> ScanBuffer {
+    ScanBuffer {
+        logger_id: d.session_id,
+        buffer_size: d.buffer_size,
+        sequence_number: d.sequence_number,
+        state: d.state,
+        valid_bytes: d.valid_bytes,
+        record_count: d.record_count,
+        pages: Vec::new(),
+        overwritten_pages: Vec::new(),
+        complete: true,
+        intact_bytes: d.valid_bytes,
+        recoverable_bytes: d.valid_bytes - d.trimmed_bytes,
+        recoverable_records: d.record_count,
+        physically_contiguous: false,
+        header_only: false,
+        compressed: d.compressed,
+        copy_of: None,
+    }
+}
+
+/// Groups of the stale (WrongId) and free-tagged contexts: their header-only buffers are
+/// orphaned (no validating slot reaches them).
+fn odd_context_groups(b: &LoggerBuilder, out: &mut ScanBuild) {
+    let mut odd: Vec<&PlacedContext> = b
+        .placed
+        .iter()
+        .filter(|p| p.kind != PlacedKind::Live)
+        .collect();
+    odd.sort_by_key(|p| p.slot);
+    for p in odd {
+        let g = out.groups.len() as u32;
+        let origin = match p.kind {
+            PlacedKind::FreeTagged => GroupOrigin::FreeTagged,
+            _ => GroupOrigin::StaleContext,
+        };
+        if p.kind == PlacedKind::FreeTagged {
+            // The context object (pushed by live_objects) belongs to the group.
+            for o in &mut out.objects {
+                if o.loc == Loc::Va(p.ctx) && o.kind == ScanKind::LoggerContext {
+                    o.group = Some(g);
+                }
+            }
+        }
+        let bufs = buffer_objects(p, ScanClass::Orphaned, Some(g));
+        out.groups.push(PendingGroup {
+            group: ScanGroup {
+                group: g,
+                origin,
+                logger_id: p.logger_id,
+                slot: p.slot,
+                name: p.name.clone().unwrap_or_default(),
+                buffer_size: p.buffer_size,
+                clock_type: p.clock_type.unwrap_or(0),
+                context_pa: None,
+                buffers: (0..bufs.len() as u64).collect(),
+                lost_buffers: Vec::new(),
+                timestamp_window: None,
+            },
+            context: Some(Loc::Va(p.ctx)),
+        });
+        out.objects.extend(bufs);
+    }
+}
+
+/// A clock reading: the variation's clock model, or the standard clocks (§7: 1 QPC at 10 MHz
+/// since boot, 2 system time, 3 a 3 GHz cycle counter; 0 counted as QPC).
+pub(super) fn raw_at(b: &LoggerBuilder, clock: u32, uptime: u64) -> u64 {
+    match b.var {
+        Some(v) => v.clock.raw_at(clock, uptime),
+        None => match clock {
+            2 => b.cfg.system_time - b.cfg.system_up_time + uptime,
+            3 => uptime * 300,
+            _ => uptime,
+        },
+    }
+}
+
+/// The uptime window (100 ns units) of stopped session `j` of `n`: disjoint windows in the
+/// first 90% of the uptime, oldest first.
+pub(super) fn window(b: &LoggerBuilder, j: usize, n: usize) -> (u64, u64) {
+    let up = b.cfg.system_up_time;
+    let n = n.max(1) as u64;
+    let start = up / 10 + up * 8 / 10 * j as u64 / n;
+    (start, start + up * 6 / 10 / n)
+}
+
+/// Records of about `bytes` bytes for a stopped session's buffer: the 64-bit mix of
+/// `buffers::filler` on x64, 32-bit forms on x86.
+fn stopped_records(x64: bool, build: u32, bytes: usize, seed: u64) -> Vec<RecSpec> {
+    if x64 {
+        return crate::etw::buffers::filler(build, bytes, seed);
+    }
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::new();
+    let mut used = 0;
+    while used < bytes {
+        let r = match rng.next_u64() % 4 {
+            0 => RecSpec::System {
+                x64: false,
+                hook: crate::etw::wmi_buffer::HOOK_THREAD_DCSTART,
+                version: 2,
+                data: 0x28 + (rng.next_u64() % 0x10) as usize,
+            },
+            1 => RecSpec::PerfInfo {
+                x64: false,
+                hook: crate::etw::wmi_buffer::HOOK_CSWITCH,
+                version: crate::etw::wmi_buffer::cswitch_version(build),
+                pmc: 0,
+                pebs: false,
+                data: 0x18,
+            },
+            2 => RecSpec::Compact {
+                x64: false,
+                hook: crate::etw::wmi_buffer::HOOK_DPC,
+                version: 2,
+                data: 0x0C,
+            },
+            _ => RecSpec::EventHeader {
+                x64: false,
+                ext: vec![],
+                data: 0x10 + (rng.next_u64() % 0x30) as usize,
+            },
+        };
+        used += align8(r.size());
+        out.push(r);
+    }
+    out
+}
+
+/// (records wholly inside the first `intact` bytes, where a chain walk over them ends).
+pub(super) fn recoverable(records: &[RecSpec], intact: u32) -> (u32, u32) {
+    let mut off = WMI_BUFFER_HEADER_SIZE;
+    let (mut n, mut end) = (0u32, off as u32);
+    for r in records {
+        if off + r.size() > intact as usize {
+            break;
+        }
+        off += align8(r.size());
+        n += 1;
+        end = off as u32;
+    }
+    (n, end)
+}
+
+/// The session spec of stopped session `j` in `slot`.
+fn stopped_spec(b: &LoggerBuilder, j: usize, slot: u32, start_up: u64) -> SessionSpec {
+    let (name, buffer_size, clock_type, mode) = STOPPED[j % STOPPED.len()];
+    let name = if j < STOPPED.len() {
+        name.to_string()
+    } else {
+        format!("{name}-{j}")
+    };
+    let win8 = b.cfg.build >= 9200;
+    let mut guid = [0u8; 16];
+    Rng::new(0x5C4E_0000 ^ (u64::from(slot) << 8) ^ j as u64).fill(&mut guid);
+    SessionSpec {
+        name,
+        log_file: (mode == FILE_SEQUENTIAL).then(|| "C:\\Windows\\Panther\\setup.etl".to_string()),
+        logger_mode: mode,
+        clock_type,
+        buffer_size,
+        minimum_buffers: 2,
+        maximum_buffers: 16,
+        number_of_buffers: STOPPED_BUFFERS as u32,
+        buffers_written: 3 + j as u32,
+        events_lost: 0,
+        log_buffers_lost: 0,
+        real_time_buffers_lost: 0,
+        start_time: b.cfg.system_time - b.cfg.system_up_time + start_up,
+        pool_type: if win8 {
+            crate::etw::NON_PAGED_POOL_NX
+        } else {
+            crate::etw::NON_PAGED_POOL
+        },
+        instance_guid: guid,
+        name_unreadable: false,
+        global_list: GlobalListSpec::Ring,
+        flag_bits: Vec::new(),
+    }
+}
+
+/// Stopped session `j` (of `n`) in `slot`: its context (freed pool, or reused), its buffers
+/// and their fates, its group. Returns its (clock type, raw time window) for the extras.
+fn plant_stopped(
+    b: &mut LoggerBuilder,
+    j: usize,
+    slot: u32,
+    n: usize,
+    out: &mut ScanBuild,
+) -> (u32, u64, u64) {
+    let (up0, up1) = window(b, j, n);
+    let s = stopped_spec(b, j, slot, up0);
+    let (bs, clock) = (s.buffer_size, s.clock_type);
+    let base = raw_at(b, clock, up0);
+    let first_seq = 20 + 40 * j as u64;
+    let k = STOPPED_BUFFERS as u64;
+    let end = base + k * SEQ_SPACING;
+    assert!(
+        end <= raw_at(b, clock, up1) && base >= first_seq * SEQ_SPACING,
+        "stopped session {j}: window"
+    );
+    // Buffers: flushed, SequenceNumbers in order, CPUs in turn.
+    let fill = bs as usize * 9 / 10 - WMI_BUFFER_HEADER_SIZE;
+    let plan: Vec<BufferSpec> = (0..k)
+        .map(|i| {
+            let seq = first_seq + i;
+            let recs = stopped_records(b.x64, b.cfg.build, fill, 0x5709 ^ (seq << 16));
+            let mut bsp = BufferSpec::new(
+                crate::etw::wmi_buffer::STATE_FLUSH,
+                (i as u32) % b.cfg.cpus,
+                seq,
+                recs,
+            );
+            bsp.fill_ff = i % 2 == 0;
+            bsp.header_timestamp = Some(base + i * SEQ_SPACING + SEQ_SPACING - 1);
+            bsp
+        })
+        .collect();
+    let max_records = plan
+        .iter()
+        .map(|p| p.records.len() as u64)
+        .max()
+        .unwrap_or(1);
+    let timeline = Timeline::given(
+        base - first_seq * SEQ_SPACING,
+        (SEQ_SPACING - 1) / (max_records + 1),
+        end,
+    );
+    let context_lost = j % 3 == 1;
+    let ctx = stopped_context(b, &s, slot, &plan, timeline, context_lost, out);
+    let group = out.groups.len() as u32;
+    let fates = fates(j);
+    let mut seqs = (Vec::new(), Vec::new());
+    for (i, (bsp, fate)) in plan.iter().zip(&fates).enumerate() {
+        let (va, pages, detail) = &ctx.buffers[i];
+        place_orphan_buffer(b, group, slot, bsp, *fate, (*va, pages, detail), out);
+        match fate {
+            Fate::Lost => seqs.1.push(bsp.sequence_number),
+            _ => seqs.0.push(bsp.sequence_number),
+        }
+    }
+    out.groups.push(PendingGroup {
+        group: ScanGroup {
+            group,
+            origin: GroupOrigin::Stopped,
+            logger_id: slot,
+            slot,
+            name: s.name.clone(),
+            buffer_size: bs,
+            clock_type: clock,
+            context_pa: None,
+            buffers: seqs.0,
+            lost_buffers: seqs.1,
+            timestamp_window: Some((base, end)),
+        },
+        context: (!context_lost).then_some(Loc::Va(ctx.va)),
+    });
+    (clock, base, end)
+}
+
+/// A stopped session's context and its buffers' bytes (not yet placed).
+struct StoppedContext {
+    va: u64,
+    /// Per buffer: (VA, its pages' bytes, what BufferPlacement reported).
+    buffers: Vec<(u64, Vec<Vec<u8>>, ExpectedBuffer)>,
+}
+
+/// The context of a stopped session in freed 'EtwL' pool (its strings in freed 'EtwN'
+/// pool), GlobalList still linking its buffers; or, when `lost`, a pool block reused by an
+/// unrelated allocation. Lays out the buffers (through `BufferPlacement`).
+fn stopped_context(
+    b: &mut LoggerBuilder,
+    s: &SessionSpec,
+    slot: u32,
+    plan: &[BufferSpec],
+    timeline: Timeline,
+    lost: bool,
+    out: &mut ScanBuild,
+) -> StoppedContext {
+    let ctx_size = b.lay.size(CTX);
+    let ctx = b.pool.alloc(ctx_size, b"EtwL");
+    let strings = b.session_strings(s);
+    b.pool.mark_freed(strings.name_va);
+    if let Some(va) = strings.log_va {
+        b.pool.mark_freed(va);
+    }
+    let bufs: Vec<u64> = plan.iter().map(|_| b.barea.alloc(s.buffer_size)).collect();
+    let ge = b.lay.off(BUF, "GlobalEntry");
+    let entries: Vec<u64> = bufs.iter().map(|v| v + ge).collect();
+    let mut pages = Vec::new();
+    let (details, links) = BufferPlacement {
+        lay: &b.lay,
+        plan,
+        bufs: &bufs,
+        entries: &entries,
+        head: ctx + b.lay.off(CTX, "GlobalList"),
+        cycle_to: None,
+        buffer_size: s.buffer_size,
+        logger_id: slot,
+        timeline,
+    }
+    .place(&mut pages, &mut b.layout_cache);
+    assert!(links.per_cpu.is_empty() && links.current_buffer.is_none());
+    let sb = SessionBuffers {
+        bufs: bufs.clone(),
+        entries,
+        cycle_to: None,
+        links: CtxLinks::default(),
+        details: details.clone(),
+        with_data: true,
+    };
+    b.write_context(s, None, ctx, slot, &strings, &sb);
+    if lost {
+        // Reused: an unrelated allocation over the whole block.
+        let hdr = b.pool.header_size() as u64;
+        let page = unrelated_page(b.x64, 0xC7A5 ^ u64::from(slot));
+        let blk = b.pool.slice_mut(ctx - hdr, ctx_size + hdr as usize);
+        blk.copy_from_slice(&page[..blk.len()]);
+        out.lost.push((
+            ScanKind::LoggerContext,
+            out.groups.len() as u32,
+            slot,
+            None,
+            Loc::Va(ctx),
+            "its pool block was reused by unrelated allocations".to_string(),
+        ));
+    } else {
+        b.pool.mark_freed(ctx);
+        let placed = PlacedContext {
+            slot,
+            logger_id: slot,
+            kind: PlacedKind::Live,
+            ctx,
+            name: Some(s.name.clone()),
+            buffer_size: s.buffer_size,
+            clock_type: Some(s.clock_type),
+            bufs: Vec::new(),
+            details: Vec::new(),
+        };
+        let g = Some(out.groups.len() as u32);
+        out.objects.push(context_object(
+            &placed,
+            ScanClass::Orphaned,
+            g,
+            true,
+            Loc::Va(ctx),
+        ));
+    }
+    let by_va: std::collections::HashMap<u64, Vec<u8>> = pages
+        .into_iter()
+        .map(|p| match p {
+            EtwPage::Stored(va, c) => (va, c),
+            _ => unreachable!("buffer pages are stored"),
+        })
+        .collect();
+    let buffers = bufs
+        .iter()
+        .zip(details)
+        .map(|(&va, d)| {
+            let n = (u64::from(s.buffer_size)).div_ceil(PAGE_SIZE);
+            let pg = (0..n)
+                .map(|i| by_va[&(va + i * PAGE_SIZE)].clone())
+                .collect();
+            (va, pg, d)
+        })
+        .collect();
+    StoppedContext { va: ctx, buffers }
+}
+
+/// One stopped-session buffer's pages with its fate applied, and its expectation (or its
+/// entry in the lost list).
+fn place_orphan_buffer(
+    b: &LoggerBuilder,
+    group: u32,
+    slot: u32,
+    bsp: &BufferSpec,
+    fate: Fate,
+    (va, pages, d): (u64, &[Vec<u8>], &ExpectedBuffer),
+    out: &mut ScanBuild,
+) {
+    let n = pages.len();
+    let seed = 0x0FF5_E700 ^ (va >> 12);
+    let junk = |i: usize| unrelated_page(b.x64, seed ^ i as u64);
+    let fate = match fate {
+        Fate::Overwritten(k) | Fate::UnmappedFrom(k) if k >= n => Fate::Intact,
+        f => f,
+    };
+    let paged: Vec<PageFate> = (0..n)
+        .map(|i| match fate {
+            Fate::Lost if i == 0 => PageFate::Overwritten(junk(i)),
+            Fate::Overwritten(k) if i == k => PageFate::Overwritten(junk(i)),
+            Fate::UnmappedFrom(m) if i >= m => PageFate::Unmapped(junk(i)),
+            _ => PageFate::Data(pages[i].clone()),
+        })
+        .collect();
+    let item = out.items.len();
+    out.items.push(PhysItem {
+        va: Some(va),
+        pages: paged,
+        contiguous: matches!(fate, Fate::UnmappedFrom(_)),
+    });
+    if fate == Fate::Lost {
+        out.lost.push((
+            ScanKind::Buffer,
+            group,
+            slot,
+            Some(bsp.sequence_number),
+            Loc::Item(item, 0),
+            "its header page was reused by unrelated data".to_string(),
+        ));
+        return;
+    }
+    let mut sb = complete_buffer(d);
+    let cut = match fate {
+        Fate::Overwritten(k) => {
+            sb.overwritten_pages = vec![k as u32];
+            Some(k)
+        }
+        Fate::UnmappedFrom(m) => Some(m),
+        _ => None,
+    };
+    if let Some(c) = cut {
+        let intact = ((c as u64 * PAGE_SIZE) as u32).min(d.valid_bytes);
+        let (count, end) = recoverable(&bsp.records, intact);
+        sb.complete = intact == d.valid_bytes;
+        sb.intact_bytes = intact;
+        sb.recoverable_records = count;
+        sb.recoverable_bytes = end;
+    }
+    out.objects.push(PendingObject {
+        loc: Loc::Item(item, 0),
+        kind: ScanKind::Buffer,
+        class: ScanClass::Orphaned,
+        group: Some(group),
+        buffer: Some(sb),
+        pending: None,
+        context: None,
+        copy_of: None,
+    });
+}
