@@ -562,7 +562,17 @@ fn stopped_context(
         details: details.clone(),
         with_data: true,
     };
-    b.write_context(s, None, ctx, slot, &strings, &sb);
+    // ReferenceTime: StartTime and the session clock's reading at the same instant.
+    let up0 = s.start_time - (b.cfg.system_time - b.cfg.system_up_time);
+    let sv = crate::etw::variation::SessionVariation {
+        linked_buffers: plan.len() as u32,
+        odd_fields: Vec::new(),
+        reference_time: crate::etw::variation::RefClock {
+            start_time: s.start_time,
+            start_perf_clock: raw_at(b, s.clock_type, up0),
+        },
+    };
+    b.write_context(s, Some(&sv), ctx, slot, &strings, &sb);
     if lost {
         // Reused: an unrelated allocation over the whole block.
         let hdr = b.pool.header_size() as u64;
