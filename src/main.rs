@@ -155,6 +155,10 @@ enum Command {
         /// Also draw a per-CPU lane chart to this SVG file
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Read the buffers that nothing leads to any more (orphaned and stale copies, found
+        /// by `scan`) instead of the live sessions'
+        #[arg(long)]
+        carved: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
@@ -169,6 +173,10 @@ enum Command {
         /// Only this session (logger id or name)
         #[arg(long)]
         session: Option<String>,
+        /// Read the buffers that nothing leads to any more (orphaned and stale copies, found
+        /// by `scan`) instead of the live sessions'
+        #[arg(long, conflicts_with = "session")]
+        carved: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
@@ -509,6 +517,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cpu,
             last,
             svg,
+            carved,
             format,
         } => {
             let format = report::RowFormat::from(format);
@@ -522,10 +531,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => {
                     // The chart needs every row at once: collect them, draw, then list them.
                     let mut rows = Vec::new();
-                    let w = report::cswitch::stream(&ctx, cpu, last, &mut |r| {
-                        rows.push(r.clone());
-                        Ok(())
-                    })?;
+                    let w = report::cswitch::stream_from(
+                        &ctx,
+                        source(&ctx, carved),
+                        cpu,
+                        last,
+                        &mut |r| {
+                            rows.push(r.clone());
+                            Ok(())
+                        },
+                    )?;
                     let chart = render::svg::render(&rows, ctx.system_time().unwrap_or(0));
                     std::fs::write(path, chart)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
@@ -538,7 +553,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 None => {
                     let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?;
-                    let w = report::cswitch::stream(&ctx, cpu, last, &mut |r| rw.row(r))?;
+                    let w = report::cswitch::stream_from(
+                        &ctx,
+                        source(&ctx, carved),
+                        cpu,
+                        last,
+                        &mut |r| rw.row(r),
+                    )?;
                     rw.finish(&w)?;
                     w
                 }
@@ -551,6 +572,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             dump,
             symbols,
             session,
+            carved,
             format,
         } => {
             let format = report::RowFormat::from(format);
@@ -558,7 +580,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
             let mut rw = RowWriter::<_, EventRow>::new(&mut out, format, "events")?;
-            let warnings = report::events::stream(&ctx, session.as_deref(), &mut |r| rw.row(r))?;
+            let src = if carved {
+                source(&ctx, true)
+            } else {
+                etwdump::etw::source::EtwSource::open(&ctx, session.as_deref())
+            };
+            let warnings = report::events::stream_from(&ctx, src, &mut |r| rw.row(r))?;
             rw.finish(&warnings)?;
             if format != report::RowFormat::Json {
                 warn_all(&warnings, format == report::RowFormat::Jsonl);
@@ -672,6 +699,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The ETW source of a command: the live sessions', or (`--carved`) the buffers that nothing
+/// leads to any more, found by a pass over all physical memory on every core.
+fn source<'c, 'd>(
+    ctx: &'c KernelContext<'d>,
+    carved: bool,
+) -> etwdump::etw::source::EtwSource<'c, 'd> {
+    if carved {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        etwdump::etw::source::EtwSource::open_carved(ctx, threads)
+    } else {
+        etwdump::etw::source::EtwSource::open(ctx, None)
+    }
 }
 
 /// A progress bar on stderr while `p` runs, when stderr is a terminal (silent otherwise);

@@ -74,8 +74,12 @@ pub struct CarvedBuffer {
     /// Complete records in the recovered bytes (the chain may end before the valid end, as
     /// in a live buffer whose last record was being written).
     pub records: usize,
+    /// Where the record chain ends in the recovered bytes: the valid end for an intact buffer;
+    /// earlier where a page was overwritten, or where a live buffer's last record was being
+    /// written.
+    pub chain_end: u64,
     /// Every valid byte was recovered (a buffer whose later pages are no longer mapped is
-    /// recovered up to the end of its first physical page).
+    /// recovered as far as they still are, else up to the end of its first physical page).
     pub complete: bool,
     /// The orphan group it belongs to.
     pub group: Option<usize>,
@@ -145,6 +149,7 @@ enum Hit {
         timestamp: u64,
         valid: u64,
         records: usize,
+        chain_end: u64,
         rest: bool,
     },
     Block {
@@ -221,6 +226,7 @@ fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
             .unwrap_or(0),
         valid,
         records: w.count,
+        chain_end: w.end as u64,
         rest,
     })
 }
@@ -372,15 +378,14 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
                 timestamp,
                 valid,
                 records,
+                chain_end,
                 rest,
             } => {
                 let mut b = carve_buffer(
                     ctx,
                     pa,
                     header,
-                    valid,
-                    records,
-                    rest,
+                    (valid, records, chain_end, rest),
                     vas.get(&pa).copied(),
                     &live,
                 );
@@ -459,14 +464,12 @@ impl LiveSet {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A carved buffer from its first page's findings `(valid, records, chain end, continues)`.
 fn carve_buffer(
     ctx: &KernelContext<'_>,
     pa: u64,
     header: BufferHeader,
-    valid: u64,
-    first_records: usize,
-    rest: bool,
+    (valid, first_records, first_chain_end, rest): (u64, usize, u64, bool),
     va: Option<VirtAddr>,
     live: &LiveSet,
 ) -> CarvedBuffer {
@@ -481,18 +484,23 @@ fn carve_buffer(
     } else {
         Class::Orphaned
     };
-    let in_page = PAGE_SIZE - pa % PAGE_SIZE;
-    let (recovered, records, complete) = match (rest, va) {
-        (false, _) => (valid, first_records, true),
-        (true, Some(va)) => match ctx.space.read_vec(va, valid as usize) {
-            Ok(b) => {
-                let w = walk_from(&b, BUFFER_HEADER_SIZE, b.len(), |_| {});
-                (valid, w.count, true)
+    let in_page = (PAGE_SIZE - pa % PAGE_SIZE).min(valid);
+    // Through the page tables as far as they still map it; else its first physical page.
+    let (recovered, records, chain_end) = match (rest, va) {
+        (false, _) => (valid, first_records, first_chain_end),
+        (true, Some(va)) => {
+            let mut b = vec![0u8; valid as usize];
+            let n = (ctx.space.read_prefix(va, &mut b) as u64).max(in_page);
+            if n > in_page {
+                let w = walk_from(&b[..n as usize], BUFFER_HEADER_SIZE, n as usize, |_| {});
+                (n, w.count, w.end as u64)
+            } else {
+                (in_page, first_records, first_chain_end)
             }
-            Err(_) => (in_page.min(valid), first_records, false),
-        },
-        (true, None) => (in_page.min(valid), first_records, false),
+        }
+        (true, None) => (in_page, first_records, first_chain_end),
     };
+    let complete = recovered == valid;
     CarvedBuffer {
         physical_address: PhysAddr::new(pa),
         virtual_address: va,
@@ -505,6 +513,7 @@ fn carve_buffer(
         valid_bytes: valid,
         recovered_bytes: recovered,
         records,
+        chain_end,
         complete,
         group: None,
     }
@@ -597,14 +606,16 @@ fn carve_context(
     })
 }
 
-/// A carved buffer's bytes, BufferSize long: read through its virtual address when it is
-/// mapped and complete, else its first physical page's bytes (the rest zero); with the end of
-/// what was recovered.
+/// A carved buffer's bytes, BufferSize long: read through its virtual address as far as it is
+/// mapped, else its first physical page's bytes (the rest zero); with the end of what was
+/// recovered.
 pub fn buffer_bytes(ctx: &KernelContext<'_>, b: &CarvedBuffer) -> Option<(Vec<u8>, usize)> {
     let size = b.buffer_size as usize;
-    if let (Some(va), true) = (b.virtual_address, b.complete) {
-        if let Ok(v) = ctx.space.read_vec(va, size) {
-            return Some((v, b.valid_bytes as usize));
+    if let Some(va) = b.virtual_address {
+        let mut v = vec![0u8; size];
+        let n = ctx.space.read_prefix(va, &mut v) as u64;
+        if n > 0 && n >= b.recovered_bytes {
+            return Some((v, b.recovered_bytes as usize));
         }
     }
     let pa = b.physical_address.get();

@@ -64,6 +64,8 @@ enum UnitData {
     Window(usize),
     /// A buffer of the ETW secondary data (its bytes are in the file).
     Blob,
+    /// A buffer found by the pass over physical memory that nothing leads to.
+    Carved(Box<crate::etw::carve::CarvedBuffer>),
 }
 
 /// Why a buffer or window the source found gives no records. Such units are listed by
@@ -219,6 +221,68 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     /// listings of buffers, which show no times.
     pub fn open_units(ctx: &'c KernelContext<'d>, sel: Option<&str>) -> EtwSource<'c, 'd> {
         Self::open_for(ctx, sel, Need::Units)
+    }
+
+    /// The orphaned and stale-copy buffers a pass over all physical memory finds
+    /// ([`crate::etw::carve::scan`] on `threads` threads), as units of origin `carved`, in
+    /// (group, SequenceNumber) order; a group's clock is its surviving context's ClockType,
+    /// else unknown (said).
+    pub fn open_carved(ctx: &'c KernelContext<'d>, threads: usize) -> EtwSource<'c, 'd> {
+        let rep = crate::etw::carve::scan(ctx, threads, &crate::etw::carve::Progress::default());
+        let mut src = Self::open_for(ctx, None, Need::Sessions);
+        src.units.clear();
+        src.warnings = rep.warnings.clone();
+        let sessions: Vec<Session> = src.memory().map_or_else(Vec::new, |l| l.sessions.clone());
+        let facts = ClockFacts::gather(ctx, &sessions);
+        let mut bufs: Vec<&crate::etw::carve::CarvedBuffer> = rep
+            .buffers
+            .iter()
+            .filter(|b| b.class != crate::etw::carve::Class::Live)
+            .collect();
+        bufs.sort_by_key(|b| (b.group, b.sequence_number, b.physical_address));
+        let mut conv_of: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+        for b in bufs {
+            let key = (b.logger_id, b.buffer_size);
+            let converter = match conv_of.get(&key) {
+                Some(&c) => c,
+                None => {
+                    let clock = rep
+                        .contexts
+                        .iter()
+                        .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size)
+                        .map(|c| c.clock_type);
+                    let conv = match clock {
+                        Some(c) => clock::for_clock(ctx, &facts, &sessions, c),
+                        None => Converter::Unknown(format!(
+                            "carved buffers of logger {}: no surviving logger context gives their clock type",
+                            b.logger_id
+                        )),
+                    };
+                    let i = src.add_session_clock(b.logger_id, conv);
+                    conv_of.insert(key, i);
+                    i
+                }
+            };
+            src.units.push(TraceUnit {
+                logger_id: Some(b.logger_id),
+                origin: "carved",
+                address: b.virtual_address,
+                file_offset: None,
+                cpu: Some(b.processor),
+                processor: Some(b.processor),
+                header: None,
+                lists: Vec::new(),
+                first_record: BUFFER_HEADER_SIZE,
+                valid: b.recovered_bytes as usize,
+                buffer_valid: Some(b.valid_bytes),
+                shift: 0,
+                partial_bytes: 0,
+                skip: None,
+                converter,
+                data: UnitData::Carved(Box::new(b.clone())),
+            });
+        }
+        src
     }
 
     /// The sessions only (no units): for `sessions` and `--session` checks.
@@ -405,6 +469,9 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 .and_then(|o| self.ctx.dump.file_bytes(o, u.valid))
                 .map(Cow::Borrowed)
                 .ok_or_else(|| "its bytes are not in the file".into()),
+            UnitData::Carved(b) => crate::etw::carve::buffer_bytes(self.ctx, b)
+                .map(|(v, _)| Cow::Owned(v))
+                .ok_or_else(|| "its first page is no longer readable".into()),
         }
     }
 
@@ -485,9 +552,10 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 };
                 made.ok_or_else(|| format!("does not fit the file's {size:#x}-byte buffers"))?
             }
-            UnitData::Blob => {
+            UnitData::Blob | UnitData::Carved(_) => {
                 let d = self.bytes(u).ok_or("its bytes are not in the file")?;
-                saved_buffer(size, u.processor, &d).ok_or_else(|| {
+                let d = &d[..u.valid.min(d.len())];
+                saved_buffer(size, u.processor, d).ok_or_else(|| {
                     format!("valid length exceeds the file's BufferSize {size:#x}")
                 })?
             }

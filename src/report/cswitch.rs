@@ -224,7 +224,11 @@ fn note(w: &mut Vec<Warning>, what: Warning) {
     crate::warning::push_once(w, what);
 }
 
-fn plan<'c, 'd>(ctx: &'c KernelContext<'d>, cpu_filter: Option<u64>) -> Plan<'c, 'd> {
+fn plan<'c, 'd>(
+    ctx: &'c KernelContext<'d>,
+    src: EtwSource<'c, 'd>,
+    cpu_filter: Option<u64>,
+) -> Plan<'c, 'd> {
     let mut warnings = Vec::new();
     let names = Names {
         symbols: &ctx.symbols,
@@ -244,7 +248,6 @@ fn plan<'c, 'd>(ctx: &'c KernelContext<'d>, cpu_filter: Option<u64>) -> Plan<'c,
         );
     }
     // The dump's ETW source: the sessions, their units and clocks, the pending batches.
-    let src = EtwSource::open(ctx, None);
     let sessions: &[crate::etw::loggers::Session] = src.memory().map_or(&[], |l| &l.sessions);
     let facts = src
         .clock_facts()
@@ -517,7 +520,19 @@ pub fn stream(
     last: Option<Last>,
     emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
-    let mut p = plan(ctx, cpu_filter);
+    stream_from(ctx, EtwSource::open(ctx, None), cpu_filter, last, emit)
+}
+
+/// [`stream`] over the units of `src` (e.g. [`EtwSource::open_carved`]: the buffers that
+/// nothing leads to any more; their pending blocks are not among them).
+pub fn stream_from<'c, 'd>(
+    ctx: &'c KernelContext<'d>,
+    src: EtwSource<'c, 'd>,
+    cpu_filter: Option<u64>,
+    last: Option<Last>,
+    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<Warning>> {
+    let mut p = plan(ctx, src, cpu_filter);
     // --last: the window's start, or None when nothing can be placed.
     let from = last.map(|l| {
         l.end

@@ -221,10 +221,19 @@ pub fn stream(
     session: Option<&str>,
     emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
+    stream_from(ctx, EtwSource::open(ctx, session), emit)
+}
+
+/// [`stream`] over the units of `src` (e.g. [`EtwSource::open_carved`]: the buffers that
+/// nothing leads to any more).
+pub fn stream_from(
+    ctx: &KernelContext<'_>,
+    src: EtwSource<'_, '_>,
+    emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<Warning>> {
     let mut sink = Sink { emit, err: None };
     let res = Resolver::new(ctx);
     let pointer_size = ctx.space.arch().pointer_size() as usize;
-    let src = EtwSource::open(ctx, session);
     let mut warnings = src.warnings().to_vec();
     for u in src.units() {
         let Some(data) = src.bytes(u) else {

@@ -30,6 +30,8 @@ pub struct ScanRow {
     pub valid_bytes: Option<u64>,
     pub recovered_bytes: Option<u64>,
     pub records: Option<usize>,
+    /// Where the record chain ends in the recovered bytes.
+    pub chain_end: Option<u64>,
     pub complete: Option<bool>,
     /// Buffers: the orphan group; groups: their number.
     pub group: Option<usize>,
@@ -77,6 +79,7 @@ impl Scan {
                 valid_bytes: Some(b.valid_bytes),
                 recovered_bytes: Some(b.recovered_bytes),
                 records: Some(b.records),
+                chain_end: Some(b.chain_end),
                 complete: Some(b.complete),
                 group: b.group,
                 ..ScanRow::default()
