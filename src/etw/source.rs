@@ -246,13 +246,21 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             let converter = match conv_of.get(&key) {
                 Some(&c) => c,
                 None => {
-                    let clock = rep
+                    let context = rep
                         .contexts
                         .iter()
-                        .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size)
-                        .map(|c| c.clock_type);
-                    let conv = match clock {
-                        Some(c) => clock::for_clock(ctx, &facts, &sessions, c),
+                        .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size);
+                    // The surviving context's own ClockType and ReferenceTime (as for a live
+                    // session); without its address, a live session's of that clock type.
+                    let conv = match context {
+                        Some(c) => match c.virtual_address {
+                            Some(va) => {
+                                let mut sess = Session::bare(c.logger_id, va, "carved");
+                                sess.clock_type = Some(c.clock_type);
+                                clock::for_session(ctx, &facts, &sess)
+                            }
+                            None => clock::for_clock(ctx, &facts, &sessions, c.clock_type),
+                        },
                         None => Converter::Unknown(format!(
                             "carved buffers of logger {}: no surviving logger context gives their clock type",
                             b.logger_id
