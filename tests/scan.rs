@@ -121,9 +121,10 @@ fn scan_finds_exactly_the_live_state_of_forge_dumps() {
             assert!(rep.groups.is_empty(), "{fx}: {:?}", rep.groups);
         }
         assert!(rep.pages_scanned > 100, "{fx}");
-        // The same memory as an ELF core and a .vmem: the same findings at the same places.
+        // The same memory as every image kind (raw, .vmem + .vmss, .vmsn, ELF core): the same
+        // findings at the same places.
         let dir = tempfile::tempdir().unwrap();
-        for kind in [ImageKind::Elf, ImageKind::Vmware] {
+        for kind in ImageKind::ALL {
             let files = f
                 .write_image(&dir.path().join(format!("i-{}", kind.name())), kind)
                 .unwrap();
