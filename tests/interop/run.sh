@@ -38,6 +38,11 @@
 #    base and build on each, `sessions` on the ETW dumps' images equals the dump's, and
 #    volatility3 windows.info on the x64 fixture images (raw, .vmem, ELF) reports the same
 #    Kernel Base, DTB and build.
+# 11. scan_check.py: `forge --scan` scenarios (stopped sessions in freed pool, lost, overwritten
+#    and unmapped buffers, stale copies, orphaned CCsw blocks and contexts, decoys): `$ETWDUMP
+#    scan -o DIR` lists every planted buffer with its class and sequence number and nothing
+#    else, one group per stopped session, and etl-parser reads every carved .etl with the
+#    manifest's records per buffer and hook keys.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
 # fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
@@ -119,6 +124,10 @@ echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the
 "$venv/bin/python" "$here/triage_check.py" "$out/triage" \
     --real "$root/../shared/data/dumps/triage_x64.dmp" \
     --real-isf "$root/../shared/isf/5278AFF86C341677D7D7835C85B7B844-1.json.xz" || status=1
+
+echo "== scan_check.py (carving: etwdump scan on the forge's scan scenarios; etl-parser 1.0.1 on the carved .etl files)"
+"$target/debug/forge" "$out/scan" --scan >/dev/null
+"$venv/bin/python" "$here/scan_check.py" "$out/scan/manifest.json" || status=1
 
 echo "== qemu_check.py (a real QEMU dump-guest-memory ELF core: etwdump reads its PT_LOAD layout exactly)"
 python3 "$here/qemu_check.py" "$ETWDUMP" || status=1
