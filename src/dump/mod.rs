@@ -521,6 +521,33 @@ impl DumpFile {
         let _ = sequential;
     }
 
+    /// The file offset of stored physical page `pfn` (None when the dump does not hold it).
+    pub fn page_file_offset(&self, pfn: Pfn) -> Option<u64> {
+        match &self.contents {
+            Contents::Runs(r) => r.file_offset(pfn),
+            Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), pfn),
+            Contents::Image(i) => i.file_offset(pfn.get()),
+            Contents::Triage(_) => None,
+        }
+    }
+
+    /// Ask the OS to read `len` bytes of the file at `offset` ahead (asynchronously).
+    pub fn prefetch_file(&self, offset: u64, len: u64) {
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.backing {
+            let end = offset.saturating_add(len).min(m.len() as u64);
+            if offset < end {
+                let _ = m.advise_range(
+                    memmap2::Advice::WillNeed,
+                    offset as usize,
+                    (end - offset) as usize,
+                );
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (offset, len);
+    }
+
     /// Ask the OS to read the stored pages `[first, first + count)` ahead (they are one run of
     /// [`Self::physical_runs`], so one stretch of the file): a pass over all memory reads at
     /// disk speed instead of faulting one page at a time. No effect on an in-memory dump.

@@ -483,6 +483,14 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         }
     }
 
+    /// Ask the OS to read a memory unit's pages ahead (a pass over many buffers overlaps their
+    /// reads with the work on the previous ones).
+    pub fn prefetch(&self, u: &TraceUnit) {
+        if let (UnitData::Memory(b), Some(va)) = (&u.data, u.address) {
+            self.ctx.space.prefetch(va, b.header.buffer_size);
+        }
+    }
+
     /// Does the unit's first record end inside its valid bytes (reading only its start)?
     /// Exactly when a walk would count a record: what makes a buffer worth a place in a file.
     pub fn has_record(&self, u: &TraceUnit) -> Result<bool, String> {

@@ -113,6 +113,33 @@ impl<'d> AddressSpace<'d> {
         }
     }
 
+    /// Ask the OS to read the pages behind `[va, va + len)` ahead (asynchronously; what is not
+    /// mapped is skipped): file ranges of consecutive pages are asked for at once.
+    pub fn prefetch(&self, va: VirtAddr, len: u64) {
+        let mut run: Option<(u64, u64)> = None;
+        let mut page = va.get() & !(PAGE_SIZE - 1);
+        let end = va.get().saturating_add(len);
+        while page < end {
+            let off = self
+                .translate(VirtAddr::new(page))
+                .ok()
+                .and_then(|t| self.dump.page_file_offset(t.pa.pfn()));
+            match (run, off) {
+                (Some((s, n)), Some(o)) if s + n == o => run = Some((s, n + PAGE_SIZE)),
+                (r, o) => {
+                    if let Some((s, n)) = r {
+                        self.dump.prefetch_file(s, n);
+                    }
+                    run = o.map(|o| (o, PAGE_SIZE));
+                }
+            }
+            page += PAGE_SIZE;
+        }
+        if let Some((s, n)) = run {
+            self.dump.prefetch_file(s, n);
+        }
+    }
+
     /// The page-table root in use (None for triage dumps).
     pub fn dtb(&self) -> Option<PhysAddr> {
         match self.kind {

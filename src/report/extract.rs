@@ -496,8 +496,16 @@ pub fn extract(
         let header = header_buffer(ctx, sess, &facts, planned as u32 + 1);
         let mut file = SessionFile::create(dir, &name, header)?;
         // Each unit read again (one at a time) into a buffer the file's hashing thread hands
-        // back, walked, fixed up and written.
-        for u in &data {
+        // back, walked, fixed up and written; the next PREFETCH units' pages are asked for
+        // ahead, so cold reads overlap the work.
+        const PREFETCH: usize = 16;
+        for u in data.iter().take(PREFETCH) {
+            src.prefetch(u);
+        }
+        for (i, u) in data.iter().enumerate() {
+            if let Some(next) = data.get(i + PREFETCH) {
+                src.prefetch(next);
+            }
             match src.file_buffer(u, buffer_size as usize, file.spare()) {
                 Ok((bytes, w)) => {
                     let entry = ManifestBuffer {
