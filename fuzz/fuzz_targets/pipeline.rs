@@ -12,7 +12,8 @@
 //! and a filter and patches those pages (raw bytes, integers, or pointers to a region of the
 //! fuzzer's choice); then one part of the pipeline runs: (0) `report::cswitch::stream`, (1)
 //! `report::events::stream`, (2) `report::extract::extract` into a scratch directory, (3)
-//! `report::sessions` with its table and CSV output and `report::buffers::stream`. Stages
+//! `report::sessions` with its table and CSV output, `report::buffers::stream` and the carving
+//! pass `report::scan` (issue 15). Stages
 //! 0-2 list the sessions and find their buffers themselves. Three inputs in four limit the
 //! stage to one CPU (0) or one session of the base (1-3). Every switch and record is decoded;
 //! a sample of the rows (the first 16, then every 64th) is rendered as CSV.
@@ -415,7 +416,11 @@ fn run(d: &DumpFile, kernel: Option<&Kernel>, plan: &Plan) {
             })
             .unwrap_or_default();
             let _ = etwdump::render::rows::to_string(&rows, &w, report::RowFormat::Csv, "buffers");
-            lap(&format!("sessions and buffers ({n} buffers)"));
+            // The pass over all physical memory (issue 15): every page of the patched dump
+            // through the buffer, pending-block and context rules, one thread.
+            let scan = report::scan::Scan::run(&ctx, 1, &etwdump::etw::carve::Progress::default());
+            let _ = etwdump::render::rows::to_string(&scan.rows(), scan.warnings(), report::RowFormat::Csv, "scan");
+            lap(&format!("sessions, buffers ({n}) and scan"));
         }
         _ => {
             let dir = scratch_dir().join("extract");
