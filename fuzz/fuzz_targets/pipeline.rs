@@ -419,7 +419,12 @@ fn run(d: &DumpFile, kernel: Option<&Kernel>, plan: &Plan) {
             // The pass over all physical memory (issue 15): every page of the patched dump
             // through the buffer, pending-block and context rules, one thread.
             let scan = report::scan::Scan::run(&ctx, 1, &etwdump::etw::carve::Progress::default());
-            let _ = etwdump::render::rows::to_string(&scan.rows(), scan.warnings(), report::RowFormat::Csv, "scan");
+            let _ = etwdump::render::rows::to_string(
+                &scan.rows(),
+                scan.warnings(),
+                report::RowFormat::Csv,
+                "scan",
+            );
             lap(&format!("sessions, buffers ({n}) and scan"));
         }
         _ => {
