@@ -274,6 +274,36 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                 g.group
             );
         }
+        // The same scenario as every image kind: the same objects, classes and groups.
+        let dir = tempfile::tempdir().unwrap();
+        let key = |r: &ScanReport| -> Vec<(u64, Class, Option<usize>, usize)> {
+            r.buffers
+                .iter()
+                .map(|b| (b.physical_address.get(), b.class, b.group, b.records))
+                .chain(
+                    r.blocks
+                        .iter()
+                        .map(|b| (b.physical_address.get(), b.class, None, b.switches)),
+                )
+                .chain(
+                    r.contexts
+                        .iter()
+                        .map(|c| (c.physical_address.get(), c.class, None, 0)),
+                )
+                .collect()
+        };
+        for kind in ImageKind::ALL {
+            let files = f
+                .write_image(&dir.path().join(format!("s-{}", kind.name())), kind)
+                .unwrap();
+            let img = discover::open(&files[0], OpenOptions::default()).unwrap();
+            let (r2, _, _, _) = run(&img, fx);
+            assert!(
+                key(&r2) == key(&rep),
+                "{name} {}: other findings than on the dump",
+                kind.name()
+            );
+        }
         eprintln!(
             "{name}: {} buffers ({} orphaned, {} stale), {} blocks, {} contexts, {} groups",
             rep.buffers.len(),
