@@ -87,6 +87,15 @@ pub struct DumpFile {
     machine_problem: Option<String>,
     /// Pages read since the resident set was last checked.
     pages_read: std::sync::atomic::AtomicU64,
+    /// Unique among the dumps this process opened (caches keyed by it never mix dumps).
+    id: u64,
+}
+
+/// The next [`DumpFile`] id.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Pages read between two checks of the resident set (see [`DumpFile::note_read`]).
@@ -233,6 +242,7 @@ impl DumpFile {
             machine_source: None,
             machine_problem: None,
             pages_read: Default::default(),
+            id: next_id(),
         })
     }
 
@@ -360,7 +370,13 @@ impl DumpFile {
             machine_source: None,
             machine_problem: None,
             pages_read: Default::default(),
+            id: next_id(),
         })
+    }
+
+    /// This dump's id, unique in the process.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// A memory image's container (None for a crash dump with a DUMP_HEADER, RDMP included).

@@ -15,6 +15,37 @@ pub use paging::{entry_pfn, entry_present, is_self_ref, table_entry, PagingMode,
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::dump::{Arch, DumpFile, PageLookup};
 
+/// A per-thread cache of translations (a software TLB): 512 entries, direct-mapped by virtual
+/// page, keyed by (dump id, page-table root, virtual page). Dumps never change under a reader,
+/// so an entry stays right; only successful walks are kept, so every error is still reported
+/// by the full walk.
+mod tlb {
+    use std::cell::RefCell;
+
+    type Key = (u64, u64, u64);
+    type Value = (u64, u64, bool);
+    const SIZE: usize = 512;
+
+    thread_local! {
+        static TLB: RefCell<Vec<Option<(Key, Value)>>> = RefCell::new(vec![None; SIZE]);
+    }
+
+    fn slot(k: &Key) -> usize {
+        (k.2 as usize ^ (k.0 as usize).wrapping_mul(31)) % SIZE
+    }
+
+    pub(super) fn get(k: Key) -> Option<Value> {
+        TLB.with(|t| match t.borrow()[slot(&k)] {
+            Some((key, v)) if key == k => Some(v),
+            _ => None,
+        })
+    }
+
+    pub(super) fn put(k: Key, v: Value) {
+        TLB.with(|t| t.borrow_mut()[slot(&k)] = Some((k, v)));
+    }
+}
+
 /// Largest single read the memory layer accepts; bigger reads are a caller bug or hostile
 /// input (a length taken from memory).
 pub const MAX_READ: usize = 256 << 20;
@@ -169,7 +200,20 @@ impl<'d> AddressSpace<'d> {
     pub fn translate(&self, va: VirtAddr) -> Result<Translation, MemError> {
         let va = self.normalize(va)?;
         match self.kind {
-            Kind::Paged { mode, dtb } => paging::translate(self.dump, mode, dtb, va),
+            Kind::Paged { mode, dtb } => {
+                let key = (self.dump.id(), dtb.get(), va.get() >> 12);
+                if let Some((pa_page, page_size, transition)) = tlb::get(key) {
+                    return Ok(Translation {
+                        va,
+                        pa: PhysAddr::new(pa_page | (va.get() & (PAGE_SIZE - 1))),
+                        page_size,
+                        transition,
+                    });
+                }
+                let t = paging::translate(self.dump, mode, dtb, va)?;
+                tlb::put(key, (t.pa.get() & !(PAGE_SIZE - 1), t.page_size, t.transition));
+                Ok(t)
+            }
             Kind::Triage => Err(MemError::Unsupported {
                 arch: "triage dumps (no page tables; memory is addressed by virtual address)",
             }),
