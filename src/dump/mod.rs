@@ -89,6 +89,8 @@ pub struct DumpFile {
     pages_read: std::sync::atomic::AtomicU64,
     /// Unique among the dumps this process opened (caches keyed by it never mix dumps).
     id: u64,
+    /// The mapped file, for positioned reads.
+    file: Option<File>,
 }
 
 /// The next [`DumpFile`] id.
@@ -100,8 +102,10 @@ fn next_id() -> u64 {
 
 /// Pages read between two checks of the resident set (see [`DumpFile::note_read`]).
 const CHECK_EVERY_PAGES: u64 = 512;
+/// Pages the kernel may map per page fault on a file mapping (fault_around_bytes 64 KiB).
+const FAULT_AROUND_PAGES: u64 = 16;
 /// Resident set above which the mapping's pages are released.
-const MAX_RESIDENT: u64 = 96 << 20;
+const MAX_RESIDENT: u64 = 64 << 20;
 
 impl std::fmt::Debug for DumpFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -119,7 +123,7 @@ impl DumpFile {
     /// open; if the file is truncated *while* mapped, reads may fault (memmap2 #13): do not
     /// analyse a dump that another process is still writing.
     pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
-        let map = map_file(path)?;
+        let (map, file) = map_file(path)?;
         let bytes: &[u8] = &map;
         // VMware: a .vmss/.vmsn names the layout; its memory is inside it or in the .vmem
         // beside it. A .vmem (no signature) takes the layout of the .vmss/.vmsn beside it.
@@ -135,7 +139,7 @@ impl DumpFile {
                             format: "VMware state",
                             reason,
                         })?;
-                return Self::from_image(Backing::Map(map), img, missing, opts);
+                return Self::from_image(Backing::Map(map), img, missing, opts).map(|d| d.with_file(file));
             }
             let vmem = path.with_extension("vmem");
             if !vmem.exists() {
@@ -145,7 +149,7 @@ impl DumpFile {
                     vmem.display()
                 )));
             }
-            let mem = map_file(&vmem)?;
+            let (mem, mem_file) = map_file(&vmem)?;
             let (mut img, missing) = image::vmware_ranges(
                 ImageFormat::VmwareVmem,
                 &layout.regions,
@@ -157,7 +161,7 @@ impl DumpFile {
                 reason,
             })?;
             img.metadata = Some(path.display().to_string());
-            return Self::from_image(Backing::Map(mem), img, missing, opts);
+            return Self::from_image(Backing::Map(mem), img, missing, opts).map(|d| d.with_file(mem_file));
         }
         // Only a file named as VMware names its memory (*.vmem) takes the layout of a state
         // file beside it: a raw image that happens to sit beside one (x.raw, x.vmss) is raw.
@@ -167,7 +171,7 @@ impl DumpFile {
         if vmem_named && image::has_no_signature(bytes) {
             for ext in ["vmss", "vmsn"] {
                 let meta = path.with_extension(ext);
-                let Ok(m) = map_file(&meta) else { continue };
+                let Ok((m, _)) = map_file(&meta) else { continue };
                 if !image::is_vmware_state(&m) {
                     continue;
                 }
@@ -186,10 +190,38 @@ impl DumpFile {
                     reason,
                 })?;
                 img.metadata = Some(meta.display().to_string());
-                return Self::from_image(Backing::Map(map), img, missing, opts);
+                return Self::from_image(Backing::Map(map), img, missing, opts).map(|d| d.with_file(file));
             }
         }
-        Self::from_backing(Backing::Map(map), opts)
+        Self::from_backing(Backing::Map(map), opts).map(|d| d.with_file(file))
+    }
+
+    /// Keep the open file for positioned reads ([`Self::read_file_at`]).
+    fn with_file(mut self, file: File) -> Self {
+        self.file = Some(file);
+        self
+    }
+
+    /// Read `buf.len()` bytes of the file at `offset` with a positioned read (no mapping, so
+    /// nothing to fault in or release: bulk copies of buffers). False when the dump is held
+    /// in memory or the read falls short (then read through the mapping).
+    pub fn read_file_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            let in_file = offset
+                .checked_add(buf.len() as u64)
+                .is_some_and(|e| e <= self.len());
+            match &self.file {
+                Some(f) if in_file => f.read_exact_at(buf, offset).is_ok(),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (offset, buf);
+            false
+        }
     }
 
     /// Parse a dump held in memory.
@@ -243,6 +275,7 @@ impl DumpFile {
             machine_problem: None,
             pages_read: Default::default(),
             id: next_id(),
+            file: None,
         })
     }
 
@@ -371,6 +404,7 @@ impl DumpFile {
             machine_problem: None,
             pages_read: Default::default(),
             id: next_id(),
+            file: None,
         })
     }
 
@@ -468,7 +502,7 @@ impl DumpFile {
     }
 
     /// Say that `pages` pages of the dump were just read. Every 512 pages the process's
-    /// resident set is checked, and above 96 MiB the mapping's resident pages are released
+    /// resident set is checked, and above 64 MiB the mapping's resident pages are released
     /// (`MADV_DONTNEED`): a command that streams through gigabytes of buffers keeps a flat
     /// resident set instead of holding every page it touched (the kernel maps whole page-cache
     /// folios, often many times the bytes read, when a page is touched). The pages stay in the
@@ -479,6 +513,8 @@ impl DumpFile {
         if !matches!(self.backing, Backing::Map(_)) {
             return;
         }
+        // The kernel maps up to 16 pages around each touched one (fault-around): count them.
+        let pages = pages.saturating_mul(FAULT_AROUND_PAGES);
         let total = self.pages_read.fetch_add(pages, Ordering::Relaxed) + pages;
         if total < CHECK_EVERY_PAGES {
             return;
@@ -632,7 +668,7 @@ impl DumpFile {
 }
 
 /// Map a file read-only (random access).
-fn map_file(path: &Path) -> Result<memmap2::Mmap, DumpError> {
+fn map_file(path: &Path) -> Result<(memmap2::Mmap, File), DumpError> {
     let file = File::open(path)?;
     let len = file.metadata()?.len();
     if len == 0 {
@@ -646,7 +682,7 @@ fn map_file(path: &Path) -> Result<memmap2::Mmap, DumpError> {
         // Random access: don't let the kernel read ahead megabytes per touched page.
         let _ = map.advise(memmap2::Advice::Random);
     }
-    Ok(map)
+    Ok((map, file))
 }
 
 /// The process's resident set in bytes (Linux: /proc/self/statm), None elsewhere.

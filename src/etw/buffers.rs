@@ -770,5 +770,7 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
 /// Read a buffer's `BufferSize` bytes.
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
-    ctx.space.read_vec(b.address, size)
+    let mut v = vec![0u8; size];
+    ctx.space.read_bulk(b.address, &mut v)?;
+    Ok(v)
 }

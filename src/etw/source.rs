@@ -541,7 +541,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 spare.resize(size, 0);
                 self.ctx
                     .space
-                    .read(b.address, &mut spare)
+                    .read_bulk(b.address, &mut spare)
                     .map_err(|e| format!("buffer data: {e}"))?;
                 let w = crate::etl::records::walk(&spare, u.valid);
                 writer::fix_up(&mut spare, u.processor, w.end);

@@ -144,6 +144,43 @@ impl<'d> AddressSpace<'d> {
         }
     }
 
+    /// Read `buf.len()` bytes at `va` like [`Self::read`], copying from the file with
+    /// positioned reads of each run of pages that lie one after another in the file (bulk
+    /// copies of trace buffers: no page of the mapping is faulted in and released again).
+    /// Anything but mapped pages stored in the file takes [`Self::read`], which reports the
+    /// exact error.
+    pub fn read_bulk(&self, va: VirtAddr, buf: &mut [u8]) -> Result<(), MemError> {
+        if buf.len() < 2 * PAGE_SIZE as usize || !matches!(self.kind, Kind::Paged { .. }) {
+            return self.read(va, buf);
+        }
+        let start = self.normalize(va)?;
+        let mut runs: Vec<(usize, u64, usize)> = Vec::new(); // (buf offset, file offset, len)
+        let mut done = 0usize;
+        while done < buf.len() {
+            let cur = start.offset(done as u64);
+            let n = ((PAGE_SIZE - cur.page_offset()) as usize).min(buf.len() - done);
+            let off = self.translate(cur).ok().and_then(|t| {
+                self.dump
+                    .page_file_offset(t.pa.pfn())
+                    .map(|o| o + t.pa.page_offset())
+            });
+            let Some(off) = off else {
+                return self.read(va, buf);
+            };
+            match runs.last_mut() {
+                Some((b, f, l)) if *b + *l == done && *f + *l as u64 == off => *l += n,
+                _ => runs.push((done, off, n)),
+            }
+            done += n;
+        }
+        for &(b, f, l) in &runs {
+            if !self.dump.read_file_at(f, &mut buf[b..b + l]) {
+                return self.read(va, buf);
+            }
+        }
+        Ok(())
+    }
+
     /// Ask the OS to read the pages behind `[va, va + len)` ahead (asynchronously; what is not
     /// mapped is skipped): file ranges of consecutive pages are asked for at once.
     pub fn prefetch(&self, va: VirtAddr, len: u64) {
