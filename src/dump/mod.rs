@@ -139,7 +139,8 @@ impl DumpFile {
                             format: "VMware state",
                             reason,
                         })?;
-                return Self::from_image(Backing::Map(map), img, missing, opts).map(|d| d.with_file(file));
+                return Self::from_image(Backing::Map(map), img, missing, opts)
+                    .map(|d| d.with_file(file));
             }
             let vmem = path.with_extension("vmem");
             if !vmem.exists() {
@@ -161,7 +162,8 @@ impl DumpFile {
                 reason,
             })?;
             img.metadata = Some(path.display().to_string());
-            return Self::from_image(Backing::Map(mem), img, missing, opts).map(|d| d.with_file(mem_file));
+            return Self::from_image(Backing::Map(mem), img, missing, opts)
+                .map(|d| d.with_file(mem_file));
         }
         // Only a file named as VMware names its memory (*.vmem) takes the layout of a state
         // file beside it: a raw image that happens to sit beside one (x.raw, x.vmss) is raw.
@@ -171,7 +173,9 @@ impl DumpFile {
         if vmem_named && image::has_no_signature(bytes) {
             for ext in ["vmss", "vmsn"] {
                 let meta = path.with_extension(ext);
-                let Ok((m, _)) = map_file(&meta) else { continue };
+                let Ok((m, _)) = map_file(&meta) else {
+                    continue;
+                };
                 if !image::is_vmware_state(&m) {
                     continue;
                 }
@@ -190,7 +194,8 @@ impl DumpFile {
                     reason,
                 })?;
                 img.metadata = Some(meta.display().to_string());
-                return Self::from_image(Backing::Map(map), img, missing, opts).map(|d| d.with_file(file));
+                return Self::from_image(Backing::Map(map), img, missing, opts)
+                    .map(|d| d.with_file(file));
             }
         }
         Self::from_backing(Backing::Map(map), opts).map(|d| d.with_file(file))

@@ -248,7 +248,10 @@ impl<'d> AddressSpace<'d> {
                     });
                 }
                 let t = paging::translate(self.dump, mode, dtb, va)?;
-                tlb::put(key, (t.pa.get() & !(PAGE_SIZE - 1), t.page_size, t.transition));
+                tlb::put(
+                    key,
+                    (t.pa.get() & !(PAGE_SIZE - 1), t.page_size, t.transition),
+                );
                 Ok(t)
             }
             Kind::Triage => Err(MemError::Unsupported {
