@@ -254,8 +254,8 @@ fuzz_target!(|data: &[u8]| {
     // scan of the kernel layer below.
     let mut lenient = lenient;
     if let Ok(l) = &mut lenient {
-        if l.needs_machine() {
-            let _ = etwdump::kernel::discover::complete(l);
+        if l.needs_machine() && etwdump::kernel::discover::complete(l).is_ok() {
+            // As the CLI: the kernel is looked for only through page tables discovery found.
             let ctx = KernelContext::without_symbols(l);
             let _ = etwdump::kernel::discover::find_kernel(&ctx.space);
         }
