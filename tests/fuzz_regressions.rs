@@ -4,7 +4,51 @@
 
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::kernel::context::KernelContext;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The system allocator, remembering the largest single request (the pdb_load findings were
+/// multi-GiB reservations that an overcommitting OS grants without a sign).
+struct Largest;
+
+static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Largest {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LARGEST.fetch_max(l.size(), Ordering::Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        LARGEST.fetch_max(n, Ordering::Relaxed);
+        System.realloc(p, l, n)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Largest = Largest;
+
+/// pdb_load: loading each reproducer as a PDB ends (Ok or an error) with no allocation of a
+/// GiB or more (findings 4 and 8: an argument list's count reserved 16 GiB).
+#[test]
+fn pdb_load_reproducers() {
+    let all = reproducers("pdb_load");
+    for (name, bytes) in &all {
+        LARGEST.store(0, Ordering::Relaxed);
+        let _ = etwdump::symbols::Symbols::from_pdb_bytes(
+            std::path::Path::new(name),
+            bytes,
+            etwdump::symbols::WANTED_TYPES,
+        );
+        let largest = LARGEST.load(Ordering::Relaxed);
+        assert!(largest < 1 << 30, "{name}: a {largest}-byte allocation");
+    }
+    println!("pdb_load: {} reproducers", all.len());
+}
 
 mod common;
 

@@ -175,6 +175,7 @@ const NAMED_TYPE_KINDS: &[u16] = &[
 
 /// CodeView leaf kinds (cvinfo.h).
 mod pdb_kinds {
+    pub const LF_ARGLIST: u16 = 0x1201;
     pub const LF_CLASS: u16 = 0x1504;
     pub const LF_STRUCTURE: u16 = 0x1505;
     pub const LF_UNION: u16 = 0x1506;
@@ -297,7 +298,14 @@ fn is_unnamed(name: &str) -> bool {
 
 impl<'t> Converter<'_, 't> {
     fn parse(&self, idx: TypeIndex) -> pdb::Result<TypeData<'t>> {
-        self.finder.find(idx)?.parse()
+        let item = self.finder.find(idx)?;
+        // An argument list is never needed, and the `pdb` crate reserves memory for its count
+        // before reading it: a member whose type index names one (crafted) would reserve up to
+        // 16 GiB (fuzz finding 8; finding 4 was the same record reached by the scan).
+        if item.raw_kind() == pdb_kinds::LF_ARGLIST {
+            return Err(pdb::Error::UnimplementedTypeKind(pdb_kinds::LF_ARGLIST));
+        }
+        item.parse()
     }
 
     /// The definition of a structure or union named like `idx` (which may be a forward
