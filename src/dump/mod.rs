@@ -151,19 +151,7 @@ impl DumpFile {
                 )));
             }
             let (mem, mem_file) = map_file(&vmem)?;
-            let (mut img, missing) = image::vmware_ranges(
-                ImageFormat::VmwareVmem,
-                &layout.regions,
-                0,
-                mem.len() as u64,
-            )
-            .map_err(|reason| DumpError::BadImage {
-                format: "VMware state",
-                reason,
-            })?;
-            img.metadata = Some(path.display().to_string());
-            return Self::from_image(Backing::Map(mem), img, missing, opts)
-                .map(|d| d.with_file(mem_file));
+            return Self::vmem((mem, mem_file), &layout, path, opts);
         }
         // Only a file named as VMware names its memory (*.vmem) takes the layout of a state
         // file beside it: a raw image that happens to sit beside one (x.raw, x.vmss) is raw.
@@ -183,22 +171,31 @@ impl DumpFile {
                     format: "VMware state",
                     reason: format!("{}: {reason}", meta.display()),
                 })?;
-                let (mut img, missing) = image::vmware_ranges(
-                    ImageFormat::VmwareVmem,
-                    &layout.regions,
-                    0,
-                    bytes.len() as u64,
-                )
-                .map_err(|reason| DumpError::BadImage {
-                    format: "VMware state",
-                    reason,
-                })?;
-                img.metadata = Some(meta.display().to_string());
-                return Self::from_image(Backing::Map(map), img, missing, opts)
-                    .map(|d| d.with_file(file));
+                return Self::vmem((map, file), &layout, &meta, opts);
             }
         }
         Self::from_backing(Backing::Map(map), opts).map(|d| d.with_file(file))
+    }
+
+    /// A .vmem (mapped, with its file) placed by the layout of the state file `meta`.
+    fn vmem(
+        (mem, file): (memmap2::Mmap, File),
+        layout: &image::VmwareLayout,
+        meta: &Path,
+        opts: OpenOptions,
+    ) -> Result<DumpFile, DumpError> {
+        let (mut img, missing) = image::vmware_ranges(
+            ImageFormat::VmwareVmem,
+            &layout.regions,
+            0,
+            mem.len() as u64,
+        )
+        .map_err(|reason| DumpError::BadImage {
+            format: "VMware state",
+            reason,
+        })?;
+        img.metadata = Some(meta.display().to_string());
+        Self::from_image(Backing::Map(mem), img, missing, opts).map(|d| d.with_file(file))
     }
 
     /// Keep the open file for positioned reads ([`Self::read_file_at`]).
