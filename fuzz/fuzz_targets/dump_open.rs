@@ -264,7 +264,11 @@ fuzz_target!(|data: &[u8]| {
         let truncated = l.truncation().is_some();
         if truncated || hash % 4 == 1 {
             match DumpFile::from_bytes(data.to_vec(), OpenOptions::default()) {
-                Ok(s) => {
+                Ok(mut s) => {
+                    // The same discovery as the lenient dump had (it may add a warning).
+                    if s.needs_machine() {
+                        let _ = etwdump::kernel::discover::complete(&mut s);
+                    }
                     assert!(
                         !truncated,
                         "opens without allow_truncated, yet warns of truncation"
