@@ -249,20 +249,11 @@ impl DumpFile {
         let end = img.data_end();
         if end > file_len {
             let what = format!(
-                "the {} image's {} ranges",
+                "the data of the {} image's {} ranges",
                 img.format.name(),
                 img.ranges().len()
             );
-            if !opts.allow_truncated {
-                return Err(DumpError::Truncated {
-                    what,
-                    end,
-                    file_len,
-                });
-            }
-            warnings.push(format!(
-                "truncated dump: {what} end at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing"
-            ));
+            check_truncation(what, end, file_len, opts, &mut warnings)?;
         }
         let arch = match img.elf_machine {
             Some(3) => Arch::X86 { pae: true },
@@ -383,19 +374,7 @@ impl DumpFile {
         };
         match data_end {
             Some(end) if end <= file_len => {}
-            end => {
-                let end = end.unwrap_or(u64::MAX);
-                if !opts.allow_truncated {
-                    return Err(DumpError::Truncated {
-                        what,
-                        end,
-                        file_len,
-                    });
-                }
-                warnings.push(format!(
-                    "truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing"
-                ));
-            }
+            end => check_truncation(what, end.unwrap_or(u64::MAX), file_len, opts, &mut warnings)?,
         }
         Ok(DumpFile {
             backing,
@@ -667,6 +646,28 @@ impl DumpFile {
             },
         }
     }
+}
+
+/// Data that ends at file offset `end` past the file's length: an error, or (allow_truncated)
+/// one warning; pages past the end then read as missing.
+fn check_truncation(
+    what: String,
+    end: u64,
+    file_len: u64,
+    opts: OpenOptions,
+    warnings: &mut Vec<String>,
+) -> Result<(), DumpError> {
+    if !opts.allow_truncated {
+        return Err(DumpError::Truncated {
+            what,
+            end,
+            file_len,
+        });
+    }
+    warnings.push(format!(
+        "truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing"
+    ));
+    Ok(())
 }
 
 /// Map a file read-only (random access).
