@@ -4,6 +4,9 @@
 //! Input: version u8 | payload
 #![no_main]
 
+// Linked for its allocation guard (src/lib.rs) even where no helper is used.
+extern crate etwdump_fuzz;
+
 use etwdump::decode::{cswitch, names};
 use libfuzzer_sys::fuzz_target;
 

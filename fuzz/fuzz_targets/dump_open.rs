@@ -15,6 +15,9 @@
 //! the truncation warning.
 #![no_main]
 
+// Linked for its allocation guard (src/lib.rs) even where no helper is used.
+extern crate etwdump_fuzz;
+
 use etwdump::addr::Pfn;
 use etwdump::dump::Arch;
 use etwdump::dump::{Contents, DumpError, DumpFile, OpenOptions, PageLookup, SecondaryData};

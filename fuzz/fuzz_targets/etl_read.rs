@@ -1,6 +1,9 @@
 //! Reading an .etl file (`etl::reader::read`): buffer framing plus the record walk.
 #![no_main]
 
+// Linked for its allocation guard (src/lib.rs) even where no helper is used.
+extern crate etwdump_fuzz;
+
 use etwdump::etl::reader as etl;
 use libfuzzer_sys::fuzz_target;
 

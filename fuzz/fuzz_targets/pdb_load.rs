@@ -8,6 +8,9 @@
 //! Run with `-rss_limit_mb=2048 -malloc_limit_mb=1024` so allocation blow-ups are findings.
 #![no_main]
 
+// Linked for its allocation guard (src/lib.rs) even where no helper is used.
+extern crate etwdump_fuzz;
+
 use etwdump::symbols::{Symbols, WANTED_ENUMS, WANTED_SYMBOLS, WANTED_TYPES};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;

@@ -83,3 +83,73 @@ pub fn dir_bytes(dir: &Path) -> u64 {
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
+
+/// The allocation guard: the system allocator, aborting on any single request above
+/// `ETWDUMP_FUZZ_MALLOC_LIMIT_MB` (default 2048, libFuzzer's own default `-malloc_limit_mb`).
+/// libFuzzer's malloc limit works only through a sanitizer's allocator hooks; a build without
+/// a sanitizer (`cargo fuzz build -s none`, the long campaigns of `campaign.sh` with `SAN=none`)
+/// keeps the same oracle through this guard. Multi-GiB reservations are what an overcommitting
+/// OS grants silently (findings 4 and 8), so the RSS limit alone would not see them.
+mod guard {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub struct Guard;
+
+    /// The limit in bytes; 0: not read yet.
+    static LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+    fn limit() -> usize {
+        match LIMIT.load(Ordering::Relaxed) {
+            0 => {
+                // Reading the environment allocates: set a provisional limit first so the
+                // nested allocations pass.
+                LIMIT.store(usize::MAX, Ordering::Relaxed);
+                let mb = std::env::var("ETWDUMP_FUZZ_MALLOC_LIMIT_MB")
+                    .ok()
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(2048);
+                let l = mb.saturating_mul(1 << 20).max(1);
+                LIMIT.store(l, Ordering::Relaxed);
+                l
+            }
+            l => l,
+        }
+    }
+
+    fn check(size: usize) {
+        if size > limit() {
+            // No allocation from here on: a fixed buffer, unbuffered stderr, abort (libFuzzer
+            // reports the deadly signal and saves the input).
+            let mut buf = [0u8; 128];
+            let mut w = &mut buf[..];
+            let _ = write!(w, "==ERROR: etwdump-fuzz: allocation of {size} bytes over the limit\n");
+            let n = 128 - w.len();
+            let _ = std::io::stderr().write_all(&buf[..n]);
+            std::process::abort();
+        }
+    }
+
+    // SAFETY: every call is forwarded to the system allocator unchanged after the size check.
+    unsafe impl GlobalAlloc for Guard {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            check(l.size());
+            System.alloc(l)
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            check(l.size());
+            System.alloc_zeroed(l)
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            System.dealloc(p, l)
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            check(n);
+            System.realloc(p, l, n)
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Guard = Guard;
+}
