@@ -14,6 +14,15 @@ use etwdump::kernel::discover;
 use etwdump_forge::{forge, Config, EtwSpec, ImageKind};
 use std::collections::BTreeMap;
 
+/// The fixture kernel of a scan scenario.
+fn fixture_of(scenario: &str) -> &'static str {
+    if scenario.contains("x86") {
+        "x86-14393"
+    } else {
+        "x64-19041"
+    }
+}
+
 fn run(d: &DumpFile, fixture: &str) -> (ScanReport, BTreeMap<u64, usize>, usize, usize) {
     let opts = SymbolOptions {
         pdb: Some(common::pdb_of(fixture)),
@@ -162,11 +171,7 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
         let f = forge(&c);
         let want = f.scan.as_ref().expect("scan expectations");
         let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
-        let fx = if name.contains("x86") {
-            "x86-14393"
-        } else {
-            "x64-19041"
-        };
+        let fx = fixture_of(&name);
         let (rep, _, _, _) = run(&d, fx);
         let cls = |c: ScanClass| match c {
             ScanClass::Live => Class::Live,
@@ -319,5 +324,199 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
             rep.contexts.len(),
             rep.groups.len()
         );
+    }
+}
+
+/// A record's raw timestamp, converted FILETIME and time flag.
+type Timed = (u64, Option<u64>, Option<&'static str>);
+
+/// `events --carved` on the scan scenarios: every stopped session's records get UTC times by
+/// the evidence that survives: its logger context's clock and ReferenceTime, or, where the
+/// context's memory was reused, the one clock type its buffers' timestamps fit (the forge's
+/// lost contexts are those of system-time sessions). The clock reading at the start of the
+/// forge's window converts to the window's UTC start (within the converter's slack); every
+/// record time lies in the window, except at most one record per buffer with an overwritten
+/// later page (its header runs into the foreign page), which is flagged `after_dump` or
+/// `before_boot`, never given as a plain time.
+#[test]
+fn carved_records_get_the_times_of_their_sessions() {
+    use etwdump::etw::source::EtwSource;
+    use etwdump_forge::ScanKind;
+    let root = common::fixture("x64-19041").parent().unwrap().to_path_buf();
+    let mut inferred = 0;
+    let mut flagged_total = 0;
+    for (name, c) in etwdump_forge::scan_scenarios(&root) {
+        let f = forge(&c);
+        let want = f.scan.as_ref().expect("scan expectations");
+        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+        let fx = fixture_of(&name);
+        let opts = SymbolOptions {
+            pdb: Some(common::pdb_of(fx)),
+            ..SymbolOptions::default()
+        };
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let src = EtwSource::open_carved(&ctx, 2);
+        // The converter of each carved logger.
+        let mut conv = BTreeMap::new();
+        for u in src.units() {
+            conv.entry(u.logger_id.unwrap())
+                .or_insert_with(|| src.converter(u).clone());
+        }
+        let src_warnings = src.warnings().to_vec();
+        let mut rows: BTreeMap<u64, Vec<Timed>> = BTreeMap::new();
+        let w = etwdump::report::events::stream_from(&ctx, src, &mut |r| {
+            rows.entry(r.logger_id.unwrap()).or_default().push((
+                r.timestamp.unwrap(),
+                r.filetime,
+                r.time_flag,
+            ));
+            Ok(())
+        })
+        .unwrap();
+        for g in want.groups.iter().filter(|g| g.timestamp_window.is_some()) {
+            let (lo, hi) = g.timestamp_window.unwrap();
+            let (u0, u1) = g.utc_window.unwrap();
+            let id = u64::from(g.logger_id);
+            let cv = conv
+                .get(&id)
+                .unwrap_or_else(|| panic!("{name}: group {} (logger {id}): no unit", g.group));
+            assert!(
+                cv.problem().is_none(),
+                "{name}: logger {id}: {:?}",
+                cv.problem()
+            );
+            // The anchor: the window's first clock reading is its UTC start.
+            let at = cv.to_filetime(lo).unwrap();
+            assert!(
+                at.abs_diff(u0) <= cv.slack(u0),
+                "{name}: logger {id} (clock {}): {lo} -> {at}, forge {u0}",
+                g.clock_type
+            );
+            if g.context_pa.is_none() {
+                inferred += 1;
+                assert!(
+                    src_warnings
+                        .iter()
+                        .any(|w| w.logger_id == Some(id) && w.message.contains("inferred")),
+                    "{name}: logger {id}: no warning says the clock was inferred"
+                );
+            }
+            let rs = &rows[&id];
+            let mut flagged = 0;
+            for &(ts, ft, flag) in rs {
+                let ft = ft.unwrap_or_else(|| panic!("{name}: logger {id}: {ts} not converted"));
+                if flag.is_some() {
+                    flagged += 1;
+                    continue;
+                }
+                assert!(
+                    (lo..=hi).contains(&ts) && ft + cv.slack(ft) >= u0 && ft <= u1 + cv.slack(ft),
+                    "{name}: logger {id}: record {ts} at {ft} outside {lo}..{hi} / {u0}..{u1}"
+                );
+            }
+            let overwritten = want
+                .objects
+                .iter()
+                .filter(|o| o.kind == ScanKind::Buffer && o.group == Some(g.group))
+                .filter(|o| !o.buffer.as_ref().unwrap().overwritten_pages.is_empty())
+                .count();
+            assert!(
+                flagged <= overwritten,
+                "{name}: logger {id}: {flagged} flagged times, {overwritten} buffers with overwritten pages"
+            );
+            if flagged > 0 {
+                assert!(
+                    w.iter().any(|w| w.logger_id == Some(id)
+                        && w.message.contains("record times fall after")),
+                    "{name}: logger {id}: flagged times without a warning"
+                );
+            }
+            flagged_total += flagged;
+        }
+    }
+    assert!(
+        inferred >= 3,
+        "only {inferred} groups had their clock inferred"
+    );
+    println!("clocks inferred for {inferred} groups; {flagged_total} record times flagged");
+}
+
+/// On a raw image without symbols the logger array cannot be located (no KDBG route, and the
+/// forge kernels are in no symbol corpus), so whether a buffer or context belongs to a running
+/// session cannot be known: nothing may be called orphaned. Every object the symbol-aided scan
+/// calls orphaned is `unknown` instead, a warning says why, and the groups are still formed on
+/// the same evidence.
+#[test]
+fn without_the_live_state_nothing_is_called_orphaned() {
+    let root = common::fixture("x64-19041").parent().unwrap().to_path_buf();
+    let (name, c) = etwdump_forge::scan_scenarios(&root)
+        .into_iter()
+        .find(|(n, _)| n.contains("x64"))
+        .unwrap();
+    let f = forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let files = f
+        .write_image(&dir.path().join("raw"), ImageKind::Raw)
+        .unwrap();
+    let d = discover::open(&files[0], OpenOptions::default()).unwrap();
+    let (with, _, _, _) = run(&d, "x64-19041");
+    let bare = KernelContext::open(&d, &SymbolOptions::default()).unwrap();
+    let without = scan(&bare, 2, &Progress::default());
+    assert!(
+        without.warnings.iter().any(|w| w
+            .message
+            .starts_with("live and orphaned buffers and logger contexts cannot be told apart")),
+        "{name}: {:?}",
+        without.warnings
+    );
+    let class_of = |r: &ScanReport| -> BTreeMap<u64, Class> {
+        r.buffers
+            .iter()
+            .map(|b| (b.physical_address.get(), b.class))
+            .chain(
+                r.contexts
+                    .iter()
+                    .map(|c| (c.physical_address.get(), c.class)),
+            )
+            .collect()
+    };
+    let (a, b) = (class_of(&with), class_of(&without));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{name}: the same objects"
+    );
+    let orphans = a.values().filter(|&&c| c == Class::Orphaned).count();
+    assert!(orphans >= 10, "{name}: {orphans} orphans");
+    for (pa, &ca) in &a {
+        let cb = b[pa];
+        assert!(
+            cb != Class::Orphaned && (cb == ca || cb == Class::Unknown),
+            "{name}: {pa:#x}: {ca:?} with symbols, {cb:?} without"
+        );
+    }
+    // Without the live state, live sessions' buffers are candidates too: at least as many
+    // groups, and every symbol-aided group's buffers are grouped together.
+    assert!(without.groups.len() >= with.groups.len());
+    for g in &with.groups {
+        let members: Vec<u64> = with
+            .buffers
+            .iter()
+            .filter(|b| b.group == Some(g.group))
+            .map(|b| b.physical_address.get())
+            .collect();
+        let theirs: std::collections::BTreeSet<Option<usize>> = without
+            .buffers
+            .iter()
+            .filter(|b| members.contains(&b.physical_address.get()))
+            .map(|b| b.group)
+            .collect();
+        assert_eq!(
+            theirs.len(),
+            1,
+            "{name}: group {} split without symbols",
+            g.group
+        );
+        assert!(theirs.iter().all(|g| g.is_some()));
     }
 }

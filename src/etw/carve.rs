@@ -52,6 +52,9 @@ pub enum Class {
     Live,
     Orphaned,
     StaleCopy,
+    /// Nothing found leads to it, but the live state itself could not be established (no
+    /// logger array located, e.g. without symbols): it may belong to a running session.
+    Unknown,
 }
 
 /// A trace buffer found by the pass.
@@ -404,6 +407,19 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
             }
         }
     }
+    for (why, kind) in [
+        (&live.sessions_unknown, "buffers and logger contexts"),
+        (&live.blocks_unknown, "pending blocks"),
+    ] {
+        if let Some(why) = why {
+            rep.warnings.push(Warning::new(
+                WarningKind::NotFound,
+                format!(
+                    "live and orphaned {kind} cannot be told apart: {why}; those nothing found leads to are class `unknown` (they may belong to running sessions) and are grouped on the same evidence as orphans"
+                ),
+            ));
+        }
+    }
     group_orphans(&mut rep);
     rep
 }
@@ -411,6 +427,11 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
 /// What the logger array and the CPUs lead to, by physical address, and the identities of the
 /// live buffers (for stale copies).
 struct LiveSet {
+    /// Why the sessions' objects could not be established (no logger array located): objects
+    /// nothing leads to are then [`Class::Unknown`], not orphaned.
+    sessions_unknown: Option<String>,
+    /// Why the CPUs' pending blocks could not be established.
+    blocks_unknown: Option<String>,
     buffers: HashSet<u64>,
     identities: HashSet<(u64, u64, u64)>,
     blocks: HashSet<u64>,
@@ -422,7 +443,27 @@ struct LiveSet {
 impl LiveSet {
     fn of(ctx: &KernelContext<'_>) -> LiveSet {
         let src = crate::etw::source::EtwSource::open(ctx, None);
+        let why_no_array = |warnings: &[Warning]| {
+            warnings
+                .iter()
+                .find(|w| w.kind == WarningKind::NotFound)
+                .map_or_else(
+                    || "the logger-context array could not be located".to_string(),
+                    |w| w.message.clone(),
+                )
+        };
+        let sessions_unknown = match src.memory() {
+            Some(list) if list.array.is_some() => None,
+            Some(list) => Some(why_no_array(&list.warnings)),
+            None => Some(why_no_array(src.warnings())),
+        };
+        let blocks_unknown = match src.pending() {
+            Some(_) => None,
+            None => Some("the CPUs' pending blocks could not be listed".to_string()),
+        };
         let mut set = LiveSet {
+            sessions_unknown,
+            blocks_unknown,
             buffers: HashSet::new(),
             identities: HashSet::new(),
             blocks: HashSet::new(),
@@ -481,6 +522,8 @@ fn carve_buffer(
         header.buffer_size,
     )) {
         Class::StaleCopy
+    } else if live.sessions_unknown.is_some() {
+        Class::Unknown
     } else {
         Class::Orphaned
     };
@@ -554,6 +597,8 @@ fn carve_block(
         virtual_address: va,
         class: if live.blocks.contains(&pa) {
             Class::Live
+        } else if live.blocks_unknown.is_some() {
+            Class::Unknown
         } else {
             Class::Orphaned
         },
@@ -595,6 +640,8 @@ fn carve_context(
         virtual_address: va,
         class: if live.contexts.contains(&pa) {
             Class::Live
+        } else if live.sessions_unknown.is_some() {
+            Class::Unknown
         } else {
             Class::Orphaned
         },
@@ -629,11 +676,12 @@ pub fn buffer_bytes(ctx: &KernelContext<'_>, b: &CarvedBuffer) -> Option<(Vec<u8
     Some((v, (b.recovered_bytes as usize).min(have)))
 }
 
-/// Group the orphaned buffers by (LoggerId, BufferSize).
+/// Group the orphaned buffers (and those of unknown class) by (LoggerId, BufferSize).
 fn group_orphans(rep: &mut ScanReport) {
+    let unlinked = |c: Class| matches!(c, Class::Orphaned | Class::Unknown);
     let mut groups: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
     for (i, b) in rep.buffers.iter().enumerate() {
-        if b.class == Class::Orphaned {
+        if unlinked(b.class) {
             groups
                 .entry((b.logger_id, b.buffer_size))
                 .or_default()
@@ -654,19 +702,27 @@ fn group_orphans(rep: &mut ScanReport) {
             .contexts
             .iter()
             .filter(|c| {
-                c.class == Class::Orphaned
-                    && c.logger_id == logger_id
-                    && c.buffer_size == buffer_size
+                unlinked(c.class) && c.logger_id == logger_id && c.buffer_size == buffer_size
             })
             .collect();
         let bufs: Vec<&CarvedBuffer> = idx.iter().map(|&i| &rep.buffers[i]).collect();
+        let what = |c: Class| match c {
+            Class::Unknown => "unclassified",
+            _ => "orphaned",
+        };
         let mut evidence = format!(
-            "{} orphaned buffers share LoggerId {logger_id} and BufferSize {buffer_size:#x}",
-            bufs.len()
+            "{} {} buffers share LoggerId {logger_id} and BufferSize {buffer_size:#x}",
+            bufs.len(),
+            if bufs.iter().all(|b| b.class == Class::Orphaned) {
+                "orphaned"
+            } else {
+                "unclassified"
+            }
         );
         if let Some(c) = ctxs.first() {
             evidence.push_str(&format!(
-                "; an orphaned logger context at physical {} has the same LoggerId and BufferSize",
+                "; an {} logger context at physical {} has the same LoggerId and BufferSize",
+                what(c.class),
                 c.physical_address
             ));
         }

@@ -90,6 +90,42 @@ impl Converter {
     }
 }
 
+/// Converted times of one session or block that cannot be right ([`ClockFacts::implausible`]):
+/// how many fall after the dump and before boot, and the first example.
+#[derive(Clone, Debug, Default)]
+pub struct TimeFlags {
+    pub after: usize,
+    pub before: usize,
+    pub example: Option<String>,
+}
+
+impl TimeFlags {
+    /// The flag of time `ft` converted by `conv` (`after_dump`, `before_boot`, or None),
+    /// counted; `at` says where it was met, for the first example.
+    pub fn check(
+        &mut self,
+        facts: &ClockFacts,
+        ft: u64,
+        conv: &Converter,
+        at: impl FnOnce(String) -> String,
+    ) -> Option<&'static str> {
+        let why = facts.implausible(ft, conv)?;
+        let late = facts.system_time.is_some_and(|now| ft > now);
+        if late {
+            self.after += 1;
+        } else {
+            self.before += 1;
+        }
+        self.example.get_or_insert_with(|| at(why));
+        Some(if late { "after_dump" } else { "before_boot" })
+    }
+
+    /// Any time flagged.
+    pub fn any(&self) -> bool {
+        self.after + self.before > 0
+    }
+}
+
 /// A rate (QPC frequency in Hz, or CPU speed in MHz) and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rate {
@@ -437,6 +473,56 @@ pub fn for_clock(
         },
         (None, None) => Converter::Unknown(format!(
             "no session uses clock type {clock} and the boot time is unknown, so there is no anchor"
+        )),
+    }
+}
+
+/// The clock of raw timestamps `lo..=hi` of one session that no logger context names any more
+/// (carved buffers whose context was reused): the clock types (1 QPC, 2 system time, 3 CPU
+/// cycles) whose conversion ([`for_clock`]) puts both ends inside the dump's time range, from
+/// boot to its SystemTime. Exactly one must fit; otherwise the reason (none fits, or several
+/// do: early timestamps of a QPC and of a cycle clock can both look plausible).
+pub fn infer_clock(
+    ctx: &KernelContext<'_>,
+    facts: &ClockFacts,
+    sessions: &[Session],
+    (lo, hi): (u64, u64),
+) -> Result<(u64, Converter), String> {
+    if facts.system_time.is_none() || facts.boot_time.is_none() {
+        return Err("the dump's SystemTime or boot time is unknown, so no clock type can be tested against it".into());
+    }
+    let mut fits = Vec::new();
+    let mut why_not = Vec::new();
+    for clock in 1..=3u64 {
+        let conv = for_clock(ctx, facts, sessions, clock);
+        if let Some(p) = conv.problem() {
+            why_not.push(format!("clock type {clock}: {p}"));
+            continue;
+        }
+        let ends = [lo, hi].map(|t| conv.to_filetime(t));
+        match ends {
+            [Some(a), Some(b)] => match facts
+                .implausible(a, &conv)
+                .or_else(|| facts.implausible(b, &conv))
+            {
+                None => fits.push((clock, conv)),
+                Some(w) => why_not.push(format!("clock type {clock}: {w}")),
+            },
+            _ => why_not.push(format!("clock type {clock}: not convertible")),
+        }
+    }
+    match fits.len() {
+        1 => Ok(fits.remove(0)),
+        0 => Err(format!(
+            "timestamps {lo}..{hi} fit no clock type ({})",
+            why_not.join("; ")
+        )),
+        _ => Err(format!(
+            "timestamps {lo}..{hi} fit clock types {} alike",
+            fits.iter()
+                .map(|(c, _)| c.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
         )),
     }
 }

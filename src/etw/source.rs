@@ -261,10 +261,36 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                             }
                             None => clock::for_clock(ctx, &facts, &sessions, c.clock_type),
                         },
-                        None => Converter::Unknown(format!(
-                            "carved buffers of logger {}: no surviving logger context gives their clock type",
-                            b.logger_id
-                        )),
+                        // No context left: the clock type their timestamps fit, alone.
+                        None => {
+                            let ts = rep
+                                .buffers
+                                .iter()
+                                .filter(|o| o.class != crate::etw::carve::Class::Live)
+                                .filter(|o| (o.logger_id, o.buffer_size) == key)
+                                .map(|o| o.timestamp);
+                            let (lo, hi) = ts.fold((u64::MAX, 0), |(l, h), t| (l.min(t), h.max(t)));
+                            match clock::infer_clock(ctx, &facts, &sessions, (lo, hi)) {
+                                Ok((c, conv)) => {
+                                    src.warnings.push(
+                                        Warning::new(
+                                            WarningKind::Time,
+                                            format!(
+                                                "logger {} (carved): no surviving logger context gives the clock type; {} ({c}) inferred: the only clock type that puts its buffers' timestamps {lo}..{hi} between boot and the dump's SystemTime",
+                                                b.logger_id,
+                                                crate::etw::mode::clock_type_name(c).unwrap_or("?"),
+                                            ),
+                                        )
+                                        .logger(b.logger_id),
+                                    );
+                                    conv
+                                }
+                                Err(why) => Converter::Unknown(format!(
+                                    "carved buffers of logger {}: no surviving logger context gives their clock type, and it cannot be inferred: {why}",
+                                    b.logger_id
+                                )),
+                            }
+                        }
                     };
                     let i = src.add_session_clock(b.logger_id, conv);
                     conv_of.insert(key, i);

@@ -210,6 +210,7 @@ impl Row for crate::report::scan::ScanRow {
                     crate::etw::carve::Class::Live => "live",
                     crate::etw::carve::Class::Orphaned => "orphaned",
                     crate::etw::carve::Class::StaleCopy => "stale copy of a",
+                    crate::etw::carve::Class::Unknown => "unclassified",
                 }),
                 self.kind,
                 self.physical_address.as_deref().unwrap_or("-")

@@ -9,7 +9,7 @@ use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::etl::records;
 use crate::etw::ccswap::{maximum_wait_reason_of, FoundBy};
-use crate::etw::clock::{self, ClockFacts};
+use crate::etw::clock::{self, ClockFacts, TimeFlags};
 use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
@@ -171,9 +171,7 @@ struct Group {
     clock: Option<u64>,
     found_by: Option<FoundBy>,
     rows: usize,
-    after: usize,
-    before: usize,
-    example: Option<String>,
+    flags: TimeFlags,
 }
 
 /// Where a stream's switches come from.
@@ -340,9 +338,7 @@ fn plan<'c, 'd>(
             clock: p.clock,
             found_by: Some(p.found_by),
             rows: 0,
-            after: 0,
-            before: 0,
-            example: None,
+            flags: TimeFlags::default(),
         });
         if wanted(Some(p.cpu)) && !rows.is_empty() {
             rows.sort_by_key(|r| r.ts);
@@ -380,9 +376,7 @@ fn plan<'c, 'd>(
                 clock: None,
                 found_by: None,
                 rows: 0,
-                after: 0,
-                before: 0,
-                example: None,
+                flags: TimeFlags::default(),
             });
             groups.len() - 1
         });
@@ -443,19 +437,8 @@ impl Plan<'_, '_> {
         let (cpu, g) = (self.streams[s].cpu, self.streams[s].group);
         let group = &mut self.groups[g];
         let filetime = group.conv.to_filetime(r.ts);
-        let mut time_flag = None;
-        if let Some(ft) = filetime {
-            if let Some(why) = self.facts.implausible(ft, &group.conv) {
-                let late = self.facts.system_time.is_some_and(|now| ft > now);
-                time_flag = Some(if late { "after_dump" } else { "before_boot" });
-                if late {
-                    group.after += 1;
-                } else {
-                    group.before += 1;
-                }
-                group.example.get_or_insert(why);
-            }
-        }
+        let time_flag =
+            filetime.and_then(|ft| group.flags.check(&self.facts, ft, &group.conv, |why| why));
         group.rows += 1;
         let (logger_id, clock, found_by) = match r.kind {
             Kind::Pending => (None, group.clock, group.found_by),
@@ -583,16 +566,16 @@ pub fn stream_from<'c, 'd>(
     }
     let mut warnings = std::mem::take(&mut p.warnings);
     for g in &p.groups {
-        if g.after + g.before > 0 {
+        if g.flags.any() {
             let mut w = Warning::new(
                 WarningKind::Time,
                 format!(
                     "{}: {} of {} switch times fall after the dump's SystemTime and {} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
                     g.whose,
-                    g.after,
+                    g.flags.after,
                     g.rows,
-                    g.before,
-                    g.example.clone().unwrap_or_default(),
+                    g.flags.before,
+                    g.flags.example.clone().unwrap_or_default(),
                     g.conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
                 ),
             );

@@ -11,12 +11,13 @@
 use crate::decode::fields::{fields, kind_name};
 use crate::decode::hooks::{has_routine, hook_name};
 use crate::etl::records::{walk_from, Record};
-use crate::etw::clock::Converter;
+use crate::etw::clock::{ClockFacts, Converter, TimeFlags};
 use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
 use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// One record.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -43,6 +44,11 @@ pub struct EventRow {
     pub time: Option<String>,
     #[serde(skip)]
     pub filetime: Option<u64>,
+    /// "after_dump" or "before_boot" when the converted time cannot be right (as for
+    /// `cswitch`: a warning per logger gives the count, an example and the conversion used).
+    /// A carved buffer's last record can run into a page that now holds other data; its
+    /// header's timestamp is then flagged this way.
+    pub time_flag: Option<&'static str>,
     pub cpu: Option<u64>,
     pub pid: Option<u32>,
     pub tid: Option<u32>,
@@ -122,6 +128,15 @@ struct BufferCtx<'a> {
     cpu: Option<u64>,
     conv: &'a Converter,
     pointer_size: usize,
+    facts: &'a ClockFacts,
+}
+
+/// Converted times of one logger, and those that cannot be right.
+#[derive(Default)]
+struct Flagged {
+    rows: u64,
+    flags: TimeFlags,
+    how: Option<String>,
 }
 
 /// Where rows go as they are made: a callback, and its first error (after one, rows are
@@ -154,6 +169,7 @@ fn push_rows(
     out: &mut Sink<'_>,
     res: &Resolver,
     bc: &BufferCtx<'_>,
+    flagged: &mut Flagged,
     buf: &[u8],
     (start, valid, shift): (usize, usize, usize),
 ) -> crate::etl::records::Walk {
@@ -177,6 +193,16 @@ fn push_rows(
             }
         }
         let filetime = f.timestamp.and_then(|t| bc.conv.to_filetime(t));
+        flagged.rows += u64::from(filetime.is_some());
+        let time_flag = filetime.and_then(|ft| {
+            flagged.flags.check(bc.facts, ft, bc.conv, |why| {
+                format!(
+                    "{} +{:#x}: {why}",
+                    bc.buffer.as_deref().unwrap_or("buffer"),
+                    r.offset + shift
+                )
+            })
+        });
         out.push(&EventRow {
             logger_id: bc.logger_id,
             source: bc.source,
@@ -192,6 +218,7 @@ fn push_rows(
             timestamp: f.timestamp,
             time: filetime.map(filetime_to_iso8601),
             filetime,
+            time_flag,
             cpu: bc.cpu,
             pid: f.pid,
             tid: f.tid,
@@ -235,23 +262,39 @@ pub fn stream_from(
     let res = Resolver::new(ctx);
     let pointer_size = ctx.space.arch().pointer_size() as usize;
     let mut warnings = src.warnings().to_vec();
+    let sessions: &[crate::etw::loggers::Session] = src.memory().map_or(&[], |l| &l.sessions);
+    let facts = src
+        .clock_facts()
+        .cloned()
+        .unwrap_or_else(|| ClockFacts::gather(ctx, sessions));
+    // Per (logger, origin): the converted times that cannot be right.
+    let mut flagged: BTreeMap<(Option<u64>, &'static str), Flagged> = BTreeMap::new();
     for u in src.units() {
         let Some(data) = src.bytes(u) else {
             continue;
         };
+        let conv = src.converter(u);
         let bc = BufferCtx {
             logger_id: u.logger_id,
             source: u.origin,
             buffer: u.address.map(|a| a.to_string()),
             file_base: u.file_offset,
             cpu: u.cpu,
-            conv: src.converter(u),
+            conv,
             pointer_size,
+            facts: &facts,
         };
+        let fl = flagged.entry((u.logger_id, u.origin)).or_default();
+        fl.how.get_or_insert_with(|| {
+            conv.how()
+                .unwrap_or("FILETIME timestamps (system-time clock)")
+                .to_string()
+        });
         let walk = push_rows(
             &mut sink,
             &res,
             &bc,
+            fl,
             &data,
             (u.first_record, u.valid, u.shift),
         );
@@ -269,6 +312,27 @@ pub fn stream_from(
                 )
                 .logger(id),
             );
+        }
+    }
+    for ((logger, origin), f) in flagged {
+        if f.flags.any() {
+            let whose = match logger {
+                Some(id) => format!("logger {id} ({origin})"),
+                None => format!("records ({origin})"),
+            };
+            let mut w = Warning::new(
+                WarningKind::Time,
+                format!(
+                    "{whose}: {} of {} record times fall after the dump's SystemTime and {} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps, or the records run into memory that no longer holds this buffer",
+                    f.flags.after,
+                    f.rows,
+                    f.flags.before,
+                    f.flags.example.unwrap_or_default(),
+                    f.how.unwrap_or_default()
+                ),
+            );
+            w.logger_id = logger;
+            warnings.push(w);
         }
     }
     Ok(warnings)

@@ -18,7 +18,8 @@ use std::path::Path;
 pub struct ScanRow {
     /// `buffer`, `pending_block`, `logger_context` or `orphan_group`.
     pub kind: &'static str,
-    /// `live`, `orphaned` or `stale_copy` (null for a group).
+    /// `live`, `orphaned`, `stale_copy` or `unknown` (the live state could not be established;
+    /// a warning says why); null for a group.
     pub class: Option<Class>,
     pub physical_address: Option<String>,
     pub virtual_address: Option<String>,

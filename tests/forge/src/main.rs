@@ -361,6 +361,7 @@ fn scan_json(s: &ForgedScan) -> Value {
                 "buffers": g.buffers,
                 "lost_buffers": g.lost_buffers,
                 "timestamp_window": g.timestamp_window.map(|(a, b)| [a, b]),
+                "utc_window": g.utc_window.map(|(a, b)| [a, b]),
             })
         })
         .collect();

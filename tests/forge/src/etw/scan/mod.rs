@@ -243,6 +243,10 @@ pub struct ScanGroup {
     /// Every record timestamp of its buffers lies in this window (session clock units);
     /// None for header-only buffers.
     pub timestamp_window: Option<(u64, u64)>,
+    /// The same window as FILETIMEs (UTC): the session ran from `utc_window.0` (when its
+    /// clock read `timestamp_window.0`, exactly) to no later than `utc_window.1`. None with
+    /// `timestamp_window`.
+    pub utc_window: Option<(u64, u64)>,
 }
 
 /// An object that existed but whose first page now holds unrelated data: a scan cannot find

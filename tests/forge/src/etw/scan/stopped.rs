@@ -308,6 +308,7 @@ fn odd_context_groups(b: &LoggerBuilder, out: &mut ScanBuild) {
                 buffers: (0..bufs.len() as u64).collect(),
                 lost_buffers: Vec::new(),
                 timestamp_window: None,
+                utc_window: None,
             },
             context: Some(Loc::Va(p.ctx)),
         });
@@ -442,6 +443,8 @@ fn plant_stopped(
     out: &mut ScanBuild,
 ) -> (u32, u64, u64) {
     let (up0, up1) = window(b, j, n);
+    // FILETIME of boot in this dump's clock model (the system-time clock at uptime 0).
+    let boot = raw_at(b, 2, 0);
     let s = stopped_spec(b, j, slot, up0);
     let (bs, clock) = (s.buffer_size, s.clock_type);
     let base = raw_at(b, clock, up0);
@@ -505,6 +508,7 @@ fn plant_stopped(
             buffers: seqs.0,
             lost_buffers: seqs.1,
             timestamp_window: Some((base, end)),
+            utc_window: Some((boot + up0, boot + up1)),
         },
         context: (!context_lost).then_some(Loc::Va(ctx.va)),
     });
