@@ -264,12 +264,17 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                 o.class, o.kind, o.pa
             );
         }
-        // One group per stopped session: its found buffers share one group.
+        // One group per stopped session: its found buffers share one group, no other session's
+        // buffers are in it (sessions that reused a LoggerId and BufferSize are apart), and a
+        // surviving context names it.
+        let mut owner: BTreeMap<usize, u32> = BTreeMap::new();
+        let mut sessions_checked = 0;
         for g in want.groups.iter() {
-            let ours: std::collections::BTreeSet<Option<usize>> = g
-                .buffers
+            let ours: std::collections::BTreeSet<Option<usize>> = want
+                .objects
                 .iter()
-                .filter_map(|pa| found.get(pa))
+                .filter(|o| o.kind == ScanKind::Buffer && o.group == Some(g.group))
+                .filter_map(|o| found.get(&o.pa))
                 .filter(|b| b.class == Class::Orphaned)
                 .map(|b| b.group)
                 .collect();
@@ -278,7 +283,31 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                 "{name}: group {} split: {ours:?}",
                 g.group
             );
+            let Some(&Some(ours)) = ours.iter().next() else {
+                continue;
+            };
+            sessions_checked += 1;
+            if let Some(other) = owner.insert(ours, g.group) {
+                panic!(
+                    "{name}: forge groups {other} and {} merged into group {ours}",
+                    g.group
+                );
+            }
+            let rg = rep.groups.iter().find(|x| x.group == ours).unwrap();
+            if let Some(cpa) = g.context_pa {
+                assert_eq!(
+                    rg.context.map(|p| p.get()),
+                    Some(cpa),
+                    "{name}: group {} ({}) named by another context",
+                    g.group,
+                    rg.evidence
+                );
+            }
         }
+        assert!(
+            sessions_checked >= 3,
+            "{name}: {sessions_checked} groups checked"
+        );
         // The same scenario as every image kind: the same objects, classes and groups.
         let dir = tempfile::tempdir().unwrap();
         let key = |r: &ScanReport| -> Vec<(u64, Class, Option<usize>, usize)> {
@@ -356,20 +385,35 @@ fn carved_records_get_the_times_of_their_sessions() {
         };
         let ctx = KernelContext::open(&d, &opts).unwrap();
         let src = EtwSource::open_carved(&ctx, 2);
-        // The converter of each carved logger.
+        // The forge group of each orphaned buffer, by its virtual address (sessions that
+        // reused a LoggerId are told apart by it).
+        let group_of: BTreeMap<u64, u32> = want
+            .objects
+            .iter()
+            .filter(|o| o.kind == ScanKind::Buffer)
+            .filter_map(|o| Some((o.va?, o.group?)))
+            .collect();
+        let va_group = |va: Option<u64>| va.and_then(|v| group_of.get(&v).copied());
+        // The converter of each carved session.
         let mut conv = BTreeMap::new();
         for u in src.units() {
-            conv.entry(u.logger_id.unwrap())
-                .or_insert_with(|| src.converter(u).clone());
+            if let Some(g) = va_group(u.address.map(|a| a.get())) {
+                conv.entry(g).or_insert_with(|| src.converter(u).clone());
+            }
         }
         let src_warnings = src.warnings().to_vec();
-        let mut rows: BTreeMap<u64, Vec<Timed>> = BTreeMap::new();
+        let mut rows: BTreeMap<u32, Vec<Timed>> = BTreeMap::new();
         let w = etwdump::report::events::stream_from(&ctx, src, &mut |r| {
-            rows.entry(r.logger_id.unwrap()).or_default().push((
-                r.timestamp.unwrap(),
-                r.filetime,
-                r.time_flag,
-            ));
+            let va = r
+                .buffer
+                .as_deref()
+                .and_then(|b| u64::from_str_radix(b.trim_start_matches("0x"), 16).ok());
+            let Some(g) = va_group(va) else {
+                return Ok(());
+            };
+            rows.entry(g)
+                .or_default()
+                .push((r.timestamp.unwrap(), r.filetime, r.time_flag));
             Ok(())
         })
         .unwrap();
@@ -378,7 +422,7 @@ fn carved_records_get_the_times_of_their_sessions() {
             let (u0, u1) = g.utc_window.unwrap();
             let id = u64::from(g.logger_id);
             let cv = conv
-                .get(&id)
+                .get(&g.group)
                 .unwrap_or_else(|| panic!("{name}: group {} (logger {id}): no unit", g.group));
             assert!(
                 cv.problem().is_none(),
@@ -401,7 +445,7 @@ fn carved_records_get_the_times_of_their_sessions() {
                     "{name}: logger {id}: no warning says the clock was inferred"
                 );
             }
-            let rs = &rows[&id];
+            let rs = &rows[&g.group];
             let mut flagged = 0;
             for &(ts, ft, flag) in rs {
                 let ft = ft.unwrap_or_else(|| panic!("{name}: logger {id}: {ts} not converted"));

@@ -7,8 +7,10 @@
 //! **Validity** (identity decides): a trace buffer is a WMI_BUFFER_HEADER at an 8-byte-aligned
 //! physical offset whose BufferSize is a multiple of 1 KiB from 1 KiB to 64 MiB, whose valid end
 //! (CurrentOffset, else SavedOffset: the kernel's rule) is past the header, which is not
-//! compressed (a compressed payload has no record chain to check), whose ClientContext LoggerId
-//! is below 1024, and whose first record at 0x48 is complete (a chain follows it as far as the
+//! compressed (a compressed payload has no record chain to check), whose State is a buffer
+//! state (0-7), whose ClientContext LoggerId is below 1024 and whose byte 1 is a processor
+//! index's high byte (0-7) or an event alignment (8, 16), whose BufferFlag holds no bit above
+//! 0x80, and whose first record at 0x48 is complete (a chain follows it as far as the
 //! bytes in hand allow; where it stops is reported, as for a live buffer). A pending
 //! block is a 0x400-byte block behind a pool header tagged 'CCsw' whose UsedBytes is 0 or
 //! 0x68-0x400 with a batch that decodes. A logger context is a block behind a pool header
@@ -40,6 +42,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Largest LoggerId accepted (MaxLoggers is at most 1024 on any build).
 const MAX_LOGGER_ID: u64 = 1024;
+/// Largest buffer State (etw-internals.md §2.4: ETW_BUFFER_STATE 0-6, Maximum 7; the 5.x
+/// WMI_BUFFER_STATE bits Free 1, InUse 2, Flush 4 combine to at most 7).
+const MAX_BUFFER_STATE: u64 = 7;
 /// Most candidates of each kind kept (a hostile image cannot make the scan hold more).
 pub const MAX_CANDIDATES: usize = 1 << 20;
 /// Pages per work unit handed to a thread.
@@ -109,6 +114,8 @@ pub struct CarvedContext {
     pub buffer_size: u64,
     pub clock_type: u64,
     pub name: Option<String>,
+    /// Its ReferenceTime's StartPerfClock (the session clock's reading at start), when mapped.
+    pub start_perf_clock: Option<u64>,
     /// A context the logger array still points to, in a slot that rejected it.
     pub note: Option<String>,
 }
@@ -204,7 +211,15 @@ fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
     }
     let hb = page.get(o..o + BUFFER_HEADER_SIZE)?;
     let header = BufferHeader::from_bytes(hb)?;
-    if header.logger_id >= MAX_LOGGER_ID || header.compressed() {
+    // ETW_BUFFER_STATE is 0-6 (Maximum 4 or 7); 5.1-5.2's WMI_BUFFER_STATE bits are 1, 2, 4.
+    if header.logger_id >= MAX_LOGGER_ID || header.state > MAX_BUFFER_STATE || header.compressed() {
+        return None;
+    }
+    // ClientContext byte 1: 6.2+ the high byte of ProcessorIndex (mask 0x7FF: 0-7); up to 6.1
+    // the event Alignment (8 by default). BufferFlag: the known flags are 0x01-0x40. A record's
+    // timestamp that happens to look like a BufferSize with a record 0x48 bytes on fails here.
+    let (align, flag) = (hb[0x29], hb.u16_at(0x34).unwrap_or(u16::MAX));
+    if !(align <= 8 || align == 16) || flag >= 0x100 {
         return None;
     }
     let valid = header.valid_bytes()?;
@@ -649,6 +664,10 @@ fn carve_context(
         buffer_size,
         clock_type: clock,
         name,
+        start_perf_clock: va.and_then(|va| {
+            let s = crate::etw::loggers::Session::bare(logger_id, va, "carved");
+            crate::etw::clock::reference_time(ctx, &s).map(|(_, sp)| sp)
+        }),
         note: live.rejected.get(&pa).cloned(),
     })
 }
@@ -688,58 +707,142 @@ fn group_orphans(rep: &mut ScanReport) {
                 .push(i);
         }
     }
-    for (g, ((logger_id, buffer_size), mut idx)) in groups.into_iter().enumerate() {
-        idx.sort_by_key(|&i| {
-            (
-                rep.buffers[i].sequence_number,
-                rep.buffers[i].physical_address,
-            )
-        });
-        for &i in &idx {
-            rep.buffers[i].group = Some(g);
-        }
-        let ctxs: Vec<&CarvedContext> = rep
-            .contexts
-            .iter()
-            .filter(|c| {
-                unlinked(c.class) && c.logger_id == logger_id && c.buffer_size == buffer_size
-            })
-            .collect();
-        let bufs: Vec<&CarvedBuffer> = idx.iter().map(|&i| &rep.buffers[i]).collect();
-        let what = |c: Class| match c {
-            Class::Unknown => "unclassified",
-            _ => "orphaned",
-        };
-        let mut evidence = format!(
-            "{} {} buffers share LoggerId {logger_id} and BufferSize {buffer_size:#x}",
-            bufs.len(),
-            if bufs.iter().all(|b| b.class == Class::Orphaned) {
-                "orphaned"
-            } else {
-                "unclassified"
+    let mut g = 0;
+    for ((logger_id, buffer_size), idx) in groups {
+        let parts = split_sessions(&rep.buffers, idx);
+        let several = parts.len() > 1;
+        for (mut idx, split) in parts {
+            idx.sort_by_key(|&i| {
+                (
+                    rep.buffers[i].sequence_number,
+                    rep.buffers[i].physical_address,
+                )
+            });
+            for &i in &idx {
+                rep.buffers[i].group = Some(g);
             }
-        );
-        if let Some(c) = ctxs.first() {
-            evidence.push_str(&format!(
-                "; an {} logger context at physical {} has the same LoggerId and BufferSize",
-                what(c.class),
-                c.physical_address
-            ));
+            let first_ts = idx.iter().map(|&i| rep.buffers[i].timestamp).min();
+            let mut ctxs: Vec<&CarvedContext> = rep
+                .contexts
+                .iter()
+                .filter(|c| {
+                    unlinked(c.class) && c.logger_id == logger_id && c.buffer_size == buffer_size
+                })
+                .collect();
+            if several {
+                // Sessions in turn: the context that started last before this one's first
+                // buffer (its ReferenceTime's StartPerfClock), else none can be told.
+                let before = |c: &&CarvedContext| {
+                    c.start_perf_clock
+                        .zip(first_ts)
+                        .is_some_and(|(sp, ts)| sp <= ts)
+                };
+                ctxs.retain(before);
+                ctxs.sort_by_key(|c| std::cmp::Reverse(c.start_perf_clock));
+            }
+            let bufs: Vec<&CarvedBuffer> = idx.iter().map(|&i| &rep.buffers[i]).collect();
+            let what = |c: Class| match c {
+                Class::Unknown => "unclassified",
+                _ => "orphaned",
+            };
+            let mut evidence = format!(
+                "{} {} buffers share LoggerId {logger_id} and BufferSize {buffer_size:#x}",
+                bufs.len(),
+                if bufs.iter().all(|b| b.class == Class::Orphaned) {
+                    "orphaned"
+                } else {
+                    "unclassified"
+                }
+            );
+            if let Some(c) = ctxs.first() {
+                evidence.push_str(&format!(
+                    "; an {} logger context at physical {} has the same LoggerId and BufferSize{}",
+                    what(c.class),
+                    c.physical_address,
+                    if several {
+                        " and started last before these buffers"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            if let Some(why) = split {
+                evidence.push_str("; ");
+                evidence.push_str(&why);
+            }
+            rep.groups.push(OrphanGroup {
+                group: g,
+                logger_id,
+                buffer_size,
+                buffers: bufs.len(),
+                complete_buffers: bufs.iter().filter(|b| b.complete).count(),
+                records: bufs.iter().map(|b| b.records).sum(),
+                first_sequence: bufs.first().map_or(0, |b| b.sequence_number),
+                last_sequence: bufs.last().map_or(0, |b| b.sequence_number),
+                context: ctxs.first().map(|c| c.physical_address),
+                name: ctxs.first().and_then(|c| c.name.clone()),
+                evidence,
+            });
+            g += 1;
         }
-        rep.groups.push(OrphanGroup {
-            group: g,
-            logger_id,
-            buffer_size,
-            buffers: bufs.len(),
-            complete_buffers: bufs.iter().filter(|b| b.complete).count(),
-            records: bufs.iter().map(|b| b.records).sum(),
-            first_sequence: bufs.first().map_or(0, |b| b.sequence_number),
-            last_sequence: bufs.last().map_or(0, |b| b.sequence_number),
-            context: ctxs.first().map(|c| c.physical_address),
-            name: ctxs.first().and_then(|c| c.name.clone()),
-            evidence,
-        });
     }
+}
+
+/// The buffers `idx` (one LoggerId and BufferSize) split into the sessions that used that
+/// LoggerId in turn, each with what told it apart (None for the first). A logger id hosts one
+/// session at a time and each session's context numbers its buffers afresh
+/// (etw-internals.md §2.1: SequenceNumber from the context's BufferSequenceNumber), so one
+/// SequenceNumber at two different TimeStamps means two sessions; the later one begins, in
+/// TimeStamp order, after the earlier twin and by the later one: at the widest TimeStamp gap
+/// between them. Copies (the same SequenceNumber and TimeStamp) stay together. Sessions whose
+/// numbers do not collide cannot be told apart this way and stay one group.
+fn split_sessions(
+    buffers: &[CarvedBuffer],
+    mut idx: Vec<usize>,
+) -> Vec<(Vec<usize>, Option<String>)> {
+    idx.sort_by_key(|&i| {
+        (
+            buffers[i].timestamp,
+            buffers[i].sequence_number,
+            buffers[i].physical_address,
+        )
+    });
+    let ts = |p: usize| buffers[idx[p]].timestamp;
+    let mut out = Vec::new();
+    let (mut start, mut why) = (0usize, None);
+    // SequenceNumber -> (TimeStamp, position) in the current part.
+    let mut seen: HashMap<u64, (u64, usize)> = HashMap::new();
+    let mut p = 0;
+    while p < idx.len() {
+        let b = &buffers[idx[p]];
+        match seen.get(&b.sequence_number) {
+            Some(&(t, q)) if t != b.timestamp => {
+                let k = (q + 1..=p)
+                    .max_by_key(|&k| (ts(k) - ts(k - 1), std::cmp::Reverse(k)))
+                    .unwrap_or(p);
+                out.push((idx[start..k].to_vec(), why.take()));
+                why = Some(format!(
+                    "a new session: SequenceNumber {} appears at TimeStamps {t} and {} (LoggerId reused); split at the widest TimeStamp gap between them ({}..{})",
+                    b.sequence_number,
+                    b.timestamp,
+                    ts(k - 1),
+                    ts(k)
+                ));
+                start = k;
+                seen.clear();
+                for r in k..=p {
+                    seen.insert(buffers[idx[r]].sequence_number, (ts(r), r));
+                }
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(b.sequence_number, (b.timestamp, p));
+            }
+        }
+        p += 1;
+    }
+    out.push((idx[start..].to_vec(), why));
+    out
 }
 
 #[cfg(test)]

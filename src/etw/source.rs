@@ -240,20 +240,34 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             .filter(|b| b.class != crate::etw::carve::Class::Live)
             .collect();
         bufs.sort_by_key(|b| (b.group, b.sequence_number, b.physical_address));
-        let mut conv_of: BTreeMap<(u64, u64), usize> = BTreeMap::new();
+        // One clock per orphan group (sessions that reused a LoggerId are separate groups);
+        // stale copies (no group) per LoggerId and BufferSize.
+        let mut conv_of: BTreeMap<(u64, u64, Option<usize>), usize> = BTreeMap::new();
         for b in bufs {
-            let key = (b.logger_id, b.buffer_size);
+            let key = (b.logger_id, b.buffer_size, b.group);
             let converter = match conv_of.get(&key) {
                 Some(&c) => c,
                 None => {
-                    let context = rep
-                        .contexts
-                        .iter()
-                        .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size);
+                    let context = match b.group {
+                        Some(g) => rep
+                            .groups
+                            .iter()
+                            .find(|x| x.group == g)
+                            .and_then(|x| x.context)
+                            .and_then(|pa| rep.contexts.iter().find(|c| c.physical_address == pa)),
+                        None => rep
+                            .contexts
+                            .iter()
+                            .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size),
+                    };
+                    let live_session = sessions.iter().find(|s| s.logger_id == b.logger_id);
                     // The surviving context's own ClockType and ReferenceTime (as for a live
-                    // session); without its address, a live session's of that clock type.
-                    let conv = match context {
-                        Some(c) => match c.virtual_address {
+                    // session); without its address, a live session's of that clock type. A
+                    // stale copy of a live session's buffer: that session's clock.
+                    let copy_of = live_session.filter(|_| b.group.is_none());
+                    let conv = match (context, copy_of) {
+                        (_, Some(s)) => clock::for_session(ctx, &facts, s),
+                        (Some(c), None) => match c.virtual_address {
                             Some(va) => {
                                 let mut sess = Session::bare(c.logger_id, va, "carved");
                                 sess.clock_type = Some(c.clock_type);
@@ -262,12 +276,12 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                             None => clock::for_clock(ctx, &facts, &sessions, c.clock_type),
                         },
                         // No context left: the clock type their timestamps fit, alone.
-                        None => {
+                        (None, None) => {
                             let ts = rep
                                 .buffers
                                 .iter()
                                 .filter(|o| o.class != crate::etw::carve::Class::Live)
-                                .filter(|o| (o.logger_id, o.buffer_size) == key)
+                                .filter(|o| (o.logger_id, o.buffer_size, o.group) == key)
                                 .map(|o| o.timestamp);
                             let (lo, hi) = ts.fold((u64::MAX, 0), |(l, h), t| (l.min(t), h.max(t)));
                             match clock::infer_clock(ctx, &facts, &sessions, (lo, hi)) {

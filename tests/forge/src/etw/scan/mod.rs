@@ -54,6 +54,11 @@ pub struct ScanSpec {
     /// Stale copies of live buffers, orphaned 'CCsw' blocks and decoys
     /// ([`EtwSpec::with_scan_extras`]).
     pub extras: bool,
+    /// One more stopped session, later than the others, in the first one's slot with the
+    /// same name, BufferSize and clock: LoggerId and BufferSize reused by two sessions in turn
+    /// ([`EtwSpec::with_reused_slot`]). Its context is new, so its buffers' SequenceNumbers
+    /// start over (etw-internals.md §2: the per-logger BufferSequenceNumber).
+    pub reused_slot: bool,
 }
 
 /// What kind of ETW object a scan finds.
@@ -334,28 +339,38 @@ impl EtwSpec {
         self.scan.get_or_insert_with(ScanSpec::default).extras = true;
         self
     }
+
+    /// This spec with a last stopped session reusing the first one's slot ([`ScanSpec::reused_slot`]).
+    pub fn with_reused_slot(mut self) -> EtwSpec {
+        self.scan.get_or_insert_with(ScanSpec::default).reused_slot = true;
+        self
+    }
 }
 
 impl Config {
-    /// [`EtwSpec::with_stopped_sessions`] on this config's ETW spec (set one first, e.g.
-    /// with [`Config::with_variation`] or [`Config::with_etw`]).
-    pub fn with_stopped_sessions(mut self, n: u32) -> Config {
-        let spec = self
-            .etw
-            .take()
-            .expect("with_stopped_sessions needs Config::etw (with_etw / with_variation first)");
-        self.etw = Some(spec.with_stopped_sessions(n));
+    /// `f` applied to this config's ETW spec (`what` names the caller in the panic when there
+    /// is none: set one first, e.g. with [`Config::with_variation`] or [`Config::with_etw`]).
+    fn map_etw(mut self, what: &str, f: impl FnOnce(EtwSpec) -> EtwSpec) -> Config {
+        let spec = self.etw.take().unwrap_or_else(|| {
+            panic!("{what} needs Config::etw (with_etw / with_variation first)")
+        });
+        self.etw = Some(f(spec));
         self
     }
 
+    /// [`EtwSpec::with_stopped_sessions`] on this config's ETW spec.
+    pub fn with_stopped_sessions(self, n: u32) -> Config {
+        self.map_etw("with_stopped_sessions", |s| s.with_stopped_sessions(n))
+    }
+
+    /// [`EtwSpec::with_reused_slot`] on this config's ETW spec.
+    pub fn with_reused_slot(self) -> Config {
+        self.map_etw("with_reused_slot", EtwSpec::with_reused_slot)
+    }
+
     /// [`EtwSpec::with_scan_extras`] on this config's ETW spec.
-    pub fn with_scan_extras(mut self) -> Config {
-        let spec = self
-            .etw
-            .take()
-            .expect("with_scan_extras needs Config::etw (with_etw / with_variation first)");
-        self.etw = Some(spec.with_scan_extras());
-        self
+    pub fn with_scan_extras(self) -> Config {
+        self.map_etw("with_scan_extras", EtwSpec::with_scan_extras)
     }
 }
 
@@ -374,7 +389,8 @@ pub fn scan_scenarios(root: &std::path::Path) -> Vec<(String, Config)> {
             .with_buffers(b)
             .with_pending_ccswap()
             .with_stopped_sessions(3)
-            .with_scan_extras();
+            .with_scan_extras()
+            .with_reused_slot();
         let std = cfg.clone().with_etw(spec);
         v.push(("scan-x64-19041".to_string(), std.clone()));
         let mut bm = std;
@@ -396,13 +412,17 @@ pub fn scan_scenarios(root: &std::path::Path) -> Vec<(String, Config)> {
     let x86 = root.join("x86-14393");
     if x86.join("symbols.json").exists() {
         for seed in [1, 5] {
-            v.push((
-                format!("scan-x86-14393-var{seed}"),
-                Config::from_fixture(&x86)
+            v.push((format!("scan-x86-14393-var{seed}"), {
+                let c = Config::from_fixture(&x86)
                     .with_variation(seed)
                     .with_stopped_sessions(3)
-                    .with_scan_extras(),
-            ));
+                    .with_scan_extras();
+                if seed == 5 {
+                    c.with_reused_slot()
+                } else {
+                    c
+                }
+            }));
         }
     }
     v

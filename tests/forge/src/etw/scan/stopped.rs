@@ -77,15 +77,14 @@ pub(in crate::etw) fn plan(
     };
     live_objects(b, pending, pending_decoys, &mut out);
     let slots = free_slots(b, scan.stopped_sessions as usize);
+    // With a reused slot, one more session (the last window) in the first one's slot.
+    let n = scan.stopped_sessions as usize + usize::from(scan.reused_slot);
     let mut windows = Vec::new();
     for (j, &slot) in slots.iter().enumerate() {
-        windows.push(plant_stopped(
-            b,
-            j,
-            slot,
-            scan.stopped_sessions as usize,
-            &mut out,
-        ));
+        windows.push(plant_stopped(b, (j, j), slot, n, &mut out));
+    }
+    if let (true, Some(&first)) = (scan.reused_slot, slots.first()) {
+        windows.push(plant_stopped(b, (n - 1, 0), first, n, &mut out));
     }
     odd_context_groups(b, &mut out);
     if scan.extras {
@@ -396,10 +395,16 @@ pub(super) fn recoverable(records: &[RecSpec], intact: u32) -> (u32, u32) {
     (n, end)
 }
 
-/// The session spec of stopped session `j` in `slot`.
-fn stopped_spec(b: &LoggerBuilder, j: usize, slot: u32, start_up: u64) -> SessionSpec {
-    let (name, buffer_size, clock_type, mode) = STOPPED[j % STOPPED.len()];
-    let name = if j < STOPPED.len() {
+/// The session spec of stopped session `j` in `slot`, of kind `like` (an index into
+/// [`STOPPED`]: `j` itself, or an earlier session's whose slot it reuses).
+fn stopped_spec(
+    b: &LoggerBuilder,
+    (j, like): (usize, usize),
+    slot: u32,
+    start_up: u64,
+) -> SessionSpec {
+    let (name, buffer_size, clock_type, mode) = STOPPED[like % STOPPED.len()];
+    let name = if like < STOPPED.len() {
         name.to_string()
     } else {
         format!("{name}-{j}")
@@ -437,7 +442,7 @@ fn stopped_spec(b: &LoggerBuilder, j: usize, slot: u32, start_up: u64) -> Sessio
 /// and their fates, its group. Returns its (clock type, raw time window) for the extras.
 fn plant_stopped(
     b: &mut LoggerBuilder,
-    j: usize,
+    (j, like): (usize, usize),
     slot: u32,
     n: usize,
     out: &mut ScanBuild,
@@ -445,10 +450,11 @@ fn plant_stopped(
     let (up0, up1) = window(b, j, n);
     // FILETIME of boot in this dump's clock model (the system-time clock at uptime 0).
     let boot = raw_at(b, 2, 0);
-    let s = stopped_spec(b, j, slot, up0);
+    let s = stopped_spec(b, (j, like), slot, up0);
     let (bs, clock) = (s.buffer_size, s.clock_type);
     let base = raw_at(b, clock, up0);
-    let first_seq = 20 + 40 * j as u64;
+    // A session in a reused slot has a new context: its sequence starts where the kind's does.
+    let first_seq = 20 + 40 * like as u64;
     let k = STOPPED_BUFFERS as u64;
     let end = base + k * SEQ_SPACING;
     assert!(
@@ -460,7 +466,9 @@ fn plant_stopped(
     let plan: Vec<BufferSpec> = (0..k)
         .map(|i| {
             let seq = first_seq + i;
-            let recs = stopped_records(b.x64, b.cfg.build, fill, 0x5709 ^ (seq << 16));
+            // (A reusing session's records differ from the first one's of the same number.)
+            let seed = 0x5709 ^ (seq << 16) ^ (((j - like) as u64) << 40);
+            let recs = stopped_records(b.x64, b.cfg.build, fill, seed);
             let mut bsp = BufferSpec::new(
                 crate::etw::wmi_buffer::STATE_FLUSH,
                 (i as u32) % b.cfg.cpus,
