@@ -850,6 +850,40 @@ mod tests {
     use super::*;
     use crate::etl::writer::{synthetic_buffer, SyntheticHeader};
 
+    /// Real buffers pass the identity rules: every buffer of the real ETL files
+    /// (../shared/data/etl; State 3, ProcessorIndex high byte 0, BufferFlag 0x20/0x21, the
+    /// header buffer of BufferType 4 included) is a buffer to `buffer_at`.
+    #[test]
+    fn real_etl_buffers_pass_the_rules() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/etl");
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            println!(
+                "SKIP real_etl_buffers_pass_the_rules: {} absent",
+                dir.display()
+            );
+            return;
+        };
+        let mut n = 0;
+        for e in rd.flatten() {
+            let b = std::fs::read(e.path()).unwrap();
+            let mut o = 0;
+            while let Some(size) = b.u32_at(o).map(|v| v as usize) {
+                if size < 0x400 || o + size > b.len() {
+                    break;
+                }
+                assert!(
+                    matches!(buffer_at(&b[o..o + size], 0, 0), Some(Hit::Buffer { .. })),
+                    "{}: buffer at {o:#x} rejected",
+                    e.path().display()
+                );
+                n += 1;
+                o += size;
+            }
+        }
+        assert!(n > 0);
+        println!("{n} real buffers pass");
+    }
+
     /// A page holding one 0x1000-byte buffer of logger 3 with `n` 0x20-byte PERFINFO records.
     fn buffer_page(n: usize) -> Vec<u8> {
         let mut recs = Vec::new();
