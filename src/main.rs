@@ -159,6 +159,10 @@ enum Command {
         /// by `scan`) instead of the live sessions'
         #[arg(long)]
         carved: bool,
+        /// JSON Lines: keep switches without a known time (by default they are left out, with a
+        /// count: Timesketch cannot place a line without a time)
+        #[arg(long)]
+        keep_untimed: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
@@ -177,6 +181,10 @@ enum Command {
         /// by `scan`) instead of the live sessions'
         #[arg(long, conflicts_with = "session")]
         carved: bool,
+        /// JSON Lines: keep records without a known time (by default they are left out, with a
+        /// count: Timesketch cannot place a line without a time)
+        #[arg(long)]
+        keep_untimed: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
@@ -518,6 +526,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             last,
             svg,
             carved,
+            keep_untimed,
             format,
         } => {
             let format = report::RowFormat::from(format);
@@ -544,22 +553,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     let chart = render::svg::render(&rows, ctx.system_time().unwrap_or(0));
                     std::fs::write(path, chart)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
-                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?;
+                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?
+                        .keep_untimed(keep_untimed);
                     for r in &rows {
                         rw.row(r)?;
                     }
+                    let mut w = w;
+                    w.extend(rw.untimed_warning());
                     rw.finish(&w)?;
                     w
                 }
                 None => {
-                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?;
-                    let w = report::cswitch::stream_from(
+                    let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?
+                        .keep_untimed(keep_untimed);
+                    let mut w = report::cswitch::stream_from(
                         &ctx,
                         source(&ctx, carved),
                         cpu,
                         last,
                         &mut |r| rw.row(r),
                     )?;
+                    w.extend(rw.untimed_warning());
                     rw.finish(&w)?;
                     w
                 }
@@ -573,19 +587,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             symbols,
             session,
             carved,
+            keep_untimed,
             format,
         } => {
             let format = report::RowFormat::from(format);
             let d = open(&dump)?;
             let ctx = KernelContext::open(&d, &symbols.options())?;
             require_session(&ctx, session.as_deref())?;
-            let mut rw = RowWriter::<_, EventRow>::new(&mut out, format, "events")?;
+            let mut rw = RowWriter::<_, EventRow>::new(&mut out, format, "events")?
+                .keep_untimed(keep_untimed);
             let src = if carved {
                 source(&ctx, true)
             } else {
                 etwdump::etw::source::EtwSource::open(&ctx, session.as_deref())
             };
-            let warnings = report::events::stream_from(&ctx, src, &mut |r| rw.row(r))?;
+            let mut warnings = report::events::stream_from(&ctx, src, &mut |r| rw.row(r))?;
+            warnings.extend(rw.untimed_warning());
             rw.finish(&warnings)?;
             if format != report::RowFormat::Json {
                 warn_all(&warnings, format == report::RowFormat::Jsonl);

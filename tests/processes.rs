@@ -192,7 +192,13 @@ fn cswitch_jsonl_and_last() {
     let all = run(&[]);
     assert_eq!(all.len(), rep.rows.len());
     for (j, r) in all.iter().zip(&rep.rows) {
-        assert_eq!(j["timestamp"], r.timestamp);
+        // The raw clock under raw_timestamp; Timesketch's timestamp: µs since 1970.
+        assert_eq!(j["raw_timestamp"], r.timestamp);
+        let ft = r.filetime.unwrap();
+        assert_eq!(
+            j["timestamp"].as_i64(),
+            Some((ft as i64 - 116_444_736_000_000_000) / 10)
+        );
         assert_eq!(j["old_tid"], r.old_tid);
         assert_eq!(j["datetime"].as_str(), r.time.as_deref());
         assert_eq!(j["timestamp_desc"], "Context switch");

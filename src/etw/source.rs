@@ -288,7 +288,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                                 Ok((c, conv)) => {
                                     src.warnings.push(
                                         Warning::new(
-                                            WarningKind::Time,
+                                            WarningKind::Inferred,
                                             format!(
                                                 "logger {} (carved): no surviving logger context gives the clock type; {} ({c}) inferred: the only clock type that puts its buffers' timestamps {lo}..{hi} between boot and the dump's SystemTime",
                                                 b.logger_id,

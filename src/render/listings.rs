@@ -8,11 +8,12 @@ use crate::report::events::EventRow;
 impl Row for SwitchRow {
     fn table_header() -> String {
         format!(
-            "{:>4} {:>20} {:>8} {:>8} {:>5} {:<16} {:<18} {:>8}  source",
+            "{:>4} {:<30} {:>20} {:<30} {:<30} {:>5} {:<16} {:<18} {:>8}  source",
             "CPU",
+            "time (UTC)",
             "timestamp (raw)",
-            "old TID",
-            "new TID",
+            "old thread (process)",
+            "new thread (process)",
             "prio",
             "old state",
             "wait reason",
@@ -22,14 +23,24 @@ impl Row for SwitchRow {
 
     fn table_line(&self) -> String {
         let r = self;
+        // A time that cannot be right is marked (time_flag: after the dump, before boot).
+        let time = match (&r.time, r.time_flag) {
+            (Some(t), Some(f)) => format!("{t} ({f})"),
+            (Some(t), None) => t.clone(),
+            (None, _) => "-".into(),
+        };
+        let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
+            (Some(t), Some(p)) => format!("{t} {p}"),
+            (Some(t), None) => t.to_string(),
+            (None, _) => "?".into(),
+        };
         format!(
-            "{:>4} {:>20} {:>8} {:>8} {:>5} {:<16} {:<18} {:>8}  {}",
+            "{:>4} {:<30} {:>20} {:<30} {:<30} {:>5} {:<16} {:<18} {:>8}  {}",
             r.cpu.map(|c| c.to_string()).unwrap_or_default(),
+            time,
             r.timestamp,
-            r.old_tid,
-            r.new_tid
-                .map(|t| t.to_string())
-                .unwrap_or_else(|| "?".into()),
+            who(Some(r.old_tid), &r.old_process),
+            who(r.new_tid, &r.new_process),
             r.old_priority.map(|p| p.to_string()).unwrap_or_default(),
             r.old_state.as_deref().unwrap_or("-"),
             r.old_wait_reason.as_deref().unwrap_or("-"),
@@ -38,6 +49,14 @@ impl Row for SwitchRow {
                 .unwrap_or_default(),
             r.source
         )
+    }
+
+    fn timeline() -> bool {
+        true
+    }
+
+    fn filetime(&self) -> Option<u64> {
+        self.filetime
     }
 
     fn timesketch(&self) -> Timesketch {
@@ -138,6 +157,14 @@ impl Row for EventRow {
             timestamp_desc: "ETW event",
             message,
         }
+    }
+
+    fn timeline() -> bool {
+        true
+    }
+
+    fn filetime(&self) -> Option<u64> {
+        self.filetime
     }
 }
 

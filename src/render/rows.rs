@@ -4,7 +4,9 @@
 //!
 //! CSV columns are the row's JSON fields, in the same order (nested values as compact JSON
 //! text), every field made inert by [`csv_field`]; JSON Lines adds the Timesketch fields
-//! (`datetime`, `timestamp_desc`, `message`) to each row's object; JSON is the envelope of
+//! (`datetime`, `timestamp_desc`, `message`, and for timeline rows `timestamp` in microseconds
+//! since 1970) to each row's object, and leaves out timeline rows without a known time unless
+//! asked to keep them ([`RowWriter::keep_untimed`]); JSON is the envelope of
 //! [`Envelope`] (README "Output contract"), the same text `serde_json::to_string_pretty`
 //! gives for it.
 
@@ -16,7 +18,9 @@ use serde_json::Value;
 use std::io::{self, Write};
 
 /// Version of the JSON output contract (README "Output contract").
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: `cswitch` and `events` rows give the raw clock value as `raw_timestamp` (was
+/// `timestamp`), and their JSON Lines carry Timesketch's `timestamp` (µs since 1970).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The JSON output of every listing command: `{"format_version", "command", "records",
 /// "warnings"}`; `jq '.records[]'` gives the rows, `jq '.warnings[]'` the typed warnings.
@@ -47,6 +51,16 @@ pub struct Timesketch {
     pub message: String,
 }
 
+impl Timesketch {
+    /// Microseconds since 1970-01-01 UTC of a FILETIME (Timesketch's `timestamp`).
+    pub fn micros(filetime: u64) -> i64 {
+        (filetime as i64 - FILETIME_UNIX_EPOCH) / 10
+    }
+}
+
+/// The FILETIME of 1970-01-01 00:00 UTC.
+const FILETIME_UNIX_EPOCH: i64 = 116_444_736_000_000_000;
+
 /// What a renderer needs of a row type beyond its JSON form.
 pub trait Row: Serialize + Default {
     /// The table's header line (without newline).
@@ -55,6 +69,15 @@ pub trait Row: Serialize + Default {
     fn table_line(&self) -> String;
     /// The row's Timesketch fields (JSON Lines).
     fn timesketch(&self) -> Timesketch;
+    /// Per-record timeline rows (`cswitch`, `events`): their JSON Lines carry Timesketch's
+    /// `timestamp`, and rows without a known time are left out unless kept.
+    fn timeline() -> bool {
+        false
+    }
+    /// A timeline row's time as a FILETIME (None: unknown).
+    fn filetime(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The CSV columns of `R`: the keys of its JSON object.
@@ -81,6 +104,8 @@ pub struct RowWriter<W: Write, R: Row> {
     command: &'static str,
     columns: Vec<String>,
     rows: u64,
+    keep_untimed: bool,
+    untimed_left_out: u64,
     _row: std::marker::PhantomData<fn(&R)>,
 }
 
@@ -107,7 +132,34 @@ impl<W: Write, R: Row> RowWriter<W, R> {
             command,
             columns,
             rows: 0,
+            keep_untimed: false,
+            untimed_left_out: 0,
             _row: std::marker::PhantomData,
+        })
+    }
+
+    /// JSON Lines of timeline rows: keep rows without a known time (`datetime` and
+    /// `timestamp` null; Timesketch's importer cannot place them) instead of leaving them out.
+    pub fn keep_untimed(mut self, keep: bool) -> Self {
+        self.keep_untimed = keep;
+        self
+    }
+
+    /// Timeline rows left out of JSON Lines for want of a time.
+    pub fn untimed_left_out(&self) -> u64 {
+        self.untimed_left_out
+    }
+
+    /// The warning about [`Self::untimed_left_out`], if any were.
+    pub fn untimed_warning(&self) -> Option<Warning> {
+        (self.untimed_left_out > 0).then(|| {
+            Warning::new(
+                crate::warning::WarningKind::Time,
+                format!(
+                    "{} {} rows without a known time were left out of the JSON Lines (Timesketch needs a time on every line; --keep-untimed keeps them, with datetime and timestamp null)",
+                    self.untimed_left_out, self.command
+                ),
+            )
         })
     }
 
@@ -133,8 +185,12 @@ impl<W: Write, R: Row> RowWriter<W, R> {
             RowFormat::Jsonl => {
                 // The row's object with the Timesketch fields appended before its closing
                 // brace (no intermediate Value: this path writes millions of lines).
-                let mut line = serde_json::to_vec(r).map_err(io::Error::other)?;
                 let t = r.timesketch();
+                if R::timeline() && t.datetime.is_none() && !self.keep_untimed {
+                    self.untimed_left_out += 1;
+                    return Ok(());
+                }
+                let mut line = serde_json::to_vec(r).map_err(io::Error::other)?;
                 if line.last() == Some(&b'}') {
                     line.pop();
                     if line.len() > 1 {
@@ -142,6 +198,15 @@ impl<W: Write, R: Row> RowWriter<W, R> {
                     }
                     line.extend_from_slice(b"\"datetime\":");
                     serde_json::to_writer(&mut line, &t.datetime).map_err(io::Error::other)?;
+                    if R::timeline() {
+                        let us = t
+                            .datetime
+                            .as_ref()
+                            .and(r.filetime())
+                            .map(Timesketch::micros);
+                        line.extend_from_slice(b",\"timestamp\":");
+                        serde_json::to_writer(&mut line, &us).map_err(io::Error::other)?;
+                    }
                     line.extend_from_slice(b",\"timestamp_desc\":");
                     serde_json::to_writer(&mut line, t.timestamp_desc).map_err(io::Error::other)?;
                     line.extend_from_slice(b",\"message\":");
@@ -262,6 +327,80 @@ mod tests {
                 message: format!("m{}", self.a),
             }
         }
+    }
+
+    /// A timeline row: a time when `ft` is set.
+    #[derive(Serialize, Default, Clone)]
+    struct Tl {
+        n: u32,
+        #[serde(skip)]
+        ft: Option<u64>,
+    }
+
+    impl Row for Tl {
+        fn table_header() -> String {
+            "N".into()
+        }
+        fn table_line(&self) -> String {
+            self.n.to_string()
+        }
+        fn timesketch(&self) -> Timesketch {
+            Timesketch {
+                datetime: self.ft.map(crate::time::filetime_to_iso8601),
+                timestamp_desc: "t",
+                message: format!("n{}", self.n),
+            }
+        }
+        fn timeline() -> bool {
+            true
+        }
+        fn filetime(&self) -> Option<u64> {
+            self.ft
+        }
+    }
+
+    /// Timeline JSON Lines: Timesketch's `timestamp` is µs since 1970 of the row's time
+    /// (2021-02-21T01:38:19.6604190Z = 1613871499660419 µs); a row without a time is left out
+    /// and counted, or kept with nulls when asked.
+    #[test]
+    fn timeline_jsonl_for_timesketch() {
+        let rows = [
+            Tl {
+                n: 1,
+                ft: Some(132_583_450_996_604_190),
+            },
+            Tl { n: 2, ft: None },
+        ];
+        let mut w = RowWriter::<_, Tl>::new(Vec::new(), RowFormat::Jsonl, "t").unwrap();
+        for r in &rows {
+            w.row(r).unwrap();
+        }
+        assert_eq!(w.untimed_left_out(), 1);
+        assert!(w
+            .untimed_warning()
+            .unwrap()
+            .message
+            .starts_with("1 t rows without"));
+        let text = String::from_utf8(w.finish(&[]).unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "{\"n\":1,\"datetime\":\"2021-02-21T01:38:19.6604190Z\",\"timestamp\":1613871499660419,\"timestamp_desc\":\"t\",\"message\":\"n1\"}\n"
+        );
+        let mut w = RowWriter::<_, Tl>::new(Vec::new(), RowFormat::Jsonl, "t")
+            .unwrap()
+            .keep_untimed(true);
+        for r in &rows {
+            w.row(r).unwrap();
+        }
+        assert_eq!(w.untimed_left_out(), 0);
+        assert!(w.untimed_warning().is_none());
+        let text = String::from_utf8(w.finish(&[]).unwrap()).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.ends_with(
+            "{\"n\":2,\"datetime\":null,\"timestamp\":null,\"timestamp_desc\":\"t\",\"message\":\"n2\"}\n"
+        ));
+        // Before 1970 (a FILETIME of 1601): negative microseconds, not a wrap.
+        assert_eq!(Timesketch::micros(0), -11_644_473_600_000_000);
     }
 
     #[test]

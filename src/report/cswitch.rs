@@ -22,6 +22,8 @@ use serde::Serialize;
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct SwitchRow {
     pub cpu: Option<u64>,
+    /// The raw clock value (`raw_timestamp` in JSON and CSV).
+    #[serde(rename = "raw_timestamp")]
     pub timestamp: u64,
     /// ISO-8601 UTC; null when the clock cannot be converted (a warning says why).
     pub time: Option<String>,

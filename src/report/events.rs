@@ -38,7 +38,8 @@ pub struct EventRow {
     pub provider: Option<String>,
     pub event_id: Option<u16>,
     pub version: Option<u16>,
-    /// Raw timestamp in the session's clock.
+    /// Raw timestamp in the session's clock (`raw_timestamp` in JSON and CSV).
+    #[serde(rename = "raw_timestamp")]
     pub timestamp: Option<u64>,
     /// ISO-8601 UTC; null when the clock cannot be converted (a warning says why).
     pub time: Option<String>,

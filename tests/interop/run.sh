@@ -43,6 +43,11 @@
 #    scan -o DIR` lists every planted buffer with its class and sequence number and nothing
 #    else, one group per stopped session, and etl-parser reads every carved .etl with the
 #    manifest's records per buffer and hook keys.
+# 12. timesketch_check.py: `$ETWDUMP cswitch` / `events --format jsonl` on the x64 buffer dumps,
+#    read by timesketch-import-client's own line handling (ImportStreamer.add_file): every line
+#    accepted with our datetime, `timestamp` in microseconds since 1970 of the same instant, the
+#    raw clock under `raw_timestamp`; untimed rows left out by default, counted, and given back
+#    by --keep-untimed.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
 # fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
@@ -81,6 +86,12 @@ fi
 if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("etl-parser") != "1.0.1")' 2>/dev/null; then
     echo "== installing etl-parser==1.0.1 into $venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "etl-parser==1.0.1"
+fi
+
+if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("timesketch-import-client") != "20261014")' 2>/dev/null; then
+    # six: imported by the client's utils.py without being declared.
+    echo "== installing timesketch-import-client==20261014 into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "timesketch-import-client==20261014" "six==1.17.0"
 fi
 
 target="${FORGE_TARGET_DIR:-$root/target-forge}"
@@ -124,6 +135,9 @@ echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the
 "$venv/bin/python" "$here/triage_check.py" "$out/triage" \
     --real "$root/../shared/data/dumps/triage_x64.dmp" \
     --real-isf "$root/../shared/isf/5278AFF86C341677D7D7835C85B7B844-1.json.xz" || status=1
+
+echo "== timesketch_check.py (cswitch/events JSON Lines through timesketch-import-client 20261014's line handling)"
+"$venv/bin/python" "$here/timesketch_check.py" "$out/manifest.json" || status=1
 
 echo "== scan_check.py (carving: etwdump scan on the forge's scan scenarios; etl-parser 1.0.1 on the carved .etl files)"
 "$target/debug/forge" "$out/scan" --scan >/dev/null
