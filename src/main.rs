@@ -72,6 +72,19 @@ impl SymbolArgs {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The first look: the dump, its ETW sessions with the buffers found for each, and each
+    /// CPU's last context switches before the dump (UTC times, processes); warnings counted
+    Overview {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Switches shown per CPU (at most 1000)
+        #[arg(long, default_value_t = 5)]
+        switches: usize,
+        #[arg(long, value_enum, default_value = "table")]
+        format: FormatArg,
+    },
     /// What the dump is: architecture, dump type, Windows build, bug check, kernel and its PDB
     Info {
         #[command(flatten)]
@@ -397,6 +410,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             match format {
                 Format::Table => write!(out, "{}", r.to_table())?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
+            }
+        }
+        Command::Overview {
+            dump,
+            symbols,
+            switches,
+            format,
+        } => {
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let o = report::overview::Overview::build(&ctx, switches)?;
+            match Format::from(format) {
+                Format::Table => write!(out, "{}", render::overview::to_table(&o))?,
+                Format::Json => writeln!(out, "{}", render::overview::to_json(&o)?)?,
             }
         }
         Command::Sessions {

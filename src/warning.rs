@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::fmt;
 
 /// What a warning is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WarningKind {
     /// Bytes needed are not in the dump (a page or table missing, the dump cut short).

@@ -46,7 +46,7 @@ use etwdump::mem::{AddressSpace, MemError};
 use etwdump::report;
 use etwdump::symbols::{Symbols, WANTED_TYPES};
 use etwdump::warning::Warning;
-use etwdump_forge::{forge, BitmapSig, Config, EtwSpec, ExpectedSlot, Forged, Layout, SlotSpec};
+use etwdump_forge::{forge, BitmapSig, Config, EtwSpec, ExpectedSlot, Forged, Layout};
 use etwdump_fuzz::{dir_bytes, repo_root, scratch_dir, Input};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Mutex, OnceLock};
@@ -217,32 +217,6 @@ fn verbose() -> bool {
     std::env::var_os("ETWDUMP_FUZZ_VERBOSE").is_some()
 }
 
-/// Cap every session's BufferSize at [`BUFFER_SIZE_CAP`]; buffers keep the records that fit.
-fn shrink(spec: &mut EtwSpec) {
-    let mut sizes = std::collections::BTreeMap::new();
-    for (slot, s) in spec.slots.iter_mut() {
-        if let SlotSpec::Session(s) = s {
-            s.buffer_size = s.buffer_size.min(BUFFER_SIZE_CAP);
-            sizes.insert(*slot, s.buffer_size as usize);
-        }
-    }
-    for (slot, plan) in spec.buffers.iter_mut() {
-        // Room for the header (0x48) and a tail record (Tail::HalfWritten etc., < 0x200).
-        let size = sizes.get(slot).copied().unwrap_or(BUFFER_SIZE_CAP as usize);
-        let room = size.saturating_sub(0x48 + 0x200);
-        for b in plan.iter_mut() {
-            let mut used = 0;
-            b.records.retain(|r| {
-                used += (r.size() + 7) & !7;
-                used <= room
-            });
-            if let Some(n) = b.compressed_len.as_mut() {
-                *n = (*n).min(room);
-            }
-        }
-    }
-}
-
 fn bases() -> &'static [Base; 2] {
     static B: OnceLock<[Base; 2]> = OnceLock::new();
     B.get_or_init(|| {
@@ -298,17 +272,21 @@ fn bases() -> &'static [Base; 2] {
             }
         };
         let mut std = Config::from_fixture(&fixture());
-        let mut spec = EtwSpec::standard(std.build)
-            .with_buffers(std.build)
-            .with_pending_ccswap();
-        shrink(&mut spec);
-        std.etw = Some(spec);
+        std.etw = Some(
+            EtwSpec::standard(std.build)
+                .with_buffers(std.build)
+                .with_pending_ccswap()
+                .with_buffer_size_cap(BUFFER_SIZE_CAP),
+        );
         let seed = std::env::var("ETWDUMP_FUZZ_VARIATION_SEED")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(VARIATION_SEED);
         let mut var = Config::from_fixture(&fixture()).with_variation(seed);
-        shrink(var.etw.as_mut().expect("variation spec"));
+        var.etw = var
+            .etw
+            .take()
+            .map(|s| s.with_buffer_size_cap(BUFFER_SIZE_CAP));
         [mk(bitmap(std)), mk(bitmap(var))]
     })
 }

@@ -124,7 +124,10 @@ mod guard {
             // reports the deadly signal and saves the input).
             let mut buf = [0u8; 128];
             let mut w = &mut buf[..];
-            let _ = write!(w, "==ERROR: etwdump-fuzz: allocation of {size} bytes over the limit\n");
+            let _ = write!(
+                w,
+                "==ERROR: etwdump-fuzz: allocation of {size} bytes over the limit\n"
+            );
             let n = 128 - w.len();
             let _ = std::io::stderr().write_all(&buf[..n]);
             std::process::abort();

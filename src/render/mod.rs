@@ -5,6 +5,7 @@ pub mod buffers;
 pub mod csv;
 pub mod info;
 pub mod listings;
+pub mod overview;
 pub mod read;
 pub mod rows;
 pub mod sessions;

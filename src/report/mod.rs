@@ -6,6 +6,7 @@ pub mod cswitch;
 pub mod events;
 pub mod extract;
 pub mod info;
+pub mod overview;
 pub mod read;
 pub mod scan;
 pub mod sessions;

@@ -324,8 +324,9 @@ impl Config {
     /// (5278AFF8-6C34-1677-D7D7-835C85B7B844, age 1).
     /// The committed ETW sample (tests/data/sample-x64-etw.dmp): the 19041 fixture kernel
     /// (tests/fixtures/x64-19041) in an x64 bitmap dump (SDMP, type 5) with the standard ETW
-    /// sessions and their buffers, so the README's `sessions`, `buffers` and `extract`
-    /// commands work on a fresh clone with `--pdb tests/fixtures/x64-19041/ntkrnlmp.pdb`.
+    /// sessions and their buffers (every BufferSize capped at 16 KiB), pending CCSWAP blocks
+    /// and the standard processes, so the README's first command (`overview`) and the others
+    /// work on a fresh clone with `--pdb tests/fixtures/x64-19041/ntkrnlmp.pdb`.
     pub fn sample_etw() -> Self {
         let dir = crate::kernel::fixture::default_fixtures_root().join("x64-19041");
         let mut c = Config::from_fixture(&dir);
@@ -333,8 +334,13 @@ impl Config {
             sig: BitmapSig::Sdmp,
             dump_type: 5,
         };
-        c.etw = Some(crate::EtwSpec::standard(c.build).with_buffers(c.build));
-        c
+        c.etw = Some(
+            crate::EtwSpec::standard(c.build)
+                .with_buffers(c.build)
+                .with_pending_ccswap()
+                .with_buffer_size_cap(0x4000),
+        );
+        c.with_processes()
     }
 
     pub fn sample() -> Self {

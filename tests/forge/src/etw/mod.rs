@@ -653,6 +653,36 @@ impl EtwSpec {
 }
 
 impl EtwSpec {
+    /// This spec with every session's BufferSize capped at `cap` (a multiple of 1 KiB); each
+    /// buffer keeps the records that fit (room is left for the header and a tail record), a
+    /// compressed length is cut to the same room. Small dumps with every kind of record: the
+    /// sample and the fuzz pipeline's bases.
+    pub fn with_buffer_size_cap(mut self, cap: u32) -> EtwSpec {
+        let mut sizes = std::collections::BTreeMap::new();
+        for (slot, s) in self.slots.iter_mut() {
+            if let SlotSpec::Session(s) = s {
+                s.buffer_size = s.buffer_size.min(cap);
+                sizes.insert(*slot, s.buffer_size as usize);
+            }
+        }
+        for (slot, plan) in self.buffers.iter_mut() {
+            // Room for the header (0x48) and a tail record (Tail::HalfWritten etc., < 0x200).
+            let size = sizes.get(slot).copied().unwrap_or(cap as usize);
+            let room = size.saturating_sub(0x48 + 0x200);
+            for b in plan.iter_mut() {
+                let mut used = 0;
+                b.records.retain(|r| {
+                    used += (r.size() + 7) & !7;
+                    used <= room
+                });
+                if let Some(n) = b.compressed_len.as_mut() {
+                    *n = (*n).min(room);
+                }
+            }
+        }
+        self
+    }
+
     /// This spec with pending compact context-switch blocks ('CCsw', etw-internals.md §4) for
     /// x64 fixtures of 1607+ (panics at forge time otherwise):
     ///

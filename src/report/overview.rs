@@ -1,0 +1,137 @@
+//! `overview`: what a dump holds of ETW on one screen — the dump, its sessions with the
+//! buffers found for each, and each CPU's last context switches before the dump, with UTC
+//! times and process names; warnings counted by kind (the other commands give them in full).
+//! Built from the same models as `info`, `sessions` and `cswitch`.
+
+use crate::etw::source::EtwSource;
+use crate::kernel::context::KernelContext;
+use crate::report::cswitch::SwitchRow;
+use crate::warning::{Warning, WarningKind};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Most switches kept per CPU (`--switches` is capped here).
+pub const MAX_SWITCHES_PER_CPU: usize = 1000;
+
+/// The dump in one line's worth of facts.
+#[derive(Debug, Serialize)]
+pub struct DumpFacts {
+    /// Crash-dump type name, or the memory image's container.
+    pub kind: String,
+    pub arch: &'static str,
+    pub build: u32,
+    pub processors: u32,
+    /// ISO-8601 UTC.
+    pub system_time: String,
+    /// `pdb`, `isf`, `builtin` or `none`, and whether they match the dump's kernel.
+    pub symbols: String,
+}
+
+/// One session as the overview shows it.
+#[derive(Debug, Serialize)]
+pub struct OverviewSession {
+    pub logger_id: Option<u64>,
+    pub name: Option<String>,
+    pub clock: Option<String>,
+    pub buffer_size: Option<u64>,
+    /// Buffers (or saved windows) found for it.
+    pub buffers_found: usize,
+    pub events_lost: Option<u64>,
+    pub start_time: Option<String>,
+    pub log_file: Option<String>,
+}
+
+/// The overview of one dump.
+#[derive(Debug, Serialize)]
+pub struct Overview {
+    pub dump: DumpFacts,
+    pub sessions: Vec<OverviewSession>,
+    /// Context switches decoded (pending batches, 0x0525 batches, 0x0524 events).
+    pub switches: u64,
+    /// Switches per source (`pending`, `batch`, `event`).
+    pub switches_by_source: BTreeMap<&'static str, u64>,
+    /// The last switches of each CPU before the dump, oldest first.
+    pub last_switches: BTreeMap<u64, Vec<SwitchRow>>,
+    /// Warnings by kind (`etwdump sessions` and `cswitch` list them).
+    pub warnings_by_kind: BTreeMap<WarningKind, usize>,
+    #[serde(skip)]
+    pub warnings: Vec<Warning>,
+}
+
+impl Overview {
+    /// The overview of `ctx`'s dump, keeping the last `per_cpu` switches of each CPU (at most
+    /// [`MAX_SWITCHES_PER_CPU`]).
+    pub fn build(ctx: &KernelContext<'_>, per_cpu: usize) -> std::io::Result<Overview> {
+        let per_cpu = per_cpu.min(MAX_SWITCHES_PER_CPU);
+        let info = crate::report::info::info_with(ctx);
+        let dump = DumpFacts {
+            kind: info
+                .memory
+                .format
+                .map_or_else(|| info.dump_type.name.to_string(), |f| f.to_string()),
+            arch: info.arch,
+            build: info.windows.build,
+            processors: info.processors,
+            system_time: info.system_time.clone(),
+            symbols: format!("{} ({:?})", info.symbols.source, info.symbols.matched),
+        };
+        let src = EtwSource::open(ctx, None);
+        let mut warnings = src.warnings().to_vec();
+        if let Some(l) = src.memory() {
+            warnings.extend(l.warnings.iter().cloned());
+        }
+        let sessions = src
+            .sessions()
+            .iter()
+            .map(|s| {
+                let c = s.context.as_ref();
+                OverviewSession {
+                    logger_id: s.logger_id,
+                    name: s.name().map(str::to_string),
+                    clock: c.and_then(|c| c.clock_type_name).map(str::to_string),
+                    buffer_size: c.and_then(|c| c.buffer_size),
+                    buffers_found: s.units,
+                    events_lost: c.and_then(|c| c.events_lost),
+                    start_time: c.and_then(|c| c.start_time.clone()),
+                    log_file: c.and_then(|c| c.log_file.clone()),
+                }
+            })
+            .collect();
+        let mut last: BTreeMap<u64, VecDeque<SwitchRow>> = BTreeMap::new();
+        let mut by_source: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let mut switches = 0u64;
+        let w = crate::report::cswitch::stream_from(ctx, src, None, None, &mut |r| {
+            switches += 1;
+            *by_source.entry(r.source).or_default() += 1;
+            if per_cpu > 0 {
+                let q = last.entry(r.cpu.unwrap_or(u64::MAX)).or_default();
+                if q.len() == per_cpu {
+                    q.pop_front();
+                }
+                q.push_back(r.clone());
+            }
+            Ok(())
+        })?;
+        for x in w {
+            if !warnings.iter().any(|y| y.message == x.message) {
+                warnings.push(x);
+            }
+        }
+        let mut warnings_by_kind = BTreeMap::new();
+        for w in &warnings {
+            *warnings_by_kind.entry(w.kind).or_default() += 1;
+        }
+        Ok(Overview {
+            dump,
+            sessions,
+            switches,
+            switches_by_source: by_source,
+            last_switches: last
+                .into_iter()
+                .map(|(c, q)| (c, q.into_iter().collect()))
+                .collect(),
+            warnings_by_kind,
+            warnings,
+        })
+    }
+}

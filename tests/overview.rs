@@ -1,0 +1,129 @@
+//! The first minute (issue 16): the committed ETW sample is the forge's, and `overview` on it
+//! gives what `sessions`, `buffers` and `cswitch` give, in one screen.
+
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::kernel::context::{KernelContext, SymbolOptions};
+use etwdump_forge::{forge, Config};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sample() -> PathBuf {
+    repo().join("tests/data/sample-x64-etw.dmp")
+}
+
+fn pdb() -> PathBuf {
+    repo().join("tests/fixtures/x64-19041/ntkrnlmp.pdb")
+}
+
+/// The committed sample is exactly `forge --sample-etw` (regenerate it when the forge changes).
+#[test]
+fn committed_etw_sample_is_the_forge_sample() {
+    let committed = std::fs::read(sample()).unwrap();
+    let f = forge(&Config::sample_etw());
+    assert!(
+        committed == f.to_bytes(),
+        "tests/data/sample-x64-etw.dmp differs from `forge --sample-etw`: regenerate it"
+    );
+    // What the first README command must have to show: sessions, buffers, pending batches,
+    // processes.
+    let etw = f.etw.as_ref().unwrap();
+    assert!(
+        etw.pending.len() >= 3,
+        "{} pending blocks",
+        etw.pending.len()
+    );
+    assert!(f.processes.len() >= 4);
+    assert!(committed.len() < 1 << 20, "{} bytes", committed.len());
+}
+
+/// `overview` = the other commands' facts: the sessions (ids, names, clocks, BufferSize,
+/// events lost, start) of `sessions`, the buffers per session of `buffers`, the switch count
+/// by source and each CPU's last switches of `cswitch`; the CLI prints them with the dump line.
+#[test]
+fn overview_is_what_the_other_commands_say() {
+    let d = DumpFile::open(&sample(), OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(pdb()),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let o = etwdump::report::overview::Overview::build(&ctx, 5).unwrap();
+    // Sessions.
+    let list = etwdump::etw::loggers::list_sessions(&ctx);
+    assert_eq!(o.sessions.len(), list.sessions.len());
+    assert_eq!(o.sessions.len(), 6);
+    let buffers = etwdump::report::buffers::analyse(&ctx, None);
+    for (a, b) in o.sessions.iter().zip(&list.sessions) {
+        assert_eq!(a.logger_id, Some(b.logger_id));
+        assert_eq!(a.name, b.name);
+        assert_eq!(a.clock.as_deref(), b.clock_type_name);
+        assert_eq!(a.buffer_size, b.buffer_size);
+        assert_eq!(a.events_lost, b.events_lost);
+        assert_eq!(a.start_time, b.start_time);
+        let n = buffers
+            .rows
+            .iter()
+            .filter(|r| r.session_id == Some(b.logger_id))
+            .count();
+        assert_eq!(a.buffers_found, n, "logger {}", b.logger_id);
+    }
+    assert_eq!(o.sessions[0].name.as_deref(), Some("NT Kernel Logger"));
+    // Switches.
+    let all = etwdump::report::cswitch::collect(&ctx, None);
+    assert_eq!(o.switches, all.rows.len() as u64);
+    let mut by_source: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut per_cpu: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for r in &all.rows {
+        *by_source.entry(r.source).or_default() += 1;
+        per_cpu.entry(r.cpu.unwrap()).or_default().push(r.timestamp);
+    }
+    assert_eq!(
+        o.switches_by_source
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect::<BTreeMap<_, _>>(),
+        by_source
+    );
+    assert_eq!(
+        by_source.len(),
+        3,
+        "pending, batch and event: {by_source:?}"
+    );
+    assert_eq!(o.last_switches.len(), per_cpu.len());
+    for (cpu, ts) in &per_cpu {
+        let last: Vec<u64> = o.last_switches[cpu].iter().map(|r| r.timestamp).collect();
+        assert_eq!(last, ts[ts.len().saturating_sub(5)..].to_vec(), "CPU {cpu}");
+        assert!(o.last_switches[cpu].iter().all(|r| r.time.is_some()));
+    }
+    // The CLI: one screen with the dump line, the sessions and the switches.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_etwdump"))
+        .args(["overview"])
+        .arg(sample())
+        .arg("--pdb")
+        .arg(pdb())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "Dump: bitmap full (x64), build 19041, 4 CPUs, taken 2021-02-21T01:38:22.9877657Z"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("ETW sessions (6):"), "{text}");
+    assert!(text.contains("Circular Kernel Context Logger"), "{text}");
+    assert!(
+        text.contains(&format!("Context switches: {} (", all.rows.len())),
+        "{text}"
+    );
+    assert!(
+        text.lines().count() < 60,
+        "one screen: {} lines",
+        text.lines().count()
+    );
+}
