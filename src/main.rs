@@ -1,6 +1,6 @@
 //! The etwdump command line: a thin layer over the library.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump::mem::AddressSpace;
@@ -72,6 +72,15 @@ impl SymbolArgs {
 
 #[derive(Subcommand)]
 enum Command {
+    /// A shell completion script on stdout (e.g. `etwdump completions bash >
+    /// ~/.local/share/bash-completion/completions/etwdump`)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on stdout, every command and option (`etwdump manpage >
+    /// etwdump.1; man ./etwdump.1`)
+    Manpage,
     /// The first look: the dump, its ETW sessions with the buffers found for each, and each
     /// CPU's last context switches before the dump (UTC times, processes); warnings counted
     Overview {
@@ -410,6 +419,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             match format {
                 Format::Table => write!(out, "{}", r.to_table())?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
+            }
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "etwdump", &mut out);
+        }
+        Command::Manpage => {
+            // The main page, then one section per command (clap_mangen renders one command
+            // per page: the commands' pages follow as sections of the same file).
+            let cmd = Cli::command();
+            clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+            for sub in cmd.get_subcommands() {
+                let name = format!("etwdump-{}", sub.get_name());
+                let page =
+                    clap_mangen::Man::new(sub.clone().display_name(name.clone()).bin_name(name));
+                page.render_name_section(&mut out)?;
+                page.render_synopsis_section(&mut out)?;
+                page.render_description_section(&mut out)?;
+                page.render_options_section(&mut out)?;
             }
         }
         Command::Overview {
