@@ -51,12 +51,8 @@ fn long_options(cmd: &str) -> Vec<String> {
                 .strip_prefix("-")
                 .and_then(|t| t.split_once(", ").map(|x| x.1))
                 .unwrap_or(t);
-            t.strip_prefix("--").map(|o| {
-                o.split(|c: char| c == ' ' || c == '=')
-                    .next()
-                    .unwrap()
-                    .to_string()
-            })
+            t.strip_prefix("--")
+                .map(|o| o.split([' ', '=']).next().unwrap().to_string())
         })
         .filter(|o| o != "help")
         .collect()
@@ -87,11 +83,6 @@ fn completions_name_every_command() {
 #[test]
 fn manpage_has_every_command_and_option() {
     let man = etwdump(&["manpage"]);
-    assert!(
-        man.starts_with(".ie \\n(.g .ds Aq \\(aq") || man.contains(".TH etwdump 1"),
-        "{}",
-        &man[..200]
-    );
     assert!(man.contains(".TH etwdump 1"));
     let cmds = commands();
     // One NAME section for the tool, one per command.
