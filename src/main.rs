@@ -604,8 +604,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             Ok(())
                         },
                     )?;
-                    let chart = render::svg::render(&rows, ctx.system_time().unwrap_or(0));
-                    std::fs::write(path, chart)
+                    let name = dump
+                        .dump
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let chart = render::svg::render(
+                        &rows,
+                        &render::svg::Chart {
+                            dump_time: ctx.system_time().unwrap_or(0),
+                            dump: &name,
+                        },
+                    );
+                    std::fs::write(path, &chart.svg)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
                     let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?
                         .keep_untimed(keep_untimed);
@@ -613,6 +624,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         rw.row(r)?;
                     }
                     let mut w = w;
+                    if chart.spans == 0 {
+                        w.push(etwdump::warning::Warning::new(
+                            etwdump::warning::WarningKind::NotFound,
+                            format!(
+                                "{}: no context switch with a UTC time that fits the dump to draw ({} switches listed); the chart says so",
+                                display(path),
+                                rows.len()
+                            ),
+                        ));
+                    }
                     w.extend(rw.untimed_warning());
                     rw.finish(&w)?;
                     w

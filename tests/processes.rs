@@ -121,7 +121,14 @@ fn cswitch_svg_chart() {
     };
     let ctx = KernelContext::open(&d, &opts).unwrap();
     let rep = etwdump::report::cswitch::collect(&ctx, None);
-    let svg = etwdump::render::svg::render(&rep.rows, c.system_time);
+    let svg = etwdump::render::svg::render(
+        &rep.rows,
+        &etwdump::render::svg::Chart {
+            dump_time: c.system_time,
+            dump: "forge-14393.dmp",
+        },
+    )
+    .svg;
     if let Ok(out) = std::env::var("ETWDUMP_SVG_OUT") {
         std::fs::write(out, &svg).unwrap();
     }
@@ -147,13 +154,17 @@ fn cswitch_svg_chart() {
         .filter(|r| r.time.is_some() && r.time_flag.is_none() && r.cpu.is_some())
         .count();
     assert_eq!(
-        svg.matches("<rect x=").count(),
+        svg.matches("<rect class=\"span\"").count(),
         drawn,
         "one span per drawn switch"
     );
     assert!(
         svg.contains("<title>svchost.exe (1100)</title>")
             || svg.contains("<title>explorer.exe (4836)</title>")
+    );
+    assert!(
+        svg.contains(">forge-14393.dmp: context switches on "),
+        "title"
     );
     assert!(svg.contains(">-0</text>"), "axis ends at the dump");
 }

@@ -66,13 +66,20 @@ fn times_after_the_dump_are_flagged() {
         w[0]
     );
     // The chart draws none of them.
-    let svg = etwdump::render::svg::render(&rep.rows, d.header().system_time);
+    let svg = etwdump::render::svg::render(
+        &rep.rows,
+        &etwdump::render::svg::Chart {
+            dump_time: d.header().system_time,
+            dump: "time-sanity",
+        },
+    );
     let drawable = rep
         .rows
         .iter()
         .filter(|r| r.time.is_some() && r.time_flag.is_none() && r.cpu.is_some())
         .count();
-    assert_eq!(svg.matches("<rect x=").count(), drawable);
+    assert_eq!(svg.spans, drawable);
+    assert_eq!(svg.svg.matches("<rect class=\"span\"").count(), drawable);
     // --last with a window of a day: every unflagged timed row stays, the flagged ones go.
     let keep = rep
         .rows

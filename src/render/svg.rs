@@ -1,8 +1,14 @@
 //! `cswitch --svg`: a per-CPU lane chart. One lane per CPU; each span is the thread that ran
-//! between two switches, coloured per process and labelled when wide enough; the time axis is
-//! in milliseconds before the dump. Only switches with a UTC time are drawn.
+//! between two switches, coloured per process (a qualitative palette assigned by time share,
+//! so the busiest processes get the most distinct colours; a legend names them); a span
+//! where the chain of switches breaks (the next switch's old thread is not the thread that
+//! came in: switches are missing) is drawn hatched as unknown, as is the time after a CPU's
+//! last recorded switch. The title gives the dump, the CPUs and the UTC range; the axis is in
+//! milliseconds (seconds for long spans) before the dump with the UTC times of both ends. Only switches with a UTC time
+//! that fits the dump are drawn; with none, the picture says so.
 
 use crate::report::cswitch::SwitchRow;
+use crate::time::filetime_to_iso8601;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -10,9 +16,22 @@ const WIDTH: f64 = 1200.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const LANE: f64 = 22.0;
-const TOP: f64 = 40.0;
+const TOP: f64 = 48.0;
 /// Ticks on the time axis at most (plus the one at 0).
 const MAX_TICKS: usize = 10;
+/// Legend entries at most (the rest are "other processes").
+const LEGEND_MAX: usize = 20;
+/// Kelly's 22 colours of maximum contrast without white and black, in his order: neighbours
+/// in the list (the busiest processes) differ in hue and lightness.
+const PALETTE: [&str; 20] = [
+    "#F3C300", "#875692", "#F38400", "#A1CAF1", "#BE0032", "#C2B280", "#848482", "#008856",
+    "#E68FAC", "#0067A5", "#F99379", "#604E97", "#F6A600", "#B3446C", "#DCD300", "#882D17",
+    "#8DB600", "#654522", "#E25822", "#2B3D26",
+];
+/// The idle thread, processes past the palette, and unknown spans.
+pub const IDLE_COLOUR: &str = "#D9D9D9";
+pub const OTHER_COLOUR: &str = "#BBBBBB";
+pub const UNKNOWN_FILL: &str = "url(#unknown)";
 
 /// The axis step in ms: the smallest 1-2-5 × 10^k (k ≥ −2) giving at most [`MAX_TICKS`] steps
 /// over `total_ms`, for any span (an hour or ten thousand years).
@@ -48,31 +67,128 @@ fn escape(s: &str) -> String {
         .collect()
 }
 
-/// A stable colour per process name.
-fn colour(name: &str) -> String {
-    if name == "Idle" {
-        return "#d9d9d9".into();
-    }
-    let h = name
-        .bytes()
-        .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
-    format!("hsl({}, 60%, 62%)", h % 360)
+/// What the chart is of (the title line).
+pub struct Chart<'a> {
+    /// The dump's FILETIME: the right edge.
+    pub dump_time: u64,
+    /// The dump (a file name), shown in the title; text from the command line, escaped.
+    pub dump: &'a str,
 }
 
-/// Render the chart; `dump_time` is the dump's FILETIME (the right edge).
-pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
+/// The picture and what went into it.
+pub struct Drawn {
+    pub svg: String,
+    /// Spans drawn (one per switch drawn).
+    pub spans: usize,
+    /// Processes in the legend, busiest first, with their colour.
+    pub legend: Vec<(String, &'static str)>,
+}
+
+/// One span of a lane: from one switch to the next (or the dump).
+struct Span {
+    x0: u64,
+    x1: u64,
+    /// The process (or "TID n") that ran, None when unknown.
+    who: Option<String>,
+    title: String,
+    /// After the CPU's last recorded switch.
+    tail: bool,
+}
+
+/// Render the chart of `rows` (each CPU's switches in time order, as `cswitch` gives them).
+pub fn render(rows: &[SwitchRow], chart: &Chart<'_>) -> Drawn {
+    let dump_time = chart.dump_time;
     let mut lanes: BTreeMap<u64, Vec<(u64, &SwitchRow)>> = BTreeMap::new();
     for r in rows {
         if r.time_flag.is_some() {
             continue; // a time after the dump or before boot cannot be drawn (warned)
         }
         if let (Some(cpu), Some(ft)) = (r.cpu, r.filetime) {
-            lanes.entry(cpu).or_default().push((ft, r));
+            lanes.entry(cpu).or_default().push((ft.min(dump_time), r));
         }
     }
     for v in lanes.values_mut() {
         v.sort_by_key(|(t, _)| *t);
     }
+    // Spans per lane, and each process's drawn time.
+    let mut spans: BTreeMap<u64, Vec<Span>> = BTreeMap::new();
+    let mut busy: BTreeMap<String, u64> = BTreeMap::new();
+    for (cpu, evs) in &lanes {
+        let v = spans.entry(*cpu).or_default();
+        for (k, (t, r)) in evs.iter().enumerate() {
+            let next = evs.get(k + 1);
+            let end = next.map_or(dump_time, |(t2, _)| *t2).max(*t);
+            let tid = |t: Option<u32>| t.map_or_else(|| "?".to_string(), |t| t.to_string());
+            // The chain: the thread switched in here is the one switched out next.
+            let broken = matches!((r.new_tid, next), (Some(n), Some((_, nx))) if nx.old_tid != n);
+            let name = r
+                .new_process
+                .clone()
+                .or_else(|| next.and_then(|(_, n)| n.old_process.clone()))
+                .or_else(|| {
+                    r.new_tid
+                        .or(next.map(|(_, n)| n.old_tid))
+                        .map(|t| format!("TID {t}"))
+                });
+            let (who, title) = if broken {
+                (
+                    None,
+                    format!(
+                        "unknown: TID {} switched in, TID {} switched out next: switches are missing here",
+                        tid(r.new_tid),
+                        next.map_or(0, |(_, n)| n.old_tid)
+                    ),
+                )
+            } else if next.is_none() {
+                (
+                    None,
+                    format!(
+                        "{} switched in; nothing recorded after this switch",
+                        name.clone().unwrap_or_else(|| "?".into())
+                    ),
+                )
+            } else {
+                (name.clone(), name.clone().unwrap_or_else(|| "?".into()))
+            };
+            if let Some(w) = &who {
+                *busy.entry(w.clone()).or_default() += end - t;
+            }
+            v.push(Span {
+                x0: *t,
+                x1: end,
+                who,
+                title,
+                tail: next.is_none(),
+            });
+        }
+    }
+    // Colours by time share: the busiest processes get the palette in order.
+    let mut ranked: Vec<(String, u64)> = busy.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut colour_of: BTreeMap<String, &'static str> = BTreeMap::new();
+    let mut legend = Vec::new();
+    let mut k = 0;
+    for (name, _) in &ranked {
+        let c = if name == "Idle" {
+            IDLE_COLOUR
+        } else if k < PALETTE.len() {
+            k += 1;
+            PALETTE[k - 1]
+        } else {
+            OTHER_COLOUR
+        };
+        colour_of.insert(name.clone(), c);
+        if legend.len() < LEGEND_MAX && c != OTHER_COLOUR {
+            legend.push((name.clone(), c));
+        }
+    }
+    let others = ranked.len() > legend.len();
+    let total: u64 = ranked.iter().map(|(_, t)| *t).sum::<u64>().max(1);
+    let share: BTreeMap<&str, f64> = ranked
+        .iter()
+        .map(|(n, t)| (n.as_str(), *t as f64 * 100.0 / total as f64))
+        .collect();
+
     let start = lanes
         .values()
         .filter_map(|v| v.first().map(|(t, _)| *t))
@@ -81,77 +197,83 @@ pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
         .min(dump_time);
     let span = (dump_time - start).max(1) as f64;
     let x = |t: u64| LEFT + (t.saturating_sub(start)) as f64 / span * (WIDTH - LEFT - RIGHT);
-    let height = TOP + LANE * lanes.len().max(1) as f64 + 40.0;
+    let lanes_h = LANE * lanes.len().max(1) as f64;
+    let axis_y = TOP + lanes_h + 8.0;
+    let legend_rows = (legend.len() + 1 + usize::from(others)).div_ceil(4);
+    let height = axis_y + 56.0 + 18.0 * legend_rows as f64;
     let mut o = String::new();
     let _ = writeln!(
         o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="11">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">"#
     );
-    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         o,
-        r#"<text x="{LEFT}" y="20" font-size="13">Context switches per CPU (ms before the dump)</text>"#
+        r##"<defs><pattern id="unknown" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#FFFFFF"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999999" stroke-width="2"/></pattern></defs>"##
     );
-    for (i, (cpu, evs)) in lanes.iter().enumerate() {
+    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let drawn: usize = spans.values().map(Vec::len).sum();
+    let title = if drawn == 0 {
+        format!(
+            "{}: no context switch with a UTC time to draw",
+            escape(chart.dump)
+        )
+    } else {
+        format!(
+            "{}: context switches on {} CPU{}, {} to {} (the dump)",
+            escape(chart.dump),
+            lanes.len(),
+            if lanes.len() == 1 { "" } else { "s" },
+            filetime_to_iso8601(start),
+            filetime_to_iso8601(dump_time)
+        )
+    };
+    let _ = writeln!(o, r#"<text x="8" y="20" font-size="13">{title}</text>"#);
+    if drawn == 0 {
+        let _ = writeln!(
+            o,
+            r#"<text x="{LEFT}" y="{}">No data: the dump gave no switch whose time could be converted and fits between boot and the dump (see the warnings).</text>"#,
+            TOP + LANE * 0.65
+        );
+    }
+    let _ = writeln!(
+        o,
+        r##"<text x="8" y="38" fill="#555555">Each span: the thread that ran; hatched: unknown (switches missing, or after the last recorded switch).</text>"##
+    );
+    for (i, (cpu, v)) in spans.iter().enumerate() {
         let y = TOP + LANE * i as f64;
         let _ = writeln!(o, r#"<text x="8" y="{}">CPU {cpu}</text>"#, y + LANE * 0.65);
-        // Span k: from switch k to switch k+1 (or the dump), the thread switched in at k.
-        for (k, (t, r)) in evs.iter().enumerate() {
-            let end = evs.get(k + 1).map_or(dump_time, |(t2, _)| *t2);
-            let who = r
-                .new_process
-                .clone()
-                .or_else(|| evs.get(k + 1).and_then(|(_, n)| n.old_process.clone()))
-                .unwrap_or_else(|| match r.new_tid {
-                    Some(t) => format!("TID {t}"),
-                    None => "?".into(),
-                });
-            let (x0, x1) = (x(*t), x(end.max(*t)));
+        for sp in v {
+            let (x0, x1) = (x(sp.x0), x(sp.x1));
             let w = (x1 - x0).max(0.5);
-            let last = k + 1 == evs.len();
-            // After the last recorded switch nothing is known: drawn pale and dashed.
-            let (fill, stroke, title) = if last {
-                (
-                    "#f0f0f0".to_string(),
-                    r##"stroke="#999" stroke-dasharray="3,2" stroke-width="0.8""##,
-                    format!("{who} switched in; nothing recorded after this switch"),
-                )
+            let fill = sp
+                .who
+                .as_ref()
+                .and_then(|n| colour_of.get(n).copied())
+                .unwrap_or(UNKNOWN_FILL);
+            let stroke = if sp.tail {
+                r##"stroke="#999999" stroke-dasharray="3,2" stroke-width="0.8""##
             } else {
-                (
-                    colour(&who),
-                    r#"stroke="white" stroke-width="0.3""#,
-                    who.clone(),
-                )
+                r#"stroke="white" stroke-width="0.3""#
             };
             let _ = writeln!(
                 o,
-                r#"<rect x="{x0:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{fill}" {stroke}><title>{}</title></rect>"#,
+                r#"<rect class="span" x="{x0:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{fill}" {stroke}><title>{}</title></rect>"#,
                 y + 2.0,
                 LANE - 4.0,
-                escape(&title)
+                escape(&sp.title)
             );
-            if w > 60.0 {
+            if let (true, Some(n)) = (w > 60.0, &sp.who) {
                 let _ = writeln!(
                     o,
                     r#"<text x="{:.2}" y="{:.1}">{}</text>"#,
                     x0 + 3.0,
                     y + LANE * 0.65,
-                    escape(
-                        &(if last {
-                            format!("{who} (then unrecorded)")
-                        } else {
-                            who.clone()
-                        })
-                        .chars()
-                        .take((w / 6.5) as usize)
-                        .collect::<String>()
-                    )
+                    escape(&n.chars().take((w / 6.5) as usize).collect::<String>())
                 );
             }
         }
     }
-    // Time axis: ticks in ms before the dump.
-    let axis_y = TOP + LANE * lanes.len().max(1) as f64 + 8.0;
+    // Time axis: ticks in ms before the dump; the UTC times of both ends under it.
     let _ = writeln!(
         o,
         r#"<line x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="black"/>"#,
@@ -159,6 +281,12 @@ pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
     );
     let total_ms = span / 10_000.0;
     let step = tick_step(total_ms);
+    // Seconds once a step is a second or more.
+    let (div, unit) = if step >= 1000.0 {
+        (1000.0, "s")
+    } else {
+        (1.0, "ms")
+    };
     // At most MAX_TICKS + 1 ticks whatever the span (a wild time range cannot blow it up).
     for i in 0..=MAX_TICKS {
         let ms = step * i as f64;
@@ -175,12 +303,54 @@ pub fn render(rows: &[SwitchRow], dump_time: u64) -> String {
             if step < 1.0 {
                 format!("{ms:.2}")
             } else {
-                format!("{ms:.0}")
+                format!("{:.0}", ms / div)
             }
         );
     }
+    let _ = writeln!(
+        o,
+        r##"<text x="{LEFT}" y="{}" fill="#555555">{} UTC</text><text x="{}" y="{}" text-anchor="end" fill="#555555">{unit} before the dump; the dump: {} UTC</text>"##,
+        axis_y + 32.0,
+        filetime_to_iso8601(start),
+        WIDTH - RIGHT,
+        axis_y + 32.0,
+        filetime_to_iso8601(dump_time)
+    );
+    // Legend: busiest first, with each process's share of the drawn (known) time.
+    let mut entries: Vec<(String, &str)> = legend
+        .iter()
+        .map(|(n, c)| {
+            (
+                format!(
+                    "{n} ({:.1}%)",
+                    share.get(n.as_str()).copied().unwrap_or(0.0)
+                ),
+                *c,
+            )
+        })
+        .collect();
+    if others {
+        entries.push(("other processes".into(), OTHER_COLOUR));
+    }
+    entries.push(("unknown".into(), UNKNOWN_FILL));
+    for (i, (label, c)) in entries.iter().enumerate() {
+        let lx = LEFT + 280.0 * (i % 4) as f64;
+        let ly = axis_y + 56.0 + 18.0 * (i / 4) as f64;
+        let _ = writeln!(
+            o,
+            r##"<rect class="key" x="{lx}" y="{}" width="12" height="12" fill="{c}" stroke="#666666" stroke-width="0.5"/><text x="{}" y="{}">{}</text>"##,
+            ly - 10.0,
+            lx + 16.0,
+            ly,
+            escape(&label.chars().take(40).collect::<String>())
+        );
+    }
     let _ = writeln!(o, "</svg>");
-    o
+    Drawn {
+        svg: o,
+        spans: drawn,
+        legend,
+    }
 }
 
 #[cfg(test)]
@@ -213,7 +383,14 @@ mod tests {
             source: "event",
             ..SwitchRow::default()
         };
-        let svg = render(&[row], u64::MAX / 2);
+        let svg = render(
+            &[row],
+            &Chart {
+                dump_time: u64::MAX / 2,
+                dump: "d",
+            },
+        )
+        .svg;
         assert!(svg.len() < 10_000, "{}", svg.len());
         assert!(svg.matches("text-anchor=\"middle\"").count() <= MAX_TICKS + 1);
     }
