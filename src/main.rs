@@ -56,6 +56,19 @@ struct SymbolArgs {
     /// Use the symbols even when they do not match the dump's kernel
     #[arg(long)]
     force: bool,
+    /// Fetch the kernel's PDB from this symbol server (e.g.
+    /// https://msdl.microsoft.com/download/symbols) when no local store has it; repeatable.
+    /// Never without this option or --fetch-symbols
+    #[arg(long = "symbol-server", value_name = "URL")]
+    servers: Vec<String>,
+    /// Where fetched PDBs are kept (the Microsoft layout; default: the first --symbols DIR,
+    /// else $XDG_CACHE_HOME/etwdump/symbols or ~/.cache/etwdump/symbols)
+    #[arg(long = "symbol-cache", value_name = "DIR")]
+    symbol_cache: Option<PathBuf>,
+    /// Also fetch through the srv*CACHE*URL entries of _NT_SYMBOL_PATH (by default only their
+    /// local caches are searched)
+    #[arg(long)]
+    fetch_symbols: bool,
 }
 
 impl SymbolArgs {
@@ -66,7 +79,30 @@ impl SymbolArgs {
             stores: self.stores.clone(),
             nt_symbol_path: std::env::var("_NT_SYMBOL_PATH").ok(),
             force: self.force,
+            servers: self
+                .servers
+                .iter()
+                .map(|u| (u.clone(), self.cache()))
+                .collect(),
+            fetch_nt_symbol_path: self.fetch_symbols,
+            default_cache: Some(self.cache()),
         }
+    }
+
+    /// The cache for fetched PDBs.
+    fn cache(&self) -> PathBuf {
+        if let Some(c) = self
+            .symbol_cache
+            .clone()
+            .or_else(|| self.stores.first().cloned())
+        {
+            return c;
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("etwdump").join("symbols")
     }
 }
 

@@ -24,6 +24,14 @@ pub struct SymbolOptions {
     pub nt_symbol_path: Option<String>,
     /// Use symbols whose identity does not match the dump's kernel.
     pub force: bool,
+    /// Symbol servers to fetch the kernel's PDB from when no local store has it (`--symbol-server
+    /// URL`): (URL, cache directory). Empty: no network.
+    pub servers: Vec<(String, PathBuf)>,
+    /// Also fetch through the `srv*CACHE*URL` entries of `_NT_SYMBOL_PATH` (`--fetch-symbols`);
+    /// without it their caches are only searched. `default_cache` for `srv*URL` entries.
+    pub fetch_nt_symbol_path: bool,
+    /// The cache of servers named without one.
+    pub default_cache: Option<PathBuf>,
 }
 
 /// Where the kernel base came from.
@@ -428,6 +436,43 @@ impl<'d> KernelContext<'d> {
         out
     }
 
+    /// The kernel's PDB `id` from the first of `servers` (URL, cache) that gives it.
+    #[cfg(feature = "fetch")]
+    fn fetch(
+        &mut self,
+        servers: &[(String, PathBuf)],
+        id: &crate::symbols::PdbIdentity,
+        searched: usize,
+    ) -> Result<Symbols, SymbolError> {
+        let mut why = Vec::new();
+        for (url, cache) in servers {
+            let srv = crate::symbols::server::Server::new(url, cache.clone());
+            match crate::symbols::server::fetch(&srv, id) {
+                Ok((s, _)) => return Ok(s),
+                Err(e) => why.push(e.to_string()),
+            }
+        }
+        Err(SymbolError::NotFetched {
+            wanted: id.to_string(),
+            searched,
+            why: why.join("; "),
+        })
+    }
+
+    #[cfg(not(feature = "fetch"))]
+    fn fetch(
+        &mut self,
+        _servers: &[(String, PathBuf)],
+        id: &crate::symbols::PdbIdentity,
+        searched: usize,
+    ) -> Result<Symbols, SymbolError> {
+        Err(SymbolError::NotFetched {
+            wanted: id.to_string(),
+            searched,
+            why: "this build of etwdump has no symbol-server support (feature `fetch`)".into(),
+        })
+    }
+
     fn load_symbols(
         &mut self,
         opts: &SymbolOptions,
@@ -438,6 +483,25 @@ impl<'d> KernelContext<'d> {
             Symbols::from_isf(p, WANTED_TYPES)?
         } else {
             let mut dirs = opts.stores.clone();
+            // Servers to ask when no local directory has the PDB; their caches are searched
+            // first like any store.
+            let mut servers = opts.servers.clone();
+            if let (true, Some(v)) = (opts.fetch_nt_symbol_path, &opts.nt_symbol_path) {
+                for (cache, url) in store::nt_symbol_path_servers(v) {
+                    match cache.or_else(|| opts.default_cache.clone()) {
+                        Some(c) => servers.push((url, c)),
+                        None => self.warnings.push(Warning::new(
+                            WarningKind::NotFound,
+                            format!("_NT_SYMBOL_PATH server {url} has no cache directory and no default cache: not used"),
+                        )),
+                    }
+                }
+            }
+            for (_, c) in &servers {
+                if !dirs.contains(c) {
+                    dirs.push(c.clone());
+                }
+            }
             let explicit = !dirs.is_empty();
             if let Some(v) = &opts.nt_symbol_path {
                 dirs.extend(store::nt_symbol_path_dirs(v));
@@ -470,6 +534,7 @@ impl<'d> KernelContext<'d> {
             match store::find(&dirs, &id) {
                 (Some(store::Found::Pdb(p)), _) => Symbols::from_pdb(&p, WANTED_TYPES)?,
                 (Some(store::Found::Isf(p)), _) => Symbols::from_isf(&p, WANTED_TYPES)?,
+                (None, tried) if !servers.is_empty() => self.fetch(&servers, &id, tried.len())?,
                 (None, tried) => {
                     if explicit {
                         return Err(SymbolError::NotInStore {

@@ -7,6 +7,8 @@ pub mod isf;
 pub mod layout;
 mod msf;
 pub mod pdb;
+#[cfg(feature = "fetch")]
+pub mod server;
 pub mod store;
 
 pub use builtin::corpus::CorpusMatch;
@@ -90,6 +92,12 @@ pub enum SymbolError {
     },
     #[error("the kernel's PDB cannot be looked up in a symbol store: {0}")]
     NoIdentity(String),
+    #[error("{wanted}: in no local store ({searched} paths searched), and no symbol server gave it: {why}")]
+    NotFetched {
+        wanted: String,
+        searched: usize,
+        why: String,
+    },
     #[error("symbol mismatch: the dump's kernel is {dump}, but the {source_kind} is {symbols} (use --force to use them anyway)")]
     Mismatch {
         dump: String,

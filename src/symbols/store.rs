@@ -36,6 +36,32 @@ pub fn nt_symbol_path_dirs(value: &str) -> Vec<PathBuf> {
     out
 }
 
+/// The symbol servers of an `_NT_SYMBOL_PATH` value: each `srv*[CACHE*...]*URL` entry's URL
+/// (http or https) with its first directory as the cache (None for `srv*URL`). Used only when
+/// the user asks for downloads (`--fetch-symbols`).
+pub fn nt_symbol_path_servers(value: &str) -> Vec<(Option<PathBuf>, String)> {
+    let mut out = Vec::new();
+    for entry in value.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let parts: Vec<&str> = entry.split('*').collect();
+        if !parts[0].eq_ignore_ascii_case("srv") {
+            continue;
+        }
+        let is_url = |p: &str| {
+            let l = p.to_ascii_lowercase();
+            l.starts_with("http://") || l.starts_with("https://")
+        };
+        let Some(url) = parts.iter().rev().find(|p| is_url(p)) else {
+            continue;
+        };
+        let cache = parts[1..]
+            .iter()
+            .find(|p| !p.is_empty() && !is_url(p))
+            .map(PathBuf::from);
+        out.push((cache, url.to_string()));
+    }
+    out
+}
+
 /// Names the kernel's PDB may have in a store (the image's RSDS name first).
 fn pdb_names(id: &PdbIdentity) -> Vec<String> {
     let mut v = vec![id.name.clone()];
@@ -100,6 +126,21 @@ mod tests {
             ]
         );
         assert!(nt_symbol_path_dirs("").is_empty());
+        // The servers: each srv entry's URL with its first directory as the cache.
+        assert_eq!(
+            nt_symbol_path_servers(
+                "srv*C:\\Symbols*https://msdl.microsoft.com/download/symbols; cache*/tmp/c ;/opt/syms;srv*https://x;SRV*/a*/b*http://y"
+            ),
+            vec![
+                (
+                    Some(PathBuf::from("C:\\Symbols")),
+                    "https://msdl.microsoft.com/download/symbols".to_string()
+                ),
+                (None, "https://x".to_string()),
+                (Some(PathBuf::from("/a")), "http://y".to_string()),
+            ]
+        );
+        assert!(nt_symbol_path_servers("srv*/only/a/dir").is_empty());
     }
 
     #[test]

@@ -1,0 +1,249 @@
+//! Symbol-server downloads (opt-in: `--symbol-server URL`, or `--fetch-symbols` for the
+//! `srv*CACHE*URL` entries of `_NT_SYMBOL_PATH`; never by default). The kernel's PDB is asked
+//! for as a symbol server serves it, in the Microsoft layout `URL/<pdb>/<GUID><AGE>/<file>`:
+//! the plain `<pdb>`, then the CAB-compressed `<pd_>` (MSZIP or LZX), then `file.ptr` (a
+//! `PATH:` to a file this machine can read, or a `MSG:` from the server). What arrives is
+//! loaded as a PDB and must carry the GUID and age asked for before it is kept, in the cache
+//! directory's same layout (which `--symbols DIR` reads). Proxies come from `ALL_PROXY` /
+//! `HTTPS_PROXY` / `HTTP_PROXY` (and lowercase; `NO_PROXY` honoured).
+
+use super::{PdbIdentity, Symbols};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Largest file accepted from a server (the 22000 kernel's PDB is about 15 MB).
+pub const MAX_DOWNLOAD: u64 = 512 << 20;
+
+/// A symbol server and the local cache its files go to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    /// `http://` or `https://` base URL, without the trailing slash.
+    pub url: String,
+    pub cache: PathBuf,
+    /// Whole-request timeout.
+    pub timeout: Duration,
+}
+
+impl Server {
+    pub fn new(url: &str, cache: PathBuf) -> Server {
+        Server {
+            url: url.trim_end_matches('/').to_string(),
+            cache,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a download gave no PDB.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("{id} is not on {server}: {tried} gave 404")]
+    NotFound {
+        server: String,
+        id: String,
+        tried: String,
+    },
+    #[error("{url}: no answer within {secs} s")]
+    Timeout { url: String, secs: u64 },
+    #[error("{url}: HTTP status {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url}: {why}")]
+    Network { url: String, why: String },
+    #[error("{url}: not the PDB asked for: {why}")]
+    BadFile { url: String, why: String },
+    #[error("{url}: the server says: {message}")]
+    Message { url: String, message: String },
+    #[error("{path}: {why}")]
+    Cache { path: String, why: String },
+}
+
+/// One answer: the body, or a status.
+enum Got {
+    Body(Vec<u8>),
+    Missing,
+}
+
+fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
+    let mut resp = match agent.get(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Timeout(_)) => {
+            return Err(FetchError::Timeout {
+                url: url.to_string(),
+                secs,
+            })
+        }
+        Err(e) => {
+            return Err(FetchError::Network {
+                url: url.to_string(),
+                why: e.to_string(),
+            })
+        }
+    };
+    match resp.status().as_u16() {
+        200 => {}
+        404 => return Ok(Got::Missing),
+        status => {
+            return Err(FetchError::Status {
+                url: url.to_string(),
+                status,
+            })
+        }
+    }
+    match resp
+        .body_mut()
+        .with_config()
+        .limit(MAX_DOWNLOAD)
+        .read_to_vec()
+    {
+        Ok(b) => Ok(Got::Body(b)),
+        Err(ureq::Error::Timeout(_)) => Err(FetchError::Timeout {
+            url: url.to_string(),
+            secs,
+        }),
+        Err(e) => Err(FetchError::Network {
+            url: url.to_string(),
+            why: e.to_string(),
+        }),
+    }
+}
+
+/// The first file of a CAB archive (`.pd_`), at most [`MAX_DOWNLOAD`] bytes.
+fn uncab(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+    let mut cab = cab::Cabinet::new(std::io::Cursor::new(bytes)).map_err(|e| e.to_string())?;
+    let name = cab
+        .folder_entries()
+        .flat_map(|f| f.file_entries())
+        .map(|f| (f.name().to_string(), f.uncompressed_size()))
+        .next()
+        .ok_or("an empty cabinet")?;
+    if u64::from(name.1) > MAX_DOWNLOAD {
+        return Err(format!("{} holds {} bytes", name.0, name.1));
+    }
+    let mut out = Vec::new();
+    cab.read_file(&name.0)
+        .map_err(|e| e.to_string())?
+        .take(MAX_DOWNLOAD)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// Load `bytes` as the PDB `id` names; the symbols when its GUID and age are those.
+fn verify(url: &str, id: &PdbIdentity, bytes: &[u8]) -> Result<Symbols, FetchError> {
+    let bad = |why: String| FetchError::BadFile {
+        url: url.to_string(),
+        why,
+    };
+    let s = Symbols::from_pdb_bytes(Path::new(url), bytes, super::WANTED_TYPES)
+        .map_err(|e| bad(e.to_string()))?;
+    match &s.identity {
+        Some(got) if got.same_build(id) => Ok(s),
+        Some(got) => Err(bad(format!("it is {got}, not {id}"))),
+        None => Err(bad("it has no PDB identity".into())),
+    }
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory.
+fn keep(path: &Path, bytes: &[u8]) -> Result<(), FetchError> {
+    let err = |why: std::io::Error| FetchError::Cache {
+        path: path.display().to_string(),
+        why: why.to_string(),
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let tmp = dir.join(format!(".etwdump-{}.part", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
+}
+
+/// Fetch the PDB `id` names from `server` into its cache: the symbols and where they were kept.
+pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), FetchError> {
+    let secs = server.timeout.as_secs();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(server.timeout))
+        .http_status_as_error(false)
+        .proxy(ureq::Proxy::try_from_env())
+        .user_agent(concat!("etwdump/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let name = &id.name;
+    let base = format!("{}/{name}/{}", server.url, id.store_key);
+    let dest = server.cache.join(name).join(&id.store_key).join(name);
+    let mut tried = Vec::new();
+    // 1. The PDB itself.
+    let url = format!("{base}/{name}");
+    if let Got::Body(b) = get(&agent, &url, secs)? {
+        let s = verify(&url, id, &b)?;
+        keep(&dest, &b)?;
+        return Ok((s, dest));
+    }
+    tried.push(url);
+    // 2. CAB-compressed: the name's last character replaced by '_'.
+    let mut cabbed = name.clone();
+    cabbed.pop();
+    cabbed.push('_');
+    let url = format!("{base}/{cabbed}");
+    if let Got::Body(b) = get(&agent, &url, secs)? {
+        let pdb = uncab(b).map_err(|why| FetchError::BadFile {
+            url: url.clone(),
+            why: format!("not a readable cabinet: {why}"),
+        })?;
+        let s = verify(&url, id, &pdb)?;
+        keep(&dest, &pdb)?;
+        return Ok((s, dest));
+    }
+    tried.push(url);
+    // 3. file.ptr: "PATH:<file>" or "MSG:<text>".
+    let url = format!("{base}/file.ptr");
+    if let Got::Body(b) = get(&agent, &url, secs)? {
+        let text = String::from_utf8_lossy(&b[..b.len().min(4096)])
+            .trim()
+            .to_string();
+        if let Some(p) = text.strip_prefix("PATH:") {
+            let p = PathBuf::from(p.trim());
+            let meta = std::fs::metadata(&p).map_err(|e| FetchError::Message {
+                url: url.clone(),
+                message: format!("PATH:{} cannot be read here: {e}", p.display()),
+            })?;
+            if meta.len() > MAX_DOWNLOAD {
+                return Err(FetchError::BadFile {
+                    url,
+                    why: format!("{} is {} bytes", p.display(), meta.len()),
+                });
+            }
+            let bytes = std::fs::read(&p).map_err(|e| FetchError::Message {
+                url: url.clone(),
+                message: format!("PATH:{} cannot be read here: {e}", p.display()),
+            })?;
+            let s = verify(&url, id, &bytes)?;
+            keep(&dest, &bytes)?;
+            return Ok((s, dest));
+        }
+        let message = text.strip_prefix("MSG:").unwrap_or(&text).trim();
+        return Err(FetchError::Message {
+            url,
+            // Text from the network: control characters escaped, at most 200 characters.
+            message: message
+                .chars()
+                .take(200)
+                .map(|c| {
+                    if c.is_control() {
+                        c.escape_unicode().to_string()
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect(),
+        });
+    }
+    tried.push(url);
+    Err(FetchError::NotFound {
+        server: server.url.clone(),
+        id: id.to_string(),
+        tried: tried.join(", "),
+    })
+}
