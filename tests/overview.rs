@@ -127,3 +127,37 @@ fn overview_is_what_the_other_commands_say() {
         text.lines().count()
     );
 }
+
+mod common;
+
+/// On the real triage dump (skipped when ../shared is absent): the saved sessions, the symbol
+/// match by global RVAs (the dump lacks the CodeView page), no switches, said so.
+#[test]
+fn overview_of_the_real_triage_dump() {
+    let Some(dump) = common::shared_dump("triage_x64.dmp") else {
+        return;
+    };
+    let isf = repo().join("../shared/isf/5278AFF86C341677D7D7835C85B7B844-1.json.xz");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_etwdump"))
+        .arg("overview")
+        .arg(&dump)
+        .arg("--isf")
+        .arg(&isf)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("Dump: triage (x64), build 19041, 16 CPUs, taken 2021-02-21T01:38:22.9877657Z; symbols: isf, matched by 7 of 7 global RVAs"),
+        "{text}"
+    );
+    assert!(text.contains("ETW sessions (4):"), "{text}");
+    for name in [
+        "EventLog-System",
+        "Microsoft-Windows-Rdp-Graphics-RdpIdd-Trace",
+        "WiFiSession",
+    ] {
+        assert!(text.contains(name), "{name}: {text}");
+    }
+    assert!(text.contains("Context switches: none found"), "{text}");
+}

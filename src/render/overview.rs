@@ -40,16 +40,16 @@ pub fn to_table(o: &Overview) -> String {
         .iter()
         .map(|(k, v)| format!("{v} {k}"))
         .collect();
-    let _ = writeln!(
-        s,
-        "\nContext switches: {} ({}); the last before the dump, per CPU:",
-        o.switches,
-        if sources.is_empty() {
-            "none found".to_string()
-        } else {
+    if sources.is_empty() {
+        let _ = writeln!(s, "\nContext switches: none found");
+    } else {
+        let _ = writeln!(
+            s,
+            "\nContext switches: {} ({}); the last before the dump, per CPU:",
+            o.switches,
             sources.join(", ")
-        }
-    );
+        );
+    }
     for (cpu, rows) in &o.last_switches {
         let _ = writeln!(s, " CPU {cpu}:");
         for r in rows {

@@ -73,7 +73,23 @@ impl Overview {
             build: info.windows.build,
             processors: info.processors,
             system_time: info.system_time.clone(),
-            symbols: format!("{} ({:?})", info.symbols.source, info.symbols.matched),
+            symbols: {
+                use crate::kernel::context::SymbolMatch;
+                let how = match &info.symbols.matched {
+                    SymbolMatch::NoSymbols => match info.symbols.builtin_era {
+                        Some(_) => "built-in layouts".to_string(),
+                        None => "no layouts".to_string(),
+                    },
+                    SymbolMatch::Rsds => "matched by GUID and age".to_string(),
+                    SymbolMatch::SymbolOffsets { checks } => format!(
+                        "matched by {} of {} global RVAs",
+                        checks.iter().filter(|c| c.agrees).count(),
+                        checks.len()
+                    ),
+                    SymbolMatch::Unverified { reason } => format!("not verified: {reason}"),
+                };
+                format!("{}, {how}", info.symbols.source)
+            },
         };
         let src = EtwSource::open(ctx, None);
         let mut warnings = src.warnings().to_vec();
