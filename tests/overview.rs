@@ -161,3 +161,60 @@ fn overview_of_the_real_triage_dump() {
     }
     assert!(text.contains("Context switches: none found"), "{text}");
 }
+
+/// `extract` on the ETW sample: each file's header event (SYSTEM_TRACE_HEADER) carries the
+/// session's start in its own clock, as the forge wrote the logger's ReferenceTime
+/// (StartPerfClock; StartTime for the system-time clock), no longer zero.
+#[test]
+fn extracted_header_events_carry_the_start_time() {
+    use etwdump_forge::ExpectedSlot;
+    let f = forge(&Config::sample_etw());
+    let etw = f.etw.as_ref().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_etwdump"))
+        .arg("extract")
+        .arg(sample())
+        .arg("--pdb")
+        .arg(pdb())
+        .arg("-o")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut checked = 0;
+    for s in etw.slots.iter().filter_map(|s| match s {
+        ExpectedSlot::Session(s) => Some(s),
+        _ => None,
+    }) {
+        let Some(rt) = &s.reference_time else {
+            continue;
+        };
+        let Some(file) = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with(&format!("{:02}-", s.logger_id)) && n.ends_with(".etl")
+                })
+            })
+        else {
+            continue;
+        };
+        let b = std::fs::read(&file).unwrap();
+        let ts = u64::from_le_bytes(b[0x48 + 0x10..0x48 + 0x18].try_into().unwrap());
+        let want = if s.clock_type == Some(2) {
+            rt.start_time
+        } else {
+            rt.start_perf_clock
+        };
+        assert_eq!(ts, want, "{}", file.display());
+        assert_ne!(ts, 0);
+        checked += 1;
+    }
+    assert!(checked >= 4, "{checked} files checked");
+}

@@ -46,8 +46,14 @@ pub struct LogfileHeader<'a> {
     /// BootTime (FILETIME).
     pub boot_time: u64,
     pub perf_freq: u64,
-    /// StartTime in the logger's clock.
+    /// StartTime (FILETIME, as WMI_LOGGER_CONTEXT.StartTime and real files hold it).
     pub start_time: u64,
+    /// The header event's SYSTEM_TRACE_HEADER: its time in the logger's clock (real files:
+    /// when the file was started) and the process and thread that wrote it (real files: the
+    /// controller's or the logger thread's); 0 where unknown.
+    pub header_event_time: u64,
+    pub header_event_pid: u32,
+    pub header_event_tid: u32,
     pub clock_type: u32,
     pub buffers_lost: u32,
     /// ClientContext.LoggerId of the header buffer.
@@ -103,6 +109,9 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
     let mut rec = vec![0u8; 0x20];
     put32(&mut rec, 0, if h.x64 { 0xC002_0002 } else { 0xC001_0002 });
     rec[4..6].copy_from_slice(&(size as u16).to_le_bytes());
+    put32(&mut rec, 0x08, h.header_event_tid);
+    put32(&mut rec, 0x0C, h.header_event_pid);
+    put64(&mut rec, 0x10, h.header_event_time);
     rec.extend(tlh);
     let end = BUFFER_HEADER_SIZE + rec.len();
     let mut b = vec![0u8; BUFFER_HEADER_SIZE];
@@ -395,6 +404,9 @@ mod tests {
             boot_time: 0x01D6_0000_0000_0000,
             perf_freq: 10_000_000,
             start_time: 12345,
+            header_event_time: 0x1234_5678,
+            header_event_pid: 4,
+            header_event_tid: 0x44,
             clock_type: 1,
             buffers_lost: 2,
             logger_id: 5,
@@ -418,6 +430,13 @@ mod tests {
             assert!(b[end..].iter().all(|&x| x == 0xFF));
             let tlh = BUFFER_HEADER_SIZE + 0x20;
             let le32 = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+            // The header event's thread, process and time (SYSTEM_TRACE_HEADER +8, +0xC, +0x10).
+            let ev = BUFFER_HEADER_SIZE;
+            assert_eq!((le32(ev + 8), le32(ev + 0xC)), (0x44, 4));
+            assert_eq!(
+                u64::from_le_bytes(b[ev + 0x10..ev + 0x18].try_into().unwrap()),
+                0x1234_5678
+            );
             // LogFileMode without REAL_TIME; PointerSize; CpuSpeedInMHz; PerfFreq.
             assert_eq!(le32(tlh + 0x20), 0x2);
             assert_eq!(le32(tlh + 0x2C), if x64 { 8 } else { 4 });

@@ -205,8 +205,6 @@ pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u6
     let sym = &ctx.symbols;
     let space = &ctx.space;
     let prcb_l = sym.layout("_KPRCB").ok_or("no _KPRCB layout")?;
-    let et = sym.layout("_ETHREAD").ok_or("no _ETHREAD layout")?;
-    let p = space.arch().pointer_size();
     let prcb = prcb(ctx, cpu)?;
     let thread = View::new(space, prcb_l, prcb)
         .ptr("CurrentThread")
@@ -214,15 +212,30 @@ pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u6
     if thread.is_null() {
         return Err(format!("CPU {cpu}: KPRCB.CurrentThread is NULL"));
     }
-    let unique_thread = sym
-        .layout("_CLIENT_ID")
-        .and_then(|l| l.field("UniqueThread"))
-        .map_or(p, |f| f.offset);
+    let (_, tid) =
+        thread_cid(ctx, thread).map_err(|e| format!("CPU {cpu}: current thread: {e}"))?;
+    Ok((thread, tid))
+}
+
+/// ETHREAD.Cid of `thread`: (UniqueProcess, UniqueThread), or what could not be read.
+pub fn thread_cid(ctx: &KernelContext<'_>, thread: VirtAddr) -> Result<(u64, u64), String> {
+    let sym = &ctx.symbols;
+    let space = &ctx.space;
+    let et = sym.layout("_ETHREAD").ok_or("no _ETHREAD layout")?;
+    let p = space.arch().pointer_size();
+    let field = |n: &str, default: u64| {
+        sym.layout("_CLIENT_ID")
+            .and_then(|l| l.field(n))
+            .map_or(default, |f| f.offset)
+    };
     let cid = View::new(space, et, thread)
         .field_va("Cid")
-        .map_err(|e| format!("CPU {cpu}: current thread: {e}"))?;
+        .map_err(|e| e.to_string())?;
+    let pid = space
+        .read_ptr(cid.offset(field("UniqueProcess", 0)))
+        .map_err(|e| format!("{thread}: Cid.UniqueProcess: {e}"))?;
     let tid = space
-        .read_ptr(cid.offset(unique_thread))
-        .map_err(|e| format!("CPU {cpu}: current thread {thread}: Cid.UniqueThread: {e}"))?;
-    Ok((thread, tid.get()))
+        .read_ptr(cid.offset(field("UniqueThread", p)))
+        .map_err(|e| format!("{thread}: Cid.UniqueThread: {e}"))?;
+    Ok((pid.get(), tid.get()))
 }

@@ -112,6 +112,27 @@ pub(crate) fn header_buffer(
         Err(_) => (if ctx.build >= 10240 { 10 } else { 6 }, 0),
     };
     let no_per_cpu = s.logger_mode.unwrap_or(0) & NO_PER_PROCESSOR_BUFFERING != 0;
+    // The header event as Windows writes it: the time the session started in its own clock
+    // (ReferenceTime: StartPerfClock, or StartTime for the system-time clock) and the logger
+    // thread's process and thread ids (LoggerThread -> ETHREAD.Cid), where the dump has them.
+    let start_clock = crate::etw::clock::reference_time(ctx, s).map(|(st, sp)| {
+        if s.clock_type == Some(2) {
+            st
+        } else {
+            sp
+        }
+    });
+    let (pid, tid) = ctx
+        .symbols
+        .layout("_WMI_LOGGER_CONTEXT")
+        .and_then(|l| {
+            crate::kernel::view::View::new(&ctx.space, l, s.address)
+                .ptr("LoggerThread")
+                .ok()
+        })
+        .filter(|t| !t.is_null())
+        .and_then(|t| crate::kernel::processes::thread_cid(ctx, t).ok())
+        .unwrap_or((0, 0));
     writer::header_buffer(&LogfileHeader {
         x64: ctx.space.arch().is_64bit(),
         buffer_size: s.buffer_size.unwrap_or(0x10000) as u32,
@@ -130,6 +151,9 @@ pub(crate) fn header_buffer(
             .saturating_sub(ctx.up_time().unwrap_or(0)),
         perf_freq: facts.perf_freq,
         start_time: s.start_time_raw.unwrap_or(0),
+        header_event_time: start_clock.unwrap_or(0),
+        header_event_pid: u32::try_from(pid).unwrap_or(0),
+        header_event_tid: u32::try_from(tid).unwrap_or(0),
         clock_type: s.clock_type.unwrap_or(1) as u32,
         buffers_lost: s.log_buffers_lost.unwrap_or(0) as u32,
         logger_id: s.logger_id,
