@@ -104,7 +104,7 @@ thread_local! {
 /// Run `f`, turning a panic into Err(its message). While `f` runs on this thread the panic is
 /// not printed (a process-wide hook, installed once, skips threads inside `contained` and
 /// calls the previous hook for every other panic).
-fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(crate) fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
