@@ -62,6 +62,20 @@ impl PdbIdentity {
         Some(Self::new(name.to_string(), b, age))
     }
 
+    /// The PDB's file name as a path component may use it (symbol stores, downloads): the
+    /// name's last component (after `\\` or `/`: RSDS records may hold a build path), when it
+    /// is 1-128 characters of `A-Z a-z 0-9 . _ -`, not `.` or `..`. None otherwise: the name
+    /// comes from the dump and never becomes a path unchecked.
+    pub fn file_name(&self) -> Option<&str> {
+        let n = self.name.rsplit(['\\', '/']).next().unwrap_or("");
+        let ok = (1..=128).contains(&n.len())
+            && n != "."
+            && n != ".."
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        ok.then_some(n)
+    }
+
     /// Same GUID and age (names are compared case-insensitively by callers if at all:
     /// ntkrnlmp/ntkrpamp/ntoskrnl are the same kernel under different names).
     pub fn same_build(&self, other: &PdbIdentity) -> bool {
@@ -78,6 +92,33 @@ impl std::fmt::Display for PdbIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a plain file name of the dump's PDB name reaches a path or a URL.
+    #[test]
+    fn file_name_is_a_plain_component() {
+        let id = |n: &str| {
+            PdbIdentity::from_guid_text(n, "5278AFF8-6C34-1677-D7D7-835C85B7B844", 1).unwrap()
+        };
+        assert_eq!(id("ntkrnlmp.pdb").file_name(), Some("ntkrnlmp.pdb"));
+        assert_eq!(
+            id("d:\\os\\obj\\ntkrnlmp.pdb").file_name(),
+            Some("ntkrnlmp.pdb")
+        );
+        assert_eq!(id("../../etc/passwd").file_name(), Some("passwd"));
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/..",
+            "x\u{1b}[31m.pdb",
+            "a b.pdb",
+            "n\u{0}.pdb",
+        ] {
+            assert_eq!(id(bad).file_name(), None, "{bad:?}");
+        }
+        assert_eq!(id(&"a".repeat(129)).file_name(), None);
+        assert_eq!(id(&"a".repeat(128)).file_name().map(str::len), Some(128));
+    }
 
     #[test]
     fn rsds_bytes_and_text_agree() {

@@ -178,7 +178,15 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
         .user_agent(concat!("etwdump/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
-    let name = &id.name;
+    // The name comes from the dump's CodeView record: only a plain file name reaches a URL or a
+    // path (`PdbIdentity::file_name`).
+    let name = id.file_name().ok_or_else(|| FetchError::BadFile {
+        url: server.url.clone(),
+        why: format!(
+            "the kernel's PDB name in the dump ({:?}) is not a plain file name; give the PDB with --pdb",
+            id.name.chars().take(80).collect::<String>()
+        ),
+    })?;
     let base = format!("{}/{name}/{}", server.url, id.store_key);
     let dest = server.cache.join(name).join(&id.store_key).join(name);
     let mut tried = Vec::new();
@@ -191,7 +199,7 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     }
     tried.push(url);
     // 2. CAB-compressed: the name's last character replaced by '_'.
-    let mut cabbed = name.clone();
+    let mut cabbed = name.to_string();
     cabbed.pop();
     cabbed.push('_');
     let url = format!("{base}/{cabbed}");

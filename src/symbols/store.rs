@@ -64,7 +64,8 @@ pub fn nt_symbol_path_servers(value: &str) -> Vec<(Option<PathBuf>, String)> {
 
 /// Names the kernel's PDB may have in a store (the image's RSDS name first).
 fn pdb_names(id: &PdbIdentity) -> Vec<String> {
-    let mut v = vec![id.name.clone()];
+    // The dump's name only as a plain file name (it comes from memory).
+    let mut v: Vec<String> = id.file_name().map(str::to_string).into_iter().collect();
     for n in [
         "ntkrnlmp.pdb",
         "ntkrpamp.pdb",
