@@ -41,14 +41,17 @@ if [ "$san" = none ]; then
   [ "$t" = pdb_load ] && export ETWDUMP_FUZZ_MALLOC_LIMIT_MB=1024
 fi
 log="work/logs/$t-$(date -u +%Y%m%dT%H%M%S).log"
+# The code fuzzed is the tree at the start (cargo fuzz builds it then): record that commit.
+rev="$(git -C .. rev-parse --short HEAD)$(git -C .. diff --quiet HEAD -- src fuzz/src fuzz/fuzz_targets || echo +dirty)"
+before=$(find "artifacts/$t" -type f | wc -l)
 cargo fuzz run "${sanargs[@]}" "$t" "work/corpus/$t" "work/seeds/$t" "corpus/$t" -- "${mode[@]}" \
   -max_total_time="$secs" -dict="$dict" -print_final_stats=1 -artifact_prefix="artifacts/$t/" \
   "${extra[@]}" ${MAX_LEN:+-max_len=$MAX_LEN} >"$log" 2>&1 || true
 grep -E "^#|INFO: fuzzed|crash|CRASH|panicked|ERROR|stat::" "$log" | tail -20
-# The ledger: one line per run (target, UTC end, seconds asked, executions, crash files now in
-# artifacts/TARGET). Executions: the last "#N" status line (fork mode prints no final stats).
+# The ledger: one line per run (target, UTC end, seconds asked, executions, files this run added
+# to artifacts/TARGET, the commit at the start (+dirty), sanitizer). Executions: the last "#N"
+# status line (fork mode prints no final stats).
 execs=$(grep -oE "^#[0-9]+" "$log" | tail -1 | tr -d '#')
-crashes=$(find "artifacts/$t" -type f \( -name "crash-*" -o -name "oom-*" -o -name "timeout-*" -o -name "leak-*" \) | wc -l)
-printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$(date -u +%FT%TZ)" "$secs" "${execs:-0}" "$crashes" \
-  "$(git -C .. rev-parse --short HEAD)$(git -C .. diff --quiet HEAD -- src fuzz/src fuzz/fuzz_targets || echo +dirty)" \
-  "$san" >>work/ledger.tsv
+crashes=$(( $(find "artifacts/$t" -type f | wc -l) - before ))
+printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$(date -u +%FT%TZ)" "$secs" "${execs:-0}" "$crashes" \
+  "$rev" "$san" >>work/ledger.tsv
