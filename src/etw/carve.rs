@@ -218,8 +218,8 @@ fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
     // ClientContext byte 1: 6.2+ the high byte of ProcessorIndex (mask 0x7FF: 0-7); up to 6.1
     // the event Alignment (8 by default). BufferFlag: the known flags are 0x01-0x40. A record's
     // timestamp that happens to look like a BufferSize with a record 0x48 bytes on fails here.
-    let (align, flag) = (hb[0x29], hb.u16_at(0x34).unwrap_or(u16::MAX));
-    if !(align <= 8 || align == 16) || flag >= 0x100 {
+    let align = hb[crate::etl::header::offsets::CLIENT_CONTEXT + 1];
+    if !(align <= 8 || align == 16) || header.buffer_flag >= 0x100 {
         return None;
     }
     let valid = header.valid_bytes()?;
