@@ -38,6 +38,11 @@ struct DumpArgs {
     /// Accepted for compatibility: truncated dumps are read by default now
     #[arg(long, hide = true)]
     allow_truncated: bool,
+    /// Read the file as placed by this physical-memory layout (JSON, written by a host
+    /// framework such as the Volatility 3 plugins: physical ranges, and optionally the
+    /// architecture and page-table root it found; README "Layouts from a host framework")
+    #[arg(long, value_name = "FILE")]
+    layout: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Default)]
@@ -383,7 +388,15 @@ fn open_with(
         allow_truncated: !a.strict || a.allow_truncated,
     };
     // Crash dumps and memory images; an image's architecture and DTB are found here.
-    let d = how(&a.dump, opts).map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
+    let d = match &a.layout {
+        Some(l) => {
+            let layout = etwdump::dump::layout::Layout::read(l)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", display(l)))?;
+            etwdump::kernel::discover::open_with_layout(&a.dump, &layout, opts)
+        }
+        None => how(&a.dump, opts),
+    }
+    .map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
     // One prominent line per command, whatever it reads afterwards.
     if let Some(t) = d.truncation() {
         warn(&format!(
@@ -780,6 +793,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         dump: p,
                         strict: false,
                         allow_truncated: false,
+                        layout: None,
                     })?;
                     let ctx = KernelContext::open(&d, &symbols.options())?;
                     report::symbols::report(&ctx.symbols, &wanted, all_symbols)

@@ -444,3 +444,93 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
         ),
     }
 }
+
+/// A layout handed over by a host framework (`--layout`, the Volatility 3 plugins): the
+/// stored runs placed in reverse order behind a header and gaps of a file no format names.
+/// With the forge's architecture and root the listings equal the dump's and the machine is
+/// the given one; with a wrong root a warning says so and the search finds the right one.
+#[test]
+fn a_hosted_layout_places_memory_anywhere_in_a_file() {
+    use etwdump::dump::layout::Layout;
+    let fx = "x64-19041";
+    let c = Config::from_fixture(&common::fixture(fx)).with_variation(3);
+    let f = forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let dump_path = dir.path().join("m.dmp");
+    f.write_to(&dump_path).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(common::pdb_of(fx)),
+        ..SymbolOptions::default()
+    };
+    let want = listings(
+        &discover::open(&dump_path, OpenOptions::default()).unwrap(),
+        &opts,
+    );
+    // The raw image gives each run's bytes; they go into the hosted file last run first.
+    let raw = f
+        .write_image(&dir.path().join("m"), ImageKind::Raw)
+        .unwrap();
+    let mem = std::fs::read(&raw[0]).unwrap();
+    let runs = f.image_ranges(ImageKind::Elf);
+    assert!(runs.len() > 1, "{} runs", runs.len());
+    let mut file = vec![0xA5u8; 0x3000];
+    let mut ranges = Vec::new();
+    for r in runs.iter().rev() {
+        ranges.push(format!(
+            r#"{{"start":{},"size":{},"file_offset":{}}}"#,
+            r.start,
+            r.size,
+            file.len()
+        ));
+        file.extend_from_slice(&mem[r.start as usize..(r.start + r.size) as usize]);
+        file.extend_from_slice(&[0x5Au8; 0x1000]);
+    }
+    let hosted = dir.path().join("hosted.bin");
+    std::fs::write(&hosted, &file).unwrap();
+    let root = f.page_table_root();
+    let layout = |dtb: u64| {
+        Layout::parse(
+            format!(
+                r#"{{"etwdump_layout":1,"source":"test host","ranges":[{}],"arch":"x64","dtb":{dtb}}}"#,
+                ranges.join(",")
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+    };
+    let d = discover::open_with_layout(&hosted, &layout(root), OpenOptions::default()).unwrap();
+    assert_eq!(d.header().directory_table_base, root);
+    let how = d.machine_source().unwrap();
+    assert!(how.contains("given by the layout (test host)"), "{how}");
+    assert!(d.warnings().is_empty(), "{:?}", d.warnings());
+    assert_eq!(listings(&d, &opts), want);
+    // A root that maps no KUSER_SHARED_DATA (the first stored page): warned, then searched.
+    let d = discover::open_with_layout(&hosted, &layout(runs[0].start), OpenOptions::default())
+        .unwrap();
+    assert_eq!(d.header().directory_table_base, root);
+    assert!(d.machine_source().unwrap().contains("self-reference"));
+    assert!(
+        d.warnings()[0].contains(&format!(
+            "page-table root {:#x} (X64) does not map a plausible KUSER_SHARED_DATA",
+            runs[0].start
+        )),
+        "{:?}",
+        d.warnings()
+    );
+    assert_eq!(listings(&d, &opts), want);
+    // A range past the end of the file: the data that is there is read, the rest missing.
+    let mut l = layout(root);
+    let last = l.ranges.iter_mut().max_by_key(|r| r.file_offset).unwrap();
+    last.size += 0x4000;
+    let e = discover::open_with_layout(&hosted, &l, OpenOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, etwdump::dump::DumpError::Truncated { .. }),
+        "{e}"
+    );
+    let lenient = OpenOptions {
+        allow_truncated: true,
+    };
+    let d = discover::open_with_layout(&hosted, &l, lenient).unwrap();
+    assert!(d.truncation().is_some(), "{:?}", d.warnings());
+    assert_eq!(listings(&d, &opts), want);
+}

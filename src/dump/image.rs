@@ -62,6 +62,8 @@ pub enum ImageFormat {
     VmwareEmbedded,
     /// DumpType 8, 9 or 0xA.
     Rdmp,
+    /// Placed by a layout a host framework handed over (`--layout`, [`super::layout`]).
+    Hosted,
 }
 
 impl ImageFormat {
@@ -72,6 +74,7 @@ impl ImageFormat {
             ImageFormat::VmwareVmem => "vmware_vmem",
             ImageFormat::VmwareEmbedded => "vmware_snapshot",
             ImageFormat::Rdmp => "rdmp",
+            ImageFormat::Hosted => "hosted",
         }
     }
 }

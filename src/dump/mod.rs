@@ -13,6 +13,7 @@ mod blobs;
 mod error;
 mod header;
 pub mod image;
+pub mod layout;
 mod runs;
 mod triage;
 
@@ -175,6 +176,26 @@ impl DumpFile {
             }
         }
         Self::from_backing(Backing::Map(map), opts).map(|d| d.with_file(file))
+    }
+
+    /// A file whose physical ranges a host framework gave ([`layout::Layout`]): no
+    /// signature is looked for. The machine the layout names is not set here (see
+    /// [`crate::kernel::discover::open_with_layout`], which checks it first).
+    pub fn open_layout(
+        path: &Path,
+        layout: &layout::Layout,
+        opts: OpenOptions,
+    ) -> Result<DumpFile, DumpError> {
+        let (map, file) = map_file(path)?;
+        let mut img =
+            PhysImage::new(ImageFormat::Hosted, layout.ranges.clone()).map_err(|reason| {
+                DumpError::BadImage {
+                    format: "layout",
+                    reason,
+                }
+            })?;
+        img.metadata = Some(layout.source.clone());
+        Self::from_image(Backing::Map(map), img, 0, opts).map(|d| d.with_file(file))
     }
 
     /// A .vmem (mapped, with its file) placed by the layout of the state file `meta`.

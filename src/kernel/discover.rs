@@ -354,6 +354,41 @@ pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
     Ok(d)
 }
 
+/// Open `path` as placed by a host framework's layout ([`crate::dump::layout`]). The machine
+/// the layout names is used when KUSER_SHARED_DATA read through it looks like Windows;
+/// otherwise (or when it names none) the root is searched as for any image, and a warning
+/// says why the given one was not used.
+pub fn open_with_layout(
+    path: &Path,
+    layout: &crate::dump::layout::Layout,
+    opts: OpenOptions,
+) -> Result<DumpFile, DumpError> {
+    let mut d = DumpFile::open_layout(path, layout, opts)?;
+    if let Some((arch, dtb)) = layout.machine {
+        let space = AddressSpace::with_arch_dtb(&d, arch, dtb);
+        match KUserSharedData::plausible_at(&space) {
+            Some((major, minor)) => {
+                let how = format!(
+                    "{} at physical {dtb:#x}, given by the layout ({}); KUSER_SHARED_DATA through it says Windows {major}.{minor}",
+                    match arch {
+                        Arch::X64 => "x64 PML4",
+                        Arch::X86 { pae: true } => "x86 PAE PDPT",
+                        _ => "x86 page directory",
+                    },
+                    layout.source
+                );
+                d.set_machine(arch, dtb, how);
+                return Ok(d);
+            }
+            None => d.add_warning(format!(
+                "the layout's page-table root {dtb:#x} ({arch:?}) does not map a plausible KUSER_SHARED_DATA: searching the image for the kernel's root instead"
+            )),
+        }
+    }
+    complete(&mut d)?;
+    Ok(d)
+}
+
 /// As [`open`], but an image of a known container (ELF core, VMware) in which no Windows is
 /// found still opens, with the reason recorded ([`DumpFile::machine_problem`]): `info`
 /// describes its layout. A file without any signature that is not memory is still an error.
