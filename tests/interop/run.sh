@@ -17,7 +17,7 @@
 #    `$ETWDUMP symbols --pdb`; --require-etwdump-symbols makes a missing `symbols` command a
 #    failure (vol.sh --require-etwdump), --skip-etwdump skips that part too, --skip-vol skips vol.sh.
 # 6. sessions_check.py: the ETW dumps of the set (fixture-<name>-etw.dmp, ...): the volatility3
-#    plugin plugins/volatility3/etwdump_sessions.py (offline, with the ISFs vol.sh converted)
+#    plugin tests/interop/independent/etwdump_sessions.py (an independent Python reading) (offline, with the ISFs vol.sh converted)
 #    and `$ETWDUMP sessions --format json` against the forge's expected sessions;
 #    --require-etwdump-sessions makes a missing `sessions` command a failure; with --skip-vol
 #    only etwdump is compared (no plugin run).
@@ -33,6 +33,10 @@
 #    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
 #    file's bytes, and `sessions` fails in one line (no Windows in it). Skipped, said so,
 #    without qemu-system-x86_64.
+# 9b. vol_plugins_check.py (with volatility): `forge --plugin-set` (the sample's memory and a
+#    hostile-names variant, each as crash dump, raw, .vmem + .vmss and ELF core); the plugin
+#    suite plugins/volatility3/windows/etw.py (Sessions, Buffers, CSwitch, --dump, --handoff,
+#    Timeliner) on each file, every row against etwdump's JSON on the same file.
 # 10. image_check.py: every dump is also written as memory images (`forge --images`: raw, .vmem +
 #    .vmss, .vmsn, ELF core); `$ETWDUMP info` finds the forge's ranges, page-table root, kernel
 #    base and build on each, `sessions` on the ETW dumps' images equals the dump's, and
@@ -119,6 +123,12 @@ fi
 echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump sessions)"
 "$venv/bin/python" "$here/sessions_check.py" "$out/manifest.json" --symbols "$out/vol/symbols" \
     ${sessions_flags[@]+"${sessions_flags[@]}"} || status=1
+
+if [ "$run_vol" -eq 1 ]; then
+    echo "== vol_plugins_check.py (the windows.etw plugin suite under volatility3: every row vs etwdump on dumps and images)"
+    "$target/debug/forge" --plugin-set "$out/plugins" >/dev/null
+    "$venv/bin/python" "$here/vol_plugins_check.py" "$out/plugins" --symbols "$out/vol/symbols" || status=1
+fi
 
 echo "== image_check.py (memory images of every dump: etwdump info/sessions; volatility3 windows.info on raw, .vmem, ELF)"
 image_flags=()

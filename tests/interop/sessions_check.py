@@ -11,7 +11,7 @@ For every dump of the manifest with ETW logger state ("etw": written by `forge O
 fixture-<name>-etw.dmp and fixture-x64-19041-etw-max80.dmp), the forge's expectations are the
 manifest's "etw"."slots" (kind "session" must be listed; "free" and "invalid" must not):
 
-1. plugin (x64 dumps): `vol --offline -q -s SYMBOLS -p <repo>/plugins/volatility3 -f DUMP -r json
+1. plugin (x64 dumps): `vol --offline -q -s SYMBOLS -p <repo>/tests/interop/independent -f DUMP -r json
    etwdump_sessions.EtwSessions` with the fixture ISFs that vol.sh converted (--symbols
    WORK/symbols; with --work DIR, or when --symbols has none, they are converted here with
    volatility's pdbconv). Checks: the logger ids, and per session LoggerName, Address,
@@ -43,7 +43,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VENV_BIN = os.path.dirname(sys.executable)
-PLUGIN_DIR = os.path.join(ROOT, "plugins", "volatility3")
+PLUGIN_DIR = os.path.join(ROOT, "tests", "interop", "independent")
 PLUGIN = "etwdump_sessions.EtwSessions"
 sys.path.insert(0, HERE)
 import vol_check  # noqa: E402  (Checker, fixture loading, pdbconv)

@@ -203,6 +203,11 @@ pub const X64_19041_GUID: &str = "5278AFF8-6C34-1677-D7D7-835C85B7B844";
 pub const X86_PAE_GUID: &str = "7D4C8A1E-3B52-4F6E-9A0D-2C81B5E7F913";
 pub const X86_NONPAE_GUID: &str = "E1A94C27-58D3-4B0F-8E6A-93C2D7F10B45";
 
+/// The session name of [`Config::hostile_etw`].
+pub const HOSTILE_NAME: &str = "=HYPERLINK(\"http://x\")\u{1b}[31m\u{7}\u{7f}\u{9b}";
+/// The log file of [`Config::hostile_etw`].
+pub const HOSTILE_LOG_FILE: &str = "@SUM(A1)\r\nx";
+
 impl Config {
     /// x64 full dump of a 16 MiB, 4-CPU build-19041 machine; header values as in the real
     /// triage dump D1 (bug check 0x1000007E, SystemTime 132583451029877657).
@@ -341,6 +346,20 @@ impl Config {
                 .with_buffer_size_cap(0x4000),
         );
         c.with_processes()
+    }
+
+    /// [`Config::sample_etw`] with hostile text in memory: session slot 4 named
+    /// `=HYPERLINK("http://x")` + ESC `[31m` + BEL + DEL + U+009B (a one-character CSI), its
+    /// log file `@SUM(A1)` CR LF `x` (formula prefixes and control characters a reader must
+    /// not pass to a terminal or spreadsheet raw).
+    pub fn hostile_etw() -> Self {
+        let mut c = Config::sample_etw();
+        if let Some(crate::SlotSpec::Session(s)) = c.etw.as_mut().and_then(|e| e.slots.get_mut(&4))
+        {
+            s.name = HOSTILE_NAME.to_string();
+            s.log_file = Some(HOSTILE_LOG_FILE.to_string());
+        }
+        c
     }
 
     pub fn sample() -> Self {

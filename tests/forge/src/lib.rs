@@ -55,8 +55,8 @@ pub use etw::variation;
 use std::path::{Path, PathBuf};
 
 pub use config::{
-    Arch, BitmapSig, Config, Layout, FORGE_PML4_SLOTS, X64_19041_GUID, X64_DEFAULT_SELF_MAP_INDEX,
-    X86_NONPAE_GUID, X86_PAE_GUID,
+    Arch, BitmapSig, Config, Layout, FORGE_PML4_SLOTS, HOSTILE_LOG_FILE, HOSTILE_NAME,
+    X64_19041_GUID, X64_DEFAULT_SELF_MAP_INDEX, X86_NONPAE_GUID, X86_PAE_GUID,
 };
 pub use etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
 pub use etw::scan::{

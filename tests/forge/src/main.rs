@@ -552,6 +552,27 @@ fn write_set(a: &SetArgs) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `--plugin-set OUTDIR`: the host-framework plugins' test set: `sample-etw` (the shipped
+/// sample's memory) and `hostile-etw` (hostile names), each as its crash dump and every
+/// memory image, with manifest.json (entries as for the standard set, with "images").
+fn write_plugin_set(outdir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(outdir)?;
+    let mut entries = Vec::new();
+    for (stem, cfg) in [
+        ("sample-etw", Config::sample_etw()),
+        ("hostile-etw", Config::hostile_etw()),
+    ] {
+        let f = forge(&cfg);
+        let file = format!("{stem}.dmp");
+        f.write_to(&outdir.join(&file))?;
+        let mut entry = manifest_entry(&file, &f);
+        entry["images"] = Value::from(write_images(outdir, stem, &f)?);
+        entries.push(entry);
+    }
+    let text = serde_json::to_string_pretty(&Value::Array(entries)).expect("json");
+    std::fs::write(outdir.join("manifest.json"), text + "\n")
+}
+
 /// `--triage OUTDIR`: one directory per triage scenario with the dump, its ISF and
 /// expected.json.
 fn write_triage(outdir: &Path) -> std::io::Result<()> {
@@ -578,7 +599,7 @@ fn write_triage(outdir: &Path) -> std::io::Result<()> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -634,6 +655,7 @@ fn main() -> ExitCode {
             })
         }
         [flag, dir] if flag == "--triage" => write_triage(&PathBuf::from(dir)),
+        [flag, dir] if flag == "--plugin-set" => write_plugin_set(&PathBuf::from(dir)),
         [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {
             let mib = rest.first().map(|v| v.parse::<u64>());
             let seed = rest.get(1).map(|v| v.parse::<u64>());
