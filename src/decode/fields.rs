@@ -40,19 +40,19 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
         | RecordKind::System64
         | RecordKind::Compact32
         | RecordKind::Compact64 => Fields {
-            timestamp: h.u64_at(0x10),
+            timestamp: r.timestamp(buf),
             tid: h.u32_at(8),
             pid: h.u32_at(0xC),
             version: Some(u16::from(r.version)),
             ..Fields::default()
         },
         RecordKind::PerfInfo32 | RecordKind::PerfInfo64 => Fields {
-            timestamp: r.perfinfo_timestamp(buf),
+            timestamp: r.timestamp(buf),
             version: Some(u16::from(r.version)),
             ..Fields::default()
         },
         RecordKind::EventHeader32 | RecordKind::EventHeader64 => Fields {
-            timestamp: h.u64_at(0x10),
+            timestamp: r.timestamp(buf),
             tid: h.u32_at(8),
             pid: h.u32_at(0xC),
             provider: guid(0x18),
@@ -61,7 +61,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             level: h.u8_at(0x2C),
         },
         RecordKind::Full32 | RecordKind::Full64 => Fields {
-            timestamp: h.u64_at(0x10),
+            timestamp: r.timestamp(buf),
             tid: h.u32_at(8),
             pid: h.u32_at(0xC),
             provider: guid(0x18),
@@ -70,7 +70,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             level: h.u8_at(5),
         },
         RecordKind::Instance32 | RecordKind::Instance64 => Fields {
-            timestamp: h.u64_at(0x10),
+            timestamp: r.timestamp(buf),
             tid: h.u32_at(8),
             pid: h.u32_at(0xC),
             event_id: h.u8_at(4).map(u16::from),

@@ -138,6 +138,34 @@ impl Record {
         let b = buf.get(self.offset + 8..self.offset + 16)?;
         Some(u64::from_le_bytes(b.try_into().ok()?))
     }
+
+    /// The record's timestamp (session clock): PERFINFO at +8, every other kind but MESSAGE
+    /// at +0x10 (SYSTEM/COMPACT SystemTime, EVENT_HEADER and EVENT_TRACE_HEADER TimeStamp,
+    /// §5). `None` for MESSAGE records or when `buf` does not hold it.
+    pub fn timestamp(&self, buf: &[u8]) -> Option<u64> {
+        let at = match self.kind {
+            RecordKind::PerfInfo32 | RecordKind::PerfInfo64 => return self.perfinfo_timestamp(buf),
+            RecordKind::Message => return None,
+            _ => self.offset + 0x10,
+        };
+        if at + 8 > self.offset + self.size {
+            return None;
+        }
+        let b = buf.get(at..at + 8)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+/// The timestamp of the first record of a buffer whose first `prefix.len()` bytes are given
+/// (at least the header and the record's first 0x18 bytes), when that record is complete
+/// within `valid` and carries one.
+pub fn first_record_time(prefix: &[u8], valid: usize) -> Option<u64> {
+    if valid <= BUFFER_HEADER_SIZE {
+        return None;
+    }
+    parse_at(prefix, BUFFER_HEADER_SIZE, valid)
+        .ok()?
+        .timestamp(prefix)
 }
 
 /// Why the walk stopped before the valid end.

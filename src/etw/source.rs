@@ -553,6 +553,31 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         }
     }
 
+    /// The timestamp (session clock) of the unit's first complete record, when it has one:
+    /// an .etl file's buffers are ordered by it (each processor's in time order).
+    pub fn first_time(&self, u: &TraceUnit) -> Option<u64> {
+        if u.skip.is_some() {
+            return None;
+        }
+        match &u.data {
+            UnitData::Memory(b) => {
+                let mut prefix = [0u8; BUFFER_HEADER_SIZE + 0x20];
+                self.ctx.space.read(b.address, &mut prefix).ok()?;
+                crate::etl::records::first_record_time(&prefix, u.valid)
+            }
+            _ => {
+                let d = self.bytes(u)?;
+                let mut t = None;
+                walk_from(&d, u.first_record, u.valid, |r| {
+                    if t.is_none() {
+                        t = Some(r.timestamp(&d));
+                    }
+                });
+                t.flatten()
+            }
+        }
+    }
+
     /// The unit as one buffer of an .etl file of `size`-byte buffers, fixed up (etw-internals.md
     /// §6.1), with its record walk; `spare` is reused for the bytes. A memory or secondary-data
     /// buffer is kept as it is; a window that holds its buffer's start likewise; a window that

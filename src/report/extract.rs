@@ -397,13 +397,28 @@ pub fn extract(
                 }),
             }
         }
-        data.sort_by_key(|u| {
-            (
-                u.header.map_or(1, |h| h.sequence_number),
-                u.address.map_or(0, |a| a.get()),
-                u.file_offset,
-            )
-        });
+        // Time order: by the first record's timestamp (so each processor's buffers follow
+        // one another in time, as consumers read them), then SequenceNumber (flush order,
+        // which an in-flight buffer does not have); buffers without a timed first record
+        // after the timed ones, by SequenceNumber.
+        let mut keyed: Vec<_> = data
+            .into_iter()
+            .map(|u| {
+                let t = src.first_time(u);
+                (
+                    (
+                        t.is_none(),
+                        t.unwrap_or(0),
+                        u.header.map_or(1, |h| h.sequence_number),
+                        u.address.map_or(0, |a| a.get()),
+                        u.file_offset,
+                    ),
+                    u,
+                )
+            })
+            .collect();
+        keyed.sort_by_key(|(k, _)| *k);
+        let mut data: Vec<&TraceUnit> = keyed.into_iter().map(|(_, u)| u).collect();
         // An ETL file's buffers are all one size (§6.1); buffers of another cannot go in.
         let (buffer_size, anomaly) = file_buffer_size(s, &data);
         warnings.extend(anomaly);
