@@ -93,7 +93,7 @@ fn check_buffers_and_extract(
         let in_file: usize = s
             .buffer_list
             .iter()
-            .filter(|e| e.source != "pending_ccswap" && e.source != "header")
+            .filter(|e| !matches!(e.source, "pending_ccswap" | "header" | "rundown"))
             .map(|e| e.records)
             .sum();
         let listed = rows

@@ -353,7 +353,8 @@ fn real_triage_sessions_buffers_extract() {
         let etl = etwdump::etl::reader::read(&bytes);
         assert!(etl.problem.is_none(), "{:?}", etl.problem);
         let recs: Vec<usize> = etl.buffers.iter().map(|b| b.records).collect();
-        assert_eq!(recs, [1, s.records], "logger {}", s.logger_id);
+        // The header buffer: the header event and the 0x0050 partition record.
+        assert_eq!(recs, [2, s.records], "logger {}", s.logger_id);
         assert_eq!(bytes.len() as u64, s.bytes);
     }
     let l2 = &m.sessions[1];

@@ -10,4 +10,5 @@
 pub mod header;
 pub mod reader;
 pub mod records;
+pub mod rundown;
 pub mod writer;

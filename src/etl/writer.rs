@@ -113,6 +113,14 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
     put32(&mut rec, 0x0C, h.header_event_pid);
     put64(&mut rec, 0x10, h.header_event_time);
     rec.extend(tlh);
+    // Then, as in every real file (shared/data), the partition information of the host
+    // partition, stamped like the header event (rundown.rs).
+    rec.extend(super::rundown::partition_info(
+        h.x64,
+        h.header_event_tid,
+        h.header_event_pid,
+        h.header_event_time,
+    ));
     let end = BUFFER_HEADER_SIZE + rec.len();
     let mut b = vec![0u8; BUFFER_HEADER_SIZE];
     put32(&mut b, offsets::BUFFER_SIZE, h.buffer_size);
@@ -425,8 +433,10 @@ mod tests {
             assert_eq!(h.buffer_type, u64::from(BUFFER_TYPE_HEADER));
             let end = h.saved_offset as usize;
             assert_eq!(h.valid_bytes(), Some(end as u64));
+            // The header event, then the 0x0050 partition record.
             let w = walk(&b, end);
-            assert_eq!((w.count, w.end), (1, end));
+            assert_eq!((w.count, w.end), (2, end));
+            assert_eq!(w.first.as_ref().and_then(|r| r.hook), Some(0x0000));
             assert!(b[end..].iter().all(|&x| x == 0xFF));
             let tlh = BUFFER_HEADER_SIZE + 0x20;
             let le32 = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());

@@ -24,6 +24,8 @@ pub struct PeHeaders {
     pub size_of_image: u32,
     pub number_of_sections: u16,
     pub image_base: u64,
+    /// OptionalHeader.CheckSum.
+    pub check_sum: u32,
 }
 
 /// Why the PDB identity could not be read.
@@ -105,6 +107,7 @@ impl KernelImage {
             size_of_image: opt.map_or(0, |o| o.windows_fields.size_of_image),
             number_of_sections: header.coff_header.number_of_sections,
             image_base: opt.map_or(0, |o| o.windows_fields.image_base),
+            check_sum: opt.map_or(0, |o| o.windows_fields.check_sum),
         });
         let debug = opt.and_then(|o| o.data_directories.get_debug_table().copied());
         let pdb = match debug {

@@ -239,3 +239,68 @@ pub fn thread_cid(ctx: &KernelContext<'_>, thread: VirtAddr) -> Result<(u64, u64
         .map_err(|e| format!("{thread}: Cid.UniqueThread: {e}"))?;
     Ok((pid.get(), tid.get()))
 }
+
+/// What a process rundown says of a process beyond its id and name; `None` where the field
+/// is not in the symbols or its memory not in the dump.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessDetails {
+    /// EPROCESS.InheritedFromUniqueProcessId.
+    pub parent_pid: Option<u64>,
+    /// KPROCESS.DirectoryTableBase (EPROCESS.Pcb).
+    pub directory_table_base: Option<u64>,
+    /// EPROCESS.ExitStatus.
+    pub exit_status: Option<u32>,
+}
+
+/// What a thread rundown says of a thread beyond its ids; `None` as for [`ProcessDetails`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadDetails {
+    /// KTHREAD.StackBase / StackLimit (the kernel stack).
+    pub stack_base: Option<u64>,
+    pub stack_limit: Option<u64>,
+    /// KTHREAD.Teb.
+    pub teb: Option<u64>,
+    /// ETHREAD.Win32StartAddress.
+    pub win32_start: Option<u64>,
+    /// KTHREAD.BasePriority.
+    pub base_priority: Option<u8>,
+}
+
+/// [`ProcessDetails`] of the EPROCESS at `p.eprocess`.
+pub fn details(ctx: &KernelContext<'_>, p: &Process) -> ProcessDetails {
+    let sym = &ctx.symbols;
+    let mut d = ProcessDetails::default();
+    if let Some(ep) = sym.layout("_EPROCESS") {
+        let v = View::new(&ctx.space, ep, p.eprocess);
+        d.parent_pid = v.uint("InheritedFromUniqueProcessId").ok();
+        d.exit_status = v.uint("ExitStatus").ok().map(|x| x as u32);
+        // EPROCESS.Pcb (offset 0 in every build) is the KPROCESS.
+        let pcb = ep.field("Pcb").map_or(0, |f| f.offset);
+        if let Some(kp) = sym.layout("_KPROCESS") {
+            d.directory_table_base = View::new(&ctx.space, kp, p.eprocess.offset(pcb))
+                .uint("DirectoryTableBase")
+                .ok();
+        }
+    }
+    d
+}
+
+/// [`ThreadDetails`] of the ETHREAD at `ethread`.
+pub fn thread_details(ctx: &KernelContext<'_>, ethread: VirtAddr) -> ThreadDetails {
+    let sym = &ctx.symbols;
+    let mut d = ThreadDetails::default();
+    if let Some(et) = sym.layout("_ETHREAD") {
+        d.win32_start = View::new(&ctx.space, et, ethread)
+            .uint("Win32StartAddress")
+            .ok();
+        let tcb = et.field("Tcb").map_or(0, |f| f.offset);
+        if let Some(kt) = sym.layout("_KTHREAD") {
+            let v = View::new(&ctx.space, kt, ethread.offset(tcb));
+            d.stack_base = v.uint("StackBase").ok();
+            d.stack_limit = v.uint("StackLimit").ok();
+            d.teb = v.uint("Teb").ok();
+            d.base_priority = v.uint("BasePriority").ok().map(|x| x as u8);
+        }
+    }
+    d
+}

@@ -115,24 +115,7 @@ pub(crate) fn header_buffer(
     // The header event as Windows writes it: the time the session started in its own clock
     // (ReferenceTime: StartPerfClock, or StartTime for the system-time clock) and the logger
     // thread's process and thread ids (LoggerThread -> ETHREAD.Cid), where the dump has them.
-    let start_clock = crate::etw::clock::reference_time(ctx, s).map(|(st, sp)| {
-        if s.clock_type == Some(2) {
-            st
-        } else {
-            sp
-        }
-    });
-    let (pid, tid) = ctx
-        .symbols
-        .layout("_WMI_LOGGER_CONTEXT")
-        .and_then(|l| {
-            crate::kernel::view::View::new(&ctx.space, l, s.address)
-                .ptr("LoggerThread")
-                .ok()
-        })
-        .filter(|t| !t.is_null())
-        .and_then(|t| crate::kernel::processes::thread_cid(ctx, t).ok())
-        .unwrap_or((0, 0));
+    let (start_clock, pid, tid) = header_event(ctx, s);
     writer::header_buffer(&LogfileHeader {
         x64: ctx.space.arch().is_64bit(),
         buffer_size: s.buffer_size.unwrap_or(0x10000) as u32,
@@ -152,8 +135,8 @@ pub(crate) fn header_buffer(
         perf_freq: facts.perf_freq,
         start_time: s.start_time_raw.unwrap_or(0),
         header_event_time: start_clock.unwrap_or(0),
-        header_event_pid: u32::try_from(pid).unwrap_or(0),
-        header_event_tid: u32::try_from(tid).unwrap_or(0),
+        header_event_pid: pid,
+        header_event_tid: tid,
         clock_type: s.clock_type.unwrap_or(1) as u32,
         buffers_lost: s.log_buffers_lost.unwrap_or(0) as u32,
         logger_id: s.logger_id,
@@ -162,9 +145,210 @@ pub(crate) fn header_buffer(
     })
 }
 
+impl SyntheticBuffer {
+    /// Write it into `file` with its manifest entry.
+    fn push_to(self, file: &mut SessionFile) -> Result<(), ExtractError> {
+        let w = walk(&self.bytes, self.bytes.len());
+        let entry = ManifestBuffer {
+            source: self.source,
+            address: self.block.map(|b| b.to_string()),
+            cpu: Some(self.cpu),
+            sequence_number: self.sequence_number,
+            valid_bytes: w.end as u64,
+            records: w.count,
+            file_offset: 0,
+        };
+        file.push(entry, self.bytes, &w)
+    }
+}
+
+/// The header event's time (the session's start in its own clock: ReferenceTime's
+/// StartPerfClock, or StartTime for the system-time clock) and the process and thread that
+/// wrote it (LoggerThread -> ETHREAD.Cid), where the dump has them (0 otherwise).
+fn header_event(ctx: &KernelContext<'_>, s: &Session) -> (Option<u64>, u32, u32) {
+    let start_clock = crate::etw::clock::reference_time(ctx, s).map(|(st, sp)| {
+        if s.clock_type == Some(2) {
+            st
+        } else {
+            sp
+        }
+    });
+    let (pid, tid) = ctx
+        .symbols
+        .layout("_WMI_LOGGER_CONTEXT")
+        .and_then(|l| {
+            crate::kernel::view::View::new(&ctx.space, l, s.address)
+                .ptr("LoggerThread")
+                .ok()
+        })
+        .filter(|t| !t.is_null())
+        .and_then(|t| crate::kernel::processes::thread_cid(ctx, t).ok())
+        .unwrap_or((0, 0));
+    (
+        start_clock,
+        u32::try_from(pid).unwrap_or(0),
+        u32::try_from(tid).unwrap_or(0),
+    )
+}
+
+/// The rundown of a kernel session's file (etl/rundown.rs): a Process DCStart per process of
+/// the dump's process list, a Thread DCStart per thread, an Image DCStart per loaded kernel
+/// module (ProcessId 0), stamped `ts`, packed into GENERIC buffers of processor 0 from
+/// SequenceNumber `first_seq`. At most as many buffers as `room` bytes allow (with the header
+/// buffer); the rest is said in a warning. The processes' user SIDs are not read (S-1-0-0),
+/// nor their session ids (0xFFFFFFFF), command lines, thread affinities or user stacks (0).
+fn rundown_buffers(
+    ctx: &KernelContext<'_>,
+    s: &Session,
+    ts: u64,
+    first_seq: u64,
+    room: u64,
+    warnings: &mut Vec<Warning>,
+) -> Vec<SyntheticBuffer> {
+    use crate::etl::rundown::{
+        image_dcstart, process_dcstart, thread_dcstart, ImageRundown, ProcessRundown, ThreadRundown,
+    };
+    use crate::kernel::processes;
+    let x64 = ctx.space.arch().is_64bit();
+    let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
+    let (_, hpid, htid) = header_event(ctx, s);
+    let procs = processes::walk(ctx);
+    for w in &procs.warnings {
+        let mut w = w.clone();
+        w.message = format!("rundown: {}", w.message);
+        warnings.push(w);
+    }
+    let mut records: Vec<Vec<u8>> = Vec::new();
+    for p in &procs.processes {
+        let d = processes::details(ctx, p);
+        let pid = u32::try_from(p.pid).unwrap_or(u32::MAX);
+        records.push(process_dcstart(
+            x64,
+            ts,
+            &ProcessRundown {
+                key: p.eprocess.get(),
+                pid,
+                parent_pid: d.parent_pid.map_or(0, |v| v as u32),
+                session_id: u32::MAX,
+                exit_status: d.exit_status.unwrap_or(0),
+                directory_table_base: d.directory_table_base.unwrap_or(0),
+                image_file_name: p.name.as_bytes(),
+            },
+        ));
+        for &(ethread, tid) in &p.threads {
+            let t = processes::thread_details(ctx, ethread);
+            records.push(thread_dcstart(
+                x64,
+                ts,
+                &ThreadRundown {
+                    pid,
+                    tid: u32::try_from(tid).unwrap_or(u32::MAX),
+                    stack_base: t.stack_base.unwrap_or(0),
+                    stack_limit: t.stack_limit.unwrap_or(0),
+                    teb: t.teb.unwrap_or(0),
+                    win32_start: t.win32_start.unwrap_or(0),
+                    base_priority: t.base_priority.unwrap_or(0),
+                },
+            ));
+        }
+    }
+    if let Ok(mods) = &ctx.modules {
+        for m in &mods.modules {
+            let pe = crate::kernel::pe::KernelImage::read(&ctx.space, m.base).headers;
+            let name = m
+                .full_name
+                .as_deref()
+                .or(m.base_name.as_deref())
+                .unwrap_or("");
+            records.push(image_dcstart(
+                x64,
+                htid,
+                hpid,
+                ts,
+                &ImageRundown {
+                    base: m.base.get(),
+                    size: u64::from(m.size),
+                    pid: 0,
+                    check_sum: pe.as_ref().map_or(0, |h| h.check_sum),
+                    time_date_stamp: pe.as_ref().map_or(0, |h| h.time_date_stamp),
+                    file_name: name,
+                },
+            ));
+        }
+    }
+    // Pack: records back to back, 8-aligned, as many per buffer as fit.
+    let mut out = Vec::new();
+    let mut cur: Vec<u8> = Vec::new();
+    let mut left = 0usize;
+    let total = records.len();
+    let flush = |cur: &mut Vec<u8>, out: &mut Vec<SyntheticBuffer>| -> bool {
+        if cur.is_empty() {
+            return true;
+        }
+        if (out.len() as u64 + 2).saturating_mul(buffer_size as u64) > room {
+            return false;
+        }
+        let seq = first_seq + out.len() as u64;
+        let header = SyntheticHeader {
+            size: buffer_size,
+            logger_id: s.logger_id,
+            sequence_number: seq,
+            timestamp: ts,
+            buffer_type: 0,
+            processor: Some(0),
+        };
+        if let Some((b, _)) = synthetic_buffer(&header, cur) {
+            out.push(SyntheticBuffer {
+                source: "rundown",
+                block: None,
+                cpu: 0,
+                sequence_number: seq,
+                bytes: b,
+            });
+        }
+        cur.clear();
+        true
+    };
+    let mut full = false;
+    for (i, r) in records.iter().enumerate() {
+        if BUFFER_HEADER_SIZE + r.len().next_multiple_of(8) > buffer_size {
+            continue; // cannot be in any buffer of this file (a name longer than BufferSize)
+        }
+        if BUFFER_HEADER_SIZE + cur.len() + r.len().next_multiple_of(8) > buffer_size
+            && !flush(&mut cur, &mut out)
+        {
+            left = total - i;
+            full = true;
+            break;
+        }
+        cur.extend_from_slice(r);
+        cur.resize(cur.len().next_multiple_of(8), 0);
+    }
+    if !full && !flush(&mut cur, &mut out) {
+        left = 1;
+    }
+    if left > 0 {
+        warnings.push(
+            Warning::new(
+                WarningKind::OutputBound,
+                format!(
+                    "logger {}: the rundown is cut after {} buffers ({left} of its {total} records not written): more would exceed the output bound",
+                    s.logger_id,
+                    out.len()
+                ),
+            )
+            .logger(s.logger_id),
+        );
+    }
+    out
+}
+
 /// One pending batch laid out as a buffer of the file.
 struct SyntheticBuffer {
-    block: crate::addr::VirtAddr,
+    /// The manifest's source: "rundown" or "pending_ccswap".
+    source: &'static str,
+    /// The pending block it was made from.
+    block: Option<crate::addr::VirtAddr>,
     cpu: u64,
     sequence_number: u64,
     bytes: Vec<u8>,
@@ -277,7 +461,8 @@ fn pending_buffers(
             continue; // checked above: it fits
         };
         out.push(SyntheticBuffer {
-            block: p.block,
+            source: "pending_ccswap",
+            block: Some(p.block),
             cpu: p.cpu,
             sequence_number: seq,
             bytes: b,
@@ -418,6 +603,8 @@ pub fn extract(
             })
             .collect();
         keyed.sort_by_key(|(k, _)| *k);
+        // The rundown is stamped with the first record time of the file's data.
+        let first_time = keyed.iter().find(|(k, _)| !k.0).map(|(k, _)| k.1);
         let mut data: Vec<&TraceUnit> = keyed.into_iter().map(|(_, u)| u).collect();
         // An ETL file's buffers are all one size (§6.1); buffers of another cannot go in.
         let (buffer_size, anomaly) = file_buffer_size(s, &data);
@@ -456,7 +643,24 @@ pub fn extract(
         // Built at most as many as the output bound below can keep (each is BufferSize bytes
         // in memory until written: fuzz finding 5).
         let room = unbacked_allowance.saturating_add(backed);
-        let mut synthetic = pending_buffers(ctx, sess, &pending, next_seq, room, &mut warnings);
+        // A kernel session's file starts with the rundown of the dump's processes, threads
+        // and modules (stamped with its data's first time, else the header event's), then
+        // come the pending batches: synthetic buffers, the rundown first.
+        let mut synthetic = if crate::etw::loggers::is_kernel_session(sess) {
+            let ts = first_time.or(header_event(ctx, sess).0).unwrap_or(0);
+            rundown_buffers(ctx, sess, ts, next_seq, room, &mut warnings)
+        } else {
+            Vec::new()
+        };
+        let rundown_len = synthetic.len() as u64;
+        synthetic.extend(pending_buffers(
+            ctx,
+            sess,
+            &pending,
+            next_seq + rundown_len,
+            room.saturating_sub(rundown_len.saturating_mul(buffer_size)),
+            &mut warnings,
+        ));
         // Output bound: bytes not read from the dump (the header buffer and the synthetic
         // pending buffers, each BufferSize long) may exceed what the session's recovered
         // buffers occupy only by the extract-wide allowance, so a small dump whose loggers claim
@@ -467,12 +671,15 @@ pub fn extract(
                 .saturating_sub(backed)
         };
         while !synthetic.is_empty() && extra(synthetic.len()) > unbacked_allowance {
-            synthetic.pop();
+            let what = match synthetic.pop() {
+                Some(p) if p.source == "rundown" => "a rundown buffer",
+                _ => "a pending batch",
+            };
             warnings.push(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
-                        "logger {logger_id}: a pending batch is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({unbacked_allowance} bytes not backed by the dump left)",
+                        "logger {logger_id}: {what} is not written: its {buffer_size:#x}-byte synthetic buffer would exceed the output bound ({unbacked_allowance} bytes not backed by the dump left)",
                     ),
                 )
                 .logger(logger_id),
@@ -534,6 +741,12 @@ pub fn extract(
         let planned = data.len() + synthetic.len();
         let header = header_buffer(ctx, sess, &facts, planned as u32 + 1);
         let mut file = SessionFile::create(dir, &name, header)?;
+        // The rundown right after the header buffer.
+        let (rundown, synthetic): (Vec<_>, Vec<_>) =
+            synthetic.into_iter().partition(|p| p.source == "rundown");
+        for p in rundown {
+            p.push_to(&mut file)?;
+        }
         // Each unit read again (one at a time) into a buffer the file's hashing thread hands
         // back, walked, fixed up and written; the next PREFETCH units' pages are asked for
         // ahead, so cold reads overlap the work.
@@ -565,17 +778,7 @@ pub fn extract(
             }
         }
         for p in synthetic {
-            let w = walk(&p.bytes, p.bytes.len());
-            let entry = ManifestBuffer {
-                source: "pending_ccswap",
-                address: Some(p.block.to_string()),
-                cpu: Some(p.cpu),
-                sequence_number: p.sequence_number,
-                valid_bytes: w.end as u64,
-                records: w.count,
-                file_offset: 0,
-            };
-            file.push(entry, p.bytes, &w)?;
+            p.push_to(&mut file)?;
         }
         if file.data_buffers() != planned {
             // A buffer vanished between the reads: BuffersWritten in the header must match.

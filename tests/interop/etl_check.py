@@ -241,7 +241,16 @@ def expected_pending(sess, pending):
             and p.get("true_clock", p.get("clock")) == sess.get("clock_type")]
 
 
-def check_extract(c, etwdump, name, dump, pdb, exp, workdir, pending=()):
+def expected_rundown(entry):
+    """What a kernel session's rundown holds for the forge's dump (etl/rundown.rs): a Process
+    DCStart per process, a Thread DCStart per thread, an Image DCStart per kernel module."""
+    procs = entry.get("processes") or []
+    keys = {"0x0303": len(procs), "0x0503": sum(len(p["threads"]) for p in procs),
+            "0x1403": len(entry.get("modules") or [])}
+    return {k: n for k, n in keys.items() if n}
+
+
+def check_extract(c, etwdump, name, dump, pdb, exp, workdir, pending=(), rundown_keys=None):
     outdir = os.path.join(workdir, name + ".etl.d")
     shutil.rmtree(outdir, ignore_errors=True)
     t = time.time()
@@ -286,8 +295,13 @@ def check_extract(c, etwdump, name, dump, pdb, exp, workdir, pending=()):
         c.check(set(want) == set(got), "%s: buffers written %s == forge %s" % (
             tag, sorted(map(hex, got)), sorted(map(hex, want))))
         c.check(blist and blist[0].get("address") is None, "%s: header buffer first" % tag)
-        seqs = [b.get("sequence_number") for b in data]
-        c.check(seqs == sorted(seqs), "%s: data buffers ordered by SequenceNumber %s" % (tag, seqs[:12]))
+        # A kernel session's rundown right after the header buffer (the data buffers' time
+        # order is etl_viewers_check.py's).
+        rundown = [b for b in blist if b.get("source") == "rundown"]
+        want_rundown = (rundown_keys or {}) if is_kernel_session(sess) else {}
+        c.check(blist[1:1 + len(rundown)] == rundown and bool(rundown) == bool(want_rundown)
+                and sum(b.get("records", 0) for b in rundown) == sum(want_rundown.values()),
+                "%s: rundown after the header: %d buffers, %s" % (tag, len(rundown), want_rundown))
         probs = []
         for a in sorted(set(want) & set(got)):
             w, g = want[a], got[a]
@@ -308,14 +322,17 @@ def check_extract(c, etwdump, name, dump, pdb, exp, workdir, pending=()):
                 tot_keys[k] = tot_keys.get(k, 0) + n
         if pend_want:
             tot_keys["0x0525"] = tot_keys.get("0x0525", 0) + len(pend_want)
-        want_records = sum(b["record_count"] for b in extractable) + len(pend_want)
+        for k, n in want_rundown.items():
+            tot_keys[k] = tot_keys.get(k, 0) + n
+        want_records = (sum(b["record_count"] for b in extractable) + len(pend_want)
+                        + sum(want_rundown.values()))
         c.check(ms.get("records") == want_records,
                 "%s: records %r == %d" % (tag, ms.get("records"), want_records))
         c.check((ms.get("records_by_hook") or {}) == tot_keys,
                 "%s: records_by_hook %s == %s" % (tag, ms.get("records_by_hook"), tot_keys))
-        c.check(ms.get("buffers") == len(extractable) + len(pend_want),
+        c.check(ms.get("buffers") == len(extractable) + len(pend_want) + len(rundown),
                 "%s: buffers %r == %d" % (tag, ms.get("buffers"),
-                                         len(extractable) + len(pend_want)))
+                                         len(extractable) + len(pend_want) + len(rundown)))
         skipped = {addr(s.get("address")) for s in ms.get("skipped") or []}
         comp = {addr(b["address"]) for b in bl if b["compressed"]}
         c.check(comp <= skipped, "%s: compressed buffers %s in skipped %s" % (
@@ -469,7 +486,8 @@ def main():
                 check_buffers_cmd(c, etwdump, name, dump, pdb, exp)
             if have["extract"]:
                 pending = entry.get("etw", {}).get("pending") or []
-                check_extract(c, etwdump, name, dump, pdb, exp, work, pending)
+                check_extract(c, etwdump, name, dump, pdb, exp, work, pending,
+                              expected_rundown(entry))
         if n == 0:
             c.fail("no dump with buffer expectations in %s" % a.manifest)
         if have["etl"]:

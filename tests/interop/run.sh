@@ -28,6 +28,11 @@
 #    installed into the venv) on every extracted .etl, and etl-parser vs `$ETWDUMP etl` on the
 #    real ETL files of /work/shared/data/etl; --require-etwdump-buffers makes missing
 #    `buffers`/`extract`/`etl` commands a failure.
+# 7c. etl_viewers_check.py: `$ETWDUMP extract` on the plugin set (`forge --plugin-set`: the
+#    sample's memory with processes and modules): etl-parser and dissect.etl==3.14 (PyPI) decode
+#    every record of the header and rundown buffers, the header buffer holds the header event
+#    and the 0x0050 partition record, a kernel session's rundown names each forged process
+#    (name, parent), thread and module, and each processor's buffers are in time order.
 # 8. triage_check.py: `$ETWDUMP extract` on the forge triage scenarios and the real triage dump.
 # 9. qemu_check.py: a real QEMU (Debian qemu-system-x86) `dump-guest-memory` ELF core of a paused
 #    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
@@ -92,6 +97,11 @@ if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.vers
     "$venv/bin/pip" install --quiet --disable-pip-version-check "etl-parser==1.0.1"
 fi
 
+if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("dissect.etl") != "3.14")' 2>/dev/null; then
+    echo "== installing dissect.etl==3.14 into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "dissect.etl==3.14"
+fi
+
 if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("timesketch-import-client") != "20261014")' 2>/dev/null; then
     # six: imported by the client's utils.py without being declared.
     echo "== installing timesketch-import-client==20261014 into $venv"
@@ -124,9 +134,9 @@ echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump ses
 "$venv/bin/python" "$here/sessions_check.py" "$out/manifest.json" --symbols "$out/vol/symbols" \
     ${sessions_flags[@]+"${sessions_flags[@]}"} || status=1
 
+"$target/debug/forge" --plugin-set "$out/plugins" >/dev/null 2>&1
 if [ "$run_vol" -eq 1 ]; then
     echo "== vol_plugins_check.py (the windows.etw plugin suite under volatility3: every row vs etwdump on dumps and images)"
-    "$target/debug/forge" --plugin-set "$out/plugins" >/dev/null
     "$venv/bin/python" "$here/vol_plugins_check.py" "$out/plugins" --symbols "$out/vol/symbols" || status=1
 fi
 
@@ -139,6 +149,10 @@ image_flags=()
 echo "== etl_check.py (ETW buffers: forge vs etwdump buffers/extract; etl-parser 1.0.1 on the .etl files)"
 "$venv/bin/python" "$here/etl_check.py" "$out/manifest.json" \
     ${etl_flags[@]+"${etl_flags[@]}"} || status=1
+
+echo "== etl_viewers_check.py (extracted .etl files of the sample's memory through etl-parser 1.0.1 and dissect.etl 3.14: header records, rundown, time order)"
+(cd "$out" && "$venv/bin/python" "$here/etl_viewers_check.py" "$out/plugins" \
+    --pdb "$root/tests/fixtures/x64-19041/ntkrnlmp.pdb") || status=1
 
 echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the .etl files, forge expectations)"
 "$target/debug/forge" --triage "$out/triage" >/dev/null

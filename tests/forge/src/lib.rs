@@ -82,7 +82,7 @@ pub use kernel::fixture::{
     default_fixtures_root, fixture_dirs, Fixture, FixtureError, FixtureExtras, FixtureSection,
     Relocation,
 };
-pub use kernel::processes::{ExpectedProcess, STANDARD_PROCESSES};
+pub use kernel::processes::{thread_facts, ExpectedProcess, ThreadFacts, STANDARD_PROCESSES};
 pub use triage::{
     forge_triage, triage_scenarios, BlobBufferSpec, BlobSessionSpec, CurrentBufferSpec,
     ErrlogSource, ErrlogSpec, EtwBlobSpec, ExpectedBlobBuffer, ExpectedBlobEntry,

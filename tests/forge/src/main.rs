@@ -160,6 +160,18 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
         "modules": modules,
         "probes": probes,
     });
+    if !f.processes.is_empty() {
+        entry["processes"] = f
+            .processes
+            .iter()
+            .map(|p| {
+                json!({"pid": p.pid, "name": p.name, "parent_pid": p.parent_pid,
+                       "eprocess": hex_addr(p.eprocess_va),
+                       "threads": p.threads.iter().map(|t| t.1).collect::<Vec<_>>()})
+            })
+            .collect::<Vec<_>>()
+            .into();
+    }
     if let Some(fx) = &c.fixture {
         let symbols: serde_json::Map<String, Value> = f
             .symbols

@@ -23,6 +23,48 @@ pub struct ExpectedProcess {
     pub name: String,
     /// (`_ETHREAD` VA, `Cid.UniqueThread`) in ThreadListHead Flink order.
     pub threads: Vec<(u64, u64)>,
+    /// EPROCESS.InheritedFromUniqueProcessId (where the fixture's types.h has the field, else 0).
+    pub parent_pid: u64,
+    /// KPROCESS.DirectoryTableBase (likewise).
+    pub directory_table_base: u64,
+}
+
+/// What the forge writes into a thread's KTHREAD/ETHREAD besides its ids (where types.h has
+/// the fields): KTHREAD.StackBase, StackLimit, Teb, BasePriority and ETHREAD.Win32StartAddress,
+/// each a function of the process and thread ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadFacts {
+    pub stack_base: u64,
+    pub stack_limit: u64,
+    pub teb: u64,
+    pub win32_start: u64,
+    pub base_priority: u8,
+}
+
+/// The [`ThreadFacts`] of thread `tid` of process `pid`.
+pub fn thread_facts(pid: u64, tid: u64) -> ThreadFacts {
+    let stack_base = 0xFFFF_E300_0000_0000 + tid * 0x2000 + 0x6000;
+    ThreadFacts {
+        stack_base,
+        stack_limit: stack_base - 0x6000,
+        teb: if pid == 4 {
+            0
+        } else {
+            0x0000_00A0_0000_0000 + tid * 0x1000
+        },
+        win32_start: 0xFFFF_F804_7BB0_0000 + tid * 0x40,
+        base_priority: 8 + (tid / 4 % 8) as u8,
+    }
+}
+
+/// EPROCESS.InheritedFromUniqueProcessId of the standard process `pid`.
+fn parent_of(pid: u64) -> u64 {
+    match pid {
+        4 => 0,
+        0x184 => 4,
+        0x44C => 0x184,
+        _ => 0x44C,
+    }
 }
 
 /// (PID, ImageFileName, TIDs) of the forged processes, in ActiveProcessLinks Flink order.
@@ -180,13 +222,31 @@ pub(crate) fn build(cfg: &Config, img: &mut KernelImage) -> ProcBuild {
     put_u64(&mut h, 8, head_links[0].2);
     img.write(img.sym.ps_active_process_head, &h);
 
+    // Optional fields (present in every x64 types.h the processes are built for).
+    let opt = |agg: &str, f: &str| t.offset_of(agg, f).map(|o| o as usize);
+    let parent_off = opt("_EPROCESS", "InheritedFromUniqueProcessId");
+    let dtb_off = opt("_KPROCESS", "DirectoryTableBase");
+    let stack_base_off = opt("_KTHREAD", "StackBase");
+    let stack_limit_off = opt("_KTHREAD", "StackLimit");
+    let teb_off = opt("_KTHREAD", "Teb");
+    let prio_off = opt("_KTHREAD", "BasePriority");
+    let start_off = opt("_ETHREAD", "Win32StartAddress");
     let mut expected = Vec::new();
-    for (&(pid, name, tids), (ep, ths)) in STANDARD_PROCESSES.iter().zip(&objs) {
+    for (i, (&(pid, name, tids), (ep, ths))) in STANDARD_PROCESSES.iter().zip(&objs).enumerate() {
         let ep = *ep;
         assert!(name.len() <= 15 && tids.iter().all(|t| t % 4 == 0) && pid % 4 == 0);
         buf[ep] = PROCESS_OBJECT;
         put_u64(&mut buf, ep + pid_off, pid);
         buf[ep + name_off..ep + name_off + name.len()].copy_from_slice(name.as_bytes());
+        let parent_pid = parent_off.map_or(0, |o| {
+            put_u64(&mut buf, ep + o, parent_of(pid));
+            parent_of(pid)
+        });
+        let directory_table_base = dtb_off.map_or(0, |o| {
+            let dtb = 0x0800_0000 + i as u64 * 0x10_0000;
+            put_u64(&mut buf, ep + o, dtb);
+            dtb
+        });
         let t_entries: Vec<u64> = ths.iter().map(|&th| va(th + tentry)).collect();
         ring(&mut buf, va(ep + thead), &t_entries);
         if let (Some(kh), Some(ke)) = (k_head, k_entry) {
@@ -201,6 +261,20 @@ pub(crate) fn build(cfg: &Config, img: &mut KernelImage) -> ProcBuild {
             if let Some(kp) = k_proc {
                 put_u64(&mut buf, th + kp as usize, va(ep));
             }
+            let f = thread_facts(pid, tid);
+            for (o, v) in [
+                (stack_base_off, f.stack_base),
+                (stack_limit_off, f.stack_limit),
+                (teb_off, f.teb),
+                (start_off, f.win32_start),
+            ] {
+                if let Some(o) = o {
+                    put_u64(&mut buf, th + o, v);
+                }
+            }
+            if let Some(o) = prio_off {
+                buf[th + o] = f.base_priority;
+            }
             threads.push((va(th), tid));
         }
         expected.push(ExpectedProcess {
@@ -208,6 +282,8 @@ pub(crate) fn build(cfg: &Config, img: &mut KernelImage) -> ProcBuild {
             pid,
             name: name.to_string(),
             threads,
+            parent_pid,
+            directory_table_base,
         });
     }
 

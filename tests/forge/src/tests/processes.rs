@@ -81,7 +81,27 @@ fn walk_processes(f: &Forged, file: &[u8]) -> Vec<ExpectedProcess> {
                     let up = off(&t, "_CLIENT_ID", "UniqueProcess");
                     let ut = off(&t, "_CLIENT_ID", "UniqueThread");
                     assert_eq!(u64_at(&w, th + cid + up), pid, "Cid.UniqueProcess");
-                    (th, u64_at(&w, th + cid + ut))
+                    let tid = u64_at(&w, th + cid + ut);
+                    // The thread facts, at the fields types.h names.
+                    let facts = crate::thread_facts(pid, tid);
+                    assert_eq!(
+                        u64_at(&w, th + off(&t, "_KTHREAD", "StackBase")),
+                        facts.stack_base
+                    );
+                    assert_eq!(
+                        u64_at(&w, th + off(&t, "_KTHREAD", "StackLimit")),
+                        facts.stack_limit
+                    );
+                    assert_eq!(u64_at(&w, th + off(&t, "_KTHREAD", "Teb")), facts.teb);
+                    assert_eq!(
+                        u64_at(&w, th + off(&t, "_ETHREAD", "Win32StartAddress")),
+                        facts.win32_start
+                    );
+                    assert_eq!(
+                        w.read(th + off(&t, "_KTHREAD", "BasePriority"), 1).unwrap()[0],
+                        facts.base_priority
+                    );
+                    (th, tid)
                 })
                 .collect();
             ExpectedProcess {
@@ -89,6 +109,11 @@ fn walk_processes(f: &Forged, file: &[u8]) -> Vec<ExpectedProcess> {
                 pid,
                 name,
                 threads,
+                parent_pid: u64_at(
+                    &w,
+                    ep + off(&t, "_EPROCESS", "InheritedFromUniqueProcessId"),
+                ),
+                directory_table_base: u64_at(&w, ep + off(&t, "_KPROCESS", "DirectoryTableBase")),
             }
         })
         .collect()
