@@ -534,3 +534,102 @@ fn a_hosted_layout_places_memory_anywhere_in_a_file() {
     assert!(d.truncation().is_some(), "{:?}", d.warnings());
     assert_eq!(listings(&d, &opts), want);
 }
+
+/// Hosted layouts varied (the reference leaves the container open): for 8 seeds, the stored
+/// runs are split at random pages into 1-8 pieces each, the pieces placed in the file in a
+/// random order behind a random-length header with random gaps (file offsets page aligned,
+/// as the layout requires), half of them with the machine given and half searched: every
+/// listing equals the crash dump's.
+#[test]
+fn hosted_layouts_varied_give_the_dumps_listings() {
+    use etwdump::dump::layout::Layout;
+    let fx = "x64-19041";
+    let c = Config::from_fixture(&common::fixture(fx)).with_variation(5);
+    let f = forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let dump_path = dir.path().join("m.dmp");
+    f.write_to(&dump_path).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(common::pdb_of(fx)),
+        ..SymbolOptions::default()
+    };
+    let want = listings(
+        &discover::open(&dump_path, OpenOptions::default()).unwrap(),
+        &opts,
+    );
+    let raw = f
+        .write_image(&dir.path().join("m"), ImageKind::Raw)
+        .unwrap();
+    let mem = std::fs::read(&raw[0]).unwrap();
+    let runs = f.image_ranges(ImageKind::Elf);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n.max(1)
+    };
+    for seed in 0..8u64 {
+        // Pieces: (physical start, size).
+        let mut pieces = Vec::new();
+        for r in &runs {
+            let pages = r.size / 0x1000;
+            let mut cuts: Vec<u64> = (0..next(8)).map(|_| next(pages)).collect();
+            cuts.push(0);
+            cuts.push(pages);
+            cuts.sort_unstable();
+            cuts.dedup();
+            for w in cuts.windows(2) {
+                pieces.push((r.start + w[0] * 0x1000, (w[1] - w[0]) * 0x1000));
+            }
+        }
+        // Shuffle (Fisher-Yates).
+        for i in (1..pieces.len()).rev() {
+            let j = next(i as u64 + 1) as usize;
+            pieces.swap(i, j);
+        }
+        let mut file = vec![0xCCu8; (1 + next(4) as usize) * 0x1000];
+        let mut ranges = Vec::new();
+        for &(start, size) in &pieces {
+            ranges.push(format!(
+                r#"{{"start":{start},"size":{size},"file_offset":{}}}"#,
+                file.len()
+            ));
+            file.extend_from_slice(&mem[start as usize..(start + size) as usize]);
+            file.extend(std::iter::repeat_n(0x33u8, next(3) as usize * 0x1000));
+        }
+        let machine = if seed % 2 == 0 {
+            format!(r#","arch":"x64","dtb":{}"#, f.page_table_root())
+        } else {
+            String::new()
+        };
+        let layout = Layout::parse(
+            format!(
+                r#"{{"etwdump_layout":1,"ranges":[{}]{machine}}}"#,
+                ranges.join(",")
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let path = dir.path().join(format!("hosted-{seed}.bin"));
+        std::fs::write(&path, &file).unwrap();
+        let d = discover::open_with_layout(&path, &layout, OpenOptions::default())
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(
+            d.header().directory_table_base,
+            f.page_table_root(),
+            "seed {seed}"
+        );
+        assert_eq!(
+            d.machine_source().unwrap().contains("given by the layout"),
+            seed % 2 == 0,
+            "seed {seed}"
+        );
+        assert_eq!(
+            listings(&d, &opts),
+            want,
+            "seed {seed}: {} pieces",
+            pieces.len()
+        );
+    }
+}
