@@ -633,3 +633,69 @@ fn hosted_layouts_varied_give_the_dumps_listings() {
         );
     }
 }
+
+/// The same hand-off for an x86 PAE kernel: the layout names `x86-pae` and the PDPT (32-byte
+/// aligned, not page aligned); the listings equal the crash dump's, and a layout that calls
+/// the PAE root `x64` is warned about and searched.
+#[test]
+fn a_hosted_layout_for_x86_pae() {
+    use etwdump::dump::layout::Layout;
+    let fx = "x86-14393";
+    let c = Config::from_fixture(&common::fixture(fx)).with_variation(5);
+    let f = forge(&c);
+    assert_eq!(arch_of(c.arch), Arch::X86 { pae: true });
+    let dir = tempfile::tempdir().unwrap();
+    let dump_path = dir.path().join("m.dmp");
+    f.write_to(&dump_path).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(common::pdb_of(fx)),
+        ..SymbolOptions::default()
+    };
+    let want = listings(
+        &discover::open(&dump_path, OpenOptions::default()).unwrap(),
+        &opts,
+    );
+    let raw = f
+        .write_image(&dir.path().join("m"), ImageKind::Raw)
+        .unwrap();
+    let mem = std::fs::read(&raw[0]).unwrap();
+    let mut file = vec![0u8; 0x2000];
+    let mut ranges = Vec::new();
+    for r in f.image_ranges(ImageKind::Elf).iter().rev() {
+        ranges.push(format!(
+            r#"{{"start":{},"size":{},"file_offset":{}}}"#,
+            r.start,
+            r.size,
+            file.len()
+        ));
+        file.extend_from_slice(&mem[r.start as usize..(r.start + r.size) as usize]);
+    }
+    let path = dir.path().join("hosted.bin");
+    std::fs::write(&path, &file).unwrap();
+    let root = f.page_table_root();
+    assert_ne!(
+        root % 0x1000,
+        0,
+        "the forge's PDPT is not page aligned: {root:#x}"
+    );
+    let layout = |arch: &str| {
+        Layout::parse(
+            format!(
+                r#"{{"etwdump_layout":1,"ranges":[{}],"arch":"{arch}","dtb":{}}}"#,
+                ranges.join(","),
+                if arch == "x64" { root & !0xFFF } else { root }
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+    };
+    let d = discover::open_with_layout(&path, &layout("x86-pae"), OpenOptions::default()).unwrap();
+    assert_eq!(d.header().arch, Arch::X86 { pae: true });
+    assert_eq!(d.header().directory_table_base, root);
+    assert!(d.machine_source().unwrap().contains("x86 PAE PDPT"));
+    assert_eq!(listings(&d, &opts), want);
+    let d = discover::open_with_layout(&path, &layout("x64"), OpenOptions::default()).unwrap();
+    assert!(d.warnings()[0].contains("does not map a plausible KUSER_SHARED_DATA"));
+    assert_eq!(d.header().arch, Arch::X86 { pae: true });
+    assert_eq!(d.header().directory_table_base, root);
+}
