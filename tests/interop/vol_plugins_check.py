@@ -130,9 +130,9 @@ def etwdump(cmd, path, isf, extra=()):
     return json.loads(r.stdout)["records"], None
 
 
-def vol(plugin, path, symdir, cache, extra=(), outdir=None, renderer="json"):
+def vol(plugin, path, symdir, cache, extra=(), outdir=None, renderer="json", verbose=False):
     cmd = [VOL, "--offline", "-q", "-s", symdir, "--cache-path", cache, "-p", PLUGINS, "-r", renderer,
-           "-f", path]
+           "-f", path] + (["-vv"] if verbose else [])
     if outdir:
         cmd += ["-o", outdir]
     cmd += [plugin] + list(extra)
@@ -188,6 +188,14 @@ def main():
         for kind, name in files:
             path = os.path.join(a.setdir, name)
             what = "%s %s" % (stem, kind)
+            # 0. The hand-off chosen: a crash dump as it is, any other file through the
+            # layout of volatility's layers over it.
+            want_src = {"dump": "(a crash dump, read by etwdump itself)", "raw": ": FileLayer (",
+                        "elf": ": Elf64Layer over FileLayer (", "vmem": ": VmwareLayer over FileLayer ("}[kind]
+            r = vol("windows.etw.Sessions", path, a.symbols, cache, verbose=True)
+            line = [ln for ln in r.stderr.decode(errors="replace").splitlines() if "etwdump reads" in ln]
+            c.check(len(line) == 1 and want_src in line[0], "%s: hand-off %r" % (what, want_src),
+                    "" if line and want_src in line[0] else str(line))
             # 1. Every row of the three plugins against etwdump on the same file.
             for plugin, cmd, make in (("windows.etw.Sessions", "sessions", None),
                                       ("windows.etw.Buffers", "buffers", expect_buffer),

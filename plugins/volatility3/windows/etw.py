@@ -303,35 +303,47 @@ class _Etwdump(interfaces.plugins.PluginInterface):
             return None
         return path
 
+    def _bottom_file(self, layer_name: str) -> Optional[str]:
+        """The local file at the bottom of `layer_name`'s chain of base layers, if any."""
+        name, depth = layer_name, 0
+        while name and depth <= 8:
+            layer = self.context.layers[name]
+            if isinstance(layer, physical.FileLayer):
+                return self._location_path(layer)
+            name = layer.config.get("base_layer")
+            depth += 1
+        return None
+
     def _handoff(self, workdir: str) -> List[str]:
         """etwdump's arguments for the memory: FILE [--layout L] [--isf I]."""
         arch, dtb, memory_layer = self._machine()
         mode = self.config.get("handoff") or "auto"
         args: List[str] = []
-        source = None
-        if mode != "copy":
+        ranges: Optional[List[Dict[str, int]]] = None
+        source = ""
+        # A crash dump is given as it is (etwdump reads its header, runs, bitmap and triage
+        # blocks itself), before any segment list is built: a fragmented bitmap dump can have
+        # more runs than a layout may hold.
+        bottom = self._bottom_file(memory_layer) if mode == "auto" else None
+        if bottom is not None:
+            with open(bottom, "rb") as f:
+                if f.read(8) in CRASH_DUMP_SIGNATURES:
+                    args = [bottom]
+                    source = f"{bottom} (a crash dump, read by etwdump itself)"
+        if not args and mode != "copy":
             try:
                 path, ranges, chain = self._layout_ranges(memory_layer)
-                with open(path, "rb") as f:
-                    head = f.read(8)
-                if mode == "auto" and head in CRASH_DUMP_SIGNATURES:
-                    args = [path]  # etwdump reads crash dumps natively (with their header)
-                    source = f"{path} (a crash dump, read by etwdump itself)"
-                else:
-                    args = [path]
-                    source = f"volatility3: {chain} ({len(ranges)} ranges)"
+                args = [path]
+                source = f"volatility3: {chain} ({len(ranges)} ranges)"
             except HandOffError as e:
                 if mode == "layout":
                     raise EtwdumpError(f"the memory cannot be handed over as a layout: {e}")
                 vollog.warning(f"copying the physical memory for etwdump: {e}")
-                path, ranges = self._copy(memory_layer, workdir)
-                args = [path]
-                source = f"volatility3: a copy of {memory_layer} ({len(ranges)} ranges)"
-        else:
+        if not args:
             path, ranges = self._copy(memory_layer, workdir)
             args = [path]
             source = f"volatility3: a copy of {memory_layer} ({len(ranges)} ranges)"
-        if len(args) == 1 and "crash dump" not in source:
+        if ranges is not None:
             layout = {
                 "etwdump_layout": 1,
                 "source": source,
