@@ -580,19 +580,7 @@ fn hostile_names_in_csv_and_table() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("d.dmp");
     f.write_to(&p).unwrap();
-    let pdb = pdb_of("x64-19041");
-    let run = |fmt: &str| {
-        let out = etwdump(&[
-            "sessions",
-            p.to_str().unwrap(),
-            "--pdb",
-            pdb.to_str().unwrap(),
-            "--format",
-            fmt,
-        ]);
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run = |fmt: &str| sessions_cli(&p, fmt);
     for fmt in ["csv", "table"] {
         let text = run(fmt);
         assert!(
@@ -662,4 +650,223 @@ fn overwrite_and_unknown_session() {
     }
     let ok = etwdump(&["buffers", p, "--pdb", pdb, "--session", "2"]);
     assert!(ok.status.success());
+}
+
+/// `etwdump sessions DUMP --pdb <19041> --format FMT`, which must succeed: its stdout.
+fn sessions_cli(dump: &Path, fmt: &str) -> String {
+    let pdb = pdb_of("x64-19041");
+    let out = etwdump(&[
+        "sessions",
+        dump.to_str().unwrap(),
+        "--pdb",
+        pdb.to_str().unwrap(),
+        "--format",
+        fmt,
+    ]);
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The sample's memory as a full dump (so the tests below can patch it by file offset).
+fn consumer_dump() -> (Forged, Vec<u8>) {
+    let mut c = Config::sample_etw();
+    c.layout = etwdump_forge::Layout::Full;
+    let f = forge(&c);
+    let b = f.to_bytes();
+    (f, b)
+}
+
+fn sessions_of(bytes: Vec<u8>) -> SessionList {
+    let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(
+        &d,
+        &SymbolOptions {
+            pdb: Some(pdb_of("x64-19041")),
+            ..SymbolOptions::default()
+        },
+    )
+    .unwrap();
+    list_sessions(&ctx)
+}
+
+/// Real-time consumers (issue 17): every session lists the `_ETW_REALTIME_CONSUMER`s on its
+/// `Consumers` list as the forge placed them: address, the process (EPROCESS, PID, image
+/// name), the handle value, LoggerId, BuffersLost, EmptyBuffersCount; sessions without
+/// consumers list none; the table and CSV name them.
+#[test]
+fn realtime_consumers_are_listed_with_their_processes() {
+    let (f, bytes) = consumer_dump();
+    let list = sessions_of(bytes.clone());
+    let etw = f.etw.as_ref().unwrap();
+    let mut seen = 0;
+    for want in etw.sessions() {
+        let s = list
+            .sessions
+            .iter()
+            .find(|s| s.logger_id == u64::from(want.logger_id))
+            .unwrap();
+        assert_eq!(
+            s.consumers.len(),
+            want.consumers.len(),
+            "logger {}",
+            s.logger_id
+        );
+        for (g, w) in s.consumers.iter().zip(&want.consumers) {
+            let name = f
+                .processes
+                .iter()
+                .find(|p| p.pid == w.pid)
+                .unwrap()
+                .name
+                .clone();
+            assert_eq!(g.address.get(), w.va);
+            assert_eq!(g.eprocess.map(|e| e.get()), Some(w.eprocess));
+            assert_eq!(
+                (g.pid, g.process.as_deref()),
+                (Some(w.pid), Some(name.as_str()))
+            );
+            assert_eq!(g.process_handle, Some(0x1000 + 4 * w.pid));
+            assert_eq!(g.logger_id, Some(u64::from(w.logger_id)));
+            assert_eq!(g.buffers_lost, Some(u64::from(w.buffers_lost)));
+            assert_eq!(g.empty_buffers, Some(u64::from(w.empty_buffers)));
+            assert!(g.warnings.is_empty(), "{:?}", g.warnings);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.dmp");
+    std::fs::write(&p, &bytes).unwrap();
+    let run = |fmt: &str| sessions_cli(&p, fmt);
+    let table = run("table");
+    assert!(
+        table.contains("consumer: logger 3: PID 1100 svchost.exe (consumer 0x"),
+        "{table}"
+    );
+    assert_eq!(table.matches("consumer: logger 6: ").count(), 2);
+    let csv = run("csv");
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .contains(",warnings,consumers,slot,"));
+    assert!(csv.contains("PID 4836 explorer.exe (consumer 0x"));
+}
+
+/// Damaged consumers are still reported, with the field and address that is wrong: a
+/// LoggerId that is not the session's, a ProcessObject that leads nowhere, NumConsumers that
+/// disagrees with the list, and a list that loops (cut, said so).
+#[test]
+fn damaged_consumers_are_reported_with_what_is_wrong() {
+    let (f, bytes) = consumer_dump();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let s6 = f
+        .etw
+        .as_ref()
+        .unwrap()
+        .sessions()
+        .find(|s| s.logger_id == 6)
+        .unwrap()
+        .clone();
+    let (c0, c1) = (&s6.consumers[0], &s6.consumers[1]);
+    // x64 19041 offsets (types.h): ProcessObject 0x18, LoggerId 0x58; WMI_LOGGER_CONTEXT
+    // NumConsumers 0x168.
+    let mut b = bytes.clone();
+    let at = file_offset(&d, c0.va + 0x58);
+    b[at..at + 2].copy_from_slice(&9u16.to_le_bytes());
+    let at = file_offset(&d, c1.va + 0x18);
+    b[at..at + 8].copy_from_slice(&0xFFFF_A08D_7777_0000u64.to_le_bytes());
+    let at = file_offset(&d, s6.context_va + 0x168);
+    b[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
+    let list = sessions_of(b);
+    let s = list.sessions.iter().find(|s| s.logger_id == 6).unwrap();
+    assert_eq!(s.consumers.len(), 2);
+    assert!(s.consumers[0].warnings[0].contains(&format!(
+        "_ETW_REALTIME_CONSUMER.LoggerId at {:#x} is 9, not the session's 6",
+        c0.va
+    )));
+    assert_eq!(s.consumers[0].pid, Some(c0.pid));
+    assert_eq!(
+        s.consumers[1].eprocess.map(|e| e.get()),
+        Some(0xFFFF_A08D_7777_0000)
+    );
+    assert_eq!(s.consumers[1].pid, None);
+    assert!(
+        s.consumers[1].warnings[0].contains("its process"),
+        "{:?}",
+        s.consumers[1].warnings
+    );
+    assert!(s
+        .warnings
+        .iter()
+        .any(|w| w.contains("NumConsumers is 5 but the Consumers list holds 2")));
+    // A loop: the second consumer's Flink back to the first.
+    let mut b = bytes;
+    let at = file_offset(&d, c1.va);
+    b[at..at + 8].copy_from_slice(&c0.va.to_le_bytes());
+    let list = sessions_of(b);
+    let s = list.sessions.iter().find(|s| s.logger_id == 6).unwrap();
+    assert_eq!(s.consumers.len(), 2);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("Consumers") && w.contains("cycle")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+/// Consumers on every kernel the forge writes processes for (1607, 1809 in two layouts,
+/// 2004): the same reading through each build's layouts.
+#[test]
+fn realtime_consumers_in_every_era_with_processes() {
+    for fx in ["x64-14393", "x64-17763", "x64-17763b", "x64-19041"] {
+        let mut c = Config::from_fixture(&fixture(fx)).with_processes();
+        let mut spec = EtwSpec::standard(c.build);
+        if let Some(etwdump_forge::SlotSpec::Session(s)) = spec.slots.get_mut(&3) {
+            s.consumers = vec![0x184, 0x12E4];
+        }
+        c.etw = Some(spec);
+        let f = forge(&c);
+        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(
+            &d,
+            &SymbolOptions {
+                pdb: Some(pdb_of(fx)),
+                ..SymbolOptions::default()
+            },
+        )
+        .unwrap();
+        let list = list_sessions(&ctx);
+        let want = &f
+            .etw
+            .as_ref()
+            .unwrap()
+            .sessions()
+            .find(|s| s.logger_id == 3)
+            .unwrap()
+            .consumers;
+        assert_eq!(want.len(), 2, "{fx}");
+        let s3 = list.sessions.iter().find(|s| s.logger_id == 3).unwrap();
+        let got: Vec<(u64, Option<u64>, Option<&str>)> = s3
+            .consumers
+            .iter()
+            .map(|c| (c.address.get(), c.pid, c.process.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (want[0].va, Some(0x184), Some("smss.exe")),
+                (want[1].va, Some(0x12E4), Some("explorer.exe"))
+            ],
+            "{fx}"
+        );
+        assert!(
+            list.sessions
+                .iter()
+                .filter(|s| s.logger_id != 3)
+                .all(|s| s.consumers.is_empty()),
+            "{fx}"
+        );
+    }
 }

@@ -42,6 +42,8 @@ pub struct Session {
     // Beyond the contract:
     pub maximum_event_size: Option<u64>,
     pub start_time_raw: Option<u64>,
+    /// Real-time consumers on the context's `Consumers` list ([`super::consumers`]).
+    pub consumers: Vec<super::consumers::Consumer>,
     /// The evidence that made the slot a session (see [`IDENTITY_RULE`]): "logger_id",
     /// "silo_state", "buffer_size", "logger_name", "pool_tag".
     pub identity: Vec<&'static str>,
@@ -107,6 +109,7 @@ impl Session {
             layout_source,
             maximum_event_size: None,
             start_time_raw: None,
+            consumers: Vec::new(),
             identity: Vec::new(),
             anomalies: Vec::new(),
             warnings: Vec::new(),
@@ -568,6 +571,8 @@ fn read_session(
     } else {
         None
     };
+    let (consumers, consumer_warnings) = super::consumers::read(ctx, va, slot);
+    warnings.extend(consumer_warnings);
     Ok(Session {
         logger_id: slot,
         name,
@@ -593,6 +598,7 @@ fn read_session(
         layout_source: layout.source.name(),
         maximum_event_size,
         start_time_raw,
+        consumers,
         identity,
         anomalies,
         warnings,

@@ -4,6 +4,7 @@ pub mod buffers;
 pub mod carve;
 pub mod ccswap;
 pub mod clock;
+pub mod consumers;
 pub mod loggers;
 pub mod mode;
 pub mod routes;

@@ -113,11 +113,8 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
                 break;
             }
         };
-        let name = match v.bytes("ImageFileName", 15) {
-            Ok(b) => {
-                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-                String::from_utf8_lossy(&b[..end]).into_owned()
-            }
+        let name = match image_file_name(&v) {
+            Ok(n) => n,
             Err(err) => {
                 out.warnings.push(
                     Warning::new(WarningKind::Unreadable, format!("process {pid}: {err}"))
@@ -177,6 +174,26 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
         );
     }
     out
+}
+
+/// EPROCESS.ImageFileName (15 bytes) up to its first NUL, of the EPROCESS `v` views.
+fn image_file_name(v: &View<'_, '_>) -> Result<String, super::view::ViewError> {
+    let b = v.bytes("ImageFileName", 15)?;
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    Ok(String::from_utf8_lossy(&b[..end]).into_owned())
+}
+
+/// The process id and image name of the EPROCESS at `eprocess` (a pointer met elsewhere, e.g.
+/// a real-time consumer's ProcessObject), or what could not be read.
+pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, String), String> {
+    let ep = ctx
+        .symbols
+        .layout("_EPROCESS")
+        .ok_or("no _EPROCESS layout")?;
+    let v = View::new(&ctx.space, ep, eprocess);
+    let pid = v.uint("UniqueProcessId").map_err(|e| e.to_string())?;
+    let name = image_file_name(&v).map_err(|e| e.to_string())?;
+    Ok((pid, name))
 }
 
 /// The KPRCB of `cpu`: KiProcessorBlock[cpu] (the global, else the KDBG's copy of its

@@ -32,6 +32,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "identity",
     "anomalies",
     "warnings",
+    "consumers",
     "slot",
     "value",
     "field",
@@ -75,6 +76,11 @@ fn row(s: &Session) -> Vec<String> {
             .collect::<Vec<_>>()
             .join("; "),
         s.warnings.join("; "),
+        s.consumers
+            .iter()
+            .map(consumer_text)
+            .collect::<Vec<_>>()
+            .join("; "),
         String::new(),
         String::new(),
         String::new(),
@@ -82,6 +88,17 @@ fn row(s: &Session) -> Vec<String> {
         "logger_context".into(),
         String::new(),
     ]
+}
+
+/// One consumer as text: "PID 1100 svchost.exe (consumer 0x..., EPROCESS 0x...)".
+fn consumer_text(c: &crate::etw::consumers::Consumer) -> String {
+    format!(
+        "PID {} {} (consumer {}, EPROCESS {})",
+        c.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+        c.process.as_deref().unwrap_or("(unreadable)"),
+        c.address,
+        c.eprocess.map_or_else(|| "?".into(), |e| e.to_string())
+    )
 }
 
 fn saved_row(s: &SavedSession) -> Vec<String> {
@@ -245,6 +262,16 @@ fn list_table(list: &SessionList) -> String {
             s.start_time.as_deref().unwrap_or("-"),
             printable(s.log_file.as_deref().unwrap_or("-")),
         );
+    }
+    for s in &list.sessions {
+        for c in &s.consumers {
+            let _ = writeln!(
+                o,
+                "consumer: logger {}: {}",
+                s.logger_id,
+                printable(&consumer_text(c))
+            );
+        }
     }
     for s in &list.sessions {
         for a in &s.anomalies {

@@ -87,6 +87,9 @@ def expect_session(r, files):
         "PoolType": r["pool_type"], "MaximumEventSize": r["maximum_event_size"],
         "LayoutSource": r["layout_source"], "Identity": joined(r["identity"], ", "),
         "Anomalies": esc(joined(r["anomalies"], "; ")), "Warnings": esc(joined(r["warnings"], "; ")),
+        "Consumers": esc("; ".join("PID %s %s (consumer %s, EPROCESS %s)" % (
+            "?" if c["pid"] is None else c["pid"], "(unreadable)" if c["process"] is None else c["process"],
+            c["address"], "?" if c["eprocess"] is None else c["eprocess"]) for c in r["consumers"])),
         "File output": files.get(r["logger_id"]),
     }
 

@@ -440,6 +440,7 @@ class Sessions(_Etwdump, timeliner.TimeLinerInterface):
         ("Identity", str),
         ("Anomalies", str),
         ("Warnings", str),
+        ("Consumers", str),
         ("File output", str),
     ]
 
@@ -503,6 +504,7 @@ class Sessions(_Etwdump, timeliner.TimeLinerInterface):
                 printable(", ".join(map(str, r.get("identity") or []))),
                 printable("; ".join(map(_warning_text, r.get("anomalies") or []))),
                 printable("; ".join(map(_warning_text, r.get("warnings") or []))),
+                printable("; ".join(_consumer_text(c) for c in r.get("consumers") or [] if isinstance(c, dict))),
                 files.get(lid, renderers.NotApplicableValue()),
             )
 
@@ -694,6 +696,17 @@ def _addr(value) -> Optional[int]:
         except ValueError:
             return None
     return None
+
+
+def _consumer_text(c: Dict[str, Any]) -> str:
+    """A real-time consumer as etwdump's table and CSV write it."""
+    pid = c.get("pid")
+    return "PID %s %s (consumer %s, EPROCESS %s)" % (
+        "?" if pid is None else pid,
+        c.get("process") if c.get("process") is not None else "(unreadable)",
+        c.get("address"),
+        c.get("eprocess") if c.get("eprocess") is not None else "?",
+    )
 
 
 def _found_by(f):

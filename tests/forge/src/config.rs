@@ -339,12 +339,18 @@ impl Config {
             sig: BitmapSig::Sdmp,
             dump_type: 5,
         };
-        c.etw = Some(
-            crate::EtwSpec::standard(c.build)
-                .with_buffers(c.build)
-                .with_pending_ccswap()
-                .with_buffer_size_cap(0x4000),
-        );
+        let mut etw = crate::EtwSpec::standard(c.build)
+            .with_buffers(c.build)
+            .with_pending_ccswap()
+            .with_buffer_size_cap(0x4000);
+        // Real-time consumers: EventLog-System read by the event log's svchost.exe, the
+        // session in slot 6 by svchost.exe and explorer.exe.
+        for (slot, pids) in [(3u32, vec![0x44Cu64]), (6, vec![0x44C, 0x12E4])] {
+            if let Some(crate::SlotSpec::Session(s)) = etw.slots.get_mut(&slot) {
+                s.consumers = pids;
+            }
+        }
+        c.etw = Some(etw);
         c.with_processes()
     }
 

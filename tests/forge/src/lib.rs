@@ -69,8 +69,8 @@ pub use etw::variation::{
 };
 pub use etw::wmi_buffer::{cswitch_version, Offsets, RecSpec, Tail};
 pub use etw::{
-    EtwRoute, EtwSpec, ExpectedPending, ExpectedPendingDecoy, ExpectedSession, ExpectedSlot,
-    ForgedEtw, GlobalListSpec, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,
+    EtwRoute, EtwSpec, ExpectedConsumer, ExpectedPending, ExpectedPendingDecoy, ExpectedSession,
+    ExpectedSlot, ForgedEtw, GlobalListSpec, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,
     EVENT_TRACE_FILE_MODE_CIRCULAR, EVENT_TRACE_FILE_MODE_SEQUENTIAL,
     EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING, EVENT_TRACE_REAL_TIME_MODE,
     EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY, LARGE_SESSION_SLOT,

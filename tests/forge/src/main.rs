@@ -244,6 +244,10 @@ fn etw_json(e: &ForgedEtw) -> Value {
                 "buffers": x.buffers.iter().map(|b| hex_addr(*b)).collect::<Vec<_>>(),
                 "global_list_cycle_to": opt_hex(x.global_list_cycle_to),
                 "buffer_details": x.buffer_details.iter().map(buffer_json).collect::<Vec<_>>(),
+                "consumers": x.consumers.iter().map(|c| json!({
+                    "address": hex_addr(c.va), "pid": c.pid, "eprocess": hex_addr(c.eprocess),
+                    "logger_id": c.logger_id, "buffers_lost": c.buffers_lost,
+                    "empty_buffers": c.empty_buffers})).collect::<Vec<_>>(),
             }),
         })
         .collect();

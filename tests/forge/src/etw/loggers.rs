@@ -19,6 +19,7 @@ pub(crate) fn build(
     spec: &EtwSpec,
     img: &mut KernelImage,
     prcbs: &[u64],
+    procs: &[crate::ExpectedProcess],
     rng: &mut Rng,
 ) -> EtwBuild {
     let fx = cfg
@@ -40,6 +41,7 @@ pub(crate) fn build(
         .map(|_| crate::etw::variation::materialize(cfg, spec, route, &t));
     let spec = materialized.as_ref().map_or(spec, |m| &m.spec);
     let mut b = LoggerBuilder::new(cfg, spec, &t, route, img.base, prcbs, rng);
+    b.eprocess = procs.iter().map(|p| (p.pid, p.eprocess_va)).collect();
     for (&slot, content) in &spec.slots {
         let (value, exp) = b.place_slot(slot, content);
         b.slot_values[slot as usize] = value;
@@ -201,6 +203,8 @@ pub(super) struct LoggerBuilder<'a> {
     session_bufs: BTreeMap<u32, Vec<u64>>,
     /// Every context placed for a slot, with its buffers (the scan scenarios' live objects).
     pub(super) placed: Vec<super::scan::PlacedContext>,
+    /// PID -> EPROCESS of the forged processes (consumers point at them).
+    pub(super) eprocess: HashMap<u64, u64>,
 }
 
 /// A session's strings as placed.
@@ -283,6 +287,7 @@ impl<'a> LoggerBuilder<'a> {
             kprcb_writes: Vec::new(),
             session_bufs: BTreeMap::new(),
             placed: Vec::new(),
+            eprocess: HashMap::new(),
         };
         b.globals_va = b
             .va_of("PspHostSiloGlobals")
@@ -443,6 +448,7 @@ impl<'a> LoggerBuilder<'a> {
         };
         let sb = self.session_buffers(s, plan, n, ctx, logger_id);
         let co = self.write_context(s, sv, ctx, logger_id, &strings, &sb);
+        let consumers = self.place_consumers(s, ctx, logger_id);
 
         let probe_len = self.lay.size(CTX);
         self.probes
@@ -502,6 +508,7 @@ impl<'a> LoggerBuilder<'a> {
                 buffer_details: sb.details,
                 odd_fields: sv.map(|x| x.odd_fields.clone()).unwrap_or_default(),
                 reference_time: co.reference_time,
+                consumers,
             })),
         };
         let value = match content {
@@ -685,6 +692,65 @@ impl<'a> LoggerBuilder<'a> {
             .write(&mut h, &self.lay);
             self.pool.slice_mut(b, buf_size).copy_from_slice(&h);
         }
+    }
+
+    /// `s.consumers` as `_ETW_REALTIME_CONSUMER`s on the context's `Consumers` list (the
+    /// context at `ctx` is already written), `NumConsumers` set; nothing where types.h lacks
+    /// the structure or a PID is not a forged process. Each: Links in the ring, ProcessHandle
+    /// a handle-like value, ProcessObject the EPROCESS, LoggerId, BuffersLost and
+    /// EmptyBuffersCount from the PID (the user-mode pointers are left NULL).
+    fn place_consumers(
+        &mut self,
+        s: &SessionSpec,
+        ctx: u64,
+        logger_id: u32,
+    ) -> Vec<ExpectedConsumer> {
+        const RC: &str = "_ETW_REALTIME_CONSUMER";
+        if s.consumers.is_empty() || self.t.size_of(RC).is_none() {
+            return Vec::new();
+        }
+        let size = self.lay.size(RC);
+        let placed: Vec<(u64, u64, u64)> = s
+            .consumers
+            .iter()
+            .filter_map(|pid| self.eprocess.get(pid).map(|&ep| (*pid, ep)))
+            .map(|(pid, ep)| (self.pool.alloc(size, b"EtwC"), pid, ep))
+            .collect();
+        let head = ctx + self.lay.off(CTX, "Consumers");
+        let n = placed.len();
+        let mut out = Vec::new();
+        for (i, &(va, pid, ep)) in placed.iter().enumerate() {
+            let mut c = vec![0u8; size];
+            let flink = placed.get(i + 1).map_or(head, |p| p.0);
+            let blink = if i == 0 { head } else { placed[i - 1].0 };
+            self.lay
+                .put_list(&mut c, self.lay.off(RC, "Links") as usize, flink, blink);
+            self.lay.put(&mut c, RC, "ProcessHandle", 0x1000 + 4 * pid);
+            self.lay.put(&mut c, RC, "ProcessObject", ep);
+            self.lay.put(&mut c, RC, "LoggerId", logger_id.into());
+            let (lost, empty) = ((pid % 7) as u32, 2 + (pid % 3) as u32);
+            self.lay.put(&mut c, RC, "BuffersLost", lost.into());
+            self.lay.put(&mut c, RC, "EmptyBuffersCount", empty.into());
+            self.pool.slice_mut(va, size).copy_from_slice(&c);
+            out.push(ExpectedConsumer {
+                va,
+                pid,
+                eprocess: ep,
+                logger_id,
+                buffers_lost: lost,
+                empty_buffers: empty,
+            });
+        }
+        if n > 0 {
+            let mut h = vec![0u8; 2 * self.ptr];
+            self.lay.put_list(&mut h, 0, placed[0].0, placed[n - 1].0);
+            self.pool.slice_mut(head, h.len()).copy_from_slice(&h);
+            let nc = ctx + self.lay.off(CTX, "NumConsumers");
+            self.pool
+                .slice_mut(nc, 4)
+                .copy_from_slice(&(n as u32).to_le_bytes());
+        }
+        out
     }
 
     /// The `_WMI_LOGGER_CONTEXT` at `ctx`.

@@ -117,6 +117,10 @@ pub struct SessionSpec {
     /// Names of `_WMI_LOGGER_CONTEXT.Flags` bits to set where the layout has them
     /// (e.g. "RealTime", "KernelTrace", "AutoLogger").
     pub flag_bits: Vec<String>,
+    /// The processes (by PID, among [`crate::Config::with_processes`]'s) consuming the session
+    /// in real time: one `_ETW_REALTIME_CONSUMER` each on the context's `Consumers` list, where
+    /// the fixture's types.h has the structure.
+    pub consumers: Vec<u64>,
 }
 
 /// What one slot of the logger array holds.
@@ -241,6 +245,23 @@ pub struct ExpectedSession {
     pub odd_fields: Vec<String>,
     /// `ReferenceTime` as written (where the layout has it).
     pub reference_time: Option<crate::etw::variation::RefClock>,
+    /// The real-time consumers placed on `Consumers` ([`SessionSpec::consumers`]), in list
+    /// order.
+    pub consumers: Vec<ExpectedConsumer>,
+}
+
+/// One `_ETW_REALTIME_CONSUMER` the forge placed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedConsumer {
+    /// Its address (`Links` at offset 0).
+    pub va: u64,
+    /// The consuming process (ProcessObject's UniqueProcessId) and its EPROCESS.
+    pub pid: u64,
+    pub eprocess: u64,
+    /// LoggerId, BuffersLost and EmptyBuffersCount as written.
+    pub logger_id: u32,
+    pub buffers_lost: u32,
+    pub empty_buffers: u32,
 }
 
 /// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
@@ -450,6 +471,7 @@ impl StandardSession {
             name_unreadable: self.name_unreadable,
             global_list: self.global_list,
             flag_bits: self.flag_bits.iter().map(|s| s.to_string()).collect(),
+            consumers: Vec::new(),
         }
     }
 }
@@ -641,6 +663,7 @@ impl EtwSpec {
             name_unreadable: false,
             global_list: GlobalListSpec::Ring,
             flag_bits: Vec::new(),
+            consumers: Vec::new(),
         };
         spec.slots
             .insert(LARGE_SESSION_SLOT, SlotSpec::Session(session));

@@ -446,6 +446,7 @@ fn draw_session(
         name_unreadable: !is_ntkl && !is_ckcl && !data && rng.chance(8),
         global_list: GlobalListSpec::Ring,
         flag_bits: Vec::new(),
+        consumers: Vec::new(),
     };
     s.flag_bits = draw_flag_bits(rng, name, mode);
     let (linked, odd_fields) = draw_odd_counts(rng, &mut s, data);

@@ -87,10 +87,12 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         .then(|| crate::kernel::processes::build(cfg, &mut img));
     // ETW logger state (fixture configs with `etw` only; nothing is drawn from the RNG or
     // allocated otherwise, so other dumps stay byte-identical).
-    let mut etw_build = cfg
-        .etw
-        .as_ref()
-        .map(|spec| crate::etw::build(cfg, spec, &mut img, &prcbs, m.pm.rng()));
+    let mut etw_build = cfg.etw.as_ref().map(|spec| {
+        let procs = proc_build
+            .as_ref()
+            .map_or(&[][..], |p| p.expected.as_slice());
+        crate::etw::build(cfg, spec, &mut img, &prcbs, procs, m.pm.rng())
+    });
 
     let unstored: &[u32] = etw_build
         .as_ref()

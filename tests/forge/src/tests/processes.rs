@@ -214,3 +214,45 @@ fn without_processes_nothing_changes() {
 fn processes_need_a_fixture() {
     forge(&Config::x64().with_processes());
 }
+
+/// The real-time consumers of the sample ([`Config::sample_etw`]): walked from the FILE BYTES,
+/// each session's `Consumers` list holds exactly the expected `_ETW_REALTIME_CONSUMER`s in
+/// order, each pointing at its process's EPROCESS (whose UniqueProcessId is the PID), with
+/// its LoggerId, and `NumConsumers` counts them; sessions without consumers keep an empty list.
+#[test]
+fn realtime_consumers_walk_back_from_the_file() {
+    let f = forge(&Config::sample_etw());
+    let file = f.to_bytes();
+    let w = Walk::new(&file);
+    let t = TypesH::load(&f.config.fixture.as_ref().unwrap().dir).unwrap();
+    let rc = "_ETW_REALTIME_CONSUMER";
+    let mut with = 0;
+    for s in f.etw.as_ref().unwrap().sessions() {
+        let head = s.context_va + off(&t, "_WMI_LOGGER_CONTEXT", "Consumers");
+        let got = walk_list(&w, head);
+        let want: Vec<u64> = s.consumers.iter().map(|c| c.va).collect();
+        assert_eq!(got, want, "logger {}", s.logger_id);
+        let n = w
+            .read(
+                s.context_va + off(&t, "_WMI_LOGGER_CONTEXT", "NumConsumers"),
+                4,
+            )
+            .unwrap();
+        assert_eq!(
+            u32::from_le_bytes(n[..4].try_into().unwrap()) as usize,
+            want.len()
+        );
+        for c in &s.consumers {
+            let ep = u64_at(&w, c.va + off(&t, rc, "ProcessObject"));
+            assert_eq!(ep, c.eprocess);
+            assert_eq!(
+                u64_at(&w, ep + off(&t, "_EPROCESS", "UniqueProcessId")),
+                c.pid
+            );
+            let id = w.read(c.va + off(&t, rc, "LoggerId"), 2).unwrap();
+            assert_eq!(u32::from(u16::from_le_bytes([id[0], id[1]])), s.logger_id);
+        }
+        with += usize::from(!want.is_empty());
+    }
+    assert_eq!(with, 2, "sessions 3 and 6 have consumers");
+}

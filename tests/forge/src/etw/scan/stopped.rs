@@ -435,6 +435,7 @@ fn stopped_spec(
         name_unreadable: false,
         global_list: GlobalListSpec::Ring,
         flag_bits: Vec::new(),
+        consumers: Vec::new(),
     }
 }
 

@@ -1,0 +1,135 @@
+//! The real-time consumers of a session (issue 17): `WMI_LOGGER_CONTEXT.Consumers`, a
+//! LIST_ENTRY through `_ETW_REALTIME_CONSUMER.Links`, each consumer naming its process
+//! (`ProcessObject`, an EPROCESS). Layouts from the symbols (the structure is in every public
+//! kernel PDB since Windows 7; shared/layouts: Links at 0, ProcessObject at 0x18, LoggerId at
+//! 0x58 on x64). The list is bounded and cycle-safe; an entry on the list is a consumer (the
+//! list is its identity), a LoggerId that is not the session's, an unreadable process or a
+//! count that disagrees with `NumConsumers` is a warning on what is still reported.
+
+use crate::addr::VirtAddr;
+use crate::kernel::context::KernelContext;
+use crate::kernel::view::View;
+use serde::Serialize;
+
+/// Most consumers walked per session (a real session has a handful).
+pub const MAX_CONSUMERS: u64 = 256;
+
+/// One real-time consumer.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Consumer {
+    /// The `_ETW_REALTIME_CONSUMER`.
+    pub address: VirtAddr,
+    /// ProcessObject: the consumer's EPROCESS, its UniqueProcessId and ImageFileName.
+    pub eprocess: Option<VirtAddr>,
+    pub pid: Option<u64>,
+    pub process: Option<String>,
+    /// ProcessHandle (the consumer's handle value, kernel side).
+    pub process_handle: Option<u64>,
+    pub logger_id: Option<u64>,
+    pub buffers_lost: Option<u64>,
+    pub empty_buffers: Option<u64>,
+    /// Fields that could not be read or disagree, with the address.
+    pub warnings: Vec<String>,
+}
+
+/// The consumers on the list of the context at `context` (logger `logger_id`), and the
+/// session-level warnings (list walk stopped, NumConsumers disagreeing). Empty, without a
+/// warning, where the symbols have no `Consumers` or no `_ETW_REALTIME_CONSUMER`.
+pub fn read(
+    ctx: &KernelContext<'_>,
+    context: VirtAddr,
+    logger_id: u64,
+) -> (Vec<Consumer>, Vec<String>) {
+    let sym = &ctx.symbols;
+    let space = &ctx.space;
+    let (Some(wlc), Some(rc)) = (
+        sym.layout("_WMI_LOGGER_CONTEXT"),
+        sym.layout("_ETW_REALTIME_CONSUMER"),
+    ) else {
+        return (Vec::new(), Vec::new());
+    };
+    let v = View::new(space, wlc, context);
+    let Ok(head) = v.field_va("Consumers") else {
+        return (Vec::new(), Vec::new());
+    };
+    let links = rc.field("Links").map_or(0, |f| f.offset);
+    let mut warnings = Vec::new();
+    let mut out = Vec::new();
+    let mut walk = match space.list_entries(head, MAX_CONSUMERS) {
+        Ok(w) => w,
+        Err(e) => {
+            warnings.push(format!("_WMI_LOGGER_CONTEXT.Consumers at {head}: {e}"));
+            return (out, warnings);
+        }
+    };
+    for entry in walk.by_ref() {
+        let at = entry.containing(links);
+        out.push(read_one(ctx, rc, at, logger_id));
+    }
+    if let Some(why) = walk.stopped() {
+        warnings.push(format!("_WMI_LOGGER_CONTEXT.Consumers at {head}: {why}"));
+    }
+    if let Ok(n) = v.uint("NumConsumers") {
+        if walk.stopped().is_none() && n != out.len() as u64 {
+            warnings.push(format!(
+                "_WMI_LOGGER_CONTEXT.NumConsumers is {n} but the Consumers list holds {}",
+                out.len()
+            ));
+        }
+    }
+    (out, warnings)
+}
+
+fn read_one(
+    ctx: &KernelContext<'_>,
+    rc: &crate::symbols::StructLayout,
+    at: VirtAddr,
+    logger_id: u64,
+) -> Consumer {
+    let v = View::new(&ctx.space, rc, at);
+    let mut warnings = Vec::new();
+    let mut opt = |name: &str| match v.uint(name) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            warnings.push(e.to_string());
+            None
+        }
+    };
+    let id = opt("LoggerId");
+    let buffers_lost = opt("BuffersLost");
+    let empty_buffers = opt("EmptyBuffersCount");
+    let process_handle = opt("ProcessHandle");
+    if let Some(i) = id.filter(|&i| i != logger_id) {
+        warnings.push(format!(
+            "_ETW_REALTIME_CONSUMER.LoggerId at {at} is {i}, not the session's {logger_id}"
+        ));
+    }
+    let (mut eprocess, mut pid, mut process) = (None, None, None);
+    match v.ptr("ProcessObject") {
+        Ok(p) if p.is_null() => warnings.push(format!(
+            "_ETW_REALTIME_CONSUMER.ProcessObject at {at} is NULL"
+        )),
+        Ok(p) => {
+            eprocess = Some(p);
+            match crate::kernel::processes::identify(ctx, p) {
+                Ok((id, name)) => {
+                    pid = Some(id);
+                    process = Some(name);
+                }
+                Err(e) => warnings.push(format!("consumer {at}: its process: {e}")),
+            }
+        }
+        Err(e) => warnings.push(e.to_string()),
+    }
+    Consumer {
+        address: at,
+        eprocess,
+        pid,
+        process,
+        process_handle,
+        logger_id: id,
+        buffers_lost,
+        empty_buffers,
+        warnings,
+    }
+}
