@@ -288,7 +288,7 @@ fn rundown_buffers(
         if (out.len() as u64 + 2).saturating_mul(buffer_size as u64) > room {
             return false;
         }
-        let seq = first_seq + out.len() as u64;
+        let seq = first_seq.saturating_add(out.len() as u64);
         let header = SyntheticHeader {
             size: buffer_size,
             logger_id: s.logger_id,
@@ -440,7 +440,7 @@ fn pending_buffers(
             );
             break;
         }
-        let seq = first_seq + out.len() as u64;
+        let seq = first_seq.saturating_add(out.len() as u64);
         // PERFINFO_TRACE_HEADER {marker, Size, HookId, TimeStamp}; version 2 (§4.2).
         let marker: u32 = if x64 { 0xC011_0002 } else { 0xC010_0002 };
         let mut rec = Vec::with_capacity(size);
@@ -657,7 +657,7 @@ pub fn extract(
             ctx,
             sess,
             &pending,
-            next_seq + rundown_len,
+            next_seq.saturating_add(rundown_len),
             room.saturating_sub(rundown_len.saturating_mul(buffer_size)),
             &mut warnings,
         ));
