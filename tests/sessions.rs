@@ -769,14 +769,23 @@ fn damaged_consumers_are_reported_with_what_is_wrong() {
         .unwrap()
         .clone();
     let (c0, c1) = (&s6.consumers[0], &s6.consumers[1]);
-    // x64 19041 offsets (types.h): ProcessObject 0x18, LoggerId 0x58; WMI_LOGGER_CONTEXT
-    // NumConsumers 0x168.
+    // Field offsets from the fixture PDB's layouts.
+    let sym = etwdump::symbols::Symbols::from_pdb(
+        &pdb_of("x64-19041"),
+        &["_ETW_REALTIME_CONSUMER", "_WMI_LOGGER_CONTEXT"],
+    )
+    .unwrap();
+    let off = |t: &str, f: &str| sym.layout(t).unwrap().field(f).unwrap().offset;
+    let rc = "_ETW_REALTIME_CONSUMER";
     let mut b = bytes.clone();
-    let at = file_offset(&d, c0.va + 0x58);
+    let at = file_offset(&d, c0.va + off(rc, "LoggerId"));
     b[at..at + 2].copy_from_slice(&9u16.to_le_bytes());
-    let at = file_offset(&d, c1.va + 0x18);
+    let at = file_offset(&d, c1.va + off(rc, "ProcessObject"));
     b[at..at + 8].copy_from_slice(&0xFFFF_A08D_7777_0000u64.to_le_bytes());
-    let at = file_offset(&d, s6.context_va + 0x168);
+    let at = file_offset(
+        &d,
+        s6.context_va + off("_WMI_LOGGER_CONTEXT", "NumConsumers"),
+    );
     b[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
     let list = sessions_of(b);
     let s = list.sessions.iter().find(|s| s.logger_id == 6).unwrap();
@@ -802,7 +811,7 @@ fn damaged_consumers_are_reported_with_what_is_wrong() {
         .any(|w| w.contains("NumConsumers is 5 but the Consumers list holds 2")));
     // A loop: the second consumer's Flink back to the first.
     let mut b = bytes;
-    let at = file_offset(&d, c1.va);
+    let at = file_offset(&d, c1.va + off(rc, "Links"));
     b[at..at + 8].copy_from_slice(&c0.va.to_le_bytes());
     let list = sessions_of(b);
     let s = list.sessions.iter().find(|s| s.logger_id == 6).unwrap();

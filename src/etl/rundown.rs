@@ -21,6 +21,8 @@
 //!   ImageCheckSum, TimeDateStamp u32, SignatureLevel, SignatureType u8, Reserved0 u16,
 //!   DefaultBase ptr, Reserved1-4 u32, FileName (UTF-16, NUL).
 
+use super::writer::{perfinfo_record, system_record};
+
 /// Hooks written here.
 pub const HOOK_PARTITION_INFO: u16 = 0x0050;
 pub const HOOK_PROCESS_DCSTART: u16 = 0x0303;
@@ -70,43 +72,6 @@ impl Payload {
         }
         self.u16(0)
     }
-}
-
-/// A SYSTEM_TRACE_HEADER record (0x20 bytes + payload; 32-bit form 0xC001, 64-bit 0xC002).
-fn system_record(
-    x64: bool,
-    version: u16,
-    hook: u16,
-    tid: u32,
-    pid: u32,
-    ts: u64,
-    payload: &[u8],
-) -> Vec<u8> {
-    let size = 0x20 + payload.len();
-    let mut r = Vec::with_capacity(size);
-    let marker = (if x64 { 0xC002_0000u32 } else { 0xC001_0000 }) | u32::from(version);
-    r.extend_from_slice(&marker.to_le_bytes());
-    r.extend_from_slice(&(size as u16).to_le_bytes());
-    r.extend_from_slice(&hook.to_le_bytes());
-    r.extend_from_slice(&tid.to_le_bytes());
-    r.extend_from_slice(&pid.to_le_bytes());
-    r.extend_from_slice(&ts.to_le_bytes());
-    r.extend_from_slice(&[0u8; 8]); // KernelTime, UserTime
-    r.extend_from_slice(payload);
-    r
-}
-
-/// A PERFINFO_TRACE_HEADER record (0x10 bytes + payload; 32-bit form 0xC010, 64-bit 0xC011).
-fn perfinfo_record(x64: bool, version: u16, hook: u16, ts: u64, payload: &[u8]) -> Vec<u8> {
-    let size = 0x10 + payload.len();
-    let mut r = Vec::with_capacity(size);
-    let marker = (if x64 { 0xC011_0000u32 } else { 0xC010_0000 }) | u32::from(version);
-    r.extend_from_slice(&marker.to_le_bytes());
-    r.extend_from_slice(&(size as u16).to_le_bytes());
-    r.extend_from_slice(&hook.to_le_bytes());
-    r.extend_from_slice(&ts.to_le_bytes());
-    r.extend_from_slice(payload);
-    r
 }
 
 /// The 0x0050 partition-information record of the host partition (all zero).

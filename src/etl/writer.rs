@@ -77,6 +77,43 @@ fn utf16z(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// A SYSTEM_TRACE_HEADER record (0x20 bytes + payload; 32-bit form 0xC001, 64-bit 0xC002).
+pub fn system_record(
+    x64: bool,
+    version: u16,
+    hook: u16,
+    tid: u32,
+    pid: u32,
+    ts: u64,
+    payload: &[u8],
+) -> Vec<u8> {
+    let size = 0x20 + payload.len();
+    let mut r = Vec::with_capacity(size);
+    let marker = (if x64 { 0xC002_0000u32 } else { 0xC001_0000 }) | u32::from(version);
+    r.extend_from_slice(&marker.to_le_bytes());
+    r.extend_from_slice(&(size as u16).to_le_bytes());
+    r.extend_from_slice(&hook.to_le_bytes());
+    r.extend_from_slice(&tid.to_le_bytes());
+    r.extend_from_slice(&pid.to_le_bytes());
+    r.extend_from_slice(&ts.to_le_bytes());
+    r.extend_from_slice(&[0u8; 8]); // KernelTime, UserTime
+    r.extend_from_slice(payload);
+    r
+}
+
+/// A PERFINFO_TRACE_HEADER record (0x10 bytes + payload; 32-bit form 0xC010, 64-bit 0xC011).
+pub fn perfinfo_record(x64: bool, version: u16, hook: u16, ts: u64, payload: &[u8]) -> Vec<u8> {
+    let size = 0x10 + payload.len();
+    let mut r = Vec::with_capacity(size);
+    let marker = (if x64 { 0xC011_0000u32 } else { 0xC010_0000 }) | u32::from(version);
+    r.extend_from_slice(&marker.to_le_bytes());
+    r.extend_from_slice(&(size as u16).to_le_bytes());
+    r.extend_from_slice(&hook.to_le_bytes());
+    r.extend_from_slice(&ts.to_le_bytes());
+    r.extend_from_slice(payload);
+    r
+}
+
 /// The header buffer: WMI_BUFFER_HEADER + SYSTEM_TRACE_HEADER + TRACE_LOGFILE_HEADER + names,
 /// `h.buffer_size` bytes (more only if the names do not fit), the rest 0xFF.
 pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
@@ -105,14 +142,15 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
     while (0x20 + tlh.len()) % 8 != 0 {
         tlh.push(0);
     }
-    let size = 0x20 + tlh.len();
-    let mut rec = vec![0u8; 0x20];
-    put32(&mut rec, 0, if h.x64 { 0xC002_0002 } else { 0xC001_0002 });
-    rec[4..6].copy_from_slice(&(size as u16).to_le_bytes());
-    put32(&mut rec, 0x08, h.header_event_tid);
-    put32(&mut rec, 0x0C, h.header_event_pid);
-    put64(&mut rec, 0x10, h.header_event_time);
-    rec.extend(tlh);
+    let mut rec = system_record(
+        h.x64,
+        2,
+        0x0000,
+        h.header_event_tid,
+        h.header_event_pid,
+        h.header_event_time,
+        &tlh,
+    );
     // Then, as in every real file (shared/data), the partition information of the host
     // partition, stamped like the header event (rundown.rs).
     rec.extend(super::rundown::partition_info(

@@ -218,11 +218,18 @@ fn rundown_buffers(
         w.message = format!("rundown: {}", w.message);
         warnings.push(w);
     }
-    let mut records: Vec<Vec<u8>> = Vec::new();
-    for p in &procs.processes {
+    // Records are built only up to what the output bound lets be written (plus one buffer):
+    // a dump whose lists are long (or alias pages) cannot make the rundown grow without bound.
+    let cap = room.saturating_add(buffer_size as u64);
+    let mut records = BoundedRecords {
+        records: Vec::new(),
+        bytes: 0,
+        cap,
+    };
+    'build: for p in &procs.processes {
         let d = processes::details(ctx, p);
         let pid = u32::try_from(p.pid).unwrap_or(u32::MAX);
-        records.push(process_dcstart(
+        if !records.push(process_dcstart(
             x64,
             ts,
             &ProcessRundown {
@@ -234,10 +241,12 @@ fn rundown_buffers(
                 directory_table_base: d.directory_table_base.unwrap_or(0),
                 image_file_name: p.name.as_bytes(),
             },
-        ));
+        )) {
+            break 'build;
+        }
         for &(ethread, tid) in &p.threads {
             let t = processes::thread_details(ctx, ethread);
-            records.push(thread_dcstart(
+            if !records.push(thread_dcstart(
                 x64,
                 ts,
                 &ThreadRundown {
@@ -249,10 +258,12 @@ fn rundown_buffers(
                     win32_start: t.win32_start.unwrap_or(0),
                     base_priority: t.base_priority.unwrap_or(0),
                 },
-            ));
+            )) {
+                break 'build;
+            }
         }
     }
-    if let Ok(mods) = &ctx.modules {
+    if let (Ok(mods), true) = (&ctx.modules, records.bytes <= cap) {
         for m in &mods.modules {
             let pe = crate::kernel::pe::KernelImage::read(&ctx.space, m.base).headers;
             let name = m
@@ -260,7 +271,7 @@ fn rundown_buffers(
                 .as_deref()
                 .or(m.base_name.as_deref())
                 .unwrap_or("");
-            records.push(image_dcstart(
+            if !records.push(image_dcstart(
                 x64,
                 htid,
                 hpid,
@@ -273,9 +284,13 @@ fn rundown_buffers(
                     time_date_stamp: pe.as_ref().map_or(0, |h| h.time_date_stamp),
                     file_name: name,
                 },
-            ));
+            )) {
+                break;
+            }
         }
     }
+    let cut_while_building = records.bytes > cap;
+    let records = records.records;
     // Pack: records back to back, 8-aligned, as many per buffer as fit.
     let mut out = Vec::new();
     let mut cur: Vec<u8> = Vec::new();
@@ -327,6 +342,9 @@ fn rundown_buffers(
     if !full && !flush(&mut cur, &mut out) {
         left = 1;
     }
+    if cut_while_building && left == 0 {
+        left = 1;
+    }
     if left > 0 {
         warnings.push(
             Warning::new(
@@ -341,6 +359,25 @@ fn rundown_buffers(
         );
     }
     out
+}
+
+/// Rundown records collected up to `cap` bytes: `push` refuses (false) once the bytes kept
+/// exceed the cap.
+struct BoundedRecords {
+    records: Vec<Vec<u8>>,
+    bytes: u64,
+    cap: u64,
+}
+
+impl BoundedRecords {
+    fn push(&mut self, r: Vec<u8>) -> bool {
+        if self.bytes > self.cap {
+            return false;
+        }
+        self.bytes += r.len() as u64;
+        self.records.push(r);
+        true
+    }
 }
 
 /// One pending batch laid out as a buffer of the file.
@@ -442,13 +479,13 @@ fn pending_buffers(
         }
         let seq = first_seq.saturating_add(out.len() as u64);
         // PERFINFO_TRACE_HEADER {marker, Size, HookId, TimeStamp}; version 2 (§4.2).
-        let marker: u32 = if x64 { 0xC011_0002 } else { 0xC010_0002 };
-        let mut rec = Vec::with_capacity(size);
-        rec.extend_from_slice(&marker.to_le_bytes());
-        rec.extend_from_slice(&(size as u16).to_le_bytes());
-        rec.extend_from_slice(&HOOK_CCSWAP.to_le_bytes());
-        rec.extend_from_slice(&p.decoded.last_timestamp.to_le_bytes());
-        rec.extend_from_slice(&payload);
+        let rec = crate::etl::writer::perfinfo_record(
+            x64,
+            2,
+            HOOK_CCSWAP,
+            p.decoded.last_timestamp,
+            &payload,
+        );
         let header = SyntheticHeader {
             size: buffer_size,
             logger_id: s.logger_id,
@@ -902,5 +939,26 @@ impl SessionFile {
             skipped,
             header_sources: facts.sources.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BoundedRecords;
+
+    /// The rundown's collector keeps records until their bytes pass the cap, then refuses
+    /// every further one (the bound on what a dump's lists can make it build).
+    #[test]
+    fn rundown_records_stop_at_the_cap() {
+        let mut b = BoundedRecords {
+            records: Vec::new(),
+            bytes: 0,
+            cap: 100,
+        };
+        let kept = (0..1000).take_while(|_| b.push(vec![0u8; 0x30])).count();
+        assert_eq!(kept, 3);
+        assert_eq!(b.bytes, 0x90);
+        assert!(!b.push(vec![0u8; 1]));
+        assert_eq!(b.records.len(), 3);
     }
 }
