@@ -20,7 +20,13 @@ case $t in
   *) dict=dict/etw.dict; extra=(-timeout=20) ;;
 esac
 export RUSTC_BOOTSTRAP=1
-export ETWDUMP_FUZZ_SCRATCH=$PWD/work/scratch/$t
+# Scratch files (extract's output) on tmpfs when there is one, one directory per campaign so
+# that two campaigns of a target in one checkout (one per core) do not remove each other's.
+if [ -d /dev/shm ]; then
+  export ETWDUMP_FUZZ_SCRATCH=/dev/shm/etwdump-campaign-$t-$$
+else
+  export ETWDUMP_FUZZ_SCRATCH=$PWD/work/scratch/$t-$$
+fi
 trap 'rm -rf "$ETWDUMP_FUZZ_SCRATCH"' EXIT
 # One process, one core: -fork=1 runs a single worker and, with -ignore_crashes, restarts it
 # after a crash so one campaign can find several bugs. FORK=0: in-process (stops at the first
@@ -40,7 +46,7 @@ if [ "$san" = none ]; then
   sanargs=(-s none --target-dir target-nosan)
   [ "$t" = pdb_load ] && export ETWDUMP_FUZZ_MALLOC_LIMIT_MB=1024
 fi
-log="work/logs/$t-$(date -u +%Y%m%dT%H%M%S).log"
+log="work/logs/$t-$(date -u +%Y%m%dT%H%M%S)-$$.log"
 # The code fuzzed is the tree at the start (cargo fuzz builds it then): record that commit.
 rev="$(git -C .. rev-parse --short HEAD)$(git -C .. diff --quiet HEAD -- src fuzz/src fuzz/fuzz_targets || echo +dirty)"
 before=$(find "artifacts/$t" -type f | wc -l)
