@@ -7,8 +7,10 @@ use etwdump::mem::AddressSpace;
 use etwdump::render::rows::{Envelope, RowWriter};
 use etwdump::render::{self};
 use etwdump::report::buffers::BufferRow;
+use etwdump::report::check::FindingRow;
 use etwdump::report::cswitch::SwitchRow;
 use etwdump::report::events::EventRow;
+use etwdump::report::providers::ProviderRow;
 use etwdump::report::{self, Format};
 use etwdump::symbols::Symbols;
 use etwdump::warning::Warning;
@@ -163,6 +165,31 @@ enum Command {
         #[arg(long)]
         session: Option<String>,
         /// jsonl: one JSON object per buffer (warnings as JSON lines on stderr)
+        #[arg(long, value_enum, default_value = "table")]
+        format: RowFormatArg,
+    },
+    /// The registered ETW providers (the kernel's GUID table): GUID, name, each registration
+    /// (kernel, or the registering process) and the sessions enabling it (level, keywords)
+    Providers {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Also the providers no session enables
+        #[arg(long)]
+        all: bool,
+        /// jsonl: one JSON object per row (warnings as JSON lines on stderr)
+        #[arg(long, value_enum, default_value = "table")]
+        format: RowFormatArg,
+    },
+    /// Tamper checks: the kernel's provider handles, provider enable state, sessions'
+    /// GetCpuClock and consumers against what a clean kernel holds (README "Tamper checks")
+    Check {
+        #[command(flatten)]
+        dump: DumpArgs,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// json adds "checks" (each check: examined, findings, limit) to the envelope
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
@@ -544,6 +571,58 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rw.finish(&warnings)?;
             if format != report::RowFormat::Json {
                 warn_all(&warnings, format == report::RowFormat::Jsonl);
+            }
+        }
+        Command::Providers {
+            dump,
+            symbols,
+            all,
+            format,
+        } => {
+            let format = report::RowFormat::from(format);
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let mut rw = RowWriter::<_, ProviderRow>::new(&mut out, format, "providers")?;
+            let warnings = report::providers::stream(&ctx, all, &mut |r| rw.row(r))?;
+            rw.finish(&warnings)?;
+            if format != report::RowFormat::Json {
+                warn_all(&warnings, format == report::RowFormat::Jsonl);
+            }
+        }
+        Command::Check {
+            dump,
+            symbols,
+            format,
+        } => {
+            let format = report::RowFormat::from(format);
+            let d = open(&dump)?;
+            let ctx = KernelContext::open(&d, &symbols.options())?;
+            let rep = report::check::run(&ctx);
+            if format == report::RowFormat::Json {
+                let v = serde_json::json!({
+                    "format_version": etwdump::render::rows::FORMAT_VERSION,
+                    "command": "check",
+                    "records": rep.findings,
+                    "checks": rep.runs,
+                    "warnings": rep.warnings,
+                });
+                let mut t = serde_json::to_vec_pretty(&v)?;
+                etwdump::render::text::json_terminal_safe(&mut t);
+                out.write_all(&t)?;
+                out.write_all(b"\n")?;
+            } else {
+                let mut rw = RowWriter::<_, FindingRow>::new(&mut out, format, "check")?;
+                for f in &rep.findings {
+                    rw.row(f)?;
+                }
+                let out = rw.finish(&rep.warnings)?;
+                if format == report::RowFormat::Table {
+                    writeln!(out)?;
+                    for l in report::check::summary(&rep.runs) {
+                        writeln!(out, "{l}")?;
+                    }
+                }
+                warn_all(&rep.warnings, format == report::RowFormat::Jsonl);
             }
         }
         Command::Extract {

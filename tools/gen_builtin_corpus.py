@@ -61,6 +61,10 @@ ROOT_TYPES = [
     "_UNICODE_STRING",
     "_KSYSTEM_TIME",
     "_PERFINFO_CCSWAP_BUFFER",
+    "_ETW_GUID_ENTRY",
+    "_ETW_REG_ENTRY",
+    "_ETW_HASH_BUCKET",
+    "_TRACE_ENABLE_INFO",
     # Not in WANTED_TYPES, but read by etwdump (kernel::processes reads _CLIENT_ID.UniqueThread).
     "_CLIENT_ID",
 ]
@@ -143,6 +147,35 @@ KEPT_SYMBOLS = [
     "KiCurrentErrLogBufferBase",
     "KiCurrentErrLogBufferOffset",
     "IopErrorLogSession",
+    # Providers and the tamper checks (issue 17): the GUID table of 6.1-6.3, the kernel's
+    # global provider registration handles and the clock routines GetCpuClock may point at.
+    "EtwpGuidHashTable",
+    "EtwThreatIntProvRegHandle",
+    "EtwKernelProvRegHandle",
+    "EtwpPsProvRegHandle",
+    "EtwpFileProvRegHandle",
+    "EtwpDiskProvRegHandle",
+    "EtwpNetProvRegHandle",
+    "EtwpMemoryProvRegHandle",
+    "EtwpEventTracingProvRegHandle",
+    "EtwApiCallsProvRegHandle",
+    "EtwAppCompatProvRegHandle",
+    "EtwCVEAuditProvRegHandle",
+    "EtwSecurityMitigationsRegHandle",
+    "EtwLpacProvRegHandle",
+    "EtwAdminlessProvRegHandle",
+    "EtwCpuStarvationProvRegHandle",
+    "EtwPsProvRegHandle",
+    "EtwFileProvRegHandle",
+    "EtwDiskProvRegHandle",
+    "EtwNetProvRegHandle",
+    "EtwMemoryProvRegHandle",
+    "EtwEventTracingProvRegHandle",
+    "EtwpGetPerfCounter",
+    "EtwpGetHostPerfCounter",
+    "EtwpGetSystemTime",
+    "EtwpGetCycleCount",
+    "KeQueryPerformanceCounter",
 ]
 
 # symbols::WANTED_ENUMS

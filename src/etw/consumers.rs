@@ -104,23 +104,14 @@ fn read_one(
             "_ETW_REALTIME_CONSUMER.LoggerId at {at} is {i}, not the session's {logger_id}"
         ));
     }
-    let (mut eprocess, mut pid, mut process) = (None, None, None);
-    match v.ptr("ProcessObject") {
-        Ok(p) if p.is_null() => warnings.push(format!(
-            "_ETW_REALTIME_CONSUMER.ProcessObject at {at} is NULL"
-        )),
-        Ok(p) => {
-            eprocess = Some(p);
-            match crate::kernel::processes::identify(ctx, p) {
-                Ok((id, name)) => {
-                    pid = Some(id);
-                    process = Some(name);
-                }
-                Err(e) => warnings.push(format!("consumer {at}: its process: {e}")),
-            }
-        }
-        Err(e) => warnings.push(e.to_string()),
-    }
+    let pr = crate::kernel::processes::process_field(
+        ctx,
+        &v,
+        "ProcessObject",
+        &format!("_ETW_REALTIME_CONSUMER at {at}"),
+    );
+    warnings.extend(pr.problem.map(|(_, m)| m));
+    let (eprocess, pid, process) = (pr.eprocess, pr.pid, pr.image);
     Consumer {
         address: at,
         eprocess,

@@ -81,6 +81,9 @@ pub struct Resolution {
     pub roots: Vec<EtwRoot>,
     /// Why a route gave nothing, and disagreements between them.
     pub warnings: Vec<Warning>,
+    /// The host silo state (`EtwpHostSiloState`, else `PspHostSiloGlobals.EtwSiloState`),
+    /// where the build has one and it was read.
+    pub silo_state: Option<VirtAddr>,
 }
 
 impl Resolution {
@@ -106,6 +109,7 @@ impl Resolution {
 pub fn resolve_logger_array(ctx: &KernelContext<'_>) -> Resolution {
     let mut r = Resolution::default();
     let silo = host_silo_state(ctx, &mut r);
+    r.silo_state = silo;
     let global = global_array(ctx, &mut r);
     let host_read = r
         .roots

@@ -196,6 +196,50 @@ pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, Str
     Ok((pid, name))
 }
 
+/// The process a pointer field of a kernel object names (`_ETW_REALTIME_CONSUMER.ProcessObject`,
+/// `_ETW_REG_ENTRY.Process`): its EPROCESS, PID and image, and what was wrong (the pointer
+/// NULL or unreadable, the EPROCESS unreadable) with the warning's kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessRef {
+    pub eprocess: Option<VirtAddr>,
+    pub pid: Option<u64>,
+    pub image: Option<String>,
+    pub problem: Option<(crate::warning::WarningKind, String)>,
+}
+
+/// Follow the pointer field `field` of `v` (`owner` names the object in messages).
+pub fn process_field(
+    ctx: &KernelContext<'_>,
+    v: &View<'_, '_>,
+    field: &str,
+    owner: &str,
+) -> ProcessRef {
+    use crate::warning::WarningKind;
+    let mut r = ProcessRef::default();
+    match v.ptr(field) {
+        Ok(p) if p.is_null() => {
+            r.problem = Some((WarningKind::Anomaly, format!("{owner}: {field} is NULL")));
+        }
+        Ok(p) => {
+            r.eprocess = Some(p);
+            match identify(ctx, p) {
+                Ok((id, name)) => {
+                    r.pid = Some(id);
+                    r.image = Some(name);
+                }
+                Err(e) => {
+                    r.problem = Some((
+                        WarningKind::Unreadable,
+                        format!("{owner}: its process {p}: {e}"),
+                    ))
+                }
+            }
+        }
+        Err(e) => r.problem = Some((WarningKind::Unreadable, format!("{owner}: {e}"))),
+    }
+    r
+}
+
 /// The KPRCB of `cpu`: KiProcessorBlock[cpu] (the global, else the KDBG's copy of its
 /// address), a non-NULL kernel pointer.
 pub fn prcb(ctx: &KernelContext<'_>, cpu: u64) -> Result<VirtAddr, String> {

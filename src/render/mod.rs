@@ -2,10 +2,12 @@
 //! this layer turns them into text (table, CSV, JSON, JSON Lines) without reading memory.
 
 pub mod buffers;
+pub mod check;
 pub mod csv;
 pub mod info;
 pub mod listings;
 pub mod overview;
+pub mod providers;
 pub mod read;
 pub mod rows;
 pub mod sessions;

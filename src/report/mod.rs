@@ -2,11 +2,13 @@
 //! [`crate::render`] print them). Nothing here parses dump bytes itself.
 
 pub mod buffers;
+pub mod check;
 pub mod cswitch;
 pub mod events;
 pub mod extract;
 pub mod info;
 pub mod overview;
+pub mod providers;
 pub mod read;
 pub mod scan;
 pub mod sessions;

@@ -44,6 +44,10 @@ pub const WANTED_TYPES: &[&str] = &[
     "_UNICODE_STRING",
     "_KSYSTEM_TIME",
     "_PERFINFO_CCSWAP_BUFFER",
+    "_ETW_GUID_ENTRY",
+    "_ETW_REG_ENTRY",
+    "_ETW_HASH_BUCKET",
+    "_TRACE_ENABLE_INFO",
 ];
 
 /// The enumerations the tool reads constants from (names of states and wait reasons, and the

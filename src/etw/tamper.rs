@@ -1,0 +1,454 @@
+//! Tamper checks (issue 17): what attackers change to blind ETW that stays visible in kernel
+//! memory. Each check compares what the dump holds with what a clean kernel holds and reports
+//! a [`Finding`] with the evidence (the field, its address and value) and the expectation.
+//!
+//! | check | what a clean kernel holds | evidence of tampering |
+//! |---|---|---|
+//! | `reg-handle-null` | every `Etw*ProvRegHandle` global the build has holds the address of the kernel's registration of that provider (registered at boot) | the global is NULL |
+//! | `reg-handle-invalid` | that address is an `_ETW_REG_ENTRY` on the `RegListHead` of a GUID entry of the GUID table, of the provider the handle is named for | it points elsewhere, at a registration no GUID entry lists, or at another provider's |
+//! | `provider-enable-state` | a GUID entry enabled by a live session (an `EnableInfo[i]` slot) has its aggregate `ProviderEnableInfo.IsEnabled` set, and its kernel registrations have bit i of `EnableMask` | the aggregate is cleared (the provider's events are dropped at the source), or a kernel registration's mask bit is |
+//! | `enable-unknown-logger` | every enabled `EnableInfo` slot names a live session | it names a logger id with no session |
+//! | `clock-hook` | `GetCpuClock`: before 19041 a pointer to one of the kernel's clock routines (`EtwpGetPerfCounter`, `EtwpGetSystemTime`, `EtwpGetCycleCount`, ...); from 19041 a small index | a pointer elsewhere (outside the kernel image: "InfinityHook"), or an address where an index belongs |
+//! | `consumer-mode` | real-time consumers only on sessions in real-time mode (`EVENT_TRACE_REAL_TIME_MODE`) | consumers on a session without it |
+
+use crate::addr::VirtAddr;
+use crate::etw::loggers::Session;
+use crate::etw::providers::{Provider, ProviderTable, RegKind};
+use crate::kernel::context::KernelContext;
+use crate::kernel::view::View;
+use crate::symbols::layout::TypeRef;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// `EVENT_TRACE_REAL_TIME_MODE` (evntrace.h).
+pub const EVENT_TRACE_REAL_TIME_MODE: u64 = 0x100;
+
+/// The kernel routines a pre-19041 `GetCpuClock` may hold (one per clock type).
+pub const CLOCK_ROUTINES: &[&str] = &[
+    "EtwpGetPerfCounter",
+    "EtwpGetHostPerfCounter",
+    "EtwpGetSystemTime",
+    "EtwpGetCycleCount",
+    "KeQueryPerformanceCounter",
+];
+
+/// Largest `GetCpuClock` index not reported (19041+). The index's meaning is not documented
+/// here; any small value is accepted and the value is shown, an address-sized one is a finding.
+pub const MAX_CLOCK_INDEX: u64 = 0xFF;
+
+/// How sure a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// What a clean kernel does not hold.
+    Alert,
+    /// Odd, and possibly benign (the text says why).
+    Notice,
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The check's id (`reg-handle-null`, ...).
+    pub check: &'static str,
+    pub severity: Severity,
+    /// What it concerns: a global's name, "provider {GUID} (name)", "session N (name)".
+    pub subject: String,
+    pub address: Option<VirtAddr>,
+    pub field: Option<String>,
+    pub logger_id: Option<u64>,
+    /// What the dump holds.
+    pub evidence: String,
+    /// What a clean kernel would hold.
+    pub expected: String,
+}
+
+/// A check and whether it could run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckRun {
+    pub check: &'static str,
+    /// Objects examined (globals, providers, sessions).
+    pub examined: u64,
+    pub findings: u64,
+    /// Why it could not run, or ran only in part (None: ran in full).
+    pub limit: Option<String>,
+}
+
+/// Every check's findings and runs.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TamperReport {
+    pub findings: Vec<Finding>,
+    pub runs: Vec<CheckRun>,
+}
+
+impl TamperReport {
+    fn run(&mut self, check: &'static str, examined: u64, before: usize, limit: Option<String>) {
+        let findings = (self.findings.len() - before) as u64;
+        self.runs.push(CheckRun {
+            check,
+            examined,
+            findings,
+            limit,
+        });
+    }
+}
+
+fn provider_label(p: &Provider) -> String {
+    format!(
+        "provider {{{}}}{}",
+        p.guid.as_deref().unwrap_or("unreadable GUID"),
+        p.name.map(|n| format!(" ({n})")).unwrap_or_default()
+    )
+}
+
+fn session_label(s: &Session) -> String {
+    format!(
+        "session {} ({})",
+        s.logger_id,
+        s.name.as_deref().unwrap_or("name unreadable")
+    )
+}
+
+/// Run every check.
+pub fn check(ctx: &KernelContext<'_>, sessions: &[Session], table: &ProviderTable) -> TamperReport {
+    let mut r = TamperReport::default();
+    reg_handles(ctx, table, &mut r);
+    enable_state(sessions, table, &mut r);
+    clocks(ctx, sessions, &mut r);
+    consumer_mode(sessions, &mut r);
+    r
+}
+
+/// The kernel's global provider registration handles the symbols name: `Etw*ProvRegHandle`,
+/// `Etw*RegHandle`.
+pub fn handle_globals(ctx: &KernelContext<'_>) -> Vec<(String, VirtAddr)> {
+    let mut names: Vec<String> = ctx
+        .symbols
+        .all_symbols()
+        .chain(ctx.symbols.builtin_symbols())
+        .map(|(n, _)| n)
+        .filter(|n| n.starts_with("Etw") && n.ends_with("RegHandle"))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|n| ctx.global(&n).map(|va| (n, va)))
+        .collect()
+}
+
+fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperReport) {
+    let before = r.findings.len();
+    let handles = handle_globals(ctx);
+    if handles.is_empty() {
+        r.run(
+            "reg-handle-null",
+            0,
+            before,
+            Some("the symbols name no Etw*RegHandle global (give the kernel's PDB)".into()),
+        );
+        r.run(
+            "reg-handle-invalid",
+            0,
+            before,
+            Some("as reg-handle-null".into()),
+        );
+        return;
+    }
+    // Every registration on a GUID entry's list, with its provider.
+    let mut regs: HashMap<VirtAddr, &Provider> = HashMap::new();
+    for p in &table.providers {
+        for g in &p.registrations {
+            regs.insert(g.address, p);
+        }
+    }
+    let walked = table.table.is_some();
+    let mut invalid = Vec::new();
+    let mut unreadable = 0;
+    for (name, va) in &handles {
+        let v = match ctx.space.read_ptr(*va) {
+            Ok(v) => v,
+            Err(_) => {
+                unreadable += 1;
+                continue;
+            }
+        };
+        let expected_guid = crate::etw::provider_names::KERNEL_REG_HANDLES
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, g)| *g);
+        let expect_text = match expected_guid {
+            Some(g) => format!(
+                "the address of the kernel's _ETW_REG_ENTRY of {{{}}}{}",
+                crate::bytes::guid_text(&g),
+                crate::etw::provider_names::provider_name(&g)
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
+            ),
+            None => "the address of the kernel's _ETW_REG_ENTRY of this provider".into(),
+        };
+        if v.is_null() {
+            r.findings.push(Finding {
+                check: "reg-handle-null",
+                severity: Severity::Alert,
+                subject: name.clone(),
+                address: Some(*va),
+                field: Some(name.clone()),
+                logger_id: None,
+                evidence: format!(
+                    "{name} at {va} is NULL: the provider's kernel events are not written"
+                ),
+                expected: expect_text,
+            });
+            continue;
+        }
+        if !walked {
+            continue;
+        }
+        let wrong = match regs.get(&v) {
+            None => Some(format!(
+                "{name} at {va} holds {v}, which is no registration on any GUID entry of the GUID table"
+            )),
+            Some(p) => match (expected_guid, p.guid_bytes) {
+                (Some(want), Some(have)) if want != have => Some(format!(
+                    "{name} at {va} holds {v}, a registration of {} instead",
+                    provider_label(p)
+                )),
+                _ => None,
+            },
+        };
+        if let Some(evidence) = wrong {
+            invalid.push(Finding {
+                check: "reg-handle-invalid",
+                severity: Severity::Alert,
+                subject: name.clone(),
+                address: Some(*va),
+                field: Some(name.clone()),
+                logger_id: None,
+                evidence,
+                expected: expect_text,
+            });
+        }
+    }
+    let n = handles.len() as u64;
+    let limit =
+        (unreadable > 0).then(|| format!("{unreadable} of the {n} globals are not in the dump"));
+    r.run("reg-handle-null", n, before, limit.clone());
+    let before = r.findings.len();
+    r.findings.extend(invalid);
+    r.run(
+        "reg-handle-invalid",
+        n,
+        before,
+        if walked {
+            limit
+        } else {
+            Some("the GUID table could not be walked (see the warnings): the handles' targets are not checked".into())
+        },
+    );
+}
+
+fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperReport) {
+    let live: HashSet<u64> = sessions.iter().map(|s| s.logger_id).collect();
+    let limit = table
+        .table
+        .is_none()
+        .then(|| "the GUID table could not be walked (see the warnings)".to_string());
+    let before = r.findings.len();
+    let mut unknown = Vec::new();
+    for p in &table.providers {
+        for e in &p.enabled {
+            let slot = e.slot.unwrap_or(0);
+            if !live.contains(&e.logger_id) {
+                unknown.push(Finding {
+                    check: "enable-unknown-logger",
+                    severity: Severity::Alert,
+                    subject: provider_label(p),
+                    address: Some(p.guid_entry),
+                    field: Some(format!("_ETW_GUID_ENTRY.EnableInfo[{slot}].LoggerId")),
+                    logger_id: Some(e.logger_id),
+                    evidence: format!(
+                        "EnableInfo[{slot}] of GUID entry {} enables it for logger {}, which is no live session",
+                        p.guid_entry, e.logger_id
+                    ),
+                    expected: "enabled slots name live sessions (the kernel clears a slot when its session stops)".into(),
+                });
+                continue;
+            }
+            if let Some(a) = &p.aggregate {
+                if a.is_enabled == 0 {
+                    r.findings.push(Finding {
+                        check: "provider-enable-state",
+                        severity: Severity::Alert,
+                        subject: provider_label(p),
+                        address: Some(p.guid_entry),
+                        field: Some("_ETW_GUID_ENTRY.ProviderEnableInfo.IsEnabled".into()),
+                        logger_id: Some(e.logger_id),
+                        evidence: format!(
+                            "ProviderEnableInfo.IsEnabled of GUID entry {} is 0 while EnableInfo[{slot}] enables it for live logger {}: the provider's events are dropped before they reach the session",
+                            p.guid_entry, e.logger_id
+                        ),
+                        expected: "ProviderEnableInfo.IsEnabled = 1 while any session enables the provider".into(),
+                    });
+                }
+            }
+            for g in &p.registrations {
+                if g.kind != RegKind::Kernel {
+                    continue;
+                }
+                if let Some(m) = g.enable_mask {
+                    if slot < 64 && m & (1 << slot) == 0 {
+                        r.findings.push(Finding {
+                            check: "provider-enable-state",
+                            severity: Severity::Alert,
+                            subject: provider_label(p),
+                            address: Some(g.address),
+                            field: Some("_ETW_REG_ENTRY.EnableMask".into()),
+                            logger_id: Some(e.logger_id),
+                            evidence: format!(
+                                "kernel registration {} has EnableMask {m:#x} without bit {slot}, while EnableInfo[{slot}] enables the provider for live logger {}",
+                                g.address, e.logger_id
+                            ),
+                            expected: format!("bit {slot} set in the EnableMask of every kernel registration (process filters apply to user-mode registrations only)"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let examined = table.providers.len() as u64;
+    r.run("provider-enable-state", examined, before, limit.clone());
+    let before = r.findings.len();
+    r.findings.extend(unknown);
+    r.run("enable-unknown-logger", examined, before, limit);
+}
+
+fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
+    let before = r.findings.len();
+    let Some(wlc) = ctx.symbols.layout("_WMI_LOGGER_CONTEXT") else {
+        r.run(
+            "clock-hook",
+            0,
+            before,
+            Some("no _WMI_LOGGER_CONTEXT layout".into()),
+        );
+        return;
+    };
+    let Some(f) = wlc.field("GetCpuClock") else {
+        r.run(
+            "clock-hook",
+            0,
+            before,
+            Some("this build's _WMI_LOGGER_CONTEXT has no GetCpuClock".into()),
+        );
+        return;
+    };
+    let pointer_era = matches!(f.ty, TypeRef::Pointer { .. });
+    let routines: Vec<(&str, VirtAddr)> = CLOCK_ROUTINES
+        .iter()
+        .filter_map(|n| ctx.global(n).map(|va| (*n, va)))
+        .collect();
+    let image = ctx.base.and_then(|b| {
+        ctx.image
+            .as_ref()
+            .and_then(|i| i.headers.as_ref().ok())
+            .map(|h| (b, u64::from(h.size_of_image)))
+    });
+    let mut limit = None;
+    if pointer_era && routines.is_empty() {
+        limit = Some(if image.is_some() {
+            "the symbols name none of the clock routines: only checked that GetCpuClock points into the kernel image".to_string()
+        } else {
+            "neither the clock routines nor the kernel image's extent are known: GetCpuClock not checked".to_string()
+        });
+    }
+    let mut examined = 0;
+    for s in sessions {
+        let v = View::new(&ctx.space, wlc, s.address);
+        let (Ok(value), Ok(at)) = (v.uint("GetCpuClock"), v.field_va("GetCpuClock")) else {
+            continue;
+        };
+        examined += 1;
+        let base = |evidence: String, expected: String| Finding {
+            check: "clock-hook",
+            severity: Severity::Alert,
+            subject: session_label(s),
+            address: Some(at),
+            field: Some("_WMI_LOGGER_CONTEXT.GetCpuClock".into()),
+            logger_id: Some(s.logger_id),
+            evidence,
+            expected,
+        };
+        if !pointer_era {
+            if value > MAX_CLOCK_INDEX {
+                r.findings.push(base(
+                    format!("GetCpuClock of {} is {value:#x}, an address where this build keeps a clock index", session_label(s)),
+                    format!("a small clock index (19041+ kernels select the clock with it; at most {MAX_CLOCK_INDEX:#x})"),
+                ));
+            }
+            continue;
+        }
+        let va = VirtAddr::new(value);
+        if routines.iter().any(|&(_, rv)| rv == va) {
+            continue;
+        }
+        let inside = image.is_some_and(|(b, n)| value >= b.get() && value - b.get() < n);
+        let names: Vec<&str> = routines.iter().map(|(n, _)| *n).collect();
+        let expected = if names.is_empty() {
+            "a kernel clock routine (inside the kernel image)".to_string()
+        } else {
+            format!("one of the kernel's clock routines ({})", names.join(", "))
+        };
+        if !routines.is_empty() || (image.is_some() && !inside) {
+            r.findings.push(base(
+                format!(
+                    "GetCpuClock of {} is {va}, {}",
+                    session_label(s),
+                    if inside {
+                        "inside the kernel image but none of its clock routines"
+                    } else {
+                        "outside the kernel image: every event's time stamp calls that code"
+                    }
+                ),
+                expected,
+            ));
+        }
+    }
+    r.run("clock-hook", examined, before, limit);
+}
+
+fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
+    let before = r.findings.len();
+    let mut examined = 0;
+    for s in sessions {
+        let Some(mode) = s.logger_mode else { continue };
+        examined += 1;
+        if !s.consumers.is_empty() && mode & EVENT_TRACE_REAL_TIME_MODE == 0 {
+            r.findings.push(Finding {
+                check: "consumer-mode",
+                severity: Severity::Alert,
+                subject: session_label(s),
+                address: Some(s.address),
+                field: Some("_WMI_LOGGER_CONTEXT.LoggerMode".into()),
+                logger_id: Some(s.logger_id),
+                evidence: format!(
+                    "{} has {} real-time consumer(s) ({}) but LoggerMode {mode:#x} lacks EVENT_TRACE_REAL_TIME_MODE (0x100)",
+                    session_label(s),
+                    s.consumers.len(),
+                    s.consumers
+                        .iter()
+                        .map(|c| format!(
+                            "{} {}",
+                            c.pid.map_or_else(|| "?".into(), |p| p.to_string()),
+                            c.process.as_deref().unwrap_or("?")
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                expected: "real-time consumers only on sessions whose LoggerMode has EVENT_TRACE_REAL_TIME_MODE (the mode was changed under a live consumer)".into(),
+            });
+        }
+    }
+    r.run("consumer-mode", examined, before, None);
+}
