@@ -2,6 +2,7 @@
 //! §1.2, §1.2a, §1.5) that checks every probe against the file bytes; the independent Python
 //! reader and kdmp-parser live in tests/interop/.
 
+mod cpu_clock;
 mod etw;
 mod etw_buffers;
 mod etw_pending;
