@@ -248,6 +248,8 @@ fn etw_json(e: &ForgedEtw) -> Value {
                     "address": hex_addr(c.va), "pid": c.pid, "eprocess": hex_addr(c.eprocess),
                     "logger_id": c.logger_id, "buffers_lost": c.buffers_lost,
                     "empty_buffers": c.empty_buffers})).collect::<Vec<_>>(),
+                "get_cpu_clock": opt_hex(x.get_cpu_clock),
+                "clock_routine": x.clock_routine,
             }),
         })
         .collect();

@@ -231,6 +231,7 @@ pub(super) struct ContextOut {
     max_event: u32,
     reference_time: Option<crate::etw::variation::RefClock>,
     flags: Option<u32>,
+    cpu_clock: Option<super::cpu_clock::CpuClock>,
 }
 
 impl<'a> LoggerBuilder<'a> {
@@ -509,6 +510,8 @@ impl<'a> LoggerBuilder<'a> {
                 odd_fields: sv.map(|x| x.odd_fields.clone()).unwrap_or_default(),
                 reference_time: co.reference_time,
                 consumers,
+                get_cpu_clock: co.cpu_clock.as_ref().map(|c| c.value),
+                clock_routine: co.cpu_clock.and_then(|c| c.routine),
             })),
         };
         let value = match content {
@@ -773,6 +776,10 @@ impl<'a> LoggerBuilder<'a> {
         lay.put_opt(&mut c, CTX, "AcceptNewEvents", 1);
         lay.put_opt(&mut c, CTX, "CollectionOn", 1);
         let clock = lay.put_opt(&mut c, CTX, "ClockType", s.clock_type.into());
+        let cpu_clock = self.cpu_clock(s.clock_type);
+        if let Some(cc) = &cpu_clock {
+            lay.put(&mut c, CTX, "GetCpuClock", cc.value);
+        }
         lay.put(&mut c, CTX, "MinimumBuffers", s.minimum_buffers.into());
         lay.put(&mut c, CTX, "MaximumBuffers", s.maximum_buffers.into());
         lay.put(&mut c, CTX, "NumberOfBuffers", s.number_of_buffers.into());
@@ -823,7 +830,34 @@ impl<'a> LoggerBuilder<'a> {
             max_event,
             reference_time,
             flags,
+            cpu_clock,
         }
+    }
+
+    /// What a clean kernel stores in `GetCpuClock` for `clock_type` (`cpu_clock.rs`): the VA
+    /// of the clock routine (function-pointer layouts) or the index (integer layouts); None
+    /// where the layout has no GetCpuClock.
+    pub(super) fn cpu_clock(&self, clock_type: u32) -> Option<super::cpu_clock::CpuClock> {
+        let m = self.t.member(CTX, "GetCpuClock")?;
+        Some(if m.ty == "fnptr" || m.ty.ends_with('*') {
+            let name = super::cpu_clock::routine_for(clock_type);
+            let va = self.va_of(name).unwrap_or_else(|| {
+                panic!(
+                    "fixture {}: no public {name} for GetCpuClock (rebuild the fixtures: \
+                     tests/fixtures/build.sh adds the clock routines)",
+                    self.fx.name
+                )
+            });
+            super::cpu_clock::CpuClock {
+                value: va,
+                routine: Some(name.to_string()),
+            }
+        } else {
+            super::cpu_clock::CpuClock {
+                value: super::cpu_clock::index_for(clock_type),
+                routine: None,
+            }
+        })
     }
 
     /// ReferenceTime {StartTime, StartPerfClock} where the layout has it.

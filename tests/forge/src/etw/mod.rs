@@ -18,9 +18,13 @@
 //! `SiloState`; and in every era `*(EtwpDebuggerData + 0x10)` = the array (KDBG.EtwpDebuggerData
 //! points at EtwpDebuggerData, so the array is reachable without symbols; a 32-bit pointer on
 //! x86, whose offset there is not confirmed by the references).
+//!
+//! Every context's `GetCpuClock` holds what a clean kernel stores for its ClockType (the clock
+//! routine's address, or from 19041 on an index: `cpu_clock.rs`).
 
 pub(crate) mod buffers;
 pub mod ccswap;
+pub(crate) mod cpu_clock;
 mod loggers;
 mod pending;
 mod placement;
@@ -248,6 +252,13 @@ pub struct ExpectedSession {
     /// The real-time consumers placed on `Consumers` ([`SessionSpec::consumers`]), in list
     /// order.
     pub consumers: Vec<ExpectedConsumer>,
+    /// `GetCpuClock` as written (None where the layout has no such field): the address of the
+    /// clock routine of the session's ClockType (function-pointer layouts, up to 18362), or a
+    /// small index (19041+); see `cpu_clock.rs`.
+    pub get_cpu_clock: Option<u64>,
+    /// The routine `get_cpu_clock` points at ("EtwpGetPerfCounter", "EtwpGetSystemTime",
+    /// "EtwpGetCycleCount"); None for an index.
+    pub clock_routine: Option<String>,
 }
 
 /// One `_ETW_REALTIME_CONSUMER` the forge placed.

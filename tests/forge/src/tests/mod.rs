@@ -2,6 +2,7 @@
 //! §1.2, §1.2a, §1.5) that checks every probe against the file bytes; the independent Python
 //! reader and kdmp-parser live in tests/interop/.
 
+mod cpu_clock;
 mod etw;
 mod etw_buffers;
 mod etw_pending;
@@ -847,8 +848,17 @@ fn fixture_symbols_land_inside_sections_and_are_mapped() {
                 })
                 .unwrap_or_else(|| panic!("{dir:?}: {name} at {rva:#x} in no section"));
             assert_eq!(f.symbols[&name], base + rva, "{dir:?} {name}");
+            // Code: the entry point, the types anchor and the ETW clock routines of
+            // extra_globals.py; everything else (handles, EtwpGuidHashTable too) is data.
+            let routines = &j["extra_globals"]["clock_routines"];
+            let routine = routines
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == name.as_str());
             let expected_section = match name.as_str() {
                 "KiSystemStartup" | "EtwdumpFixtureTypeAnchor" => ".text",
+                _ if routine => ".text",
                 _ => ".data",
             };
             assert_eq!(s["name"], expected_section, "{name}");
