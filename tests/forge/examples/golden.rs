@@ -11,7 +11,8 @@
 //! ```
 //!
 //! `--sha256 FILE` prints the SHA-256 of FILE (to check the hash against `sha256sum`).
-//! `--quick` skips the 16 GiB and large-buffer dumps and the variation seeds 10..30.
+//! `--quick` skips the 16 GiB and large-buffer dumps, the variation seeds 10..30 and the varied
+//! provider seeds 2..6.
 
 use std::fmt::Write as _;
 use std::io::Read;
@@ -201,7 +202,16 @@ fn scenarios(quick: bool) -> Vec<(String, Config)> {
             format!("{stem}-var3-bitmap"),
             bitmap(cfg.clone().with_variation(3), BitmapSig::Sdmp, 5),
         ));
+        // Providers: varied sets (the standard set and the tampered variants come below).
+        for seed in 0..if quick { 2 } else { 6 } {
+            v.push((
+                format!("{stem}-var{seed}-providers"),
+                cfg.clone().with_variation(seed).with_providers(),
+            ));
+        }
     }
+    // The standard providers per fixture and their tampered variants.
+    v.extend(etwdump_forge::tamper_scenarios(&root));
     v
 }
 

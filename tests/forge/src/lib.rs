@@ -59,9 +59,18 @@ pub use config::{
     X64_19041_GUID, X64_DEFAULT_SELF_MAP_INDEX, X86_NONPAE_GUID, X86_PAE_GUID,
 };
 pub use etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
+pub use etw::providers::{
+    guid_hash_bucket, BucketRule, EnableSpec, ExpectedEnableInfo, ExpectedGuidTable,
+    ExpectedProvider, ExpectedRegHandle, ExpectedRegistration, ProviderSet, ProviderSpec,
+    ProvidersSpec, Registrant, RegistrationSpec, TableShape, ETW_GROUP_GUID_TYPE,
+    ETW_NOTIFICATION_GUID_TYPE, ETW_TRACE_GUID_TYPE, GUID_TABLE_BUCKETS,
+};
 pub use etw::scan::{
     scan_scenarios, ForgedScan, GroupOrigin, ScanBuffer, ScanClass, ScanContext, ScanDecoy,
     ScanGroup, ScanKind, ScanLost, ScanObject, ScanPending, ScanSpec,
+};
+pub use etw::tamper::{
+    providers_config, tamper_scenarios, ExpectedFinding, TamperKind, TamperSpec,
 };
 pub use etw::variation::{
     ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,

@@ -16,6 +16,12 @@
 //! `--scan` adds the scan scenarios (`scan_scenarios`: stopped sessions, stale copies, orphaned
 //! 'CCsw' blocks, decoys; `scan-<name>.dmp`), whose manifest entries carry `"scan"`
 //! (`scan_json`); without it the output is unchanged.
+//! `--providers` adds `fixture-<name>-etw-providers.dmp` per fixture (`providers_config`: the
+//! standard sessions with the standard providers, on x64 the processes and real-time consumers);
+//! `--tampered` adds those and their tampered variants `fixture-<name>-tampered-<check>.dmp`
+//! (`tamper_scenarios`: one per `TamperKind` that applies); their `"etw"` carries
+//! `"guid_table"`, `"providers"`, `"reg_handles"` and `"findings"` (empty for the clean twins).
+//! Every session of every manifest has `"get_cpu_clock"` and `"clock_routine"`.
 //! `forge --random-image PATH [SIZE_MIB [SEED]]`: a raw image of pseudo-random bytes (default
 //! 1024 MiB, seed 1), streamed (`write_random_image`), for the "no false buffers" check.
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
@@ -27,9 +33,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use etwdump_forge::{
-    default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, scan_scenarios,
-    triage_scenarios, write_random_image, BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer,
-    ExpectedSlot, Forged, ForgedEtw, ForgedScan, ImageKind, Layout, ScanObject, RANDOM_IMAGE_SIZE,
+    default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, providers_config,
+    scan_scenarios, tamper_scenarios, triage_scenarios, write_random_image, BitmapSig, Config,
+    EtwSpec, Expect, ExpectedBuffer, ExpectedEnableInfo, ExpectedSlot, Forged, ForgedEtw,
+    ForgedScan, ImageKind, Layout, ScanObject, RANDOM_IMAGE_SIZE,
 };
 use serde_json::{json, Value};
 
@@ -300,7 +307,109 @@ fn etw_json(e: &ForgedEtw) -> Value {
         v["pending"] = Value::from(pending);
         v["pending_decoys"] = Value::from(decoys);
     }
+    // Providers and tampering (EtwSpec::with_providers / with_tampering); absent otherwise.
+    if e.guid_table.is_some() || !e.findings.is_empty() {
+        providers_json(e, &mut v);
+    }
     v
+}
+
+/// One `_TRACE_ENABLE_INFO` (an EnableInfo slot, or the aggregate when `index` is null).
+fn enable_info_json(s: &ExpectedEnableInfo) -> Value {
+    json!({
+        "index": s.index,
+        "is_enabled": s.is_enabled,
+        "level": s.level,
+        "logger_id": s.logger_id,
+        "match_any_keyword": hex_addr(s.match_any),
+        "match_all_keyword": hex_addr(s.match_all),
+        "enable_property": s.enable_property,
+    })
+}
+
+/// The manifest's `"guid_table"`, `"providers"`, `"reg_handles"` and `"findings"` (VAs as hex
+/// strings; `findings` is empty for every clean dump).
+fn providers_json(e: &ForgedEtw, v: &mut Value) {
+    let opt_hex = |x: Option<u64>| x.map(hex_addr);
+    if let Some(t) = &e.guid_table {
+        v["guid_table"] = json!({
+            "va": hex_addr(t.va),
+            "global": t.global,
+            "shape": t.shape.name(),
+            "buckets": t.buckets,
+            "stride": hex_addr(t.stride),
+            "lists_per_bucket": t.lists,
+            "list_offset": hex_addr(t.list_offset),
+            "lock_offset": opt_hex(t.lock_offset),
+            "bucket_rule": t.rule.name(),
+        });
+    }
+    let providers: Vec<Value> = e
+        .providers
+        .iter()
+        .map(|p| {
+            let regs: Vec<Value> = p
+                .registrations
+                .iter()
+                .map(|r| {
+                    json!({
+                        "address": hex_addr(r.va),
+                        "mode": if r.kernel { "kernel" } else { "user" },
+                        "pid": r.pid,
+                        "eprocess": opt_hex(r.eprocess),
+                        "callback": opt_hex(r.callback),
+                        "callback_context": opt_hex(r.callback_context),
+                        "index": r.index,
+                        "flags": r.flags,
+                        "enable_mask": r.enable_mask,
+                        "handle": r.handle,
+                    })
+                })
+                .collect();
+            json!({
+                "name": p.name,
+                "guid": p.guid,
+                "guid_entry": hex_addr(p.guid_entry_va),
+                "guid_type": p.guid_type,
+                "bucket": p.bucket,
+                "list_head": hex_addr(p.list_head_va),
+                "ref_count": p.ref_count,
+                "silo_state": opt_hex(p.silo_state),
+                "registrations": regs,
+                "enable_slots": p.enable_slots.iter().map(enable_info_json).collect::<Vec<_>>(),
+                "provider_enable_info": enable_info_json(&p.aggregate),
+            })
+        })
+        .collect();
+    let handles: Vec<Value> = e
+        .reg_handles
+        .iter()
+        .map(|h| {
+            json!({
+                "name": h.name,
+                "address": hex_addr(h.va),
+                "value": hex_addr(h.value),
+                "provider": h.provider,
+                "guid": h.guid,
+                "reg_entry": opt_hex(h.reg_entry),
+            })
+        })
+        .collect();
+    let findings: Vec<Value> = e
+        .findings
+        .iter()
+        .map(|f| {
+            json!({
+                "check": f.check,
+                "address": hex_addr(f.address),
+                "detail": f.detail,
+                "changed": f.changed.iter().map(|(va, n)| json!([hex_addr(*va), n])).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    v["providers"] = Value::from(providers);
+    v["reg_handles"] = Value::from(handles);
+    v["findings"] = Value::from(findings);
 }
 
 /// One scan object (`etwdump_forge::ScanObject`): kind, class, physical address of its first
@@ -546,6 +655,19 @@ fn write_set(a: &SetArgs) -> std::io::Result<()> {
         if a.scan {
             set.extend(scan_scenarios(root));
         }
+        if a.tampered {
+            set.extend(tamper_scenarios(root));
+        } else if a.providers {
+            for d in fixture_dirs(root) {
+                let cfg = providers_config(&d);
+                let name = cfg
+                    .fixture
+                    .as_ref()
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default();
+                set.push((format!("fixture-{name}-etw-providers"), cfg));
+            }
+        }
     }
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
@@ -617,7 +739,7 @@ fn write_triage(outdir: &Path) -> std::io::Result<()> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -631,6 +753,10 @@ struct SetArgs {
     images: bool,
     /// Add the scan scenarios (`--scan`).
     scan: bool,
+    /// Add the standard providers dump per fixture (`--providers`).
+    providers: bool,
+    /// Add the providers dump and its tampered variants per fixture (`--tampered`).
+    tampered: bool,
     fixtures: Option<PathBuf>,
 }
 
@@ -645,6 +771,8 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
         with_large: false,
         images: false,
         scan: false,
+        providers: false,
+        tampered: false,
         fixtures: Some(default_fixtures_root()),
     };
     let mut it = rest.iter();
@@ -654,6 +782,8 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
             "--with-large" => a.with_large = true,
             "--images" => a.images = true,
             "--scan" => a.scan = true,
+            "--providers" => a.providers = true,
+            "--tampered" => a.tampered = true,
             "--no-fixtures" => a.fixtures = None,
             "--fixtures" => a.fixtures = Some(PathBuf::from(it.next()?)),
             _ => return None,

@@ -352,6 +352,12 @@ impl VirtMap {
         self.ranges.insert(va, (size, pa));
     }
 
+    /// Every mapped range (va, size), ascending.
+    #[cfg(test)]
+    pub(crate) fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().map(|(&va, &(size, _))| (va, size))
+    }
+
     pub(crate) fn translate(&self, va: u64) -> Option<u64> {
         let (&s, &(sz, pa)) = self.ranges.range(..=va).next_back()?;
         (va < s + sz).then(|| pa + (va - s))

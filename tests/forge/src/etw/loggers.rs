@@ -97,34 +97,23 @@ pub(crate) fn build(
         None => (pending, pending_decoys),
     };
     b.write_silo_state(img, &arr, processor_blocks);
-    // The symbol-less route: EtwpDebuggerData + 0x10 -> the array.
-    write_var(
-        img,
-        fx,
-        "EtwpDebuggerData",
-        0x10,
-        &ptr_bytes(ptr, b.array_va),
-    );
-    let debugger_data_array_ptr_va = b.va_of("EtwpDebuggerData").expect("required symbol") + 0x10;
-    b.probes.insert(
-        0,
-        (
-            "etw_logger_array".to_string(),
-            b.array_va,
-            b.capacity as usize * ptr,
-        ),
-    );
-    b.probes.push((
-        "etw_unmapped_slot_target".to_string(),
-        b.plan.unmapped,
-        0x10,
-    ));
+    let debugger_data_array_ptr_va = b.debugger_data_and_probes(img);
 
     // Scan scenarios: stopped sessions, stale copies, orphaned blocks, decoys (opt-in).
     let scan = spec
         .scan
         .is_some()
         .then(|| super::scan::plan(&mut b, &pending, &pending_decoys));
+    // Providers (opt-in), placed after every other pool object; then the tampering (opt-in),
+    // whose new objects go to pages mapped last.
+    let mut prov = spec
+        .providers
+        .as_ref()
+        .map(|p| super::providers::place(&mut b, img, p));
+    let (findings, late_pages) = match &spec.tampering {
+        Some(t) => super::tamper::apply(&mut b, img, t, prov.as_mut()),
+        None => (Vec::new(), Vec::new()),
+    };
     let mut switches = Vec::new();
     if let Some(m) = &materialized {
         switches = crate::etw::variation::locate_buffer_switches(m, &b.session_bufs);
@@ -150,6 +139,10 @@ pub(crate) fn build(
         clock_model: var_out.as_ref().map(|o| o.clock_model.clone()),
         etw_support: var_out.as_ref().and_then(|o| o.etw_support.clone()),
         seed: b.var.map(|v| v.seed),
+        guid_table: prov.as_ref().map(|p| p.table.clone()),
+        reg_handles: prov.as_ref().map(|p| p.handles.clone()).unwrap_or_default(),
+        providers: prov.map(|p| p.providers).unwrap_or_default(),
+        findings,
     };
     let probes = std::mem::take(&mut b.probes);
     let kprcb_writes = std::mem::take(&mut b.kprcb_writes);
@@ -160,6 +153,7 @@ pub(crate) fn build(
         kprcb_writes,
         unstored_image_pages: var_out.map(|o| o.unstored_image_pages).unwrap_or_default(),
         scan,
+        late_pages,
     }
 }
 
@@ -167,20 +161,20 @@ pub(crate) fn build(
 /// place their stopped sessions with it too).
 pub(super) struct LoggerBuilder<'a> {
     pub(super) cfg: &'a Config,
-    fx: &'a crate::kernel::fixture::Fixture,
+    pub(super) fx: &'a crate::kernel::fixture::Fixture,
     pub(super) spec: &'a EtwSpec,
     pub(super) t: &'a TypesH,
     pub(super) lay: Layouts<'a>,
     pub(super) var: Option<&'a crate::etw::variation::Variation>,
     pub(super) route: EtwRoute,
     pub(super) x64: bool,
-    ptr: usize,
-    image_base: u64,
+    pub(super) ptr: usize,
+    pub(super) image_base: u64,
     prcbs: &'a [u64],
-    plan: EtwVaPlan,
+    pub(super) plan: EtwVaPlan,
     pub(super) pool: Pool,
     pub(super) capacity: u32,
-    silo_va: Option<u64>,
+    pub(super) silo_va: Option<u64>,
     pub(super) array_va: u64,
     globals_va: Option<u64>,
     /// A page of random bytes (the garbage slot's target).
@@ -190,7 +184,7 @@ pub(super) struct LoggerBuilder<'a> {
     missing: Vec<u8>,
     missing_cursor: usize,
     pub(super) slot_values: Vec<u64>,
-    expected: Vec<ExpectedSlot>,
+    pub(super) expected: Vec<ExpectedSlot>,
     probes: Vec<(String, u64, usize)>,
     /// Buffers with data (EtwSpec::buffers): their own page-aligned area.
     pub(super) barea: BufArea,
@@ -250,13 +244,7 @@ impl<'a> LoggerBuilder<'a> {
         let x64 = cfg.arch.is_x64();
         let ptr = cfg.arch.ptr_size();
         let plan = EtwVaPlan::new(x64);
-        let pool = Pool {
-            x64,
-            base: plan.base,
-            buf: Vec::new(),
-            cursor: 0,
-            limit: plan.limit as usize,
-        };
+        let pool = Pool::new(x64, plan.base, plan.limit as usize);
         let mut b = LoggerBuilder {
             cfg,
             fx,
@@ -313,7 +301,7 @@ impl<'a> LoggerBuilder<'a> {
         b
     }
 
-    fn va_of(&self, name: &str) -> Option<u64> {
+    pub(super) fn va_of(&self, name: &str) -> Option<u64> {
         self.fx
             .symbol(name)
             .map(|rva| self.image_base + u64::from(rva))
@@ -352,6 +340,32 @@ impl<'a> LoggerBuilder<'a> {
             assert!(last < capacity, "slot {last} >= capacity {capacity}");
         }
         capacity
+    }
+
+    /// The symbol-less route (`EtwpDebuggerData + 0x10` -> the array) and the array's probes;
+    /// returns the address of that pointer.
+    fn debugger_data_and_probes(&mut self, img: &mut KernelImage) -> u64 {
+        write_var(
+            img,
+            self.fx,
+            "EtwpDebuggerData",
+            0x10,
+            &ptr_bytes(self.ptr, self.array_va),
+        );
+        self.probes.insert(
+            0,
+            (
+                "etw_logger_array".to_string(),
+                self.array_va,
+                self.capacity as usize * self.ptr,
+            ),
+        );
+        self.probes.push((
+            "etw_unmapped_slot_target".to_string(),
+            self.plan.unmapped,
+            0x10,
+        ));
+        self.va_of("EtwpDebuggerData").expect("required symbol") + 0x10
     }
 
     /// KPRCB.MHz on every CPU (every real KPRCB has it; the field the KDBG names with

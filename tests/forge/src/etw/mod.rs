@@ -20,7 +20,10 @@
 //! x86, whose offset there is not confirmed by the references).
 //!
 //! Every context's `GetCpuClock` holds what a clean kernel stores for its ClockType (the clock
-//! routine's address, or from 19041 on an index: `cpu_clock.rs`).
+//! routine's address, or from 19041 on an index: `cpu_clock.rs`). Opt-in on top: providers
+//! ([`EtwSpec::with_providers`]: the GUID hash table, `_ETW_GUID_ENTRY`s, `_ETW_REG_ENTRY`s and
+//! the `Etw*RegHandle` globals, `providers.rs`) and tampered variants with the findings a checker
+//! must report ([`EtwSpec::with_tampering`], `tamper.rs`).
 
 pub(crate) mod buffers;
 pub mod ccswap;
@@ -28,7 +31,10 @@ pub(crate) mod cpu_clock;
 mod loggers;
 mod pending;
 mod placement;
+pub(crate) mod provider_guids;
+pub mod providers;
 pub mod scan;
+pub mod tamper;
 pub mod variation;
 
 pub(crate) use loggers::build;
@@ -171,6 +177,13 @@ pub struct EtwSpec {
     /// [`EtwSpec::with_stopped_sessions`] and [`crate::ForgedScan`]). `None` in every other spec:
     /// nothing is added, and `Debug` leaves the field out (golden hashes unchanged).
     pub scan: Option<scan::ScanSpec>,
+    /// Providers and registrations (the GUID table, `_ETW_GUID_ENTRY`s, `_ETW_REG_ENTRY`s, the
+    /// `Etw*RegHandle` globals; [`EtwSpec::with_providers`]). `None` in every standard spec:
+    /// the GUID table stays zero, every handle NULL, and `Debug` leaves the field out.
+    pub providers: Option<providers::ProvidersSpec>,
+    /// Tampered state a checker must report ([`EtwSpec::with_tampering`],
+    /// [`crate::ExpectedFinding`]). `None` in every other spec (and left out of `Debug`).
+    pub tampering: Option<tamper::TamperSpec>,
 }
 
 impl std::fmt::Debug for EtwSpec {
@@ -184,6 +197,12 @@ impl std::fmt::Debug for EtwSpec {
             .field("variation", &self.variation);
         if let Some(s) = &self.scan {
             d.field("scan", s);
+        }
+        if let Some(p) = &self.providers {
+            d.field("providers", p);
+        }
+        if let Some(t) = &self.tampering {
+            d.field("tampering", t);
         }
         d.finish()
     }
@@ -254,10 +273,11 @@ pub struct ExpectedSession {
     pub consumers: Vec<ExpectedConsumer>,
     /// `GetCpuClock` as written (None where the layout has no such field): the address of the
     /// clock routine of the session's ClockType (function-pointer layouts, up to 18362), or a
-    /// small index (19041+); see `cpu_clock.rs`.
+    /// small index (19041+); see `cpu_clock.rs`. A tampered dump ([`crate::TamperKind::ClockHook`])
+    /// holds the hook here.
     pub get_cpu_clock: Option<u64>,
     /// The routine `get_cpu_clock` points at ("EtwpGetPerfCounter", "EtwpGetSystemTime",
-    /// "EtwpGetCycleCount"); None for an index.
+    /// "EtwpGetCycleCount"); None for an index or a hook.
     pub clock_routine: Option<String>,
 }
 
@@ -307,6 +327,15 @@ pub struct ForgedEtw {
     pub etw_support: Option<crate::etw::variation::ExpectedEtwSupport>,
     /// The variation seed.
     pub seed: Option<u64>,
+    // ---- providers ([`EtwSpec::with_providers`]; empty / None otherwise) ----
+    /// The GUID hash table: where, its shape, how GUIDs were assigned to buckets.
+    pub guid_table: Option<providers::ExpectedGuidTable>,
+    /// Every `_ETW_GUID_ENTRY` placed, in placement order.
+    pub providers: Vec<providers::ExpectedProvider>,
+    /// Every `Etw*RegHandle` global of the fixture (by name) and what it holds.
+    pub reg_handles: Vec<providers::ExpectedRegHandle>,
+    /// What a checker must report ([`EtwSpec::with_tampering`]); empty for every clean dump.
+    pub findings: Vec<tamper::ExpectedFinding>,
 }
 
 /// One pending compact context-switch block (etw-internals.md §4.1-§4.3): a 0x400-byte
@@ -409,6 +438,12 @@ impl EtwSpec {
             };
             slots.insert(slot, SlotSpec::Session(row.spec(build)));
         }
+        EtwSpec::with_slots(max_loggers, slots)
+    }
+
+    /// A spec with these slots and nothing else (no buffers, pending blocks, variation, scan,
+    /// providers or tampering).
+    pub(crate) fn with_slots(max_loggers: u32, slots: BTreeMap<u32, SlotSpec>) -> EtwSpec {
         EtwSpec {
             max_loggers,
             slots,
@@ -416,6 +451,8 @@ impl EtwSpec {
             pending_ccswap: false,
             variation: None,
             scan: None,
+            providers: None,
+            tampering: None,
         }
     }
 }
@@ -744,13 +781,15 @@ impl EtwSpec {
 // Building
 
 /// Fixed VAs of the ETW pool area: normal allocations from `base`, then special pages.
-struct EtwVaPlan {
-    base: u64,
+pub(crate) struct EtwVaPlan {
+    pub(crate) base: u64,
     /// Normal allocations must end before this offset.
     limit: u64,
     garbage_page: u64,
     missing_page: u64,
     unmapped: u64,
+    /// Objects mapped last ([`EtwBuild::late_pages`]): the tampered objects.
+    pub(crate) late: u64,
 }
 
 impl EtwVaPlan {
@@ -766,6 +805,7 @@ impl EtwVaPlan {
             garbage_page: base + 0x8_0000,
             missing_page: base + 0x8_1000,
             unmapped: base + 0x9_0000 + 0x2A0,
+            late: base + 0xA_0000,
         }
     }
 }
@@ -794,6 +834,9 @@ pub(crate) struct EtwBuild {
     /// Scan scenarios ([`EtwSpec::scan`]): what `machine::build` places in physical memory after
     /// the ETW pages, and the objects whose addresses it resolves then.
     pub scan: Option<scan::ScanBuild>,
+    /// Pages mapped after everything else (after the filler pages), so that they move no other
+    /// page: the tampered objects ([`EtwSpec::with_tampering`]). Empty otherwise.
+    pub late_pages: Vec<EtwPage>,
 }
 
 /// Bump allocator over the contiguous ETW pool area (content kept in one buffer).
@@ -803,6 +846,35 @@ pub(crate) struct Pool {
     buf: Vec<u8>,
     cursor: usize,
     limit: usize,
+}
+
+impl Pool {
+    /// An empty pool area at `base` of at most `limit` bytes.
+    pub(crate) fn new(x64: bool, base: u64, limit: usize) -> Pool {
+        Pool {
+            x64,
+            base,
+            buf: Vec::new(),
+            cursor: 0,
+            limit,
+        }
+    }
+
+    /// Its pages (page-aligned VA, content), the last one zero-padded.
+    pub(crate) fn into_pages(mut self) -> Vec<EtwPage> {
+        let used = align_up(self.buf.len() as u64, PAGE_SIZE) as usize;
+        self.buf.resize(used, 0);
+        self.buf
+            .chunks(PAGE_SIZE as usize)
+            .enumerate()
+            .map(|(i, c)| EtwPage::Stored(self.base + (i as u64) * PAGE_SIZE, c.to_vec()))
+            .collect()
+    }
+
+    /// Whether `va..va+len` lies in what this pool has handed out.
+    pub(crate) fn holds(&self, va: u64, len: usize) -> bool {
+        va >= self.base && va + len as u64 <= self.base + self.buf.len() as u64
+    }
 }
 
 impl Pool {

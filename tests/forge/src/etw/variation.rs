@@ -377,7 +377,7 @@ const OTHER_NAMES: &[&str] = &[
 const NTKL: &str = "NT Kernel Logger";
 const CKCL: &str = "Circular Kernel Context Logger";
 
-fn draw_guid(rng: &mut VarRng) -> [u8; 16] {
+pub(crate) fn draw_guid(rng: &mut VarRng) -> [u8; 16] {
     let mut g = [0u8; 16];
     g[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
     g[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
@@ -765,11 +765,6 @@ impl EtwSpec {
         }
         let decoys = rng.chance(50);
         EtwSpec {
-            max_loggers,
-            slots,
-            buffers: BTreeMap::new(),
-            pending_ccswap: false,
-            scan: None,
             variation: Some(Box::new(Variation {
                 seed,
                 clock,
@@ -778,13 +773,14 @@ impl EtwSpec {
                 switch_sessions,
                 decoys,
             })),
+            ..EtwSpec::with_slots(max_loggers, slots)
         }
     }
 }
 
 /// Whether the fixture's layouts allow the process list (x64, the object types declared and
 /// each object inside one page).
-fn processes_supported(cfg: &Config, t: &TypesH) -> bool {
+pub(crate) fn processes_supported(cfg: &Config, t: &TypesH) -> bool {
     if !cfg.arch.is_x64() {
         return false;
     }

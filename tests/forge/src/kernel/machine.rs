@@ -159,6 +159,11 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     for _ in 0..FILLER_PAGES {
         m.pm.add_random_page();
     }
+    // Tampered objects (EtwSpec::with_tampering): mapped last, so that every other page of the
+    // dump keeps its physical address (a tampered dump reads like its clean twin but there).
+    if let Some(eb) = &etw_build {
+        m.map_etw_pages(&eb.late_pages);
+    }
     let Mapper { pm, vmap, pager } = m;
     let (file, placement, info) = file_image(cfg, &pm, &img, dtb);
     let probes = resolve_probes(specs, &vmap, &pm);

@@ -8,6 +8,7 @@ mod etw_buffers;
 mod etw_pending;
 mod images;
 mod processes;
+mod providers;
 mod scan;
 mod self_map;
 mod triage;
