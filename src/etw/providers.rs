@@ -155,6 +155,8 @@ pub struct ProviderTable {
     pub table: Option<GuidTable>,
     pub providers: Vec<Provider>,
     pub warnings: Vec<Warning>,
+    /// Every list head of the table is NULL: never initialised, or zeroed (no walk).
+    pub zeroed: bool,
 }
 
 /// Layouts the walk needs.
@@ -444,6 +446,7 @@ fn walk(ctx: &KernelContext<'_>, lay: &Layouts<'_>, table: &GuidTable, out: &mut
             }
         }
     }
+    out.zeroed = null_heads == table.buckets * table.lists_per_bucket;
     out.warnings.extend(null_heads_warning(table, null_heads));
 }
 
@@ -535,7 +538,7 @@ fn read_guid_entry(
     };
     Provider {
         guid_entry: at,
-        guid: guid_bytes.as_ref().map(guid_text),
+        guid: guid_bytes.as_ref().map(|g| guid_text(g).to_uppercase()),
         name: guid_bytes
             .as_ref()
             .and_then(crate::etw::provider_names::provider_name),

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `reg-handle-null` | every `Etw*ProvRegHandle` global the build has holds the address of the kernel's registration of that provider (registered at boot) | the global is NULL |
 //! | `reg-handle-invalid` | that address is an `_ETW_REG_ENTRY` on the `RegListHead` of a GUID entry of the GUID table, of the provider the handle is named for | it points elsewhere, at a registration no GUID entry lists, or at another provider's |
-//! | `provider-enable-state` | a GUID entry enabled by a live session (an `EnableInfo[i]` slot) has its aggregate `ProviderEnableInfo.IsEnabled` set, and its kernel registrations have bit i of `EnableMask` | the aggregate is cleared (the provider's events are dropped at the source), or a kernel registration's mask bit is |
+//! | `provider-enable-state` | a GUID entry enabled by a live session (an `EnableInfo[i]` slot) has its aggregate `ProviderEnableInfo.IsEnabled` set | the aggregate is cleared (the provider's events are dropped at the source). A registration's `EnableMask` without bit i is not judged: filters can narrow it legitimately (`providers` shows it) |
 //! | `enable-unknown-logger` | every enabled `EnableInfo` slot names a live session | it names a logger id with no session |
 //! | `clock-hook` | `GetCpuClock`: before 19041 a pointer to one of the kernel's clock routines (`EtwpGetPerfCounter`, `EtwpGetSystemTime`, `EtwpGetCycleCount`, ...); from 19041 a small index | a pointer elsewhere (outside the kernel image: "InfinityHook"), or an address where an index belongs |
 //! | `consumer-mode` | real-time consumers only on sessions in real-time mode (`EVENT_TRACE_REAL_TIME_MODE`) | consumers on a session without it |
@@ -163,9 +163,14 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
             regs.insert(g.address, p);
         }
     }
-    let walked = table.table.is_some();
+    // Walked: the table was located and its heads initialised (a zeroed table is no walk:
+    // providers::read warns about it).
+    let walked = table.table.is_some() && !table.zeroed;
     let mut invalid = Vec::new();
     let mut unreadable = 0;
+    let mut null_unjudged = 0;
+    // NULL handles whose provider has no kernel registration on the table.
+    let mut unregistered: Vec<String> = Vec::new();
     for (name, va) in &handles {
         let v = match ctx.space.read_ptr(*va) {
             Ok(v) => v,
@@ -189,6 +194,34 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
             None => "the address of the kernel's _ETW_REG_ENTRY of this provider".into(),
         };
         if v.is_null() {
+            // A NULL handle is tampering when the kernel's registration of that provider is
+            // still on the table (the handle was cleared under it); where the table cannot be
+            // walked, or the provider has no kernel registration there, it cannot be told from
+            // a provider never registered on this system.
+            if !walked {
+                null_unjudged += 1;
+                continue;
+            }
+            let still = expected_guid.and_then(|g| {
+                table.providers.iter().find(|p| {
+                    p.guid_bytes == Some(g)
+                        && p.registrations.iter().any(|x| x.kind == RegKind::Kernel)
+                })
+            });
+            let Some(p) = still else {
+                unregistered.push(name.clone());
+                continue;
+            };
+            let evidence = format!(
+                "{name} at {va} is NULL while the kernel's registration of {} is still on the GUID table ({}): the handle was cleared, the provider's kernel events are not written",
+                provider_label(p),
+                p.registrations
+                    .iter()
+                    .filter(|x| x.kind == RegKind::Kernel)
+                    .map(|x| x.address.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             r.findings.push(Finding {
                 check: "reg-handle-null",
                 severity: Severity::Alert,
@@ -196,9 +229,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
                 address: Some(*va),
                 field: Some(name.clone()),
                 logger_id: None,
-                evidence: format!(
-                    "{name} at {va} is NULL: the provider's kernel events are not written"
-                ),
+                evidence,
                 expected: expect_text,
             });
             continue;
@@ -234,7 +265,20 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
     let n = handles.len() as u64;
     let limit =
         (unreadable > 0).then(|| format!("{unreadable} of the {n} globals are not in the dump"));
-    r.run("reg-handle-null", n, before, limit.clone());
+    let mut notes: Vec<String> = limit.iter().cloned().collect();
+    if null_unjudged > 0 {
+        notes.push(format!(
+            "{null_unjudged} of the {n} globals are NULL but the GUID table could not be walked, so a cleared handle cannot be told from a provider never registered"
+        ));
+    }
+    if !unregistered.is_empty() {
+        notes.push(format!(
+            "NULL with no kernel registration of their provider on the GUID table (never registered on this system, or unregistered: not told apart): {}",
+            unregistered.join(", ")
+        ));
+    }
+    let null_limit = (!notes.is_empty()).then(|| notes.join("; "));
+    r.run("reg-handle-null", n, before, null_limit);
     let before = r.findings.len();
     r.findings.extend(invalid);
     r.run(
@@ -251,9 +295,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
 
 fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperReport) {
     let live: HashSet<u64> = sessions.iter().map(|s| s.logger_id).collect();
-    let limit = table
-        .table
-        .is_none()
+    let limit = (table.table.is_none() || table.zeroed)
         .then(|| "the GUID table could not be walked (see the warnings)".to_string());
     let before = r.findings.len();
     let mut unknown = Vec::new();
@@ -291,28 +333,6 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
                         ),
                         expected: "ProviderEnableInfo.IsEnabled = 1 while any session enables the provider".into(),
                     });
-                }
-            }
-            for g in &p.registrations {
-                if g.kind != RegKind::Kernel {
-                    continue;
-                }
-                if let Some(m) = g.enable_mask {
-                    if slot < 64 && m & (1 << slot) == 0 {
-                        r.findings.push(Finding {
-                            check: "provider-enable-state",
-                            severity: Severity::Alert,
-                            subject: provider_label(p),
-                            address: Some(g.address),
-                            field: Some("_ETW_REG_ENTRY.EnableMask".into()),
-                            logger_id: Some(e.logger_id),
-                            evidence: format!(
-                                "kernel registration {} has EnableMask {m:#x} without bit {slot}, while EnableInfo[{slot}] enables the provider for live logger {}",
-                                g.address, e.logger_id
-                            ),
-                            expected: format!("bit {slot} set in the EnableMask of every kernel registration (process filters apply to user-mode registrations only)"),
-                        });
-                    }
                 }
             }
         }

@@ -350,7 +350,9 @@ impl Config {
                 s.consumers = pids;
             }
         }
-        c.etw = Some(etw);
+        // Providers (the standard set: the kernel's handles and a few user-mode providers of
+        // the processes, some enabled by the sessions).
+        c.etw = Some(etw.with_providers());
         c.with_processes()
     }
 
