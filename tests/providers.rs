@@ -6,7 +6,7 @@
 //! finding; each tampered variant gives exactly its finding, at the address the forge names.
 
 mod common;
-use common::{etwdump, fixture};
+use common::{etwdump, fixture, FIXTURES};
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::loggers::list_sessions;
 use etwdump::etw::providers::{ProviderTable, RegKind};
@@ -14,19 +14,6 @@ use etwdump::etw::tamper::{self, TamperReport};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, providers_config, tamper_scenarios, Config, Forged, TableShape};
 use std::path::{Path, PathBuf};
-
-const FIXTURES: &[&str] = &[
-    "x64-7601",
-    "x64-9600",
-    "x64-14393",
-    "x86-14393",
-    "x64-17763",
-    "x64-17763b",
-    "x64-18362",
-    "x64-19041",
-    "x64-20348",
-    "x64-22000",
-];
 
 fn pdb(name: &str) -> PathBuf {
     let d = fixture(name);

@@ -20,18 +20,7 @@ use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, ExpectedSlot, ExpectedSwitch, Forged};
 use std::collections::{BTreeMap, HashMap};
 
-const FIXTURES: &[&str] = &[
-    "x64-7601",
-    "x64-9600",
-    "x64-14393",
-    "x64-17763",
-    "x64-17763b",
-    "x64-18362",
-    "x64-19041",
-    "x64-20348",
-    "x64-22000",
-    "x86-14393",
-];
+use common::FIXTURES;
 
 fn seeds() -> u64 {
     std::env::var("VARIATION_SEEDS")

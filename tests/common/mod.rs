@@ -52,6 +52,21 @@ impl Rng {
 }
 
 /// `tests/fixtures/<name>`.
+/// Every fixture kernel (tests/fixtures): the x64 eras 7601 to 22000, then x86 14393.
+#[allow(dead_code)]
+pub const FIXTURES: &[&str] = &[
+    "x64-7601",
+    "x64-9600",
+    "x64-14393",
+    "x64-17763",
+    "x64-17763b",
+    "x64-18362",
+    "x64-19041",
+    "x64-20348",
+    "x64-22000",
+    "x86-14393",
+];
+
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
