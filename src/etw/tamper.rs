@@ -23,14 +23,7 @@ use std::collections::{HashMap, HashSet};
 /// `EVENT_TRACE_REAL_TIME_MODE` (evntrace.h).
 pub const EVENT_TRACE_REAL_TIME_MODE: u64 = 0x100;
 
-/// The kernel routines a pre-19041 `GetCpuClock` may hold (one per clock type).
-pub const CLOCK_ROUTINES: &[&str] = &[
-    "EtwpGetPerfCounter",
-    "EtwpGetHostPerfCounter",
-    "EtwpGetSystemTime",
-    "EtwpGetCycleCount",
-    "KeQueryPerformanceCounter",
-];
+pub use crate::symbols::CLOCK_ROUTINES;
 
 /// Largest `GetCpuClock` index not reported (19041+). The index's meaning is not documented
 /// here; any small value is accepted and the value is shown, an address-sized one is a finding.
@@ -127,7 +120,7 @@ pub fn handle_globals(ctx: &KernelContext<'_>) -> Vec<(String, VirtAddr)> {
         .all_symbols()
         .chain(ctx.symbols.builtin_symbols())
         .map(|(n, _)| n)
-        .filter(|n| n.starts_with("Etw") && n.ends_with("RegHandle"))
+        .filter(|n| crate::symbols::is_reg_handle(n))
         .map(str::to_string)
         .collect();
     names.sort();
@@ -186,7 +179,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
         let expect_text = match expected_guid {
             Some(g) => format!(
                 "the address of the kernel's _ETW_REG_ENTRY of {{{}}}{}",
-                crate::bytes::guid_text(&g),
+                crate::bytes::guid_text(&g).to_uppercase(),
                 crate::etw::provider_names::provider_name(&g)
                     .map(|n| format!(" ({n})"))
                     .unwrap_or_default()

@@ -80,6 +80,12 @@ pub fn report(sym: &Symbols, types: &[&str], all_symbols: bool) -> SymbolsReport
         crate::symbols::WANTED_SYMBOLS
             .iter()
             .filter_map(|n| sym.rva(n).map(|v| (n.to_string(), format!("{v:#x}"))))
+            .chain(
+                sym.all_symbols()
+                    .chain(sym.builtin_symbols())
+                    .filter(|(k, _)| crate::symbols::is_reg_handle(k))
+                    .map(|(k, v)| (k.to_string(), format!("{v:#x}"))),
+            )
             .collect()
     };
     SymbolsReport {

@@ -73,7 +73,29 @@ pub const WANTED_SYMBOLS: &[&str] = &[
     "EtwpActiveSystemLoggers",
     "EtwpGroupMasks",
     "EtwpSystemLogger",
+    "EtwpGuidHashTable",
+    "EtwpGetPerfCounter",
+    "EtwpGetHostPerfCounter",
+    "EtwpGetSystemTime",
+    "EtwpGetCycleCount",
+    "KeQueryPerformanceCounter",
 ];
+
+/// The kernel routines a pre-19041 `_WMI_LOGGER_CONTEXT.GetCpuClock` may hold (one per clock
+/// type; read by the clock-hook check).
+pub const CLOCK_ROUTINES: &[&str] = &[
+    "EtwpGetPerfCounter",
+    "EtwpGetHostPerfCounter",
+    "EtwpGetSystemTime",
+    "EtwpGetCycleCount",
+    "KeQueryPerformanceCounter",
+];
+
+/// A kernel global provider registration handle (`Etw*ProvRegHandle`, `Etw*RegHandle`): the
+/// tool uses every one the symbols name (the tamper checks).
+pub fn is_reg_handle(name: &str) -> bool {
+    name.starts_with("Etw") && name.ends_with("RegHandle")
+}
 
 #[derive(Debug, Error)]
 pub enum SymbolError {

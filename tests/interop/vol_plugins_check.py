@@ -125,6 +125,24 @@ def expect_switch(r):
     }
 
 
+def expect_provider(r):
+    """A windows.etw.Providers row from etwdump's providers record (plugin columns)."""
+    enabled = "; ".join(
+        "%s %s L%s any %s all %s" % (e["logger_id"], esc(e["session"]) if e["session"] is not None else "(no such session)",
+                                     e["level"], e["match_any_keyword"], e["match_all_keyword"])
+        for e in r["enabled_by"])
+    user = r["kind"] == "user"
+    return {"GUID": r["guid"], "Name": r["name"], "GuidEntry": addr(r["guid_entry"]), "GuidType": r["guid_type"],
+            "Registration": addr(r["registration"]), "Kind": r["kind"], "PID": r["pid"] if user else None,
+            "Process": esc(r["process"]), "EPROCESS": addr(r["eprocess"]), "Callback": addr(r["callback"]),
+            "EnableMask": addr(r["enable_mask"]), "EnabledBy": enabled, "Warnings": esc(joined(r["warnings"], "; "))}
+
+
+def expect_finding(r):
+    return {"Check": r["check"], "Severity": r["severity"], "Subject": esc(r["subject"]), "Address": addr(r["address"]),
+            "Field": r["field"], "LoggerId": r["logger_id"], "Evidence": esc(r["evidence"]), "Expected": esc(r["expected"])}
+
+
 def etwdump(cmd, path, isf, extra=()):
     r = subprocess.run([os.environ["ETWDUMP"], cmd, path, "--isf", isf, "--format", "json"] + list(extra),
                        capture_output=True, text=True)
@@ -200,10 +218,12 @@ def main():
             c.check(len(line) == 1 and want_src in line[0], "%s: hand-off %r" % (what, want_src),
                     "" if line and want_src in line[0] else str(line))
             # 1. Every row of the three plugins against etwdump on the same file.
-            for plugin, cmd, make in (("windows.etw.Sessions", "sessions", None),
-                                      ("windows.etw.Buffers", "buffers", expect_buffer),
-                                      ("windows.etw.CSwitch", "cswitch", expect_switch)):
-                recs, err = etwdump(cmd, path, isf)
+            for plugin, cmd, make, extra in (("windows.etw.Sessions", "sessions", None, []),
+                                             ("windows.etw.Buffers", "buffers", expect_buffer, []),
+                                             ("windows.etw.CSwitch", "cswitch", expect_switch, []),
+                                             ("windows.etw.Providers", "providers", expect_provider, ["--all"]),
+                                             ("windows.etw.Check", "check", expect_finding, [])):
+                recs, err = etwdump(cmd, path, isf, extra)
                 if not c.check(recs is not None, "%s: etwdump %s" % (what, cmd), "" if err is None else str(err)):
                     continue
                 if cmd == "sessions":
@@ -211,8 +231,24 @@ def main():
                     want = [expect_session(r, {}) for r in recs]
                 else:
                     want = [make(r) for r in recs]
-                got = vol_rows(c, "%s %s" % (what, plugin), vol(plugin, path, a.symbols, cache))
+                got = vol_rows(c, "%s %s" % (what, plugin), vol(plugin, path, a.symbols, cache, extra))
                 compare(c, "%s %s" % (what, plugin), got, want)
+                if cmd == "check" and got is not None:
+                    # The forge's tampering: exactly its findings (the check and the object).
+                    want_f = sorted((x["check"], addr(x["address"])) for x in entry["etw"].get("findings", []))
+                    got_f = sorted((r["Check"], r["Address"]) for r in got)
+                    # clock-hook names the GetCpuClock field, the forge its logger context.
+                    got_f = sorted((ch, at) if ch != "clock-hook" else
+                                   (ch, next((addr(w) for k, w in want_f if k == ch and 0 <= at - addr(w) < 0x100), at))
+                                   for ch, at in got_f)
+                    c.check(got_f == want_f, "%s: windows.etw.Check gives the forge's %d findings" % (what, len(want_f)),
+                            "got %s, want %s" % (got_f, want_f))
+                if cmd == "providers" and got is not None:
+                    # The forge's providers: every GUID entry it placed is listed.
+                    placed = {(p["guid"], addr(p["guid_entry"])) for p in entry["etw"].get("providers", [])}
+                    listed = {(r["GUID"], r["GuidEntry"]) for r in got}
+                    c.check(placed and placed == listed, "%s: the %d GUID entries the forge placed" % (what, len(placed)),
+                            "missing %s, extra %s" % (sorted(placed - listed)[:3], sorted(listed - placed)[:3]))
                 if cmd == "sessions" and got:
                     # 2. The forge's sessions: ids, names (unreadable where the forge made
                     # them so; a raw image reads its absent pages as zeros) and start times.
@@ -233,6 +269,25 @@ def main():
                                     "" if r["StartTime"] == when else str(r["StartTime"]))
         dump = os.path.join(a.setdir, entry["file"])
         raw = os.path.join(a.setdir, stem + ".raw")
+        # Volatility's own pslist confirms every process etwdump names for a user-mode
+        # provider registration or a real-time consumer: same PID, image and EPROCESS.
+        ps = vol_rows(c, "%s windows.pslist" % stem, vol("windows.pslist", dump, a.symbols, cache))
+        if ps is not None:
+            # Volatility gives canonical x64 addresses without their sign extension.
+            va48 = lambda v: None if v is None else v & ((1 << 48) - 1)  # noqa: E731
+            procs = {va48(r["Offset(V)"]): (r["PID"], r["ImageFileName"]) for r in ps}
+            named = []
+            provs, _ = etwdump("providers", dump, isf, ["--all"])
+            named += [(addr(r["eprocess"]), r["pid"], r["process"], "registration %s" % r["registration"])
+                      for r in provs or [] if r["kind"] == "user"]
+            sess, _ = etwdump("sessions", dump, isf)
+            named += [(addr(x["eprocess"]), x["pid"], x["process"], "consumer %s" % x["address"])
+                      for r in sess or [] if r["kind"] == "session" for x in r["consumers"]]
+            bad = [n for n in named if procs.get(va48(n[0])) != (n[1], n[2])]
+            c.check(named and not bad,
+                    "%s: pslist confirms the %d processes named by registrations and consumers" % (stem, len(named)),
+                    "%d of %d disagree, e.g. %s; pslist: %s" % (len(bad), len(named), bad[:2],
+                                                                sorted((hex(k), v) for k, v in procs.items())[:8]))
         # Hostile text: escaped in the text renderer's output, never raw.
         r = vol("windows.etw.Sessions", dump, a.symbols, cache, renderer="quick")
         text = r.stdout.decode("utf-8", errors="replace")

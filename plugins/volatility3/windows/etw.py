@@ -1,10 +1,13 @@
 # etwdump for Volatility 3: ETW sessions, trace buffers, .etl files and context switches of a
-# Windows memory image, as `windows.etw.Sessions`, `windows.etw.Buffers` and
-# `windows.etw.CSwitch` (timeliner rows from Sessions and CSwitch).
+# Windows memory image, as `windows.etw.Sessions`, `windows.etw.Buffers`,
+# `windows.etw.CSwitch` (timeliner rows from Sessions and CSwitch), `windows.etw.Providers`
+# (registered providers) and `windows.etw.Check` (tamper checks).
 #
 #   vol -p plugins/volatility3 -f MEMORY windows.etw.Sessions [--dump]
 #   vol -p plugins/volatility3 -f MEMORY windows.etw.Buffers [--session ID|NAME]
 #   vol -p plugins/volatility3 -f MEMORY windows.etw.CSwitch [--cpu N] [--last 250ms]
+#   vol -p plugins/volatility3 -f MEMORY windows.etw.Providers [--all]
+#   vol -p plugins/volatility3 -f MEMORY windows.etw.Check
 #   vol -p plugins/volatility3 -f MEMORY timeliner.Timeliner --plugin-filter windows.etw
 #
 # The decoding is etwdump's: each plugin runs the `etwdump` binary (--etwdump PATH, else
@@ -12,7 +15,8 @@
 # contract (format_version 2). Volatility hands over what it found: the physical layout of
 # its memory layer over the file (`etwdump --layout`), the kernel's page-table root and
 # architecture, and the kernel's ISF. Why a binary and not a binding: plugins/README.md.
-"""ETW sessions, buffers and context switches of a Windows image, decoded by etwdump."""
+"""ETW sessions, buffers, context switches, providers and tamper checks of a Windows image,
+decoded by etwdump."""
 
 import datetime
 import json
@@ -686,6 +690,115 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
     def run(self):
         return renderers.TreeGrid(self.COLUMNS, self._generator())
 
+
+
+class Providers(_Etwdump):
+    """Lists the registered ETW providers from the kernel's GUID table (etwdump providers):
+    one row per registration, with the sessions enabling each provider."""
+
+    _version = (1, 0, 0)
+
+    @classmethod
+    def get_requirements(cls):
+        return cls._common_requirements() + [
+            requirements.BooleanRequirement(
+                name="all",
+                description="Also the providers no session enables",
+                default=False,
+                optional=True,
+            ),
+        ]
+
+    COLUMNS = [
+        ("GUID", str),
+        ("Name", str),
+        ("GuidEntry", format_hints.Hex),
+        ("GuidType", str),
+        ("Registration", format_hints.Hex),
+        ("Kind", str),
+        ("PID", int),
+        ("Process", str),
+        ("EPROCESS", format_hints.Hex),
+        ("Callback", format_hints.Hex),
+        ("EnableMask", format_hints.Hex),
+        ("EnabledBy", str),
+        ("Warnings", str),
+    ]
+
+    def _generator(self):
+        extra = ["--all"] if self.config.get("all") else []
+        na = renderers.NotApplicableValue
+        for r in self._records("providers", extra):
+            enabled = "; ".join(
+                "%s %s L%s any %s all %s"
+                % (
+                    e.get("logger_id"),
+                    printable(e.get("session")) if e.get("session") is not None else "(no such session)",
+                    e.get("level"),
+                    e.get("match_any_keyword"),
+                    e.get("match_all_keyword"),
+                )
+                for e in (r.get("enabled_by") or [])
+                if isinstance(e, dict)
+            )
+            reg = r.get("registration")
+            yield 0, (
+                text_or_absent(r.get("guid")),
+                text_or_absent(r.get("name"), na()),
+                int_or_absent(_addr(r.get("guid_entry")), hex_=True),
+                text_or_absent(r.get("guid_type"), na()),
+                na() if reg is None else int_or_absent(_addr(reg), hex_=True),
+                text_or_absent(r.get("kind"), na()),
+                int_or_absent(r.get("pid")) if r.get("kind") == "user" else na(),
+                text_or_absent(r.get("process"), na()),
+                na() if r.get("eprocess") is None else int_or_absent(_addr(r.get("eprocess")), hex_=True),
+                na() if r.get("callback") is None else int_or_absent(_addr(r.get("callback")), hex_=True),
+                na() if r.get("enable_mask") is None else int_or_absent(_addr(r.get("enable_mask")), hex_=True),
+                enabled,
+                printable("; ".join(map(_warning_text, r.get("warnings") or []))),
+            )
+
+    def run(self):
+        return renderers.TreeGrid(self.COLUMNS, self._generator())
+
+
+class Check(_Etwdump):
+    """ETW tamper checks (etwdump check): the kernel's provider handles, provider enable
+    state, sessions' GetCpuClock and consumers against what a clean kernel holds."""
+
+    _version = (1, 0, 0)
+
+    @classmethod
+    def get_requirements(cls):
+        return cls._common_requirements()
+
+    COLUMNS = [
+        ("Check", str),
+        ("Severity", str),
+        ("Subject", str),
+        ("Address", format_hints.Hex),
+        ("Field", str),
+        ("LoggerId", int),
+        ("Evidence", str),
+        ("Expected", str),
+    ]
+
+    def _generator(self):
+        na = renderers.NotApplicableValue
+        for r in self._records("check", []):
+            yield 0, (
+                text_or_absent(r.get("check")),
+                text_or_absent(r.get("severity")),
+                text_or_absent(r.get("subject")),
+                na() if r.get("address") is None else int_or_absent(_addr(r.get("address")), hex_=True),
+                text_or_absent(r.get("field"), na()),
+                na() if r.get("logger_id") is None else int_or_absent(r.get("logger_id")),
+                text_or_absent(r.get("evidence")),
+                text_or_absent(r.get("expected")),
+            )
+
+    def run(self):
+        return renderers.TreeGrid(self.COLUMNS, self._generator())
 
 def _addr(value) -> Optional[int]:
     if isinstance(value, int):

@@ -692,15 +692,28 @@ fn write_set(a: &SetArgs) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The sample with every tampering of [`TamperKind::ALL`] (its findings in the manifest).
+fn tampered_sample() -> Config {
+    let mut c = Config::sample_etw();
+    c.etw = c.etw.take().map(|e| {
+        e.with_tampering(etwdump_forge::TamperSpec {
+            kinds: etwdump_forge::TamperKind::ALL.to_vec(),
+        })
+    });
+    c
+}
+
 /// `--plugin-set OUTDIR`: the host-framework plugins' test set: `sample-etw` (the shipped
-/// sample's memory) and `hostile-etw` (hostile names), each as its crash dump and every
-/// memory image, with manifest.json (entries as for the standard set, with "images").
+/// sample's memory), `hostile-etw` (hostile names) and `tampered-etw` (the sample with every
+/// tampering the checks look for), each as its crash dump and every memory image, with
+/// manifest.json (entries as for the standard set, with "images").
 fn write_plugin_set(outdir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
     for (stem, cfg) in [
         ("sample-etw", Config::sample_etw()),
         ("hostile-etw", Config::hostile_etw()),
+        ("tampered-etw", tampered_sample()),
     ] {
         let f = forge(&cfg);
         let file = format!("{stem}.dmp");
