@@ -340,3 +340,185 @@ fn cli_providers_and_check_on_the_sample() {
     assert_eq!(v["records"].as_array().unwrap().len(), 0, "{v}");
     assert_eq!(v["checks"].as_array().unwrap().len(), 6);
 }
+
+/// The bytes of a forged dump with `patch` applied at kernel VAs (through the dump's own page
+/// tables: common::file_offset).
+fn patched(f: &Forged, patch: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut b = f.to_bytes();
+    let d = DumpFile::from_bytes(b.clone(), OpenOptions::default()).unwrap();
+    for (va, bytes) in patch {
+        let off = common::file_offset(&d, *va);
+        b[off..off + bytes.len()].copy_from_slice(bytes);
+    }
+    b
+}
+
+fn read_bytes(b: Vec<u8>, pdb: &Path) -> Read {
+    let d = DumpFile::from_bytes(b, OpenOptions::default()).unwrap();
+    let opts = SymbolOptions {
+        pdb: Some(pdb.to_path_buf()),
+        ..SymbolOptions::default()
+    };
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let sessions = list_sessions(&ctx);
+    let (table, _) = etwdump::report::providers::read(&ctx);
+    let report = tamper::check(&ctx, &sessions.sessions, &table);
+    Read {
+        table,
+        report,
+        clock_offset: 0,
+    }
+}
+
+#[test]
+fn damaged_tables_are_reported_and_the_rest_still_listed() {
+    let name = "x64-19041";
+    let f = forge(&providers_config(&fixture(name)));
+    let e = f.etw.as_ref().unwrap();
+    let pdb = pdb(name);
+    // A provider with two registrations (the RPC provider: svchost and explorer).
+    let two = e
+        .providers
+        .iter()
+        .find(|p| p.registrations.len() == 2)
+        .expect("a provider with two registrations");
+    let (r0, r1) = (&two.registrations[0], &two.registrations[1]);
+
+    // 1. The second registration's RegList.Flink points back at the first: the walk loops.
+    //    Identity decides: both registrations are still listed, the loop is a warning.
+    let b = patched(&f, &[(r1.va, r0.va.to_le_bytes().to_vec())]);
+    let r = read_bytes(b, &pdb);
+    let p = r
+        .table
+        .providers
+        .iter()
+        .find(|p| p.guid_entry.get() == two.guid_entry_va)
+        .unwrap();
+    assert_eq!(
+        p.registrations
+            .iter()
+            .map(|x| x.address.get())
+            .collect::<Vec<_>>(),
+        vec![r0.va, r1.va]
+    );
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.field.as_deref() == Some("_ETW_GUID_ENTRY.RegListHead")),
+        "{:?}",
+        p.warnings
+    );
+    assert_eq!(
+        r.table.providers.len(),
+        e.providers.len(),
+        "every provider still listed"
+    );
+
+    // 2. A registration whose GuidEntry back-pointer is wrong: listed, with the field named.
+    let ge_off = {
+        let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+        let opts = SymbolOptions {
+            pdb: Some(pdb.clone()),
+            ..SymbolOptions::default()
+        };
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let l = ctx.symbols.layout("_ETW_REG_ENTRY").unwrap();
+        l.field("GuidEntry").unwrap().offset
+    };
+    let b = patched(
+        &f,
+        &[(
+            r0.va + ge_off,
+            0xffff_8000_dead_0000u64.to_le_bytes().to_vec(),
+        )],
+    );
+    let r = read_bytes(b, &pdb);
+    let p = r
+        .table
+        .providers
+        .iter()
+        .find(|p| p.guid_entry.get() == two.guid_entry_va)
+        .unwrap();
+    let reg = &p.registrations[0];
+    assert_eq!(reg.address.get(), r0.va);
+    assert_eq!(reg.warnings.len(), 1, "{:?}", reg.warnings);
+    assert_eq!(
+        reg.warnings[0].field.as_deref(),
+        Some("_ETW_REG_ENTRY.GuidEntry")
+    );
+    assert_eq!(reg.warnings[0].address.map(|a| a.get()), Some(r0.va));
+
+    // 3. A bucket list whose first entry links to itself: bounded, reported, the other buckets
+    //    still walked.
+    let gt = e.guid_table.as_ref().unwrap();
+    let victim = &e.providers[0];
+    let b = patched(
+        &f,
+        &[(
+            victim.guid_entry_va,
+            victim.guid_entry_va.to_le_bytes().to_vec(),
+        )],
+    );
+    let r = read_bytes(b, &pdb);
+    assert!(r
+        .table
+        .providers
+        .iter()
+        .any(|p| p.guid_entry.get() == victim.guid_entry_va));
+    let others = e
+        .providers
+        .iter()
+        .filter(|p| p.list_head_va != victim.list_head_va)
+        .count();
+    assert!(
+        r.table
+            .providers
+            .iter()
+            .filter(|p| e
+                .providers
+                .iter()
+                .any(|w| w.guid_entry_va == p.guid_entry.get()
+                    && w.list_head_va != victim.list_head_va))
+            .count()
+            == others
+    );
+    assert!(
+        r.table
+            .warnings
+            .iter()
+            .any(|w| w.address.map(|a| a.get()) == Some(victim.list_head_va)),
+        "{:?}",
+        r.table.warnings
+    );
+    assert!(gt.buckets == 64);
+
+    // 4. Random bytes over the table's pages, the GUID entries and registrations: never a
+    //    panic, and the listing stays within its bounds.
+    let mut targets: Vec<u64> = e.providers.iter().map(|p| p.guid_entry_va).collect();
+    targets.extend(
+        e.providers
+            .iter()
+            .flat_map(|p| p.registrations.iter().map(|r| r.va)),
+    );
+    targets.push(gt.va);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..120 {
+        let mut patch = Vec::new();
+        for _ in 0..(1 + next() % 12) {
+            let t = targets[(next() % targets.len() as u64) as usize];
+            patch.push((t + next() % 0x100 / 8 * 8, next().to_le_bytes().to_vec()));
+        }
+        let r = read_bytes(patched(&f, &patch), &pdb);
+        assert!(r.table.providers.len() <= etwdump::etw::providers::MAX_PROVIDERS);
+        for p in &r.table.providers {
+            assert!(p.registrations.len() as u64 <= etwdump::etw::providers::MAX_REGISTRATIONS);
+            assert!(p.enabled.len() as u64 <= etwdump::etw::providers::ENABLE_SLOTS);
+        }
+    }
+}
