@@ -98,7 +98,7 @@ KEPT_FIELDS = {
     # etw::triage's crashing-CPU KPRCB copy (Number, MHz, StartCycles, CurrentThread).
     "_KPRCB": ["CurrentThread", "EtwSupport", "MHz", "Number", "StartCycles"],
     # kernel::processes
-    "_EPROCESS": ["Pcb", "UniqueProcessId", "ActiveProcessLinks", "ImageFileName", "ThreadListHead"],
+    "_EPROCESS": ["Pcb", "UniqueProcessId", "ActiveProcessLinks", "ImageFileName", "ThreadListHead", "Peb"],
     "_KPROCESS": ["DirectoryTableBase", "ThreadListHead"],
     "_ETHREAD": ["Tcb", "Cid", "ThreadListEntry"],
     "_KTHREAD": ["Process", "State", "WaitReason", "ThreadListEntry"],

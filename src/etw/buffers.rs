@@ -6,10 +6,11 @@ use crate::addr::VirtAddr;
 use crate::etl::header::BufferHeader;
 use crate::etw::loggers::Session;
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
+use crate::etw::realtime::{BufferOwner, FoundVia};
 use crate::etw::routes::{etw_support_route, BufferRoute, LoggerArray};
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
-use crate::mem::{ListStop, MemError};
+use crate::mem::{AddressSpace, ListStop, MemError};
 use crate::symbols::{StructLayout, TypeRef};
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -37,6 +38,10 @@ pub enum BufferList {
     BatchedBufferList,
     CompressionTarget,
     ScratchArray,
+    /// A real-time consumer's user buffer list (`UserBufferListHead`, in its process).
+    UserBufferList,
+    /// A real-time consumer's `ReservedBufferSpace` (searched, in its process).
+    ReservedBufferSpace,
 }
 
 impl BufferList {
@@ -52,6 +57,8 @@ impl BufferList {
             BufferList::BatchedBufferList => "batched_buffer_list",
             BufferList::CompressionTarget => "compression_target",
             BufferList::ScratchArray => "scratch_array",
+            BufferList::UserBufferList => "user_buffer_list",
+            BufferList::ReservedBufferSpace => "reserved_buffer_space",
         }
     }
 }
@@ -64,6 +71,13 @@ pub struct FoundBuffer {
     /// CPU whose current buffer it is (per-CPU route).
     pub cpu: Option<u64>,
     pub header: BufferHeader,
+    /// The real-time consumer in whose address space the buffer is (None: kernel memory).
+    pub owner: Option<BufferOwner>,
+    /// How a consumer's buffer was found (the first route that led to it).
+    pub via: Option<FoundVia>,
+    /// A consumer's buffer whose bytes are those of this kernel buffer of the session (same
+    /// SequenceNumber, same bytes): listed, not extracted twice.
+    pub copy_of: Option<VirtAddr>,
 }
 
 /// All buffers of one session.
@@ -78,8 +92,9 @@ struct Finder<'a, 'd> {
     header_layout: &'a StructLayout,
     session: &'a Session,
     found: Vec<FoundBuffer>,
-    /// Address → index in `found`.
-    index: std::collections::HashMap<VirtAddr, usize>,
+    /// (address space: None for the kernel, else the consumer's DirectoryTableBase; address)
+    /// → index in `found`.
+    index: std::collections::HashMap<(Option<u64>, VirtAddr), usize>,
     warnings: Vec<Warning>,
     /// Upper bound on entries walked per list.
     bound: u64,
@@ -167,6 +182,8 @@ pub fn find_buffers(
     for c in currents {
         f.dirty_chain(c);
     }
+    // The buffers queued for the session's real-time consumers, in their processes.
+    f.realtime_consumers();
     f.found
         .sort_by_key(|b| (b.header.sequence_number, b.address));
     out.buffers = f.found;
@@ -185,7 +202,7 @@ impl Finder<'_, '_> {
 
     /// Read and check a candidate buffer; add it (or the list) on success.
     fn add(&mut self, va: VirtAddr, list: BufferList, cpu: Option<u64>) -> bool {
-        if let Some(b) = self.index.get(&va).map(|&i| &mut self.found[i]) {
+        if let Some(b) = self.index.get(&(None, va)).map(|&i| &mut self.found[i]) {
             b.lists.insert(list);
             if cpu.is_some() {
                 b.cpu = cpu;
@@ -196,12 +213,15 @@ impl Finder<'_, '_> {
             Ok(h) => {
                 let mut lists = BTreeSet::new();
                 lists.insert(list);
-                self.index.insert(va, self.found.len());
+                self.index.insert((None, va), self.found.len());
                 self.found.push(FoundBuffer {
                     address: va,
                     lists,
                     cpu,
                     header: h,
+                    owner: None,
+                    via: None,
+                    copy_of: None,
                 });
                 true
             }
@@ -216,14 +236,30 @@ impl Finder<'_, '_> {
     }
 
     fn header(&self, va: VirtAddr) -> Result<BufferHeader, String> {
-        let space = &self.ctx.space;
-        let kernel = if space.arch().is_64bit() {
+        self.header_in(&self.ctx.space, va, false)
+    }
+
+    /// The header of a buffer of this session at `va` in `space` (a kernel address, or with
+    /// `user` a user-mode one), or why there is none.
+    fn header_in(
+        &self,
+        space: &AddressSpace<'_>,
+        va: VirtAddr,
+        user: bool,
+    ) -> Result<BufferHeader, String> {
+        let half_ok = if user {
+            crate::etw::realtime::is_user(space, va)
+        } else if space.arch().is_64bit() {
             va.get() >= 0xFFFF_8000_0000_0000
         } else {
             va.get() >= 0x8000_0000
         };
-        if !kernel || va.get() % 8 != 0 {
-            return Err("not an aligned kernel address".into());
+        if !half_ok || va.get() % 8 != 0 {
+            return Err(if user {
+                "not an aligned user-mode address".into()
+            } else {
+                "not an aligned kernel address".into()
+            });
         }
         let v = View::new(space, self.header_layout, va);
         let u = |name: &str| v.uint(name).map_err(|e| e.to_string());
@@ -541,6 +577,89 @@ impl Finder<'_, '_> {
         }
     }
 
+    /// Each real-time consumer's queued buffers ([`crate::etw::realtime`]), in its process's
+    /// address space; then, per consumer buffer, whether it is a copy of a kernel buffer of
+    /// the session still in memory (same SequenceNumber and bytes).
+    fn realtime_consumers(&mut self) {
+        let session = self.session;
+        let slist = self.header_layout.field("SlistEntry").map(|f| f.offset);
+        for c in &session.consumers {
+            let uses_user = c.user_buffer_list_head.is_some_and(|p| !p.is_null())
+                || c.reserved_buffer_space.is_some_and(|p| !p.is_null());
+            if !uses_user {
+                continue;
+            }
+            let owner = match crate::etw::realtime::owner(c) {
+                Ok(o) => o,
+                Err(why) => {
+                    self.warnings.push(
+                        Warning::new(WarningKind::Unreadable, why)
+                            .at(c.address)
+                            .field("_KPROCESS.DirectoryTableBase"),
+                    );
+                    continue;
+                }
+            };
+            let space = AddressSpace::with_dtb(self.ctx.space.dump(), owner.directory_table_base);
+            let q = crate::etw::realtime::queued(&space, c, slist, &|va| {
+                self.header_in(&space, va, true)
+            });
+            self.warnings.extend(q.warnings);
+            for (bufs, list) in [
+                (q.listed, BufferList::UserBufferList),
+                (q.reserved, BufferList::ReservedBufferSpace),
+            ] {
+                for b in bufs {
+                    let key = (Some(owner.directory_table_base), b.address);
+                    if let Some(&i) = self.index.get(&key) {
+                        self.found[i].lists.insert(list);
+                        continue;
+                    }
+                    self.index.insert(key, self.found.len());
+                    self.found.push(FoundBuffer {
+                        address: b.address,
+                        lists: BTreeSet::from([list]),
+                        cpu: None,
+                        header: b.header,
+                        owner: Some(owner.clone()),
+                        via: Some(b.via),
+                        copy_of: None,
+                    });
+                }
+            }
+        }
+        self.mark_copies();
+    }
+
+    /// A consumer's buffer with the SequenceNumber of a kernel buffer of the session and the
+    /// same bytes is a copy of it (`copy_of`); its records are taken once, from the kernel's.
+    fn mark_copies(&mut self) {
+        let mut by_seq: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+        for (i, b) in self.found.iter().enumerate() {
+            if b.owner.is_none() {
+                by_seq.entry(b.header.sequence_number).or_default().push(i);
+            }
+        }
+        let users: Vec<usize> = (0..self.found.len())
+            .filter(|&i| self.found[i].owner.is_some())
+            .collect();
+        for u in users {
+            let Some(kernel) = by_seq.get(&self.found[u].header.sequence_number) else {
+                continue;
+            };
+            let Ok(mine) = read_buffer(self.ctx, &self.found[u]) else {
+                continue;
+            };
+            let same = kernel.iter().copied().find(|&k| {
+                self.found[k].header.buffer_size == self.found[u].header.buffer_size
+                    && read_buffer(self.ctx, &self.found[k]).is_ok_and(|theirs| theirs == mine)
+            });
+            if let Some(k) = same {
+                self.found[u].copy_of = Some(self.found[k].address);
+            }
+        }
+    }
+
     fn cpus(&self) -> u64 {
         u64::from(self.ctx.processors()).clamp(1, MAX_CPUS)
     }
@@ -767,10 +886,14 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
     out
 }
 
-/// Read a buffer's `BufferSize` bytes.
+/// Read a buffer's `BufferSize` bytes (a consumer's buffer in its process's address space).
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
     let mut v = vec![0u8; size];
-    ctx.space.read_bulk(b.address, &mut v)?;
+    match &b.owner {
+        None => ctx.space.read_bulk(b.address, &mut v)?,
+        Some(o) => AddressSpace::with_dtb(ctx.space.dump(), o.directory_table_base)
+            .read_bulk(b.address, &mut v)?,
+    }
     Ok(v)
 }

@@ -28,6 +28,17 @@ pub struct Consumer {
     pub logger_id: Option<u64>,
     pub buffers_lost: Option<u64>,
     pub empty_buffers: Option<u64>,
+    /// The consumer process's KPROCESS.DirectoryTableBase (its address space, where the
+    /// user-mode fields below point).
+    pub directory_table_base: Option<u64>,
+    /// UserBufferListHead: the user-mode list of the buffers queued for it ([`super::realtime`]).
+    pub user_buffer_list_head: Option<VirtAddr>,
+    /// UserBufferCount: the pointer, and the ULONG it points at in the consumer's memory.
+    pub user_buffer_count_at: Option<VirtAddr>,
+    pub user_buffer_count: Option<u64>,
+    /// ReservedBufferSpace and ReservedBufferSpaceSize (user mode).
+    pub reserved_buffer_space: Option<VirtAddr>,
+    pub reserved_buffer_space_size: Option<u64>,
     /// Fields that could not be read or disagree, with the address.
     pub warnings: Vec<String>,
 }
@@ -112,6 +123,46 @@ fn read_one(
     );
     warnings.extend(pr.problem.map(|(_, m)| m));
     let (eprocess, pid, process) = (pr.eprocess, pr.pid, pr.image);
+    // The user-mode side (absent from layouts without the fields: None, no warning).
+    let user_ptr = |name: &str| v.ptr(name).ok();
+    let user_buffer_list_head = user_ptr("UserBufferListHead");
+    let user_buffer_count_at = user_ptr("UserBufferCount");
+    let reserved_buffer_space = user_ptr("ReservedBufferSpace");
+    let reserved_buffer_space_size = v.uint("ReservedBufferSpaceSize").ok();
+    let uses_user_memory = [
+        user_buffer_list_head,
+        user_buffer_count_at,
+        reserved_buffer_space,
+    ]
+    .iter()
+    .any(|p| p.is_some_and(|p| !p.is_null()));
+    let directory_table_base = match eprocess {
+        Some(ep) if uses_user_memory => {
+            match crate::kernel::processes::directory_table_base(ctx, ep) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    warnings.push(format!(
+                        "_ETW_REALTIME_CONSUMER at {at}: its process {ep}: DirectoryTableBase: {e} (its queued buffers cannot be read)"
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut user_buffer_count = None;
+    if let (Some(dtb), Some(p)) = (directory_table_base, user_buffer_count_at) {
+        let space = crate::mem::AddressSpace::with_dtb(ctx.space.dump(), dtb);
+        if !p.is_null() && super::realtime::is_user(&space, p) {
+            match space.read_u32(p) {
+                Ok(n) => user_buffer_count = Some(u64::from(n)),
+                Err(e) => warnings.push(format!(
+                    "_ETW_REALTIME_CONSUMER.UserBufferCount at {at} points at {p} in PID {}'s memory: {e}",
+                    pid.map_or_else(|| "?".into(), |x| x.to_string())
+                )),
+            }
+        }
+    }
     Consumer {
         address: at,
         eprocess,
@@ -121,6 +172,12 @@ fn read_one(
         logger_id: id,
         buffers_lost,
         empty_buffers,
+        directory_table_base,
+        user_buffer_list_head,
+        user_buffer_count_at,
+        user_buffer_count,
+        reserved_buffer_space,
+        reserved_buffer_space_size,
         warnings,
     }
 }

@@ -59,7 +59,7 @@ pub const TRIAGE_UNKNOWABLE: &str = "a minidump holds no logger contexts: sessio
 #[derive(Clone, Debug)]
 enum UnitData {
     /// A buffer in memory.
-    Memory(FoundBuffer),
+    Memory(Box<FoundBuffer>),
     /// `TriageEtw::windows[i]`.
     Window(usize),
     /// A buffer of the ETW secondary data (its bytes are in the file).
@@ -88,6 +88,9 @@ pub enum Skip {
     NoRecordChain,
     /// A secondary-data buffer whose bytes are not in the file.
     NotInFile,
+    /// A real-time consumer's buffer whose bytes are those of the session's kernel buffer at
+    /// this address (its records are taken once, from there).
+    CopyOf { address: VirtAddr },
 }
 
 impl fmt::Display for Skip {
@@ -108,6 +111,10 @@ impl fmt::Display for Skip {
             ),
             Skip::NoRecordChain => write!(f, "no complete record chain"),
             Skip::NotInFile => write!(f, "its bytes are not in the file"),
+            Skip::CopyOf { address } => write!(
+                f,
+                "a consumer's copy of the kernel buffer at {address} (same SequenceNumber and bytes)"
+            ),
         }
     }
 }
@@ -145,6 +152,10 @@ pub struct TraceUnit {
     pub partial_bytes: usize,
     /// Why the unit gives no records (None: it does).
     pub skip: Option<Skip>,
+    /// The real-time consumer whose address space holds the buffer (None: kernel memory or
+    /// a triage unit), and how the buffer was found there.
+    pub owner: Option<crate::etw::realtime::BufferOwner>,
+    pub via: Option<crate::etw::realtime::FoundVia>,
     converter: usize,
     data: UnitData,
 }
@@ -326,6 +337,8 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 shift: 0,
                 partial_bytes: 0,
                 skip: None,
+                owner: None,
+                via: None,
                 converter,
                 data: UnitData::Carved(Box::new(b.clone())),
             });
@@ -713,7 +726,9 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     self.sessions[k].units = found.buffers.len();
                     for b in found.buffers {
                         let valid = b.header.valid_bytes();
-                        let skip = if b.header.compressed() {
+                        let skip = if let Some(address) = b.copy_of {
+                            Some(Skip::CopyOf { address })
+                        } else if b.header.compressed() {
                             Some(Skip::Compressed)
                         } else if valid.is_none() {
                             Some(Skip::NoValidEnd {
@@ -739,8 +754,10 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                             shift: 0,
                             partial_bytes: 0,
                             skip,
+                            owner: b.owner.clone(),
+                            via: b.via,
                             converter,
-                            data: UnitData::Memory(b),
+                            data: UnitData::Memory(Box::new(b)),
                         });
                     }
                 }
@@ -897,6 +914,8 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 shift: (w.start.get() - w.base.get()) as usize,
                 partial_bytes: w.partial_bytes,
                 skip,
+                owner: None,
+                via: None,
                 converter,
                 data: UnitData::Window(i),
             });
@@ -932,6 +951,8 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     shift: 0,
                     partial_bytes: 0,
                     skip: (!in_file).then_some(Skip::NotInFile),
+                    owner: None,
+                    via: None,
                     converter,
                     data: UnitData::Blob,
                 });

@@ -10,6 +10,7 @@
 //! | `enable-unknown-logger` | every enabled `EnableInfo` slot names a live session | it names a logger id with no session |
 //! | `clock-hook` | `GetCpuClock`: before 19041 a pointer to one of the kernel's clock routines (`EtwpGetPerfCounter`, `EtwpGetSystemTime`, `EtwpGetCycleCount`, ...); from 19041 a small index | a pointer elsewhere (outside the kernel image: "InfinityHook"), or an address where an index belongs |
 //! | `consumer-mode` | real-time consumers only on sessions in real-time mode (`EVENT_TRACE_REAL_TIME_MODE`) | consumers on a session without it |
+//! | `etw-write-patch` | each process maps ntdll's `EtwEventWrite`-family entries from the image's shared page ([`super::userpatch`]) | another page with other bytes (a copy-on-write patch), or an entry that returns at once |
 
 use crate::addr::VirtAddr;
 use crate::etw::loggers::Session;
@@ -75,6 +76,18 @@ pub struct TamperReport {
 }
 
 impl TamperReport {
+    /// Record that `check` ran over `examined` objects; its findings are those pushed since
+    /// `before`.
+    pub(crate) fn push_run(
+        &mut self,
+        check: &'static str,
+        examined: u64,
+        before: usize,
+        limit: Option<String>,
+    ) {
+        self.run(check, examined, before, limit)
+    }
+
     fn run(&mut self, check: &'static str, examined: u64, before: usize, limit: Option<String>) {
         let findings = (self.findings.len() - before) as u64;
         self.runs.push(CheckRun {
@@ -109,6 +122,7 @@ pub fn check(ctx: &KernelContext<'_>, sessions: &[Session], table: &ProviderTabl
     enable_state(sessions, table, &mut r);
     clocks(ctx, sessions, &mut r);
     consumer_mode(sessions, &mut r);
+    crate::etw::userpatch::check(ctx, &mut r);
     r
 }
 

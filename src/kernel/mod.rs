@@ -12,6 +12,7 @@ pub mod modules;
 pub mod pe;
 pub mod pool;
 pub mod processes;
+pub mod userland;
 pub mod view;
 
 use crate::addr::VirtAddr;

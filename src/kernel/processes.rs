@@ -327,6 +327,18 @@ pub struct ThreadDetails {
     pub base_priority: Option<u8>,
 }
 
+/// KPROCESS.DirectoryTableBase of the EPROCESS at `eprocess` (the root of its address space).
+pub fn directory_table_base(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<u64, String> {
+    let sym = &ctx.symbols;
+    let ep = sym.layout("_EPROCESS").ok_or("no _EPROCESS layout")?;
+    let kp = sym.layout("_KPROCESS").ok_or("no _KPROCESS layout")?;
+    // EPROCESS.Pcb (offset 0 in every build) is the KPROCESS.
+    let pcb = ep.field("Pcb").map_or(0, |f| f.offset);
+    View::new(&ctx.space, kp, eprocess.offset(pcb))
+        .uint("DirectoryTableBase")
+        .map_err(|e| e.to_string())
+}
+
 /// [`ProcessDetails`] of the EPROCESS at `p.eprocess`.
 pub fn details(ctx: &KernelContext<'_>, p: &Process) -> ProcessDetails {
     let sym = &ctx.symbols;
@@ -335,13 +347,7 @@ pub fn details(ctx: &KernelContext<'_>, p: &Process) -> ProcessDetails {
         let v = View::new(&ctx.space, ep, p.eprocess);
         d.parent_pid = v.uint("InheritedFromUniqueProcessId").ok();
         d.exit_status = v.uint("ExitStatus").ok().map(|x| x as u32);
-        // EPROCESS.Pcb (offset 0 in every build) is the KPROCESS.
-        let pcb = ep.field("Pcb").map_or(0, |f| f.offset);
-        if let Some(kp) = sym.layout("_KPROCESS") {
-            d.directory_table_base = View::new(&ctx.space, kp, p.eprocess.offset(pcb))
-                .uint("DirectoryTableBase")
-                .ok();
-        }
+        d.directory_table_base = directory_table_base(ctx, p.eprocess).ok();
     }
     d
 }

@@ -123,6 +123,18 @@ impl<'d> AddressSpace<'d> {
         self.arch
     }
 
+    /// Is `va` a (non-NULL) user-mode address of this architecture (the lower half: below
+    /// 0x0000_8000_0000_0000 on x64, 0x8000_0000 on x86)?
+    pub fn is_user(&self, va: VirtAddr) -> bool {
+        let v = va.get();
+        v != 0
+            && if self.arch.is_64bit() {
+                v < 0x0000_8000_0000_0000
+            } else {
+                v < 0x8000_0000
+            }
+    }
+
     /// Every present mapping with a virtual address in `[start, end)`: `f(va, pa, size)` per
     /// leaf, in address order, reading at most `max_tables` tables (none for triage dumps).
     pub fn for_each_mapping(

@@ -32,6 +32,16 @@ impl Row for BufferRow {
         if let Some(d) = &r.duplicate_of {
             notes.push(format!("repeats {d}"));
         }
+        if r.consumer_pid.is_some() || r.consumer_process.is_some() {
+            notes.push(format!(
+                "in consumer PID {} {}",
+                opt(r.consumer_pid),
+                printable(r.consumer_process.as_deref().unwrap_or("?"))
+            ));
+        }
+        if let Some(v) = &r.found_via {
+            notes.push(format!("via {v}"));
+        }
         notes.extend(
             r.warnings
                 .iter()

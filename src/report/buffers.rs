@@ -45,8 +45,14 @@ pub struct BufferRow {
     pub record_count: usize,
     pub records_by_hook: BTreeMap<String, u64>,
     pub compressed: bool,
-    /// "logger N buffer K of the secondary data" when this window repeats it.
+    /// "logger N buffer K of the secondary data" when this window repeats it; the kernel
+    /// buffer's address when this consumer's buffer is a copy of one still in kernel memory.
     pub duplicate_of: Option<String>,
+    /// A buffer queued for a real-time consumer: the consumer's process (its address space
+    /// holds `address`) and how the buffer was found there.
+    pub consumer_pid: Option<u64>,
+    pub consumer_process: Option<String>,
+    pub found_via: Option<String>,
     pub warnings: Vec<String>,
 }
 
@@ -143,6 +149,9 @@ fn row(src: &EtwSource<'_, '_>, names: &HashMap<u64, String>, u: &TraceUnit) -> 
         saved_bytes: triage.then_some(u.valid as u64),
         partial_bytes: u.partial_bytes as u64,
         compressed: matches!(u.skip, Some(Skip::Compressed)),
+        consumer_pid: u.owner.as_ref().and_then(|o| o.pid),
+        consumer_process: u.owner.as_ref().and_then(|o| o.process.clone()),
+        found_via: u.via.map(|v| v.to_string()),
         ..BufferRow::default()
     };
     match &u.skip {
@@ -160,6 +169,9 @@ fn row(src: &EtwSource<'_, '_>, names: &HashMap<u64, String>, u: &TraceUnit) -> 
             ));
         }
         Some(Skip::NoRecordChain) => r.warnings.push("no complete record chain".into()),
+        Some(Skip::CopyOf { address }) => {
+            r.duplicate_of = Some(address.to_string());
+        }
         None => {}
     }
     match src.try_bytes(u) {

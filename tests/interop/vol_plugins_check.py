@@ -107,6 +107,8 @@ def expect_buffer(r):
         "Records": r["record_count"],
         "RecordsByHook": ", ".join("%s: %s" % kv for kv in sorted(hooks.items())),
         "Compressed": bool(r["compressed"]), "DuplicateOf": addr(r["duplicate_of"]),
+        "ConsumerPid": r["consumer_pid"], "ConsumerProcess": esc(r["consumer_process"]),
+        "FoundVia": esc(r["found_via"]),
         "Warnings": esc(joined(r["warnings"], "; ")),
     }
 

@@ -563,6 +563,9 @@ class Buffers(_Etwdump):
         ("RecordsByHook", str),
         ("Compressed", bool),
         ("DuplicateOf", format_hints.Hex),
+        ("ConsumerPid", int),
+        ("ConsumerProcess", str),
+        ("FoundVia", str),
         ("Warnings", str),
     ]
 
@@ -595,6 +598,9 @@ class Buffers(_Etwdump):
                 printable(", ".join(f"{k}: {v}" for k, v in sorted(hooks.items()))),
                 bool(r.get("compressed")),
                 na() if r.get("duplicate_of") is None else int_or_absent(_addr(r.get("duplicate_of")), hex_=True),
+                na() if r.get("consumer_pid") is None else int_or_absent(r.get("consumer_pid")),
+                text_or_absent(r.get("consumer_process"), na()),
+                text_or_absent(r.get("found_via"), na()),
                 printable("; ".join(map(_warning_text, r.get("warnings") or []))),
             )
 

@@ -1,0 +1,268 @@
+//! The `etw-write-patch` check (issue 17): the `ntdll!EtwEventWrite` family patched in a
+//! process ("return at entry" is the usual way to blind every user-mode provider of one
+//! process), seen through each process's own page tables.
+//!
+//! The baseline is the image's own bytes as the dump holds them: ntdll is an image section, so
+//! every process that did not write to a code page maps the *same physical page* (the
+//! section's); a patch is a write, which gives the patching process a private copy-on-write
+//! page. Per function, the physical page mapped by the most processes (at least two) is the
+//! image's; a process whose page is another and whose first [`PROLOGUE`] bytes differ is a
+//! finding, with both byte strings, both physical addresses and how many processes share
+//! the image's page. A private page holding the image's bytes is not a finding (counted).
+//! Where no page is shared by two processes (one process checked, or all copies private), a
+//! prologue that returns at once (`ret`, `ret n`, `xor eax,eax; ret`, `mov eax,imm; ret`) is
+//! still a finding, and one that only differs from the others is a notice. A baseline that
+//! itself returns at once (patched in the image or the section) is a finding too.
+
+use super::tamper::{Finding, Severity, TamperReport};
+use crate::addr::VirtAddr;
+use crate::kernel::context::KernelContext;
+use std::collections::HashMap;
+
+/// The functions compared: ntdll's event-writing exports and the system-call stub behind them.
+pub const FUNCTIONS: &[&str] = &[
+    "EtwEventWrite",
+    "EtwEventWriteEx",
+    "EtwEventWriteFull",
+    "EtwEventWriteTransfer",
+    "EtwEventWriteString",
+    "EtwEventWriteNoRegistration",
+    "EtwWriteUMSecurityEvent",
+    "NtTraceEvent",
+];
+
+/// Bytes compared at each function's entry.
+pub const PROLOGUE: usize = 16;
+/// Most processes looked at.
+pub const MAX_PROCESSES: usize = 16_384;
+
+/// The check's id.
+pub const CHECK: &str = "etw-write-patch";
+
+/// What the first bytes of a function do when they return at once (None: they do not).
+pub fn returns_at_once(b: &[u8]) -> Option<&'static str> {
+    match b {
+        [0xC3, ..] => Some("ret"),
+        [0xC2, _, _, ..] => Some("ret n"),
+        [0x33 | 0x31, 0xC0, 0xC3, ..] => Some("xor eax,eax; ret"),
+        [0x48, 0x33 | 0x31, 0xC0, 0xC3, ..] => Some("xor rax,rax; ret"),
+        [0x33 | 0x31, 0xC0, 0xC2, ..] => Some("xor eax,eax; ret n"),
+        [0xB8, _, _, _, _, 0xC3, ..] => Some("mov eax,imm32; ret"),
+        [0xB8, _, _, _, _, 0xC2, ..] => Some("mov eax,imm32; ret n"),
+        [0x48, 0xC7, 0xC0, _, _, _, _, 0xC3, ..] => Some("mov rax,imm32; ret"),
+        _ => None,
+    }
+}
+
+/// A finding of this check on ntdll's `function` at `va`.
+fn finding(
+    severity: Severity,
+    subject: String,
+    va: VirtAddr,
+    function: &str,
+    evidence: String,
+    expected: String,
+) -> Finding {
+    Finding {
+        check: CHECK,
+        severity,
+        subject,
+        address: Some(va),
+        field: Some(format!("ntdll!{function}")),
+        logger_id: None,
+        evidence,
+        expected,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02X}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One function's entry in one process.
+struct Seen {
+    pid: u64,
+    process: String,
+    va: VirtAddr,
+    /// Physical address of the entry (its page: `pa & !0xFFF`).
+    pa: u64,
+    bytes: Vec<u8>,
+}
+
+/// Run the check over every process of the active process list.
+pub fn check(ctx: &KernelContext<'_>, r: &mut TamperReport) {
+    let before = r.findings.len();
+    let procs = crate::kernel::processes::walk(ctx);
+    if procs.processes.is_empty() {
+        let why = procs
+            .warnings
+            .first()
+            .map_or("no process found".to_string(), |w| w.message.clone());
+        r.push_run(CHECK, 0, before, Some(format!("no process list: {why}")));
+        return;
+    }
+    let mut by_fn: HashMap<&'static str, Vec<Seen>> = HashMap::new();
+    let (mut examined, mut no_user, mut no_ntdll, mut unreadable) = (0u64, 0u64, 0u64, 0u64);
+    for p in procs.processes.iter().take(MAX_PROCESSES) {
+        let up = match crate::kernel::userland::open(ctx, p.eprocess) {
+            Ok(u) => u,
+            // A process without user mode: nothing to check, nothing missing.
+            Err(crate::kernel::userland::UserError::NoPeb) => continue,
+            Err(_) => {
+                no_user += 1;
+                continue;
+            }
+        };
+        let Ok(nt) = up.module("ntdll.dll") else {
+            no_ntdll += 1;
+            continue;
+        };
+        let Ok(addrs) = crate::kernel::userland::exports(&up.space, nt.base, FUNCTIONS) else {
+            no_ntdll += 1;
+            continue;
+        };
+        examined += 1;
+        for (name, va) in FUNCTIONS.iter().zip(addrs) {
+            let Some(va) = va else { continue };
+            let mut bytes = vec![0u8; PROLOGUE];
+            let (Ok(t), Ok(())) = (up.space.translate(va), up.space.read(va, &mut bytes)) else {
+                unreadable += 1;
+                continue;
+            };
+            by_fn.entry(name).or_default().push(Seen {
+                pid: p.pid,
+                process: p.name.clone(),
+                va,
+                pa: t.pa.get(),
+                bytes,
+            });
+        }
+    }
+    let mut unjudged: Vec<&str> = Vec::new();
+    for name in FUNCTIONS {
+        let Some(seen) = by_fn.get(name) else {
+            continue;
+        };
+        let mut pages: HashMap<u64, usize> = HashMap::new();
+        for s in seen {
+            *pages.entry(s.pa & !0xFFF).or_default() += 1;
+        }
+        let best = pages
+            .iter()
+            .filter(|(_, &n)| n >= 2)
+            .max_by_key(|(&pg, &n)| (n, std::cmp::Reverse(pg)))
+            .map(|(&pg, &n)| (pg, n));
+        let label = |s: &Seen| format!("PID {} ({}) ntdll!{name}", s.pid, s.process);
+        match best {
+            Some((page, sharing)) => {
+                let Some(base) = seen.iter().find(|s| s.pa & !0xFFF == page) else {
+                    continue;
+                };
+                if let Some(what) = returns_at_once(&base.bytes) {
+                    r.findings.push(finding(
+                        Severity::Alert,
+                        format!("ntdll!{name} (image page shared by {sharing} processes)"),
+                        base.va,
+                        name,
+                        format!(
+                            "the shared image page (PA {page:#x}) holds `{what}` at the entry: {}",
+                            hex(&base.bytes)
+                        ),
+                        "the function's own code (it never returns at its entry): the image itself or its section was patched".into(),
+                    ));
+                }
+                for s in seen.iter().filter(|s| s.pa & !0xFFF != page) {
+                    if s.bytes == base.bytes {
+                        // A private copy holding the image's bytes: not a patch.
+                        continue;
+                    }
+                    let what = returns_at_once(&s.bytes)
+                        .map(|w| format!(" (`{w}` at the entry)"))
+                        .unwrap_or_default();
+                    r.findings.push(finding(
+                        Severity::Alert,
+                        label(s),
+                        s.va,
+                        name,
+                        format!(
+                            "{}{what} on a private page (PA {:#x})",
+                            hex(&s.bytes),
+                            s.pa
+                        ),
+                        format!(
+                            "{}: the bytes of ntdll's image page (PA {page:#x}) that {sharing} other processes map",
+                            hex(&base.bytes)
+                        ),
+                    ));
+                }
+            }
+            None => {
+                unjudged.push(name);
+                // No shared page to compare with: an entry that returns at once is still a
+                // patch; bytes that only differ between processes are a notice.
+                let mut counts: HashMap<&[u8], usize> = HashMap::new();
+                for s in seen {
+                    *counts.entry(&s.bytes).or_default() += 1;
+                }
+                let common = counts
+                    .iter()
+                    .max_by_key(|(b, &n)| (n, std::cmp::Reverse(b.to_vec())))
+                    .map(|(b, &n)| (b.to_vec(), n));
+                for s in seen {
+                    if let Some(what) = returns_at_once(&s.bytes) {
+                        r.findings.push(finding(
+                            Severity::Alert,
+                            label(s),
+                            s.va,
+                            name,
+                            format!("`{what}` at the entry: {}", hex(&s.bytes)),
+                            "the function's own code (it never returns at its entry)".into(),
+                        ));
+                    } else if let Some((b, n)) = &common {
+                        if *n >= 2 && s.bytes != *b {
+                            r.findings.push(finding(
+                                Severity::Notice,
+                                label(s),
+                                s.va,
+                                name,
+                                format!("{} (PA {:#x})", hex(&s.bytes), s.pa),
+                                format!(
+                                    "{}: what {n} other processes hold (no image page is shared to tell which is the image's)",
+                                    hex(b)
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut limits = Vec::new();
+    if no_user > 0 {
+        limits.push(format!(
+            "{no_user} processes whose PEB or loader list is not readable (paged out, or a dump without user memory)"
+        ));
+    }
+    if no_ntdll > 0 {
+        limits.push(format!(
+            "{no_ntdll} processes whose ntdll image or export table is not in the dump"
+        ));
+    }
+    if unreadable > 0 {
+        limits.push(format!("{unreadable} function entries not in the dump"));
+    }
+    if !unjudged.is_empty() {
+        limits.push(format!(
+            "no image page shared by two processes for {}: only entries that return at once are judged there",
+            unjudged.join(", ")
+        ));
+    }
+    if examined == 0 {
+        limits.insert(0, "no process's ntdll could be read (a kernel memory dump holds no user memory: use a complete dump)".into());
+    }
+    let limit = (!limits.is_empty()).then(|| limits.join("; "));
+    r.push_run(CHECK, examined, before, limit);
+}
