@@ -212,6 +212,9 @@ fn scenarios(quick: bool) -> Vec<(String, Config)> {
     }
     // The standard providers per fixture and their tampered variants.
     v.extend(etwdump_forge::tamper_scenarios(&root));
+    // Buffers queued for real-time consumers in their processes' address spaces.
+    v.extend(etwdump_forge::realtime_scenarios(&root));
+    v.push(("sample-realtime".into(), Config::sample_realtime()));
     v
 }
 
@@ -281,6 +284,11 @@ fn truth(f: &Forged) -> String {
     );
     for p in &f.probes {
         let _ = write!(s, "|{}:{:?}", p.name, f.physical_address(p.va));
+    }
+    // The consumer processes' own address spaces (realtime buffers only).
+    let spaces = f.user_address_spaces();
+    if !spaces.is_empty() {
+        let _ = write!(s, "|spaces:{spaces:?}");
     }
     s
 }

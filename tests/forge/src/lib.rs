@@ -65,6 +65,14 @@ pub use etw::providers::{
     ProvidersSpec, Registrant, RegistrationSpec, TableShape, ETW_GROUP_GUID_TYPE,
     ETW_NOTIFICATION_GUID_TYPE, ETW_TRACE_GUID_TYPE, GUID_TABLE_BUCKETS,
 };
+pub use etw::realtime::{
+    fnv1a64, realtime_config, realtime_scenarios, realtime_supported, CountShape, ExpectedRealtime,
+    ExpectedUserBuffer, ExpectedUserDecoy, HeadShape, NodeShape, RealtimeBuffers, RealtimeDamage,
+    RealtimeSpec, ReservedSpec, DESCRIPTOR_PTR_OFFSETS, REALTIME_COUNT_OFFSET,
+    REALTIME_DECOY_ID_DELTA, REALTIME_DESCRIPTOR_AREA, REALTIME_DESCRIPTOR_SIZE,
+    REALTIME_ELSEWHERE_OFFSET, REALTIME_HEAD_OFFSET, REALTIME_MAX_QUEUED, REALTIME_RESERVED_OFFSET,
+    REALTIME_USER_BASE,
+};
 pub use etw::scan::{
     scan_scenarios, ForgedScan, GroupOrigin, ScanBuffer, ScanClass, ScanContext, ScanDecoy,
     ScanGroup, ScanKind, ScanLost, ScanObject, ScanPending, ScanSpec,
@@ -211,6 +219,9 @@ pub struct Forged {
     page_table_root: u64,
     pm: dump::phys::PhysMem,
     vmap: dump::paging::VirtMap,
+    /// The consumer processes' own address spaces ([`EtwSpec::with_realtime_buffers`]);
+    /// empty otherwise.
+    user_spaces: Vec<etw::realtime::UserSpace>,
 }
 
 /// Build a dump for `config`. Deterministic: the same config gives the same bytes.
@@ -286,6 +297,37 @@ impl Forged {
     /// absent from the file (see [`Forged::expected_read`]).
     pub fn physical_address(&self, va: u64) -> Option<u64> {
         self.vmap.translate(va)
+    }
+
+    /// The address spaces the forge built for consumer processes with queued realtime
+    /// buffers ([`EtwSpec::with_realtime_buffers`]), as (PID, PML4 physical address = its
+    /// `KPROCESS.DirectoryTableBase`), ascending by PID; empty without the option (every
+    /// other process has a made-up DirectoryTableBase with no page tables behind it).
+    pub fn user_address_spaces(&self) -> Vec<(u64, u64)> {
+        self.user_spaces.iter().map(|u| (u.pid, u.dtb)).collect()
+    }
+
+    /// What a correct reader returns for `len` bytes at `va` in the address space whose PML4
+    /// is at `dtb` (one of [`Forged::user_address_spaces`]): its user pages, its self-map
+    /// page (its own PML4), and otherwise the kernel's mappings (the kernel half is shared).
+    /// `None` if `dtb` is not such an address space.
+    pub fn expected_user_read(&self, dtb: u64, va: u64, len: usize) -> Option<Expect> {
+        let space = self.user_spaces.iter().find(|u| u.dtb == dtb)?;
+        Some(
+            match etw::realtime::read(space, &self.vmap, &self.pm, va, len) {
+                Ok(b) => Expect::Bytes(b),
+                Err(first) => Expect::Unreadable {
+                    first_unreadable_va: first,
+                },
+            },
+        )
+    }
+
+    /// The physical address `va` translates to in the address space whose PML4 is at `dtb`
+    /// (see [`Forged::expected_user_read`]); `None` if not mapped or `dtb` is unknown.
+    pub fn user_physical_address(&self, dtb: u64, va: u64) -> Option<u64> {
+        let space = self.user_spaces.iter().find(|u| u.dtb == dtb)?;
+        etw::realtime::translate(space, &self.vmap, va)
     }
 
     /// The probe named `name`.

@@ -22,6 +22,14 @@
 //! (`tamper_scenarios`: one per `TamperKind` that applies); their `"etw"` carries
 //! `"guid_table"`, `"providers"`, `"reg_handles"` and `"findings"` (empty for the clean twins).
 //! Every session of every manifest has `"get_cpu_clock"` and `"clock_routine"`.
+//! `--realtime` adds, per x64 fixture, `fixture-<name>-etw-realtime-s<seed>.dmp` (seeds 0..3)
+//! and `fixture-<name>-etw-realtime-damaged.dmp` (`realtime_scenarios`: buffers queued for the
+//! real-time consumers in their processes' own address spaces); their consumers carry
+//! `"realtime"` (`realtime_json`: the process DTB, the list head and count, the reserved space
+//! and bitmap, every node and copy in list order, the decoys); without it the output is
+//! unchanged.
+//! `forge --sample-realtime PATH`: write `Config::sample_realtime()` (the ETW sample with
+//! queued buffers for its three consumers) and `PATH.json` (its consumers' `"realtime"`).
 //! `forge --random-image PATH [SIZE_MIB [SEED]]`: a raw image of pseudo-random bytes (default
 //! 1024 MiB, seed 1), streamed (`write_random_image`), for the "no false buffers" check.
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
@@ -34,9 +42,10 @@ use std::process::ExitCode;
 
 use etwdump_forge::{
     default_fixtures_root, fixture_dirs, forge, forge_triage, guid_to_string, providers_config,
-    scan_scenarios, tamper_scenarios, triage_scenarios, write_random_image, BitmapSig, Config,
-    EtwSpec, Expect, ExpectedBuffer, ExpectedEnableInfo, ExpectedSlot, Forged, ForgedEtw,
-    ForgedScan, ImageKind, Layout, ScanObject, RANDOM_IMAGE_SIZE,
+    realtime_scenarios, scan_scenarios, tamper_scenarios, triage_scenarios, write_random_image,
+    BitmapSig, Config, EtwSpec, Expect, ExpectedBuffer, ExpectedConsumer, ExpectedEnableInfo,
+    ExpectedRealtime, ExpectedSlot, Forged, ForgedEtw, ForgedScan, HeadShape, ImageKind, Layout,
+    NodeShape, ScanObject, RANDOM_IMAGE_SIZE,
 };
 use serde_json::{json, Value};
 
@@ -251,10 +260,7 @@ fn etw_json(e: &ForgedEtw) -> Value {
                 "buffers": x.buffers.iter().map(|b| hex_addr(*b)).collect::<Vec<_>>(),
                 "global_list_cycle_to": opt_hex(x.global_list_cycle_to),
                 "buffer_details": x.buffer_details.iter().map(buffer_json).collect::<Vec<_>>(),
-                "consumers": x.consumers.iter().map(|c| json!({
-                    "address": hex_addr(c.va), "pid": c.pid, "eprocess": hex_addr(c.eprocess),
-                    "logger_id": c.logger_id, "buffers_lost": c.buffers_lost,
-                    "empty_buffers": c.empty_buffers})).collect::<Vec<_>>(),
+                "consumers": x.consumers.iter().map(consumer_json).collect::<Vec<_>>(),
                 "get_cpu_clock": opt_hex(x.get_cpu_clock),
                 "clock_routine": x.clock_routine,
             }),
@@ -312,6 +318,96 @@ fn etw_json(e: &ForgedEtw) -> Value {
         providers_json(e, &mut v);
     }
     v
+}
+
+/// One real-time consumer; `"realtime"` only where buffers are queued for it.
+fn consumer_json(c: &ExpectedConsumer) -> Value {
+    let mut v = json!({
+        "address": hex_addr(c.va), "pid": c.pid, "eprocess": hex_addr(c.eprocess),
+        "logger_id": c.logger_id, "buffers_lost": c.buffers_lost,
+        "empty_buffers": c.empty_buffers});
+    if let Some(r) = &c.realtime {
+        v["realtime"] = realtime_json(r);
+    }
+    v
+}
+
+/// A consumer's queued buffers (`ExpectedRealtime`): VAs as hex strings, `fnv1a64` as hex.
+fn realtime_json(r: &ExpectedRealtime) -> Value {
+    let opt_hex = |v: Option<u64>| v.map(hex_addr);
+    let (node, ptr_offset) = match r.node {
+        NodeShape::Embedded => ("embedded", None),
+        NodeShape::Descriptor { ptr_offset } => ("descriptor", Some(hex_addr(ptr_offset))),
+    };
+    let bufs: Vec<Value> = r
+        .user_buffers
+        .iter()
+        .map(|b| {
+            json!({
+                "node_va": hex_addr(b.node_va), "va": hex_addr(b.va), "slot": b.slot,
+                "readable": b.readable, "duplicate_of": opt_hex(b.duplicate_of),
+                "logger_id": b.logger_id, "sequence_number": b.sequence_number,
+                "processor": b.processor, "buffer_size": b.buffer_size, "state": b.state,
+                "timestamp": b.timestamp, "valid_bytes": b.valid_bytes,
+                "record_count": b.record_count, "fnv1a64": hex_addr(b.fnv1a64),
+            })
+        })
+        .collect();
+    let decoys: Vec<Value> = r
+        .decoys
+        .iter()
+        .map(|d| {
+            json!({"va": hex_addr(d.va), "slot": d.slot, "logger_id": d.logger_id,
+                   "sequence_number": d.sequence_number})
+        })
+        .collect();
+    json!({
+        "dtb": hex_addr(r.dtb),
+        "user_base": hex_addr(r.user_base),
+        "node": node,
+        "ptr_offset": ptr_offset,
+        "head": match r.head {
+            HeadShape::SeparateHead => "separate_head",
+            HeadShape::FirstNode => "first_node",
+        },
+        "user_buffer_list_head": hex_addr(r.user_buffer_list_head),
+        "user_buffer_count_va": hex_addr(r.user_buffer_count_va),
+        "user_buffer_count": r.user_buffer_count,
+        "queued": r.queued,
+        "reserved_space": r.reserved_space.map(|(va, n)| json!([hex_addr(va), n])),
+        "reserved_bitmap": r.reserved_bitmap.map(|(va, n)| json!([hex_addr(va), n])),
+        "used_slots": r.used_slots,
+        "user_pages_allocated": r.user_pages_allocated,
+        "user_pages_reused": r.user_pages_reused,
+        "list_cycle_to": opt_hex(r.list_cycle_to),
+        "user_buffers": bufs,
+        "decoys": decoys,
+    })
+}
+
+/// `--sample-realtime PATH`: the realtime sample and `PATH.json` (its consumers).
+fn write_realtime_sample(path: &Path) -> std::io::Result<()> {
+    let f = forge(&Config::sample_realtime());
+    f.write_to(path)?;
+    let consumers: Vec<Value> = f
+        .etw
+        .iter()
+        .flat_map(|e| e.sessions())
+        .flat_map(|s| &s.consumers)
+        .filter(|c| c.realtime.is_some())
+        .map(consumer_json)
+        .collect();
+    let mut json_path = path.as_os_str().to_owned();
+    json_path.push(".json");
+    let text = serde_json::to_string_pretty(&Value::from(consumers)).expect("json");
+    std::fs::write(&json_path, text + "\n")?;
+    eprintln!(
+        "wrote {}: {} bytes, and {}",
+        path.display(),
+        f.file_len(),
+        PathBuf::from(json_path).display()
+    );
+    Ok(())
 }
 
 /// One `_TRACE_ENABLE_INFO` (an EnableInfo slot, or the aggregate when `index` is null).
@@ -655,6 +751,9 @@ fn write_set(a: &SetArgs) -> std::io::Result<()> {
         if a.scan {
             set.extend(scan_scenarios(root));
         }
+        if a.realtime {
+            set.extend(realtime_scenarios(root));
+        }
         if a.tampered {
             set.extend(tamper_scenarios(root));
         } else if a.providers {
@@ -752,7 +851,7 @@ fn write_triage(outdir: &Path) -> std::io::Result<()> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --triage OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -770,6 +869,8 @@ struct SetArgs {
     providers: bool,
     /// Add the providers dump and its tampered variants per fixture (`--tampered`).
     tampered: bool,
+    /// Add the realtime-buffer dumps per x64 fixture (`--realtime`).
+    realtime: bool,
     fixtures: Option<PathBuf>,
 }
 
@@ -786,6 +887,7 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
         scan: false,
         providers: false,
         tampered: false,
+        realtime: false,
         fixtures: Some(default_fixtures_root()),
     };
     let mut it = rest.iter();
@@ -797,6 +899,7 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
             "--scan" => a.scan = true,
             "--providers" => a.providers = true,
             "--tampered" => a.tampered = true,
+            "--realtime" => a.realtime = true,
             "--no-fixtures" => a.fixtures = None,
             "--fixtures" => a.fixtures = Some(PathBuf::from(it.next()?)),
             _ => return None,
@@ -816,6 +919,7 @@ fn main() -> ExitCode {
             })
         }
         [flag, dir] if flag == "--triage" => write_triage(&PathBuf::from(dir)),
+        [flag, path] if flag == "--sample-realtime" => write_realtime_sample(&PathBuf::from(path)),
         [flag, dir] if flag == "--plugin-set" => write_plugin_set(&PathBuf::from(dir)),
         [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {
             let mib = rest.first().map(|v| v.parse::<u64>());

@@ -56,6 +56,9 @@ pub(crate) enum Leaf {
     KernelReadOnly,
     /// User-visible read-only page (KUSER_SHARED_DATA at 0x7FFE0000): P|US|A, NX.
     UserReadOnly,
+    /// User read/write data (a process's private pages): P|RW|US|A|D + the "Write" bit 11, NX
+    /// (0x8000000000000867).
+    UserData,
     /// Device memory (legacy VGA): P|RW|PWT|PCD|A|D|G, NX.
     Device,
 }
@@ -122,6 +125,7 @@ impl Mode {
             Leaf::KernelData => self.nx() | SW11 | G | D | A | RW | P,
             Leaf::KernelReadOnly => self.nx() | G | A | P,
             Leaf::UserReadOnly => self.nx() | A | US | P,
+            Leaf::UserData => self.nx() | SW11 | D | A | US | RW | P,
             Leaf::Device => self.nx() | G | D | A | PCD | PWT | RW | P,
         };
         (pfn << 12) | flags

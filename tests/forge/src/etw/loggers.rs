@@ -10,7 +10,7 @@ use super::placement::{
     SILO_TRACING_BLOCK_SIZE,
 };
 use super::*;
-use crate::etw::wmi_buffer::BufferHeader;
+use crate::etw::wmi_buffer::{BufferHeader, STATE_FLUSH};
 
 /// Place the ETW state of `spec`: image variables are written into `img`, pool pages are
 /// returned for `machine::build` to map. `rng` supplies the garbage page.
@@ -146,6 +146,13 @@ pub(crate) fn build(
     };
     let probes = std::mem::take(&mut b.probes);
     let kprcb_writes = std::mem::take(&mut b.kprcb_writes);
+    let realtime = b.realtime.take().map(|r| {
+        let pcb = t.offset_of("_EPROCESS", "Pcb").unwrap_or(0);
+        let dtb = t
+            .offset_of("_KPROCESS", "DirectoryTableBase")
+            .expect("realtime buffers: _KPROCESS.DirectoryTableBase");
+        r.finish(pcb + dtb)
+    });
     EtwBuild {
         pages: b.pages(),
         expected,
@@ -154,7 +161,76 @@ pub(crate) fn build(
         unstored_image_pages: var_out.map(|o| o.unstored_image_pages).unwrap_or_default(),
         scan,
         late_pages,
+        realtime,
     }
+}
+
+/// A live session's slot, LoggerId, buffers and consumer PIDs (for [`rt_session`]).
+struct RtFacts<'f> {
+    slot: u32,
+    logger_id: u32,
+    sb: &'f SessionBuffers,
+    pids: &'f [u64],
+}
+
+/// The session facts the realtime buffers of its consumers (`pids`) need: its flushed
+/// kernel buffers with data (their bytes from the buffer pages) and the first
+/// SequenceNumber after its kernel buffers'.
+fn rt_session<'s>(
+    cfg: &'s Config,
+    lay: &'s Layouts<'s>,
+    pages: &[EtwPage],
+    s: &'s SessionSpec,
+    f: &RtFacts,
+) -> super::realtime::RtSession<'s> {
+    let (sb, pids) = (f.sb, f.pids);
+    let bs = s.buffer_size as usize;
+    let kernel = sb
+        .bufs
+        .iter()
+        .zip(&sb.details)
+        .filter(|(_, d)| sb.with_data && d.state == STATE_FLUSH && !d.compressed)
+        .map(|(&va, d)| super::realtime::KernelCopy {
+            va,
+            detail: d.clone(),
+            bytes: page_bytes(pages, va, bs),
+        })
+        .collect();
+    let next_seq = sb
+        .details
+        .iter()
+        .map(|d| d.sequence_number + 1)
+        .max()
+        .unwrap_or(sb.bufs.len() as u64);
+    let distinct: std::collections::BTreeSet<u64> = pids.iter().copied().collect();
+    super::realtime::RtSession {
+        cfg,
+        lay,
+        slot: f.slot,
+        logger_id: f.logger_id,
+        session: s,
+        kernel,
+        next_seq,
+        n_consumers: pids.len(),
+        pids_distinct: distinct.len() == pids.len(),
+    }
+}
+
+/// `len` bytes at `va` from stored ETW pages (a buffer with data placed earlier).
+fn page_bytes(pages: &[EtwPage], va: u64, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    for p in pages {
+        if let EtwPage::Stored(pva, content) = p {
+            let (lo, hi) = (*pva, *pva + PAGE_SIZE);
+            if hi > va && lo < va + len as u64 {
+                let from = lo.max(va);
+                let to = hi.min(va + len as u64);
+                out[(from - va) as usize..(to - va) as usize]
+                    .copy_from_slice(&content[(from - lo) as usize..(to - lo) as usize]);
+            }
+        }
+    }
+    out
 }
 
 /// Everything the logger state is being placed with (the scan scenarios, [`super::scan`],
@@ -199,6 +275,8 @@ pub(super) struct LoggerBuilder<'a> {
     pub(super) placed: Vec<super::scan::PlacedContext>,
     /// PID -> EPROCESS of the forged processes (consumers point at them).
     pub(super) eprocess: HashMap<u64, u64>,
+    /// The realtime consumers' queued buffers ([`EtwSpec::with_realtime_buffers`]).
+    pub(super) realtime: Option<super::realtime::RealtimeState>,
 }
 
 /// A session's strings as placed.
@@ -277,7 +355,16 @@ impl<'a> LoggerBuilder<'a> {
             session_bufs: BTreeMap::new(),
             placed: Vec::new(),
             eprocess: HashMap::new(),
+            realtime: None,
         };
+        if let Some(r) = &spec.realtime {
+            assert!(
+                spec.scan.is_none(),
+                "realtime buffers and scan scenarios do not mix (the scan's ground truth would \
+                 miss the user-mode copies)"
+            );
+            b.realtime = Some(super::realtime::RealtimeState::new(r, x64, b.plan.realtime));
+        }
         b.globals_va = b
             .va_of("PspHostSiloGlobals")
             .filter(|_| t.has_field(GLOBALS, "EtwSiloState"));
@@ -463,7 +550,8 @@ impl<'a> LoggerBuilder<'a> {
         };
         let sb = self.session_buffers(s, plan, n, ctx, logger_id);
         let co = self.write_context(s, sv, ctx, logger_id, &strings, &sb);
-        let consumers = self.place_consumers(s, ctx, logger_id);
+        let live = matches!(content, SlotSpec::Session(_)).then_some(slot);
+        let consumers = self.place_consumers(s, ctx, logger_id, live, &sb);
 
         let probe_len = self.lay.size(CTX);
         self.probes
@@ -715,12 +803,16 @@ impl<'a> LoggerBuilder<'a> {
     /// context at `ctx` is already written), `NumConsumers` set; nothing where types.h lacks
     /// the structure or a PID is not a forged process. Each: Links in the ring, ProcessHandle
     /// a handle-like value, ProcessObject the EPROCESS, LoggerId, BuffersLost and
-    /// EmptyBuffersCount from the PID (the user-mode pointers are left NULL).
+    /// EmptyBuffersCount from the PID; the user-mode pointers are left NULL unless the
+    /// consumer gets queued buffers ([`EtwSpec::with_realtime_buffers`], live sessions: `slot`
+    /// is Some; `realtime.rs` writes them).
     fn place_consumers(
         &mut self,
         s: &SessionSpec,
         ctx: u64,
         logger_id: u32,
+        slot: Option<u32>,
+        sb: &SessionBuffers,
     ) -> Vec<ExpectedConsumer> {
         const RC: &str = "_ETW_REALTIME_CONSUMER";
         if s.consumers.is_empty() || self.t.size_of(RC).is_none() {
@@ -735,6 +827,16 @@ impl<'a> LoggerBuilder<'a> {
             .collect();
         let head = ctx + self.lay.off(CTX, "Consumers");
         let n = placed.len();
+        let pids: Vec<u64> = placed.iter().map(|p| p.1).collect();
+        let rt = slot.filter(|_| self.realtime.is_some()).map(|slot| {
+            let facts = RtFacts {
+                slot,
+                logger_id,
+                sb,
+                pids: &pids,
+            };
+            rt_session(self.cfg, &self.lay, &self.buffer_pages, s, &facts)
+        });
         let mut out = Vec::new();
         for (i, &(va, pid, ep)) in placed.iter().enumerate() {
             let mut c = vec![0u8; size];
@@ -748,6 +850,10 @@ impl<'a> LoggerBuilder<'a> {
             let (lost, empty) = ((pid % 7) as u32, 2 + (pid % 3) as u32);
             self.lay.put(&mut c, RC, "BuffersLost", lost.into());
             self.lay.put(&mut c, RC, "EmptyBuffersCount", empty.into());
+            let realtime = match (&rt, self.realtime.as_mut()) {
+                (Some(r), Some(st)) => st.place(r, i, pid, ep, &mut c),
+                _ => None,
+            };
             self.pool.slice_mut(va, size).copy_from_slice(&c);
             out.push(ExpectedConsumer {
                 va,
@@ -756,6 +862,7 @@ impl<'a> LoggerBuilder<'a> {
                 logger_id,
                 buffers_lost: lost,
                 empty_buffers: empty,
+                realtime,
             });
         }
         if n > 0 {

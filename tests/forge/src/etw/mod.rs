@@ -33,6 +33,7 @@ mod pending;
 mod placement;
 pub(crate) mod provider_guids;
 pub mod providers;
+pub mod realtime;
 pub mod scan;
 pub mod tamper;
 pub mod variation;
@@ -184,6 +185,10 @@ pub struct EtwSpec {
     /// Tampered state a checker must report ([`EtwSpec::with_tampering`],
     /// [`crate::ExpectedFinding`]). `None` in every other spec (and left out of `Debug`).
     pub tampering: Option<tamper::TamperSpec>,
+    /// Buffers queued for the real-time consumers in their processes' own address spaces
+    /// ([`EtwSpec::with_realtime_buffers`], `realtime.rs`). `None` in every other spec: nothing
+    /// is drawn or allocated, and `Debug` leaves the field out.
+    pub realtime: Option<realtime::RealtimeBuffers>,
 }
 
 impl std::fmt::Debug for EtwSpec {
@@ -203,6 +208,9 @@ impl std::fmt::Debug for EtwSpec {
         }
         if let Some(t) = &self.tampering {
             d.field("tampering", t);
+        }
+        if let Some(r) = &self.realtime {
+            d.field("realtime", r);
         }
         d.finish()
     }
@@ -282,7 +290,7 @@ pub struct ExpectedSession {
 }
 
 /// One `_ETW_REALTIME_CONSUMER` the forge placed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ExpectedConsumer {
     /// Its address (`Links` at offset 0).
     pub va: u64,
@@ -293,6 +301,29 @@ pub struct ExpectedConsumer {
     pub logger_id: u32,
     pub buffers_lost: u32,
     pub empty_buffers: u32,
+    /// The buffers queued for it in its process's address space
+    /// ([`EtwSpec::with_realtime_buffers`]): its `UserBufferListHead`, `UserBufferCount`,
+    /// reserved space, the process's DirectoryTableBase, the nodes and copies a reader must
+    /// find. `None` without the option (the user-mode pointers are NULL).
+    pub realtime: Option<realtime::ExpectedRealtime>,
+}
+
+impl std::fmt::Debug for ExpectedConsumer {
+    /// The derived rendering, with `realtime` appended only when it is set (golden hashes of
+    /// the dumps without realtime buffers unchanged).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("ExpectedConsumer");
+        d.field("va", &self.va)
+            .field("pid", &self.pid)
+            .field("eprocess", &self.eprocess)
+            .field("logger_id", &self.logger_id)
+            .field("buffers_lost", &self.buffers_lost)
+            .field("empty_buffers", &self.empty_buffers);
+        if let Some(r) = &self.realtime {
+            d.field("realtime", r);
+        }
+        d.finish()
+    }
 }
 
 /// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
@@ -453,6 +484,7 @@ impl EtwSpec {
             scan: None,
             providers: None,
             tampering: None,
+            realtime: None,
         }
     }
 }
@@ -790,6 +822,8 @@ pub(crate) struct EtwVaPlan {
     unmapped: u64,
     /// Objects mapped last ([`EtwBuild::late_pages`]): the tampered objects.
     pub(crate) late: u64,
+    /// The realtime consumers' bitmaps (mapped after the late pages).
+    pub(crate) realtime: u64,
 }
 
 impl EtwVaPlan {
@@ -806,6 +840,7 @@ impl EtwVaPlan {
             missing_page: base + 0x8_1000,
             unmapped: base + 0x9_0000 + 0x2A0,
             late: base + 0xA_0000,
+            realtime: base + 0xB_0000,
         }
     }
 }
@@ -837,6 +872,9 @@ pub(crate) struct EtwBuild {
     /// Pages mapped after everything else (after the filler pages), so that they move no other
     /// page: the tampered objects ([`EtwSpec::with_tampering`]). Empty otherwise.
     pub late_pages: Vec<EtwPage>,
+    /// The realtime consumers' bitmaps and user pages ([`EtwSpec::with_realtime_buffers`]),
+    /// mapped after the late pages, each consumer process in its own PML4.
+    pub realtime: Option<realtime::RealtimeBuild>,
 }
 
 /// Bump allocator over the contiguous ETW pool area (content kept in one buffer).

@@ -128,6 +128,22 @@ impl Timeline {
         }
     }
 
+    /// The first record's time of buffer `seq`.
+    pub(super) fn first_record(&self, seq: u64) -> u64 {
+        self.base + seq * 7_919
+    }
+
+    /// Records step by 1..=this.
+    pub(super) fn step_max(&self) -> u64 {
+        self.step_max
+    }
+
+    /// The header TimeStamp of a flushed buffer whose first record is at `ts0` (as
+    /// `place_buffer` writes it).
+    pub(super) fn flushed_stamp(&self, ts0: u64) -> u64 {
+        (ts0 + 9_999_999).min(self.end)
+    }
+
     pub(super) fn new(cfg: &Config, clock: u32, plan: &[BufferSpec]) -> Timeline {
         let clock = if clock == 0 { 1 } else { clock };
         let now = clock_now(cfg, clock);
@@ -275,7 +291,7 @@ impl BufferPlacement<'_> {
     ) -> ExpectedBuffer {
         let b = &self.plan[i];
         let tl = self.timeline;
-        let ts0 = tl.base + b.sequence_number * 7_919;
+        let ts0 = tl.first_record(b.sequence_number);
         let lo = self.laid_out(i, ts0, cache);
         let mut bytes = lo.bytes.clone();
         let flushed = b.state == crate::etw::wmi_buffer::STATE_FLUSH;
@@ -296,7 +312,7 @@ impl BufferPlacement<'_> {
             reference_count: u32::from(b.per_cpu.is_some() || b.current_buffer),
             timestamp: match b.header_timestamp {
                 Some(v) => v,
-                None if flushed => (ts0 + 9_999_999).min(tl.end),
+                None if flushed => tl.flushed_stamp(ts0),
                 None => 0,
             },
             sequence_number: b.sequence_number,

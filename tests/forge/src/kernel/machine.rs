@@ -159,11 +159,9 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     for _ in 0..FILLER_PAGES {
         m.pm.add_random_page();
     }
-    // Tampered objects (EtwSpec::with_tampering): mapped last, so that every other page of the
-    // dump keeps its physical address (a tampered dump reads like its clean twin but there).
-    if let Some(eb) = &etw_build {
-        m.map_etw_pages(&eb.late_pages);
-    }
+    // Tampered objects and realtime consumers' address spaces, mapped last.
+    let procs = proc_build.map(|p| p.expected).unwrap_or_default();
+    let (etw, processes, user_spaces) = m.map_last(cfg, etw_build, procs, &current_threads);
     let Mapper { pm, vmap, pager } = m;
     let (file, placement, info) = file_image(cfg, &pm, &img, dtb);
     let probes = resolve_probes(specs, &vmap, &pm);
@@ -194,18 +192,15 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         symbols: symbols(cfg, &img),
         kprcbs: prcbs,
         kprcb_size,
-        etw: etw_build.map(|eb| {
-            let mut e = eb.expected;
-            crate::etw::variation::fill_current_threads(&mut e, &current_threads);
-            e
-        }),
-        processes: proc_build.map(|p| p.expected).unwrap_or_default(),
+        etw,
+        processes,
         current_threads,
         scan,
         file,
         page_table_root: pager.root,
         pm,
         vmap,
+        user_spaces,
     }
 }
 
@@ -298,6 +293,57 @@ impl Mapper {
                 self.map_stored(va, &content, Leaf::KernelData);
             }
         }
+    }
+
+    /// What is mapped after every other page: the tampered objects (EtwSpec::with_tampering;
+    /// so that every other page of the dump keeps its physical address and a tampered dump
+    /// reads like its clean twin but there), then the realtime consumers' queued buffers
+    /// (EtwSpec::with_realtime_buffers: their bitmaps' pool page, each consumer process's own
+    /// PML4 with its kernel half copied from the finished kernel PML4, its user pages; nothing
+    /// is allocated without the option). Returns the ETW expectations (current threads and
+    /// consumer DTBs filled in), the processes (DTBs filled in) and the address spaces.
+    fn map_last(
+        &mut self,
+        cfg: &Config,
+        etw_build: Option<crate::etw::EtwBuild>,
+        mut processes: Vec<crate::ExpectedProcess>,
+        current_threads: &[(u64, u64)],
+    ) -> (
+        Option<crate::etw::ForgedEtw>,
+        Vec<crate::ExpectedProcess>,
+        Vec<crate::etw::realtime::UserSpace>,
+    ) {
+        let Some(mut eb) = etw_build else {
+            return (None, processes, Vec::new());
+        };
+        self.map_etw_pages(&eb.late_pages);
+        let spaces = match eb.realtime.take() {
+            Some(rt) => self.map_realtime(cfg, rt),
+            None => Vec::new(),
+        };
+        let mut e = eb.expected;
+        crate::etw::variation::fill_current_threads(&mut e, current_threads);
+        crate::etw::realtime::fill_dtbs(&mut e, &mut processes, &spaces);
+        (Some(e), processes, spaces)
+    }
+
+    /// The realtime buffers: the bitmaps' kernel pool pages, then every consumer process's
+    /// address space (`etw/realtime.rs`).
+    fn map_realtime(
+        &mut self,
+        cfg: &Config,
+        rt: crate::etw::realtime::RealtimeBuild,
+    ) -> Vec<crate::etw::realtime::UserSpace> {
+        self.map_etw_pages(&rt.kernel_pages);
+        let kuser = (KUSER_USER_VA, self.vmap.translate(KUSER_USER_VA));
+        crate::etw::realtime::map_spaces(
+            rt,
+            cfg.self_map_index,
+            &mut self.pm,
+            &self.pager,
+            &self.vmap,
+            kuser,
+        )
     }
 
     /// ETW pool pages: stored, mapped but not in the dump, or a page table with a zero PTE.

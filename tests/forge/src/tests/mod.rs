@@ -9,6 +9,7 @@ mod etw_pending;
 mod images;
 mod processes;
 mod providers;
+mod realtime;
 mod scan;
 mod self_map;
 mod triage;
