@@ -886,14 +886,18 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
     out
 }
 
-/// Read a buffer's `BufferSize` bytes (a consumer's buffer in its process's address space).
+/// The address space a buffer is in: the kernel's, or its consumer process's.
+pub fn space_of<'d>(ctx: &KernelContext<'d>, b: &FoundBuffer) -> AddressSpace<'d> {
+    match &b.owner {
+        None => ctx.space,
+        Some(o) => AddressSpace::with_dtb(ctx.space.dump(), o.directory_table_base),
+    }
+}
+
+/// Read a buffer's `BufferSize` bytes (in [`space_of`] it).
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
     let mut v = vec![0u8; size];
-    match &b.owner {
-        None => ctx.space.read_bulk(b.address, &mut v)?,
-        Some(o) => AddressSpace::with_dtb(ctx.space.dump(), o.directory_table_base)
-            .read_bulk(b.address, &mut v)?,
-    }
+    space_of(ctx, b).read_bulk(b.address, &mut v)?;
     Ok(v)
 }

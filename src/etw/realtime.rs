@@ -344,7 +344,7 @@ fn search_reserved(
         out.warnings.push(
             Warning::new(
                 WarningKind::Unreadable,
-                format!("{who}: {unreadable_pages} pages of ReservedBufferSpace [{base}, +{len:#x}) are not in the dump (not searched)"),
+                format!("{who}: {unreadable_pages} pages of ReservedBufferSpace [{base}, +{len:#x}) are not mapped or not in the dump (not searched)"),
             )
             .at(base)
             .field(field),

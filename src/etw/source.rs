@@ -25,7 +25,7 @@ use crate::decode::fields::fields;
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
 use crate::etl::records::{walk_from, Walk};
 use crate::etl::writer::{self, saved_buffer, synthetic_buffer, SyntheticHeader};
-use crate::etw::buffers::{find_buffers, read_buffer, BufferList, FoundBuffer};
+use crate::etw::buffers::{find_buffers, read_buffer, space_of, BufferList, FoundBuffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, PendingList};
 use crate::etw::clock::{self, ClockFacts, Converter};
 use crate::etw::loggers::{list_sessions, plausible_buffer_size, Session, SessionList};
@@ -540,7 +540,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     /// reads with the work on the previous ones).
     pub fn prefetch(&self, u: &TraceUnit) {
         if let (UnitData::Memory(b), Some(va)) = (&u.data, u.address) {
-            self.ctx.space.prefetch(va, b.header.buffer_size);
+            space_of(self.ctx, b).prefetch(va, b.header.buffer_size);
         }
     }
 
@@ -553,8 +553,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         match &u.data {
             UnitData::Memory(b) => {
                 let mut prefix = [0u8; BUFFER_HEADER_SIZE + 8];
-                self.ctx
-                    .space
+                space_of(self.ctx, b)
                     .read(b.address, &mut prefix)
                     .map_err(|e| e.to_string())?;
                 Ok(crate::etl::records::first_record_complete(&prefix, u.valid))
@@ -575,7 +574,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         match &u.data {
             UnitData::Memory(b) => {
                 let mut prefix = [0u8; BUFFER_HEADER_SIZE + 0x20];
-                self.ctx.space.read(b.address, &mut prefix).ok()?;
+                space_of(self.ctx, b).read(b.address, &mut prefix).ok()?;
                 crate::etl::records::first_record_time(&prefix, u.valid)
             }
             _ => {
@@ -617,8 +616,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             UnitData::Memory(b) => {
                 spare.clear();
                 spare.resize(size, 0);
-                self.ctx
-                    .space
+                space_of(self.ctx, b)
                     .read_bulk(b.address, &mut spare)
                     .map_err(|e| format!("buffer data: {e}"))?;
                 let w = crate::etl::records::walk(&spare, u.valid);
