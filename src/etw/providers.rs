@@ -58,9 +58,20 @@ pub struct GuidTable {
     pub lists_per_bucket: u64,
     /// Bytes from one bucket to the next.
     pub stride: u64,
+    /// Offset of the first list head in a bucket (`_ETW_HASH_BUCKET.ListHead`; 0 for a
+    /// searched shape, whose heads open the bucket).
+    pub heads_offset: u64,
     /// How the shape is known: "symbols" (the bucket type's layout), or "search: …" (the
     /// candidate shapes tried and the heads that were consistent).
     pub shape_from: String,
+}
+
+impl GuidTable {
+    /// The list head `list` of bucket `bucket` (list heads are LIST_ENTRYs: two pointers).
+    pub fn head(&self, bucket: u64, list: u64, ptr: u64) -> VirtAddr {
+        self.address
+            .offset(bucket * self.stride + self.heads_offset + list * 2 * ptr)
+    }
 }
 
 /// One `_TRACE_ENABLE_INFO`.
@@ -215,7 +226,7 @@ fn locate(
             ).field("_ETW_SILODRIVERSTATE.EtwpGuidHashTable"));
             return None;
         };
-        let (count, stride, lists) = match &f.ty {
+        let (count, stride, lists, heads_offset) = match &f.ty {
             TypeRef::Array { element, count } => {
                 let stride = match element.as_ref() {
                     TypeRef::Struct { name } => ctx.symbols.layout(name).map(|b| b.size),
@@ -234,20 +245,31 @@ fn locate(
                         .unwrap_or(3),
                     _ => 3,
                 };
-                (*count, stride, lists)
+                let heads_offset = match element.as_ref() {
+                    TypeRef::Struct { name } => ctx
+                        .symbols
+                        .layout(name)
+                        .and_then(|b| b.field("ListHead"))
+                        .map_or(0, |h| h.offset),
+                    _ => 0,
+                };
+                (*count, stride, lists, heads_offset)
             }
-            _ => (BUCKETS, 7 * ptr, 3),
+            _ => (BUCKETS, 7 * ptr, 3, 0),
         };
         // Bounds on what a symbol file says (a hostile ISF can say anything).
         let count = count.min(1024);
         let lists = lists.clamp(1, 8);
         let stride = stride.clamp(2 * ptr * lists, 0x1000);
+        // The heads must fit in the bucket.
+        let heads_offset = heads_offset.min(stride - 2 * ptr * lists);
         return Some(GuidTable {
             address: silo.offset(f.offset),
             route: "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable",
             buckets: count,
             lists_per_bucket: lists,
             stride,
+            heads_offset,
             shape_from: "symbols".into(),
         });
     }
@@ -268,12 +290,18 @@ fn locate(
             })
             .unwrap_or(3)
             .clamp(1, 8);
+        let stride = b.size.clamp(2 * ptr * lists, 0x1000);
+        let heads_offset = b
+            .field("ListHead")
+            .map_or(0, |h| h.offset)
+            .min(stride - 2 * ptr * lists);
         return Some(GuidTable {
             address: va,
             route: "global EtwpGuidHashTable",
             buckets: BUCKETS,
             lists_per_bucket: lists,
-            stride: b.size.clamp(2 * ptr * lists, 0x1000),
+            stride,
+            heads_offset,
             shape_from: "symbols (_ETW_HASH_BUCKET)".into(),
         });
     }
@@ -367,6 +395,7 @@ fn search_shape(
         buckets: BUCKETS,
         lists_per_bucket: lists,
         stride,
+        heads_offset: 0,
         shape_from: how,
     })
 }
@@ -381,7 +410,7 @@ fn walk(ctx: &KernelContext<'_>, lay: &Layouts<'_>, table: &GuidTable, out: &mut
     let mut null_heads = 0u64;
     'buckets: for b in 0..table.buckets {
         for l in 0..table.lists_per_bucket {
-            let head = table.address.offset(b * table.stride + l * 2 * ptr);
+            let head = table.head(b, l, ptr);
             if let Ok(f) = space.read_ptr(head) {
                 if f.is_null() {
                     null_heads += 1;
