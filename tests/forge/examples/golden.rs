@@ -213,8 +213,29 @@ fn scenarios(quick: bool) -> Vec<(String, Config)> {
     // The standard providers per fixture and their tampered variants.
     v.extend(etwdump_forge::tamper_scenarios(&root));
     // Buffers queued for real-time consumers in their processes' address spaces.
-    v.extend(etwdump_forge::realtime_scenarios(&root));
+    v.extend(realtime_and_user_image_scenarios(&root));
+    v
+}
+
+/// The realtime scenarios and sample, then the user images (`Config::with_user_images`) per
+/// x64 fixture and with the realtime sample.
+fn realtime_and_user_image_scenarios(root: &std::path::Path) -> Vec<(String, Config)> {
+    let mut v = etwdump_forge::realtime_scenarios(root);
     v.push(("sample-realtime".into(), Config::sample_realtime()));
+    for dir in fixture_dirs(root) {
+        let cfg = Config::from_fixture(&dir);
+        if etwdump_forge::user_images_supported(&cfg) {
+            let name = &cfg.fixture.as_ref().expect("fixture").name;
+            v.push((
+                format!("fixture-{name}-user-images"),
+                cfg.clone().with_user_images(),
+            ));
+        }
+    }
+    v.push((
+        "sample-realtime-user-images".into(),
+        Config::sample_realtime().with_user_images(),
+    ));
     v
 }
 
@@ -289,6 +310,10 @@ fn truth(f: &Forged) -> String {
     let spaces = f.user_address_spaces();
     if !spaces.is_empty() {
         let _ = write!(s, "|spaces:{spaces:?}");
+    }
+    // The user images (Config::with_user_images only).
+    if let Some(n) = &f.ntdll {
+        let _ = write!(s, "|ntdll:{n:?}");
     }
     s
 }

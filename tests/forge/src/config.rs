@@ -144,6 +144,14 @@ pub struct Config {
     /// `false` (every constructor): PsActiveProcessHead stays an empty list and the dump is
     /// byte-identical to one forged without it.
     pub processes: bool,
+    /// User memory in the processes (x64 fixtures with `processes`): each process but System
+    /// gets its own PML4 with its PEB, loader data (PEB_LDR_DATA and the module lists) and the
+    /// images of ntdll.dll (a PE32+ with an export directory, the same physical pages in every
+    /// process), the exe, KERNEL32.DLL and KERNELBASE.dll; `EPROCESS.Peb` and
+    /// `KPROCESS.DirectoryTableBase` point at them. See [`Config::with_user_images`] and
+    /// [`crate::Forged::ntdll`]. `false` (every constructor): nothing is drawn or allocated and
+    /// the dump is byte-identical to one forged without it.
+    pub user_images: bool,
     /// x64 only: the PML4 index of the page-table self-map (the entry that points at the PML4
     /// itself). Windows 7 .. 10 1511 used 0x1ED ([`X64_DEFAULT_SELF_MAP_INDEX`], every
     /// constructor); from 1607 on Windows draws it at boot among the kernel-half indices
@@ -164,8 +172,9 @@ pub struct Config {
 pub const FORGE_PML4_SLOTS: [u64; 4] = [0x141, 0x1C6, 0x1EF, 0x1F0];
 
 impl std::fmt::Debug for Config {
-    /// The derived rendering of every field but `self_map_index`, which is appended only when
-    /// it differs from the default (so golden hashes of existing configs do not change).
+    /// The derived rendering of every field but `user_images` and `self_map_index`, which are
+    /// appended only when they differ from the default (so golden hashes of existing configs
+    /// do not change).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Config");
         d.field("arch", &self.arch)
@@ -187,6 +196,9 @@ impl std::fmt::Debug for Config {
             .field("fixture", &self.fixture)
             .field("etw", &self.etw)
             .field("processes", &self.processes);
+        if self.user_images {
+            d.field("user_images", &self.user_images);
+        }
         if self.self_map_index != X64_DEFAULT_SELF_MAP_INDEX {
             d.field("self_map_index", &self.self_map_index);
         }
@@ -237,6 +249,7 @@ impl Config {
             fixture: None,
             etw: None,
             processes: false,
+            user_images: false,
             self_map_index: X64_DEFAULT_SELF_MAP_INDEX,
         }
     }
@@ -289,6 +302,18 @@ impl Config {
     pub fn with_processes(self) -> Self {
         Config {
             processes: true,
+            ..self
+        }
+    }
+
+    /// This config with the processes ([`Config::with_processes`]) and their user memory
+    /// ([`Config::user_images`]: PEB, loader data, ntdll.dll and the other images in each
+    /// process's own address space; x64 fixtures; see `kernel/user_images.rs` and
+    /// [`crate::Forged::ntdll`]).
+    pub fn with_user_images(self) -> Self {
+        Config {
+            processes: true,
+            user_images: true,
             ..self
         }
     }
@@ -471,6 +496,19 @@ impl Config {
         assert!(
             !self.processes || self.fixture.is_some() && self.arch == Arch::X64,
             "Config::processes needs an x64 fixture kernel (Config::from_fixture)"
+        );
+        assert!(
+            !self.user_images || self.processes,
+            "Config::user_images needs the processes (Config::with_user_images)"
+        );
+        let write_patch = self
+            .etw
+            .iter()
+            .flat_map(|e| e.tampering.iter().flat_map(|t| t.kinds.iter()))
+            .any(|k| matches!(k, crate::TamperKind::WritePatch(_)));
+        assert!(
+            !write_patch || self.user_images,
+            "tampering etw-write-patch needs Config::with_user_images"
         );
         if let Some(fx) = &self.fixture {
             assert_eq!(

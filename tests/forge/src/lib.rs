@@ -78,7 +78,7 @@ pub use etw::scan::{
     ScanGroup, ScanKind, ScanLost, ScanObject, ScanPending, ScanSpec,
 };
 pub use etw::tamper::{
-    providers_config, tamper_scenarios, ExpectedFinding, TamperKind, TamperSpec,
+    providers_config, tamper_scenarios, ExpectedFinding, TamperKind, TamperSpec, WritePatch,
 };
 pub use etw::variation::{
     ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,
@@ -100,6 +100,15 @@ pub use kernel::fixture::{
     Relocation,
 };
 pub use kernel::processes::{thread_facts, ExpectedProcess, ThreadFacts, STANDARD_PROCESSES};
+pub use kernel::user_images::{
+    has_user_memory, peb_va, user_images_supported, ExpectedEtwFunction, ExpectedNtdll,
+    ExpectedUserModule, ExpectedUserProcess, ExpectedWritePatch, NtdllPage, ENTRY_BYTES,
+    ETW_WRITE_FUNCTIONS, LDR_DATA_INITIALIZED, LDR_DATA_IN_INIT_ORDER, LDR_DATA_IN_LOAD_ORDER,
+    LDR_DATA_IN_MEMORY_ORDER, LDR_DATA_LENGTH, LDR_ENTRY_STRIDE, LDTE_BASE_DLL_NAME, LDTE_DLL_BASE,
+    LDTE_ENTRY_POINT, LDTE_FULL_DLL_NAME, LDTE_IN_INIT_ORDER_LINKS, LDTE_IN_LOAD_ORDER_LINKS,
+    LDTE_IN_MEMORY_ORDER_LINKS, LDTE_SIZE_OF_IMAGE, NTDLL_BASE, NTDLL_ORDINAL_BASE,
+    NTDLL_SIZE_OF_IMAGE, PEB_IMAGE_BASE_ADDRESS, PEB_LDR, PEB_LDR_DATA_SIZE, USER_LOADER_HEAP,
+};
 pub use triage::{
     forge_triage, triage_scenarios, BlobBufferSpec, BlobSessionSpec, CurrentBufferSpec,
     ErrlogSource, ErrlogSpec, EtwBlobSpec, ExpectedBlobBuffer, ExpectedBlobEntry,
@@ -213,15 +222,19 @@ pub struct Forged {
     /// memory must find and classify it (live / orphaned / stale copy), the orphaned sessions'
     /// groups, the objects lost to reused pages and the decoys; None otherwise.
     pub scan: Option<ForgedScan>,
+    /// With [`Config::with_user_images`]: every process's PEB, loader lists and ntdll.dll (its
+    /// exports, the eight `EtwEventWrite`-family functions, the image's shared pages, each
+    /// process's view of them) and the `etw-write-patch` tamperings applied; None otherwise.
+    pub ntdll: Option<ExpectedNtdll>,
 
     file: dump::layout::FileImage,
     /// Physical address of the page-table root (PML4, PAE PDPT, non-PAE PD).
     page_table_root: u64,
     pm: dump::phys::PhysMem,
     vmap: dump::paging::VirtMap,
-    /// The consumer processes' own address spaces ([`EtwSpec::with_realtime_buffers`]);
-    /// empty otherwise.
-    user_spaces: Vec<etw::realtime::UserSpace>,
+    /// The processes' own address spaces ([`EtwSpec::with_realtime_buffers`],
+    /// [`Config::with_user_images`]); empty otherwise.
+    user_spaces: Vec<dump::user_space::UserSpace>,
 }
 
 /// Build a dump for `config`. Deterministic: the same config gives the same bytes.
@@ -299,9 +312,10 @@ impl Forged {
         self.vmap.translate(va)
     }
 
-    /// The address spaces the forge built for consumer processes with queued realtime
-    /// buffers ([`EtwSpec::with_realtime_buffers`]), as (PID, PML4 physical address = its
-    /// `KPROCESS.DirectoryTableBase`), ascending by PID; empty without the option (every
+    /// The address spaces the forge built for processes with user memory (consumers with
+    /// queued realtime buffers, [`EtwSpec::with_realtime_buffers`]; every process but System
+    /// with [`Config::with_user_images`]), as (PID, PML4 physical address = its
+    /// `KPROCESS.DirectoryTableBase`), ascending by PID; empty without those options (every
     /// other process has a made-up DirectoryTableBase with no page tables behind it).
     pub fn user_address_spaces(&self) -> Vec<(u64, u64)> {
         self.user_spaces.iter().map(|u| (u.pid, u.dtb)).collect()
@@ -314,7 +328,7 @@ impl Forged {
     pub fn expected_user_read(&self, dtb: u64, va: u64, len: usize) -> Option<Expect> {
         let space = self.user_spaces.iter().find(|u| u.dtb == dtb)?;
         Some(
-            match etw::realtime::read(space, &self.vmap, &self.pm, va, len) {
+            match dump::user_space::read(space, &self.vmap, &self.pm, va, len) {
                 Ok(b) => Expect::Bytes(b),
                 Err(first) => Expect::Unreadable {
                     first_unreadable_va: first,
@@ -327,7 +341,7 @@ impl Forged {
     /// (see [`Forged::expected_user_read`]); `None` if not mapped or `dtb` is unknown.
     pub fn user_physical_address(&self, dtb: u64, va: u64) -> Option<u64> {
         let space = self.user_spaces.iter().find(|u| u.dtb == dtb)?;
-        etw::realtime::translate(space, &self.vmap, va)
+        dump::user_space::translate(space, &self.vmap, va)
     }
 
     /// The probe named `name`.

@@ -18,9 +18,13 @@
 //! (`scan_json`); without it the output is unchanged.
 //! `--providers` adds `fixture-<name>-etw-providers.dmp` per fixture (`providers_config`: the
 //! standard sessions with the standard providers, on x64 the processes and real-time consumers);
-//! `--tampered` adds those and their tampered variants `fixture-<name>-tampered-<check>.dmp`
-//! (`tamper_scenarios`: one per `TamperKind` that applies); their `"etw"` carries
-//! `"guid_table"`, `"providers"`, `"reg_handles"` and `"findings"` (empty for the clean twins).
+//! `--tampered` adds those and their tampered variants `fixture-<name>-tampered-<name>.dmp`
+//! (`tamper_scenarios`: one per `TamperKind` that applies, `etw-write-patch-<variant>` for the
+//! ntdll patches on x64); their `"etw"` carries `"guid_table"`, `"providers"`,
+//! `"reg_handles"` and `"findings"` (empty for the clean twins). Dumps with user images
+//! (`Config::with_user_images`: the x64 providers twins and their tampered variants) carry
+//! `"ntdll"` (`ntdll_json`: the image, the eight functions, every process's PEB, loader and
+//! ntdll pages, the write patches).
 //! Every session of every manifest has `"get_cpu_clock"` and `"clock_routine"`.
 //! `--realtime` adds, per x64 fixture, `fixture-<name>-etw-realtime-s<seed>.dmp` (seeds 0..3)
 //! and `fixture-<name>-etw-realtime-damaged.dmp` (`realtime_scenarios`: buffers queued for the
@@ -188,6 +192,9 @@ fn manifest_entry(file: &str, f: &Forged) -> Value {
             .collect::<Vec<_>>()
             .into();
     }
+    if let Some(n) = &f.ntdll {
+        entry["ntdll"] = ntdll_json(n);
+    }
     if let Some(fx) = &c.fixture {
         let symbols: serde_json::Map<String, Value> = f
             .symbols
@@ -318,6 +325,55 @@ fn etw_json(e: &ForgedEtw) -> Value {
         providers_json(e, &mut v);
     }
     v
+}
+
+/// The user images (`Config::with_user_images`): ntdll's base, size, export directory, the
+/// eight functions, the shared pages, each process's PEB / loader / modules / ntdll pages /
+/// entry bytes, and the `etw-write-patch` tamperings.
+fn ntdll_json(n: &etwdump_forge::ExpectedNtdll) -> Value {
+    let hexes = |v: &[u8]| hex_bytes(v);
+    let processes: Vec<Value> = n
+        .processes
+        .iter()
+        .map(|p| {
+            json!({
+                "pid": p.pid, "name": p.name, "eprocess": hex_addr(p.eprocess),
+                "dtb": hex_addr(p.dtb), "peb": hex_addr(p.peb), "ldr": hex_addr(p.ldr),
+                "image_base": hex_addr(p.image_base),
+                "modules": p.modules.iter().map(|m| json!({
+                    "base_name": m.base_name, "full_name": m.full_name,
+                    "base": hex_addr(m.base), "size_of_image": hex_addr(m.size_of_image.into()),
+                    "entry_point": hex_addr(m.entry_point), "ldr_entry": hex_addr(m.ldr_entry),
+                })).collect::<Vec<_>>(),
+                "init_order": p.init_order,
+                "ntdll_pages": p.ntdll_pages.iter().map(|(va, pa, s)| json!({
+                    "va": hex_addr(*va), "pa": hex_addr(*pa), "state": format!("{s:?}"),
+                })).collect::<Vec<_>>(),
+                "etw_entries": p.etw_entries.iter().map(|(name, b)| json!({
+                    "name": name, "bytes": b.as_deref().map(hexes),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "base": hex_addr(n.base),
+        "size_of_image": hex_addr(n.size_of_image.into()),
+        "export_directory": [hex_addr(n.export_directory.0), n.export_directory.1],
+        "ordinal_base": n.ordinal_base,
+        "exports": n.exports.len(),
+        "forwarders": n.forwarders,
+        "etw_functions": n.etw_functions.iter().map(|x| json!({
+            "name": x.name, "va": hex_addr(x.va), "page_va": hex_addr(x.page_va),
+            "entry": hexes(&x.entry),
+        })).collect::<Vec<_>>(),
+        "shared_pages": n.shared_pages.iter()
+            .map(|(va, pa)| json!([hex_addr(*va), hex_addr(*pa)])).collect::<Vec<_>>(),
+        "processes": processes,
+        "patches": n.patches.iter().map(|x| json!({
+            "variant": x.variant.name(), "pid": x.pid, "function": x.function,
+            "va": hex_addr(x.va), "bytes": hexes(&x.bytes), "page_pa": hex_addr(x.page_pa),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// One real-time consumer; `"realtime"` only where buffers are queued for it.

@@ -59,6 +59,9 @@ pub(crate) enum Leaf {
     /// User read/write data (a process's private pages): P|RW|US|A|D + the "Write" bit 11, NX
     /// (0x8000000000000867).
     UserData,
+    /// User executable, read-only code (an image's .text, mapped or a private copy): P|US|A,
+    /// without NX and RW.
+    UserCode,
     /// Device memory (legacy VGA): P|RW|PWT|PCD|A|D|G, NX.
     Device,
 }
@@ -126,6 +129,7 @@ impl Mode {
             Leaf::KernelReadOnly => self.nx() | G | A | P,
             Leaf::UserReadOnly => self.nx() | A | US | P,
             Leaf::UserData => self.nx() | SW11 | D | A | US | RW | P,
+            Leaf::UserCode => A | US | P,
             Leaf::Device => self.nx() | G | D | A | PCD | PWT | RW | P,
         };
         (pfn << 12) | flags
@@ -318,6 +322,13 @@ impl Pager {
         self.set(pm, va, self.mode.depth_count() - 1, value);
     }
 
+    /// Replace the last-level PTE of the 4 KiB page at `va`, which must be set already.
+    pub(crate) fn replace_pte(&self, pm: &mut PhysMem, va: u64, value: u64) {
+        let epa = self.entry_pa(pm, va, self.mode.depth_count() - 1);
+        assert_ne!(self.read(pm, epa), 0, "replace_pte: {va:#x} is not mapped");
+        self.write(pm, epa, value);
+    }
+
     /// Make sure the page table that holds the PTE of `va` exists (so that a zero PTE there is a
     /// genuine "zero PTE" and not a missing table).
     pub(crate) fn ensure_pt(&self, pm: &mut PhysMem, va: u64) {
@@ -354,6 +365,13 @@ impl VirtMap {
             assert!(s + sz <= va, "VirtMap overlap at {va:#x}");
         }
         self.ranges.insert(va, (size, pa));
+    }
+
+    /// Re-point the one-page range that starts at `va` at `pa`.
+    pub(crate) fn remap_page(&mut self, va: u64, pa: u64) {
+        let r = self.ranges.get_mut(&va).expect("remap_page: a mapped page");
+        assert_eq!(r.0, PAGE_SIZE, "remap_page: a one-page range");
+        r.1 = pa;
     }
 
     /// Every mapped range (va, size), ascending.

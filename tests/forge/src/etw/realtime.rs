@@ -64,8 +64,9 @@
 //! region, or every copy's pages), `UserPagesReused` = queued / 2 (made-up plausible values).
 //!
 //! Each consuming process with user buffers gets its own PML4 (built after every kernel
-//! mapping: entries 256..511 copied from the kernel PML4, the self-reference entry pointing at
-//! the process PML4 itself, KUSER_SHARED_DATA at 0x7FFE0000 as in the kernel's tables), and its
+//! mapping by `dump/user_space.rs`, shared with the user images of `kernel/user_images.rs`:
+//! entries 256..511 copied from the kernel PML4, the self-reference entry pointing at the
+//! process PML4 itself, KUSER_SHARED_DATA at 0x7FFE0000 as in the kernel's tables), and its
 //! EPROCESS `KPROCESS.DirectoryTableBase` holds that PML4's physical address. Processes
 //! without user buffers keep their made-up DirectoryTableBase. Without the option nothing is
 //! drawn or allocated: those dumps are byte-identical to the ones forged before it existed.
@@ -80,8 +81,8 @@ use super::wmi_buffer::{
     WMI_BUFFER_HEADER_SIZE,
 };
 use super::*;
-use crate::dump::paging::{Leaf, Pager, VirtMap};
-use crate::dump::phys::PhysMem;
+use crate::dump::paging::Leaf;
+use crate::dump::user_space::{SpaceSpec, UserPage, UserSpace, USER_TOP};
 use crate::util::put_u32;
 
 /// First user VA of the consumers' areas (slot `s`: + `s` * 4 GiB).
@@ -104,7 +105,6 @@ pub const DESCRIPTOR_PTR_OFFSETS: [u64; 4] = [0x28, 0x10, 0x18, 0x30];
 /// At most this many nodes per consumer.
 pub const REALTIME_MAX_QUEUED: u32 = 16;
 const RC: &str = "_ETW_REALTIME_CONSUMER";
-const USER_TOP: u64 = 0x0000_8000_0000_0000;
 
 // ------------------------------------------------------------------------------------------
 // Specs
@@ -828,22 +828,33 @@ impl RealtimeState {
         Some(va)
     }
 
-    /// The kernel pool pages and every process's user pages.
+    /// The kernel pool pages and every process's user pages (`dtb_offset`: that of
+    /// `KPROCESS.DirectoryTableBase` in the EPROCESS, Pcb at 0).
     pub(super) fn finish(self, dtb_offset: u64) -> RealtimeBuild {
         let kernel_pages = self.pool.into_pages();
         let spaces = self
             .spaces
             .into_iter()
-            .map(|(pid, sp)| SpaceBuild {
+            .map(|(pid, sp)| SpaceSpec {
                 pid,
-                eprocess: sp.eprocess,
-                pages: sp.mem.pages.into_iter().collect(),
+                dtb_field_va: sp.eprocess + dtb_offset,
+                pages: sp
+                    .mem
+                    .pages
+                    .into_iter()
+                    .map(|(va, c)| {
+                        let page = match c {
+                            Some(c) => UserPage::Private(c),
+                            None => UserPage::Unstored,
+                        };
+                        (va, page, Leaf::UserData)
+                    })
+                    .collect(),
             })
             .collect();
         RealtimeBuild {
             kernel_pages,
             spaces,
-            dtb_offset,
         }
     }
 }
@@ -1187,86 +1198,15 @@ fn write_list(
 }
 
 // ------------------------------------------------------------------------------------------
-// Mapping (after every kernel mapping of the dump)
-
-/// One process's user pages: (VA, content; None: mapped, not in the dump).
-pub(crate) struct SpaceBuild {
-    pid: u64,
-    eprocess: u64,
-    pages: Vec<(u64, Option<Vec<u8>>)>,
-}
+// Mapping (after every kernel mapping of the dump: `dump/user_space.rs`)
 
 /// What `machine::build` maps for the realtime buffers.
 pub(crate) struct RealtimeBuild {
     /// The bitmaps' kernel pool pages (mapped after every other page).
     pub(crate) kernel_pages: Vec<EtwPage>,
-    spaces: Vec<SpaceBuild>,
-    /// Offset of `KPROCESS.DirectoryTableBase` in the EPROCESS (Pcb at 0).
-    dtb_offset: u64,
-}
-
-/// A consumer process's own address space as the forge built it.
-#[derive(Clone, Debug)]
-pub(crate) struct UserSpace {
-    pub(crate) pid: u64,
-    /// Its PML4's physical address.
-    pub(crate) dtb: u64,
-    /// Its user-half mappings (KUSER_SHARED_DATA at 0x7FFE0000 and the consumers' pages).
-    pub(crate) vmap: VirtMap,
-    /// (VA, PA) of its self-map page: its own PML4.
-    pub(crate) self_map: (u64, u64),
-}
-
-/// Build each consumer process's PML4 (the kernel half copied from `kernel`, its own
-/// self-reference, KUSER_SHARED_DATA at `kuser_user_va` -> `kuser_pa`, the user pages) and
-/// write its physical address into the EPROCESS's DirectoryTableBase.
-pub(crate) fn map_spaces(
-    rt: RealtimeBuild,
-    self_ref: u64,
-    pm: &mut PhysMem,
-    kernel: &Pager,
-    kvmap: &VirtMap,
-    kuser: (u64, Option<u64>),
-) -> Vec<UserSpace> {
-    let mut out = Vec::new();
-    for sp in rt.spaces {
-        let pfn = pm.alloc();
-        let p = Pager::new_x64(pm, pfn, self_ref);
-        for i in 0x100..0x200 {
-            let e = kernel.read(pm, kernel.root + i * 8);
-            if i != self_ref && e != 0 {
-                p.write_in_table(pm, pfn, i, e);
-            }
-        }
-        let mut vmap = VirtMap::default();
-        if let (va, Some(pa)) = kuser {
-            p.set_pte(pm, va, p.mode.leaf(pa >> 12, Leaf::UserReadOnly));
-            vmap.insert(va, PAGE_SIZE, pa);
-        }
-        for (va, content) in sp.pages {
-            let f = match content {
-                Some(c) => {
-                    let f = pm.alloc();
-                    pm.set_page(f, &c);
-                    f
-                }
-                None => pm.alloc_unstored(),
-            };
-            p.set_pte(pm, va, p.mode.leaf(f, Leaf::UserData));
-            vmap.insert(va, PAGE_SIZE, f << 12);
-        }
-        let pa = kvmap
-            .translate(sp.eprocess + rt.dtb_offset)
-            .expect("realtime: the EPROCESS is mapped");
-        put_u64(pm.page_mut(pa >> 12), (pa & 0xFFF) as usize, p.root);
-        out.push(UserSpace {
-            pid: sp.pid,
-            dtb: p.root,
-            vmap,
-            self_map: p.self_map_page,
-        });
-    }
-    out
+    /// Each consumer process's user pages (ascending PID; `Leaf::UserData`, `Private` or
+    /// `Unstored`), for `user_space::build`.
+    pub(crate) spaces: Vec<SpaceSpec>,
 }
 
 /// Every consumer's `dtb` and every process's `directory_table_base` from `spaces`.
@@ -1275,12 +1215,8 @@ pub(crate) fn fill_dtbs(
     procs: &mut [crate::ExpectedProcess],
     spaces: &[UserSpace],
 ) {
+    crate::dump::user_space::fill_process_dtbs(procs, spaces);
     let dtb_of = |pid: u64| spaces.iter().find(|u| u.pid == pid).map(|u| u.dtb);
-    for p in procs.iter_mut() {
-        if let Some(d) = dtb_of(p.pid) {
-            p.directory_table_base = d;
-        }
-    }
     for slot in &mut etw.slots {
         if let ExpectedSlot::Session(s) = slot {
             for c in &mut s.consumers {
@@ -1290,39 +1226,4 @@ pub(crate) fn fill_dtbs(
             }
         }
     }
-}
-
-/// `va`'s physical address in `space` (user half: its pages; its self-map page: its PML4;
-/// otherwise the kernel's mapping, shared through the copied kernel half).
-pub(crate) fn translate(space: &UserSpace, kvmap: &VirtMap, va: u64) -> Option<u64> {
-    if va < USER_TOP {
-        space.vmap.translate(va)
-    } else if (space.self_map.0..space.self_map.0 + PAGE_SIZE).contains(&va) {
-        Some(space.self_map.1 + (va - space.self_map.0))
-    } else {
-        kvmap.translate(va)
-    }
-}
-
-/// `len` bytes at `va` of `space` as a correct reader must return them, or the first
-/// unreadable VA.
-pub(crate) fn read(
-    space: &UserSpace,
-    kvmap: &VirtMap,
-    pm: &PhysMem,
-    va: u64,
-    len: usize,
-) -> Result<Vec<u8>, u64> {
-    let mut out = Vec::with_capacity(len);
-    let end = va + len as u64;
-    let mut cur = va;
-    while cur < end {
-        let n = (PAGE_SIZE - cur % PAGE_SIZE).min(end - cur);
-        match translate(space, kvmap, cur) {
-            Some(pa) if pm.is_stored(pa / PAGE_SIZE) => out.extend(pm.read(pa, n as usize)),
-            _ => return Err(cur),
-        }
-        cur += n;
-    }
-    Ok(out)
 }

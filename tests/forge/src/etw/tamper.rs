@@ -16,6 +16,7 @@
 //! | `enable-unknown-logger` | adds an enabled `EnableInfo` slot (LoggerId = the lowest free slot of the logger array) to a provider no session enables, with the aggregate and the registrations' EnableMask bit to match | the GUID entry |
 //! | `clock-hook` | redirects the CKCL's (else the first session's) `GetCpuClock`: pointer era to a late pool block holding `rdtsc; ...; ret`, outside the image; integer era to that kernel address instead of an index | the logger context |
 //! | `consumer-mode` | clears EVENT_TRACE_REAL_TIME_MODE (0x100) in the LoggerMode of a session with real-time consumers on its `Consumers` list (needs the forged processes: x64) | the logger context |
+//! | `etw-write-patch` | [`TamperKind::WritePatch`]: a process's view of ntdll's `EtwEventWrite` family patched (a private copy of a code page, or the shared page itself), or a private copy with identical bytes, or a code page not in the dump (needs [`Config::with_user_images`]; applied by `kernel/user_images.rs`, which documents each [`WritePatch`]) | the patched function's VA |
 
 use super::loggers::LoggerBuilder;
 use super::provider_guids as pg;
@@ -31,9 +32,75 @@ pub enum TamperKind {
     EnableUnknownLogger,
     ClockHook,
     ConsumerMode,
+    /// `etw-write-patch`: ntdll's `EtwEventWrite` family in the processes' user memory
+    /// ([`Config::with_user_images`]); see [`WritePatch`] for each variant and its findings.
+    WritePatch(WritePatch),
+}
+
+/// The variants of [`TamperKind::WritePatch`] (written by `kernel/user_images.rs`, whose module
+/// documentation gives the processes, functions, bytes and findings of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WritePatch {
+    /// explorer.exe: a private copy of EtwEventWrite's code page with `C3` (ret) at it.
+    Ret,
+    /// svchost.exe: EtwEventWriteEx begins `33 C0 C3` (xor eax,eax; ret) on a private copy.
+    XorEaxRet,
+    /// explorer.exe: EtwEventWriteTransfer begins `C2 14 00` (ret 0x14) on a private copy.
+    Ret14,
+    /// smss.exe: NtTraceEvent begins `48 33 C0 C3` (xor rax,rax; ret) on a private copy.
+    XorRaxRet,
+    /// svchost.exe: EtwEventWriteString begins `B8 00 00 00 00 C3` (mov eax,0; ret) on a
+    /// private copy.
+    MovEaxRet,
+    /// svchost.exe: a private copy of the code page of EtwEventWriteString,
+    /// EtwEventWriteNoRegistration and EtwWriteUMSecurityEvent with identical bytes: no finding.
+    BenignCopy,
+    /// The shared code page itself: `C3` at EtwEventWriteFull in every process; one finding.
+    SharedPage,
+    /// smss.exe: the code page of EtwEventWrite mapped by a valid PTE to a frame not in the
+    /// dump: no finding (the reader reports the page as not in the dump).
+    Unreadable,
+}
+
+impl WritePatch {
+    pub const ALL: [WritePatch; 8] = [
+        WritePatch::Ret,
+        WritePatch::XorEaxRet,
+        WritePatch::Ret14,
+        WritePatch::XorRaxRet,
+        WritePatch::MovEaxRet,
+        WritePatch::BenignCopy,
+        WritePatch::SharedPage,
+        WritePatch::Unreadable,
+    ];
+
+    /// The variant's name in scenario names (`fixture-<name>-tampered-etw-write-patch-<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WritePatch::Ret => "ret",
+            WritePatch::XorEaxRet => "xor-eax-ret",
+            WritePatch::Ret14 => "ret-14",
+            WritePatch::XorRaxRet => "xor-rax-ret",
+            WritePatch::MovEaxRet => "mov-eax-ret",
+            WritePatch::BenignCopy => "benign-copy",
+            WritePatch::SharedPage => "shared-page",
+            WritePatch::Unreadable => "unreadable",
+        }
+    }
+
+    /// How many findings a checker must report for this variant (1, or 0 for `BenignCopy` and
+    /// `Unreadable`).
+    pub fn findings(self) -> usize {
+        match self {
+            WritePatch::BenignCopy | WritePatch::Unreadable => 0,
+            _ => 1,
+        }
+    }
 }
 
 impl TamperKind {
+    /// The kinds on kernel ETW state (not [`TamperKind::WritePatch`], which needs user images:
+    /// see [`TamperKind::WRITE_PATCHES`]).
     pub const ALL: [TamperKind; 6] = [
         TamperKind::RegHandleNull,
         TamperKind::RegHandleInvalid,
@@ -41,6 +108,18 @@ impl TamperKind {
         TamperKind::EnableUnknownLogger,
         TamperKind::ClockHook,
         TamperKind::ConsumerMode,
+    ];
+
+    /// Every [`TamperKind::WritePatch`] variant (check `etw-write-patch`).
+    pub const WRITE_PATCHES: [TamperKind; 8] = [
+        TamperKind::WritePatch(WritePatch::Ret),
+        TamperKind::WritePatch(WritePatch::XorEaxRet),
+        TamperKind::WritePatch(WritePatch::Ret14),
+        TamperKind::WritePatch(WritePatch::XorRaxRet),
+        TamperKind::WritePatch(WritePatch::MovEaxRet),
+        TamperKind::WritePatch(WritePatch::BenignCopy),
+        TamperKind::WritePatch(WritePatch::SharedPage),
+        TamperKind::WritePatch(WritePatch::Unreadable),
     ];
 
     /// The check id a checker reports ([`ExpectedFinding::check`]).
@@ -52,16 +131,37 @@ impl TamperKind {
             TamperKind::EnableUnknownLogger => "enable-unknown-logger",
             TamperKind::ClockHook => "clock-hook",
             TamperKind::ConsumerMode => "consumer-mode",
+            TamperKind::WritePatch(_) => "etw-write-patch",
+        }
+    }
+
+    /// The kind's name in scenario names: its check id, and for [`TamperKind::WritePatch`]
+    /// `etw-write-patch-<variant>` ([`WritePatch::name`]).
+    pub fn name(self) -> String {
+        match self {
+            TamperKind::WritePatch(w) => format!("etw-write-patch-{}", w.name()),
+            k => k.check().to_string(),
+        }
+    }
+
+    /// How many findings a checker must report for this kind alone (1; a [`WritePatch`]'s
+    /// [`WritePatch::findings`]).
+    pub fn findings(self) -> usize {
+        match self {
+            TamperKind::WritePatch(w) => w.findings(),
+            _ => 1,
         }
     }
 
     /// Whether `cfg` (a fixture config with providers, e.g. [`providers_config`]) can carry
     /// this tampering: `consumer-mode` needs real-time consumers, so the forged processes (x64
-    /// fixtures); the others apply to every fixture (the four provider kinds need
+    /// fixtures); `etw-write-patch` needs the user images ([`Config::with_user_images`]); the
+    /// others apply to every fixture (the four provider kinds need
     /// [`EtwSpec::with_providers`]).
     pub fn applies_to(self, cfg: &Config) -> bool {
         match self {
             TamperKind::ConsumerMode => cfg.processes,
+            TamperKind::WritePatch(_) => cfg.user_images,
             _ => true,
         }
     }
@@ -94,18 +194,22 @@ impl EtwSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpectedFinding {
     /// "reg-handle-null", "reg-handle-invalid", "provider-enable-state",
-    /// "enable-unknown-logger", "clock-hook", "consumer-mode".
+    /// "enable-unknown-logger", "clock-hook", "consumer-mode", "etw-write-patch".
     pub check: &'static str,
-    /// The object the finding is about: the handle global, the GUID entry or the logger context.
+    /// The object the finding is about: the handle global, the GUID entry or the logger
+    /// context; for `etw-write-patch` the patched function's (user) VA.
     pub address: u64,
     pub detail: String,
     /// The bytes the tampering changed or added (VA, length): read by VA, the dump differs from
-    /// its clean twin exactly inside these ranges.
+    /// its clean twin exactly inside these ranges. For `etw-write-patch` these are user VAs of
+    /// the patched process (of every process for the shared page) and
+    /// [`crate::ExpectedNtdll::patches`] says which.
     pub changed: Vec<(u64, usize)>,
 }
 
 /// The clean providers config of a fixture: [`EtwSpec::standard`] with the standard providers;
-/// on x64 fixtures whose layouts allow it also the processes and, as in
+/// on x64 fixtures whose layouts allow it also the processes with their user images (ntdll
+/// mapped in every process but System: [`Config::with_user_images`]) and, as in
 /// [`Config::sample_etw`], real-time consumers (EventLog-System by svchost.exe, UBPM by
 /// svchost.exe and explorer.exe).
 pub fn providers_config(dir: &std::path::Path) -> Config {
@@ -121,13 +225,16 @@ pub fn providers_config(dir: &std::path::Path) -> Config {
             }
         }
         c.processes = true;
+        c.user_images = crate::kernel::user_images::user_images_supported(&c);
     }
     c.etw = Some(etw.with_providers());
     c
 }
 
 /// Per fixture below `root`: the clean twin `fixture-<name>-etw-providers` and one tampered
-/// variant `fixture-<name>-tampered-<check>` per kind that applies ([`TamperKind::applies_to`]).
+/// variant `fixture-<name>-tampered-<name>` ([`TamperKind::name`]) per kind of
+/// [`TamperKind::ALL`] and [`TamperKind::WRITE_PATCHES`] that applies
+/// ([`TamperKind::applies_to`]).
 pub fn tamper_scenarios(root: &std::path::Path) -> Vec<(String, Config)> {
     let mut out = Vec::new();
     for d in crate::fixture_dirs(root) {
@@ -138,11 +245,11 @@ pub fn tamper_scenarios(root: &std::path::Path) -> Vec<(String, Config)> {
             .map(|f| f.name.clone())
             .unwrap_or_default();
         out.push((format!("fixture-{name}-etw-providers"), clean.clone()));
-        for k in TamperKind::ALL {
+        for k in TamperKind::ALL.into_iter().chain(TamperKind::WRITE_PATCHES) {
             if k.applies_to(&clean) {
                 let mut c = clean.clone();
                 c.etw = c.etw.map(|e| e.with_tampering(TamperSpec::one(k)));
-                out.push((format!("fixture-{name}-tampered-{}", k.check()), c));
+                out.push((format!("fixture-{name}-tampered-{}", k.name()), c));
             }
         }
     }
@@ -160,6 +267,8 @@ pub(super) fn apply(
     let mut findings = Vec::new();
     for &k in &spec.kinds {
         let f = match k {
+            // Applied to the user images after every kernel mapping (`kernel/user_images.rs`).
+            TamperKind::WritePatch(_) => continue,
             TamperKind::RegHandleNull => handle_null(b, img, need(&mut prov, k)),
             TamperKind::RegHandleInvalid => handle_invalid(b, img, need(&mut prov, k), &mut late),
             TamperKind::ProviderEnableState => enable_state(b, need(&mut prov, k)),

@@ -7,6 +7,7 @@ use crate::dump::layout::{self, FileImage};
 use crate::dump::paging::{Leaf, Pager, VirtMap};
 use crate::dump::phys::PhysMem;
 use crate::dump::probes::{self, ProbeArea, ProbeSpec};
+use crate::dump::user_space::{self, UserSpace};
 use crate::etw::EtwPage;
 use crate::kernel::objects::{self, ModuleListPlan};
 use crate::kernel::pe::{KernelImage, PageProt};
@@ -159,9 +160,10 @@ pub(crate) fn build(cfg: &Config) -> Forged {
     for _ in 0..FILLER_PAGES {
         m.pm.add_random_page();
     }
-    // Tampered objects and realtime consumers' address spaces, mapped last.
+    // Tampered objects and the processes' own address spaces (realtime buffers, user images),
+    // mapped last.
     let procs = proc_build.map(|p| p.expected).unwrap_or_default();
-    let (etw, processes, user_spaces) = m.map_last(cfg, etw_build, procs, &current_threads);
+    let (etw, processes, user_spaces, ntdll) = m.map_last(cfg, etw_build, procs, &current_threads);
     let Mapper { pm, vmap, pager } = m;
     let (file, placement, info) = file_image(cfg, &pm, &img, dtb);
     let probes = resolve_probes(specs, &vmap, &pm);
@@ -196,6 +198,7 @@ pub(crate) fn build(cfg: &Config) -> Forged {
         processes,
         current_threads,
         scan,
+        ntdll,
         file,
         page_table_root: pager.root,
         pm,
@@ -295,13 +298,17 @@ impl Mapper {
         }
     }
 
-    /// What is mapped after every other page: the tampered objects (EtwSpec::with_tampering;
-    /// so that every other page of the dump keeps its physical address and a tampered dump
-    /// reads like its clean twin but there), then the realtime consumers' queued buffers
-    /// (EtwSpec::with_realtime_buffers: their bitmaps' pool page, each consumer process's own
-    /// PML4 with its kernel half copied from the finished kernel PML4, its user pages; nothing
-    /// is allocated without the option). Returns the ETW expectations (current threads and
-    /// consumer DTBs filled in), the processes (DTBs filled in) and the address spaces.
+    /// What is mapped after every other page, in this order: the realtime consumers' bitmaps'
+    /// pool page (EtwSpec::with_realtime_buffers), the shared image frames of the user images
+    /// (Config::with_user_images), the processes' own address spaces (`dump/user_space.rs`:
+    /// each process's PML4 with its kernel half copied from the kernel PML4, its realtime and
+    /// image pages), the tampered objects (EtwSpec::with_tampering) and last the
+    /// `etw-write-patch` private copies; so that a tampered dump keeps every other page at its
+    /// clean twin's physical address and reads like it but where the finding says. Nothing is
+    /// allocated without those options. (The tampered objects' pool lies in a PML4 slot the
+    /// kernel half already holds, so the process PML4s see them too.) Returns the ETW
+    /// expectations (current threads, consumer DTBs and write-patch findings filled in), the
+    /// processes (DTBs filled in), the address spaces and the user images' expectations.
     fn map_last(
         &mut self,
         cfg: &Config,
@@ -311,39 +318,55 @@ impl Mapper {
     ) -> (
         Option<crate::etw::ForgedEtw>,
         Vec<crate::ExpectedProcess>,
-        Vec<crate::etw::realtime::UserSpace>,
+        Vec<UserSpace>,
+        Option<crate::ExpectedNtdll>,
     ) {
-        let Some(mut eb) = etw_build else {
-            return (None, processes, Vec::new());
+        let mut rt_specs = Vec::new();
+        let mut late_pages = Vec::new();
+        let mut etw = None;
+        if let Some(mut eb) = etw_build {
+            late_pages = std::mem::take(&mut eb.late_pages);
+            if let Some(rt) = eb.realtime.take() {
+                self.map_etw_pages(&rt.kernel_pages);
+                rt_specs = rt.spaces;
+            }
+            etw = Some(eb.expected);
+        }
+        let mut images = cfg
+            .user_images
+            .then(|| crate::kernel::user_images::build(cfg, &processes, &mut self.pm));
+        let (img_specs, late) = match images.as_mut() {
+            Some(b) => (std::mem::take(&mut b.specs), std::mem::take(&mut b.late)),
+            None => (Vec::new(), Vec::new()),
         };
-        self.map_etw_pages(&eb.late_pages);
-        let spaces = match eb.realtime.take() {
-            Some(rt) => self.map_realtime(cfg, rt),
-            None => Vec::new(),
-        };
-        let mut e = eb.expected;
-        crate::etw::variation::fill_current_threads(&mut e, current_threads);
-        crate::etw::realtime::fill_dtbs(&mut e, &mut processes, &spaces);
-        (Some(e), processes, spaces)
-    }
-
-    /// The realtime buffers: the bitmaps' kernel pool pages, then every consumer process's
-    /// address space (`etw/realtime.rs`).
-    fn map_realtime(
-        &mut self,
-        cfg: &Config,
-        rt: crate::etw::realtime::RealtimeBuild,
-    ) -> Vec<crate::etw::realtime::UserSpace> {
-        self.map_etw_pages(&rt.kernel_pages);
+        let specs = user_space::merge(rt_specs, img_specs);
         let kuser = (KUSER_USER_VA, self.vmap.translate(KUSER_USER_VA));
-        crate::etw::realtime::map_spaces(
-            rt,
+        let mut spaces = user_space::build(
+            specs,
             cfg.self_map_index,
             &mut self.pm,
             &self.pager,
             &self.vmap,
             kuser,
-        )
+        );
+        self.map_etw_pages(&late_pages);
+        user_space::apply_late(&mut spaces, late, &mut self.pm);
+        let ntdll = images.map(|b| {
+            let (n, findings) =
+                crate::kernel::user_images::finish(b, &spaces, &self.vmap, &self.pm);
+            if let Some(e) = etw.as_mut() {
+                e.findings.extend(findings);
+            }
+            n
+        });
+        match etw.as_mut() {
+            Some(e) => {
+                crate::etw::variation::fill_current_threads(e, current_threads);
+                crate::etw::realtime::fill_dtbs(e, &mut processes, &spaces);
+            }
+            None => user_space::fill_process_dtbs(&mut processes, &spaces),
+        }
+        (etw, processes, spaces, ntdll)
     }
 
     /// ETW pool pages: stored, mapped but not in the dump, or a page table with a zero PTE.

@@ -126,6 +126,15 @@ fn field(t: &TypesH, agg: &str, field: &str, size: u64) -> usize {
     off as usize
 }
 
+/// EPROCESS.Peb of process `pid` at `ep` in `buf` (Config::user_images only; left 0
+/// otherwise, and for System).
+fn write_peb(cfg: &Config, t: &TypesH, buf: &mut [u8], ep: usize, pid: u64) {
+    if cfg.user_images && crate::kernel::user_images::has_user_memory(pid) {
+        let o = field(t, "_EPROCESS", "Peb", 8);
+        put_u64(buf, ep + o, crate::kernel::user_images::peb_va(pid));
+    }
+}
+
 /// Place the processes: writes PsActiveProcessHead into `img`, returns the pool pages.
 pub(crate) fn build(cfg: &Config, img: &mut KernelImage) -> ProcBuild {
     let fx = cfg
@@ -247,6 +256,7 @@ pub(crate) fn build(cfg: &Config, img: &mut KernelImage) -> ProcBuild {
             put_u64(&mut buf, ep + o, dtb);
             dtb
         });
+        write_peb(cfg, &t, &mut buf, ep, pid);
         let t_entries: Vec<u64> = ths.iter().map(|&th| va(th + tentry)).collect();
         ring(&mut buf, va(ep + thead), &t_entries);
         if let (Some(kh), Some(ke)) = (k_head, k_entry) {

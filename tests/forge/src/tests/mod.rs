@@ -13,6 +13,7 @@ mod realtime;
 mod scan;
 mod self_map;
 mod triage;
+mod user_images;
 mod variation;
 
 use std::collections::HashMap;

@@ -42,7 +42,7 @@ fn u32_at(w: &Walk, va: u64) -> u32 {
 }
 
 /// The page walker of the dump rooted at `dtb` (a process's PML4).
-fn walk_at<'a>(file: &'a [u8], dtb: u64) -> Walk<'a> {
+pub(super) fn walk_at<'a>(file: &'a [u8], dtb: u64) -> Walk<'a> {
     Walk {
         dtb,
         ..Walk::new(file)
@@ -61,7 +61,7 @@ fn realtime_fixtures() -> Vec<std::path::PathBuf> {
 
 /// What the walks saw across configs (to prove every variant is exercised).
 #[derive(Default)]
-struct Seen {
+pub(super) struct Seen {
     kinds: BTreeSet<String>,
 }
 
@@ -74,7 +74,7 @@ impl Seen {
 /// The process PML4 at `dtb`: its kernel half is the kernel's (but for the self-reference,
 /// which points at the process PML4), and every kernel VA the forge mapped translates as
 /// through the kernel's PML4.
-fn check_kernel_half(f: &Forged, file: &[u8], dtb: u64) {
+pub(super) fn check_kernel_half(f: &Forged, file: &[u8], dtb: u64) {
     let kw = Walk::new(file);
     let pw = walk_at(file, dtb);
     let sm = f.config.self_map_index;
@@ -352,7 +352,7 @@ fn check_reserved(
 }
 
 /// Every consumer with queued buffers in `f`, checked from the file; returns how many.
-fn check_dump(f: &Forged, file: &[u8], seen: &mut Seen) -> usize {
+pub(super) fn check_dump(f: &Forged, file: &[u8], seen: &mut Seen) -> usize {
     let t = TypesH::load(&f.config.fixture.as_ref().unwrap().dir).unwrap();
     let mut n = 0;
     let mut by_base: BTreeMap<(u32, u64), Vec<(u64, u64)>> = BTreeMap::new();
