@@ -227,15 +227,21 @@ fn every_era_lists_what_the_forge_placed_and_finds_nothing() {
         // These dumps hold no process's user memory: the user-mode check says so.
         for run in &r.report.runs {
             if run.check == "etw-write-patch" {
-                assert_eq!(run.examined, 0, "{name}");
-                assert!(
-                    run.limit
-                        .as_deref()
-                        .is_some_and(|l| l.starts_with("no process's ntdll could be read")
-                            || l.starts_with("no process list")),
-                    "{name}: {:?}",
-                    run.limit
-                );
+                match &f.ntdll {
+                    // x64: every process with user memory is examined, in full.
+                    Some(n) => {
+                        assert_eq!(run.examined, n.processes.len() as u64, "{name}");
+                        assert_eq!(run.limit, None, "{name}");
+                    }
+                    // x86: the forge writes no processes there.
+                    None => assert!(
+                        run.limit
+                            .as_deref()
+                            .is_some_and(|l| l.starts_with("no process list")),
+                        "{name}: {:?}",
+                        run.limit
+                    ),
+                }
                 continue;
             }
             assert_eq!(run.limit, None, "{name}: {} limited", run.check);
@@ -326,6 +332,135 @@ fn each_tampered_variant_gives_exactly_its_finding() {
         }
     }
     assert!(seen.iter().any(|(c, _)| *c == "consumer-mode"));
+    for name in FIXTURES.iter().filter(|n| n.starts_with("x64")) {
+        assert!(
+            seen.contains(&("etw-write-patch", name.to_string())),
+            "{name}"
+        );
+    }
+}
+
+/// `etw-write-patch` on every x64 kernel and every patch variant: each finding says which
+/// process, function and bytes, the image's bytes and both physical pages; a private copy
+/// with the image's bytes and an entry page not in the dump are no findings (the latter is
+/// the check's limit); a patch of the shared page is one finding.
+#[test]
+fn write_patch_findings_carry_their_evidence() {
+    let root = fixture("x64-19041").parent().unwrap().to_path_buf();
+    let mut variants = std::collections::BTreeSet::new();
+    for (label, c) in tamper_scenarios(&root) {
+        if !label.contains("etw-write-patch") {
+            continue;
+        }
+        let f = forge(&c);
+        let name = c.fixture.as_ref().unwrap().name.clone();
+        let r = read(&f, &pdb(&name));
+        let n = f.ntdll.as_ref().unwrap();
+        let p = &n.patches[0];
+        variants.insert(format!("{:?}", p.variant));
+        let got: Vec<_> = r
+            .report
+            .findings
+            .iter()
+            .filter(|x| x.check == "etw-write-patch")
+            .collect();
+        let run = r
+            .report
+            .runs
+            .iter()
+            .find(|x| x.check == "etw-write-patch")
+            .unwrap();
+        assert_eq!(run.examined, n.processes.len() as u64, "{label}");
+        let func = n
+            .etw_functions
+            .iter()
+            .find(|x| x.name == p.function)
+            .unwrap();
+        let hex = |b: &[u8]| {
+            b.iter()
+                .map(|x| format!("{x:02X}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let label_of = |pid: u64| {
+            let up = n.processes.iter().find(|u| u.pid == pid).unwrap();
+            format!("PID {} ({}) ntdll!{}", pid, up.name, p.function)
+        };
+        match format!("{:?}", p.variant).as_str() {
+            "BenignCopy" => assert!(got.is_empty(), "{label}: {got:#?}"),
+            "Unreadable" => {
+                assert!(got.is_empty(), "{label}: {got:#?}");
+                let l = run.limit.as_deref().unwrap_or("");
+                assert!(
+                    l.contains("function entries not in the dump"),
+                    "{label}: {l}"
+                );
+            }
+            "SharedPage" => {
+                assert_eq!(got.len(), 1, "{label}");
+                let x = got[0];
+                assert_eq!(x.address.map(|a| a.get()), Some(p.va));
+                assert!(
+                    x.subject.contains(&format!(
+                        "ntdll!{} (image page shared by {} processes)",
+                        p.function,
+                        n.processes.len()
+                    )),
+                    "{label}: {}",
+                    x.subject
+                );
+                assert!(
+                    x.evidence.contains(&format!("PA {:#x}", p.page_pa)),
+                    "{}",
+                    x.evidence
+                );
+                assert!(x.evidence.contains("`ret`"), "{}", x.evidence);
+            }
+            _ => {
+                assert_eq!(got.len(), 1, "{label}");
+                let x = got[0];
+                let pid = p.pid.unwrap();
+                assert_eq!(x.subject, label_of(pid), "{label}");
+                assert_eq!(x.address.map(|a| a.get()), Some(p.va));
+                assert_eq!(
+                    x.field.as_deref(),
+                    Some(format!("ntdll!{}", p.function).as_str())
+                );
+                // The bytes found: the patch over the image's bytes.
+                let mut found = func.entry.clone();
+                found[..p.bytes.len()].copy_from_slice(&p.bytes);
+                assert!(
+                    x.evidence.starts_with(&hex(&found)),
+                    "{label}: {}",
+                    x.evidence
+                );
+                assert!(
+                    x.evidence
+                        .contains(&format!("on a private page (PA {:#x})", p.page_pa)),
+                    "{label}: {}",
+                    x.evidence
+                );
+                let shared = n
+                    .shared_pages
+                    .iter()
+                    .find(|(va, _)| *va == func.page_va)
+                    .unwrap()
+                    .1;
+                assert!(x.expected.starts_with(&hex(&func.entry)), "{}", x.expected);
+                assert!(
+                    x.expected.contains(&format!("(PA {shared:#x})")),
+                    "{label}: {}",
+                    x.expected
+                );
+                assert!(
+                    x.evidence.contains("at the entry)"),
+                    "{label}: every patch variant returns at once: {}",
+                    x.evidence
+                );
+            }
+        }
+    }
+    assert_eq!(variants.len(), 8, "{variants:?}");
 }
 
 #[test]

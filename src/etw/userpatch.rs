@@ -190,7 +190,7 @@ pub fn check(ctx: &KernelContext<'_>, r: &mut TamperReport) {
                         format!(
                             "{}{what} on a private page (PA {:#x})",
                             hex(&s.bytes),
-                            s.pa
+                            s.pa & !0xFFF
                         ),
                         format!(
                             "{}: the bytes of ntdll's image page (PA {page:#x}) that {sharing} other processes map",
@@ -228,7 +228,7 @@ pub fn check(ctx: &KernelContext<'_>, r: &mut TamperReport) {
                                 label(s),
                                 s.va,
                                 name,
-                                format!("{} (PA {:#x})", hex(&s.bytes), s.pa),
+                                format!("{} (PA {:#x})", hex(&s.bytes), s.pa & !0xFFF),
                                 format!(
                                     "{}: what {n} other processes hold (no image page is shared to tell which is the image's)",
                                     hex(b)

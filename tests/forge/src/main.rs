@@ -858,10 +858,26 @@ fn tampered_sample() -> Config {
     c
 }
 
+/// The realtime sample ([`Config::sample_realtime`]: buffers queued for its three real-time
+/// consumers) with ntdll in every process and explorer.exe's `EtwEventWrite` patched to `ret`.
+fn realtime_sample() -> Config {
+    let mut c = Config::sample_realtime().with_user_images();
+    c.etw = c.etw.take().map(|e| {
+        e.with_tampering(etwdump_forge::TamperSpec {
+            kinds: vec![etwdump_forge::TamperKind::WritePatch(
+                etwdump_forge::WritePatch::Ret,
+            )],
+        })
+    });
+    c
+}
+
 /// `--plugin-set OUTDIR`: the host-framework plugins' test set: `sample-etw` (the shipped
-/// sample's memory), `hostile-etw` (hostile names) and `tampered-etw` (the sample with every
-/// tampering the checks look for), each as its crash dump and every memory image, with
-/// manifest.json (entries as for the standard set, with "images").
+/// sample's memory), `hostile-etw` (hostile names), `tampered-etw` (the sample with every
+/// kernel tampering the checks look for) and `realtime-etw` ([`realtime_sample`]: consumers'
+/// queued buffers in their processes, user memory, a patched `EtwEventWrite`), each as its
+/// crash dump and every memory image, with manifest.json (entries as for the standard set,
+/// with "images").
 fn write_plugin_set(outdir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(outdir)?;
     let mut entries = Vec::new();
@@ -869,6 +885,7 @@ fn write_plugin_set(outdir: &Path) -> std::io::Result<()> {
         ("sample-etw", Config::sample_etw()),
         ("hostile-etw", Config::hostile_etw()),
         ("tampered-etw", tampered_sample()),
+        ("realtime-etw", realtime_sample()),
     ] {
         let f = forge(&cfg);
         let file = format!("{stem}.dmp");
