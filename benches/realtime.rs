@@ -5,6 +5,10 @@
 //! region. Measures `find_buffers` for the consumed sessions (kernel lists, per-CPU routes and
 //! the consumers' lists, reserved regions and the copy check against kernel buffers).
 //!
+//! The same file's second group: `etw-write-patch` (ntdll's EtwEventWrite family in every
+//! process with user memory, through each process's page tables and ntdll's export table)
+//! on the 19041 providers configuration with user images.
+//!
 //! Run: `cargo bench --bench realtime`
 
 use criterion::Criterion;
@@ -77,6 +81,30 @@ fn main() {
             })
         },
     );
+    g.finish();
+
+    // etw-write-patch over every process with user memory.
+    let pcfg = etwdump_forge::providers_config(&fx);
+    let f = forge(&pcfg);
+    let procs = f.ntdll.as_ref().map_or(0, |n| n.processes.len());
+    let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+    let ctx = KernelContext::open(&d, &opts).unwrap();
+    let mut r = etwdump::etw::tamper::TamperReport::default();
+    etwdump::etw::userpatch::check(&ctx, &mut r);
+    let run = r.runs.last().unwrap();
+    println!(
+        "etw-write-patch: {} processes examined of {procs} with user memory, {} findings, limit {:?}",
+        run.examined, run.findings, run.limit
+    );
+    assert_eq!(run.examined as usize, procs);
+    let mut g = c.benchmark_group("etw-write-patch");
+    g.bench_function(format!("check {procs} processes"), |b| {
+        b.iter(|| {
+            let mut r = etwdump::etw::tamper::TamperReport::default();
+            etwdump::etw::userpatch::check(&ctx, &mut r);
+            r.findings.len()
+        })
+    });
     g.finish();
     c.final_summary();
 }

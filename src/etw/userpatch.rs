@@ -105,6 +105,7 @@ pub fn check(ctx: &KernelContext<'_>, r: &mut TamperReport) {
         return;
     }
     let mut by_fn: HashMap<&'static str, Vec<Seen>> = HashMap::new();
+    let mut export_cache: HashMap<(u64, u64, u64), Vec<Option<VirtAddr>>> = HashMap::new();
     let (mut examined, mut no_user, mut no_ntdll, mut unreadable) = (0u64, 0u64, 0u64, 0u64);
     for p in procs.processes.iter().take(MAX_PROCESSES) {
         let up = match crate::kernel::userland::open(ctx, p.eprocess) {
@@ -120,9 +121,25 @@ pub fn check(ctx: &KernelContext<'_>, r: &mut TamperReport) {
             no_ntdll += 1;
             continue;
         };
-        let Ok(addrs) = crate::kernel::userland::exports(&up.space, nt.base, FUNCTIONS) else {
-            no_ntdll += 1;
-            continue;
+        // ntdll's export table is resolved once per distinct image (its header and export
+        // directory on the same physical pages: the image section every process shares).
+        let key = crate::kernel::userland::export_pages(&up.space, nt.base)
+            .map(|(h, d)| (nt.base.get(), h, d));
+        let cached = key.and_then(|k| export_cache.get(&k).cloned());
+        let addrs = match cached {
+            Some(a) => a,
+            None => match crate::kernel::userland::exports(&up.space, nt.base, FUNCTIONS) {
+                Ok(a) => {
+                    if let Some(k) = key {
+                        export_cache.insert(k, a.clone());
+                    }
+                    a
+                }
+                Err(_) => {
+                    no_ntdll += 1;
+                    continue;
+                }
+            },
         };
         examined += 1;
         for (name, va) in FUNCTIONS.iter().zip(addrs) {

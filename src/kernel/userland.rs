@@ -156,6 +156,23 @@ pub fn image_size(space: &AddressSpace<'_>, base: VirtAddr) -> Result<u32, Strin
     u32_at(&page, lf + 24 + 56).ok_or_else(|| "short PE header".into())
 }
 
+/// The physical pages that decide what [`exports`] returns for the image at `base` in
+/// `space`: its header page's and its export directory's. Two processes whose image maps both
+/// to the same frames (an image section's shared pages) have the same exports, so a caller can
+/// resolve them once.
+pub fn export_pages(space: &AddressSpace<'_>, base: VirtAddr) -> Option<(u64, u64)> {
+    let (lf, page) = header(space, base).ok()?;
+    let dd = match u16_at(&page, lf + 24)? {
+        0x20B => lf + 24 + 112,
+        0x10B => lf + 24 + 96,
+        _ => return None,
+    };
+    let dir = u32_at(&page, dd)?;
+    let hp = space.translate(base).ok()?.pa.get();
+    let dp = space.translate(base.offset(dir.into())).ok()?.pa.get();
+    Some((hp & !0xFFF, dp & !0xFFF))
+}
+
 /// The addresses of the named exports of the image at `base` (`None`: not exported, or
 /// forwarded elsewhere). Every count and RVA is bounded by the image's SizeOfImage.
 pub fn exports(
