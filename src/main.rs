@@ -183,7 +183,8 @@ enum Command {
         format: RowFormatArg,
     },
     /// Tamper checks: the kernel's provider handles, provider enable state, sessions'
-    /// GetCpuClock and consumers against what a clean kernel holds (README "Tamper checks")
+    /// GetCpuClock and consumers, and each process's ntdll EtwEventWrite family, against what
+    /// a clean system holds (README "Providers and tamper checks")
     Check {
         #[command(flatten)]
         dump: DumpArgs,
