@@ -427,3 +427,97 @@ fn hostile_consumer_fields_are_warnings() {
     );
     assert!(took < std::time::Duration::from_secs(5), "{took:?}");
 }
+
+/// Random damage in the consumers' own memory (list nodes, descriptors, copies' headers, the
+/// count): 120 rounds of random bytes written at random places of those pages. Every walk
+/// ends; every consumer buffer still reported has the session's identity (LoggerId and
+/// BufferSize) and lies in user space; nothing panics.
+#[test]
+fn random_damage_in_consumer_memory_stays_bounded() {
+    use etwdump::dump::Contents;
+    let name = "x64-19041";
+    let f = forge(&realtime_config(&fixture(name), 2, false));
+    let clean = f.to_bytes();
+    // The user pages worth damaging: each consumer's nodes, head, count and copies' headers.
+    let mut spots: Vec<(u64, u64)> = Vec::new(); // (dtb, va)
+    for s in f.etw.as_ref().unwrap().sessions() {
+        for c in &s.consumers {
+            let Some(rt) = &c.realtime else { continue };
+            spots.push((rt.dtb, rt.user_buffer_list_head));
+            spots.push((rt.dtb, rt.user_buffer_count_va));
+            for u in &rt.user_buffers {
+                spots.push((rt.dtb, u.node_va));
+                if u.va != 0 {
+                    spots.push((rt.dtb, u.va));
+                }
+            }
+        }
+    }
+    spots.retain(|&(dtb, va)| va != 0 && f.user_physical_address(dtb, va).is_some());
+    assert!(spots.len() > 20);
+    let d0 = DumpFile::from_bytes(clean.clone(), OpenOptions::default()).unwrap();
+    let Contents::Runs(runs) = d0.contents() else {
+        panic!("full dump expected")
+    };
+    let file_off = |pa: u64| {
+        (runs.file_offset(etwdump::addr::Pfn::new(pa >> 12)).unwrap() + (pa & 0xFFF)) as usize
+    };
+    let offsets: Vec<usize> = spots
+        .iter()
+        .map(|&(dtb, va)| file_off(f.user_physical_address(dtb, va).unwrap()))
+        .collect();
+    let opts = SymbolOptions {
+        pdb: Some(pdb_of(name)),
+        ..SymbolOptions::default()
+    };
+    let owned_warnings = |b: Vec<u8>| -> (usize, usize) {
+        let d = DumpFile::from_bytes(b, OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let l = list_sessions(&ctx);
+        let array = l.array.as_ref().unwrap();
+        l.sessions
+            .iter()
+            .filter(|s| !s.consumers.is_empty())
+            .map(|s| {
+                let f = find_buffers(&ctx, array, s);
+                (
+                    f.buffers.iter().filter(|x| x.owner.is_some()).count(),
+                    f.warnings.len(),
+                )
+            })
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    let baseline = owned_warnings(clean.clone());
+    let mut changed = 0;
+    let mut rng = common::Rng(0x5EED_2017);
+    for round in 0..120 {
+        let mut b = clean.clone();
+        for _ in 0..1 + rng.next() % 6 {
+            let at = offsets[(rng.next() % offsets.len() as u64) as usize]
+                + (rng.next() % 0x48) as usize;
+            let n = 1 + (rng.next() % 8) as usize;
+            for k in 0..n {
+                if at + k < b.len() {
+                    b[at + k] = rng.next() as u8;
+                }
+            }
+        }
+        if owned_warnings(b.clone()) != baseline {
+            changed += 1;
+        }
+        let d = DumpFile::from_bytes(b, OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let l = list_sessions(&ctx);
+        let array = l.array.as_ref().unwrap();
+        for s in l.sessions.iter().filter(|s| !s.consumers.is_empty()) {
+            let found = find_buffers(&ctx, array, s);
+            for x in found.buffers.iter().filter(|x| x.owner.is_some()) {
+                assert_eq!(x.header.logger_id, s.logger_id, "round {round}");
+                assert_eq!(Some(x.header.buffer_size), s.buffer_size, "round {round}");
+                assert!(x.address.get() < 0x0000_8000_0000_0000, "round {round}");
+            }
+        }
+    }
+    // The damage reached the reader: most rounds changed what it found or said.
+    assert!(changed > 40, "{changed} of 120 rounds changed the outcome");
+}
