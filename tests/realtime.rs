@@ -221,6 +221,7 @@ fn queued_buffers_of_every_consumer_as_forged() {
         let c = realtime_config(&fixture(name), 0, true);
         total += check_config(&format!("{name} damaged"), name, &c, &mut shapes);
     }
+    println!("{total} consumer buffers compared");
     assert!(total > 200, "{total} buffers compared");
     // Embedded and the four descriptor offsets, and both head shapes.
     let nodes: std::collections::HashSet<&str> = shapes
