@@ -248,7 +248,7 @@ impl Finder<'_, '_> {
         user: bool,
     ) -> Result<BufferHeader, String> {
         let half_ok = if user {
-            crate::etw::realtime::is_user(space, va)
+            space.is_user(va)
         } else if space.arch().is_64bit() {
             va.get() >= 0xFFFF_8000_0000_0000
         } else {
@@ -584,9 +584,7 @@ impl Finder<'_, '_> {
         let session = self.session;
         let slist = self.header_layout.field("SlistEntry").map(|f| f.offset);
         for c in &session.consumers {
-            let uses_user = c.user_buffer_list_head.is_some_and(|p| !p.is_null())
-                || c.reserved_buffer_space.is_some_and(|p| !p.is_null());
-            if !uses_user {
+            if !c.has_queue() {
                 continue;
             }
             let owner = match crate::etw::realtime::owner(c) {

@@ -43,6 +43,16 @@ pub struct Consumer {
     pub warnings: Vec<String>,
 }
 
+impl Consumer {
+    /// Does the consumer point at a queue in its process's memory (a user buffer list or a
+    /// reserved buffer space)?
+    pub fn has_queue(&self) -> bool {
+        [self.user_buffer_list_head, self.reserved_buffer_space]
+            .iter()
+            .any(|p| p.is_some_and(|p| !p.is_null()))
+    }
+}
+
 /// The consumers on the list of the context at `context` (logger `logger_id`), and the
 /// session-level warnings (list walk stopped, NumConsumers disagreeing). Empty, without a
 /// warning, where the symbols have no `Consumers` or no `_ETW_REALTIME_CONSUMER`.
@@ -153,7 +163,7 @@ fn read_one(
     let mut user_buffer_count = None;
     if let (Some(dtb), Some(p)) = (directory_table_base, user_buffer_count_at) {
         let space = crate::mem::AddressSpace::with_dtb(ctx.space.dump(), dtb);
-        if !p.is_null() && super::realtime::is_user(&space, p) {
+        if space.is_user(p) {
             match space.read_u32(p) {
                 Ok(n) => user_buffer_count = Some(u64::from(n)),
                 Err(e) => warnings.push(format!(

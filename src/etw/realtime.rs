@@ -93,11 +93,6 @@ pub struct Queued {
     pub warnings: Vec<Warning>,
 }
 
-/// Is `va` a user-mode address of this architecture?
-pub fn is_user(space: &AddressSpace<'_>, va: VirtAddr) -> bool {
-    space.is_user(va)
-}
-
 /// The address space of the consumer `c` (its process's DirectoryTableBase), or why there is
 /// none.
 pub fn owner(c: &Consumer) -> Result<BufferOwner, String> {
@@ -152,7 +147,7 @@ fn walk_list(
     out: &mut Queued,
 ) {
     let field = "_ETW_REALTIME_CONSUMER.UserBufferListHead";
-    if !is_user(space, head) {
+    if !space.is_user(head) {
         out.warnings.push(
             Warning::new(
                 WarningKind::Anomaly,
@@ -170,7 +165,7 @@ fn walk_list(
     let mut nodes = 0u64;
     for node in walk.by_ref() {
         nodes += 1;
-        if !is_user(space, node) {
+        if !space.is_user(node) {
             out.warnings.push(
                 Warning::new(
                     WarningKind::Anomaly,
@@ -267,7 +262,7 @@ fn find_in_node(
             ))
         };
         let at = VirtAddr::new(p);
-        if is_user(space, at) && p % 8 == 0 && at != node {
+        if space.is_user(at) && p % 8 == 0 && at != node {
             if let Ok(header) = check(at) {
                 return Some(UserBuffer {
                     address: at,
@@ -290,7 +285,7 @@ fn search_reserved(
     out: &mut Queued,
 ) {
     let field = "_ETW_REALTIME_CONSUMER.ReservedBufferSpace";
-    if !is_user(space, base) || base.get() % SCAN_STEP != 0 {
+    if !space.is_user(base) || base.get() % SCAN_STEP != 0 {
         out.warnings.push(
             Warning::new(
                 WarningKind::Anomaly,

@@ -15,6 +15,7 @@
 use super::context::KernelContext;
 use super::modules::{self, LoadedModule};
 use crate::addr::VirtAddr;
+use crate::bytes::LeBytes;
 use crate::mem::AddressSpace;
 
 /// Most names of an export table looked at (ntdll exports about 2,500).
@@ -126,14 +127,6 @@ impl UserProcess<'_> {
     }
 }
 
-fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
-}
-
 /// The PE header page of the image at `base`: (e_lfanew, the page).
 fn header(space: &AddressSpace<'_>, base: VirtAddr) -> Result<(usize, Vec<u8>), String> {
     let mut page = vec![0u8; 0x1000];
@@ -143,7 +136,7 @@ fn header(space: &AddressSpace<'_>, base: VirtAddr) -> Result<(usize, Vec<u8>), 
     if page.get(..2) != Some(b"MZ".as_slice()) {
         return Err(format!("no MZ header at {base}"));
     }
-    let lfanew = u32_at(&page, 0x3C).unwrap_or(0) as usize;
+    let lfanew = page.u32_at(0x3C).unwrap_or(0) as usize;
     if lfanew > 0x1000 - 0x108 || page.get(lfanew..lfanew + 4) != Some(b"PE\0\0".as_slice()) {
         return Err(format!("no PE signature at {base}+{lfanew:#x}"));
     }
@@ -153,7 +146,8 @@ fn header(space: &AddressSpace<'_>, base: VirtAddr) -> Result<(usize, Vec<u8>), 
 /// OptionalHeader.SizeOfImage of the image at `base`.
 pub fn image_size(space: &AddressSpace<'_>, base: VirtAddr) -> Result<u32, String> {
     let (lf, page) = header(space, base)?;
-    u32_at(&page, lf + 24 + 56).ok_or_else(|| "short PE header".into())
+    page.u32_at(lf + 24 + 56)
+        .ok_or_else(|| "short PE header".into())
 }
 
 /// The physical pages that decide what [`exports`] returns for the image at `base` in
@@ -162,12 +156,12 @@ pub fn image_size(space: &AddressSpace<'_>, base: VirtAddr) -> Result<u32, Strin
 /// resolve them once.
 pub fn export_pages(space: &AddressSpace<'_>, base: VirtAddr) -> Option<(u64, u64)> {
     let (lf, page) = header(space, base).ok()?;
-    let dd = match u16_at(&page, lf + 24)? {
+    let dd = match page.u16_at(lf + 24)? {
         0x20B => lf + 24 + 112,
         0x10B => lf + 24 + 96,
         _ => return None,
     };
-    let dir = u32_at(&page, dd)?;
+    let dir = page.u32_at(dd)?;
     let hp = space.translate(base).ok()?.pa.get();
     let dp = space.translate(base.offset(dir.into())).ok()?.pa.get();
     Some((hp & !0xFFF, dp & !0xFFF))
@@ -182,8 +176,8 @@ pub fn exports(
 ) -> Result<Vec<Option<VirtAddr>>, String> {
     let (lf, page) = header(space, base)?;
     let opt = lf + 24;
-    let magic = u16_at(&page, opt).unwrap_or(0);
-    let size_of_image = u32_at(&page, opt + 56).unwrap_or(0);
+    let magic = page.u16_at(opt).unwrap_or(0);
+    let size_of_image = page.u32_at(opt + 56).unwrap_or(0);
     // DataDirectory[0] (export): PE32+ at +112, PE32 at +96.
     let dd = match magic {
         0x20B => opt + 112,
@@ -191,8 +185,8 @@ pub fn exports(
         m => return Err(format!("OptionalHeader.Magic {m:#x} at {base}")),
     };
     let (dir_rva, dir_size) = (
-        u32_at(&page, dd).unwrap_or(0),
-        u32_at(&page, dd + 4).unwrap_or(0),
+        page.u32_at(dd).unwrap_or(0),
+        page.u32_at(dd + 4).unwrap_or(0),
     );
     let in_image = |rva: u32, len: u32| rva.checked_add(len).is_some_and(|e| e <= size_of_image);
     if dir_rva == 0 || !in_image(dir_rva, 40) {
@@ -202,12 +196,12 @@ pub fn exports(
     space
         .read(base.offset(dir_rva.into()), &mut dir)
         .map_err(|e| format!("export directory at {}: {e}", base.offset(dir_rva.into())))?;
-    let n_funcs = u32_at(&dir, 20).unwrap_or(0);
-    let n_names = u32_at(&dir, 24).unwrap_or(0).min(MAX_EXPORT_NAMES);
+    let n_funcs = dir.u32_at(20).unwrap_or(0);
+    let n_names = dir.u32_at(24).unwrap_or(0).min(MAX_EXPORT_NAMES);
     let (funcs, names, ords) = (
-        u32_at(&dir, 28).unwrap_or(0),
-        u32_at(&dir, 32).unwrap_or(0),
-        u32_at(&dir, 36).unwrap_or(0),
+        dir.u32_at(28).unwrap_or(0),
+        dir.u32_at(32).unwrap_or(0),
+        dir.u32_at(36).unwrap_or(0),
     );
     if !in_image(names, n_names.saturating_mul(4)) || !in_image(ords, n_names.saturating_mul(2)) {
         return Err(format!(
@@ -228,7 +222,7 @@ pub fn exports(
         if left == 0 {
             break;
         }
-        let rva = u32_at(&name_rvas, i * 4).unwrap_or(0);
+        let rva = name_rvas.u32_at(i * 4).unwrap_or(0);
         if !in_image(rva, 1) {
             continue;
         }
@@ -241,7 +235,7 @@ pub fn exports(
         if out[k].is_some() {
             continue;
         }
-        let ord = u32::from(u16_at(&ordinals, i * 2).unwrap_or(u16::MAX));
+        let ord = u32::from(ordinals.u16_at(i * 2).unwrap_or(u16::MAX));
         if ord >= n_funcs || !in_image(funcs, (ord + 1).saturating_mul(4)) {
             continue;
         }
