@@ -365,9 +365,10 @@ fn real_triage_sessions_buffers_extract() {
     assert!(etwdump::report::extract::extract(&ctx, "t.dmp", dir.path(), None, false).is_err());
 }
 
-/// The real ARM64 triage dump: no address translation is needed for the ETW blob, so its
-/// sessions and records are recovered; the saved windows are not found (no symbols for ARM64
-/// here, and no block triple), which a warning says.
+/// The real ARM64 triage dump (Windows 11 22000), without symbols: the sessions of the ETW
+/// secondary data and, found by what its data blocks hold, logger 2's saved window, whose
+/// pointer globals lie the other way round from the x64 dump's (the end global 8 bytes below
+/// the base global). Values decoded independently, byte by byte (issue 33).
 #[test]
 fn real_arm64_triage_blob() {
     let Some(dump) = common::shared_dump("triage_arm64.dmp") else {
@@ -376,7 +377,13 @@ fn real_arm64_triage_blob() {
     let d = DumpFile::open(&dump, OpenOptions::default()).unwrap();
     let ctx = KernelContext::without_symbols(&d);
     let s = etwdump::report::sessions::Sessions::open(&ctx).saved();
-    let ids: Vec<_> = s
+    // The secondary data's four sessions, then logger 2 (known from its saved window only).
+    assert_eq!(s.len(), 5);
+    assert_eq!(
+        (s[4].logger_id, s[4].source, s[4].name.as_deref()),
+        (Some(2), "current_buffer", None)
+    );
+    let ids: Vec<_> = s[..4]
         .iter()
         .map(|x| {
             (
@@ -409,8 +416,99 @@ fn real_arm64_triage_blob() {
         rep.rows[0].time.as_deref(),
         Some("2021-09-14T02:51:52.2441836Z")
     );
-    assert!(rep
+
+    // The saved window: data blocks #25 (the window), #26 (base) and #27 (end).
+    let t = triage::read(&ctx);
+    assert_eq!(t.windows.len(), 1, "{:?}", t.warnings);
+    let w = &t.windows[0];
+    assert_eq!(w.kind, WindowKind::CurrentBuffer);
+    assert_eq!(w.base.get(), 0xFFFF_BB8E_B5AA_E000);
+    assert_eq!(w.end.get(), 0xFFFF_BB8E_B5AA_E8B8);
+    assert_eq!(w.valid, 0x8B8);
+    assert!(w.starts_at_base);
+    assert_eq!(w.block_index, Some(25));
+    assert_eq!(w.file_offset, Some(0x780CC));
+    assert_eq!(w.evidence.found_by, "block pattern");
+    assert_eq!(w.evidence.base_global.get(), 0xFFFF_F803_F3A3_6AD0);
+    assert_eq!(w.evidence.end_global.get(), 0xFFFF_F803_F3A3_6AC8);
+    assert_eq!(w.evidence.global_order, triage::GlobalOrder::EndBeforeBase);
+    let h = w.header.as_ref().expect("the window's buffer header");
+    assert_eq!(
+        (
+            h.logger_id,
+            h.processor_index,
+            h.buffer_size,
+            h.sequence_number
+        ),
+        (2, 0, 0x1000, 14232)
+    );
+    assert!(!t
         .warnings
         .iter()
         .any(|w| w.message.contains("no saved ETW window")));
+
+    // Every record: 5,537 from the secondary data plus logger 2's 62.
+    let all = etwdump::report::events::collect(&ctx, None);
+    assert_eq!(all.rows.len(), 5599);
+    let l2: Vec<_> = all
+        .rows
+        .iter()
+        .filter(|r| r.source == "current_buffer")
+        .collect();
+    assert_eq!(l2.len(), 62);
+    let hooks = |h: &str| l2.iter().filter(|r| r.hook.as_deref() == Some(h)).count();
+    assert_eq!(
+        (hooks("0x0f44"), hooks("0x0f43"), hooks("0x0f45")),
+        (38, 22, 2)
+    );
+    assert!(l2
+        .iter()
+        .all(|r| r.logger_id == Some(2) && r.cpu == Some(0)));
+    assert_eq!(l2[0].timestamp, Some(240_099_693_053));
+    assert_eq!(l2[0].file_offset, Some(0x780CC + 0x48));
+    // Logger 2's clock cannot be established on this dump (no ARM64 _KPRCB layout for
+    // StartCycles; as QPC its times would fall hours after the dump): no time is printed,
+    // and the warning says why.
+    assert!(l2.iter().all(|r| r.time.is_none()));
+    assert!(all.warnings.iter().any(|w| w.message.contains(
+        "current_buffer: times not converted: logger 2's clock type is not in the dump"
+    ) && w.message.contains("QPC: rejected")));
+
+    // Every message record carries its time, GUID, PID and TID (flags 0xAA: GUID, timestamp,
+    // system information, 64-bit pointers).
+    let msgs: Vec<_> = all
+        .rows
+        .iter()
+        .filter(|r| r.header_type == "message")
+        .collect();
+    assert_eq!(msgs.len(), 4630);
+    assert!(msgs.iter().all(|r| r.time.is_some()
+        && r.provider.is_some()
+        && r.pid.is_some()
+        && r.tid.is_some()
+        && r.message_flags.as_deref() == Some("0x00aa")));
+    let m = msgs[0];
+    assert_eq!(m.logger_id, Some(35));
+    assert_eq!(m.file_offset, Some(770_744));
+    assert_eq!(
+        m.provider.as_deref(),
+        Some("f168f093-124c-32f1-04bd-77cd5dc26ded")
+    );
+    assert_eq!(m.event_id, Some(10));
+    assert_eq!(
+        (m.timestamp, m.pid, m.tid),
+        (Some(275_443_116), Some(4), Some(672))
+    );
+    assert_eq!(m.time.as_deref(), Some("2021-09-14T02:38:54.3794675Z"));
+    // WiFiSession's records span 275,443,116 .. 15,297,415,968 (QPC).
+    let ts: Vec<u64> = all
+        .rows
+        .iter()
+        .filter(|r| r.logger_id == Some(35))
+        .filter_map(|r| r.timestamp)
+        .collect();
+    assert_eq!(
+        (ts.iter().min(), ts.iter().max()),
+        (Some(&275_443_116), Some(&15_297_415_968))
+    );
 }

@@ -7,10 +7,10 @@
 //! | PERFINFO (PERFINFO_TRACE_HEADER) | marker, Size @4, HookId @6, timestamp u64 @8 (no thread or process id) |
 //! | EVENT_HEADER | Size u16 @0, HeaderType @2, Flags @4, EventProperty @6, ThreadId u32 @8, ProcessId u32 @0xC, TimeStamp @0x10, ProviderId GUID @0x18, EventDescriptor {Id u16 @0x28, Version u8 @0x2A, Channel, Level @0x2C, Opcode, Task, Keyword} |
 //! | FULL / INSTANCE (EVENT_TRACE_HEADER) | Size @0, Class {Type u8 @4, Level @5, Version u16 @6}, ThreadId @8, ProcessId @0xC, TimeStamp @0x10, Guid @0x18 (FULL) |
-//! | MESSAGE | no fixed fields read |
+//! | MESSAGE (MESSAGE_TRACE_HEADER) | Size u16 @0, 0x90 @3, MessageNumber u16 @4 (as the event id), OptionFlags u16 @6, then by flag: sequence, component id or GUID (as the provider), timestamp, ThreadId, ProcessId ([`MessageHeader`]) |
 
 use crate::bytes::{guid_text, LeBytes};
-use crate::etl::records::{Record, RecordKind};
+use crate::etl::records::{MessageHeader, Record, RecordKind};
 
 /// Header fields of one record (None where the header has no such field).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,6 +23,10 @@ pub struct Fields {
     pub event_id: Option<u16>,
     pub version: Option<u16>,
     pub level: Option<u8>,
+    /// MESSAGE records: the option flags, sequence number and component id.
+    pub message_flags: Option<u16>,
+    pub sequence: Option<u32>,
+    pub component_id: Option<u32>,
 }
 
 /// Read the header fields of `r` in `buf` (the buffer the record was walked in).
@@ -59,6 +63,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             event_id: h.u16_at(0x28),
             version: h.u8_at(0x2A).map(u16::from),
             level: h.u8_at(0x2C),
+            ..Fields::default()
         },
         RecordKind::Full32 | RecordKind::Full64 => Fields {
             timestamp: r.timestamp(buf),
@@ -68,6 +73,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             event_id: h.u8_at(4).map(u16::from),
             version: h.u16_at(6),
             level: h.u8_at(5),
+            ..Fields::default()
         },
         RecordKind::Instance32 | RecordKind::Instance64 => Fields {
             timestamp: r.timestamp(buf),
@@ -78,7 +84,20 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             level: h.u8_at(5),
             ..Fields::default()
         },
-        RecordKind::Message => Fields::default(),
+        RecordKind::Message => match MessageHeader::parse(h) {
+            Some(m) => Fields {
+                timestamp: m.timestamp,
+                tid: m.thread_id,
+                pid: m.process_id,
+                provider: m.guid.as_ref().map(guid_text),
+                event_id: Some(m.message_number),
+                message_flags: Some(m.option_flags),
+                sequence: m.sequence,
+                component_id: m.component_id,
+                ..Fields::default()
+            },
+            None => Fields::default(),
+        },
     }
 }
 

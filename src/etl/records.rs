@@ -139,13 +139,23 @@ impl Record {
         Some(u64::from_le_bytes(b.try_into().ok()?))
     }
 
-    /// The record's timestamp (session clock): PERFINFO at +8, every other kind but MESSAGE
-    /// at +0x10 (SYSTEM/COMPACT SystemTime, EVENT_HEADER and EVENT_TRACE_HEADER TimeStamp,
-    /// §5). `None` for MESSAGE records or when `buf` does not hold it.
+    /// MESSAGE records: the decoded header (`None` for other kinds, or when the record is
+    /// shorter than the fields its option flags announce).
+    pub fn message_header(&self, buf: &[u8]) -> Option<MessageHeader> {
+        if self.kind != RecordKind::Message {
+            return None;
+        }
+        MessageHeader::parse(buf.get(self.offset..self.offset + self.size)?)
+    }
+
+    /// The record's timestamp (session clock): PERFINFO at +8, MESSAGE where its option flags
+    /// say (TRACE_MESSAGE_TIMESTAMP), every other kind at +0x10 (SYSTEM/COMPACT SystemTime,
+    /// EVENT_HEADER and EVENT_TRACE_HEADER TimeStamp, §5). `None` for a MESSAGE record without
+    /// a timestamp or when `buf` does not hold it.
     pub fn timestamp(&self, buf: &[u8]) -> Option<u64> {
         let at = match self.kind {
             RecordKind::PerfInfo32 | RecordKind::PerfInfo64 => return self.perfinfo_timestamp(buf),
-            RecordKind::Message => return None,
+            RecordKind::Message => return self.message_header(buf)?.timestamp,
             _ => self.offset + 0x10,
         };
         if at + 8 > self.offset + self.size {
@@ -153,6 +163,84 @@ impl Record {
         }
         let b = buf.get(at..at + 8)?;
         Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+/// TRACE_MESSAGE option flags (evntrace.h): which optional fields follow the 8-byte
+/// MESSAGE_TRACE_HEADER, in this order (the consumer's parse order, public NT5 source of
+/// `EtwpParseTraceEvent`): sequence, component id *or* GUID (component id wins), timestamp,
+/// system information (thread id, then process id).
+pub mod message_flags {
+    pub const SEQUENCE: u16 = 0x0001;
+    pub const GUID: u16 = 0x0002;
+    pub const COMPONENTID: u16 = 0x0004;
+    pub const TIMESTAMP: u16 = 0x0008;
+    /// Obsolete: adds no field (the session's clock decides).
+    pub const PERFORMANCE_TIMESTAMP: u16 = 0x0010;
+    pub const SYSTEMINFO: u16 = 0x0020;
+    /// The writer's pointer size; add no field.
+    pub const POINTER32: u16 = 0x0040;
+    pub const POINTER64: u16 = 0x0080;
+}
+
+/// The header of a TRACE_MESSAGE (WPP / TraceMessage) record: +0 USHORT Size, +2 Reserved,
+/// +3 0x90 marker byte, +4 USHORT MessageNumber, +6 USHORT OptionFlags, then the optional
+/// fields the flags announce (see [`message_flags`]). The payload that follows stays raw: its
+/// meaning is in the provider's TMF data, which no dump holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MessageHeader {
+    pub message_number: u16,
+    pub option_flags: u16,
+    pub sequence: Option<u32>,
+    /// The message GUID (the WPP trace GUID of the source file's messages).
+    #[serde(skip)]
+    pub guid: Option<[u8; 16]>,
+    pub component_id: Option<u32>,
+    pub timestamp: Option<u64>,
+    pub thread_id: Option<u32>,
+    pub process_id: Option<u32>,
+    /// Offset of the payload from the record's start.
+    pub payload_offset: usize,
+}
+
+impl MessageHeader {
+    /// Decode the header of the message record `rec` (its unpadded bytes). `None` when the
+    /// record is shorter than the fields its flags announce.
+    pub fn parse(rec: &[u8]) -> Option<MessageHeader> {
+        use message_flags as f;
+        let u16_at = |o: usize| rec.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        let u32_at = |o: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(rec.get(o..o + 4)?.try_into().ok()?))
+        };
+        let mut h = MessageHeader {
+            message_number: u16_at(4)?,
+            option_flags: u16_at(6)?,
+            ..MessageHeader::default()
+        };
+        let flags = h.option_flags;
+        let mut o = 8usize;
+        if flags & f::SEQUENCE != 0 {
+            h.sequence = Some(u32_at(o)?);
+            o += 4;
+        }
+        if flags & f::COMPONENTID != 0 {
+            h.component_id = Some(u32_at(o)?);
+            o += 4;
+        } else if flags & f::GUID != 0 {
+            h.guid = Some(rec.get(o..o + 16)?.try_into().ok()?);
+            o += 16;
+        }
+        if flags & f::TIMESTAMP != 0 {
+            h.timestamp = Some(u64::from_le_bytes(rec.get(o..o + 8)?.try_into().ok()?));
+            o += 8;
+        }
+        if flags & f::SYSTEMINFO != 0 {
+            h.thread_id = Some(u32_at(o)?);
+            h.process_id = Some(u32_at(o + 4)?);
+            o += 8;
+        }
+        h.payload_offset = o;
+        Some(h)
     }
 }
 
@@ -541,5 +629,101 @@ mod tests {
         // An empty buffer.
         let w = walk(&b, BUFFER_HEADER_SIZE);
         assert!(w.count == 0 && w.first.is_none() && w.trimmed == 0 && w.torn.is_none());
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::message_flags as f;
+    use super::*;
+
+    /// A message record written field by field as the flags say (the writer's order: sequence,
+    /// component id or GUID, timestamp, TID, PID), with `payload` bytes after.
+    fn message(flags: u16, number: u16, payload: usize) -> (Vec<u8>, usize) {
+        let mut r = vec![0u8, 0, 0, 0x90];
+        r.extend_from_slice(&number.to_le_bytes());
+        r.extend_from_slice(&flags.to_le_bytes());
+        if flags & f::SEQUENCE != 0 {
+            r.extend_from_slice(&0x0102_0304u32.to_le_bytes());
+        }
+        if flags & f::COMPONENTID != 0 {
+            r.extend_from_slice(&0x0A0B_0C0Du32.to_le_bytes());
+        } else if flags & f::GUID != 0 {
+            r.extend_from_slice(&(0x10u8..0x20).collect::<Vec<u8>>());
+        }
+        if flags & f::TIMESTAMP != 0 {
+            r.extend_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+        }
+        if flags & f::SYSTEMINFO != 0 {
+            r.extend_from_slice(&672u32.to_le_bytes());
+            r.extend_from_slice(&4u32.to_le_bytes());
+        }
+        let header = r.len();
+        r.resize(header + payload, 0xEE);
+        let size = r.len() as u16;
+        r[..2].copy_from_slice(&size.to_le_bytes());
+        (r, header)
+    }
+
+    /// Every combination of the eight option flags is decoded into the fields it carries, and
+    /// the walker steps over each record by its Size.
+    #[test]
+    fn every_flag_combination() {
+        for flags in 0u16..=0xFF {
+            for payload in [0usize, 1, 12] {
+                let (rec, header) = message(flags, 0x2A, payload);
+                let h = MessageHeader::parse(&rec).expect("complete record");
+                assert_eq!(h.message_number, 0x2A);
+                assert_eq!(h.option_flags, flags);
+                assert_eq!(h.payload_offset, header, "flags {flags:#x}");
+                assert_eq!(
+                    h.sequence,
+                    (flags & f::SEQUENCE != 0).then_some(0x0102_0304)
+                );
+                assert_eq!(
+                    h.component_id,
+                    (flags & f::COMPONENTID != 0).then_some(0x0A0B_0C0D)
+                );
+                let guid: [u8; 16] = core::array::from_fn(|i| 0x10 + i as u8);
+                assert_eq!(
+                    h.guid,
+                    (flags & f::GUID != 0 && flags & f::COMPONENTID == 0).then_some(guid)
+                );
+                assert_eq!(
+                    h.timestamp,
+                    (flags & f::TIMESTAMP != 0).then_some(0x1122_3344_5566_7788)
+                );
+                let sys = flags & f::SYSTEMINFO != 0;
+                assert_eq!(h.thread_id, sys.then_some(672));
+                assert_eq!(h.process_id, sys.then_some(4));
+                // In a buffer: walked, and the timestamp is the record's.
+                let mut buf = vec![0u8; BUFFER_HEADER_SIZE];
+                buf.extend_from_slice(&rec);
+                while buf.len() % 8 != 0 {
+                    buf.push(0);
+                }
+                buf.extend_from_slice(&rec);
+                let valid = buf.len();
+                let mut seen = Vec::new();
+                let w = walk_from(&buf, BUFFER_HEADER_SIZE, valid, |r| {
+                    seen.push((r.kind, r.size, r.timestamp(&buf)))
+                });
+                assert_eq!(w.torn, None, "flags {flags:#x} payload {payload}");
+                assert_eq!(seen.len(), 2);
+                assert_eq!(seen[0], (RecordKind::Message, rec.len(), h.timestamp));
+            }
+        }
+    }
+
+    /// A record shorter than the fields its flags announce gives no header (no field is read
+    /// from the next record's bytes).
+    #[test]
+    fn short_records_give_no_header() {
+        let (rec, header) = message(0xAA, 1, 0);
+        assert_eq!(header, 8 + 16 + 8 + 8);
+        for cut in 0..header {
+            assert_eq!(MessageHeader::parse(&rec[..cut]), None, "cut at {cut}");
+        }
+        assert!(MessageHeader::parse(&rec).is_some());
     }
 }

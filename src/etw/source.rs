@@ -40,6 +40,9 @@ use std::fmt;
 
 /// Newest logger-2 timestamp accepted as CPU cycles: within this many ms before StartCycles.
 const CYCLES_WINDOW_MS: u64 = 10;
+/// Newest logger-2 timestamp accepted as QPC: converted, within this many ms of the dump's
+/// SystemTime.
+const QPC_WINDOW_MS: u64 = 1000;
 
 /// Does a session with this id and name match a `--session` selector (an id, else a name)?
 pub fn selects(id: Option<u64>, name: Option<&str>, sel: Option<&str>) -> bool {
@@ -156,6 +159,9 @@ pub struct TraceUnit {
     /// a triage unit), and how the buffer was found there.
     pub owner: Option<crate::etw::realtime::BufferOwner>,
     pub via: Option<crate::etw::realtime::FoundVia>,
+    /// A triage window: how it was found (symbols or the data blocks) and where its base and
+    /// end pointers were read.
+    pub window: Option<triage::WindowEvidence>,
     converter: usize,
     data: UnitData,
 }
@@ -339,6 +345,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 skip: None,
                 owner: None,
                 via: None,
+                window: None,
                 converter,
                 data: UnitData::Carved(Box::new(b.clone())),
             });
@@ -754,6 +761,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                             skip,
                             owner: b.owner.clone(),
                             via: b.via,
+                            window: None,
                             converter,
                             data: UnitData::Memory(Box::new(b)),
                         });
@@ -878,7 +886,9 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 self.no_clock()
             } else {
                 let (conv, inferred) = match w.kind {
-                    WindowKind::CurrentBuffer => current_buffer_clock(ctx, &t, w, mhz),
+                    WindowKind::CurrentBuffer => {
+                        current_buffer_clock(ctx, &t, w, mhz, blob_sessions, perf_freq)
+                    }
                     WindowKind::ErrlogTail => errlog_clock(ctx, w, blob_sessions, perf_freq, mhz),
                 };
                 if let Some(why) = conv.problem() {
@@ -914,6 +924,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 skip,
                 owner: None,
                 via: None,
+                window: Some(w.evidence),
                 converter,
                 data: UnitData::Window(i),
             });
@@ -951,6 +962,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     skip: (!in_file).then_some(Skip::NotInFile),
                     owner: None,
                     via: None,
+                    window: None,
                     converter,
                     data: UnitData::Blob,
                 });
@@ -1037,43 +1049,98 @@ fn window_timestamps(w: &triage::SavedWindow) -> Vec<u64> {
 /// The converter of a window's clock, and the inference it rests on (said in a warning).
 type WindowClock = (Converter, Option<String>);
 
-/// Logger 2's window: CPU cycles anchored at the crashing CPU's StartCycles when the newest
-/// timestamp is just before it (triage-etw.md §2.4), else unknown.
+/// Logger 2's window. Its logger context is not in a triage dump, so its clock type is not
+/// known; two hypotheses are tested against anchors in the same dump (triage-etw.md §2.4), and
+/// the clock stays unknown when neither holds:
+///
+/// * **CPU cycles**: the newest timestamp lies at most [`CYCLES_WINDOW_MS`] before the crashing
+///   CPU's `KPRCB.StartCycles` (needs a `_KPRCB` layout for the dump's kernel);
+/// * **QPC**: converted through the ReferenceTime of a QPC session saved in the ETW secondary
+///   data and the blob's EtwPerfFreq, the newest timestamp falls within
+///   [`QPC_WINDOW_MS`] of the dump's SystemTime (the buffer is the crashing CPU's current one).
 fn current_buffer_clock(
     ctx: &KernelContext<'_>,
     t: &TriageEtw,
     w: &triage::SavedWindow,
     mhz: u64,
+    sessions: &[BlobSession],
+    perf_freq: u64,
 ) -> WindowClock {
-    let newest = window_timestamps(w).into_iter().max();
-    let (Some(newest), Some(sc)) = (newest, t.crash_cpu.and_then(|c| c.start_cycles)) else {
-        return (Converter::Unknown(
-            "logger 2's clock type is not in the dump (no logger context) and the crashing CPU's KPRCB.StartCycles is unknown".into(),
-        ), None);
-    };
-    if mhz == 0 {
-        let why = "the CPU speed (KPRCB.MHz, EtwCPUSpeedInMHz) is unknown";
+    let Some(newest) = window_timestamps(w).into_iter().max() else {
+        let why = "logger 2's clock type is not in the dump (no logger context) and the window has no timestamp to test a clock against";
         return (Converter::Unknown(why.into()), None);
+    };
+    let mut tried: Vec<String> = Vec::new();
+    // CPU cycles, anchored at the crashing CPU's StartCycles.
+    match t.crash_cpu.and_then(|c| c.start_cycles) {
+        None => tried.push("CPU cycles: not testable, the crashing CPU's KPRCB.StartCycles is unknown (no _KPRCB layout for this kernel)".into()),
+        Some(_) if mhz == 0 => tried.push("CPU cycles: not testable, the CPU speed (KPRCB.MHz, EtwCPUSpeedInMHz) is unknown".into()),
+        Some(sc) => {
+            let window = mhz * 1000 * CYCLES_WINDOW_MS;
+            if newest <= sc && sc - newest <= window {
+                let how = format!(
+                    "clock inferred as CPU cycles: the newest timestamp is {} cycles before the crashing CPU's KPRCB.StartCycles {sc:#x}; times = SystemTime − (StartCycles − ts) / {mhz} MHz (approximate)",
+                    sc - newest
+                );
+                let conv = Converter::Scaled {
+                    start: ctx.dump.header().system_time,
+                    raw_start: sc,
+                    num: 10,
+                    den: mhz,
+                    how: how.clone(),
+                };
+                return (conv, Some(how));
+            }
+            tried.push(format!(
+                "CPU cycles: rejected, the newest timestamp {newest:#x} is not within {CYCLES_WINDOW_MS} ms before KPRCB.StartCycles {sc:#x}"
+            ));
+        }
     }
-    let window = mhz * 1000 * CYCLES_WINDOW_MS;
-    if newest <= sc && sc - newest <= window {
-        let how = format!(
-            "clock inferred as CPU cycles: the newest timestamp is {} cycles before the crashing CPU's KPRCB.StartCycles {sc:#x}; times = SystemTime − (StartCycles − ts) / {mhz} MHz (approximate)",
-            sc - newest
-        );
-        let conv = Converter::Scaled {
-            start: ctx.dump.header().system_time,
-            raw_start: sc,
-            num: 10,
-            den: mhz,
-            how: how.clone(),
-        };
-        (conv, Some(how))
-    } else {
-        (Converter::Unknown(format!(
-            "logger 2's clock type is not in the dump, and its newest timestamp {newest:#x} is not within {CYCLES_WINDOW_MS} ms of cycles before KPRCB.StartCycles {sc:#x}"
-        )), None)
+    // QPC, through a QPC session's reference.
+    let dump_time = ctx.dump.header().system_time;
+    let qpc = sessions
+        .iter()
+        .find(|s| s.clock_type == 1 && s.reference_system_time != 0);
+    match qpc {
+        _ if perf_freq == 0 => tried.push("QPC: not testable, EtwPerfFreq is unknown".into()),
+        None => tried.push(
+            "QPC: not testable, no QPC session with a ReferenceTime in the ETW secondary data"
+                .into(),
+        ),
+        Some(s) => {
+            let conv = blob_converter(s, perf_freq, mhz);
+            let at = conv.to_filetime(newest);
+            let tolerance = QPC_WINDOW_MS * 10_000;
+            match at {
+                Some(ft) if ft.abs_diff(dump_time) <= tolerance => {
+                    let how = format!(
+                        "clock inferred as QPC: through logger {}'s ReferenceTime and EtwPerfFreq {perf_freq}, the newest timestamp {newest:#x} falls {:.3} ms {} the dump's SystemTime (within {QPC_WINDOW_MS} ms)",
+                        s.logger_id,
+                        ft.abs_diff(dump_time) as f64 / 10_000.0,
+                        if ft <= dump_time { "before" } else { "after" }
+                    );
+                    return (conv, Some(how));
+                }
+                Some(ft) => tried.push(format!(
+                    "QPC: rejected, through logger {}'s ReferenceTime and EtwPerfFreq {perf_freq} the newest timestamp {newest:#x} would be {:.3} s {} the dump's SystemTime",
+                    s.logger_id,
+                    ft.abs_diff(dump_time) as f64 / 1e7,
+                    if ft <= dump_time { "before" } else { "after" }
+                )),
+                None => tried.push(format!(
+                    "QPC: rejected, the newest timestamp {newest:#x} does not convert through logger {}'s ReferenceTime",
+                    s.logger_id
+                )),
+            }
+        }
     }
+    (
+        Converter::Unknown(format!(
+            "logger 2's clock type is not in the dump (no logger context) and no hypothesis holds: {}",
+            tried.join("; ")
+        )),
+        None,
+    )
 }
 
 /// The error-log tail: its blob session's clock, else FILETIME when plausible.

@@ -6,8 +6,10 @@
 //!   is open, the last 0x1000 valid bytes of its buffer, each as one data block, and records the
 //!   buffer's base and end in `KiCurrentEtwBufferBase`/`KiCurrentEtwBufferOffset` and
 //!   `KiCurrentErrLogBufferBase`/`KiCurrentErrLogBufferOffset` (the "Offset" globals hold an
-//!   end address). Found through those globals with symbols, else through the block pattern
-//!   `[window][8-byte base][8-byte end]` of the data-block table (§4.1 step 3);
+//!   end address). Found through those globals with symbols, else by what the data blocks
+//!   hold: a window followed by two pointer blocks whose values are the buffer's base and the
+//!   window's own end, in either order and at any spacing of the globals ([`block_pattern`];
+//!   §4.1 step 3 generalised after the ARM64 22000 dump, whose end global lies below the base);
 //! * the **ETW secondary data** blob tagged `nt!EtwSecondaryDumpDataGuid` after SizeOfDump
 //!   (§1.3): a header (KeMaximumIncrement, NtBuildNumber, EtwCPUSpeedInMHz, EtwpBootTime,
 //!   EtwPerfFreq), then per session started with EVENT_TRACE_ADDTO_TRIAGE_DUMP a 0x30-byte
@@ -106,8 +108,8 @@ pub struct SavedWindow {
     pub first_record: Option<usize>,
     /// Bytes before the first whole record that are the tail of a record cut by the window.
     pub partial_bytes: usize,
-    /// "symbols" (the Ki* globals) or "block pattern" (no symbols; order of the blocks).
-    pub found_by: &'static str,
+    /// How the window was found.
+    pub evidence: WindowEvidence,
     /// The blob buffer whose last bytes this window repeats (error-log tail).
     pub duplicate_of: Option<BlobBufferRef>,
 }
@@ -388,7 +390,7 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
     let with_symbols = [WindowKind::CurrentBuffer, WindowKind::ErrlogTail]
         .iter()
         .all(|k| ctx.global(k.globals().0).is_some() && ctx.global(k.globals().1).is_some());
-    let found: Vec<(WindowKind, VirtAddr, VirtAddr, &'static str)> = if with_symbols {
+    let found: Vec<(Triple, &'static str)> = if with_symbols {
         let mut v = Vec::new();
         for kind in [WindowKind::CurrentBuffer, WindowKind::ErrlogTail] {
             let (bn, en) = kind.globals();
@@ -396,7 +398,16 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
                 continue;
             };
             match (ctx.space.read_ptr(bva), ctx.space.read_ptr(eva)) {
-                (Ok(b), Ok(e)) if !b.is_null() || !e.is_null() => v.push((kind, b, e, "symbols")),
+                (Ok(b), Ok(e)) if !b.is_null() || !e.is_null() => v.push((
+                    Triple {
+                        kind,
+                        base: b,
+                        end: e,
+                        base_global: bva,
+                        end_global: eva,
+                    },
+                    "symbols",
+                )),
                 (Ok(_), Ok(_)) => out.warnings.push(Warning::new(
                     WarningKind::NotFound,
                     format!("{bn} and {en} are NULL: nothing saved"),
@@ -419,19 +430,23 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
         }
         v
     } else {
-        out.warnings.push(Warning::new(WarningKind::Inferred, "no symbols for the Ki*Buffer* globals: saved windows found by the data-block pattern (the first is taken as logger 2's current buffer, by the kernel's call order)"));
-        let v = block_pattern(ctx, &t.blocks);
+        let psize = ctx.space.arch().pointer_size();
+        let v = block_pattern(ctx, &t.blocks, psize);
         if v.is_empty() {
-            out.warnings.push(Warning::new(WarningKind::NotFound, "no saved ETW window: no [window][base][end] block triple in the data-block table (give the kernel's symbols to look the Ki*Buffer* globals up)"));
+            out.warnings.push(Warning::new(WarningKind::NotFound, format!(
+                "no saved ETW window: no data block is followed by two {psize}-byte blocks holding a buffer base and the block's own end (give the kernel's symbols to look the Ki*Buffer* globals up)"
+            )));
+        } else {
+            out.warnings.push(Warning::new(WarningKind::Inferred, "no symbols for the Ki*Buffer* globals: saved windows found by what the data blocks hold (a window followed by two pointer blocks, one holding the window's end and the other the buffer base below it); which window is logger 2's is told by the buffer header's LoggerId, or by the kernel's limit (0x2000 / 0x1000) when the window is cut"));
         }
-        v
+        v.into_iter().map(|t| (t, "block pattern")).collect()
     };
-    for (kind, base, end, found_by) in found {
-        match window(ctx, &t.blocks, kind, base, end, found_by) {
+    for (triple, found_by) in found {
+        match window(ctx, &t.blocks, triple, found_by) {
             Ok(w) => out.windows.push(w),
             Err(e) => out.warnings.push(Warning::new(
                 WarningKind::Unreadable,
-                format!("{}: {e}", kind.source()),
+                format!("{}: {e}", triple.kind.source()),
             )),
         }
     }
@@ -459,41 +474,150 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
     out
 }
 
-/// The windows without symbols: consecutive blocks `[window][8 bytes at X][8 bytes at X+8]`
-/// whose values (B, E) satisfy window.VA + window.Size == E and (window.VA == B or the window
-/// is exactly 0x1000 or 0x2000 bytes) (§4.1 step 3). The first is logger 2's.
-fn block_pattern(
-    ctx: &KernelContext<'_>,
-    blocks: &[DataBlock],
-) -> Vec<(WindowKind, VirtAddr, VirtAddr, &'static str)> {
-    let mut v = Vec::new();
+/// How the two pointer globals of a saved window lie relative to each other (the kernel writes
+/// them as consecutive data blocks after the window; their addresses differ per build and
+/// architecture: 19041 x64 has the end global 8 bytes above the base global, 22000 ARM64 8 bytes
+/// below it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GlobalOrder {
+    /// The end global directly follows the base global (end = base + pointer size).
+    EndAfterBase,
+    /// The end global directly precedes the base global (end = base − pointer size).
+    EndBeforeBase,
+    /// Anywhere else.
+    Apart,
+}
+
+impl GlobalOrder {
+    fn of(base_global: u64, end_global: u64, psize: u64) -> GlobalOrder {
+        if base_global.checked_add(psize) == Some(end_global) {
+            GlobalOrder::EndAfterBase
+        } else if end_global.checked_add(psize) == Some(base_global) {
+            GlobalOrder::EndBeforeBase
+        } else {
+            GlobalOrder::Apart
+        }
+    }
+}
+
+/// How a saved window was found: through the symbols of the `KiCurrent*Buffer*` globals, or
+/// (no symbols) through what the data blocks hold; where its base and end pointers were read
+/// and how the two globals lie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct WindowEvidence {
+    /// "symbols" or "block pattern".
+    pub found_by: &'static str,
+    pub base_global: VirtAddr,
+    pub end_global: VirtAddr,
+    pub global_order: GlobalOrder,
+}
+
+impl std::fmt::Display for WindowEvidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let order = match self.global_order {
+            GlobalOrder::EndAfterBase => "end after base",
+            GlobalOrder::EndBeforeBase => "end before base",
+            GlobalOrder::Apart => "apart",
+        };
+        write!(
+            f,
+            "found by {}: base at {}, end at {} ({order})",
+            self.found_by, self.base_global, self.end_global
+        )
+    }
+}
+
+/// A saved window as the data-block table shows it: the window block and the two pointer
+/// blocks, with the values they hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Triple {
+    kind: WindowKind,
+    base: VirtAddr,
+    end: VirtAddr,
+    base_global: VirtAddr,
+    end_global: VirtAddr,
+}
+
+/// The windows without symbols, by what the blocks hold (§4.1 step 3), whatever the order or
+/// spacing of the two globals: a block `W` followed by two pointer-sized blocks whose values
+/// are the buffer's base `B` and end `E`, told apart by content alone — `E` is the one equal to
+/// `W.VA + W.Size` (the window ends at the buffer's valid end), `B` the other, with
+/// `B ≤ W.VA < E`, `E − B` a plausible buffer length, and either `W.VA == B` (the whole valid
+/// part was saved: the window begins with a buffer header) or `W` exactly one of the kernel's
+/// limits (0x2000 for logger 2, 0x1000 for the error-log tail).
+///
+/// Which window is which is decided by evidence, not by position: a window that starts at the
+/// base holds a buffer header whose LoggerId says it (2: logger 2's current buffer; any other:
+/// the error-log session); one that does not is cut at its limit, and the limit (0x2000 or
+/// 0x1000) says it.
+fn block_pattern(ctx: &KernelContext<'_>, blocks: &[DataBlock], psize: u64) -> Vec<Triple> {
+    let value = |b: &DataBlock| -> Option<u64> {
+        if !b.in_file || u64::from(b.size) != psize {
+            return None;
+        }
+        let x = ctx.dump.file_bytes(b.file_offset, psize as usize)?;
+        if psize == 4 {
+            x.u32_at(0).map(u64::from)
+        } else {
+            x.u64_at(0)
+        }
+    };
+    let mut v: Vec<Triple> = Vec::new();
     for i in 0..blocks.len().saturating_sub(2) {
-        let (w, b, e) = (&blocks[i], &blocks[i + 1], &blocks[i + 2]);
-        if !(w.in_file && b.in_file && e.in_file && b.size == 8 && e.size == 8)
-            || e.va != b.va.wrapping_add(8)
-        {
+        let (w, a, b) = (&blocks[i], &blocks[i + 1], &blocks[i + 2]);
+        if !w.in_file || w.size == 0 {
             continue;
         }
-        let (Some(bv), Some(ev)) = (
-            ctx.dump
-                .file_bytes(b.file_offset, 8)
-                .and_then(|x| x.u64_at(0)),
-            ctx.dump
-                .file_bytes(e.file_offset, 8)
-                .and_then(|x| x.u64_at(0)),
-        ) else {
+        let (Some(va), Some(vb)) = (value(a), value(b)) else {
             continue;
         };
-        let ok = w.va.checked_add(u64::from(w.size)) == Some(ev)
-            && ev >= bv
-            && (w.va == bv || w.size == 0x1000 || w.size == 0x2000);
-        if ok {
-            let kind = match v.len() {
-                0 => WindowKind::CurrentBuffer,
-                1 => WindowKind::ErrlogTail,
-                _ => break,
-            };
-            v.push((kind, VirtAddr::new(bv), VirtAddr::new(ev), "block pattern"));
+        let Some(w_end) = w.va.checked_add(u64::from(w.size)) else {
+            continue;
+        };
+        // Which of the two holds the end: the one equal to the window's end.
+        let (base, end, base_block, end_block) = if vb == w_end && va != w_end {
+            (va, vb, a, b)
+        } else if va == w_end && vb != w_end {
+            (vb, va, b, a)
+        } else {
+            continue;
+        };
+        let plausible = base <= w.va
+            && end - base <= MAX_BUFFER_SIZE
+            && (w.va == base || w.size == 0x1000 || w.size == 0x2000);
+        if !plausible {
+            continue;
+        }
+        let kind = if w.va == base {
+            // The window holds the buffer's start: its header names the logger.
+            let header = ctx
+                .dump
+                .file_bytes(w.file_offset, (w.size as usize).min(BUFFER_HEADER_SIZE))
+                .and_then(BufferHeader::from_bytes);
+            match header {
+                Some(h) if h.logger_id == 2 => WindowKind::CurrentBuffer,
+                Some(_) => WindowKind::ErrlogTail,
+                // No readable header where one must be: not a saved window.
+                None => continue,
+            }
+        } else if w.size == 0x2000 {
+            WindowKind::CurrentBuffer
+        } else {
+            WindowKind::ErrlogTail
+        };
+        if v.iter().any(|t| t.kind == kind) {
+            continue;
+        }
+        v.push(Triple {
+            kind,
+            base: VirtAddr::new(base),
+            end: VirtAddr::new(end),
+            base_global: VirtAddr::new(base_block.va),
+            end_global: VirtAddr::new(end_block.va),
+        });
+        if v.len() == 2 {
+            break;
         }
     }
     v
@@ -502,11 +626,16 @@ fn block_pattern(
 fn window(
     ctx: &KernelContext<'_>,
     blocks: &[DataBlock],
-    kind: WindowKind,
-    base: VirtAddr,
-    end: VirtAddr,
+    triple: Triple,
     found_by: &'static str,
 ) -> Result<SavedWindow, String> {
+    let Triple {
+        kind,
+        base,
+        end,
+        base_global,
+        end_global,
+    } = triple;
     let valid = end
         .get()
         .checked_sub(base.get())
@@ -539,7 +668,16 @@ fn window(
         processor: None,
         first_record: None,
         partial_bytes: 0,
-        found_by,
+        evidence: WindowEvidence {
+            found_by,
+            base_global,
+            end_global,
+            global_order: GlobalOrder::of(
+                base_global.get(),
+                end_global.get(),
+                ctx.space.arch().pointer_size(),
+            ),
+        },
         duplicate_of: None,
     };
     if w.starts_at_base {

@@ -42,6 +42,9 @@ impl Row for BufferRow {
         if let Some(v) = &r.found_via {
             notes.push(format!("via {v}"));
         }
+        if let Some(w) = &r.window {
+            notes.push(w.to_string());
+        }
         notes.extend(
             r.warnings
                 .iter()

@@ -53,6 +53,8 @@ pub struct BufferRow {
     pub consumer_pid: Option<u64>,
     pub consumer_process: Option<String>,
     pub found_via: Option<String>,
+    /// A triage window: how it was found and where its base and end pointers were read.
+    pub window: Option<crate::etw::triage::WindowEvidence>,
     pub warnings: Vec<String>,
 }
 
@@ -152,6 +154,7 @@ fn row(src: &EtwSource<'_, '_>, names: &HashMap<u64, String>, u: &TraceUnit) -> 
         consumer_pid: u.owner.as_ref().and_then(|o| o.pid),
         consumer_process: u.owner.as_ref().and_then(|o| o.process.clone()),
         found_via: u.via.map(|v| v.to_string()),
+        window: u.window,
         ..BufferRow::default()
     };
     match &u.skip {

@@ -57,6 +57,13 @@ pub struct EventRow {
     /// Interrupt/DPC routine address and its resolution.
     pub routine: Option<String>,
     pub routine_symbol: Option<String>,
+    /// MESSAGE (TRACE_MESSAGE / WPP) records: the option flags ("0x00aa"), the sequence
+    /// number and the component id where the flags carry them. For these records `provider`
+    /// is the message GUID and `event_id` the MessageNumber; the payload is not decoded (its
+    /// format is in the provider's TMF data, which no dump holds).
+    pub message_flags: Option<String>,
+    pub sequence: Option<u32>,
+    pub component_id: Option<u32>,
 }
 
 /// The rows and the problems met.
@@ -226,6 +233,9 @@ fn push_rows(
             size: r.size,
             routine,
             routine_symbol,
+            message_flags: f.message_flags.map(|x| format!("{x:#06x}")),
+            sequence: f.sequence,
+            component_id: f.component_id,
         });
     })
 }
