@@ -12,7 +12,9 @@ use etwdump::etw::loggers::list_sessions;
 use etwdump::etw::providers::{ProviderTable, RegKind};
 use etwdump::etw::tamper::{self, TamperReport};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
-use etwdump_forge::{forge, providers_config, tamper_scenarios, Config, Forged, TableShape};
+use etwdump_forge::{
+    forge, providers_config, tamper_scenarios, Config, Forged, TableShape, TamperKind, TamperSpec,
+};
 use std::path::{Path, PathBuf};
 
 fn pdb(name: &str) -> PathBuf {
@@ -669,4 +671,78 @@ fn damaged_tables_are_reported_and_the_rest_still_listed() {
             assert!(p.enabled.len() as u64 <= etwdump::etw::providers::ENABLE_SLOTS);
         }
     }
+}
+
+/// `clock-hook` on builds whose `GetCpuClock` is an index (19041+): the kernel's time-stamp
+/// routine accepts 0-3 and fails fast above, so every index 4..=0xFF the forge plants (fixed
+/// edge values and seeded random ones) is exactly one finding at the logger context, and each
+/// of 0-3 written into the clean twin is none.
+#[test]
+fn clock_index_outside_0_to_3_is_a_finding() {
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut checked = 0;
+    for name in FIXTURES {
+        let clean = providers_config(&fixture(name));
+        if !TamperKind::ClockIndex(4).applies_to(&clean) {
+            continue;
+        }
+        let pdb = pdb(name);
+        let mut values = vec![4u8, 5, 0x10, 0x7F, 0xFF];
+        values.extend((0..4).map(|_| 4 + (next() % 252) as u8));
+        for v in values {
+            let mut c = clean.clone();
+            c.etw = c
+                .etw
+                .map(|e| e.with_tampering(TamperSpec::one(TamperKind::ClockIndex(v))));
+            let f = forge(&c);
+            let want = &f.etw.as_ref().unwrap().findings;
+            assert_eq!(want.len(), 1);
+            let r = read(&f, &pdb);
+            let got: Vec<(&str, u64)> = r
+                .report
+                .findings
+                .iter()
+                .map(|x| (x.check, x.address.map_or(0, |a| a.get()) - r.clock_offset))
+                .collect();
+            assert_eq!(
+                got,
+                [("clock-hook", want[0].address)],
+                "{name} index {v:#x}"
+            );
+            let ev = &r.report.findings[0].evidence;
+            assert!(
+                ev.contains(&format!("is {v:#x}, an index the kernel never stores")),
+                "{name}: {ev}"
+            );
+            checked += 1;
+        }
+        // 0-3 are the kernel's own values: no finding.
+        let f = forge(&clean);
+        let ctx_va = f
+            .etw
+            .as_ref()
+            .unwrap()
+            .sessions()
+            .next()
+            .unwrap()
+            .context_va;
+        let off = read(&f, &pdb).clock_offset;
+        for v in 0u64..=3 {
+            let b = patched(&f, &[(ctx_va + off, vec![v as u8])]);
+            let r = read_bytes(b, &pdb);
+            assert!(
+                r.report.findings.iter().all(|x| x.check != "clock-hook"),
+                "{name} index {v}: {:#?}",
+                r.report.findings
+            );
+        }
+    }
+    // 19041, 20348 and 22000, nine values each.
+    assert_eq!(checked, 27);
 }

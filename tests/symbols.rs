@@ -408,6 +408,19 @@ fn real_isf_offsets() {
         ] {
             assert_eq!(s.rva(sym), Some(rva), "{sym}");
         }
+        // The registration-handle globals `check` examines: the 14 `Etw*RegHandle` of this
+        // build and EtwpRegTraceHandle (Kernel-Registry), whose name breaks the pattern.
+        let r = etwdump::report::symbols::report(&s, WANTED_TYPES, false);
+        let handles: Vec<&String> = r
+            .symbols
+            .keys()
+            .filter(|k| etwdump::symbols::is_reg_handle(k))
+            .collect();
+        assert_eq!(handles.len(), 15, "{handles:?}");
+        assert_eq!(
+            r.symbols.get("EtwpRegTraceHandle").map(String::as_str),
+            Some("0xd2c018")
+        );
     }
 }
 

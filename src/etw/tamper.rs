@@ -8,7 +8,7 @@
 //! | `reg-handle-invalid` | that address is an `_ETW_REG_ENTRY` on the `RegListHead` of a GUID entry of the GUID table, of the provider the handle is named for | it points elsewhere, at a registration no GUID entry lists, or at another provider's |
 //! | `provider-enable-state` | a GUID entry enabled by a live session (an `EnableInfo[i]` slot) has its aggregate `ProviderEnableInfo.IsEnabled` set | the aggregate is cleared (the provider's events are dropped at the source). A registration's `EnableMask` without bit i is not judged: filters can narrow it legitimately (`providers` shows it) |
 //! | `enable-unknown-logger` | every enabled `EnableInfo` slot names a live session | it names a logger id with no session |
-//! | `clock-hook` | `GetCpuClock`: before 19041 a pointer to one of the kernel's clock routines (`EtwpGetPerfCounter`, `EtwpGetSystemTime`, `EtwpGetCycleCount`, ...); from 19041 a small index | a pointer elsewhere (outside the kernel image: "InfinityHook"), or an address where an index belongs |
+//! | `clock-hook` | `GetCpuClock`: before 19041 a pointer to one of the kernel's clock routines (`EtwpGetPerfCounter`, `EtwpGetSystemTime`, `EtwpGetCycleCount`, ...); from 19041 an index 0-3 | a pointer elsewhere (outside the kernel image: "InfinityHook"); an index above 3 (the kernel fails fast on it) or an address where an index belongs |
 //! | `consumer-mode` | real-time consumers only on sessions in real-time mode (`EVENT_TRACE_REAL_TIME_MODE`) | consumers on a session without it |
 //! | `etw-write-patch` | each process maps ntdll's `EtwEventWrite`-family entries from the image's shared page ([`super::userpatch`]) | another page with other bytes (a copy-on-write patch), or an entry that returns at once |
 
@@ -26,9 +26,13 @@ pub const EVENT_TRACE_REAL_TIME_MODE: u64 = 0x100;
 
 pub use crate::symbols::CLOCK_ROUTINES;
 
-/// Largest `GetCpuClock` index not reported (19041+). The index's meaning is not documented
-/// here; any small value is accepted and the value is shown, an address-sized one is a finding.
-pub const MAX_CLOCK_INDEX: u64 = 0xFF;
+/// Largest `GetCpuClock` index a clean kernel holds where the field is an index (integer
+/// layouts, 19041+ in the corpus): `EtwpGetLoggerTimeStamp` dispatches 0 (system time,
+/// RtlGetSystemTimePrecise), 1 (QPC, KeQueryPerformanceCounter), 2 (a HAL callback) and 3
+/// (RDTSC), and calls `__fastfail(0x3D)` on anything greater (public decompilations of
+/// EtwpGetLoggerTimeStamp of Windows 10/11 builds, e.g. code-index file 65661481785). A value
+/// above it was not written by the kernel's clock setup.
+pub const MAX_CLOCK_INDEX: u64 = 3;
 
 /// How sure a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -409,9 +413,14 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
         };
         if !pointer_era {
             if value > MAX_CLOCK_INDEX {
+                let what = if value > 0xFF {
+                    "an address where this build keeps a clock index"
+                } else {
+                    "an index the kernel never stores (its time-stamp routine fails fast on any index above 3)"
+                };
                 r.findings.push(base(
-                    format!("GetCpuClock of {} is {value:#x}, an address where this build keeps a clock index", session_label(s)),
-                    format!("a small clock index (19041+ kernels select the clock with it; at most {MAX_CLOCK_INDEX:#x})"),
+                    format!("GetCpuClock of {} is {value:#x}, {what}", session_label(s)),
+                    format!("a clock index 0-{MAX_CLOCK_INDEX} (0 system time, 1 QPC, 2 HAL counter, 3 CPU cycles: the only values EtwpGetLoggerTimeStamp accepts)"),
                 ));
             }
             continue;

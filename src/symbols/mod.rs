@@ -91,10 +91,17 @@ pub const CLOCK_ROUTINES: &[&str] = &[
     "KeQueryPerformanceCounter",
 ];
 
-/// A kernel global provider registration handle (`Etw*ProvRegHandle`, `Etw*RegHandle`): the
-/// tool uses every one the symbols name (the tamper checks).
+/// The kernel's global provider registration handles whose names do not follow the
+/// `Etw*RegHandle` pattern: `EtwpRegTraceHandle`, the registration of
+/// Microsoft-Windows-Kernel-Registry (`EtwRegister(&RegistryProvGuid, EtwpRegTraceEnableCallback,
+/// NULL, &EtwpRegTraceHandle)` in EtwpInitialize; tools/provider_names/generate.py cites the
+/// sources).
+pub const OTHER_REG_HANDLES: &[&str] = &["EtwpRegTraceHandle"];
+
+/// A kernel global provider registration handle (`Etw*ProvRegHandle`, `Etw*RegHandle`, and
+/// [`OTHER_REG_HANDLES`]): the tool uses every one the symbols name (the tamper checks).
 pub fn is_reg_handle(name: &str) -> bool {
-    name.starts_with("Etw") && name.ends_with("RegHandle")
+    (name.starts_with("Etw") && name.ends_with("RegHandle")) || OTHER_REG_HANDLES.contains(&name)
 }
 
 #[derive(Debug, Error)]

@@ -111,6 +111,13 @@ HANDLES = [
     # EventTracing -> Kernel-EventTracing; [A] EventTracingProvGuid, [B].
     ("EtwpEventTracingProvRegHandle", "Microsoft-Windows-Kernel-EventTracing",
      "B675EC37-BDB6-4648-BC92-F3FDC74D3CA2"),
+    # Registry -> Kernel-Registry: [A] lists RegistryProvGuid with this handle (its table notes
+    # "in build 20xxx?"); public decompilations of EtwpInitialize (e.g. nohuto/decompiled-
+    # pseudocode, 11-21H2) show EtwRegister(&RegistryProvGuid, EtwpRegTraceEnableCallback, 0,
+    # &EtwpRegTraceHandle), and the Cmp* registry tracing routines write through it. The name
+    # does not end in "RegHandle": etwdump lists it in symbols::OTHER_REG_HANDLES.
+    ("EtwpRegTraceHandle", "Microsoft-Windows-Kernel-Registry",
+     "70EB4F03-C1DE-4F73-A051-33D13D5413BD"),
     # The name alone says only "Kernel": [A] (KernelProvGuid) and [B] give the GUID
     # A68CA8B7-004F-D7B6-A698-07E2DE0F1F5D, which the nasbench logman listing names
     # Microsoft-Windows-Kernel-General (the provider of the kernel's system time change,

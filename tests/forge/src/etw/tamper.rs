@@ -15,6 +15,7 @@
 //! | `provider-enable-state` | zeroes `ProviderEnableInfo.IsEnabled` of the Threat-Intelligence GUID entry (else Kernel-Process) while its `EnableInfo` slot still enables it for a live session | the GUID entry |
 //! | `enable-unknown-logger` | adds an enabled `EnableInfo` slot (LoggerId = the lowest free slot of the logger array) to a provider no session enables, with the aggregate and the registrations' EnableMask bit to match | the GUID entry |
 //! | `clock-hook` | redirects the CKCL's (else the first session's) `GetCpuClock`: pointer era to a late pool block holding `rdtsc; ...; ret`, outside the image; integer era to that kernel address instead of an index | the logger context |
+//! | `clock-hook` ([`TamperKind::ClockIndex`]) | integer era only: sets that `GetCpuClock` to an index 4..=0xFF, which EtwpGetLoggerTimeStamp rejects (it dispatches 0-3 and fails fast above) | the logger context |
 //! | `consumer-mode` | clears EVENT_TRACE_REAL_TIME_MODE (0x100) in the LoggerMode of a session with real-time consumers on its `Consumers` list (needs the forged processes: x64) | the logger context |
 //! | `etw-write-patch` | [`TamperKind::WritePatch`]: a process's view of ntdll's `EtwEventWrite` family patched (a private copy of a code page, or the shared page itself), or a private copy with identical bytes, or a code page not in the dump (needs [`Config::with_user_images`]; applied by `kernel/user_images.rs`, which documents each [`WritePatch`]) | the patched function's VA |
 
@@ -31,6 +32,11 @@ pub enum TamperKind {
     ProviderEnableState,
     EnableUnknownLogger,
     ClockHook,
+    /// `clock-hook` on an integer-era layout (19041+): the CKCL's (else the first session's)
+    /// `GetCpuClock` set to this index, which a clean kernel never holds: its time-stamp
+    /// routine (EtwpGetLoggerTimeStamp) accepts 0-3 and fails fast above (issue 26, public
+    /// decompilations). Values 4..=0xFF; not in [`TamperKind::ALL`] (tests draw the values).
+    ClockIndex(u8),
     ConsumerMode,
     /// `etw-write-patch`: ntdll's `EtwEventWrite` family in the processes' user memory
     /// ([`Config::with_user_images`]); see [`WritePatch`] for each variant and its findings.
@@ -129,7 +135,7 @@ impl TamperKind {
             TamperKind::RegHandleInvalid => "reg-handle-invalid",
             TamperKind::ProviderEnableState => "provider-enable-state",
             TamperKind::EnableUnknownLogger => "enable-unknown-logger",
-            TamperKind::ClockHook => "clock-hook",
+            TamperKind::ClockHook | TamperKind::ClockIndex(_) => "clock-hook",
             TamperKind::ConsumerMode => "consumer-mode",
             TamperKind::WritePatch(_) => "etw-write-patch",
         }
@@ -140,6 +146,7 @@ impl TamperKind {
     pub fn name(self) -> String {
         match self {
             TamperKind::WritePatch(w) => format!("etw-write-patch-{}", w.name()),
+            TamperKind::ClockIndex(v) => format!("clock-index-{v:#x}"),
             k => k.check().to_string(),
         }
     }
@@ -162,6 +169,8 @@ impl TamperKind {
         match self {
             TamperKind::ConsumerMode => cfg.processes,
             TamperKind::WritePatch(_) => cfg.user_images,
+            // GetCpuClock is an index from 19041 on (the forge's clock encoding).
+            TamperKind::ClockIndex(_) => cfg.build >= 19041,
             _ => true,
         }
     }
@@ -274,6 +283,7 @@ pub(super) fn apply(
             TamperKind::ProviderEnableState => enable_state(b, need(&mut prov, k)),
             TamperKind::EnableUnknownLogger => unknown_logger(b, need(&mut prov, k)),
             TamperKind::ClockHook => clock_hook(b, &mut late),
+            TamperKind::ClockIndex(v) => clock_index(b, v),
             TamperKind::ConsumerMode => consumer_mode(b),
         };
         findings.push(f);
@@ -488,19 +498,56 @@ fn hook_code(x64: bool) -> &'static [u8] {
     }
 }
 
-fn clock_hook(b: &mut LoggerBuilder, late: &mut Pool) -> ExpectedFinding {
+/// The slot whose `GetCpuClock` a clock tampering changes: the CKCL's (slot 2), else the
+/// first session's.
+fn clock_victim(b: &LoggerBuilder) -> usize {
     let pick = |slot: usize, s: &ExpectedSlot| match s {
         ExpectedSlot::Session(x) if x.get_cpu_clock.is_some() => Some(slot),
         _ => None,
     };
-    let i = pick(
+    pick(
         2,
         b.expected
             .get(2)
             .unwrap_or(&ExpectedSlot::Free { value: 1 }),
     )
     .or_else(|| b.expected.iter().enumerate().find_map(|(i, s)| pick(i, s)))
-    .expect("tampering clock-hook: no session");
+    .expect("tampering clock-hook: no session")
+}
+
+fn clock_index(b: &mut LoggerBuilder, v: u8) -> ExpectedFinding {
+    assert!(v > 3, "clock index {v} is one a clean kernel holds");
+    let i = clock_victim(b);
+    let ExpectedSlot::Session(s) = &mut b.expected[i] else {
+        unreachable!("picked a session")
+    };
+    assert!(
+        s.clock_routine.is_none(),
+        "clock-index tampering needs an integer GetCpuClock (19041+)"
+    );
+    let field = s.context_va + b.lay.off(CTX, "GetCpuClock");
+    let size = b.t.field_size(CTX, "GetCpuClock").expect("GetCpuClock") as usize;
+    let old = s.get_cpu_clock.expect("clock");
+    let mut bytes = vec![0u8; size];
+    bytes[0] = v;
+    b.pool.slice_mut(field, size).copy_from_slice(&bytes);
+    let detail = format!(
+        "GetCpuClock of session {} is {v:#x}, a clock index the kernel never stores (clean: {old} \
+         for ClockType {})",
+        s.logger_id,
+        s.clock_type.unwrap_or(0)
+    );
+    s.get_cpu_clock = Some(u64::from(v));
+    ExpectedFinding {
+        check: TamperKind::ClockIndex(v).check(),
+        address: s.context_va,
+        detail,
+        changed: vec![(field, size)],
+    }
+}
+
+fn clock_hook(b: &mut LoggerBuilder, late: &mut Pool) -> ExpectedFinding {
+    let i = clock_victim(b);
     let code = hook_code(b.x64);
     let block = late.alloc(0x10, b"Hook");
     late.slice_mut(block, code.len()).copy_from_slice(code);

@@ -669,6 +669,37 @@ fn tampered_variants_differ_from_their_clean_twins_where_the_findings_say() {
     assert_eq!(kinds_seen.len(), TamperKind::ALL.len());
 }
 
+/// Clock indexes 4..=0xFF on every integer-era fixture (19041+): the dump differs from its
+/// clean twin in GetCpuClock only, which holds the index; refused on pointer-era fixtures.
+#[test]
+fn clock_index_variants_change_get_cpu_clock_only() {
+    let mut applied = 0;
+    for d in fixture_dirs() {
+        let clean_cfg = providers_config(&d);
+        if !TamperKind::ClockIndex(4).applies_to(&clean_cfg) {
+            assert!(clean_cfg.build < 19041);
+            continue;
+        }
+        let clean = forge(&clean_cfg);
+        let cf = clean.to_bytes();
+        for v in [4u8, 0x2A, 0xFF] {
+            let k = TamperKind::ClockIndex(v);
+            let mut cfg = clean_cfg.clone();
+            cfg.etw = cfg.etw.map(|e| e.with_tampering(TamperSpec::one(k)));
+            let bad = forge(&cfg);
+            let bf = bad.to_bytes();
+            let e = bad.etw.as_ref().unwrap();
+            assert_eq!(e.findings.len(), 1);
+            let fd = &e.findings[0];
+            assert_eq!(fd.check, "clock-hook");
+            diff_twins(&clean, &cf, &bad, &bf, &fd.changed);
+            check_finding(&bad, &bf, k, fd.address);
+            applied += 1;
+        }
+    }
+    assert_eq!(applied, 9, "19041, 20348 and 22000");
+}
+
 /// The facts of one finding, read from the tampered dump.
 fn check_finding(f: &Forged, file: &[u8], k: TamperKind, address: u64) {
     let e = f.etw.as_ref().unwrap();
@@ -742,6 +773,13 @@ fn check_finding(f: &Forged, file: &[u8], k: TamperKind, address: u64) {
             assert!(!image.contains(&v), "outside the kernel image");
             assert!(v > 3, "not an index");
             assert_eq!(m.bytes(v, 1)[0], 0x0F, "rdtsc");
+        }
+        TamperKind::ClockIndex(x) => {
+            let s = ctx_of(address);
+            let v = m.field(address, CTX, "GetCpuClock");
+            assert_eq!(v, u64::from(x));
+            assert_eq!(Some(v), s.get_cpu_clock);
+            assert!(v > 3, "an index the kernel never stores");
         }
         TamperKind::ConsumerMode => {
             let s = ctx_of(address);
