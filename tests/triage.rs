@@ -361,6 +361,61 @@ fn real_triage_sessions_buffers_extract() {
     assert_eq!(l2.records_by_hook.get("0x0f32"), Some(&73));
     assert_eq!(l2.buffer_list[1].cpu, Some(0));
     assert_eq!(l2.buffer_list[1].sequence_number, 0x9E);
+    // Each file's header carries the clock anchors `events` converts with (issue 26 item 8),
+    // so a reader's time = StartTime + (ts − header TimeStamp) × scale is `events`' time.
+    let events = etwdump::report::events::collect(&ctx, None);
+    for (s, want) in m.sessions.iter().zip([
+        // EventLog-System: system time, StartTime = the header event's TimeStamp.
+        (2u32, None, None),
+        // Logger 2: CPU cycles at 3593 MHz, anchored at the crashing CPU's StartCycles.
+        (3, Some(0xD_9D65_25C4u64), Some(3593u32)),
+    ]) {
+        let b = std::fs::read(dir.path().join(&s.file)).unwrap();
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        // The header event (SYSTEM_TRACE_HEADER at 0x48) and TRACE_LOGFILE_HEADER (0x68, x64).
+        let (hts, tlh) = (u64_at(0x48 + 0x10), 0x68);
+        let (mhz, freq, start, clock) = (
+            u32_at(tlh + 0x34),
+            u64_at(tlh + 0x100),
+            u64_at(tlh + 0x108),
+            u32_at(tlh + 0x110),
+        );
+        assert_eq!(clock, want.0, "logger {}", s.logger_id);
+        match want.1 {
+            Some(raw) => {
+                assert_eq!((hts, mhz), (raw, want.2.unwrap()));
+                assert_eq!(start, d.header().system_time);
+            }
+            None => assert_eq!(start, hts),
+        }
+        let mut n = 0;
+        for r in events
+            .rows
+            .iter()
+            .filter(|r| r.logger_id == Some(s.logger_id))
+        {
+            let (Some(ts), Some(ft)) = (r.timestamp, r.filetime) else {
+                continue;
+            };
+            let d = i128::from(ts) - i128::from(hts);
+            let got = i128::from(start)
+                + match clock {
+                    2 => d,
+                    1 => d * 10_000_000 / i128::from(freq),
+                    _ => d * 10 / i128::from(mhz),
+                };
+            assert_eq!(
+                got,
+                i128::from(ft),
+                "logger {} +{:#x}",
+                s.logger_id,
+                r.offset
+            );
+            n += 1;
+        }
+        assert_eq!(n, s.records, "logger {}: every record dated", s.logger_id);
+    }
     // Existing files are kept without --force.
     assert!(etwdump::report::extract::extract(&ctx, "t.dmp", dir.path(), None, false).is_err());
 }

@@ -22,6 +22,7 @@ use crate::etl::writer::{
     self, file_name, synthetic_buffer, EtlFileWriter, LogfileHeader, SyntheticHeader,
 };
 use crate::etw::ccswap::PendingFound;
+use crate::etw::clock::Converter;
 use crate::etw::loggers::Session;
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::etw::source::{file_buffer_size, EtwSource, HeaderFacts, TraceUnit};
@@ -106,6 +107,7 @@ pub(crate) fn header_buffer(
     s: &Session,
     facts: &HeaderFacts,
     buffers_in_file: u32,
+    anchor: Option<&ClockAnchor>,
 ) -> Vec<u8> {
     let (major, minor) = match &ctx.kuser {
         Ok(k) => (k.nt_major_version as u8, k.nt_minor_version as u8),
@@ -116,6 +118,25 @@ pub(crate) fn header_buffer(
     // (ReferenceTime: StartPerfClock, or StartTime for the system-time clock) and the logger
     // thread's process and thread ids (LoggerThread -> ETHREAD.Cid), where the dump has them.
     let (start_clock, pid, tid) = header_event(ctx, s);
+    // A session known only from what a triage dump saved: the anchors etwdump itself converts
+    // its times with (the file's readers compute time = StartTime + (ts − header event's
+    // TimeStamp) × scale, the scale from ClockType and PerfFreq / CpuSpeedInMHz).
+    let (start_time, start_clock, clock_type, perf_freq, cpu_mhz) = match anchor {
+        Some(a) => (
+            Some(a.start_time),
+            Some(a.raw),
+            Some(u64::from(a.clock_type)),
+            a.perf_freq.unwrap_or(facts.perf_freq),
+            a.cpu_mhz.unwrap_or(facts.cpu_mhz),
+        ),
+        None => (
+            s.start_time_raw,
+            start_clock,
+            s.clock_type,
+            facts.perf_freq,
+            facts.cpu_mhz,
+        ),
+    };
     writer::header_buffer(&LogfileHeader {
         x64: ctx.space.arch().is_64bit(),
         buffer_size: s.buffer_size.unwrap_or(0x10000) as u32,
@@ -127,17 +148,17 @@ pub(crate) fn header_buffer(
         log_file_mode: s.logger_mode.unwrap_or(0) as u32,
         buffers_written: buffers_in_file,
         events_lost: s.events_lost.unwrap_or(0) as u32,
-        cpu_speed_mhz: facts.cpu_mhz,
+        cpu_speed_mhz: cpu_mhz,
         boot_time: ctx
             .system_time()
             .unwrap_or(0)
             .saturating_sub(ctx.up_time().unwrap_or(0)),
-        perf_freq: facts.perf_freq,
-        start_time: s.start_time_raw.unwrap_or(0),
+        perf_freq,
+        start_time: start_time.unwrap_or(0),
         header_event_time: start_clock.unwrap_or(0),
         header_event_pid: pid,
         header_event_tid: tid,
-        clock_type: s.clock_type.unwrap_or(1) as u32,
+        clock_type: clock_type.unwrap_or(1) as u32,
         buffers_lost: s.log_buffers_lost.unwrap_or(0) as u32,
         logger_id: s.logger_id,
         logger_name: s.name.as_deref().unwrap_or(""),
@@ -159,6 +180,65 @@ impl SyntheticBuffer {
             file_offset: 0,
         };
         file.push(entry, self.bytes, &w)
+    }
+}
+
+/// The clock anchors of a file whose session has no logger context (triage dumps): the pair
+/// (FILETIME, raw timestamp) and the rate etwdump converts the session's records with, so
+/// that a reader of the file dates every event as `events` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClockAnchor {
+    /// ClockType: 1 QPC, 2 system time (FILETIME), 3 CPU cycles.
+    pub clock_type: u32,
+    /// StartTime (FILETIME) and the header event's TimeStamp (raw), one point of the line.
+    pub start_time: u64,
+    pub raw: u64,
+    /// The rate, for QPC and cycles.
+    pub perf_freq: Option<u64>,
+    pub cpu_mhz: Option<u32>,
+}
+
+impl ClockAnchor {
+    /// From a unit's converter; `fallback` is a FILETIME anchor for the system-time clock
+    /// (the session's StartTime, else its first record's time). None when the clock is unknown
+    /// or its rate is not one a file header can carry.
+    pub(crate) fn of(conv: &Converter, fallback: Option<u64>) -> Option<ClockAnchor> {
+        match *conv {
+            Converter::FileTime => fallback.map(|t| ClockAnchor {
+                clock_type: 2,
+                start_time: t,
+                raw: t,
+                perf_freq: None,
+                cpu_mhz: None,
+            }),
+            Converter::Scaled {
+                start,
+                raw_start,
+                num: 10_000_000,
+                den,
+                ..
+            } if den > 0 => Some(ClockAnchor {
+                clock_type: 1,
+                start_time: start,
+                raw: raw_start,
+                perf_freq: Some(den),
+                cpu_mhz: None,
+            }),
+            Converter::Scaled {
+                start,
+                raw_start,
+                num: 10,
+                den,
+                ..
+            } if den > 0 => Some(ClockAnchor {
+                clock_type: 3,
+                start_time: start,
+                raw: raw_start,
+                perf_freq: None,
+                cpu_mhz: u32::try_from(den).ok(),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -776,7 +856,40 @@ pub fn extract(
         }
         output_budget -= total;
         let planned = data.len() + synthetic.len();
-        let header = header_buffer(ctx, sess, &facts, planned as u32 + 1);
+        // A session without a logger context (triage): the file carries etwdump's own clock
+        // anchors, those of its first unit whose clock is known.
+        let anchor = if s.source == "logger_context" {
+            None
+        } else {
+            let fallback = sess.start_time_raw.filter(|&t| t > 0).or(first_time);
+            let anchors: Vec<ClockAnchor> = data
+                .iter()
+                .filter_map(|u| ClockAnchor::of(src.converter(u), fallback))
+                .collect();
+            if anchors
+                .iter()
+                .any(|a| a.clock_type != anchors[0].clock_type)
+            {
+                warnings.push(
+                    Warning::new(
+                        WarningKind::Time,
+                        format!("logger {logger_id}: its buffers use different clocks; the file's header carries the first one's, so a reader dates the others wrongly"),
+                    )
+                    .logger(logger_id),
+                );
+            }
+            if anchors.is_empty() && !data.is_empty() {
+                warnings.push(
+                    Warning::new(
+                        WarningKind::Time,
+                        format!("logger {logger_id}: its clock is not known, so the file's StartTime and header event carry none and a reader cannot date its events"),
+                    )
+                    .logger(logger_id),
+                );
+            }
+            anchors.first().copied()
+        };
+        let header = header_buffer(ctx, sess, &facts, planned as u32 + 1, anchor.as_ref());
         let mut file = SessionFile::create(dir, &name, header)?;
         // The rundown right after the header buffer.
         let (rundown, synthetic): (Vec<_>, Vec<_>) =
@@ -824,6 +937,7 @@ pub fn extract(
                 sess,
                 &facts,
                 file.data_buffers() as u32 + 1,
+                anchor.as_ref(),
             ))?;
         }
         sessions.push(file.finish(logger_id, s.name().map(String::from), name, skipped, &facts)?);

@@ -176,7 +176,7 @@ impl Scan {
             let mut sess = Session::bare(g.logger_id, crate::addr::VirtAddr::new(0), "carved");
             sess.name = g.name.clone();
             sess.buffer_size = Some(g.buffer_size);
-            let header = header_buffer(ctx, &sess, &facts, bufs.len() as u32 + 1);
+            let header = header_buffer(ctx, &sess, &facts, bufs.len() as u32 + 1, None);
             let mut file = SessionFile::create(dir, &name, header)?;
             let mut skipped = Vec::new();
             for b in bufs {
@@ -210,6 +210,7 @@ impl Scan {
                     &sess,
                     &facts,
                     file.data_buffers() as u32 + 1,
+                    None,
                 ))?;
             }
             warnings.push(

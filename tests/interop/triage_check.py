@@ -9,7 +9,17 @@ ISF and expected.json). For each scenario: `etwdump extract` with the scenario's
 .etl parsed by etl-parser; per buffer, etl-parser's record count and per-hook keys must equal
 the manifest's; per logger, the records written must equal the forge's count of records of
 that logger that are not duplicates of secondary-data records. The real triage dump (when
-given) must give 107 EventLog-System and 92 logger-2 records (triage-etw.md §4.2)."""
+given) must give 107 EventLog-System and 92 logger-2 records (triage-etw.md §4.2).
+
+Times: every file's TRACE_LOGFILE_HEADER must carry the clock anchors etwdump converts with
+(StartTime and the header event's TimeStamp on the line time = StartTime + (ts − TimeStamp) ×
+scale, the scale from ClockType and PerfFreq / CpuSpeedInMHz), so that readers date every
+record as `etwdump events` does: dissect.etl's own conversion (float arithmetic: within the
+resolution of a double at the value converted) and the exact conversion of etl-parser's raw
+timestamps with the header's anchors (within one 100 ns tick) must both give `events`' time of
+every record `events` dates. etl-parser reads TRACE_MESSAGE records with a fixed layout (its
+"thread_id" is the timestamp of a GUID|TIMESTAMP|SYSTEMINFO message), so its message records are
+left out of the etl-parser comparison."""
 
 import argparse
 import json
@@ -60,6 +70,98 @@ def check_files(c, tag, out, man):
     return per_logger
 
 
+EPOCH_OFFSET_S = 11644473600  # 1601-01-01 to 1970-01-01
+
+
+def filetime_of(iso):
+    """FILETIME of an ISO-8601 UTC time with up to 7 fractional digits."""
+    import calendar
+    import time as _t
+    base = calendar.timegm(_t.strptime(iso[:19], "%Y-%m-%dT%H:%M:%S"))
+    frac = iso[20:-1] if len(iso) > 20 else ""
+    return (base + EPOCH_OFFSET_S) * 10**7 + int(frac.ljust(7, "0") or 0)
+
+
+def etl_parser_raw_times(path):
+    """Raw timestamps of every non-header record etl-parser reads (messages left out)."""
+    EtlLogFile, ChunkParser, _ = etl_check.load_etl_parser()
+    out = []
+    for ch in EtlLogFile.parse(open(path, "rb").read()):
+        for ev in (ChunkParser.parse(ch.payload) if len(ch.payload) else []):
+            t, v = ev.type, ev.value
+            if t == "PerfInfoTraceRecord":
+                out.append(int(v.timestamp))
+            elif t == "SystemTraceRecord":
+                if int(v.system_header.header.group) == 0:
+                    continue  # the header event and the header group's records
+                out.append(int(v.system_header.system_time))
+            elif t == "EventRecord":
+                out.append(int(v.event_header.timestamp))
+    return out
+
+
+def match(want, got, tol):
+    """How many of `want` find a partner in `got` within `tol` (each used once)."""
+    import bisect
+    got = sorted(got)
+    n = 0
+    for t in sorted(want):
+        j = bisect.bisect_left(got, t - tol)
+        if j < len(got) and abs(got[j] - t) <= tol:
+            n += 1
+            got.pop(j)
+    return n
+
+
+def check_times(c, tag, etwdump, dump, args, out, man):
+    """dissect.etl and etl-parser date the records of every file as `etwdump events` does."""
+    from dissect.etl.etl import ETL
+    r = subprocess.run([etwdump, "events", dump, "--format", "json", *args],
+                       capture_output=True, text=True)
+    if not c.check(r.returncode == 0, "%s: etwdump events" % tag):
+        return
+    rows = json.loads(r.stdout)["records"]
+    for s in man.get("sessions", []):
+        lid = s["logger_id"]
+        timed = [(x["raw_timestamp"], filetime_of(x["time"])) for x in rows
+                 if x["logger_id"] == lid and x["time"]]
+        if not timed:
+            continue
+        path = os.path.join(out, s["file"])
+        with open(path, "rb") as fh:
+            e = ETL(fh)
+            lh = e.logfile_header
+            start, hts = int(lh.start_time), int(lh.system_header.time_delta)
+            clock, freq, mhz = int(lh.header.ReservedFlags), int(lh.perf_freq), int(lh.cpu_speed_in_MHz)
+            dis = [e.get_filetime_for_event(rec.header.time_delta) for rec in e]
+        # dissect.etl's float conversion: within a double's resolution at the largest operand.
+        big = max([abs(t) for t, _ in timed] + [hts, start])
+        tol = max(1, 2 ** max(0, big.bit_length() - 53) * 2)
+        want = [ft for _, ft in timed]
+        n = match(want, dis, tol)
+        c.check(n == len(want), "%s: logger %s: dissect.etl dates %d of the %d records `events` dates (ClockType %d, StartTime %d, header TimeStamp %d, tolerance %d ticks)" % (
+            tag, lid, n, len(want), clock, start, hts, tol))
+
+        def exact(ts):
+            if clock == 2:
+                return start + (ts - hts)
+            if clock == 1 and freq:
+                return start + (ts - hts) * 10**7 // freq
+            if clock == 3 and mhz:
+                return start + (ts - hts) * 10 // mhz
+            return None
+        raw = etl_parser_raw_times(path)
+        conv = [exact(t) for t in raw]
+        conv = [x for x in conv if x is not None]
+        # Messages are left out of etl-parser's list: every other record `events` dates must be
+        # there, converted to the same time.
+        want_np = [filetime_of(x["time"]) for x in rows
+                   if x["logger_id"] == lid and x["time"] and x["header_type"] != "message"]
+        n2 = match(conv, want_np, 1)
+        c.check(n2 == len(conv) == len(want_np), "%s: logger %s: etl-parser's %d raw timestamps (messages left out), converted with the header's anchors, are `events`' times (%d of %d matched)" % (
+            tag, lid, len(conv), n2, len(want_np)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("triage_dir")
@@ -85,6 +187,7 @@ def main():
             continue
         n += 1
         got = check_files(c, sc, out, man)
+        check_times(c, sc, etwdump, dump, ["--isf", isf, *extra], out, man)
         want = {}
         for r in exp["records"]:
             if r.get("duplicate_of") is None and r.get("logger_id") is not None:
@@ -97,8 +200,18 @@ def main():
         if man is not None:
             got = check_files(c, "triage_x64.dmp", out, man)
             c.check(got == {10: 107, 2: 92}, "triage_x64.dmp: records per logger %s == {10: 107, 2: 92}" % got)
+            check_times(c, "triage_x64.dmp", etwdump, a.real, ["--isf", a.real_isf], out, man)
     else:
         print("SKIPPED: the real triage dump or its ISF is absent")
+    arm = os.path.join(os.path.dirname(a.real or ""), "triage_arm64.dmp") if a.real else None
+    if arm and os.path.isfile(arm):
+        out = os.path.join(work, "real-arm64")
+        r = subprocess.run([etwdump, "extract", arm, "-o", out], capture_output=True, text=True)
+        if c.check(r.returncode == 0, "triage_arm64.dmp: etwdump extract"):
+            man = json.load(open(os.path.join(out, "manifest.json")))
+            check_times(c, "triage_arm64.dmp", etwdump, arm, [], out, man)
+    else:
+        print("SKIPPED: the real ARM64 triage dump is absent")
     print("== triage_check: %d ok, %d failures" % (c.oks, c.failures))
     return 1 if c.failures else 0
 
