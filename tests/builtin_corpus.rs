@@ -710,3 +710,39 @@ fn info_names_the_nearest_layout() {
         "{text}"
     );
 }
+
+/// The per-build MaximumWaitReason table (the CCSWAP state bias used without symbols) says
+/// "known" only for builds whose own `_KWAIT_REASON` is in the corpus, with exactly that
+/// value for every corpus build; its inferred ranges lie strictly between two corpus builds
+/// with the same value; and the builds no corpus build pins (9200, 15063-17134, 22621, 26100)
+/// have none, so compact switches there keep their OldThreadStateWr raw.
+#[test]
+fn maximum_wait_reason_table_matches_the_corpus() {
+    use etwdump::decode::names::{maximum_wait_reason, MwrSource};
+    let mut per_major = std::collections::BTreeMap::new();
+    for e in corpus::entries() {
+        let v = e
+            .enum_constants("_KWAIT_REASON")
+            .and_then(|c| c.iter().find(|(n, _)| n == "MaximumWaitReason"))
+            .map(|(_, v)| *v)
+            .expect("every corpus build has _KWAIT_REASON");
+        let (t, how) = maximum_wait_reason(e.major).expect("a corpus build is in the table");
+        assert_eq!(i64::from(t), v, "{}", e.version);
+        assert_eq!(how, MwrSource::Known, "{}", e.version);
+        per_major.insert(e.major, v);
+    }
+    assert_eq!(per_major.len(), 8);
+    for b in [9601u32, 10240, 10586, 14392, 17764, 19042, 19045, 20347] {
+        let Some((v, MwrSource::Between(lo, hi))) = maximum_wait_reason(b) else {
+            panic!("{b}: expected an inferred value");
+        };
+        assert!(lo < b && b < hi, "{b}");
+        assert_eq!(per_major[&lo], i64::from(v));
+        assert_eq!(per_major[&hi], i64::from(v));
+    }
+    for b in [
+        2600u32, 7600, 9200, 15063, 16299, 17134, 22621, 22631, 26100,
+    ] {
+        assert_eq!(maximum_wait_reason(b), None, "{b}");
+    }
+}

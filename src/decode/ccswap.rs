@@ -47,7 +47,11 @@ pub struct CompactSwitch {
     pub old_tid: u32,
     /// Absolute priority (lite: base + increment); `None` for idle packets.
     pub old_priority: Option<i8>,
-    /// KTHREAD_STATE; `None` for idle packets.
+    /// OldThreadStateWr as packed (lite and full packets): a KWAIT_REASON below the build's
+    /// MaximumWaitReason, else MaximumWaitReason + KTHREAD_STATE.
+    pub old_state_wr: Option<u8>,
+    /// KTHREAD_STATE; `None` for idle packets, and when the build's MaximumWaitReason is not
+    /// known (then only `old_state_wr` is given).
     pub old_state: Option<u8>,
     /// KWAIT_REASON, only when the old thread was waiting.
     pub old_wait_reason: Option<u8>,
@@ -101,7 +105,7 @@ pub fn decode_each(
     }
     if max_wait_reason.is_none() {
         b.warnings.push(
-            "MaximumWaitReason unknown for this build: OldThreadStateWr not split into state and wait reason".into(),
+            "MaximumWaitReason unknown for this build: OldThreadStateWr is given raw, not split into state and wait reason".into(),
         );
     }
     let mut pending: Option<CompactSwitch> = None;
@@ -183,7 +187,8 @@ pub fn decode_each(
             (None, _) => (None, None),
             (Some(wr), Some(max)) if wr < max => (Some(5), Some(wr)),
             (Some(wr), Some(max)) => (Some(wr - max), None),
-            (Some(wr), None) => (Some(wr), None),
+            // Without the bias the value cannot be split: neither a state nor a wait reason.
+            (Some(_), None) => (None, None),
         };
         if let Some(mut prev) = pending.take() {
             prev.new_tid = Some(old_tid);
@@ -195,6 +200,7 @@ pub fn decode_each(
             time,
             old_tid,
             old_priority: prio,
+            old_state_wr: state_wr,
             old_state,
             old_wait_reason,
             new_thread_wait_time: wait,
@@ -310,6 +316,20 @@ mod tests {
             )
         );
         assert_eq!(s[3].offset, HEADER_SIZE + 4 + 2 + 8);
+        assert_eq!((s[0].old_state_wr, s[2].old_state_wr), (Some(6), Some(42)));
+        // Without the build's MaximumWaitReason nothing is split: neither a state nor a wait
+        // reason is made up, the packed value is kept, and the batch says why.
+        let y = decode(&b, None);
+        assert_eq!(y.warnings.len(), 1);
+        assert!(y.warnings[0].contains("given raw"));
+        for (a, z) in x.switches.iter().zip(&y.switches) {
+            assert_eq!((z.old_state, z.old_wait_reason), (None, None));
+            assert_eq!(z.old_state_wr, a.old_state_wr);
+            assert_eq!(
+                (z.time, z.old_tid, z.new_tid),
+                (a.time, a.old_tid, a.new_tid)
+            );
+        }
     }
 
     #[test]

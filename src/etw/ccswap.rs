@@ -15,7 +15,7 @@
 
 use crate::addr::VirtAddr;
 use crate::decode::ccswap::{decode_pending, PendingBlock, PENDING_BLOCK_SIZE};
-use crate::decode::names::maximum_wait_reason;
+use crate::decode::names::{maximum_wait_reason, MwrSource};
 use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::Session;
 use crate::etw::routes::etw_support_route;
@@ -93,8 +93,18 @@ pub fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static 
         );
     }
     match maximum_wait_reason(ctx.build) {
-        Some(v) => (Some(v), "built-in per-build table"),
-        None => (None, "unknown for this build"),
+        Some((v, MwrSource::Known)) => (
+            Some(v),
+            "built-in per-build table (the build's _KWAIT_REASON in the layout corpus)",
+        ),
+        Some((v, MwrSource::Between(..))) => (
+            Some(v),
+            "built-in per-build table, inferred: the build lies between two corpus builds with the same MaximumWaitReason (the enum only grows)",
+        ),
+        None => (
+            None,
+            "unknown for this build (no _KWAIT_REASON in the symbols, and no corpus build pins it)",
+        ),
     }
 }
 

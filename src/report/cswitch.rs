@@ -239,8 +239,10 @@ fn plan<'c, 'd>(
             Warning::new(
                 WarningKind::NotFound,
                 format!(
-                    "MaximumWaitReason of build {} is unknown (no _KWAIT_REASON in the symbols): compact \
-                     switches' old states are not decoded",
+                    "MaximumWaitReason of build {} is unknown (no _KWAIT_REASON in the symbols, and no \
+                     corpus build pins it): compact switches' OldThreadStateWr cannot be split, so \
+                     their old state and wait reason are left empty (CSwitch events carry both and \
+                     are decoded)",
                     ctx.build
                 ),
             )
