@@ -81,9 +81,10 @@ fn check(
         return;
     }
     assert!(
-        rep.buffers
-            .iter()
-            .all(|b| b.class == Class::Live && b.complete),
+        rep.buffers.iter().all(|b| b.class == Class::Live
+            && b.recovered_bytes == b.valid_bytes
+            && b.complete == (b.chain_end == b.valid_bytes)
+            && b.virtual_address.is_some()),
         "{what}: {:?}",
         rep.buffers
             .iter()
@@ -154,6 +155,16 @@ fn scan_finds_exactly_the_live_state_of_forge_dumps() {
     }
 }
 
+/// Does `va` translate to physical address `pa`?
+fn maps(
+    space: &etwdump::mem::AddressSpace<'_>,
+    va: Option<etwdump::addr::VirtAddr>,
+    pa: u64,
+) -> bool {
+    va.and_then(|v| space.translate(v).ok())
+        .is_some_and(|t| t.pa.get() == pa)
+}
+
 /// The forge's scan scenarios (tests/forge/src/etw/scan: stopped sessions left in freed
 /// pool, buffers lost, partly overwritten or partly unmapped, stale copies, orphaned pending
 /// blocks, decoys; written from the reference by a separate author): every buffer the forge
@@ -173,6 +184,7 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
         let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
         let fx = fixture_of(&name);
         let (rep, _, _, _) = run(&d, fx);
+        let space = etwdump::mem::AddressSpace::kernel(&d);
         let cls = |c: ScanClass| match c {
             ScanClass::Live => Class::Live,
             ScanClass::Orphaned => Class::Orphaned,
@@ -224,12 +236,42 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                     b.recoverable_bytes
                 );
             }
+            // Complete: every valid byte is the buffer's own (no page lost or reused by another
+            // allocation) and the record chain reaches the valid end (nothing torn).
             assert_eq!(
                 g.complete,
-                b.pages.iter().all(|p| p.is_some()),
-                "{name}: {:#x} complete",
-                o.pa
+                b.complete && b.recoverable_bytes == b.valid_bytes,
+                "{name}: {:#x} complete ({:?})",
+                o.pa,
+                g.chain_break
             );
+            // A page reused while still mapped: the chain stops before it, and says so.
+            if b.pages.iter().all(|p| p.is_some()) && !b.overwritten_pages.is_empty() {
+                let k = u64::from(b.overwritten_pages[0]);
+                if k * 0x1000 < u64::from(b.valid_bytes) {
+                    let br = g.chain_break.expect("chain break reported");
+                    assert!(
+                        br.offset <= k * 0x1000 + 0x1000,
+                        "{name}: {:#x}: {br}",
+                        o.pa
+                    );
+                    assert!(!g.complete);
+                }
+            }
+            // Every object whose first byte is mapped carries a virtual address that maps it
+            // (its own; one the forge left unmapped may still be reached through another
+            // mapping, e.g. the probe area's 1 GiB page over low physical memory).
+            assert_eq!(
+                g.virtual_address.is_some(),
+                o.va.is_some() || maps(&space, g.virtual_address, o.pa),
+                "{name}: {:#x} virtual address {:?} (forge: {:?})",
+                o.pa,
+                g.virtual_address,
+                o.va
+            );
+            if let Some(v) = g.virtual_address {
+                assert!(maps(&space, Some(v), o.pa), "{name}: {v} maps {:#x}", o.pa);
+            }
         }
         for (pa, b) in &found {
             assert!(
@@ -252,10 +294,18 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                     .blocks
                     .iter()
                     .any(|b| b.physical_address.get() == o.pa && b.class != Class::Live),
-                ScanKind::LoggerContext => rep
-                    .contexts
-                    .iter()
-                    .any(|c| c.physical_address.get() == o.pa && c.class != Class::Live),
+                ScanKind::LoggerContext => rep.contexts.iter().any(|c| {
+                    c.physical_address.get() == o.pa
+                        && c.class != Class::Live
+                        // Its name wherever the forge left LoggerName's characters in the
+                        // dump (read through the descriptor in the context's own bytes, so
+                        // also when the context is found only physically), and its VA.
+                        && o.context.as_ref().is_none_or(|x| {
+                            x.name.is_none() || c.name.as_deref() == x.name.as_deref()
+                        })
+                        && (c.virtual_address.is_some() >= o.va.is_some())
+                        && (c.virtual_address.is_none() || maps(&space, c.virtual_address, o.pa))
+                }),
                 ScanKind::Buffer => true,
             };
             assert!(

@@ -86,11 +86,48 @@ pub struct CarvedBuffer {
     /// earlier where a page was overwritten, or where a live buffer's last record was being
     /// written.
     pub chain_end: u64,
-    /// Every valid byte was recovered (a buffer whose later pages are no longer mapped is
-    /// recovered as far as they still are, else up to the end of its first physical page).
+    /// Every valid byte was recovered from the buffer's own pages: all of them were read (a
+    /// buffer whose later pages are no longer mapped is recovered as far as they still are,
+    /// else up to the end of its first physical page) and the record chain runs from 0x48 to
+    /// the valid end. A later page reused by another allocation breaks the chain: the buffer
+    /// is then not complete, and only the bytes up to `chain_end` are the buffer's for sure.
     pub complete: bool,
+    /// Where the record chain stops short of the recovered bytes (None: it reaches them).
+    pub chain_break: Option<ChainBreak>,
     /// The orphan group it belongs to.
     pub group: Option<usize>,
+}
+
+/// Where a carved buffer's record chain stops before its recovered bytes end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ChainBreak {
+    /// Offset in the buffer (= `chain_end`).
+    pub offset: u64,
+    /// Which of the buffer's pages (0: the first) holds that offset, and its physical address
+    /// where known.
+    pub page: u32,
+    pub physical_address: Option<PhysAddr>,
+    /// The chain stops exactly at a page boundary: what follows is a page whose bytes are no
+    /// record (typically reused by another allocation); otherwise a record inside the page is
+    /// cut or damaged (or, in a live buffer, still being written).
+    pub page_boundary: bool,
+}
+
+impl std::fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "record chain ends at +{:#x} in page {}",
+            self.offset, self.page
+        )?;
+        if let Some(p) = self.physical_address {
+            write!(f, " (physical {p})")?;
+        }
+        if self.page_boundary && self.page > 0 {
+            write!(f, ", at the page's start: that page holds no record of this buffer (reused by another allocation?)")?;
+        }
+        Ok(())
+    }
 }
 
 /// A pending compact context-switch block found by the pass.
@@ -372,15 +409,12 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
             format!("more than {MAX_CANDIDATES} candidates: the rest were not kept"),
         ));
     }
-    // Virtual addresses of the candidates that need more than their first page.
+    // Virtual addresses of every candidate still mapped (those that continue past their first
+    // page are read through it; every one reports it).
     let mut need: Vec<u64> = hits
         .iter()
-        .filter_map(|h| match *h {
-            Hit::Buffer { pa, rest: true, .. } | Hit::Context { pa } => Some(pa),
-            Hit::Block { pa } if (pa % PAGE_SIZE) + PENDING_BLOCK_SIZE as u64 > PAGE_SIZE => {
-                Some(pa)
-            }
-            _ => None,
+        .map(|h| match *h {
+            Hit::Buffer { pa, .. } | Hit::Context { pa } | Hit::Block { pa } => pa,
         })
         .collect();
     need.sort_unstable();
@@ -558,7 +592,25 @@ fn carve_buffer(
         }
         (true, None) => (in_page, first_records, first_chain_end),
     };
-    let complete = recovered == valid;
+    // Complete: every valid byte read from the buffer's own pages, as the record chain shows
+    // by reaching the valid end. A chain that stops short is said where; when it stops in a
+    // later page than the first, that page may now hold another allocation.
+    let complete = recovered == valid && chain_end == valid;
+    let chain_break = (chain_end < recovered).then(|| {
+        let page = (pa % PAGE_SIZE + chain_end) / PAGE_SIZE;
+        let at_va = va.map(|v| v.offset(chain_end));
+        let page_pa = match (page, at_va) {
+            (0, _) => Some(pa + chain_end),
+            (_, Some(v)) => phys(ctx, v),
+            _ => None,
+        };
+        ChainBreak {
+            offset: chain_end,
+            page: page as u32,
+            physical_address: page_pa.map(PhysAddr::new),
+            page_boundary: (pa + chain_end) % PAGE_SIZE == 0,
+        }
+    });
     CarvedBuffer {
         physical_address: PhysAddr::new(pa),
         virtual_address: va,
@@ -573,6 +625,7 @@ fn carve_buffer(
         records,
         chain_end,
         complete,
+        chain_break,
         group: None,
     }
 }
@@ -644,12 +697,12 @@ fn carve_context(
     {
         return None;
     }
-    let name = match (va, off("LoggerName")) {
-        (Some(va), Some(o)) => crate::kernel::UnicodeString::read(&ctx.space, va.offset(o as u64))
-            .ok()
-            .and_then(|u| u.text(&ctx.space).ok()),
-        _ => None,
-    };
+    // The name: the UNICODE_STRING in the context's own bytes (read through its VA, else from
+    // its physical page), whose Buffer may still be mapped although the context is not.
+    let name = off("LoggerName")
+        .and_then(|o| crate::kernel::UnicodeString::from_bytes(&b, o, ctx.space.arch().is_64bit()))
+        .filter(|u| u.length > 0 && !u.buffer.is_null())
+        .and_then(|u| u.text(&ctx.space).ok());
     Some(CarvedContext {
         physical_address: PhysAddr::new(pa),
         virtual_address: va,

@@ -30,6 +30,8 @@ use crate::etw::ccswap::{find_pending, infer_clocks, PendingList};
 use crate::etw::clock::{self, ClockFacts, Converter};
 use crate::etw::loggers::{list_sessions, plausible_buffer_size, Session, SessionList};
 use crate::etw::mode::{clock_type_name, logger_mode_flags, NO_PER_PROCESSOR_BUFFERING};
+/// How a triage window was found (symbols or its data blocks), for the rows that describe it.
+pub use crate::etw::triage::WindowEvidence;
 use crate::etw::triage::{self, BlobSession, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
 use crate::time::filetime_to_iso8601;

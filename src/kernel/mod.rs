@@ -71,6 +71,24 @@ impl UnicodeString {
         })
     }
 
+    /// The descriptor in `bytes` at `at` (a copy of the structure that holds it, e.g. a page
+    /// read by physical address); `None` when `bytes` does not hold it.
+    pub fn from_bytes(bytes: &[u8], at: usize, x64: bool) -> Option<UnicodeString> {
+        use crate::bytes::LeBytes;
+        let length = bytes.u16_at(at)?;
+        let maximum_length = bytes.u16_at(at + 2)?;
+        let buffer = if x64 {
+            bytes.u64_at(at + 8)?
+        } else {
+            u64::from(bytes.u32_at(at + 4)?)
+        };
+        Some(UnicodeString {
+            length,
+            maximum_length,
+            buffer: VirtAddr::new(buffer),
+        })
+    }
+
     /// The text (Length is at most 0xFFFF bytes, so the read is bounded).
     pub fn text(&self, space: &AddressSpace<'_>) -> Result<String, MemError> {
         if self.length == 0 {

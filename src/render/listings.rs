@@ -195,12 +195,15 @@ impl Row for crate::report::scan::ScanRow {
                 .unwrap_or_default()
         });
         let mut notes = Vec::new();
-        if r.complete == Some(false) {
+        if r.complete == Some(false) && r.recovered_bytes != r.valid_bytes {
             notes.push(format!(
                 "partial: {} of {} bytes",
                 n(r.recovered_bytes),
                 n(r.valid_bytes)
             ));
+        }
+        if let Some(b) = &r.chain_break {
+            notes.push(b.to_string());
         }
         if let Some(s) = r.switches {
             notes.push(format!("{s} switches"));

@@ -54,7 +54,7 @@ pub struct BufferRow {
     pub consumer_process: Option<String>,
     pub found_via: Option<String>,
     /// A triage window: how it was found and where its base and end pointers were read.
-    pub window: Option<crate::etw::triage::WindowEvidence>,
+    pub window: Option<crate::etw::source::WindowEvidence>,
     pub warnings: Vec<String>,
 }
 

@@ -34,6 +34,10 @@ pub struct ScanRow {
     /// Where the record chain ends in the recovered bytes.
     pub chain_end: Option<u64>,
     pub complete: Option<bool>,
+    /// Buffers whose record chain stops before the recovered bytes end: where, in which page
+    /// (and its physical address), and whether at a page's start (a page reused by another
+    /// allocation).
+    pub chain_break: Option<crate::etw::carve::ChainBreak>,
     /// Buffers: the orphan group; groups: their number.
     pub group: Option<usize>,
     pub used_bytes: Option<u32>,
@@ -82,6 +86,7 @@ impl Scan {
                 records: Some(b.records),
                 chain_end: Some(b.chain_end),
                 complete: Some(b.complete),
+                chain_break: b.chain_break,
                 group: b.group,
                 ..ScanRow::default()
             });
