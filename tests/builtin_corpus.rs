@@ -350,22 +350,24 @@ fn every_public_layout_equals_the_table() {
     eprintln!("3 public-layout builds: {fields} fields equal the table");
 }
 
-/// tools/public_layouts/convert.py, run again on the source snapshots (git directories named
-/// by ETWDUMP_VERGILIUS_GIT and ETWDUMP_NTOSKRNLIB_GIT; skipped when unset), reproduces the
-/// committed public-layouts.json byte for byte.
+/// tools/public_layouts/convert.py, run again on the sources (git directories named by
+/// ETWDUMP_VERGILIUS_GIT and ETWDUMP_NTOSKRNLIB_GIT, a nohuto/type-layouts checkout (or its
+/// listed files) by ETWDUMP_TYPE_LAYOUTS_DIR; skipped when unset), reproduces the committed
+/// public-layouts.json byte for byte.
 #[test]
 fn the_converter_reproduces_the_public_layouts() {
-    let (Ok(v), Ok(n)) = (
+    let (Ok(v), Ok(n), Ok(t)) = (
         std::env::var("ETWDUMP_VERGILIUS_GIT"),
         std::env::var("ETWDUMP_NTOSKRNLIB_GIT"),
+        std::env::var("ETWDUMP_TYPE_LAYOUTS_DIR"),
     ) else {
         eprintln!(
-            "SKIP: ETWDUMP_VERGILIUS_GIT / ETWDUMP_NTOSKRNLIB_GIT unset (snapshots of \
-             novafacing/vergilius-rs and Rickebo/ntoskrnlib, see tools/public_layouts/SOURCES.md)"
+            "SKIP: ETWDUMP_VERGILIUS_GIT / ETWDUMP_NTOSKRNLIB_GIT / ETWDUMP_TYPE_LAYOUTS_DIR unset \
+             (the sources of tools/public_layouts/SOURCES.md)"
         );
         return;
     };
-    let args = ["--vergilius", &v, "--ntoskrnlib", &n];
+    let args = ["--vergilius", &v, "--ntoskrnlib", &n, "--type-layouts", &t];
     reproduces(
         "tools/public_layouts/convert.py",
         &args,
@@ -828,10 +830,207 @@ fn literal_values_from_the_public_sources() {
     ] {
         assert_eq!(off(e, t, f), o, "{t}.{f}");
     }
-    // What the C# source does not give is not made up: no enums, no _ETW_REG_ENTRY.
+    // _ETW_REG_ENTRY, which the C# source lacks, from nohuto/type-layouts 11-24H2 ("Size=0x78";
+    // 22631's is 0x70): the enable masks are 16-bit now, Traits moved.
+    assert_eq!(size(e, "_ETW_REG_ENTRY"), 0x78);
+    for (f, o, bytes) in [
+        ("GuidEntry", 0x20, 8),
+        ("Process", 0x50, 8),
+        ("Callback", 0x58, 8),
+        ("Flags", 0x62, 2),
+        ("EnableMask", 0x64, 2),
+        ("GroupEnableMask", 0x66, 2),
+        ("HostEnableMask", 0x68, 2),
+        ("HostGroupEnableMask", 0x6a, 2),
+        ("Traits", 0x70, 8),
+    ] {
+        let x = field(e, "_ETW_REG_ENTRY", f);
+        let store = TypeStore::default();
+        assert_eq!(
+            (x.offset, x.ty.size(8, &store)),
+            (o, Some(bytes)),
+            "_ETW_REG_ENTRY.{f}"
+        );
+    }
+    let closed = field(e, "_ETW_REG_ENTRY", "DbgClosed");
+    assert!(matches!(
+        closed.ty,
+        TypeRef::Bitfield {
+            position: 6,
+            length: 1,
+            ..
+        }
+    ));
+    // What no source gives is not made up: no enums, no _KUSER_SHARED_DATA.
     assert!(e.enum_constants("_KWAIT_REASON").is_none());
-    assert!(e.layout("_ETW_REG_ENTRY").is_none());
     assert!(e.layout("_KUSER_SHARED_DATA").is_none());
+}
+
+/// An independent check of the public layouts: values read by hand from nohuto/type-layouts
+/// @00e21f59 (PDBRipper dumps of the ntkrnlmp.pdb of each release, `11-<release>/ntoskrnl/
+/// <type>.cpp`; not an input of the table, see tools/public_layouts/SOURCES.md).
+#[test]
+fn the_public_layouts_agree_with_type_layouts() {
+    let entry = |version: &str| {
+        corpus::entries()
+            .iter()
+            .find(|b| b.version == version)
+            .unwrap()
+    };
+    // 11-24H2/ntoskrnl/_WMI_LOGGER_CONTEXT.cpp: "Size=0x650" and every member's offset.
+    let w = entry("10.0.26100.0").layout("_WMI_LOGGER_CONTEXT").unwrap();
+    assert_eq!(w.size, 0x650);
+    let members: &[(&str, u64)] = &[
+        ("LoggerId", 0x0),
+        ("BufferSize", 0x4),
+        ("MaximumEventSize", 0x8),
+        ("LoggerMode", 0xc),
+        ("AcceptNewEvents", 0x10),
+        ("GetCpuClock", 0x18),
+        ("LoggerThread", 0x20),
+        ("LoggerStatus", 0x28),
+        ("FailureReason", 0x2c),
+        ("BufferQueue", 0x30),
+        ("OverflowQueue", 0x40),
+        ("GlobalList", 0x50),
+        ("DebugIdTrackingList", 0x60),
+        ("DecodeControlList", 0x70),
+        ("DecodeControlCount", 0x78),
+        ("BatchedBufferList", 0x80),
+        ("CurrentBuffer", 0x80),
+        ("LoggerName", 0x88),
+        ("LogFileName", 0x98),
+        ("LogFilePattern", 0xa8),
+        ("NewLogFileName", 0xb8),
+        ("ClockType", 0xc8),
+        ("LastFlushedBuffer", 0xcc),
+        ("FlushTimer", 0xd0),
+        ("FlushThreshold", 0xd4),
+        ("ByteOffset", 0xd8),
+        ("MinimumBuffers", 0xe0),
+        ("BuffersAvailable", 0xe4),
+        ("NumberOfBuffers", 0xe8),
+        ("MaximumBuffers", 0xec),
+        ("EventsLost", 0xf0),
+        ("PeakBuffersCount", 0xf4),
+        ("BuffersWritten", 0xf8),
+        ("LogBuffersLost", 0xfc),
+        ("RealTimeBuffersDelivered", 0x100),
+        ("RealTimeBuffersLost", 0x104),
+        ("SequencePtr", 0x108),
+        ("LocalSequence", 0x110),
+        ("InstanceGuid", 0x114),
+        ("MaximumFileSize", 0x124),
+        ("FileCounter", 0x128),
+        ("PoolType", 0x12c),
+        ("ReferenceTime", 0x130),
+        ("CollectionOn", 0x140),
+        ("ProviderInfoSize", 0x144),
+        ("Consumers", 0x148),
+        ("NumConsumers", 0x158),
+        ("TransitionConsumer", 0x160),
+        ("RealtimeLogfileHandle", 0x168),
+        ("RealtimeLogfileName", 0x170),
+        ("RealtimeWriteOffset", 0x180),
+        ("RealtimeReadOffset", 0x188),
+        ("RealtimeLogfileSize", 0x190),
+        ("RealtimeLogfileUsage", 0x198),
+        ("RealtimeMaximumFileSize", 0x1a0),
+        ("RealtimeBuffersSaved", 0x1a8),
+        ("RealtimeReferenceTime", 0x1b0),
+        ("NewRTEventsLost", 0x1c0),
+        ("LoggerEvent", 0x1c8),
+        ("FlushEvent", 0x1e0),
+        ("FlushTimeOutTimer", 0x1f8),
+        ("LoggerDpc", 0x238),
+        ("LoggerMutex", 0x278),
+        ("LoggerLock", 0x2b0),
+        ("BufferListSpinLock", 0x2b8),
+        ("BufferListPushLock", 0x2b8),
+        ("ClientSecurityContext", 0x2c0),
+        ("TokenAccessInformation", 0x308),
+        ("SecurityDescriptor", 0x310),
+        ("StartTime", 0x318),
+        ("LogFileHandle", 0x320),
+        ("BufferSequenceNumber", 0x328),
+        ("Flags", 0x330),
+        ("Flags2", 0x334),
+        ("RequestFlag", 0x338),
+        ("StackTraceBlock", 0x340),
+        ("StackHookIdMap", 0x410),
+        ("StackCache", 0x420),
+        ("PmcData", 0x428),
+        ("LbrData", 0x430),
+        ("IptData", 0x438),
+        ("ContextRegisterLoggingApcPool", 0x440),
+        ("ContextRegisterTypes", 0x500),
+        ("ContextRegisterHookCount", 0x504),
+        ("ContextRegisterHookIdMap", 0x508),
+        ("BinaryTrackingList", 0x518),
+        ("ScratchArray", 0x528),
+        ("DisallowedGuids", 0x530),
+        ("PeriodicCaptureStateContext", 0x540),
+        ("SoftRestartContext", 0x548),
+        ("SiloState", 0x550),
+        ("CompressionWorkItem", 0x558),
+        ("CompressionWorkItemState", 0x578),
+        ("CompressionLock", 0x580),
+        ("CompressionTarget", 0x588),
+        ("CompressionWorkspace", 0x590),
+        ("CompressionOn", 0x598),
+        ("CompressionRatioGuess", 0x59c),
+        ("PartialBufferCompressionLevel", 0x5a0),
+        ("CompressionResumptionMode", 0x5a4),
+        ("PlaceholderList", 0x5a8),
+        ("CompressionDpc", 0x5b0),
+        ("LastBufferSwitchTime", 0x5f0),
+        ("BufferWriteDuration", 0x5f8),
+        ("BufferCompressDuration", 0x600),
+        ("ReferenceQpcDelta", 0x608),
+        ("CallbackContext", 0x610),
+        ("LastDroppedTime", 0x618),
+        ("FlushingLastDroppedTime", 0x620),
+        ("FlushingSequenceNumber", 0x628),
+        ("PartitionContext", 0x630),
+        ("BufferMdl", 0x638),
+        ("PfnArray", 0x640),
+    ];
+    for &(name, offset) in members {
+        let f = w.field(name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(f.offset, offset, "{name}");
+    }
+    // Every member the table has is one of those (the flag bit fields are not in the table).
+    assert_eq!(w.fields.len(), members.len());
+    // _KPRCB: 11-25H2 (26200, the same kernel line as 24H2: Size 0xcf00, StartCycles 0x8680,
+    // EtwSupport 0x8ba8) and 11-24H2 (its dump holds the first 0x700 bytes only:
+    // CurrentThread 0x8, Number 0x24, MHz 0x44).
+    let k = entry("10.0.26100.0").layout("_KPRCB").unwrap();
+    assert_eq!(k.size, 0xcf00);
+    let at = |l: &StructLayout, f: &str| l.field(f).unwrap().offset;
+    let kept = [
+        "CurrentThread",
+        "Number",
+        "MHz",
+        "StartCycles",
+        "EtwSupport",
+    ];
+    assert_eq!(kept.map(|f| at(k, f)), [0x8, 0x24, 0x44, 0x8680, 0x8ba8]);
+    // 11-22H2 (22621): Size 0xbf00, StartCycles 0x8180, EtwSupport 0x86a8 (with vergilius-rs's
+    // first 0x700 bytes: CurrentThread 0x8, Number 0x24, MHz 0x44): the 22000.2538 _KPRCB
+    // that 22621 and 22631 borrow has exactly these.
+    for v in ["10.0.22621.382", "10.0.22631.2428"] {
+        let (l, from) = corpus::borrowed(entry(v))
+            .into_iter()
+            .find(|(l, _)| l.name == "_KPRCB")
+            .unwrap();
+        assert_eq!(from.version, "10.0.22000.2538", "{v}");
+        assert_eq!(l.size, 0xbf00, "{v}");
+        assert_eq!(
+            kept.map(|f| at(l, f)),
+            [0x8, 0x24, 0x44, 0x8180, 0x86a8],
+            "{v}"
+        );
+    }
 }
 
 // ---- (c) nearest earlier ----
@@ -939,6 +1138,16 @@ fn nearest_earlier_selection() {
     assert_eq!(c.version, "10.0.26100.0");
     assert_eq!(c.source.as_deref(), Some("ntoskrnlib"));
     assert!(!c.rvas);
+    // What no 24H2 source gives: ABI-fixed structures, from 22631.
+    assert_eq!(
+        c.borrowed,
+        [
+            "_DBGKD_GET_VERSION64 (10.0.22631.2428)",
+            "_KLDR_DATA_TABLE_ENTRY (10.0.22631.2428)",
+            "_KUSER_SHARED_DATA (10.0.22631.2428)",
+            "_LDR_DATA_TABLE_ENTRY (10.0.22631.2428)"
+        ]
+    );
     assert_eq!(s.layout("_WMI_LOGGER_CONTEXT").unwrap().size, 0x650);
     let etw_support = s.layout("_KPRCB").and_then(|l| l.field("EtwSupport"));
     assert_eq!(etw_support.map(|f| f.offset), Some(0x8ba8));

@@ -33,9 +33,16 @@ Sources (see SOURCES.md for licences and what was verified):
   enum); otherwise from the C# type (an IntPtr followed by fewer than 8 bytes becomes an
   unsigned integer of that size). Offsets and sizes are always the source's.
 
+* "type-layouts": nohuto/type-layouts, 11-<release>/ntoskrnl/<type>.cpp: PDBRipper dumps of
+  each release's PDB types (absolute offsets, bit positions). Only the files listed in
+  SOURCES["type-layouts"]["files"] are read (from a directory laid out as the repository):
+  the structures another source lacks and whose earlier layout changed (24H2's
+  _ETW_REG_ENTRY). It also checks the other sources (tests/builtin_corpus.rs).
+
 Usage (the snapshot paths are git directories, e.g. from the search tool's fetch):
 
-    python3 tools/public_layouts/convert.py --vergilius DIR --ntoskrnlib DIR [-o OUT]
+    python3 tools/public_layouts/convert.py --vergilius DIR --ntoskrnlib DIR \
+        --type-layouts DIR [-o OUT]
 
 Python 3 standard library only; the output depends only on the source bytes.
 """
@@ -71,6 +78,16 @@ SOURCES = {
                 "release": "Windows 11 23H2",
             },
         ],
+    },
+    "type-layouts": {
+        "repository": "nohuto/type-layouts",
+        "commit": "00e21f5904ebb02bcd11fbd64dda0dfc7641d11a",
+        "licence": "none stated (no licence file); only facts (names, offsets, sizes) are taken",
+        # Per build, the files read (a checkout has too many files to take whole): the
+        # structures the build's main source lacks, where the earlier build's differ.
+        "files": {
+            "10.0.26100.0": ["11-24H2/ntoskrnl/_ETW_REG_ENTRY.cpp"],
+        },
     },
     "ntoskrnlib": {
         "repository": "Rickebo/ntoskrnlib",
@@ -340,6 +357,100 @@ def parse_members(body, kind, typedefs, name):
     return fields
 
 
+# ---- PDBRipper dumps (nohuto/type-layouts) ----
+
+PR_BASE = {
+    "unsigned char": "unsigned char",
+    "char": "char",
+    "unsigned short": "unsigned short",
+    "short": "short",
+    "wchar_t": "wchar",
+    "unsigned long": "unsigned long",
+    "long": "long",
+    "unsigned int": "unsigned int",
+    "int": "int",
+    "unsigned long long": "unsigned long long",
+    "long long": "long long",
+    "float": "float",
+    "double": "double",
+    "void": "void",
+}
+PR_HEAD = re.compile(r"^(struct|union) (\w+)// Size=0x([0-9a-f]+) \(Id=\d+\)$")
+PR_MEMBER = re.compile(
+    r"^(?P<decl>.*);// Offset=0x(?P<off>[0-9a-f]+) Size=0x[0-9a-f]+"
+    r"(?: BitOffset=0x(?P<bpos>[0-9a-f]+) BitSize=0x(?P<blen>[0-9a-f]+))?$"
+)
+
+
+def pr_type(spec, where):
+    spec = " ".join(spec.split())
+    m = re.match(r"^(struct|union|enum) (\w+)$", spec)
+    if m:
+        return {"kind": m.group(1), "name": m.group(2)}
+    if spec in PR_BASE:
+        return base(PR_BASE[spec])
+    raise ConvertError("%s: type %r" % (where, spec))
+
+
+def parse_pdbripper(text):
+    """ISF-style entries of the structures and unions of a PDBRipper dump (every member with its
+    absolute offset and, for a bit field, its bit position; anonymous unions and structures
+    flattened; a member of an unnamed type (`struct _unnamed_9 u`) left out)."""
+    lines = text.splitlines()
+    types = {}
+    i = 0
+    while i < len(lines):
+        m = PR_HEAD.match(lines[i])
+        if not m or i + 1 >= len(lines) or lines[i + 1] != "{":
+            i += 1
+            continue
+        kind, name, size = m.group(1), m.group(2), int(m.group(3), 16)
+        fields = {}
+        depth, j = 1, i + 2
+        while j < len(lines) and depth:
+            s = lines[j].strip()
+            j += 1
+            if s == "{":
+                depth += 1
+                continue
+            if s.startswith("}"):
+                depth -= 1
+                continue
+            if re.match(r"^(union|struct) // Size=", s):
+                continue  # an anonymous member: its members follow, flattened
+            mm = PR_MEMBER.match(s)
+            if not mm:
+                raise ConvertError("%s: member %r" % (name, s))
+            decl, off = mm.group("decl").strip(), int(mm.group("off"), 16)
+            if "(" in decl:
+                fname = re.search(r"\(\s*\*\s*(\w+)\s*\)", decl).group(1)
+                t = {"kind": "pointer", "subtype": {"kind": "function"}}
+            elif mm.group("bpos") is not None:
+                spec, fname = decl.split(":")[0].rsplit(None, 1)
+                t = {
+                    "kind": "bitfield",
+                    "bit_position": int(mm.group("bpos"), 16),
+                    "bit_length": int(mm.group("blen"), 16),
+                    "type": pr_type(spec, name),
+                }
+            else:
+                dm = re.match(r"^(.*?)\s*((?:\*\s*)*)(\w+)((?:\[\d+\])*)$", decl)
+                if not dm:
+                    raise ConvertError("%s: member %r" % (name, decl))
+                spec, stars, fname, dims = dm.groups()
+                t = pr_type(spec, name)
+                if t.get("name", "").startswith("_unnamed"):
+                    continue
+                for _ in stars.replace(" ", ""):
+                    t = {"kind": "pointer", "subtype": t}
+                for n in reversed([int(x) for x in re.findall(r"\[(\d+)\]", dims)]):
+                    t = {"kind": "array", "count": n, "subtype": t}
+            fields.setdefault(fname, {"offset": off, "type": t})
+        types[name] = {"kind": kind, "size": size, "fields": fields}
+        i = j
+    return types
+
+
 # ---- C# explicit layouts (Rickebo/ntoskrnlib) ----
 
 CS_INTS = {
@@ -490,16 +601,19 @@ def key(entry):
     return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
 
 
+USAGE = "usage: convert.py --vergilius GITDIR --ntoskrnlib GITDIR --type-layouts DIR [-o OUT]"
+
+
 def main(argv):
     args = list(argv)
-    opts = {"--vergilius": None, "--ntoskrnlib": None, "-o": DEFAULT_OUTPUT}
+    opts = {"--vergilius": None, "--ntoskrnlib": None, "--type-layouts": None, "-o": DEFAULT_OUTPUT}
     while args:
         a = args.pop(0)
         if a not in opts or not args:
-            raise ConvertError("usage: convert.py --vergilius GITDIR --ntoskrnlib GITDIR [-o OUT]")
+            raise ConvertError(USAGE)
         opts[a] = args.pop(0)
-    if not opts["--vergilius"] or not opts["--ntoskrnlib"]:
-        raise ConvertError("usage: convert.py --vergilius GITDIR --ntoskrnlib GITDIR [-o OUT]")
+    if not opts["--vergilius"] or not opts["--ntoskrnlib"] or not opts["--type-layouts"]:
+        raise ConvertError(USAGE)
 
     all_types, all_enums, builds, sources = {}, {}, [], []
     full = {}  # version -> (types, enums) before trimming (type references)
@@ -524,6 +638,17 @@ def main(argv):
             files.append((p, raw.decode()))
         ref_types, ref_enums = full[b["type_reference"]]
         types, notes = convert_csharp(files, ref_types, ref_enums)
+        # What the C# source lacks, from the type-layouts files listed for this build.
+        tl = SOURCES["type-layouts"]
+        for p in tl["files"].get(b["version"], []):
+            raw = open(os.path.join(opts["--type-layouts"], p), "rb").read()
+            sources.append(dict(source="type-layouts", repository=tl["repository"], commit=tl["commit"],
+                                licence=tl["licence"], path=p, version=b["version"],
+                                sha256=hashlib.sha256(raw).hexdigest()))
+            for name, ut in parse_pdbripper(raw.decode()).items():
+                if name not in types:
+                    types[name] = ut
+                    notes.setdefault("from_type_layouts", []).append(name)
         sources.append(dict(source="ntoskrnlib", repository=n["repository"], commit=n["commit"],
                             licence=n["licence"], path=b["path"] + "/*.g.cs (%d files)" % len(names),
                             version=b["version"], sha256=h.hexdigest()))
@@ -554,6 +679,7 @@ def main(argv):
                 "unchanged_from_reference": [n for n in notes["unchanged_from_reference"] if n in kept],
                 "intptr_as_integer": [n for n in notes["intptr_as_integer"] if mine(n)],
                 "dropped": [n for n in notes["dropped"] if mine(n)],
+                "from_type_layouts": [n for n in notes.get("from_type_layouts", []) if n in kept],
             }
         for name, ut in sorted(kept.items()):
             k = key(ut)
@@ -569,7 +695,7 @@ def main(argv):
         "format": FORMAT,
         "generator": "tools/public_layouts/convert.py",
         "source": "public PDB-derived structure definitions: "
-        + "; ".join("%s (%s)" % (s["repository"], s["licence"]) for s in (SOURCES["vergilius"], SOURCES["ntoskrnlib"])),
+        + "; ".join("%s (%s)" % (s["repository"], s["licence"]) for s in SOURCES.values()),
         "sources": sources,
         "builds": out_builds,
         "types": dict(sorted(all_types.items())),
