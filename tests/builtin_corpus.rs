@@ -830,19 +830,19 @@ fn literal_values_from_the_public_sources() {
     ] {
         assert_eq!(off(e, t, f), o, "{t}.{f}");
     }
-    // _ETW_REG_ENTRY, which the C# source lacks, from nohuto/type-layouts 11-24H2 ("Size=0x78";
-    // 22631's is 0x70): the enable masks are 16-bit now, Traits moved.
-    assert_eq!(size(e, "_ETW_REG_ENTRY"), 0x78);
+    // _ETW_REG_ENTRY, which the C# source lacks, from nohuto/type-layouts 11-25H2 (the same
+    // kernel line: "Size=0x70", 8-bit enable masks, as 22631's).
+    assert_eq!(size(e, "_ETW_REG_ENTRY"), 0x70);
     for (f, o, bytes) in [
         ("GuidEntry", 0x20, 8),
         ("Process", 0x50, 8),
         ("Callback", 0x58, 8),
         ("Flags", 0x62, 2),
-        ("EnableMask", 0x64, 2),
-        ("GroupEnableMask", 0x66, 2),
-        ("HostEnableMask", 0x68, 2),
-        ("HostGroupEnableMask", 0x6a, 2),
-        ("Traits", 0x70, 8),
+        ("EnableMask", 0x64, 1),
+        ("GroupEnableMask", 0x65, 1),
+        ("HostEnableMask", 0x66, 1),
+        ("HostGroupEnableMask", 0x67, 1),
+        ("Traits", 0x68, 8),
     ] {
         let x = field(e, "_ETW_REG_ENTRY", f);
         let store = TypeStore::default();
@@ -1015,6 +1015,40 @@ fn the_public_layouts_agree_with_type_layouts() {
         "EtwSupport",
     ];
     assert_eq!(kept.map(|f| at(k, f)), [0x8, 0x24, 0x44, 0x8680, 0x8ba8]);
+    // 11-25H2: the provider structures (8 sessions per provider, as 22631).
+    let e = entry("10.0.26100.0");
+    let g = e.layout("_ETW_GUID_ENTRY").unwrap();
+    assert_eq!(
+        (g.size, at(g, "EnableInfo"), at(g, "FilterData")),
+        (0x1a8, 0x80, 0x180)
+    );
+    assert!(matches!(
+        g.field("EnableInfo").unwrap().ty,
+        TypeRef::Array { count: 8, .. }
+    ));
+    let silo = e.layout("_ETW_SILODRIVERSTATE").unwrap();
+    assert_eq!(silo.size, 0x1238);
+    for (f, o) in [
+        ("EtwpGuidHashTable", 0x1d0),
+        ("EtwpSecurityLoggers", 0xfd0),
+        ("ProcessorBlocks", 0x1030),
+        ("SystemLoggerSettings", 0x1088),
+        ("EtwpStartTraceMutex", 0x1200),
+    ] {
+        assert_eq!(at(silo, f), o, "_ETW_SILODRIVERSTATE.{f}");
+    }
+    // 11-24H2: _WMI_BUFFER_HEADER (0x48; ClockType bits 0-2 at 0x20; State at 0x2c) and
+    // _ETW_REALTIME_CONSUMER (0xa0; LoggerId 0x58, SiloState 0x98).
+    let b = e.layout("_WMI_BUFFER_HEADER").unwrap();
+    assert_eq!(
+        (b.size, at(b, "ClockType"), at(b, "State")),
+        (0x48, 0x20, 0x2c)
+    );
+    let r = e.layout("_ETW_REALTIME_CONSUMER").unwrap();
+    assert_eq!(
+        (r.size, at(r, "LoggerId"), at(r, "SiloState")),
+        (0xa0, 0x58, 0x98)
+    );
     // 11-22H2 (22621): Size 0xbf00, StartCycles 0x8180, EtwSupport 0x86a8 (with vergilius-rs's
     // first 0x700 bytes: CurrentThread 0x8, Number 0x24, MHz 0x44): the 22000.2538 _KPRCB
     // that 22621 and 22631 borrow has exactly these.

@@ -15,7 +15,7 @@ Reads two inputs:
      10.0.22631.2428 Windows 11 23H2   the same
      10.0.26100.0    Windows 11 24H2   Rickebo/ntoskrnlib 0a72996e (no licence file; facts only),
                      line, revision    C# layouts from DbgHelp; field types partly from 22631;
-                     unknown           _ETW_REG_ENTRY from nohuto/type-layouts 00e21f59 (24H2)
+                     unknown           _ETW_REG_ENTRY from nohuto/type-layouts 00e21f59 (25H2)
    tools/public_layouts/SOURCES.md names path, commit and licence per build and what was
    verified (the Vergilius conversion reproduces the corpus on 19041.1288 and 22000.194; its
    _KPRCB is cut short and left out). Such a build is never an exact match; etwdump uses it as

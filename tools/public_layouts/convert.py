@@ -36,8 +36,8 @@ Sources (see SOURCES.md for licences and what was verified):
 * "type-layouts": nohuto/type-layouts, 11-<release>/ntoskrnl/<type>.cpp: PDBRipper dumps of
   each release's PDB types (absolute offsets, bit positions). Only the files listed in
   SOURCES["type-layouts"]["files"] are read (from a directory laid out as the repository):
-  the structures another source lacks and whose earlier layout changed (24H2's
-  _ETW_REG_ENTRY). It also checks the other sources (tests/builtin_corpus.rs).
+  the structures another source lacks (_ETW_REG_ENTRY of 25H2, the same kernel line as the
+  C# one). It also checks the other sources (tests/builtin_corpus.rs).
 
 Usage (the snapshot paths are git directories, e.g. from the search tool's fetch):
 
@@ -84,9 +84,9 @@ SOURCES = {
         "commit": "00e21f5904ebb02bcd11fbd64dda0dfc7641d11a",
         "licence": "none stated (no licence file); only facts (names, offsets, sizes) are taken",
         # Per build, the files read (a checkout has too many files to take whole): the
-        # structures the build's main source lacks, where the earlier build's differ.
+        # structures the build's main source lacks.
         "files": {
-            "10.0.26100.0": ["11-24H2/ntoskrnl/_ETW_REG_ENTRY.cpp"],
+            "10.0.26100.0": ["11-25H2/ntoskrnl/_ETW_REG_ENTRY.cpp"],
         },
     },
     "ntoskrnlib": {
