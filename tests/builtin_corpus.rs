@@ -165,7 +165,11 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
             let ctx = format!("{version} (public layouts)");
             let e = corpus::entries()
                 .iter()
-                .find(|e| e.is_public() && e.version == version)
+                .find(|e| {
+                    e.is_public()
+                        && e.version == version
+                        && e.variant.as_deref() == b["variant"].as_str()
+                })
                 .unwrap_or_else(|| panic!("{ctx}: no entry"));
             assert_eq!(e.source.as_deref(), b["source"].as_str(), "{ctx}");
             assert_eq!(e.release.as_deref(), b["release"].as_str(), "{ctx}");
@@ -334,7 +338,7 @@ fn every_public_layout_equals_the_table() {
     assert_eq!(public["format"], "etwdump-public-layouts/1");
     let t = corpus::table().unwrap();
     let builds = public["builds"].as_array().unwrap();
-    assert_eq!(builds.len(), 3);
+    assert_eq!(builds.len(), 4);
     assert_eq!(
         corpus::entries().iter().filter(|b| b.is_public()).count(),
         builds.len()
@@ -347,7 +351,7 @@ fn every_public_layout_equals_the_table() {
         rvas += r;
     }
     assert_eq!(rvas, 0);
-    eprintln!("3 public-layout builds: {fields} fields equal the table");
+    eprintln!("4 public-layout builds: {fields} fields equal the table");
 }
 
 /// tools/public_layouts/convert.py, run again on the sources (git directories named by
@@ -432,7 +436,7 @@ fn the_embedded_table() {
     let t = corpus::table().unwrap();
     assert!(corpus::load_error().is_none());
     let e = corpus::entries();
-    assert_eq!(e.len(), 211);
+    assert_eq!(e.len(), 212);
     let mut per_major: BTreeMap<u32, usize> = BTreeMap::new();
     for b in e {
         *per_major.entry(b.major).or_default() += 1;
@@ -467,23 +471,30 @@ fn the_embedded_table() {
             (22000, 27),
             (22621, 1),
             (22631, 1),
-            (26100, 1)
+            (26100, 2)
         ]
     );
     assert_eq!(
         t.majors,
         [7601, 9600, 14393, 17763, 18362, 19041, 20348, 22000, 22621, 22631, 26100]
     );
-    let public: Vec<(&str, &str)> = e
+    let public: Vec<(&str, &str, Option<&str>)> = e
         .iter()
-        .filter_map(|b| Some((b.version.as_str(), b.source.as_deref()?)))
+        .filter_map(|b| {
+            Some((
+                b.version.as_str(),
+                b.source.as_deref()?,
+                b.variant.as_deref(),
+            ))
+        })
         .collect();
     assert_eq!(
         public,
         [
-            ("10.0.22621.382", "vergilius"),
-            ("10.0.22631.2428", "vergilius"),
-            ("10.0.26100.0", "ntoskrnlib")
+            ("10.0.22621.382", "vergilius", None),
+            ("10.0.22631.2428", "vergilius", None),
+            ("10.0.26100.0", "ntoskrnlib", None),
+            ("10.0.26100.0", "type-layouts", Some("type-layouts-11-24H2"))
         ]
     );
     assert_eq!(t.generator, "tools/gen_builtin_corpus.py");
@@ -1067,6 +1078,83 @@ fn the_public_layouts_agree_with_type_layouts() {
     }
 }
 
+/// The second 26100 layout (type-layouts' 11-24H2 provider structures, 16 sessions per
+/// provider): in the table as a variant, never chosen by build number; what its files do not
+/// give comes from the first 26100 layout.
+#[test]
+fn the_26100_variant() {
+    let a = corpus::nearest_earlier(26100).unwrap();
+    assert_eq!(
+        (a.source.as_deref(), a.variant.as_deref()),
+        (Some("ntoskrnlib"), None)
+    );
+    let v = corpus::variants(a);
+    assert_eq!(v.len(), 1);
+    let b = v[0];
+    assert_eq!(
+        (b.version.as_str(), b.variant.as_deref()),
+        ("10.0.26100.0", Some("type-layouts-11-24H2"))
+    );
+    assert!(b.identity().is_none() && b.symbols().is_empty());
+    assert!(corpus::variants(b).is_empty()); // a variant's own list: only other variants
+    let at = |l: &StructLayout, f: &str| l.field(f).unwrap_or_else(|| panic!("{f}")).offset;
+    // 11-24H2/ntoskrnl/_ETW_GUID_ENTRY.cpp, _ETW_SILODRIVERSTATE.cpp, _ETW_REG_ENTRY.cpp.
+    let g = b.layout("_ETW_GUID_ENTRY").unwrap();
+    assert_eq!(
+        (
+            g.size,
+            at(g, "EnableInfo"),
+            at(g, "FilterData"),
+            at(g, "LockOwner")
+        ),
+        (0x2a8, 0x80, 0x280, 0x2a0)
+    );
+    let silo = b.layout("_ETW_SILODRIVERSTATE").unwrap();
+    assert_eq!(silo.size, 0x1348);
+    for (f, o) in [
+        ("MaxLoggers", 0x10),
+        ("EtwpSecurityProviderGuidEntry", 0x18),
+        ("EtwpLoggerContext", 0x2c8),
+        ("EtwpGuidHashTable", 0x2d0),
+        ("EtwpSecurityLoggers", 0x10d0),
+        ("ProcessorBlocks", 0x1140),
+        ("SystemLoggerSettings", 0x1198),
+        ("EtwpStartTraceMutex", 0x1310),
+    ] {
+        assert_eq!(at(silo, f), o, "_ETW_SILODRIVERSTATE.{f}");
+    }
+    let r = b.layout("_ETW_REG_ENTRY").unwrap();
+    assert_eq!(
+        (
+            r.size,
+            at(r, "EnableMask"),
+            at(r, "GroupEnableMask"),
+            at(r, "Traits")
+        ),
+        (0x78, 0x64, 0x66, 0x70)
+    );
+    // Equal in both: the buffer header and the consumer.
+    for t in ["_WMI_BUFFER_HEADER", "_ETW_REALTIME_CONSUMER"] {
+        assert_eq!(b.layout_index(t), a.layout_index(t), "{t}");
+    }
+    assert!(b.enum_constants("_ETW_BUFFER_STATE").is_some());
+    // What its files lack (the logger context, _KPRCB, the process structures) is the first
+    // layout's; that the two logger contexts are equal is checked above by hand.
+    let borrowed: Vec<(&str, &str, Option<&str>)> = corpus::borrowed(b)
+        .into_iter()
+        .filter(|(l, _)| ["_WMI_LOGGER_CONTEXT", "_KPRCB", "_EPROCESS"].contains(&l.name.as_str()))
+        .map(|(l, e)| (l.name.as_str(), e.version.as_str(), e.variant.as_deref()))
+        .collect();
+    assert_eq!(
+        borrowed,
+        [
+            ("_EPROCESS", "10.0.26100.0", None),
+            ("_KPRCB", "10.0.26100.0", None),
+            ("_WMI_LOGGER_CONTEXT", "10.0.26100.0", None)
+        ]
+    );
+}
+
 // ---- (c) nearest earlier ----
 
 #[test]
@@ -1172,6 +1260,16 @@ fn nearest_earlier_selection() {
     assert_eq!(c.version, "10.0.26100.0");
     assert_eq!(c.source.as_deref(), Some("ntoskrnlib"));
     assert!(!c.rvas);
+    // The table's second 26100 layout is named, not used.
+    assert_eq!(c.variants, ["type-layouts-11-24H2"]);
+    assert!(
+        s.builtin_notes
+            .iter()
+            .any(|n| n.contains("another layout of 10.0.26100.0 too, not used")),
+        "{:?}",
+        s.builtin_notes
+    );
+    assert_eq!(s.layout("_ETW_GUID_ENTRY").unwrap().size, 0x1a8);
     // What no 24H2 source gives: ABI-fixed structures, from 22631.
     assert_eq!(
         c.borrowed,

@@ -16,6 +16,9 @@ Reads two inputs:
      10.0.26100.0    Windows 11 24H2   Rickebo/ntoskrnlib 0a72996e (no licence file; facts only),
                      line, revision    C# layouts from DbgHelp; field types partly from 22631;
                      unknown           _ETW_REG_ENTRY from nohuto/type-layouts 00e21f59 (25H2)
+     10.0.26100.0    variant type-layouts-11-24H2: nohuto/type-layouts 00e21f59 11-24H2 (PDBRipper;
+                     the provider structures with 16 sessions per provider); never chosen by
+                     build number (corpus::nearest_earlier), named by corpus::variants
    tools/public_layouts/SOURCES.md names path, commit and licence per build and what was
    verified (the Vergilius conversion reproduces the corpus on 19041.1288 and 22000.194; its
    _KPRCB is cut short and left out). Such a build is never an exact match; etwdump uses it as
@@ -379,6 +382,9 @@ def main(argv):
                 "source": public_source,
                 # The public source's name for the release (None for a corpus build).
                 "release": b.get("release") if public_source else None,
+                # None: the build's (first) layout; else the label of a second layout of the
+                # same build from another source (never chosen by build number alone).
+                "variant": b.get("variant") if public_source else None,
                 "types": btypes,
                 "enums": bens,
                 "symbols": syms,
@@ -389,7 +395,7 @@ def main(argv):
     type_index = {k: i for i, k in enumerate(type_keys)}
     enum_keys = sorted(enum_entries, key=lambda k: (enum_entries[k][0], k))
     enum_index = {k: i for i, k in enumerate(enum_keys)}
-    builds.sort(key=lambda b: (version_key(b["version"]), b["guid"] or "", b["age"] or 0))
+    builds.sort(key=lambda b: (version_key(b["version"]), b["guid"] or "", b["age"] or 0, b["variant"] or ""))
     for b in builds:
         b["types"] = sorted(type_index[k] for k in b["types"].values())
         b["enums"] = sorted(enum_index[k] for k in b["enums"].values())

@@ -178,6 +178,9 @@ pub struct CorpusUse {
     /// Structures the public-layout entry lacks, taken from the newest earlier entry that has
     /// them: "_KPRCB (10.0.22000.2538)".
     pub borrowed: Vec<String>,
+    /// Other layouts the table has of this build (their variant labels), not used: which one
+    /// fits the dump is not decided from the dump yet.
+    pub variants: Vec<String>,
     /// Whether the entry's global RVAs are in use (exact match without a symbol file).
     pub rvas: bool,
     /// One line for people: "built-in exact match: 10.0.19041.804" or "built-in nearest
@@ -377,6 +380,24 @@ impl Symbols {
                         )
                     }
                 ));
+                let others = builtin::corpus::variants(entry);
+                if !others.is_empty() {
+                    notes.push(format!(
+                        "the table has another layout of {} too, not used: {} (see \
+                         tools/public_layouts/SOURCES.md); which one fits this dump is not \
+                         decided from the dump",
+                        entry.version,
+                        others
+                            .iter()
+                            .map(|b| format!(
+                                "{} ({})",
+                                b.variant.as_deref().unwrap_or("?"),
+                                b.release.as_deref().unwrap_or("?")
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
                 if !borrowed.is_empty() {
                     notes.push(format!(
                         "the public layouts of {} lack {}: taken from the newest earlier build \
@@ -408,6 +429,10 @@ impl Symbols {
             age: entry.age,
             source: entry.source.clone(),
             borrowed,
+            variants: builtin::corpus::variants(entry)
+                .iter()
+                .filter_map(|b| b.variant.clone())
+                .collect(),
             rvas: kind == CorpusMatch::Exact,
             description,
         });

@@ -88,6 +88,24 @@ SOURCES = {
         "files": {
             "10.0.26100.0": ["11-25H2/ntoskrnl/_ETW_REG_ENTRY.cpp"],
         },
+        # Builds of which the table holds a second layout ("variant"), made from these files
+        # only (what they lack is taken from the build's first layout): type-layouts' 11-24H2
+        # provider structures are not those of its 25H2 dump and of the C# (16 sessions per
+        # provider instead of 8; its 26H1 dump has the same), see SOURCES.md.
+        "variants": [
+            {
+                "version": "10.0.26100.0",
+                "variant": "type-layouts-11-24H2",
+                "release": "Windows 11 24H2 as labelled by nohuto/type-layouts; 16 sessions per provider",
+                "files": [
+                    "11-24H2/ntoskrnl/_ETW_GUID_ENTRY.cpp",
+                    "11-24H2/ntoskrnl/_ETW_REALTIME_CONSUMER.cpp",
+                    "11-24H2/ntoskrnl/_ETW_REG_ENTRY.cpp",
+                    "11-24H2/ntoskrnl/_ETW_SILODRIVERSTATE.cpp",
+                    "11-24H2/ntoskrnl/_WMI_BUFFER_HEADER.cpp",
+                ],
+            }
+        ],
     },
     "ntoskrnlib": {
         "repository": "Rickebo/ntoskrnlib",
@@ -109,7 +127,7 @@ SOURCES = {
 # SOURCES.md): vergilius-rs's _KPRCB is 0x700 bytes in every build it has (19041.1288 and
 # 22000.194 included, whose real _KPRCB is 0xaf00 / 0xbf00): its scrape cut the structure.
 # They are left out; etwdump takes them from the nearest earlier build that has them.
-EXCLUDED = {"vergilius": {"_KPRCB"}, "ntoskrnlib": set()}
+EXCLUDED = {"vergilius": {"_KPRCB"}, "ntoskrnlib": set(), "type-layouts": set()}
 
 
 class ConvertError(Exception):
@@ -393,13 +411,26 @@ def pr_type(spec, where):
 
 
 def parse_pdbripper(text):
-    """ISF-style entries of the structures and unions of a PDBRipper dump (every member with its
-    absolute offset and, for a bit field, its bit position; anonymous unions and structures
-    flattened; a member of an unnamed type (`struct _unnamed_9 u`) left out)."""
+    """(types, enums): ISF-style entries of the structures, unions and enums of a PDBRipper dump
+    (every member with its absolute offset and, for a bit field, its bit position; anonymous
+    unions and structures flattened; a member of an unnamed type (`struct _unnamed_9 u`) left
+    out; enums 4 bytes)."""
     lines = text.splitlines()
-    types = {}
+    types, enums = {}, {}
     i = 0
     while i < len(lines):
+        em = re.match(r"^enum (\w+)$", lines[i])
+        if em and i + 1 < len(lines) and lines[i + 1] == "{":
+            consts, j = {}, i + 2
+            while j < len(lines) and not lines[j].startswith("}"):
+                c = re.match(r"^\s*(\w+)=(-?\d+),?$", lines[j])
+                if not c:
+                    raise ConvertError("%s: constant %r" % (em.group(1), lines[j]))
+                consts[c.group(1)] = int(c.group(2))
+                j += 1
+            enums[em.group(1)] = {"base": "long", "constants": consts, "size": 4}
+            i = j + 1
+            continue
         m = PR_HEAD.match(lines[i])
         if not m or i + 1 >= len(lines) or lines[i + 1] != "{":
             i += 1
@@ -448,7 +479,7 @@ def parse_pdbripper(text):
             fields.setdefault(fname, {"offset": off, "type": t})
         types[name] = {"kind": kind, "size": size, "fields": fields}
         i = j
-    return types
+    return types, enums
 
 
 # ---- C# explicit layouts (Rickebo/ntoskrnlib) ----
@@ -645,7 +676,7 @@ def main(argv):
             sources.append(dict(source="type-layouts", repository=tl["repository"], commit=tl["commit"],
                                 licence=tl["licence"], path=p, version=b["version"],
                                 sha256=hashlib.sha256(raw).hexdigest()))
-            for name, ut in parse_pdbripper(raw.decode()).items():
+            for name, ut in parse_pdbripper(raw.decode())[0].items():
                 if name not in types:
                     types[name] = ut
                     notes.setdefault("from_type_layouts", []).append(name)
@@ -653,6 +684,21 @@ def main(argv):
                             licence=n["licence"], path=b["path"] + "/*.g.cs (%d files)" % len(names),
                             version=b["version"], sha256=h.hexdigest()))
         builds.append((b, "ntoskrnlib", types, {}, notes))
+
+    tl = SOURCES["type-layouts"]
+    for v in tl["variants"]:
+        types, enums = {}, {}
+        for p in v["files"]:
+            raw = open(os.path.join(opts["--type-layouts"], p), "rb").read()
+            sources.append(dict(source="type-layouts", repository=tl["repository"], commit=tl["commit"],
+                                licence=tl["licence"], path=p, version=v["version"],
+                                variant=v["variant"], sha256=hashlib.sha256(raw).hexdigest()))
+            t, e = parse_pdbripper(raw.decode())
+            for name, ut in t.items():
+                if types.setdefault(name, ut) != ut:
+                    raise ConvertError("%s: two layouts of %s" % (p, name))
+            enums.update(e)
+        builds.append((v, "type-layouts", types, enums, None))
 
     out_builds = []
     for b, src, types, enums, notes in builds:
@@ -670,6 +716,7 @@ def main(argv):
             "symbols": {},
             "missing_root_types": missing_roots,
             "excluded_types": sorted(EXCLUDED[src]),
+            "variant": b.get("variant"),
         }
         if b.get("type_reference"):
             entry["type_reference"] = b["type_reference"]

@@ -63,6 +63,10 @@ pub struct CorpusBuild {
     pub source: Option<String>,
     /// For a public-layout entry, its source's name for the release, e.g. "Windows 11 22H2".
     pub release: Option<String>,
+    /// None: the build's layout chosen by build number. Else the label of a second layout
+    /// of the same build from another source (`type-layouts-11-24H2`), never chosen by
+    /// [`nearest_earlier`]: which fits a dump has to be decided from the dump.
+    pub variant: Option<String>,
     /// e.g. "10.0.19041.804".
     pub version: String,
     /// The NT build number ("major" build), e.g. 19041.
@@ -197,14 +201,29 @@ pub fn exact(id: &PdbIdentity) -> Option<&'static CorpusBuild> {
 }
 
 /// The newest build of the newest corpus major ≤ `build` (e.g. 19042 → the newest 19041
-/// entry, 22621 → the newest 22000 entry); None below the oldest major (7601).
+/// entry, 22700 → 22631.2428); None below the oldest major (7601). A second layout of a build
+/// ([`CorpusBuild::variant`]) is never chosen here: see [`variants`].
 pub fn nearest_earlier(build: u32) -> Option<&'static CorpusBuild> {
-    entries().iter().rev().find(|b| b.major <= build)
+    entries()
+        .iter()
+        .rev()
+        .find(|b| b.major <= build && b.variant.is_none())
+}
+
+/// The other layouts the table has of `entry`'s build (entries of the same version with a
+/// [`CorpusBuild::variant`] label): candidates for a choice made from the dump.
+pub fn variants(entry: &CorpusBuild) -> Vec<&'static CorpusBuild> {
+    entries()
+        .iter()
+        .filter(|b| b.version == entry.version && b.variant.is_some())
+        .filter(|b| !std::ptr::eq(*b, entry))
+        .collect()
 }
 
 /// The layouts `entry` lacks, each from the newest earlier entry that has it, with that
 /// entry: for a public-layout entry, whose source does not give every structure (the
-/// structures it gives are always its own). Empty for a corpus (`ntkrnlmp.pdb`) entry.
+/// structures it gives are always its own; a variant takes what it lacks from its build's
+/// first layout, which sorts just before it). Empty for a corpus (`ntkrnlmp.pdb`) entry.
 pub fn borrowed(entry: &CorpusBuild) -> Vec<(&'static StructLayout, &'static CorpusBuild)> {
     if !entry.is_public() {
         return Vec::new();
@@ -274,6 +293,7 @@ struct RawBuild {
     age: Option<u32>,
     source: Option<String>,
     release: Option<String>,
+    variant: Option<String>,
     version: String,
     major: u32,
     types: Vec<usize>,
@@ -423,6 +443,7 @@ fn from_raw(raw: RawTable) -> Result<CorpusTable, String> {
             age: b.age,
             source: b.source,
             release: b.release,
+            variant: b.variant,
             version: b.version,
             major: b.major,
             revision: parts[3],
@@ -432,7 +453,8 @@ fn from_raw(raw: RawTable) -> Result<CorpusTable, String> {
         });
     }
     builds.sort_by(|a, b| {
-        (a.major, a.revision, &a.guid, a.age).cmp(&(b.major, b.revision, &b.guid, b.age))
+        (a.major, a.revision, &a.guid, a.age, &a.variant)
+            .cmp(&(b.major, b.revision, &b.guid, b.age, &b.variant))
     });
     let mut by_identity = HashMap::new();
     for (i, b) in builds.iter().enumerate() {
@@ -678,12 +700,12 @@ mod tests {
     #[test]
     fn the_embedded_table_loads() {
         let t = table().unwrap();
-        assert_eq!(t.builds.len(), 211);
+        assert_eq!(t.builds.len(), 212);
         assert_eq!(
             t.majors,
             [7601, 9600, 14393, 17763, 18362, 19041, 20348, 22000, 22621, 22631, 26100]
         );
-        assert_eq!(t.builds.iter().filter(|b| b.is_public()).count(), 3);
+        assert_eq!(t.builds.iter().filter(|b| b.is_public()).count(), 4);
         assert_eq!(t.by_identity.len(), 208);
         let id = PdbIdentity::from_guid_text("ntkrnlmp.pdb", "5278AFF86C341677D7D7835C85B7B844", 1)
             .unwrap();
