@@ -6,8 +6,9 @@
 //!   and length included) for every field the table keeps, the same type sizes, the same RVA
 //!   for every kept global and the same enum constants; and the generator, run again,
 //!   reproduces the committed file byte for byte.
-//! * Always: the embedded table loads, has 208 builds over 8 majors, and values read from the
-//!   corpus by hand; exact and nearest-earlier selection through `Symbols` and the CLI.
+//! * Always: the embedded table loads, has 208 corpus builds over 8 majors and 3 public-layout
+//!   builds (22621, 22631, 26100), and values read from the corpus and from the public sources
+//!   by hand; exact and nearest-earlier selection through `Symbols` and the CLI.
 
 mod common;
 use common::etwdump;
@@ -27,6 +28,19 @@ fn repo() -> PathBuf {
 
 fn corpus_path() -> PathBuf {
     repo().join("../shared/layouts/ntkrnlmp-layouts.json.xz")
+}
+
+/// The corpus file, or None after a visible SKIP line when it is absent.
+fn corpus_or_skip() -> Option<PathBuf> {
+    let p = corpus_path();
+    if p.is_file() {
+        return Some(p);
+    }
+    eprintln!(
+        "SKIP: {} absent (the corpus lives outside the repository)",
+        p.display()
+    );
+    None
 }
 
 fn id(guid: &str, age: u32) -> PdbIdentity {
@@ -135,12 +149,33 @@ fn is_etw(name: &str) -> bool {
         .any(|p| name.starts_with(p))
 }
 
+/// A build of the corpus (by GUID and age) or of the public layouts (no GUID: by version)
+/// against its table entry: the (field, RVA) counts checked.
 fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, usize) {
-    let guid = b["guid"].as_str().unwrap();
-    let age = b["age"].as_u64().unwrap() as u32;
     let version = b["version"].as_str().unwrap();
-    let ctx = format!("{version} ({guid} age {age})");
-    let e = corpus::exact(&id(guid, age)).unwrap_or_else(|| panic!("{ctx}: no exact entry"));
+    let (ctx, e) = match b["guid"].as_str() {
+        Some(guid) => {
+            let age = b["age"].as_u64().unwrap() as u32;
+            let ctx = format!("{version} ({guid} age {age})");
+            let e =
+                corpus::exact(&id(guid, age)).unwrap_or_else(|| panic!("{ctx}: no exact entry"));
+            (ctx, e)
+        }
+        None => {
+            let ctx = format!("{version} (public layouts)");
+            let e = corpus::entries()
+                .iter()
+                .find(|e| {
+                    e.is_public()
+                        && e.version == version
+                        && e.variant.as_deref() == b["variant"].as_str()
+                })
+                .unwrap_or_else(|| panic!("{ctx}: no entry"));
+            assert_eq!(e.source.as_deref(), b["source"].as_str(), "{ctx}");
+            assert_eq!(e.release.as_deref(), b["release"].as_str(), "{ctx}");
+            (ctx, e)
+        }
+    };
     assert_eq!(e.version, version, "{ctx}");
     let enums: serde_json::Map<String, Value> = b["enums"]
         .as_object()
@@ -198,8 +233,15 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
             assert!(e.layout(root).is_some(), "{ctx}: {root} not kept");
         }
     }
-    let prcb = e.layout("_KPRCB").unwrap();
-    let cprcb = &corpus["types"][b["types"]["_KPRCB"].as_str().unwrap()]["fields"];
+    assert_eq!(
+        e.layout("_KPRCB").is_some(),
+        b["types"].get("_KPRCB").is_some(),
+        "{ctx}"
+    );
+    let prcb = e.layout("_KPRCB");
+    let cprcb = b["types"]
+        .get("_KPRCB")
+        .map(|h| &corpus["types"][h.as_str().unwrap()]["fields"]);
     for f in [
         "EtwSupport",
         "MHz",
@@ -207,6 +249,9 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
         "Number",
         "StartCycles",
     ] {
+        let (Some(prcb), Some(cprcb)) = (prcb, cprcb) else {
+            break;
+        };
         assert_eq!(
             prcb.field(f).is_some(),
             cprcb.get(f).is_some(),
@@ -243,14 +288,9 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
 
 #[test]
 fn every_corpus_build_equals_the_table() {
-    let p = corpus_path();
-    if !p.is_file() {
-        eprintln!(
-            "SKIP: {} absent (the corpus lives outside the repository)",
-            p.display()
-        );
+    let Some(p) = corpus_or_skip() else {
         return;
-    }
+    };
     let raw = std::fs::read(&p).unwrap();
     let mut json = Vec::new();
     xz2::read::XzDecoder::new(&raw[..])
@@ -271,7 +311,10 @@ fn every_corpus_build_equals_the_table() {
     }
     let builds = corpus["builds"].as_array().unwrap();
     assert_eq!(builds.len(), 208);
-    assert_eq!(corpus::entries().len(), builds.len());
+    assert_eq!(
+        corpus::entries().iter().filter(|b| !b.is_public()).count(),
+        builds.len()
+    );
     let (mut fields, mut rvas) = (0, 0);
     for b in builds {
         let (f, r) = check_build(b, &corpus, t);
@@ -285,28 +328,69 @@ fn every_corpus_build_equals_the_table() {
     );
 }
 
+/// The committed public layouts (tools/public_layouts/public-layouts.json, from the public
+/// sources of SOURCES.md): every build equals its table entry as a corpus build does (sizes,
+/// offsets, types, kept fields, enums), with no RVA. Needs nothing outside the repository.
 #[test]
-fn the_generator_reproduces_the_table() {
-    let p = corpus_path();
-    if !p.is_file() {
+fn every_public_layout_equals_the_table() {
+    let p = repo().join("tools/public_layouts/public-layouts.json");
+    let public: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    assert_eq!(public["format"], "etwdump-public-layouts/1");
+    let t = corpus::table().unwrap();
+    let builds = public["builds"].as_array().unwrap();
+    assert_eq!(builds.len(), 4);
+    assert_eq!(
+        corpus::entries().iter().filter(|b| b.is_public()).count(),
+        builds.len()
+    );
+    let (mut fields, mut rvas) = (0, 0);
+    for b in builds {
+        assert!(b["guid"].is_null() && b["age"].is_null(), "{b}");
+        let (f, r) = check_build(b, &public, t);
+        fields += f;
+        rvas += r;
+    }
+    assert_eq!(rvas, 0);
+    eprintln!("4 public-layout builds: {fields} fields equal the table");
+}
+
+/// tools/public_layouts/convert.py, run again on the sources (git directories named by
+/// ETWDUMP_VERGILIUS_GIT and ETWDUMP_NTOSKRNLIB_GIT, a nohuto/type-layouts checkout (or its
+/// listed files) by ETWDUMP_TYPE_LAYOUTS_DIR; skipped when unset), reproduces the committed
+/// public-layouts.json byte for byte.
+#[test]
+fn the_converter_reproduces_the_public_layouts() {
+    let (Ok(v), Ok(n), Ok(t)) = (
+        std::env::var("ETWDUMP_VERGILIUS_GIT"),
+        std::env::var("ETWDUMP_NTOSKRNLIB_GIT"),
+        std::env::var("ETWDUMP_TYPE_LAYOUTS_DIR"),
+    ) else {
         eprintln!(
-            "SKIP: {} absent (the corpus lives outside the repository)",
-            p.display()
+            "SKIP: ETWDUMP_VERGILIUS_GIT / ETWDUMP_NTOSKRNLIB_GIT / ETWDUMP_TYPE_LAYOUTS_DIR unset \
+             (the sources of tools/public_layouts/SOURCES.md)"
         );
         return;
-    }
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output();
-    if !python.is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIP: python3 is not available");
-        return;
-    }
+    };
+    let args = ["--vergilius", &v, "--ntoskrnlib", &n, "--type-layouts", &t];
+    reproduces(
+        "tools/public_layouts/convert.py",
+        &args,
+        "tools/public_layouts/public-layouts.json",
+    );
+}
+
+/// Runs the Python `script` (repository-relative) with `args` and `-o` a temporary file, and
+/// asserts that it writes the committed file `committed` byte for byte.
+fn reproduces(script: &str, args: &[&str], committed: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("corpus.json.xz");
+    let out = dir.path().join("out").with_extension(
+        std::path::Path::new(committed)
+            .extension()
+            .unwrap_or_default(),
+    );
     let run = std::process::Command::new("python3")
-        .arg(repo().join("tools/gen_builtin_corpus.py"))
-        .arg(&p)
+        .arg(repo().join(script))
+        .args(args)
         .arg("-o")
         .arg(&out)
         .output()
@@ -316,14 +400,32 @@ fn the_generator_reproduces_the_table() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let committed = std::fs::read(repo().join("src/symbols/builtin/corpus.json.xz")).unwrap();
+    let want = std::fs::read(repo().join(committed)).unwrap();
     let again = std::fs::read(&out).unwrap();
     assert!(
-        committed == again,
-        "tools/gen_builtin_corpus.py makes a different table ({} bytes, committed {}): \
-         regenerate it",
+        want == again,
+        "{script} makes a different {committed} ({} bytes, committed {}): regenerate it",
         again.len(),
-        committed.len()
+        want.len()
+    );
+}
+
+#[test]
+fn the_generator_reproduces_the_table() {
+    let Some(p) = corpus_or_skip() else {
+        return;
+    };
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIP: python3 is not available");
+        return;
+    }
+    reproduces(
+        "tools/gen_builtin_corpus.py",
+        &[p.to_str().unwrap()],
+        "src/symbols/builtin/corpus.json.xz",
     );
 }
 
@@ -334,7 +436,7 @@ fn the_embedded_table() {
     let t = corpus::table().unwrap();
     assert!(corpus::load_error().is_none());
     let e = corpus::entries();
-    assert_eq!(e.len(), 208);
+    assert_eq!(e.len(), 212);
     let mut per_major: BTreeMap<u32, usize> = BTreeMap::new();
     for b in e {
         *per_major.entry(b.major).or_default() += 1;
@@ -343,10 +445,18 @@ fn the_embedded_table() {
             "{}",
             b.version
         );
-        assert_eq!(
-            corpus::exact(&b.identity().unwrap()).unwrap().version,
-            b.version
-        );
+        if b.is_public() {
+            // No PDB identity, no RVAs: never an exact match.
+            assert!(b.identity().is_none() && b.guid.is_none() && b.age.is_none());
+            assert!(b.symbols().is_empty(), "{}", b.version);
+            assert!(b.release.is_some(), "{}", b.version);
+        } else {
+            assert!(b.source.is_none() && b.release.is_none());
+            assert_eq!(
+                corpus::exact(&b.identity().unwrap()).unwrap().version,
+                b.version
+            );
+        }
     }
     assert_eq!(
         per_major.into_iter().collect::<Vec<_>>(),
@@ -358,12 +468,34 @@ fn the_embedded_table() {
             (18362, 9),
             (19041, 39),
             (20348, 34),
-            (22000, 27)
+            (22000, 27),
+            (22621, 1),
+            (22631, 1),
+            (26100, 2)
         ]
     );
     assert_eq!(
         t.majors,
-        [7601, 9600, 14393, 17763, 18362, 19041, 20348, 22000]
+        [7601, 9600, 14393, 17763, 18362, 19041, 20348, 22000, 22621, 22631, 26100]
+    );
+    let public: Vec<(&str, &str, Option<&str>)> = e
+        .iter()
+        .filter_map(|b| {
+            Some((
+                b.version.as_str(),
+                b.source.as_deref()?,
+                b.variant.as_deref(),
+            ))
+        })
+        .collect();
+    assert_eq!(
+        public,
+        [
+            ("10.0.22621.382", "vergilius", None),
+            ("10.0.22631.2428", "vergilius", None),
+            ("10.0.26100.0", "ntoskrnlib", None),
+            ("10.0.26100.0", "type-layouts", Some("type-layouts-11-24H2"))
+        ]
     );
     assert_eq!(t.generator, "tools/gen_builtin_corpus.py");
     assert_eq!(t.corpus_sha256.len(), 64);
@@ -590,6 +722,439 @@ fn info_names_the_exact_match() {
     );
 }
 
+/// Values read by hand from the public sources (tools/public_layouts/SOURCES.md): the
+/// Vergilius headers of novafacing/vergilius-rs for 22621.382 and 22631.2428, the C# layouts
+/// of Rickebo/ntoskrnlib (decimal FieldOffset/Size, written here in hex) for 26100.
+#[test]
+fn literal_values_from_the_public_sources() {
+    let entry = |version: &str| {
+        corpus::entries()
+            .iter()
+            .find(|b| b.version == version)
+            .unwrap_or_else(|| panic!("{version}"))
+    };
+    fn field<'a>(e: &'a corpus::CorpusBuild, t: &str, f: &str) -> &'a etwdump::symbols::Field {
+        e.layout(t)
+            .and_then(|l| l.field(f))
+            .unwrap_or_else(|| panic!("{t}.{f}"))
+    }
+    let off = |e: &corpus::CorpusBuild, t: &str, f: &str| field(e, t, f).offset;
+    let size = |e: &corpus::CorpusBuild, t: &str| e.layout(t).unwrap_or_else(|| panic!("{t}")).size;
+    for v in ["10.0.22621.382", "10.0.22631.2428"] {
+        let e = entry(v);
+        assert_eq!(
+            (e.source.as_deref(), e.age),
+            (Some("vergilius"), None),
+            "{v}"
+        );
+        // "// 0x540 (1344) bytes struct _WMI_LOGGER_CONTEXT", as 22000's newest.
+        assert_eq!(size(e, "_WMI_LOGGER_CONTEXT"), 0x540, "{v}");
+        assert_eq!(
+            wlc_offsets(e.layout("_WMI_LOGGER_CONTEXT").unwrap()),
+            [0xc8, 0xe8, 0xec, 0x318, 0xf0, 0xf8],
+            "{v}"
+        );
+        assert_eq!(off(e, "_WMI_LOGGER_CONTEXT", "SiloState"), 0x448, "{v}");
+        assert_eq!(size(e, "_WMI_BUFFER_HEADER"), 0x48, "{v}");
+        assert_eq!(size(e, "_ETW_SILODRIVERSTATE"), 0x1238, "{v}");
+        assert_eq!(
+            off(e, "_ETW_SILODRIVERSTATE", "EtwpGuidHashTable"),
+            0x1d0,
+            "{v}"
+        );
+        assert_eq!(size(e, "_ETW_REALTIME_CONSUMER"), 0xa0, "{v}");
+        assert_eq!(size(e, "_ETW_GUID_ENTRY"), 0x1a8, "{v}");
+        assert_eq!(off(e, "_EPROCESS", "UniqueProcessId"), 0x440, "{v}");
+        assert_eq!(off(e, "_EPROCESS", "ActiveProcessLinks"), 0x448, "{v}");
+        assert_eq!(off(e, "_EPROCESS", "ImageFileName"), 0x5a8, "{v}");
+        assert_eq!(off(e, "_ETHREAD", "Cid"), 0x4c8, "{v}");
+        assert_eq!(off(e, "_KTHREAD", "State"), 0x184, "{v}");
+        assert_eq!(off(e, "_KTHREAD", "WaitReason"), 0x283, "{v}");
+        // vergilius-rs cut _KPRCB to 0x700 bytes: left out (see SOURCES.md).
+        assert!(e.layout("_KPRCB").is_none(), "{v}");
+        // Its enums are there (the same constants as 22000's).
+        assert!(e.enum_constants("_KWAIT_REASON").is_some(), "{v}");
+        assert_eq!(
+            e.enum_constants("_KTHREAD_STATE").unwrap()[5],
+            ("Waiting".to_string(), 5)
+        );
+    }
+    let e = entry("10.0.26100.0");
+    assert_eq!((e.source.as_deref(), e.age), (Some("ntoskrnlib"), None));
+    assert_eq!(
+        e.release.as_deref(),
+        Some("Windows 11 24H2 line, revision unknown")
+    );
+    // Size=1616: the 24H2 logger context grew by 0x110 after SoftRestartContext.
+    assert_eq!(size(e, "_WMI_LOGGER_CONTEXT"), 0x650);
+    assert_eq!(
+        wlc_offsets(e.layout("_WMI_LOGGER_CONTEXT").unwrap()),
+        [0xc8, 0xe8, 0xec, 0x318, 0xf0, 0xf8]
+    );
+    assert_eq!(off(e, "_WMI_LOGGER_CONTEXT", "SiloState"), 0x550);
+    assert_eq!(off(e, "_WMI_LOGGER_CONTEXT", "BufferQueue"), 0x30);
+    assert_eq!(off(e, "_WMI_LOGGER_CONTEXT", "LoggerName"), 0x88);
+    assert_eq!(
+        off(e, "_WMI_LOGGER_CONTEXT", "ContextRegisterLoggingApcPool"),
+        0x440
+    );
+    // The buffer header is unchanged (0x48, its bit fields those of 22631).
+    assert_eq!(size(e, "_WMI_BUFFER_HEADER"), 0x48);
+    let ct = field(e, "_WMI_BUFFER_HEADER", "ClockType");
+    assert_eq!(ct.offset, 0x20);
+    assert!(matches!(
+        ct.ty,
+        TypeRef::Bitfield {
+            position: 0,
+            length: 3,
+            ..
+        }
+    ));
+    // Size=52992; EtwSupport at 35752.
+    assert_eq!(size(e, "_KPRCB"), 0xcf00);
+    for (f, o) in [
+        ("CurrentThread", 0x8),
+        ("Number", 0x24),
+        ("MHz", 0x44),
+        ("StartCycles", 0x8680),
+        ("EtwSupport", 0x8ba8),
+    ] {
+        assert_eq!(off(e, "_KPRCB", f), o, "_KPRCB.{f}");
+    }
+    assert_eq!(size(e, "_ETW_SILODRIVERSTATE"), 0x1238);
+    assert_eq!(off(e, "_ETW_SILODRIVERSTATE", "EtwpLoggerContext"), 0x1c8);
+    assert_eq!(size(e, "_ETW_REALTIME_CONSUMER"), 0xa0);
+    assert_eq!(size(e, "_ETW_GUID_ENTRY"), 0x1a8);
+    for (t, f, o) in [
+        ("_EPROCESS", "UniqueProcessId", 0x1d0),
+        ("_EPROCESS", "ActiveProcessLinks", 0x1d8),
+        ("_EPROCESS", "Peb", 0x2e0),
+        ("_EPROCESS", "ImageFileName", 0x338),
+        ("_EPROCESS", "ThreadListHead", 0x370),
+        ("_KPROCESS", "DirectoryTableBase", 0x28),
+        ("_ETHREAD", "Cid", 0x508),
+        ("_ETHREAD", "ThreadListEntry", 0x578),
+        ("_KTHREAD", "State", 0x184),
+        ("_KTHREAD", "Process", 0x220),
+        ("_KTHREAD", "WaitReason", 0x283),
+        ("_KTHREAD", "ThreadListEntry", 0x2f8),
+    ] {
+        assert_eq!(off(e, t, f), o, "{t}.{f}");
+    }
+    // _ETW_REG_ENTRY, which the C# source lacks, from nohuto/type-layouts 11-25H2 (the same
+    // kernel line: "Size=0x70", 8-bit enable masks, as 22631's).
+    assert_eq!(size(e, "_ETW_REG_ENTRY"), 0x70);
+    for (f, o, bytes) in [
+        ("GuidEntry", 0x20, 8),
+        ("Process", 0x50, 8),
+        ("Callback", 0x58, 8),
+        ("Flags", 0x62, 2),
+        ("EnableMask", 0x64, 1),
+        ("GroupEnableMask", 0x65, 1),
+        ("HostEnableMask", 0x66, 1),
+        ("HostGroupEnableMask", 0x67, 1),
+        ("Traits", 0x68, 8),
+    ] {
+        let x = field(e, "_ETW_REG_ENTRY", f);
+        let store = TypeStore::default();
+        assert_eq!(
+            (x.offset, x.ty.size(8, &store)),
+            (o, Some(bytes)),
+            "_ETW_REG_ENTRY.{f}"
+        );
+    }
+    let closed = field(e, "_ETW_REG_ENTRY", "DbgClosed");
+    assert!(matches!(
+        closed.ty,
+        TypeRef::Bitfield {
+            position: 6,
+            length: 1,
+            ..
+        }
+    ));
+    // What no source gives is not made up: no enums, no _KUSER_SHARED_DATA.
+    assert!(e.enum_constants("_KWAIT_REASON").is_none());
+    assert!(e.layout("_KUSER_SHARED_DATA").is_none());
+}
+
+/// An independent check of the public layouts: values read by hand from nohuto/type-layouts
+/// @00e21f59 (PDBRipper dumps of the ntkrnlmp.pdb of each release, `11-<release>/ntoskrnl/
+/// <type>.cpp`; not an input of the table, see tools/public_layouts/SOURCES.md).
+#[test]
+fn the_public_layouts_agree_with_type_layouts() {
+    let entry = |version: &str| {
+        corpus::entries()
+            .iter()
+            .find(|b| b.version == version)
+            .unwrap()
+    };
+    // 11-24H2/ntoskrnl/_WMI_LOGGER_CONTEXT.cpp: "Size=0x650" and every member's offset.
+    let w = entry("10.0.26100.0").layout("_WMI_LOGGER_CONTEXT").unwrap();
+    assert_eq!(w.size, 0x650);
+    let members: &[(&str, u64)] = &[
+        ("LoggerId", 0x0),
+        ("BufferSize", 0x4),
+        ("MaximumEventSize", 0x8),
+        ("LoggerMode", 0xc),
+        ("AcceptNewEvents", 0x10),
+        ("GetCpuClock", 0x18),
+        ("LoggerThread", 0x20),
+        ("LoggerStatus", 0x28),
+        ("FailureReason", 0x2c),
+        ("BufferQueue", 0x30),
+        ("OverflowQueue", 0x40),
+        ("GlobalList", 0x50),
+        ("DebugIdTrackingList", 0x60),
+        ("DecodeControlList", 0x70),
+        ("DecodeControlCount", 0x78),
+        ("BatchedBufferList", 0x80),
+        ("CurrentBuffer", 0x80),
+        ("LoggerName", 0x88),
+        ("LogFileName", 0x98),
+        ("LogFilePattern", 0xa8),
+        ("NewLogFileName", 0xb8),
+        ("ClockType", 0xc8),
+        ("LastFlushedBuffer", 0xcc),
+        ("FlushTimer", 0xd0),
+        ("FlushThreshold", 0xd4),
+        ("ByteOffset", 0xd8),
+        ("MinimumBuffers", 0xe0),
+        ("BuffersAvailable", 0xe4),
+        ("NumberOfBuffers", 0xe8),
+        ("MaximumBuffers", 0xec),
+        ("EventsLost", 0xf0),
+        ("PeakBuffersCount", 0xf4),
+        ("BuffersWritten", 0xf8),
+        ("LogBuffersLost", 0xfc),
+        ("RealTimeBuffersDelivered", 0x100),
+        ("RealTimeBuffersLost", 0x104),
+        ("SequencePtr", 0x108),
+        ("LocalSequence", 0x110),
+        ("InstanceGuid", 0x114),
+        ("MaximumFileSize", 0x124),
+        ("FileCounter", 0x128),
+        ("PoolType", 0x12c),
+        ("ReferenceTime", 0x130),
+        ("CollectionOn", 0x140),
+        ("ProviderInfoSize", 0x144),
+        ("Consumers", 0x148),
+        ("NumConsumers", 0x158),
+        ("TransitionConsumer", 0x160),
+        ("RealtimeLogfileHandle", 0x168),
+        ("RealtimeLogfileName", 0x170),
+        ("RealtimeWriteOffset", 0x180),
+        ("RealtimeReadOffset", 0x188),
+        ("RealtimeLogfileSize", 0x190),
+        ("RealtimeLogfileUsage", 0x198),
+        ("RealtimeMaximumFileSize", 0x1a0),
+        ("RealtimeBuffersSaved", 0x1a8),
+        ("RealtimeReferenceTime", 0x1b0),
+        ("NewRTEventsLost", 0x1c0),
+        ("LoggerEvent", 0x1c8),
+        ("FlushEvent", 0x1e0),
+        ("FlushTimeOutTimer", 0x1f8),
+        ("LoggerDpc", 0x238),
+        ("LoggerMutex", 0x278),
+        ("LoggerLock", 0x2b0),
+        ("BufferListSpinLock", 0x2b8),
+        ("BufferListPushLock", 0x2b8),
+        ("ClientSecurityContext", 0x2c0),
+        ("TokenAccessInformation", 0x308),
+        ("SecurityDescriptor", 0x310),
+        ("StartTime", 0x318),
+        ("LogFileHandle", 0x320),
+        ("BufferSequenceNumber", 0x328),
+        ("Flags", 0x330),
+        ("Flags2", 0x334),
+        ("RequestFlag", 0x338),
+        ("StackTraceBlock", 0x340),
+        ("StackHookIdMap", 0x410),
+        ("StackCache", 0x420),
+        ("PmcData", 0x428),
+        ("LbrData", 0x430),
+        ("IptData", 0x438),
+        ("ContextRegisterLoggingApcPool", 0x440),
+        ("ContextRegisterTypes", 0x500),
+        ("ContextRegisterHookCount", 0x504),
+        ("ContextRegisterHookIdMap", 0x508),
+        ("BinaryTrackingList", 0x518),
+        ("ScratchArray", 0x528),
+        ("DisallowedGuids", 0x530),
+        ("PeriodicCaptureStateContext", 0x540),
+        ("SoftRestartContext", 0x548),
+        ("SiloState", 0x550),
+        ("CompressionWorkItem", 0x558),
+        ("CompressionWorkItemState", 0x578),
+        ("CompressionLock", 0x580),
+        ("CompressionTarget", 0x588),
+        ("CompressionWorkspace", 0x590),
+        ("CompressionOn", 0x598),
+        ("CompressionRatioGuess", 0x59c),
+        ("PartialBufferCompressionLevel", 0x5a0),
+        ("CompressionResumptionMode", 0x5a4),
+        ("PlaceholderList", 0x5a8),
+        ("CompressionDpc", 0x5b0),
+        ("LastBufferSwitchTime", 0x5f0),
+        ("BufferWriteDuration", 0x5f8),
+        ("BufferCompressDuration", 0x600),
+        ("ReferenceQpcDelta", 0x608),
+        ("CallbackContext", 0x610),
+        ("LastDroppedTime", 0x618),
+        ("FlushingLastDroppedTime", 0x620),
+        ("FlushingSequenceNumber", 0x628),
+        ("PartitionContext", 0x630),
+        ("BufferMdl", 0x638),
+        ("PfnArray", 0x640),
+    ];
+    for &(name, offset) in members {
+        let f = w.field(name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(f.offset, offset, "{name}");
+    }
+    // Every member the table has is one of those (the flag bit fields are not in the table).
+    assert_eq!(w.fields.len(), members.len());
+    // _KPRCB: 11-25H2 (26200, the same kernel line as 24H2: Size 0xcf00, StartCycles 0x8680,
+    // EtwSupport 0x8ba8) and 11-24H2 (its dump holds the first 0x700 bytes only:
+    // CurrentThread 0x8, Number 0x24, MHz 0x44).
+    let k = entry("10.0.26100.0").layout("_KPRCB").unwrap();
+    assert_eq!(k.size, 0xcf00);
+    let at = |l: &StructLayout, f: &str| l.field(f).unwrap().offset;
+    let kept = [
+        "CurrentThread",
+        "Number",
+        "MHz",
+        "StartCycles",
+        "EtwSupport",
+    ];
+    assert_eq!(kept.map(|f| at(k, f)), [0x8, 0x24, 0x44, 0x8680, 0x8ba8]);
+    // 11-25H2: the provider structures (8 sessions per provider, as 22631).
+    let e = entry("10.0.26100.0");
+    let g = e.layout("_ETW_GUID_ENTRY").unwrap();
+    assert_eq!(
+        (g.size, at(g, "EnableInfo"), at(g, "FilterData")),
+        (0x1a8, 0x80, 0x180)
+    );
+    assert!(matches!(
+        g.field("EnableInfo").unwrap().ty,
+        TypeRef::Array { count: 8, .. }
+    ));
+    let silo = e.layout("_ETW_SILODRIVERSTATE").unwrap();
+    assert_eq!(silo.size, 0x1238);
+    for (f, o) in [
+        ("EtwpGuidHashTable", 0x1d0),
+        ("EtwpSecurityLoggers", 0xfd0),
+        ("ProcessorBlocks", 0x1030),
+        ("SystemLoggerSettings", 0x1088),
+        ("EtwpStartTraceMutex", 0x1200),
+    ] {
+        assert_eq!(at(silo, f), o, "_ETW_SILODRIVERSTATE.{f}");
+    }
+    // 11-24H2: _WMI_BUFFER_HEADER (0x48; ClockType bits 0-2 at 0x20; State at 0x2c) and
+    // _ETW_REALTIME_CONSUMER (0xa0; LoggerId 0x58, SiloState 0x98).
+    let b = e.layout("_WMI_BUFFER_HEADER").unwrap();
+    assert_eq!(
+        (b.size, at(b, "ClockType"), at(b, "State")),
+        (0x48, 0x20, 0x2c)
+    );
+    let r = e.layout("_ETW_REALTIME_CONSUMER").unwrap();
+    assert_eq!(
+        (r.size, at(r, "LoggerId"), at(r, "SiloState")),
+        (0xa0, 0x58, 0x98)
+    );
+    // 11-22H2 (22621): Size 0xbf00, StartCycles 0x8180, EtwSupport 0x86a8 (with vergilius-rs's
+    // first 0x700 bytes: CurrentThread 0x8, Number 0x24, MHz 0x44): the 22000.2538 _KPRCB
+    // that 22621 and 22631 borrow has exactly these.
+    for v in ["10.0.22621.382", "10.0.22631.2428"] {
+        let (l, from) = corpus::borrowed(entry(v))
+            .into_iter()
+            .find(|(l, _)| l.name == "_KPRCB")
+            .unwrap();
+        assert_eq!(from.version, "10.0.22000.2538", "{v}");
+        assert_eq!(l.size, 0xbf00, "{v}");
+        assert_eq!(
+            kept.map(|f| at(l, f)),
+            [0x8, 0x24, 0x44, 0x8180, 0x86a8],
+            "{v}"
+        );
+    }
+}
+
+/// The second 26100 layout (type-layouts' 11-24H2 provider structures, 16 sessions per
+/// provider): in the table as a variant, never chosen by build number; what its files do not
+/// give comes from the first 26100 layout.
+#[test]
+fn the_26100_variant() {
+    let a = corpus::nearest_earlier(26100).unwrap();
+    assert_eq!(
+        (a.source.as_deref(), a.variant.as_deref()),
+        (Some("ntoskrnlib"), None)
+    );
+    let v = corpus::variants(a);
+    assert_eq!(v.len(), 1);
+    let b = v[0];
+    assert_eq!(
+        (b.version.as_str(), b.variant.as_deref()),
+        ("10.0.26100.0", Some("type-layouts-11-24H2"))
+    );
+    assert!(b.identity().is_none() && b.symbols().is_empty());
+    assert!(corpus::variants(b).is_empty()); // a variant's own list: only other variants
+    let at = |l: &StructLayout, f: &str| l.field(f).unwrap_or_else(|| panic!("{f}")).offset;
+    // 11-24H2/ntoskrnl/_ETW_GUID_ENTRY.cpp, _ETW_SILODRIVERSTATE.cpp, _ETW_REG_ENTRY.cpp.
+    let g = b.layout("_ETW_GUID_ENTRY").unwrap();
+    assert_eq!(
+        (
+            g.size,
+            at(g, "EnableInfo"),
+            at(g, "FilterData"),
+            at(g, "LockOwner")
+        ),
+        (0x2a8, 0x80, 0x280, 0x2a0)
+    );
+    let silo = b.layout("_ETW_SILODRIVERSTATE").unwrap();
+    assert_eq!(silo.size, 0x1348);
+    for (f, o) in [
+        ("MaxLoggers", 0x10),
+        ("EtwpSecurityProviderGuidEntry", 0x18),
+        ("EtwpLoggerContext", 0x2c8),
+        ("EtwpGuidHashTable", 0x2d0),
+        ("EtwpSecurityLoggers", 0x10d0),
+        ("ProcessorBlocks", 0x1140),
+        ("SystemLoggerSettings", 0x1198),
+        ("EtwpStartTraceMutex", 0x1310),
+    ] {
+        assert_eq!(at(silo, f), o, "_ETW_SILODRIVERSTATE.{f}");
+    }
+    let r = b.layout("_ETW_REG_ENTRY").unwrap();
+    assert_eq!(
+        (
+            r.size,
+            at(r, "EnableMask"),
+            at(r, "GroupEnableMask"),
+            at(r, "Traits")
+        ),
+        (0x78, 0x64, 0x66, 0x70)
+    );
+    // Equal in both: the buffer header and the consumer.
+    for t in ["_WMI_BUFFER_HEADER", "_ETW_REALTIME_CONSUMER"] {
+        assert_eq!(b.layout_index(t), a.layout_index(t), "{t}");
+    }
+    assert!(b.enum_constants("_ETW_BUFFER_STATE").is_some());
+    // What its files lack (the logger context, _KPRCB, the process structures) is the first
+    // layout's; that the two logger contexts are equal is checked above by hand.
+    let borrowed: Vec<(&str, &str, Option<&str>)> = corpus::borrowed(b)
+        .into_iter()
+        .filter(|(l, _)| ["_WMI_LOGGER_CONTEXT", "_KPRCB", "_EPROCESS"].contains(&l.name.as_str()))
+        .map(|(l, e)| (l.name.as_str(), e.version.as_str(), e.variant.as_deref()))
+        .collect();
+    assert_eq!(
+        borrowed,
+        [
+            ("_EPROCESS", "10.0.26100.0", None),
+            ("_KPRCB", "10.0.26100.0", None),
+            ("_WMI_LOGGER_CONTEXT", "10.0.26100.0", None)
+        ]
+    );
+}
+
 // ---- (c) nearest earlier ----
 
 #[test]
@@ -612,10 +1177,24 @@ fn nearest_earlier_selection() {
         newest(19041)
     );
     assert_eq!(
-        corpus::nearest_earlier(22621).unwrap().version,
+        corpus::nearest_earlier(22000).unwrap().version,
         "10.0.22000.2538"
     );
-    assert_eq!(corpus::nearest_earlier(26100).unwrap().major, 22000);
+    assert_eq!(
+        corpus::nearest_earlier(22621).unwrap().version,
+        "10.0.22621.382"
+    );
+    assert_eq!(
+        corpus::nearest_earlier(22631).unwrap().version,
+        "10.0.22631.2428"
+    );
+    // A 26100 dump (24H2, Server 2025) and a 26200 one (25H2, the same kernel line) get the
+    // 26100 layouts, not 22000's.
+    assert_eq!(
+        corpus::nearest_earlier(26100).unwrap().version,
+        "10.0.26100.0"
+    );
+    assert_eq!(corpus::nearest_earlier(26200).unwrap().major, 26100);
     assert_eq!(corpus::nearest_earlier(21999).unwrap().major, 20348);
     assert_eq!(corpus::nearest_earlier(7601).unwrap().major, 7601);
     assert!(corpus::nearest_earlier(7600).is_none());
@@ -650,11 +1229,61 @@ fn nearest_earlier_selection() {
     // Without an identity (triage dumps, `symbols --build`): the same.
     let s = Symbols::none(8).with_builtin(19042, true);
     assert_eq!(s.builtin_corpus.unwrap().version, "10.0.19041.3570");
-    // 22621 (Windows 11 22H2, after the table): the newest 22000 layouts.
+    // 22621 (Windows 11 22H2): its public layouts; the _KPRCB its source lacks is the
+    // newest 22000 one (named in the notes).
     let (s, c) = nearest(22621);
-    assert_eq!(c.unwrap().version, "10.0.22000.2538");
+    let c = c.unwrap();
+    assert_eq!(c.version, "10.0.22621.382");
+    assert_eq!(c.source.as_deref(), Some("vergilius"));
+    assert_eq!((c.guid.as_deref(), c.age), (None, None));
+    assert_eq!(c.borrowed, ["_KPRCB (10.0.22000.2538)"]);
+    assert_eq!(
+        c.description,
+        "built-in nearest earlier layout: 10.0.22621.382 (Windows 11 22H2, public layouts \
+         from vergilius; not an exact match)"
+    );
     assert_eq!(s.layout("_WMI_LOGGER_CONTEXT").unwrap().size, 0x540);
+    assert_eq!(s.layout("_KPRCB").unwrap().size, 0xbf00);
+    assert_eq!(
+        s.layout("_KPRCB").unwrap().source,
+        LayoutSource::BuiltinNearest
+    );
     assert!(s.builtin_era.is_none());
+    assert!(
+        s.builtin_notes.iter().any(|n| n.contains("lack _KPRCB")),
+        "{:?}",
+        s.builtin_notes
+    );
+    // 26100 (Windows 11 24H2): its own _WMI_LOGGER_CONTEXT (0x650) and _KPRCB.EtwSupport.
+    let (s, c) = nearest(26100);
+    let c = c.unwrap();
+    assert_eq!(c.version, "10.0.26100.0");
+    assert_eq!(c.source.as_deref(), Some("ntoskrnlib"));
+    assert!(!c.rvas);
+    // The table's second 26100 layout is named, not used.
+    assert_eq!(c.variants, ["type-layouts-11-24H2"]);
+    assert!(
+        s.builtin_notes
+            .iter()
+            .any(|n| n.contains("another layout of 10.0.26100.0 too, not used")),
+        "{:?}",
+        s.builtin_notes
+    );
+    assert_eq!(s.layout("_ETW_GUID_ENTRY").unwrap().size, 0x1a8);
+    // What no 24H2 source gives: ABI-fixed structures, from 22631.
+    assert_eq!(
+        c.borrowed,
+        [
+            "_DBGKD_GET_VERSION64 (10.0.22631.2428)",
+            "_KLDR_DATA_TABLE_ENTRY (10.0.22631.2428)",
+            "_KUSER_SHARED_DATA (10.0.22631.2428)",
+            "_LDR_DATA_TABLE_ENTRY (10.0.22631.2428)"
+        ]
+    );
+    assert_eq!(s.layout("_WMI_LOGGER_CONTEXT").unwrap().size, 0x650);
+    let etw_support = s.layout("_KPRCB").and_then(|l| l.field("EtwSupport"));
+    assert_eq!(etw_support.map(|f| f.offset), Some(0x8ba8));
+    assert_eq!(s.rva("EtwpHostSiloState"), None);
     // 7600 (before the table): the hand-written 6.1 table.
     let (s, c) = nearest(7600);
     assert!(c.is_none());

@@ -651,7 +651,7 @@ fn triage_dump_with_real_isf() {
     }
 }
 
-/// A build after the newest built-in one: the nearest earlier corpus layouts (22000), said so;
+/// A build without its own corpus entry: the nearest earlier layouts (26100's public ones), said so;
 /// a build no built-in table covers (x86 26100): nothing is guessed.
 #[test]
 fn unknown_build_has_no_builtin_layouts() {
@@ -665,11 +665,15 @@ fn unknown_build_has_no_builtin_layouts() {
     assert!(j["symbols"]["builtin_era"].is_null());
     let corpus = &j["symbols"]["builtin_corpus"];
     assert_eq!(corpus["match"], "nearest");
-    assert_eq!(corpus["version"], "10.0.22000.2538");
+    // 26100's own public layouts (no PDB identity: never exact, no RVAs).
+    assert_eq!(corpus["version"], "10.0.26100.0");
+    assert_eq!(corpus["source"], "ntoskrnlib");
+    assert!(corpus["guid"].is_null() && corpus["age"].is_null());
     assert_eq!(corpus["rvas"], false);
     assert_eq!(
         corpus["description"],
-        "built-in nearest earlier layout: 10.0.22000.2538 (not an exact match)"
+        "built-in nearest earlier layout: 10.0.26100.0 (Windows 11 24H2 line, revision \
+         unknown, public layouts from ntoskrnlib; not an exact match)"
     );
     assert_eq!(
         j["symbols"]["layouts"]["_WMI_LOGGER_CONTEXT"],
@@ -693,9 +697,10 @@ fn unknown_build_has_no_builtin_layouts() {
     let j = symbols(&["--build", "26100"]);
     let l = &j["types"]["_WMI_LOGGER_CONTEXT"];
     assert_eq!(l["source"], "builtin-nearest");
-    assert_eq!(l["fields"]["LoggerName"]["offset"], 0x88); // 22000
-                                                           // A build whose hand-written era is newer than the nearest corpus major (9200 > 7601):
-                                                           // the hand-written table, with its source named.
+    assert_eq!(l["fields"]["LoggerName"]["offset"], 0x88);
+    assert_eq!(l["size"], 0x650); // 26100's own public layout, not 22000's 0x540
+                                  // A build whose hand-written era is newer than the nearest corpus major (9200 > 7601):
+                                  // the hand-written table, with its source named.
     let j = symbols(&["--build", "9200"]);
     let l = &j["types"]["_WMI_LOGGER_CONTEXT"];
     assert_eq!(l["source"], "builtin");

@@ -1,24 +1,47 @@
 #!/usr/bin/env python3
 """Generate etwdump's built-in corpus table (src/symbols/builtin/corpus.json.xz).
 
-Reads the ntkrnlmp layout corpus (../shared/layouts/ntkrnlmp-layouts.json.xz: the ETW and
-kernel layouts, enums and global RVAs of 208 real x64 ntkrnlmp.pdb builds, derived from the
-Volatility ISF files of JPCERTCC/Windows-Symbol-Tables) and writes a compact, deterministic
-table of what etwdump reads:
+Reads two inputs:
+
+1. the ntkrnlmp layout corpus (../shared/layouts/ntkrnlmp-layouts.json.xz: the ETW and kernel
+   layouts, enums and global RVAs of 208 real x64 ntkrnlmp.pdb builds 7601 ... 22000, derived
+   from the Volatility ISF files of JPCERTCC/Windows-Symbol-Tables, BSD-3-Clause); each build
+   has its PDB GUID and age (exact matches) and RVAs;
+2. the public layouts (tools/public_layouts/public-layouts.json, committed, made by
+   tools/public_layouts/convert.py): the layouts of later builds from structure definitions
+   others generated from the real PDBs and published, in the same format, but with no PDB
+   identity and no RVAs ("guid"/"age" null, "symbols" empty):
+     10.0.22621.382  Windows 11 22H2   novafacing/vergilius-rs 58f8e9aa (Apache-2.0), Vergilius
+     10.0.22631.2428 Windows 11 23H2   the same
+     10.0.26100.0    Windows 11 24H2   Rickebo/ntoskrnlib 0a72996e (no licence file; facts only),
+                     line, revision    C# layouts from DbgHelp; field types partly from 22631;
+                     unknown           _ETW_REG_ENTRY from nohuto/type-layouts 00e21f59 (25H2)
+     10.0.26100.0    variant type-layouts-11-24H2: nohuto/type-layouts 00e21f59 11-24H2 (PDBRipper;
+                     the provider structures with 16 sessions per provider); never chosen by
+                     build number (corpus::nearest_earlier), named by corpus::variants
+   tools/public_layouts/SOURCES.md names path, commit and licence per build and what was
+   verified (the Vergilius conversion reproduces the corpus on 19041.1288 and 22000.194; its
+   _KPRCB is cut short and left out). Such a build is never an exact match; etwdump uses it as
+   the nearest earlier layout, and takes a structure it lacks from the newest earlier build
+   that has it (corpus::borrowed).
+
+and writes a compact, deterministic table of what etwdump reads:
 
 * the layouts of the structures in ROOT_TYPES (= symbols::WANTED_TYPES) and of every structure
   or union they embed by value, deduplicated across builds. ETW types (FULL_PREFIXES) and the
   small helper types in FULL_TYPES keep every field; the big kernel types keep the fields listed
   in KEPT_FIELDS; any other embedded type keeps only its size (enough to size the field);
-* per build: PDB GUID and age, version, major build, the layout variant of each type (indexes
+* per build: PDB GUID and age (null for a public layout, whose "source" names where its
+  layouts come from and "release" the source's name for it), version, major build, the layout
+  variant of each type (indexes
   into "types"), the RVAs of KEPT_SYMBOLS (in that order, null where the build lacks one), and
   its variant of each enum in KEPT_ENUMS (indexes into "enums");
 * the enums KEPT_ENUMS, deduplicated.
 
-The output depends only on the corpus bytes: JSON with sorted keys and fixed separators,
+The output depends only on the two inputs' bytes: JSON with sorted keys and fixed separators,
 compressed with xz preset 9 (CRC64). Regenerate with
 
-    python3 tools/gen_builtin_corpus.py [CORPUS] [-o OUTPUT]
+    python3 tools/gen_builtin_corpus.py [CORPUS] [--public PUBLIC_LAYOUTS] [-o OUTPUT]
 
 Python 3 standard library only.
 """
@@ -31,9 +54,11 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS = os.path.join(REPO, "..", "shared", "layouts", "ntkrnlmp-layouts.json.xz")
+DEFAULT_PUBLIC = os.path.join(REPO, "tools", "public_layouts", "public-layouts.json")
 DEFAULT_OUTPUT = os.path.join(REPO, "src", "symbols", "builtin", "corpus.json.xz")
 GENERATOR = "tools/gen_builtin_corpus.py"
-FORMAT = "etwdump-builtin-corpus/1"
+FORMAT = "etwdump-builtin-corpus/2"
+PUBLIC_FORMAT = "etwdump-public-layouts/1"
 
 # The structures etwdump asks symbol files for: a copy of symbols::WANTED_TYPES (a test checks
 # that the table's list equals it). Types the corpus lacks (_LDR_DATA_TABLE_ENTRY,
@@ -261,21 +286,41 @@ def main(argv):
         i = args.index("-o")
         out = args[i + 1]
         del args[i : i + 2]
+    public = DEFAULT_PUBLIC
+    if "--public" in args:
+        i = args.index("--public")
+        public = args[i + 1]
+        del args[i : i + 2]
     corpus = args[0] if args else DEFAULT_CORPUS
     raw = open(corpus, "rb").read()
     sha = hashlib.sha256(raw).hexdigest()
     d = json.loads(lzma.decompress(raw))
+    praw = open(public, "rb").read()
+    psha = hashlib.sha256(praw).hexdigest()
+    p = json.loads(praw)
+    if p.get("format") != PUBLIC_FORMAT:
+        raise CorpusError("%s: format %r, expected %r" % (public, p.get("format"), PUBLIC_FORMAT))
+    pdb_versions = {b["version"] for b in d["builds"]}
 
     types = {}  # canonical key -> entry
     enum_entries = {}
     builds = []
     missing = set()
-    for b in d["builds"]:
+    # The corpus builds (PDB identity, RVAs), then the public layouts (no identity, no RVAs):
+    # each input's builds with its own "types" and "enums" tables.
+    inputs = [(b, d, None) for b in d["builds"]]
+    for b in p["builds"]:
+        if b["version"] in pdb_versions:
+            raise CorpusError("public layout %s is also a corpus build" % b["version"])
+        if b.get("guid") is not None or b.get("symbols"):
+            raise CorpusError("public layout %s: no PDB identity or RVAs expected" % b["version"])
+        inputs.append((b, p, b["source"]))
+    for b, src, public_source in inputs:
         ver = b["version"]
         parts = version_key(ver)
         if len(parts) != 4:
             raise CorpusError("bad version %r" % ver)
-        benums = {n: d["enums"][h] for n, h in b["enums"].items()}
+        benums = {n: src["enums"][h] for n, h in b["enums"].items()}
         btypes = {}
         queue = [t for t in ROOT_TYPES if t in b["types"]]
         seen = set()
@@ -288,7 +333,7 @@ def main(argv):
             if h is None:
                 missing.add(name)
                 continue
-            ut = d["types"][h]
+            ut = src["types"][h]
             kind = ut["kind"]
             if kind not in ("struct", "union", "class"):
                 raise CorpusError("%s: kind %r" % (name, kind))
@@ -320,15 +365,26 @@ def main(argv):
         for s in KEPT_SYMBOLS:
             v = b["symbols"].get(s)
             syms.append(None if v is None else int(v, 16) if isinstance(v, str) else int(v))
-        guid = b["guid"].upper()
-        if len(guid) != 32 or any(c not in "0123456789ABCDEF" for c in guid):
-            raise CorpusError("bad GUID %r" % b["guid"])
+        if public_source is None:
+            guid = b["guid"].upper()
+            if len(guid) != 32 or any(c not in "0123456789ABCDEF" for c in guid):
+                raise CorpusError("bad GUID %r" % b["guid"])
+            age = int(b["age"])
+        else:
+            guid, age = None, None
         builds.append(
             {
                 "guid": guid,
-                "age": int(b["age"]),
+                "age": age,
                 "version": ver,
                 "major": parts[2],
+                # None: a corpus build (ntkrnlmp.pdb ISF); else the public source's name.
+                "source": public_source,
+                # The public source's name for the release (None for a corpus build).
+                "release": b.get("release") if public_source else None,
+                # None: the build's (first) layout; else the label of a second layout of the
+                # same build from another source (never chosen by build number alone).
+                "variant": b.get("variant") if public_source else None,
                 "types": btypes,
                 "enums": bens,
                 "symbols": syms,
@@ -339,7 +395,7 @@ def main(argv):
     type_index = {k: i for i, k in enumerate(type_keys)}
     enum_keys = sorted(enum_entries, key=lambda k: (enum_entries[k][0], k))
     enum_index = {k: i for i, k in enumerate(enum_keys)}
-    builds.sort(key=lambda b: (version_key(b["version"]), b["guid"], b["age"]))
+    builds.sort(key=lambda b: (version_key(b["version"]), b["guid"] or "", b["age"] or 0, b["variant"] or ""))
     for b in builds:
         b["types"] = sorted(type_index[k] for k in b["types"].values())
         b["enums"] = sorted(enum_index[k] for k in b["enums"].values())
@@ -351,6 +407,12 @@ def main(argv):
             "file": os.path.basename(corpus),
             "sha256": sha,
             "source": d.get("source", ""),
+        },
+        "public": {
+            "file": os.path.relpath(os.path.abspath(public), REPO),
+            "sha256": psha,
+            "source": p.get("source", ""),
+            "sources": p.get("sources", []),
         },
         "build_count": len(builds),
         "majors": sorted({b["major"] for b in builds}),
@@ -376,8 +438,9 @@ def main(argv):
         f.write(data)
     os.replace(tmp, out)
     print(
-        "%s: %d bytes (%d bytes of JSON), %d builds, %d layouts, %d enums; corpus sha256 %s"
-        % (out, len(data), len(text), len(builds), len(type_keys), len(enum_keys), sha),
+        "%s: %d bytes (%d bytes of JSON), %d builds (%d public layouts), %d layouts, %d enums; "
+        "corpus sha256 %s, public layouts sha256 %s"
+        % (out, len(data), len(text), len(builds), len(p["builds"]), len(type_keys), len(enum_keys), sha, psha),
         file=sys.stderr,
     )
     if missing:

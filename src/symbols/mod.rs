@@ -176,9 +176,18 @@ pub struct CorpusUse {
     /// The entry's version, e.g. "10.0.19041.804", and its major build (19041).
     pub version: String,
     pub major: u32,
-    /// The entry's PDB GUID (32 hex digits) and age.
-    pub guid: String,
-    pub age: u32,
+    /// The entry's PDB GUID (32 hex digits) and age; None for a public-layout entry.
+    pub guid: Option<String>,
+    pub age: Option<u32>,
+    /// None for an `ntkrnlmp.pdb` corpus entry; else the public source of its layouts
+    /// (`vergilius`, `ntoskrnlib`).
+    pub source: Option<String>,
+    /// Structures the public-layout entry lacks, taken from the newest earlier entry that has
+    /// them: "_KPRCB (10.0.22000.2538)".
+    pub borrowed: Vec<String>,
+    /// Other layouts the table has of this build (their variant labels), not used: which one
+    /// fits the dump is not decided from the dump yet.
+    pub variants: Vec<String>,
     /// Whether the entry's global RVAs are in use (exact match without a symbol file).
     pub rvas: bool,
     /// One line for people: "built-in exact match: 10.0.19041.804" or "built-in nearest
@@ -310,6 +319,18 @@ impl Symbols {
             l.source = source;
             self.builtin.insert(l);
         }
+        // A public-layout entry's missing structures: from the newest earlier entry having them.
+        let borrowed_from = builtin::corpus::borrowed(entry);
+        for (l, _) in &borrowed_from {
+            let mut l = (*l).clone();
+            l.source = LayoutSource::BuiltinNearest;
+            self.builtin.insert(l);
+        }
+        let borrowed: Vec<String> = borrowed_from
+            .iter()
+            .filter(|(l, _)| WANTED_TYPES.contains(&l.name.as_str()))
+            .map(|(l, b)| format!("{} ({})", l.name, b.version))
+            .collect();
         let total = builtin::corpus::entries().len();
         let mut notes = Vec::new();
         let description = match kind {
@@ -343,11 +364,18 @@ impl Symbols {
                         .collect();
                 notes.push(format!(
                     "built-in nearest earlier layout: the kernel (build {build}{}) is not among \
-                     the {total} builds of the built-in table; the layouts of {}, the newest \
+                     the {total} builds of the built-in table; the layouts of {}{}, the newest \
                      build of {} there, are used{}; global RVAs are not (they differ between \
                      builds): give the kernel's PDB or ISF for exact layouts and globals",
                     kernel.map(|k| format!(", {k}")).unwrap_or_default(),
                     entry.version,
+                    entry
+                        .source
+                        .as_ref()
+                        .map(|s| format!(
+                            " (public layouts from {s}, see tools/public_layouts/SOURCES.md)"
+                        ))
+                        .unwrap_or_default(),
                     entry.major,
                     if variants.is_empty() {
                         String::new()
@@ -359,9 +387,40 @@ impl Symbols {
                         )
                     }
                 ));
+                let others = builtin::corpus::variants(entry);
+                if !others.is_empty() {
+                    notes.push(format!(
+                        "the table has another layout of {} too, not used: {} (see \
+                         tools/public_layouts/SOURCES.md); which one fits this dump is not \
+                         decided from the dump",
+                        entry.version,
+                        others
+                            .iter()
+                            .map(|b| format!(
+                                "{} ({})",
+                                b.variant.as_deref().unwrap_or("?"),
+                                b.release.as_deref().unwrap_or("?")
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                if !borrowed.is_empty() {
+                    notes.push(format!(
+                        "the public layouts of {} lack {}: taken from the newest earlier build \
+                         of the table that has them",
+                        entry.version,
+                        borrowed.join(", ")
+                    ));
+                }
                 format!(
-                    "built-in nearest earlier layout: {} (not an exact match)",
-                    entry.version
+                    "built-in nearest earlier layout: {} ({}not an exact match)",
+                    entry.version,
+                    match (&entry.source, &entry.release) {
+                        (Some(s), Some(r)) => format!("{r}, public layouts from {s}; "),
+                        (Some(s), None) => format!("public layouts from {s}; "),
+                        _ => String::new(),
+                    }
                 )
             }
         };
@@ -375,6 +434,12 @@ impl Symbols {
             major: entry.major,
             guid: entry.guid.clone(),
             age: entry.age,
+            source: entry.source.clone(),
+            borrowed,
+            variants: builtin::corpus::variants(entry)
+                .iter()
+                .filter_map(|b| b.variant.clone())
+                .collect(),
             rvas: kind == CorpusMatch::Exact,
             description,
         });
