@@ -76,18 +76,22 @@ pub fn wait_mode(v: u8) -> Option<&'static str> {
 
 /// The build's MaximumWaitReason: the bias of CCSWAP's OldThreadStateWr (etw-internals.md
 /// §4.3), and how it is known. Established from the `_KWAIT_REASON` enums of real kernel PDBs
-/// (the layout corpus) for the builds that have one: 7601 = 37; 9600 and 14393 = 39; 17763,
-/// 18362, 19041 and 20348 = 40; 22000 = 41. The enum only grows (each of these builds' enums
-/// extends the previous one's), so a build between two with the same value has that value
-/// too (inferred: 10240-14392 between 9600 and 14393; 18363-20347, i.e. 19042-19045 between
-/// 18362 and 20348). Any other build (before 7601, 9200, 15063-17134, after 22000: 22621,
-/// 26100, ...) is `None`: its value is not known without its own enum.
+/// (the built-in table: the layout corpus, and the public PDB-derived headers of 22621/22631,
+/// tools/public_layouts) for the builds that have one: 7601 = 37; 9600 and 14393 = 39; 17763,
+/// 18362, 19041 and 20348 = 40; 22000 = 41; 22621 and 22631 = 42 (WrMdlCache added). The
+/// enum only grows (each of these builds' enums extends the previous one's), so a build
+/// between two with the same value has that value too (inferred: 10240-14392 between 9600 and
+/// 14393; 17764-20347, i.e. 19042-19045, between 17763 and 20348; 22622-22630). Any other
+/// build (before 7601, 9200, 15063-17134, 26100 and later, whose enum no source gives: later
+/// headers add WrRcu) is `None`: its value is not known without its own enum.
 pub fn maximum_wait_reason(build: u32) -> Option<(u8, MwrSource)> {
     Some(match build {
         7601 => (37, MwrSource::Known),
         9600 | 14393 => (39, MwrSource::Known),
         17763 | 18362 | 19041 | 20348 => (40, MwrSource::Known),
         22000 => (41, MwrSource::Known),
+        22621 | 22631 => (42, MwrSource::Known),
+        22622..=22630 => (42, MwrSource::Between(22621, 22631)),
         9601..=14392 => (39, MwrSource::Between(9600, 14393)),
         17764..=20347 => (40, MwrSource::Between(17763, 20348)),
         _ => return None,
