@@ -26,6 +26,9 @@ pub enum WarningKind {
     Decode,
     /// A value was inferred from other evidence (the message says how).
     Inferred,
+    /// A layout, offset or enum limit is used that no evidence in the dump confirmed (the
+    /// message says what it is and what that means for the output).
+    Unconfirmed,
     /// What this kind of dump cannot tell.
     Unknowable,
     /// What etwdump does not do (an unsupported build or format, a compressed buffer).

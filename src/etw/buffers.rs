@@ -680,11 +680,24 @@ impl Finder<'_, '_> {
     /// KiProcessorBlock[cpu] → KPRCB.EtwSupport, for every CPU (None where unreadable).
     fn etw_support_blocks(&mut self) -> Option<(u64, Vec<Option<VirtAddr>>)> {
         let ctx = self.ctx;
-        let es_off = ctx
-            .symbols
-            .layout("_KPRCB")
-            .and_then(|l| l.field("EtwSupport"))
-            .map(|f| f.offset)?;
+        let loc = crate::etw::etw_support::locate(ctx);
+        let es_off = loc.offset?;
+        if matches!(
+            loc.how,
+            crate::kernel::context::LocatedHow::Searched
+                | crate::kernel::context::LocatedHow::Unconfirmed
+        ) {
+            let kind = if loc.how == crate::kernel::context::LocatedHow::Searched {
+                WarningKind::Inferred
+            } else {
+                WarningKind::Unconfirmed
+            };
+            crate::warning::push_once(
+                &mut self.warnings,
+                Warning::new(kind, format!("per-CPU current buffers: {}", loc.evidence))
+                    .field("_KPRCB.EtwSupport"),
+            );
+        }
         let kpb = ctx
             .global("KiProcessorBlock")
             .or_else(|| ctx.kdbg().and_then(|k| k.ki_processor_block()))?;

@@ -114,21 +114,38 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
     let mut out = PendingList::default();
     let space = &ctx.space;
     let x64 = space.arch().is_64bit();
-    let Some(es_off) = ctx
-        .symbols
-        .layout("_KPRCB")
-        .and_then(|l| l.field("EtwSupport"))
-        .map(|f| f.offset)
-    else {
+    // Where KPRCB.EtwSupport is: the kernel's own layout, else confirmed or searched by
+    // evidence (etw::etw_support).
+    let loc = crate::etw::etw_support::locate(ctx);
+    let Some(es_off) = loc.offset else {
         out.warnings.push(
             Warning::new(
                 WarningKind::NotFound,
-                format!("no _KPRCB.EtwSupport layout for build {}", ctx.build),
+                format!(
+                    "pending CCSWAP blocks not searched: {} (build {})",
+                    loc.evidence, ctx.build
+                ),
             )
             .field("_KPRCB.EtwSupport"),
         );
         return out;
     };
+    match loc.how {
+        crate::kernel::context::LocatedHow::Searched => out.warnings.push(
+            Warning::new(WarningKind::Inferred, loc.evidence.clone()).field("_KPRCB.EtwSupport"),
+        ),
+        crate::kernel::context::LocatedHow::Unconfirmed => out.warnings.push(
+            Warning::new(
+                WarningKind::Unconfirmed,
+                format!(
+                    "{}: pending blocks are looked for through it; if it is wrong, none is found",
+                    loc.evidence
+                ),
+            )
+            .field("_KPRCB.EtwSupport"),
+        ),
+        _ => {}
+    }
     let (mwr, _) = maximum_wait_reason_of(ctx);
     let psize = space.arch().pointer_size();
     let cpus = u64::from(ctx.processors()).clamp(1, MAX_CPUS);

@@ -131,6 +131,8 @@ pub struct SessionList {
     pub rejected: Vec<RejectedSlot>,
     /// Slots rejected, routes that disagree, fields that could not be read.
     pub warnings: Vec<Warning>,
+    /// Whether memory confirms the `_WMI_LOGGER_CONTEXT` layout used.
+    pub layout_check: Option<LayoutCheck>,
 }
 
 /// Find the array and read every session in it.
@@ -183,9 +185,124 @@ pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
         return out;
     };
     read_slots(ctx, layout, &primary, &mut out);
+    out.layout_check = Some(check_context_layout(ctx, layout, &out.sessions));
+    if let Some(w) = out.layout_check.as_ref().and_then(LayoutCheck::warning) {
+        out.warnings.push(w);
+    }
     out.array = Some(primary);
     out.routes = routes;
     out
+}
+
+/// Whether memory confirms the `_WMI_LOGGER_CONTEXT` layout in use (issue 26: a layout is a
+/// hypothesis until the dump confirms it).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LayoutCheck {
+    pub type_name: &'static str,
+    /// `pdb`, `isf`, `builtin`, `builtin-exact`, `builtin-nearest`.
+    pub source: &'static str,
+    pub size: u64,
+    pub how: crate::kernel::context::LocatedHow,
+    pub evidence: String,
+}
+
+impl LayoutCheck {
+    /// The warning a non-confirmed layout gives (None when it is the kernel's own or
+    /// confirmed).
+    pub fn warning(&self) -> Option<Warning> {
+        use crate::kernel::context::LocatedHow as H;
+        let what = match self.how {
+            H::Symbols | H::Confirmed => return None,
+            H::Contradicted => "memory contradicts it",
+            _ => "unconfirmed",
+        };
+        Some(
+            Warning::new(
+                WarningKind::Unconfirmed,
+                format!(
+                    "_WMI_LOGGER_CONTEXT layout ({}, {:#x} bytes) {what}: {}; every session passed its identity check (LoggerId), but its other columns (name, mode, clock, buffer counts, events lost, start time) are read at this layout's offsets and may be wrong (give the kernel's PDB or ISF)",
+                    self.source, self.size, self.evidence
+                ),
+            )
+            .field("_WMI_LOGGER_CONTEXT"),
+        )
+    }
+}
+
+/// The pool block that holds each logger context says how large the kernel's structure is:
+/// the pool rounds `sizeof(WMI_LOGGER_CONTEXT)` plus its POOL_HEADER up to its granularity
+/// (16 bytes on x64, 8 on x86), so the block's bytes after the header lie in [size, size +
+/// granularity). A layout of another build is confirmed when every readable block fits it,
+/// contradicted when one is too small to hold it; a larger block leaves it unconfirmed (the
+/// structure may have grown, or the kernel allocated more).
+fn check_context_layout(
+    ctx: &KernelContext<'_>,
+    layout: &StructLayout,
+    sessions: &[Session],
+) -> LayoutCheck {
+    use crate::kernel::context::LocatedHow as H;
+    let mut c = LayoutCheck {
+        type_name: "_WMI_LOGGER_CONTEXT",
+        source: layout.source.name(),
+        size: layout.size,
+        how: H::Symbols,
+        evidence: "the kernel's own layout".into(),
+    };
+    if !matches!(
+        layout.source,
+        crate::symbols::LayoutSource::Builtin | crate::symbols::LayoutSource::BuiltinNearest
+    ) {
+        return c;
+    }
+    let gran = crate::kernel::pool::header_size(&ctx.space);
+    let (mut fits, mut small, mut large) = (Vec::new(), Vec::new(), Vec::new());
+    for s in sessions {
+        if crate::kernel::pool::tag_before(&ctx.space, s.address) != Some(*b"EtwL") {
+            continue;
+        }
+        let Some(bytes) = crate::kernel::pool::block_bytes(&ctx.space, s.address) else {
+            continue;
+        };
+        if bytes < layout.size {
+            small.push((s.logger_id, bytes));
+        } else if bytes >= layout.size + gran {
+            large.push((s.logger_id, bytes));
+        } else {
+            fits.push(s.logger_id);
+        }
+    }
+    let range = |b: u64| format!("{:#x}-{b:#x}", b.saturating_sub(gran - 1));
+    (c.how, c.evidence) = if let Some(&(id, b)) = small.first() {
+        (
+            H::Contradicted,
+            format!(
+                "logger {id}'s context is a {b:#x}-byte pool block ('EtwL'): the kernel's structure is {} bytes, too small for this layout",
+                range(b)
+            ),
+        )
+    } else if let Some(&(id, b)) = large.first() {
+        (
+            H::Unconfirmed,
+            format!(
+                "logger {id}'s context is a {b:#x}-byte pool block ('EtwL'): the kernel's structure may be {} bytes, larger than this layout{}",
+                range(b),
+                if fits.is_empty() { String::new() } else { format!(" (loggers {fits:?} fit it)") }
+            ),
+        )
+    } else if fits.is_empty() {
+        (
+            H::Unconfirmed,
+            "no session's context lies in a small-pool block whose size can be read".into(),
+        )
+    } else {
+        (
+            H::Confirmed,
+            format!(
+                "the 'EtwL' pool blocks of loggers {fits:?} hold exactly a structure of this size"
+            ),
+        )
+    };
+    c
 }
 
 fn read_slots(

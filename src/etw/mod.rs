@@ -5,6 +5,7 @@ pub mod carve;
 pub mod ccswap;
 pub mod clock;
 pub mod consumers;
+pub mod etw_support;
 pub mod loggers;
 pub mod mode;
 pub mod provider_names;

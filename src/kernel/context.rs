@@ -104,6 +104,38 @@ pub struct KernelContext<'d> {
     pub symbols: Symbols,
     pub symbol_match: SymbolMatch,
     pub warnings: Vec<Warning>,
+    /// Where `_KPRCB.EtwSupport` is, once established (`etw::etw_support::locate`).
+    pub etw_support: std::sync::OnceLock<Located>,
+}
+
+/// A structure field's offset as established for this dump: given by the kernel's own layout,
+/// confirmed by evidence in memory, found by a validated search, or unconfirmed.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Located {
+    /// The offset used (None: none can be used).
+    pub offset: Option<u64>,
+    pub how: LocatedHow,
+    /// What established it, or why it could not be.
+    pub evidence: String,
+}
+
+/// How a [`Located`] offset is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LocatedHow {
+    /// The kernel's own layout (PDB, ISF, exact built-in match): used as given.
+    Symbols,
+    /// Another build's layout, confirmed by evidence in this dump.
+    Confirmed,
+    /// Another build's layout was not confirmed; a validated search found the offset.
+    Searched,
+    /// Another build's layout, neither confirmed nor contradicted (no evidence either way).
+    Unconfirmed,
+    /// Several offsets have the same evidence: none is used.
+    Ambiguous,
+    /// Memory contradicts another build's layout (it is still used where nothing better
+    /// exists; the warning says what that means).
+    Contradicted,
 }
 
 impl<'d> KernelContext<'d> {
@@ -335,6 +367,7 @@ impl<'d> KernelContext<'d> {
             symbols,
             symbol_match: SymbolMatch::NoSymbols,
             warnings,
+            etw_support: std::sync::OnceLock::new(),
         };
         me.check_builtin_rvas();
         me

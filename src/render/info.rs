@@ -202,6 +202,20 @@ impl InfoReport {
                 }
             ),
         );
+        for c in &self.layout_checks {
+            row(
+                "Layout check",
+                format!(
+                    "{} [{}]: {}",
+                    c.what,
+                    serde_json::to_value(c.how)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                    c.evidence
+                ),
+            );
+        }
         for r in &self.etw_roots {
             row(
                 "ETW root",

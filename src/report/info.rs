@@ -44,11 +44,25 @@ pub struct InfoReport {
     pub triage: Option<TriageInfo>,
     pub symbols: SymbolsInfo,
     pub etw_roots: Vec<EtwRoot>,
+    /// Which layouts and offsets of another build memory confirmed, contradicted or left
+    /// unconfirmed (`_WMI_LOGGER_CONTEXT` by its pool blocks, `_KPRCB.EtwSupport` by what its
+    /// blocks hold), and what each means; the kernel's own layouts are `symbols`.
+    pub layout_checks: Vec<LayoutConfirmation>,
     /// How each machine fact was found: "dump header" for crash dumps; for memory images the
     /// discovery step (DTB: page-table self-reference scan; processors: KeNumberProcessors;
     /// times: KUSER_SHARED_DATA; list heads and KDBG: the symbols).
     pub found_by: BTreeMap<&'static str, String>,
     pub warnings: Vec<crate::warning::Warning>,
+}
+
+/// One layout or offset as memory confirmed it.
+#[derive(Debug, Serialize)]
+pub struct LayoutConfirmation {
+    /// e.g. "_WMI_LOGGER_CONTEXT", "_KPRCB.EtwSupport".
+    pub what: &'static str,
+    /// `symbols`, `confirmed`, `searched`, `unconfirmed`, `ambiguous`, `contradicted`.
+    pub how: crate::kernel::context::LocatedHow,
+    pub evidence: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -357,9 +371,33 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         triage,
         symbols: symbols_info(ctx),
         etw_roots: resolve_logger_array(ctx).roots,
+        layout_checks: layout_checks(ctx),
         found_by,
         warnings,
     }
+}
+
+/// The layout checks of a memory dump (none for a triage dump, which holds no logger context
+/// or KPRCB.EtwSupport block).
+fn layout_checks(ctx: &KernelContext<'_>) -> Vec<LayoutConfirmation> {
+    if ctx.dump.triage().is_some() {
+        return Vec::new();
+    }
+    let mut v = Vec::new();
+    if let Some(c) = crate::etw::loggers::list_sessions(ctx).layout_check {
+        v.push(LayoutConfirmation {
+            what: c.type_name,
+            how: c.how,
+            evidence: c.evidence,
+        });
+    }
+    let es = crate::etw::etw_support::locate(ctx);
+    v.push(LayoutConfirmation {
+        what: "_KPRCB.EtwSupport",
+        how: es.how,
+        evidence: es.evidence,
+    });
+    v
 }
 
 fn symbols_info(ctx: &KernelContext<'_>) -> SymbolsInfo {

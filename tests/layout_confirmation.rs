@@ -1,0 +1,224 @@
+//! A layout is a hypothesis until the dump confirms it (issue 26, item 2): `_KPRCB.EtwSupport`
+//! from a layout that is not the kernel's own (the nearest earlier build's, an era table) is
+//! confirmed by what the blocks it points to hold, found by a validated search when memory
+//! contradicts it, and said to be unconfirmed when nothing in memory can tell — on forge dumps
+//! whose pending blocks the forge placed (from the reference).
+
+mod common;
+
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::etw::ccswap::find_pending;
+use etwdump::etw::etw_support::locate;
+use etwdump::kernel::context::{KernelContext, LocatedHow, SymbolOptions};
+use etwdump_forge::{forge, Config, EtwSpec};
+
+/// The 22000 fixture's ETW dump with buffers and pending blocks. Its PDB identity is not a
+/// corpus build's, so without symbols the layouts are the nearest earlier build's
+/// (`builtin-nearest`): a hypothesis.
+fn forged_22000() -> (etwdump_forge::Forged, Vec<u8>) {
+    let mut c = Config::from_fixture(&common::fixture("x64-22000"));
+    c.etw = Some(
+        EtwSpec::standard(c.build)
+            .with_buffers(c.build)
+            .with_pending_ccswap(),
+    );
+    let f = forge(&c);
+    let b = f.to_bytes();
+    (f, b)
+}
+
+fn builtin(d: &DumpFile) -> KernelContext<'_> {
+    KernelContext::open(d, &SymbolOptions::default()).unwrap()
+}
+
+/// (pending blocks found, their switches) through the located offset.
+fn found(ctx: &KernelContext<'_>) -> (usize, usize) {
+    let p = find_pending(ctx);
+    let switches = p
+        .blocks
+        .iter()
+        .filter_map(|b| b.decoded.batch.as_ref())
+        .map(|b| b.switches.len())
+        .sum();
+    (p.blocks.len(), switches)
+}
+
+#[test]
+fn etw_support_is_confirmed_searched_or_unconfirmed_by_evidence() {
+    let (f, bytes) = forged_22000();
+    let etw = f.etw.as_ref().unwrap();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let ctx = builtin(&d);
+    let layout = ctx.symbols.layout("_KPRCB").unwrap();
+    assert_eq!(layout.source.name(), "builtin-nearest");
+    let off = layout.field("EtwSupport").unwrap().offset;
+
+    // 1. The nearest layout's offset, confirmed by the blocks it leads to.
+    let loc = locate(&ctx);
+    assert_eq!(
+        (loc.offset, loc.how),
+        (Some(off), LocatedHow::Confirmed),
+        "{}",
+        loc.evidence
+    );
+    let cpus = u64::from(ctx.processors());
+    assert!(
+        loc.evidence.contains(&format!("of {cpus} CPUs")),
+        "{}",
+        loc.evidence
+    );
+    let (pending, switches) = found(&ctx);
+    assert_eq!(pending, etw.pending.len());
+    assert!(switches > 0);
+
+    // 2. The pointer moved elsewhere in every KPRCB (as if this build kept it at another
+    //    offset): the layout's offset is contradicted (NULL everywhere), the search finds the
+    //    new one and everything is found through it.
+    let prcbs: Vec<u64> = (0..cpus)
+        .map(|c| etwdump::kernel::processes::prcb(&ctx, c).unwrap().get())
+        .collect();
+    let read = |va: u64| -> u64 {
+        let o = common::file_offset(&d, va);
+        u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap())
+    };
+    // A slot that is zero on every CPU, 0x100 bytes or more away from the real one.
+    let new = (0x100..layout.size - 8)
+        .step_by(8)
+        .map(|k| ((off + k) % (layout.size - 8)) & !7)
+        .find(|&o| prcbs.iter().all(|&p| read(p + o) == 0))
+        .expect("a zero slot in the KPRCB");
+    let mut moved = bytes.clone();
+    for &p in &prcbs {
+        let v = read(p + off);
+        let (a, b) = (
+            common::file_offset(&d, p + off),
+            common::file_offset(&d, p + new),
+        );
+        moved[a..a + 8].copy_from_slice(&0u64.to_le_bytes());
+        moved[b..b + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    let d2 = DumpFile::from_bytes(moved, OpenOptions::default()).unwrap();
+    let ctx2 = builtin(&d2);
+    let loc = locate(&ctx2);
+    assert_eq!(
+        (loc.offset, loc.how),
+        (Some(new), LocatedHow::Searched),
+        "{}",
+        loc.evidence
+    );
+    assert!(
+        loc.evidence
+            .contains(&format!("{off:#x} has no CPU's evidence")),
+        "{}",
+        loc.evidence
+    );
+    assert_eq!(found(&ctx2), (pending, switches));
+    let w = find_pending(&ctx2).warnings;
+    assert!(
+        w.iter().any(|w| w.message.contains("found by search")),
+        "{w:?}"
+    );
+
+    // 3. No evidence anywhere (every pointer cleared): the layout's offset is used and said
+    //    to be unconfirmed, with what that means.
+    let mut cleared = bytes.clone();
+    for &p in &prcbs {
+        let a = common::file_offset(&d, p + off);
+        cleared[a..a + 8].copy_from_slice(&0u64.to_le_bytes());
+    }
+    let d3 = DumpFile::from_bytes(cleared, OpenOptions::default()).unwrap();
+    let ctx3 = builtin(&d3);
+    let loc = locate(&ctx3);
+    // A NULL pointer on every CPU is not plausible: nothing can be confirmed.
+    assert_eq!(
+        (loc.offset, loc.how),
+        (Some(off), LocatedHow::Unconfirmed),
+        "{}",
+        loc.evidence
+    );
+    let w = find_pending(&ctx3).warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.kind == etwdump::warning::WarningKind::Unconfirmed
+                && w.message.contains("if it is wrong, none is found")),
+        "{w:?}"
+    );
+
+    // 4. With the kernel's own layout (its PDB) the offset is taken as given.
+    let opts = SymbolOptions {
+        pdb: Some(common::pdb_of("x64-22000")),
+        ..SymbolOptions::default()
+    };
+    let ctx4 = KernelContext::open(&d2, &opts).unwrap();
+    assert_eq!(locate(&ctx4).how, LocatedHow::Symbols);
+}
+
+/// `_WMI_LOGGER_CONTEXT` of another build (the nearest earlier one) is confirmed by the pool
+/// blocks that hold the contexts, contradicted when a block is too small for it, and left
+/// unconfirmed when a block is larger; the warning names the columns at stake.
+#[test]
+fn logger_context_layout_is_checked_against_its_pool_blocks() {
+    use etwdump::etw::loggers::list_sessions;
+    let (_, bytes) = forged_22000();
+    let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let ctx = builtin(&d);
+    let list = list_sessions(&ctx);
+    let c = list.layout_check.clone().unwrap();
+    assert_eq!(
+        (c.source, c.how),
+        ("builtin-nearest", LocatedHow::Confirmed),
+        "{}",
+        c.evidence
+    );
+    let size = c.size;
+    let ids: Vec<u64> = list.sessions.iter().map(|s| s.logger_id).collect();
+    assert!(c.evidence.contains(&format!("{ids:?}")), "{}", c.evidence);
+    // The POOL_HEADER's BlockSize (byte 2, 16-byte units) of every context, set to `units`.
+    let with_units = |delta: i64| -> Vec<u8> {
+        let mut b = bytes.clone();
+        for s in &list.sessions {
+            let o = common::file_offset(&d, s.address.get() - 0x10);
+            let units = (size + 0x10).div_ceil(0x10) as i64 + delta;
+            b[o + 2] = units as u8;
+        }
+        b
+    };
+    // One block too small: contradicted.
+    let d2 = DumpFile::from_bytes(with_units(-1), OpenOptions::default()).unwrap();
+    let ctx2 = builtin(&d2);
+    let l2 = list_sessions(&ctx2);
+    let c2 = l2.layout_check.clone().unwrap();
+    assert_eq!(c2.how, LocatedHow::Contradicted, "{}", c2.evidence);
+    assert_eq!(
+        l2.sessions.len(),
+        ids.len(),
+        "sessions still listed (identity decides)"
+    );
+    let w = l2
+        .warnings
+        .iter()
+        .find(|w| w.kind == etwdump::warning::WarningKind::Unconfirmed)
+        .expect("a warning");
+    assert!(w.message.contains("memory contradicts it"), "{}", w.message);
+    assert!(w
+        .message
+        .contains("name, mode, clock, buffer counts, events lost, start time"));
+    // Larger blocks: unconfirmed (the structure may have grown).
+    let d3 = DumpFile::from_bytes(with_units(2), OpenOptions::default()).unwrap();
+    let c3 = list_sessions(&builtin(&d3)).layout_check.unwrap();
+    assert_eq!(c3.how, LocatedHow::Unconfirmed, "{}", c3.evidence);
+    assert!(
+        c3.evidence.contains("larger than this layout"),
+        "{}",
+        c3.evidence
+    );
+    // With the PDB: the kernel's own layout, nothing to confirm.
+    let opts = SymbolOptions {
+        pdb: Some(common::pdb_of("x64-22000")),
+        ..SymbolOptions::default()
+    };
+    let c4 = list_sessions(&KernelContext::open(&d3, &opts).unwrap())
+        .layout_check
+        .unwrap();
+    assert_eq!((c4.source, c4.how), ("pdb", LocatedHow::Symbols));
+}
