@@ -7,6 +7,7 @@ mod etw;
 mod etw_buffers;
 mod etw_pending;
 mod images;
+mod message;
 mod processes;
 mod providers;
 mod realtime;
