@@ -14,6 +14,7 @@ mod realtime;
 mod scan;
 mod self_map;
 mod triage;
+mod triage_arm64;
 mod user_images;
 mod variation;
 

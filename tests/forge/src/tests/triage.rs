@@ -16,13 +16,13 @@ use crate::{
 // Tiny readers
 // ---------------------------------------------------------------------------------------
 
-fn u16_at(b: &[u8], o: usize) -> u16 {
+pub(super) fn u16_at(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
 }
-fn u32_at(b: &[u8], o: usize) -> u32 {
+pub(super) fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
 }
-fn u64_at(b: &[u8], o: usize) -> u64 {
+pub(super) fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
 }
 fn align8(v: usize) -> usize {
@@ -46,12 +46,12 @@ fn guid_text(b: &[u8]) -> String {
 }
 
 /// Every scenario, forged once.
-fn all() -> &'static Vec<ForgedTriage> {
+pub(super) fn all() -> &'static Vec<ForgedTriage> {
     static ALL: OnceLock<Vec<ForgedTriage>> = OnceLock::new();
     ALL.get_or_init(|| triage_scenarios().iter().map(forge_triage).collect())
 }
 
-fn scenario(name: &str) -> &'static ForgedTriage {
+pub(super) fn scenario(name: &str) -> &'static ForgedTriage {
     all()
         .iter()
         .find(|f| f.expected.scenario == name)
@@ -59,7 +59,7 @@ fn scenario(name: &str) -> &'static ForgedTriage {
 }
 
 /// The triage data-block table: (VA, FileOffset, Size) per entry (§1.3: header +0x78/+0x7C).
-fn block_table(d: &[u8]) -> Vec<(u64, u32, u32)> {
+pub(super) fn block_table(d: &[u8]) -> Vec<(u64, u32, u32)> {
     let off = u32_at(d, 0x2078) as usize;
     let n = u32_at(d, 0x207C) as usize;
     (0..n)
@@ -72,7 +72,12 @@ fn block_table(d: &[u8]) -> Vec<(u64, u32, u32)> {
 
 /// Read `len` bytes at `va` through the first block (table order) that holds them entirely
 /// and lies inside the file.
-fn read_va(d: &[u8], blocks: &[(u64, u32, u32)], va: u64, len: usize) -> Option<Vec<u8>> {
+pub(super) fn read_va(
+    d: &[u8],
+    blocks: &[(u64, u32, u32)],
+    va: u64,
+    len: usize,
+) -> Option<Vec<u8>> {
     blocks.iter().find_map(|&(bva, fo, sz)| {
         let end = bva + u64::from(sz);
         let in_file = fo as usize + sz as usize <= d.len();
@@ -91,11 +96,11 @@ fn kprcb_size(f: &ForgedTriage) -> usize {
     }
 }
 
-fn isf(f: &ForgedTriage) -> Value {
+pub(super) fn isf(f: &ForgedTriage) -> Value {
     serde_json::from_str(&f.isf_json).expect("ISF is JSON")
 }
 
-fn isf_rva(isf: &Value, name: &str) -> u64 {
+pub(super) fn isf_rva(isf: &Value, name: &str) -> u64 {
     isf["symbols"][name]["address"]
         .as_u64()
         .unwrap_or_else(|| panic!("symbol {name} in ISF"))

@@ -37,10 +37,24 @@ fn arch_facts(arch: TriageArch) -> &'static ArchFacts {
 /// `spec.globals` and `spec.arch` (Rising on x64 leaves them at D1's RVAs). Bases: x64
 /// 0xC31450 (etw) / 0xC31440 (errlog) (EndBelowBase: 0xC31458 / 0xC31448, so the same four
 /// addresses in the mirrored order); ARM64 0xC36AD0 (measured) / 0xC36AC0 (choice: the real
-/// dump has no error-log window). Spaced ends that would overlap another symbol's 8 bytes
-/// move further out by 8 until free.
+/// dump has no error-log window). Panics (a refused spec) when a spaced End would overlap
+/// another symbol's 8 bytes.
 pub(crate) fn spec_symbols(spec: &TriageSpec) -> Vec<(&'static str, u64)> {
-    let (etw_base, errlog_base) = match (spec.arch, spec.globals) {
+    globals_symbols(spec.arch, spec.globals).unwrap_or_else(|| {
+        panic!(
+            "{:?}: an End global would overlap another symbol",
+            spec.globals
+        )
+    })
+}
+
+/// [`spec_symbols`] for `arch` and `order`; None when two globals or a global and another
+/// symbol would overlap.
+pub(crate) fn globals_symbols(
+    arch: TriageArch,
+    order: GlobalsOrder,
+) -> Option<Vec<(&'static str, u64)>> {
+    let (etw_base, errlog_base) = match (arch, order) {
         (TriageArch::X64, GlobalsOrder::EndBelowBase) => (0xC3_1458, 0xC3_1448),
         (TriageArch::X64, _) => (0xC3_1450, 0xC3_1440),
         (TriageArch::Arm64, _) => (ARM64_ETW_BASE_RVA, ARM64_ETW_BASE_RVA - 0x10),
@@ -56,18 +70,17 @@ pub(crate) fn spec_symbols(spec: &TriageSpec) -> Vec<(&'static str, u64)> {
         ("etw", "KiCurrentEtwBufferOffset", etw_base),
         ("errlog", "KiCurrentErrLogBufferOffset", errlog_base),
     ] {
-        let d = spec.globals.delta(which);
-        let step = if d < 0 { -8i64 } else { 8 };
-        let mut end = base.wrapping_add_signed(d);
-        while syms.iter().any(|(_, r)| r.abs_diff(end) < 8) {
-            end = end.wrapping_add_signed(step);
+        let end = base.wrapping_add_signed(order.delta(which));
+        if syms.iter().any(|(_, r)| r.abs_diff(end) < 8) {
+            return None;
         }
         syms.push((end_name, end));
     }
-    // Keep D1's order of KERNEL_SYMBOLS (the ISF and `symbols` are name-keyed anyway).
+    // KERNEL_SYMBOLS' order: the ISF's `symbols` object keeps insertion order where the
+    // workspace enables serde_json's preserve_order.
     let pos = |n: &str| KERNEL_SYMBOLS.iter().position(|(k, _)| *k == n);
     syms.sort_by_key(|(n, _)| pos(n));
-    syms
+    Some(syms)
 }
 
 fn sym_rva(syms: &[(&'static str, u64)], name: &str) -> u64 {

@@ -137,13 +137,20 @@ pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
                 79..=89 => HOOK_DPC,
                 _ => HOOK_TIMER_DPC,
             },
-            super::PerfMix::Arm64 => match rng.range(0, 100) {
-                0..=60 => HOOK_DPC,
-                61..=95 => HOOK_INTERRUPT,
-                _ => HOOK_TIMER_DPC,
+            // Shuffled below.
+            super::PerfMix::Arm64 => match i * 62 / n.max(1) {
+                0..=21 => HOOK_INTERRUPT,
+                22..=23 => HOOK_TIMER_DPC,
+                _ => HOOK_DPC,
             },
         };
         hooks.push(h);
+    }
+    if p.mix == super::PerfMix::Arm64 {
+        // The real block's proportions (22 ISR, 2 timer DPC, 38 DPC of 62) in a drawn order.
+        for i in (1..n).rev() {
+            hooks.swap(i, rng.range(0, i as u64 + 1) as usize);
+        }
     }
     let mhz = u64::from(p.mhz);
     let mut ts = vec![0u64; n];
