@@ -114,7 +114,7 @@ fn field_offset(isf: &Value, ty: &str, field: &str) -> u64 {
 
 /// A record found by walking.
 #[derive(Debug, PartialEq, Eq)]
-struct Walked {
+pub(super) struct Walked {
     buffer_offset: usize,
     marker: u32,
     size: u16,
@@ -123,7 +123,7 @@ struct Walked {
 /// Record size per triage-etw.md §4.1 step 5: flags byte 0xC0; 0x11 PERFINFO64 / 0x02 SYSTEM64 /
 /// 0x04 COMPACT64 have Size at +4, 0x13 EVENT_HEADER64 at +0; a TRACE_MESSAGE (byte 3 0x90)
 /// at +0.
-fn record_size(b: &[u8], p: usize) -> Option<usize> {
+pub(super) fn record_size(b: &[u8], p: usize) -> Option<usize> {
     if p + 8 > b.len() {
         return None;
     }
@@ -144,7 +144,7 @@ fn record_size(b: &[u8], p: usize) -> Option<usize> {
 }
 
 /// Walk records of `buf` (indexed from the buffer start) from `p` to exactly `valid`.
-fn walk(buf: &[u8], mut p: usize, valid: usize) -> Option<Vec<Walked>> {
+pub(super) fn walk(buf: &[u8], mut p: usize, valid: usize) -> Option<Vec<Walked>> {
     let mut out = Vec::new();
     while p < valid {
         let s = record_size(buf, p)?;

@@ -430,3 +430,42 @@ fn arm64_matches_the_real_dump_where_measured() {
     let m = parse_message(&r, 0xBC2B8);
     assert_eq!((m.flags, m.pointer_size), (0xAA, Some(8)));
 }
+
+/// The ARM64 message scenarios for many seeds: every blob buffer walks from 0x48 to exactly its
+/// valid length (messages and events), every expected message decodes at its offset, every
+/// combination occurs, the window is still the measured 0x8B8 bytes with End below Base.
+#[test]
+fn arm64_messages_for_many_seeds() {
+    for k in 0..10u64 {
+        let mut spec = TriageSpec::arm64_messages_all_flags();
+        spec.seed ^= k << 32;
+        spec.crash_cpu = (k % 8) as u32;
+        let f = forge_triage(&spec);
+        let e = &f.expected;
+        let w = &e.windows[0];
+        assert_eq!(
+            (w.size, w.end_global_delta, w.cpu),
+            (0x8B8, -8, Some(spec.crash_cpu))
+        );
+        let b = e.etw_blob.as_ref().unwrap();
+        assert!(b.complete);
+        let mut walked = 0;
+        for s in &b.sessions {
+            for x in &s.buffers {
+                let fo = x.file_offset as usize;
+                let buf = &f.bytes[fo..fo + x.valid as usize];
+                let recs = super::triage::walk(buf, 0x48, x.valid as usize).expect("walks");
+                assert_eq!(recs.len(), x.record_count);
+                walked += recs.len();
+            }
+        }
+        assert_eq!(walked, e.record_counts["secondary_data"]);
+        let mut seen = std::collections::BTreeSet::new();
+        for r in e.records.iter().filter(|r| r.message.is_some()) {
+            let m = parse_message(&f.bytes, r.file_offset as usize);
+            assert_eq!(Some(&m), r.message.as_ref(), "seed {k}");
+            seen.insert(m.flags);
+        }
+        assert_eq!(seen.len(), 192);
+    }
+}
