@@ -426,6 +426,10 @@ fn arm64_matches_the_real_dump_where_measured() {
         }
         q = p;
     }
+    // RdpIdd's stray name-padding bytes.
+    let rdp = &b.sessions[1];
+    let end = (rdp.file_offset + rdp.part_length) as usize;
+    assert_eq!(&d[end - 12..end], &r[0xBBD94 - 12..0xBBD94]);
     // The first real message and every forged one share the header shape.
     let m = parse_message(&r, 0xBC2B8);
     assert_eq!((m.flags, m.pointer_size), (0xAA, Some(8)));

@@ -1227,6 +1227,13 @@ fn session_part(
     data.extend_from_slice(&name);
     if eb.name_convention == NameConvention::Doubled {
         data.extend(std::iter::repeat_n(0u8, name.len()));
+        let tail = &s.name_pad_tail;
+        assert!(
+            tail.len() <= name.len(),
+            "name_pad_tail longer than the name"
+        );
+        let at = data.len() - tail.len();
+        data[at..].copy_from_slice(tail);
     }
     let mut bufs = Vec::new();
     for g in &built.buffers {

@@ -240,6 +240,10 @@ pub struct BlobSessionSpec {
     pub first_buffer_va: u64,
     /// VA of the logger context (GlobalList head = context + 0x60).
     pub context_va: u64,
+    /// With the ×2 convention: bytes written at the end of the name part's second half (the
+    /// rest is zero). Measured on `triage_arm64.dmp`: RdpIdd's second half ends in 12 stray
+    /// bytes (file 0xBBD88); empty elsewhere.
+    pub name_pad_tail: Vec<u8>,
     pub buffers: Vec<BlobBufferSpec>,
 }
 
@@ -391,6 +395,7 @@ impl TriageSpec {
                         reference_perf_clock: reference,
                         first_buffer_va: ERRLOG_BUFFER_VA,
                         context_va: 0xFFFF_C08B_DE9D_5A40,
+                        name_pad_tail: Vec::new(),
                         buffers: vec![
                             BlobBufferSpec::Events {
                                 records: 107,
@@ -410,6 +415,7 @@ impl TriageSpec {
                         reference_perf_clock: 0x5D_85F3,
                         first_buffer_va: 0xFFFF_C08B_DEC5_2000,
                         context_va: 0xFFFF_C08B_DE9D_4680,
+                        name_pad_tail: Vec::new(),
                         buffers: vec![BlobBufferSpec::Empty; 32],
                     },
                     BlobSessionSpec {
@@ -423,6 +429,7 @@ impl TriageSpec {
                         reference_perf_clock: 0x5D_85F3,
                         first_buffer_va: 0xFFFF_C08B_DF2E_2000,
                         context_va: 0xFFFF_C08B_DE9D_FA40,
+                        name_pad_tail: Vec::new(),
                         buffers: vec![BlobBufferSpec::Empty; 32],
                     },
                 ],
@@ -657,6 +664,7 @@ impl TriageSpec {
                 reference_perf_clock: if clock == 1 { qpc_ref } else { reference },
                 first_buffer_va: 0,
                 context_va: 0,
+                name_pad_tail: Vec::new(),
                 buffers: Vec::new(),
             };
         let msgs = |records: usize, processor: u16, event_every: usize| BlobBufferSpec::Messages {
@@ -690,6 +698,9 @@ impl TriageSpec {
         rdp.first_buffer_va = 0xFFFF_BB8E_B3C2_0000;
         rdp.context_va = 0xFFFF_BB8E_B1A3_4680;
         rdp.buffers = vec![BlobBufferSpec::Empty; 16];
+        rdp.name_pad_tail = vec![
+            0xDA, 0x1C, 0x53, 0xB9, 0xD6, 0x9F, 0x71, 0xBF, 0xD9, 0, 0, 0,
+        ];
         let mut wifi = session(35, "WiFiSession", QPC_SESSION_MODE, 1, 0x14000);
         wifi.start_time = 0x01D7_A911_A1ED_BDB9;
         wifi.first_buffer_va = 0xFFFF_BB8E_B4E0_0000;
