@@ -121,7 +121,7 @@ pub(super) struct Walked {
 }
 
 /// Record size per triage-etw.md §4.1 step 5: flags byte 0xC0; 0x11 PERFINFO64 / 0x02 SYSTEM64 /
-/// 0x04 COMPACT64 have Size at +4, 0x13 EVENT_HEADER64 at +0; a TRACE_MESSAGE (byte 3 0x90)
+/// 0x04 COMPACT64 have Size at +4, 0x13 / 0x12 EVENT_HEADER64 / 32 at +0; a TRACE_MESSAGE (byte 3 0x90)
 /// at +0.
 pub(super) fn record_size(b: &[u8], p: usize) -> Option<usize> {
     if p + 8 > b.len() {
@@ -137,7 +137,7 @@ pub(super) fn record_size(b: &[u8], p: usize) -> Option<usize> {
     }
     let s = match b[p + 2] {
         0x11 | 0x02 | 0x04 => u16_at(b, p + 4),
-        0x13 => u16_at(b, p),
+        0x12 | 0x13 => u16_at(b, p),
         _ => return None,
     };
     (s >= 8).then_some(usize::from(s))
@@ -1147,8 +1147,13 @@ fn records_decode_at_their_offsets() {
                     assert!(r.initial_time.unwrap() < r.timestamp);
                     assert!(r.pid.is_none() && r.tid.is_none());
                 }
-                "event_header" => {
-                    assert_eq!(r.marker >> 16, 0xC013);
+                "event_header" | "event_header32" => {
+                    let ty = if r.header_type == "event_header" {
+                        0xC013
+                    } else {
+                        0xC012
+                    };
+                    assert_eq!(r.marker >> 16, ty);
                     assert_eq!(u16_at(d, o), r.size);
                     assert_eq!(Some(u16_at(d, o + 4)), r.flags);
                     assert_eq!(Some(u16_at(d, o + 6)), r.event_property);

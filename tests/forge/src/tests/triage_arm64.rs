@@ -260,6 +260,18 @@ fn arm64_scenario_mirrors_the_real_dump() {
         assert_eq!(m.pointer_size, Some(8));
         assert!(matches!(r.logger_id, Some(35 | 40)));
     }
+    // Between the messages: EVENT_HEADER64 and some EVENT_HEADER32 records (A has two).
+    let h32 = e
+        .records
+        .iter()
+        .filter(|r| r.header_type == "event_header32")
+        .count();
+    assert!(h32 >= 2, "{h32}");
+    assert!(e
+        .records
+        .iter()
+        .filter(|r| r.header_type == "event_header32")
+        .all(|r| r.logger_id == Some(35) && r.marker >> 16 == 0xC012));
     let cpus: Vec<u16> = b.sessions[2].buffers[..4]
         .iter()
         .map(|x| x.header.processor_index)

@@ -1892,7 +1892,12 @@ fn record_expect(
             pid,
             ext_types,
         } => {
-            e.header_type = "event_header".into();
+            e.header_type = if r.marker >> 16 == 0xC012 {
+                "event_header32"
+            } else {
+                "event_header"
+            }
+            .into();
             e.provider = Some(lower_guid(provider));
             e.event_id = Some(*id);
             e.version = Some(*version);

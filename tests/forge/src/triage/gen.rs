@@ -298,7 +298,10 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         if let Some((flags, event_every)) = &p.messages {
             if *event_every > 0 && i % (event_every + 1) == *event_every {
                 let (tpl, payload) = draw_event_template(rng, i, n, &mut tpl_index);
-                let (rec, record) = encode_event(tpl, &payload, t, off, rng);
+                // Every 8th event between messages is an EVENT_HEADER32 (0xC012), as the real
+                // ARM64 dump's WiFiSession holds two (file 0xC46A0, 0xC4788).
+                let k = i / (event_every + 1);
+                let (rec, record) = encode_event(tpl, &payload, t, off, k % 8 != 7, rng);
                 records.push(record);
                 off += rec.len() as u32;
                 bytes.extend_from_slice(&rec);
@@ -331,7 +334,7 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         if i + 1 == n {
             payload.extend(std::iter::repeat_n(0x5A, usize::from(p.last_record_extra)));
         }
-        let (rec, record) = encode_event(tpl, &payload, t, off, rng);
+        let (rec, record) = encode_event(tpl, &payload, t, off, true, rng);
         records.push(record);
         off += rec.len() as u32;
         bytes.extend_from_slice(&rec);
@@ -478,6 +481,7 @@ fn encode_event(
     payload: &[u8],
     t_stamp: u64,
     off: u32,
+    x64: bool,
     rng: &mut Rng,
 ) -> (Vec<u8>, GenRecord) {
     let (ext_bytes, ext_types) = ext_items(t.ext);
@@ -485,7 +489,7 @@ fn encode_event(
     let size = 0x50 + ext_bytes.len() + payload.len();
     let size16 = u16::try_from(size).expect("event size fits u16");
     let mut rec = vec![0u8; align8(size as u32) as usize];
-    put_event_header(&mut rec, size16, true, flags, t.property);
+    put_event_header(&mut rec, size16, x64, flags, t.property);
     put_ids(&mut rec, (t.tid, t.pid, t_stamp));
     put_bytes(&mut rec, 0x18, &guid_from_str(t.provider));
     put_event_descriptor(&mut rec, t.id, t.version, t.channel, t.level, t.opcode);

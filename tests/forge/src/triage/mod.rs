@@ -1215,7 +1215,8 @@ pub struct ExpectedRecord {
     pub file_offset: u64,
     /// Offset from the buffer start (its base, not the window start).
     pub buffer_offset: u64,
-    /// "perfinfo64", "event_header" or "message".
+    /// "perfinfo64", "event_header" (0xC013), "event_header32" (0xC012: the same 0x50-byte
+    /// header, as in the real ARM64 dump's WiFiSession) or "message".
     pub header_type: String,
     pub marker: u32,
     /// The record's Size field.
