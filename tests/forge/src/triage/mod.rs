@@ -1,5 +1,5 @@
-//! Synthetic x64 **triage dumps** (kernel minidumps, DumpType 4) carrying the ETW data Windows
-//! saves at bug check, with the values a correct reader must recover.
+//! Synthetic x64 and ARM64 **triage dumps** (kernel minidumps, DumpType 4) carrying the ETW
+//! data Windows saves at bug check, with the values a correct reader must recover.
 //!
 //! Derived only from `shared/reference/triage-etw.md`, `crash-dump-format.md` (§1.1 DUMP_HEADER64,
 //! §1.3 triage header and DumpBlob, §1.4 KDBG) and `etw-internals.md` (§2 WMI_BUFFER_HEADER,
@@ -29,10 +29,18 @@
 //! | zero pad, `TRGD` at ValidOffset, SizeOfDump = ValidOffset + 4 | |
 //! | `DumpBlob` secondary data: `DumpBlob`, u32 0x10, u32 0xF0000000\|build, then blobs `{u32 0x20; GUID; DataSize; PrePad; PostPad}` + PrePad + data + PostPad | SizeOfDump |
 //!
-//! Data blocks, in order: every CPU's KPRCB (0xAF00 each), KiProcessorBlock, NtBuildLabEx,
-//! then per saved window (logger 2, then the error-log session) the three blocks of
-//! KiSaveCurrentEtwTraceBuffer `[window][Ki*BufferBase][Ki*BufferOffset]`, then
-//! ErrorLogSessionOpened and a decoy block (marker-like dwords that are not records).
+//! Data blocks, in order: every CPU's KPRCB (0xAF00 each; ARM64 0x9680), KiProcessorBlock,
+//! NtBuildLabEx, then per saved window (logger 2, then the error-log session) the three blocks
+//! of KiSaveCurrentEtwTraceBuffer `[window][Ki*BufferBase][Ki*BufferOffset]` (in that call
+//! order wherever `TriageSpec::globals` puts the two globals: End 8 above Base, 8 below, or
+//! elsewhere), then ErrorLogSessionOpened and a decoy block (marker-like dwords that are not
+//! records).
+//!
+//! ARM64 (`TriageArch::Arm64`, measured on `triage_arm64.dmp`): MachineImageType 0xAA64, an
+//! ARM64_NT_CONTEXT (0x390 bytes) at 0x348, BootId at 0x1054, the KPRCB / EPROCESS / ETHREAD /
+//! call-stack sizes 0x9680 / 0xC80 / 0x910 / 0xB60; see the README's issue-33 section for
+//! every source. Blob buffers may hold TRACE_MESSAGE records (`BlobBufferSpec::Messages`,
+//! `crate::etw::message`).
 //!
 
 mod build;
