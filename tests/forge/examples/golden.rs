@@ -10,6 +10,7 @@
 //! diff /tmp/before.txt /tmp/after.txt && echo identical
 //! ```
 //!
+//! `--triage` hashes only the triage scenarios.
 //! `--sha256 FILE` prints the SHA-256 of FILE (to check the hash against `sha256sum`).
 //! `--quick` skips the 16 GiB and large-buffer dumps, the variation seeds 10..30 and the varied
 //! provider seeds 2..6.
@@ -40,8 +41,11 @@ fn main() {
         println!("{name} {line}");
         n += 1;
     };
-    for (name, cfg) in scenarios(quick) {
-        emit(&name, forged_line(&cfg));
+    // `--triage`: only the triage scenarios (a few seconds).
+    if !args.iter().any(|a| a == "--triage") {
+        for (name, cfg) in scenarios(quick) {
+            emit(&name, forged_line(&cfg));
+        }
     }
     for spec in triage_scenarios() {
         let line = match catch_unwind(|| forge_triage(&spec)) {

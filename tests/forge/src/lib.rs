@@ -59,6 +59,12 @@ pub use config::{
     X64_19041_GUID, X64_DEFAULT_SELF_MAP_INDEX, X86_NONPAE_GUID, X86_PAE_GUID,
 };
 pub use etw::buffers::{BufferSpec, ExpectedBuffer, QueueKind};
+pub use etw::message::{
+    all_message_flag_combinations, ExpectedMessage, MessageSpec, MESSAGE_FLAG_BITS,
+    MESSAGE_VERSION_BYTE, TRACE_MESSAGE_COMPONENTID, TRACE_MESSAGE_GUID,
+    TRACE_MESSAGE_PERFORMANCE_TIMESTAMP, TRACE_MESSAGE_POINTER32, TRACE_MESSAGE_POINTER64,
+    TRACE_MESSAGE_SEQUENCE, TRACE_MESSAGE_SYSTEMINFO, TRACE_MESSAGE_TIMESTAMP,
+};
 pub use etw::providers::{
     guid_hash_bucket, BucketRule, EnableSpec, ExpectedEnableInfo, ExpectedGuidTable,
     ExpectedProvider, ExpectedRegHandle, ExpectedRegistration, ProviderSet, ProviderSpec,
@@ -111,11 +117,12 @@ pub use kernel::user_images::{
 };
 pub use triage::{
     forge_triage, triage_scenarios, BlobBufferSpec, BlobSessionSpec, CurrentBufferSpec,
-    ErrlogSource, ErrlogSpec, EtwBlobSpec, ExpectedBlobBuffer, ExpectedBlobEntry,
-    ExpectedBlobSession, ExpectedBlock, ExpectedBufferHeader, ExpectedBufferRef, ExpectedCpu,
-    ExpectedDriver, ExpectedDuplicate, ExpectedEtwBlob, ExpectedOrphan, ExpectedOverlap,
-    ExpectedRecord, ExpectedSecondary, ExpectedTriage, ExpectedTriageHeader, ExpectedWindow, Fault,
-    ForgedTriage, NameConvention, TriageSpec, EVENTLOG_SYSTEM_MODE, QPC_SESSION_MODE,
+    ErrlogSource, ErrlogSpec, EtwBlobSpec, ExpectedArm64Context, ExpectedBlobBuffer,
+    ExpectedBlobEntry, ExpectedBlobSession, ExpectedBlock, ExpectedBufferHeader, ExpectedBufferRef,
+    ExpectedCpu, ExpectedDriver, ExpectedDuplicate, ExpectedEtwBlob, ExpectedOrphan,
+    ExpectedOverlap, ExpectedRecord, ExpectedSecondary, ExpectedTriage, ExpectedTriageHeader,
+    ExpectedWindow, Fault, ForgedTriage, GlobalsOrder, NameConvention, PerfMix, TriageArch,
+    TriageSpec, EVENTLOG_SYSTEM_MODE, QPC_SESSION_MODE,
 };
 pub use util::{guid_from_str, guid_to_string, pdb_symbol_key};
 

@@ -39,7 +39,11 @@
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 //! `forge --triage OUTDIR`: write every synthetic triage-dump scenario (`triage_scenarios()`),
 //! each in `OUTDIR/<scenario>/`: `<scenario>.dmp`, the ISF `<GUID>-<age>.json` (Volatility 3
-//! naming, e.g. `5278AFF86C341677D7D7835C85B7B844-1.json`) and `expected.json`.
+//! naming, e.g. `5278AFF86C341677D7D7835C85B7B844-1.json`) and `expected.json`, and
+//! `OUTDIR/manifest.json` (per scenario: files, arch, globals order, windows, record counts,
+//! message flags).
+//! `forge --triage-arm64 OUTDIR`: the same for the ARM64 scenarios only
+//! (`TriageSpec::arm64_scenarios()`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -898,10 +902,12 @@ fn write_plugin_set(outdir: &Path) -> std::io::Result<()> {
     std::fs::write(outdir.join("manifest.json"), text + "\n")
 }
 
-/// `--triage OUTDIR`: one directory per triage scenario with the dump, its ISF and
-/// expected.json.
-fn write_triage(outdir: &Path) -> std::io::Result<()> {
-    for spec in triage_scenarios() {
+/// `--triage OUTDIR` / `--triage-arm64 OUTDIR`: one directory per triage scenario with the
+/// dump, its ISF and expected.json, and `OUTDIR/manifest.json` (`triage_manifest_entry` per
+/// scenario).
+fn write_triage(outdir: &Path, specs: Vec<etwdump_forge::TriageSpec>) -> std::io::Result<()> {
+    let mut entries = Vec::new();
+    for spec in specs {
         let f = forge_triage(&spec);
         let dir = outdir.join(&spec.name);
         std::fs::create_dir_all(&dir)?;
@@ -918,13 +924,74 @@ fn write_triage(outdir: &Path) -> std::io::Result<()> {
             f.bytes.len(),
             f.expected.records.len()
         );
+        entries.push(triage_manifest_entry(&spec.name, &dmp, &isf, &f.expected));
     }
-    Ok(())
+    std::fs::create_dir_all(outdir)?;
+    let text = serde_json::to_string_pretty(&Value::Array(entries)).expect("json");
+    std::fs::write(outdir.join("manifest.json"), text + "\n")
+}
+
+/// A triage scenario in manifest.json: its files (relative to OUTDIR), arch, build, the
+/// placement of the window globals, per window (which, logger, CPU, base, end, valid, the
+/// window / Base / End blocks and the globals' VAs, record count) and the record counts by
+/// source and by header type, and the message OptionFlags that occur. The full truth is in
+/// the scenario's expected.json.
+fn triage_manifest_entry(
+    name: &str,
+    dmp: &str,
+    isf: &str,
+    e: &etwdump_forge::ExpectedTriage,
+) -> Value {
+    let hex = |v: u64| Value::String(format!("{v:#x}"));
+    let windows: Vec<Value> = e
+        .windows
+        .iter()
+        .map(|w| {
+            json!({
+                "which": w.which,
+                "logger_id": w.logger_id,
+                "cpu": w.cpu,
+                "base": hex(w.base),
+                "end": hex(w.end),
+                "valid": hex(w.valid),
+                "window_block": w.block_index,
+                "base_block": w.base_block_index,
+                "end_block": w.end_block_index,
+                "base_global_va": hex(w.base_global_va),
+                "end_global_va": hex(w.end_global_va),
+                "end_global_delta": w.end_global_delta,
+                "globals_order": w.globals_order,
+                "records": w.record_count,
+            })
+        })
+        .collect();
+    let mut by_type = std::collections::BTreeMap::new();
+    let mut flags = std::collections::BTreeSet::new();
+    for r in &e.records {
+        *by_type.entry(r.header_type.clone()).or_insert(0usize) += 1;
+        if let Some(m) = &r.message {
+            flags.insert(format!("{:#04x}", m.flags));
+        }
+    }
+    json!({
+        "scenario": name,
+        "dump": format!("{name}/{dmp}"),
+        "isf": format!("{name}/{isf}"),
+        "expected": format!("{name}/expected.json"),
+        "arch": e.arch,
+        "build": e.build,
+        "machine_image_type": hex(u64::from(e.machine_image_type)),
+        "globals_order": e.globals_order,
+        "windows": windows,
+        "record_counts": e.record_counts,
+        "records_by_header_type": by_type,
+        "message_flags": flags,
+    })
 }
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -991,7 +1058,11 @@ fn main() -> ExitCode {
                 eprintln!("wrote {}: {} bytes", path.display(), f.file_len());
             })
         }
-        [flag, dir] if flag == "--triage" => write_triage(&PathBuf::from(dir)),
+        [flag, dir] if flag == "--triage" => write_triage(&PathBuf::from(dir), triage_scenarios()),
+        [flag, dir] if flag == "--triage-arm64" => write_triage(
+            &PathBuf::from(dir),
+            etwdump_forge::TriageSpec::arm64_scenarios(),
+        ),
         [flag, path] if flag == "--sample-realtime" => write_realtime_sample(&PathBuf::from(path)),
         [flag, dir] if flag == "--plugin-set" => write_plugin_set(&PathBuf::from(dir)),
         [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {

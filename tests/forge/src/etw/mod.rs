@@ -40,6 +40,7 @@ pub mod variation;
 
 pub(crate) use loggers::build;
 pub(crate) use pending::*;
+pub(crate) mod message;
 pub(crate) mod wmi_buffer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -15,7 +15,7 @@
 //! | PERFINFO32/64 | 0xC0, 0x10/0x11; PMC count in bits 8..10, PEBS flag 0x8000 | 0x10 (+8 PEBS index, +8 per PMC counter) | u16 @+4 |
 //! | FULL_HEADER32/64 | 0xC0, 0x0A/0x14 | 0x30 (EVENT_TRACE_HEADER) | u16 @+0 |
 //! | INSTANCE32/64 | 0xC0, 0x0B/0x15 | 0x48 (EVENT_INSTANCE_GUID_HEADER) | u16 @+0 |
-//! | MESSAGE | 0x90, 0x00 | 8 + GUID + ThreadId/ProcessId (OptionFlags 0x22) = 0x20 | u16 @+0 |
+//! | MESSAGE | 0x90, 0x00 | `Message`: 8 + GUID + ThreadId/ProcessId (OptionFlags 0x22) = 0x20; `TraceMessage`: 8 + the fields its OptionFlags select (`super::message`) | u16 @+0 |
 //! | EVENT_HEADER32/64 | 0xC0, 0x12/0x13 | 0x50 + extended items (8-aligned) | u16 @+0 |
 //!
 //! Record keys ([`RecSpec::key`]): `"0x%04x"` of the HookId for SYSTEM, COMPACT and PERFINFO;
@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 
 use super::buffers::BufferSpec;
+pub use super::message::MessageSpec;
 use super::Layouts;
 use crate::util::{put_u16, put_u32, put_u64, Rng};
 
@@ -258,6 +259,8 @@ pub enum RecSpec {
     Message {
         data: usize,
     },
+    /// A TRACE_MESSAGE record with any OptionFlags ([`MessageSpec`]); key "message".
+    TraceMessage(MessageSpec),
     /// `ext`: extended data items (ExtType, DataSize).
     EventHeader {
         x64: bool,
@@ -301,6 +304,7 @@ impl RecSpec {
             RecSpec::Full { data, .. } => 0x30 + data,
             RecSpec::Instance { data, .. } => 0x48 + data,
             RecSpec::Message { data } => 0x20 + data,
+            RecSpec::TraceMessage(m) => m.size(),
             RecSpec::EventHeader { ext, data, .. } => {
                 0x50 + ext.iter().map(|&(_, n)| align8(8 + n)).sum::<usize>() + data
             }
@@ -316,7 +320,7 @@ impl RecSpec {
             | RecSpec::PerfInfo { hook, .. } => format!("0x{hook:04x}"),
             RecSpec::Full { .. } => "full_header".to_string(),
             RecSpec::Instance { .. } => "instance".to_string(),
-            RecSpec::Message { .. } => "message".to_string(),
+            RecSpec::Message { .. } | RecSpec::TraceMessage(_) => "message".to_string(),
             RecSpec::EventHeader { .. } => "event_header".to_string(),
             RecSpec::Raw { key, .. } => key.clone(),
         }
@@ -327,8 +331,10 @@ impl RecSpec {
     pub(crate) fn encode(&self, ts: u64, rng: &mut Rng) -> Vec<u8> {
         let size = self.size();
         assert!(size <= 0xFFFF, "record size {size:#x}");
-        if let RecSpec::Raw { bytes, .. } = self {
-            return bytes.clone();
+        match self {
+            RecSpec::Raw { bytes, .. } => return bytes.clone(),
+            RecSpec::TraceMessage(m) => return m.encode(),
+            _ => {}
         }
         let mut r = vec![0u8; size];
         rng.fill(&mut r);
@@ -359,7 +365,7 @@ impl RecSpec {
             RecSpec::Instance { x64, .. } => encode_trace_header(&mut r, true, *x64, ids, rng),
             RecSpec::Message { .. } => encode_message(&mut r, tid, pid, rng),
             RecSpec::EventHeader { x64, ext, .. } => encode_event(&mut r, *x64, ext, ids, rng),
-            RecSpec::Raw { .. } => unreachable!("returned above"),
+            RecSpec::Raw { .. } | RecSpec::TraceMessage(_) => unreachable!("returned above"),
         }
         r
     }

@@ -7,12 +7,14 @@ mod etw;
 mod etw_buffers;
 mod etw_pending;
 mod images;
+mod message;
 mod processes;
 mod providers;
 mod realtime;
 mod scan;
 mod self_map;
 mod triage;
+mod triage_arm64;
 mod user_images;
 mod variation;
 

@@ -12,11 +12,9 @@ use crate::util::{align_up, guid_from_str, guid_to_string, put_bytes, put_u16, p
 use crate::util::{utf16le, Rng};
 
 /// D1 values used as defaults for things the spec does not control.
-const DTB: u64 = 0x1AD000;
 const CRASH_THREAD: u64 = 0xFFFF_C08B_DE9E_1640;
 const CPU0_PRCB: u64 = 0xFFFF_F804_782D_4180;
 const ETW_SUPPORT: u64 = 0xFFFF_C08B_DCF5_7730;
-const TOP_OF_STACK: u64 = 0xFFFF_8504_2989_0EE8;
 /// RVA of the exception address in D1 (0xFFFFF8047BDF5A80 - KernBase).
 const EXCEPTION_RVA: u64 = 0x3F5A80;
 /// RVA of CPU 0's idle thread in D1 (0xFFFFF8047C727600 - KernBase).
@@ -27,7 +25,70 @@ const ERROR_LOG_OPENED_BLOCK_RVA: u64 = 0xC456E0;
 const MM_OFFSET: usize = 0x2080;
 const UNLOADED_OFFSET: usize = 0x20D0;
 const TRIAGE_HEADER: usize = 0x2000;
-const CALL_STACK_SIZE: usize = 0x200;
+
+fn arch_facts(arch: TriageArch) -> &'static ArchFacts {
+    match arch {
+        TriageArch::X64 => &X64_FACTS,
+        TriageArch::Arm64 => &ARM64_FACTS,
+    }
+}
+
+/// The kernel's symbols for `spec`: [`KERNEL_SYMBOLS`] with the four window globals placed per
+/// `spec.globals` and `spec.arch` (Rising on x64 leaves them at D1's RVAs). Bases: x64
+/// 0xC31450 (etw) / 0xC31440 (errlog) (EndBelowBase: 0xC31458 / 0xC31448, so the same four
+/// addresses in the mirrored order); ARM64 0xC36AD0 (measured) / 0xC36AC0 (choice: the real
+/// dump has no error-log window). Panics (a refused spec) when a spaced End would overlap
+/// another symbol's 8 bytes.
+pub(crate) fn spec_symbols(spec: &TriageSpec) -> Vec<(&'static str, u64)> {
+    globals_symbols(spec.arch, spec.globals).unwrap_or_else(|| {
+        panic!(
+            "{:?}: an End global would overlap another symbol",
+            spec.globals
+        )
+    })
+}
+
+/// [`spec_symbols`] for `arch` and `order`; None when two globals or a global and another
+/// symbol would overlap.
+pub(crate) fn globals_symbols(
+    arch: TriageArch,
+    order: GlobalsOrder,
+) -> Option<Vec<(&'static str, u64)>> {
+    let (etw_base, errlog_base) = match (arch, order) {
+        (TriageArch::X64, GlobalsOrder::EndBelowBase) => (0xC3_1458, 0xC3_1448),
+        (TriageArch::X64, _) => (0xC3_1450, 0xC3_1440),
+        (TriageArch::Arm64, _) => (ARM64_ETW_BASE_RVA, ARM64_ETW_BASE_RVA - 0x10),
+    };
+    let mut syms: Vec<(&'static str, u64)> = KERNEL_SYMBOLS
+        .iter()
+        .filter(|(n, _)| !n.starts_with("KiCurrent"))
+        .copied()
+        .collect();
+    syms.push(("KiCurrentEtwBufferBase", etw_base));
+    syms.push(("KiCurrentErrLogBufferBase", errlog_base));
+    for (which, end_name, base) in [
+        ("etw", "KiCurrentEtwBufferOffset", etw_base),
+        ("errlog", "KiCurrentErrLogBufferOffset", errlog_base),
+    ] {
+        let end = base.wrapping_add_signed(order.delta(which));
+        if syms.iter().any(|(_, r)| r.abs_diff(end) < 8) {
+            return None;
+        }
+        syms.push((end_name, end));
+    }
+    // KERNEL_SYMBOLS' order: the ISF's `symbols` object keeps insertion order where the
+    // workspace enables serde_json's preserve_order.
+    let pos = |n: &str| KERNEL_SYMBOLS.iter().position(|(k, _)| *k == n);
+    syms.sort_by_key(|(n, _)| pos(n));
+    Some(syms)
+}
+
+fn sym_rva(syms: &[(&'static str, u64)], name: &str) -> u64 {
+    syms.iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, r)| *r)
+        .unwrap_or_else(|| rva(name))
+}
 
 fn prcb_va(n: u32) -> u64 {
     if n == 0 {
@@ -74,6 +135,8 @@ struct Win {
     block: usize,
     base_block: Option<usize>,
     end_block: Option<usize>,
+    base_global_va: u64,
+    end_global_va: u64,
 }
 
 impl Win {
@@ -132,6 +195,55 @@ fn clock_name(ct: u32) -> &'static str {
         3 => "cycles",
         _ => "raw",
     }
+}
+
+/// Parameters of blob buffer `b` of session `s` holding `records` events on `processor`:
+/// timestamps from 0.1 s after the reference time (FILETIME sessions: [`filetime_first`]) to
+/// SystemTime + `filetime_end` (FILETIME) or 0.5 ms before SystemTime (other clocks).
+fn blob_buffer_params(
+    spec: &TriageSpec,
+    s: &BlobSessionSpec,
+    b: usize,
+    records: usize,
+    processor: u16,
+    filetime_end: i64,
+) -> EventBufferParams {
+    let (first, last) = if s.clock_type == 2 {
+        (
+            filetime_first(spec),
+            spec.system_time.wrapping_add_signed(filetime_end),
+        )
+    } else {
+        (
+            clock_at(s, spec, s.reference_system_time + 1_000_000),
+            clock_at(s, spec, spec.system_time - 5_000),
+        )
+    };
+    let head = s.context_va + 0x60;
+    let n = s.buffers.len();
+    let va = |b: usize| s.first_buffer_va + b as u64 * u64::from(s.buffer_size);
+    EventBufferParams {
+        va: va(b),
+        buffer_size: s.buffer_size,
+        records,
+        logger_id: s.logger_id,
+        processor,
+        sequence_number: b as u64 + 1,
+        first_timestamp: first,
+        last_timestamp: last,
+        kernel_general_first: None,
+        last_record_extra: 0,
+        messages: None,
+        global_flink: if b + 1 < n { va(b + 1) + 0x38 } else { head },
+        global_blink: if b > 0 { va(b - 1) + 0x38 } else { head },
+        valid_override: None,
+    }
+}
+
+/// The first FILETIME of event buffers: boot + 0.36 s (D1), but at most 5 s before the
+/// header's SystemTime (a long-running system such as the ARM64 dump, 796 s up).
+fn filetime_first(spec: &TriageSpec) -> u64 {
+    (spec.boot_time + 3_600_000).max(spec.system_time - 50_000_000)
 }
 
 /// Session clock value at FILETIME `t`.
@@ -197,34 +309,18 @@ fn session_buffers(
             BlobBufferSpec::Events { records, processor } => {
                 // FILETIME sessions: boot + 0.36 s .. 0.19 ms after the header's SystemTime
                 // (D1); other clocks: 0.1 s after the reference time .. 0.5 ms before SystemTime.
-                let (first, last) = if s.clock_type == 2 {
-                    (spec.boot_time + 3_600_000, spec.system_time + 1_892)
-                } else {
-                    (
-                        clock_at(s, spec, s.reference_system_time + 1_000_000),
-                        clock_at(s, spec, spec.system_time - 5_000),
-                    )
+                let base = EventBufferParams {
+                    kernel_general_first: (s.clock_type == 2 && b == 0).then_some(KernelGeneral {
+                        build: spec.build,
+                        qfe: spec.qfe,
+                        boot_time: spec.boot_time,
+                    }),
+                    ..blob_buffer_params(spec, s, b, *records, *processor, 1_892)
                 };
-                let kg = (s.clock_type == 2 && b == 0).then_some(KernelGeneral {
-                    build: spec.build,
-                    qfe: spec.qfe,
-                    boot_time: spec.boot_time,
-                });
                 let is_errlog = errlog_target == Some(b);
                 let params = |extra: u16| EventBufferParams {
-                    va: va(b),
-                    buffer_size: s.buffer_size,
-                    records: *records,
-                    logger_id: s.logger_id,
-                    processor: *processor,
-                    sequence_number: b as u64 + 1,
-                    first_timestamp: first,
-                    last_timestamp: last,
-                    kernel_general_first: kg,
                     last_record_extra: extra,
-                    global_flink: flink(b),
-                    global_blink: blink(b),
-                    valid_override: None,
+                    ..base.clone()
                 };
                 let g = unambiguous_event_buffer(params, rng, is_errlog).unwrap_or_else(|| {
                     panic!("session {si} buffer {b}: no unambiguous error-log window")
@@ -237,6 +333,26 @@ fn session_buffers(
                 }
                 out.push(g);
             }
+            BlobBufferSpec::Messages {
+                records,
+                processor,
+                flags,
+                event_every,
+            } => {
+                assert!(
+                    !flags.is_empty(),
+                    "session {si} buffer {b}: no message flags"
+                );
+                assert!(
+                    errlog_target != Some(b),
+                    "the error-log source holds events"
+                );
+                let p = EventBufferParams {
+                    messages: Some((flags.clone(), *event_every)),
+                    ..blob_buffer_params(spec, s, b, *records, *processor, -5_000)
+                };
+                out.push(event_buffer(&p, rng));
+            }
         }
     }
     BlobSessionBuild { buffers: out }
@@ -247,6 +363,8 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
     assert!(spec.cpus >= 1);
     let mut rng = Rng::new(spec.seed);
     let kb = spec.kernel_base;
+    let af = arch_facts(spec.arch);
+    let syms = spec_symbols(spec);
     let drivers = expected_drivers(kb);
     let module_bases: Vec<(String, u64)> = drivers
         .iter()
@@ -262,9 +380,9 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
     if let Some(e) = &spec.errlog {
         wins.push(errlog_window(spec, e, &sessions, &mut rng));
     }
-    let blocks = data_blocks(spec, &cpus, &mut wins, &mut rng);
+    let blocks = data_blocks(spec, &syms, &cpus, &mut wins, &mut rng);
     let table_count = blocks.len() + extra_descriptor_count(spec);
-    let fx = fixed_layout(&drivers, table_count);
+    let fx = fixed_layout(&drivers, table_count, af);
 
     let mut file: Vec<u8> = vec![0u8; fx.data_start];
     let h = dump_header(spec);
@@ -294,7 +412,7 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         driver_count: drivers.len(),
         table_count,
     };
-    write_triage_header(&mut file, &fx, &th);
+    write_triage_header(&mut file, &fx, &th, af);
     if let Some(n) = truncate_at {
         file.truncate(n);
     }
@@ -313,17 +431,27 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
     let win = expected_windows(&cx, &wins, &data_blocks, &blob);
     let (records, duplicates, record_counts) =
         number_records(win.current, win.errlog, blob.records, &win.duplicates_local);
+    let mut windows = win.windows;
+    let n_current = record_counts.get("current_buffer").copied().unwrap_or(0);
+    for w in windows.iter_mut().filter(|w| w.which == "errlog") {
+        for i in &mut w.record_indexes {
+            *i += n_current;
+        }
+    }
     let expected = ExpectedTriage {
         scenario: spec.name.clone(),
+        arch: spec.arch,
+        globals_order: spec.globals,
+        arm64_context: (spec.arch == TriageArch::Arm64).then(|| expected_arm64_context(kb)),
         file_len: cx.file_len,
         build: spec.build,
-        machine_image_type: 0x8664,
+        machine_image_type: af.machine,
         number_processors: spec.cpus,
         bugcheck_code: spec.bugcheck_code,
         bugcheck_params: spec.bugcheck_params,
         system_time: spec.system_time,
         system_up_time: spec.system_up_time,
-        directory_table_base: DTB,
+        directory_table_base: af.dtb,
         kern_base: kb,
         kdbg_va: kb + rva("KdDebuggerDataBlock"),
         ps_loaded_module_list: kb + rva("PsLoadedModuleList"),
@@ -336,12 +464,12 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
         drivers,
         crash_cpu: crash.clone(),
         cpus,
-        symbols: KERNEL_SYMBOLS
+        symbols: syms
             .iter()
             .map(|(n, r)| ((*n).to_string(), kb + r))
             .collect(),
         error_log_session_opened: spec.errlog.is_some(),
-        windows: win.windows,
+        windows,
         orphan_window_blocks: win.orphans,
         secondary: expected_secondary(&sec, cx.file_len),
         etw_blob: blob.etw_blob,
@@ -351,7 +479,7 @@ pub(crate) fn build(spec: &TriageSpec) -> ForgedTriage {
     };
     ForgedTriage {
         bytes: file,
-        isf_json: isf_json(&spec.pdb_guid, spec.pdb_age),
+        isf_json: isf_json(&spec.pdb_guid, spec.pdb_age, &syms, af),
         expected,
     }
 }
@@ -406,9 +534,11 @@ fn expected_cpus(spec: &TriageSpec, rng: &mut Rng) -> Vec<ExpectedCpu> {
 }
 
 /// A KPRCB (the 19041 ISF's offsets) with `c`'s values.
-fn kprcb_bytes(kb: u64, c: &ExpectedCpu) -> Vec<u8> {
-    let mut k = vec![0u8; KPRCB_SIZE];
-    put_u32(&mut k, KPRCB_MXCSR, 0x1F80);
+fn kprcb_bytes(kb: u64, c: &ExpectedCpu, arch: TriageArch) -> Vec<u8> {
+    let mut k = vec![0u8; arch_facts(arch).kprcb_size];
+    if arch == TriageArch::X64 {
+        put_u32(&mut k, KPRCB_MXCSR, 0x1F80);
+    }
     put_u64(&mut k, KPRCB_CURRENT_THREAD, c.current_thread);
     put_u64(
         &mut k,
@@ -465,6 +595,8 @@ fn new_window(
         block: 0,
         base_block: None,
         end_block: None,
+        base_global_va: 0,
+        end_global_va: 0,
     }
 }
 
@@ -495,6 +627,7 @@ fn current_buffer_window(
                     modules: module_bases,
                 },
                 valid_override: cb.valid_override,
+                mix: cb.mix,
             },
             &mut r,
         );
@@ -546,7 +679,7 @@ fn errlog_window(
                 logger_id: *logger_id,
                 processor: 0,
                 sequence_number: 1,
-                first_timestamp: spec.boot_time + 3_600_000,
+                first_timestamp: filetime_first(spec),
                 last_timestamp: spec.system_time + 1_892,
                 kernel_general_first: Some(KernelGeneral {
                     build: spec.build,
@@ -554,6 +687,7 @@ fn errlog_window(
                     boot_time: spec.boot_time,
                 }),
                 last_record_extra: extra,
+                messages: None,
                 global_flink: *va + u64::from(*buffer_size) + 0x38,
                 global_blink: 0xFFFF_C08B_DE9D_5AA0,
                 valid_override: *valid_override,
@@ -594,6 +728,7 @@ fn unambiguous_event_buffer(
 /// its base / end variables, ErrorLogSessionOpened, a decoy. Sets the windows' block indexes.
 fn data_blocks(
     spec: &TriageSpec,
+    syms: &[(&'static str, u64)],
     cpus: &[ExpectedCpu],
     wins: &mut [Win],
     rng: &mut Rng,
@@ -604,7 +739,7 @@ fn data_blocks(
     for c in cpus {
         blocks.push(Block {
             va: c.prcb_va,
-            data: kprcb_bytes(kb, c),
+            data: kprcb_bytes(kb, c, spec.arch),
             role: "kprcb",
         });
     }
@@ -630,7 +765,7 @@ fn data_blocks(
         role: "nt_build_lab",
     });
     for w in wins.iter_mut() {
-        window_blocks(&mut blocks, w, kb);
+        window_blocks(&mut blocks, w, kb, syms);
     }
     let mut opened = vec![0u8; 0x10];
     put_u32(&mut opened, 0xC, u32::from(spec.errlog.is_some()));
@@ -658,7 +793,7 @@ fn data_blocks(
 }
 
 /// A window's block and, where saved, its base and end variables.
-fn window_blocks(blocks: &mut Vec<Block>, w: &mut Win, kb: u64) {
+fn window_blocks(blocks: &mut Vec<Block>, w: &mut Win, kb: u64, syms: &[(&'static str, u64)]) {
     let (wr, br, er, bs, es) = if w.which == "etw" {
         (
             "etw_window",
@@ -676,6 +811,8 @@ fn window_blocks(blocks: &mut Vec<Block>, w: &mut Win, kb: u64) {
             "KiCurrentErrLogBufferOffset",
         )
     };
+    w.base_global_va = kb + sym_rva(syms, bs);
+    w.end_global_va = kb + sym_rva(syms, es);
     w.block = blocks.len();
     blocks.push(Block {
         va: w.start_va(),
@@ -685,7 +822,7 @@ fn window_blocks(blocks: &mut Vec<Block>, w: &mut Win, kb: u64) {
     if w.save_base {
         w.base_block = Some(blocks.len());
         blocks.push(Block {
-            va: kb + rva(bs),
+            va: kb + sym_rva(syms, bs),
             data: w.buf.va.to_le_bytes().to_vec(),
             role: br,
         });
@@ -693,7 +830,7 @@ fn window_blocks(blocks: &mut Vec<Block>, w: &mut Win, kb: u64) {
     if w.save_end {
         w.end_block = Some(blocks.len());
         blocks.push(Block {
-            va: kb + rva(es),
+            va: kb + sym_rva(syms, es),
             data: w.end_va().to_le_bytes().to_vec(),
             role: er,
         });
@@ -727,12 +864,12 @@ struct FixedLayout {
     data_start: usize,
 }
 
-fn fixed_layout(drivers: &[ExpectedDriver], table_count: usize) -> FixedLayout {
+fn fixed_layout(drivers: &[ExpectedDriver], table_count: usize, af: &ArchFacts) -> FixedLayout {
     let prcb_offset = UNLOADED_OFFSET + 8 + 0x38;
-    let process_offset = prcb_offset + KPRCB_SIZE;
-    let thread_offset = process_offset + EPROCESS_SIZE;
-    let call_stack_offset = thread_offset + ETHREAD_SIZE;
-    let kdbg_offset = call_stack_offset + CALL_STACK_SIZE;
+    let process_offset = prcb_offset + af.kprcb_size;
+    let thread_offset = process_offset + af.eprocess_size;
+    let call_stack_offset = thread_offset + af.ethread_size;
+    let kdbg_offset = call_stack_offset + af.call_stack_size;
     let driver_list_offset = kdbg_offset + KDBG_SIZE;
     let string_pool_offset = driver_list_offset + DRIVER_ENTRY_SIZE * drivers.len();
     let mut pool = Vec::new();
@@ -774,7 +911,7 @@ fn dump_header(spec: &TriageSpec) -> Vec<u8> {
     cfg.system_time = spec.system_time;
     cfg.system_up_time = spec.system_up_time;
     let info = HeaderInfo {
-        dtb: DTB,
+        dtb: arch_facts(spec.arch).dtb,
         pfn_database: sym("MmPfnDatabase"),
         ps_loaded_module_list: sym("PsLoadedModuleList"),
         ps_active_process_head: sym("PsActiveProcessHead"),
@@ -789,8 +926,50 @@ fn dump_header(spec: &TriageSpec) -> Vec<u8> {
     for (i, b) in h[0x88..0x348].iter_mut().enumerate() {
         *b = b"PAGE"[(0x88 + i) % 4];
     }
-    put_u32(&mut h, 0x1038, 0xCFF); // MiniDumpFields (D1)
+    put_u32(&mut h, 0x1038, 0xCFF); // MiniDumpFields (D1 and the ARM64 dump)
+    if spec.arch == TriageArch::Arm64 {
+        arm64_header_parts(&mut h, spec);
+    }
     h
+}
+
+/// The ARM64 dump's differences (measured on `triage_arm64.dmp`): MachineImageType 0xAA64, the
+/// ContextRecord area (0x348..0xF00) zero except an ARM64_NT_CONTEXT (0x390 bytes) at 0x348,
+/// the exception address = Pc, BootId 0xD at 0x1054.
+fn arm64_header_parts(h: &mut [u8], spec: &TriageSpec) {
+    let kb = spec.kernel_base;
+    put_u32(h, 0x30, 0xAA64);
+    let c = 0x348;
+    h[c..0xF00].fill(0);
+    put_bytes(h, c, &arm64_context(kb));
+    put_u64(h, 0xF00 + 0x10, kb + ARM64_PC_RVA);
+    put_u32(h, 0x1054, ARM64_BOOT_ID);
+}
+
+/// The ARM64_NT_CONTEXT written at 0x348 (see [`ARM64_X`]): V registers drawn from a fixed
+/// seed except V2 and V8..V15 (zero, as measured), Lr 0, Fp = Sp = TopOfStack.
+pub(crate) fn arm64_context(kb: u64) -> Vec<u8> {
+    let mut c = vec![0u8; ARM64_CONTEXT_SIZE];
+    put_u32(&mut c, 0, ARM64_CONTEXT_FLAGS);
+    put_u32(&mut c, 4, ARM64_CPSR);
+    for (i, (v, rel)) in ARM64_X.iter().enumerate() {
+        put_u64(&mut c, 8 + 8 * i, if *rel { kb + v } else { *v });
+    }
+    let sp = ARM64_FACTS.top_of_stack;
+    put_u64(&mut c, 0xF0, sp); // Fp
+    put_u64(&mut c, 0xF8, 0); // Lr
+    put_u64(&mut c, 0x100, sp); // Sp
+    put_u64(&mut c, 0x108, kb + ARM64_PC_RVA); // Pc
+    let mut rng = Rng::new(0xAA64_C0DE);
+    for v in 0..32 {
+        // Measured: V2 and V8..V15 are zero, V26 too.
+        if v != 2 && v != 26 && !(8..16).contains(&v) {
+            rng.fill(&mut c[0x110 + 16 * v..0x120 + 16 * v]);
+        }
+    }
+    put_u32(&mut c, 0x310, 0); // Fpcr
+    put_u32(&mut c, 0x314, ARM64_FPSR);
+    c
 }
 
 /// Mm info, unloaded drivers, the crashing CPU's KPRCB copy, the call stack, KDBG, the driver
@@ -816,10 +995,11 @@ fn write_fixed_parts(
     put_u64(file, ue + 0x28, 0xFFFF_F804_87DE_0000);
     put_u64(file, ue + 0x30, 0xFFFF_F804_87DF_C000);
     // KPRCB copy of the crashing CPU.
-    put_bytes(file, fx.prcb_offset, &kprcb_bytes(kb, crash));
+    put_bytes(file, fx.prcb_offset, &kprcb_bytes(kb, crash, spec.arch));
     // Call stack.
-    let mut stack = vec![0u8; CALL_STACK_SIZE];
-    for i in (0..CALL_STACK_SIZE).step_by(16) {
+    let stack_size = arch_facts(spec.arch).call_stack_size;
+    let mut stack = vec![0u8; stack_size];
+    for i in (0..stack_size).step_by(16) {
         put_u64(&mut stack, i, kb + 0x3F_0000 + rng.range(0, 0x1_0000));
     }
     put_bytes(file, fx.call_stack_offset, &stack);
@@ -1047,6 +1227,13 @@ fn session_part(
     data.extend_from_slice(&name);
     if eb.name_convention == NameConvention::Doubled {
         data.extend(std::iter::repeat_n(0u8, name.len()));
+        let tail = &s.name_pad_tail;
+        assert!(
+            tail.len() <= name.len(),
+            "name_pad_tail longer than the name"
+        );
+        let at = data.len() - tail.len();
+        data[at..].copy_from_slice(tail);
     }
     let mut bufs = Vec::new();
     for g in &built.buffers {
@@ -1143,7 +1330,7 @@ struct TriageHeaderValues {
 }
 
 /// The TRIAGE_DUMP header at 0x2000 and RequiredDumpSpace.
-fn write_triage_header(file: &mut [u8], fx: &FixedLayout, th: &TriageHeaderValues) {
+fn write_triage_header(file: &mut [u8], fx: &FixedLayout, th: &TriageHeaderValues, af: &ArchFacts) {
     let t = TRIAGE_HEADER;
     let dwords = [
         (0x00, 0),
@@ -1157,7 +1344,7 @@ fn write_triage_header(file: &mut [u8], fx: &FixedLayout, th: &TriageHeaderValue
         (0x20, fx.process_offset as u32),
         (0x24, fx.thread_offset as u32),
         (0x28, fx.call_stack_offset as u32),
-        (0x2C, CALL_STACK_SIZE as u32),
+        (0x2C, af.call_stack_size as u32),
         (0x30, fx.driver_list_offset as u32),
         (0x34, th.driver_count as u32),
         (0x38, fx.string_pool_offset as u32),
@@ -1168,7 +1355,7 @@ fn write_triage_header(file: &mut [u8], fx: &FixedLayout, th: &TriageHeaderValue
     for (off, v) in dwords {
         put_u32(file, t + off, v);
     }
-    put_u64(file, t + 0x48, TOP_OF_STACK);
+    put_u64(file, t + 0x48, af.top_of_stack);
     put_u32(file, t + 0x70, fx.kdbg_offset as u32);
     put_u32(file, t + 0x74, KDBG_SIZE as u32);
     put_u32(file, t + 0x78, fx.data_blocks_offset as u32);
@@ -1425,6 +1612,8 @@ fn expected_windows(
                 block_index: w.block,
                 base_readable: base_ok,
                 end_readable: end_ok,
+                base_global_va: w.base_global_va,
+                end_global_va: w.end_global_va,
             });
             continue;
         }
@@ -1485,9 +1674,15 @@ fn expected_window(
     } else {
         (dup_ref.as_ref().map(|d| d.logger_id), None)
     };
+    let first_index = if w.which == "etw" {
+        out.current.len()
+    } else {
+        out.errlog.len()
+    };
     for r in &whole {
         window_record(cx, w, r, wfo, logger_id, dup_ref.as_ref(), blob, out);
     }
+    let delta = w.end_global_va.wrapping_sub(w.base_global_va) as i64;
     ExpectedWindow {
         which: w.which.into(),
         limit: w.limit,
@@ -1500,6 +1695,16 @@ fn expected_window(
         block_index: w.block,
         base_block_index: w.base_block.expect("readable"),
         end_block_index: w.end_block.expect("readable"),
+        base_global_va: w.base_global_va,
+        end_global_va: w.end_global_va,
+        end_global_delta: delta,
+        globals_order: match delta {
+            8 => "rising",
+            -8 => "end_below_base",
+            _ => "spaced",
+        }
+        .into(),
+        cpu: (w.which == "etw").then_some(cx.spec.crash_cpu),
         starts_at_base,
         header,
         logger_id,
@@ -1507,6 +1712,8 @@ fn expected_window(
         first_record_offset: first,
         partial_bytes: partial,
         record_count: whole.len(),
+        // Local indexes for now; `number_records` makes them global.
+        record_indexes: (first_index..first_index + whole.len()).collect(),
         duplicate_of: dup_ref,
     }
 }
@@ -1639,6 +1846,7 @@ fn record_expect(
         flags: None,
         event_property: None,
         ext_types: Vec::new(),
+        message: None,
         duplicate_of: None,
     };
     match &r.kind {
@@ -1684,7 +1892,12 @@ fn record_expect(
             pid,
             ext_types,
         } => {
-            e.header_type = "event_header".into();
+            e.header_type = if r.marker >> 16 == 0xC012 {
+                "event_header32"
+            } else {
+                "event_header"
+            }
+            .into();
             e.provider = Some(lower_guid(provider));
             e.event_id = Some(*id);
             e.version = Some(*version);
@@ -1699,6 +1912,36 @@ fn record_expect(
             e.pid = Some(*pid);
             e.ext_types = ext_types.clone();
         }
+        GenKind::Message(m) => {
+            let x = m.expected();
+            e.header_type = "message".into();
+            e.timestamp = x.timestamp.unwrap_or(0);
+            e.tid = x.tid;
+            e.pid = x.pid;
+            e.message = Some(x);
+        }
     }
     e
+}
+
+/// The ARM64 CONTEXT as written by [`arm64_context`].
+fn expected_arm64_context(kb: u64) -> ExpectedArm64Context {
+    let c = arm64_context(kb);
+    let q = |o: usize| crate::util::get_u64(&c, o);
+    let d = |o: usize| crate::util::get_u32(&c, o);
+    ExpectedArm64Context {
+        file_offset: 0x348,
+        size: ARM64_CONTEXT_SIZE as u32,
+        context_flags: d(0),
+        cpsr: d(4),
+        x: (0..29).map(|i| q(8 + 8 * i)).collect(),
+        fp: q(0xF0),
+        lr: q(0xF8),
+        sp: q(0x100),
+        pc: q(0x108),
+        fpcr: d(0x310),
+        fpsr: d(0x314),
+        exception_address: kb + ARM64_PC_RVA,
+        boot_id: ARM64_BOOT_ID,
+    }
 }

@@ -621,3 +621,96 @@ pub(crate) const SID_LOCAL_SYSTEM: [u8; 12] = [
 /// Extended-data item types (triage-etw.md §2.3).
 pub(crate) const EXT_SID: u16 = 2;
 pub(crate) const EXT_PROV_TRAITS: u16 = 12;
+
+/// Per-architecture facts of the triage dump's fixed parts.
+pub(crate) struct ArchFacts {
+    pub machine: u32,
+    /// DUMP_HEADER64.DirectoryTableBase.
+    pub dtb: u64,
+    pub kprcb_size: usize,
+    pub eprocess_size: usize,
+    pub ethread_size: usize,
+    pub call_stack_size: usize,
+    /// TRIAGE_DUMP.TopOfStack (ARM64: also the CONTEXT's Sp and Fp).
+    pub top_of_stack: u64,
+    /// ISF `metadata.windows.pdb.machine_type` (IMAGE_FILE_MACHINE_*).
+    pub isf_machine_type: u32,
+}
+
+/// x64: D1 (crash-dump-format.md §2.1; the 19041 ISF's sizes).
+pub(crate) const X64_FACTS: ArchFacts = ArchFacts {
+    machine: 0x8664,
+    dtb: 0x1AD000,
+    kprcb_size: KPRCB_SIZE,
+    eprocess_size: EPROCESS_SIZE,
+    ethread_size: ETHREAD_SIZE,
+    call_stack_size: 0x200,
+    top_of_stack: 0xFFFF_8504_2989_0EE8,
+    isf_machine_type: 0x8664,
+};
+
+/// ARM64: measured on `triage_arm64.dmp` (22000): header +0x10 DirectoryTableBase 0x946AA000,
+/// +0x30 MachineImageType 0xAA64; triage header PrcbOffset 0x2340 / ProcessOffset 0xB9C0 /
+/// ThreadOffset 0xC640 / CallStackOffset 0xCF50 (so KPRCB 0x9680 = data block #5's size,
+/// EPROCESS 0xC80, ETHREAD 0x910 = block #2's size), SizeOfCallStack 0xB60, TopOfStack
+/// 0xFFFFE00E0E4BC4A0 (= the CONTEXT's Sp).
+pub(crate) const ARM64_FACTS: ArchFacts = ArchFacts {
+    machine: 0xAA64,
+    dtb: 0x946A_A000,
+    kprcb_size: 0x9680,
+    eprocess_size: 0xC80,
+    ethread_size: 0x910,
+    call_stack_size: 0xB60,
+    top_of_stack: 0xFFFF_E00E_0E4B_C4A0,
+    isf_machine_type: 0xAA64,
+};
+
+/// KiCurrentEtwBufferBase RVA of the ARM64 22000 kernel (measured: block #26 VA
+/// 0xFFFFF803F3A36AD0 - KernBase 0xFFFFF803F2E00000; KernBase from KDBG+0x18 at file 0xDAC8).
+pub(crate) const ARM64_ETW_BASE_RVA: u64 = 0xC3_6AD0;
+
+/// The ARM64 CONTEXT of `triage_arm64.dmp` at file 0x348 (measured; layout: public
+/// `ARM64_NT_CONTEXT` in winnt.h: ContextFlags +0, Cpsr +4, X0..X28 +8, Fp +0xF0, Lr +0xF8,
+/// Sp +0x100, Pc +0x108, V[32] +0x110, Fpcr +0x310, Fpsr +0x314, Bcr[8] +0x318, Bvr[8] +0x338,
+/// Wcr[2] +0x378, Wvr[2] +0x380; 0x390 bytes).
+pub(crate) const ARM64_CONTEXT_FLAGS: u32 = 0x0040_0007; // CONTEXT_ARM64 | CONTROL | INTEGER | FLOATING_POINT
+pub(crate) const ARM64_CPSR: u32 = 0x8000_0144;
+pub(crate) const ARM64_FPSR: u32 = 0x10;
+pub(crate) const ARM64_CONTEXT_SIZE: usize = 0x390;
+/// Pc - KernBase (0xFFFFF803F32DE014 - 0xFFFFF803F2E00000); also the exception address.
+pub(crate) const ARM64_PC_RVA: u64 = 0x4D_E014;
+/// X0..X28 as measured; entries marked `None` are KernBase-relative in the real dump and are
+/// written as KernBase + the RVA here (so they follow the spec's kernel base).
+pub(crate) const ARM64_X: [(u64, bool); 29] = [
+    (0x0, false),
+    (0x1, false),
+    (0xFFFF_FFFF_FFFF_FF80, false),
+    (0xC3_6AA0, true),
+    (0x0, false),
+    (0x0, false),
+    (0xC1_6000, true),
+    (0x64D, false),
+    (0x0, false),
+    (0xC2_D000, true),
+    (0x8000, false),
+    (0xFFFF_E00E_0E4B_D000, false),
+    (0xFFFF_E00E_0E4B_5000, false),
+    (0x17, false),
+    (0x12_4925, false),
+    (0xFFF, false),
+    (0x8000_0001, false),
+    (0x6402_A279_369A, false),
+    (0xFFFF_F803_EFD0_0000, false), // X18: the KPCR
+    (0xFFFF_F803_EFD0_0980, false), // X19: the KPRCB (data block #5)
+    (0x1, false),
+    (0x1, false),
+    (0x0, false),
+    (0x0, false),
+    (0x0, false),
+    (0x1B58, false),   // X25 = BugCheckParameter1
+    (0xC2_0860, true), // X26 = BugCheckParameter2
+    (0x0, false),
+    (0x0, false),
+];
+/// DUMP_HEADER64 BootId (+0x1054): 0xD on the ARM64 dump; `PAGE` on D1.
+pub(crate) const ARM64_BOOT_ID: u32 = 0xD;

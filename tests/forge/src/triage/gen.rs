@@ -3,6 +3,7 @@
 //! each record's Size unpadded and the next one at ALIGN8(Size).
 
 use super::consts::*;
+pub(crate) use crate::etw::message::MessageSpec;
 use crate::etw::wmi_buffer::{
     put_event_descriptor, put_event_header, put_ext_item, put_ids, put_perfinfo_header, X64_HEADER,
 };
@@ -37,6 +38,8 @@ pub(crate) enum GenKind {
         pid: u32,
         ext_types: Vec<u16>,
     },
+    /// TRACE_MESSAGE (0x90 in byte 3): `crate::etw::message`.
+    Message(MessageSpec),
 }
 
 /// A record placed in a buffer.
@@ -111,6 +114,7 @@ pub(crate) struct PerfBufferParams<'a> {
     /// `Some(v)`: the kernel's valid length is `v` (CurrentOffset overflowed, SavedOffset = v)
     /// and the buffer holds no records.
     pub valid_override: Option<u32>,
+    pub mix: super::PerfMix,
 }
 
 /// Logger 2's current buffer: PERFINFO64 records with the hooks, sizes and payloads of
@@ -126,16 +130,27 @@ pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
     let isr_at = n * 85 / 100;
     let mut hooks = Vec::with_capacity(n);
     for i in 0..n {
-        let h = if i == isr_at {
-            HOOK_INTERRUPT
-        } else {
-            match rng.range(0, 100) {
+        let h = match p.mix {
+            super::PerfMix::D1 if i == isr_at => HOOK_INTERRUPT,
+            super::PerfMix::D1 => match rng.range(0, 100) {
                 0..=78 => HOOK_MSI_INTERRUPT,
                 79..=89 => HOOK_DPC,
                 _ => HOOK_TIMER_DPC,
-            }
+            },
+            // Shuffled below.
+            super::PerfMix::Arm64 => match i * 62 / n.max(1) {
+                0..=21 => HOOK_INTERRUPT,
+                22..=23 => HOOK_TIMER_DPC,
+                _ => HOOK_DPC,
+            },
         };
         hooks.push(h);
+    }
+    if p.mix == super::PerfMix::Arm64 {
+        // The real block's proportions (22 ISR, 2 timer DPC, 38 DPC of 62) in a drawn order.
+        for i in (1..n).rev() {
+            hooks.swap(i, rng.range(0, i as u64 + 1) as usize);
+        }
     }
     let mhz = u64::from(p.mhz);
     let mut ts = vec![0u64; n];
@@ -231,6 +246,7 @@ pub(crate) fn perf_buffer(p: &PerfBufferParams, rng: &mut Rng) -> GenBuffer {
 }
 
 /// Parameters of a buffer holding EVENT_HEADER records.
+#[derive(Clone)]
 pub(crate) struct EventBufferParams {
     pub va: u64,
     pub buffer_size: u32,
@@ -244,6 +260,9 @@ pub(crate) struct EventBufferParams {
     pub kernel_general_first: Option<KernelGeneral>,
     /// Extra payload bytes on the last record (to move record boundaries).
     pub last_record_extra: u16,
+    /// TRACE_MESSAGE records instead of events: (OptionFlags in turn, an event after every
+    /// this many messages (0: none)); `records` counts the messages.
+    pub messages: Option<(Vec<u16>, usize)>,
     pub global_flink: u64,
     pub global_blink: u64,
     /// `Some(v)`: valid length `v` with CurrentOffset past BufferSize and no records.
@@ -264,10 +283,11 @@ pub(crate) struct KernelGeneral {
 /// items {u16 item size, u16 ExtType, u16 more-flag, u16 DataSize} + data, 8-aligned, then the
 /// user payload.
 pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
-    let n = if p.valid_override.is_some() {
-        0
-    } else {
-        p.records
+    let n = match (&p.valid_override, &p.messages) {
+        (Some(_), _) => 0,
+        // Messages plus one event after every `event_every` of them.
+        (None, Some((_, e))) if *e > 0 => p.records + p.records / e,
+        _ => p.records,
     };
     let ts = event_timestamps(p, n, rng);
     let mut bytes = vec![0u8; WMI_BUFFER_HEADER_SIZE as usize];
@@ -275,6 +295,38 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
     let mut off = WMI_BUFFER_HEADER_SIZE;
     let mut tpl_index = 0usize;
     for (i, &t) in ts.iter().enumerate() {
+        if let Some((flags, event_every)) = &p.messages {
+            if *event_every > 0 && i % (event_every + 1) == *event_every {
+                let (tpl, payload) = draw_event_template(rng, i, n, &mut tpl_index);
+                // Every 8th event between messages is an EVENT_HEADER32 (0xC012), as the real
+                // ARM64 dump's WiFiSession holds two (file 0xC46A0, 0xC4788).
+                let k = i / (event_every + 1);
+                let (rec, record) = encode_event(tpl, &payload, t, off, k % 8 != 7, rng);
+                records.push(record);
+                off += rec.len() as u32;
+                bytes.extend_from_slice(&rec);
+                continue;
+            }
+            let k = records
+                .iter()
+                .filter(|r: &&GenRecord| matches!(r.kind, GenKind::Message(_)))
+                .count();
+            let m = MessageSpec::drawn(flags[k % flags.len()], t, 0x38, rng);
+            let rec = m.encode();
+            let marker = u32::from_le_bytes(rec[0..4].try_into().expect("4"));
+            records.push(GenRecord {
+                offset: off,
+                size: rec.len() as u16,
+                marker,
+                timestamp: t,
+                kind: GenKind::Message(m),
+            });
+            let padded = align8(rec.len() as u32) as usize;
+            off += padded as u32;
+            bytes.extend_from_slice(&rec);
+            bytes.resize(bytes.len() + padded - rec.len(), 0);
+            continue;
+        }
         let (tpl, mut payload) = match (i, p.kernel_general_first) {
             (0, Some(kg)) => (&KERNEL_GENERAL_12, kernel_general_payload(kg)),
             _ => draw_event_template(rng, i, n, &mut tpl_index),
@@ -282,7 +334,7 @@ pub(crate) fn event_buffer(p: &EventBufferParams, rng: &mut Rng) -> GenBuffer {
         if i + 1 == n {
             payload.extend(std::iter::repeat_n(0x5A, usize::from(p.last_record_extra)));
         }
-        let (rec, record) = encode_event(tpl, &payload, t, off, rng);
+        let (rec, record) = encode_event(tpl, &payload, t, off, true, rng);
         records.push(record);
         off += rec.len() as u32;
         bytes.extend_from_slice(&rec);
@@ -429,6 +481,7 @@ fn encode_event(
     payload: &[u8],
     t_stamp: u64,
     off: u32,
+    x64: bool,
     rng: &mut Rng,
 ) -> (Vec<u8>, GenRecord) {
     let (ext_bytes, ext_types) = ext_items(t.ext);
@@ -436,7 +489,7 @@ fn encode_event(
     let size = 0x50 + ext_bytes.len() + payload.len();
     let size16 = u16::try_from(size).expect("event size fits u16");
     let mut rec = vec![0u8; align8(size as u32) as usize];
-    put_event_header(&mut rec, size16, true, flags, t.property);
+    put_event_header(&mut rec, size16, x64, flags, t.property);
     put_ids(&mut rec, (t.tid, t.pid, t_stamp));
     put_bytes(&mut rec, 0x18, &guid_from_str(t.provider));
     put_event_descriptor(&mut rec, t.id, t.version, t.channel, t.level, t.opcode);

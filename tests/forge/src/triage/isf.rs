@@ -4,11 +4,18 @@
 
 use serde_json::{json, Map, Value};
 
-use super::consts::KERNEL_SYMBOLS;
+use super::consts::ArchFacts;
 use super::isf_types::{BASE_TYPES, ENUMS, USER_TYPES};
 
 /// The ISF text for a kernel with PDB `guid` ("5278AFF8-6C34-...", any case) and `age`.
-pub(crate) fn isf_json(guid: &str, age: u32) -> String {
+/// `symbols`: (name, RVA) of every symbol; `af`: the machine type and, on ARM64, the `_KPRCB`
+/// size (the subset of fields keeps the forged kernel's offsets, which the dump follows).
+pub(crate) fn isf_json(
+    guid: &str,
+    age: u32,
+    symbols_in: &[(&'static str, u64)],
+    af: &ArchFacts,
+) -> String {
     let guid_key: String = guid
         .chars()
         .filter(|c| c.is_ascii_hexdigit())
@@ -16,7 +23,7 @@ pub(crate) fn isf_json(guid: &str, age: u32) -> String {
         .to_uppercase();
     let parse = |s: &str| -> Value { serde_json::from_str(s).expect("embedded ISF JSON") };
     let mut symbols = Map::new();
-    for (name, rva) in KERNEL_SYMBOLS {
+    for (name, rva) in symbols_in {
         symbols.insert((*name).to_string(), json!({ "address": rva }));
     }
     let v = json!({
@@ -32,14 +39,22 @@ pub(crate) fn isf_json(guid: &str, age: u32) -> String {
                     "GUID": guid_key,
                     "age": age,
                     "database": "ntkrnlmp.pdb",
-                    "machine_type": 34404
+                    "machine_type": af.isf_machine_type
                 }
             }
         },
         "base_types": parse(BASE_TYPES),
-        "user_types": parse(USER_TYPES),
+        "user_types": user_types(parse(USER_TYPES), af),
         "enums": parse(ENUMS),
         "symbols": Value::Object(symbols),
     });
     serde_json::to_string_pretty(&v).expect("ISF serialises")
+}
+
+/// USER_TYPES with `_KPRCB.size` = the architecture's KPRCB size.
+fn user_types(mut v: Value, af: &ArchFacts) -> Value {
+    if let Some(size) = v.pointer_mut("/_KPRCB/size") {
+        *size = json!(af.kprcb_size);
+    }
+    v
 }

@@ -1,5 +1,5 @@
-//! Synthetic x64 **triage dumps** (kernel minidumps, DumpType 4) carrying the ETW data Windows
-//! saves at bug check, with the values a correct reader must recover.
+//! Synthetic x64 and ARM64 **triage dumps** (kernel minidumps, DumpType 4) carrying the ETW
+//! data Windows saves at bug check, with the values a correct reader must recover.
 //!
 //! Derived only from `shared/reference/triage-etw.md`, `crash-dump-format.md` (§1.1 DUMP_HEADER64,
 //! §1.3 triage header and DumpBlob, §1.4 KDBG) and `etw-internals.md` (§2 WMI_BUFFER_HEADER,
@@ -29,10 +29,18 @@
 //! | zero pad, `TRGD` at ValidOffset, SizeOfDump = ValidOffset + 4 | |
 //! | `DumpBlob` secondary data: `DumpBlob`, u32 0x10, u32 0xF0000000\|build, then blobs `{u32 0x20; GUID; DataSize; PrePad; PostPad}` + PrePad + data + PostPad | SizeOfDump |
 //!
-//! Data blocks, in order: every CPU's KPRCB (0xAF00 each), KiProcessorBlock, NtBuildLabEx,
-//! then per saved window (logger 2, then the error-log session) the three blocks of
-//! KiSaveCurrentEtwTraceBuffer `[window][Ki*BufferBase][Ki*BufferOffset]`, then
-//! ErrorLogSessionOpened and a decoy block (marker-like dwords that are not records).
+//! Data blocks, in order: every CPU's KPRCB (0xAF00 each; ARM64 0x9680), KiProcessorBlock,
+//! NtBuildLabEx, then per saved window (logger 2, then the error-log session) the three blocks
+//! of KiSaveCurrentEtwTraceBuffer `[window][Ki*BufferBase][Ki*BufferOffset]` (in that call
+//! order wherever `TriageSpec::globals` puts the two globals: End 8 above Base, 8 below, or
+//! elsewhere), then ErrorLogSessionOpened and a decoy block (marker-like dwords that are not
+//! records).
+//!
+//! ARM64 (`TriageArch::Arm64`, measured on `triage_arm64.dmp`): MachineImageType 0xAA64, an
+//! ARM64_NT_CONTEXT (0x390 bytes) at 0x348, BootId at 0x1054, the KPRCB / EPROCESS / ETHREAD /
+//! call-stack sizes 0x9680 / 0xC80 / 0x910 / 0xB60; see the README's issue-33 section for
+//! every source. Blob buffers may hold TRACE_MESSAGE records (`BlobBufferSpec::Messages`,
+//! `crate::etw::message`).
 //!
 
 mod build;
@@ -57,6 +65,103 @@ pub enum NameConvention {
     Single,
 }
 
+/// The machine of the forged triage dump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TriageArch {
+    /// AMD64 (MachineImageType 0x8664, AMD64 CONTEXT): D1, `triage_x64.dmp`.
+    #[serde(rename = "x64")]
+    X64,
+    /// ARM64 (MachineImageType 0xAA64, ARM64_NT_CONTEXT 0x390 bytes at 0x348, the measured
+    /// sizes of `triage_arm64.dmp`: KPRCB 0x9680, EPROCESS 0xC80, ETHREAD 0x910, call stack
+    /// 0xB60).
+    #[serde(rename = "arm64")]
+    Arm64,
+}
+
+/// Where KiSaveCurrentEtwTraceBuffer's two 8-byte globals of each saved window lie relative to
+/// each other (a property of the kernel image's data layout; the blocks are always added in
+/// call order `[window][Base][End]`, triage-etw.md §1.2 (K1)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GlobalsOrder {
+    /// `Ki*BufferOffset` 8 bytes above `Ki*BufferBase` (x64 19041, D1: 0xC31450 / 0xC31458,
+    /// errlog 0xC31440 / 0xC31448; triage-etw.md §1.2).
+    #[serde(rename = "rising")]
+    Rising,
+    /// `Ki*BufferOffset` 8 bytes below `Ki*BufferBase` (ARM64 22000, measured on
+    /// `triage_arm64.dmp` blocks #26 / #27: Base nt+0xC36AD0, End nt+0xC36AC8).
+    #[serde(rename = "end_below_base")]
+    EndBelowBase,
+    /// Not adjacent: End = Base + delta (a multiple of 8, |delta| in 0x10..=0x800, not
+    /// overlapping another symbol: the forge refuses such a spec), per window. A choice to
+    /// test readers that assume adjacency.
+    #[serde(rename = "spaced")]
+    Spaced { etw_delta: i32, errlog_delta: i32 },
+}
+
+impl GlobalsOrder {
+    /// Every kind, drawn from `seed`: Rising, EndBelowBase, Spaced (with deltas drawn from the
+    /// seed, either sign) in turn.
+    pub fn drawn(seed: u64) -> GlobalsOrder {
+        let mut rng = crate::util::Rng::new(seed ^ 0x6C0B_A150_0DE2);
+        let mut delta = || {
+            let m = 2 + rng.range(0, 0xFF) as i32; // 2..=0x100 pointers
+            if rng.range(0, 2) == 0 {
+                8 * m
+            } else {
+                -8 * m
+            }
+        };
+        match seed % 3 {
+            0 => GlobalsOrder::Rising,
+            1 => GlobalsOrder::EndBelowBase,
+            _ => loop {
+                // Redrawn until no End overlaps another symbol on either architecture.
+                let o = GlobalsOrder::Spaced {
+                    etw_delta: delta(),
+                    errlog_delta: delta(),
+                };
+                if [TriageArch::X64, TriageArch::Arm64]
+                    .iter()
+                    .all(|a| build::globals_symbols(*a, o).is_some())
+                {
+                    break o;
+                }
+            },
+        }
+    }
+
+    /// "rising", "end_below_base" or "spaced".
+    pub fn name(&self) -> &'static str {
+        match self {
+            GlobalsOrder::Rising => "rising",
+            GlobalsOrder::EndBelowBase => "end_below_base",
+            GlobalsOrder::Spaced { .. } => "spaced",
+        }
+    }
+
+    /// End - Base of the "etw" or "errlog" globals.
+    pub fn delta(&self, which: &str) -> i64 {
+        match (self, which) {
+            (GlobalsOrder::Rising, _) => 8,
+            (GlobalsOrder::EndBelowBase, _) => -8,
+            (GlobalsOrder::Spaced { etw_delta, .. }, "etw") => i64::from(*etw_delta),
+            (GlobalsOrder::Spaced { errlog_delta, .. }, _) => i64::from(*errlog_delta),
+        }
+    }
+}
+
+/// Which PERFINFO hooks logger 2's buffer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfMix {
+    /// D1 (triage-etw.md §2.1): ~79 % MSI ISR 0x0F32, one ISR 0x0F43, DPC 0x0F44, timer DPC
+    /// 0x0F45.
+    D1,
+    /// `triage_arm64.dmp` block #25 (measured: 38 DPC 0x0F44, 22 ISR 0x0F43, 2 timer DPC
+    /// 0x0F45, no MSI): the same proportions (exactly those counts for 62 records, so the
+    /// window is 0x8B8 bytes as measured), in a drawn order.
+    Arm64,
+}
+
 /// Logger 2's current buffer on the crashing CPU (PERFINFO64 records), saved as the window
 /// `[Base+Valid-min(Valid,0x2000), Base+Valid)` (triage-etw.md §1.2).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +181,7 @@ pub struct CurrentBufferSpec {
     /// Whether the 8-byte KiCurrentEtwBufferBase / KiCurrentEtwBufferOffset blocks are saved.
     pub save_base: bool,
     pub save_end: bool,
+    pub mix: PerfMix,
 }
 
 /// Where the error-log session's buffer comes from.
@@ -112,6 +218,16 @@ pub enum BlobBufferSpec {
     Empty,
     /// EVENT_HEADER records; State 1; ProcessorIndex `processor`.
     Events { records: usize, processor: u16 },
+    /// TRACE_MESSAGE records (`crate::MessageSpec`) with OptionFlags cycling through `flags`,
+    /// and an EVENT_HEADER record after every `event_every` messages (0: none); State 1,
+    /// ProcessorIndex `processor`; timestamps in the session clock (as the real ARM64
+    /// WiFiSession buffers: messages with flags 0xAA between EVENT_HEADER records).
+    Messages {
+        records: usize,
+        processor: u16,
+        flags: Vec<u16>,
+        event_every: usize,
+    },
 }
 
 /// One session of the ETW blob (a logger with EVENT_TRACE_ADDTO_TRIAGE_DUMP).
@@ -132,6 +248,10 @@ pub struct BlobSessionSpec {
     pub first_buffer_va: u64,
     /// VA of the logger context (GlobalList head = context + 0x60).
     pub context_va: u64,
+    /// With the ×2 convention: bytes written at the end of the name part's second half (the
+    /// rest is zero). Measured on `triage_arm64.dmp`: RdpIdd's second half ends in 12 stray
+    /// bytes (file 0xBBD88); empty elsewhere.
+    pub name_pad_tail: Vec<u8>,
     pub buffers: Vec<BlobBufferSpec>,
 }
 
@@ -169,6 +289,9 @@ pub enum Fault {
 pub struct TriageSpec {
     /// Scenario name (file stem).
     pub name: String,
+    pub arch: TriageArch,
+    /// Relative placement of each window's Base / End globals.
+    pub globals: GlobalsOrder,
     /// NT build: header MinorVersion, blob NtBuildNumber (| 0xF0000000), NtBuildLabEx.
     pub build: u32,
     /// Revision (QFE) in NtBuildLabEx and the Kernel-General event (D1: 804).
@@ -224,6 +347,8 @@ impl TriageSpec {
         let reference = 0x01D7_07F2_3BD8_E346;
         TriageSpec {
             name: "standard".into(),
+            arch: TriageArch::X64,
+            globals: GlobalsOrder::Rising,
             build: 19041,
             qfe: 804,
             pdb_guid: consts::REAL_19041_GUID.into(),
@@ -254,6 +379,7 @@ impl TriageSpec {
                 valid_override: None,
                 save_base: true,
                 save_end: true,
+                mix: PerfMix::D1,
             }),
             errlog: Some(ErrlogSpec {
                 source: ErrlogSource::BlobBuffer {
@@ -277,6 +403,7 @@ impl TriageSpec {
                         reference_perf_clock: reference,
                         first_buffer_va: ERRLOG_BUFFER_VA,
                         context_va: 0xFFFF_C08B_DE9D_5A40,
+                        name_pad_tail: Vec::new(),
                         buffers: vec![
                             BlobBufferSpec::Events {
                                 records: 107,
@@ -296,6 +423,7 @@ impl TriageSpec {
                         reference_perf_clock: 0x5D_85F3,
                         first_buffer_va: 0xFFFF_C08B_DEC5_2000,
                         context_va: 0xFFFF_C08B_DE9D_4680,
+                        name_pad_tail: Vec::new(),
                         buffers: vec![BlobBufferSpec::Empty; 32],
                     },
                     BlobSessionSpec {
@@ -309,6 +437,7 @@ impl TriageSpec {
                         reference_perf_clock: 0x5D_85F3,
                         first_buffer_va: 0xFFFF_C08B_DF2E_2000,
                         context_va: 0xFFFF_C08B_DE9D_FA40,
+                        name_pad_tail: Vec::new(),
                         buffers: vec![BlobBufferSpec::Empty; 32],
                     },
                 ],
@@ -468,6 +597,249 @@ impl TriageSpec {
     }
 }
 
+impl TriageSpec {
+    /// `standard` with the window globals placed per `order` (4 CPUs).
+    pub fn with_globals(mut self, order: GlobalsOrder) -> Self {
+        self.globals = order;
+        self
+    }
+
+    /// x64 `standard` with each window's End global 8 bytes *below* its Base global (the
+    /// ARM64 kernel's order on an x64 dump).
+    pub fn globals_end_below_base() -> Self {
+        let mut s = Self::standard().with_globals(GlobalsOrder::EndBelowBase);
+        s.name = "globals_end_below_base".into();
+        s.cpus = 4;
+        s.seed ^= 0x7;
+        s
+    }
+
+    /// x64 `standard` with non-adjacent globals (End 0x1A8 below / 0x2E0 above Base).
+    pub fn globals_spaced() -> Self {
+        let mut s = Self::standard().with_globals(GlobalsOrder::Spaced {
+            etw_delta: -0x1A8,
+            errlog_delta: 0x2E0,
+        });
+        s.name = "globals_spaced".into();
+        s.cpus = 4;
+        s.seed ^= 0x8;
+        s
+    }
+
+    /// x64 `single_names` whose WiFiSession buffer holds TRACE_MESSAGE records with every
+    /// OptionFlags combination ([`crate::all_message_flag_combinations`], each twice) and an
+    /// EVENT_HEADER record after every 16 messages.
+    pub fn messages_all_flags() -> Self {
+        let mut s = Self::single_names();
+        s.name = "messages_all_flags".into();
+        s.cpus = 4;
+        s.crash_cpu = 1;
+        s.seed ^= 0x9;
+        let blob = s.etw_blob.as_mut().expect("blob");
+        let flags = crate::etw::message::all_message_flag_combinations();
+        blob.sessions[2].buffers[0] = BlobBufferSpec::Messages {
+            records: 2 * flags.len(),
+            processor: 3,
+            flags,
+            event_every: 16,
+        };
+        s
+    }
+
+    /// Mirrors the real ARM64 triage dump `triage_arm64.dmp` (Windows 11 22000, measured):
+    /// 8 CPUs, bug check 0x1C8 (0x1B58, nt+0xC20860, 0, 0), 1516 MHz, EtwPerfFreq 19.2 MHz;
+    /// logger 2's 0x1000-byte buffer at 0xFFFFBB8EB5AAE000 with 62 PERFINFO records (DPC,
+    /// ISR, timer DPC; valid 0x8B8 < 0x2000, so the window starts at the base), its End global
+    /// 8 bytes *below* its Base global (nt+0xC36AC8 / nt+0xC36AD0), no error-log window; the
+    /// ETW blob (2 × Length names, as measured: part lengths 0x3C / 0xAC / 0x2C / 0x24 for
+    /// Lengths 30 / 86 / 22 / 18) with sessions 11 EventLog-System (FILETIME, 2 buffers of
+    /// events), 19 RdpIdd (QPC, 16 empty), 35 WiFiSession (QPC, 4 buffers of messages with
+    /// flags 0xAA between events, ProcessorIndex 6 / 3 / 2 / 4, then 6 empty), 40 CldFltLog
+    /// (FILETIME, one message, then an empty buffer).
+    pub fn arm64() -> Self {
+        let kb = 0xFFFF_F803_F2E0_0000;
+        let reference = 0x01D7_A911_A1C6_8D08;
+        let qpc_ref = 0x2C1_124E;
+        let session =
+            |logger_id: u16, name: &str, mode: u32, clock: u32, size: u32| BlobSessionSpec {
+                logger_id,
+                name: name.into(),
+                logger_mode: mode,
+                clock_type: clock,
+                buffer_size: size,
+                start_time: 0,
+                reference_system_time: reference,
+                reference_perf_clock: if clock == 1 { qpc_ref } else { reference },
+                first_buffer_va: 0,
+                context_va: 0,
+                name_pad_tail: Vec::new(),
+                buffers: Vec::new(),
+            };
+        let msgs = |records: usize, processor: u16, event_every: usize| BlobBufferSpec::Messages {
+            records,
+            processor,
+            flags: vec![0xAA],
+            event_every,
+        };
+        let mut evl = session(11, "EventLog-System", EVENTLOG_SYSTEM_MODE, 2, 0x10000);
+        evl.start_time = 0x01D7_A911_A1E5_48E7;
+        evl.first_buffer_va = 0xFFFF_BB8E_B1A9_8000;
+        evl.context_va = 0xFFFF_BB8E_B1A3_1A40;
+        evl.buffers = vec![
+            BlobBufferSpec::Events {
+                records: 21,
+                processor: 0,
+            },
+            BlobBufferSpec::Events {
+                records: 2,
+                processor: 0,
+            },
+        ];
+        let mut rdp = session(
+            19,
+            "Microsoft-Windows-Rdp-Graphics-RdpIdd-Trace",
+            QPC_SESSION_MODE,
+            1,
+            0x10000,
+        );
+        rdp.start_time = 0x01D7_A911_A1EB_78F7;
+        rdp.first_buffer_va = 0xFFFF_BB8E_B3C2_0000;
+        rdp.context_va = 0xFFFF_BB8E_B1A3_4680;
+        rdp.buffers = vec![BlobBufferSpec::Empty; 16];
+        rdp.name_pad_tail = vec![
+            0xDA, 0x1C, 0x53, 0xB9, 0xD6, 0x9F, 0x71, 0xBF, 0xD9, 0, 0, 0,
+        ];
+        let mut wifi = session(35, "WiFiSession", QPC_SESSION_MODE, 1, 0x14000);
+        wifi.start_time = 0x01D7_A911_A1ED_BDB9;
+        wifi.first_buffer_va = 0xFFFF_BB8E_B4E0_0000;
+        wifi.context_va = 0xFFFF_BB8E_B1A3_FA40;
+        wifi.buffers = vec![
+            msgs(120, 6, 6),
+            msgs(90, 3, 5),
+            msgs(100, 2, 4),
+            msgs(40, 4, 3),
+        ];
+        wifi.buffers.extend(vec![BlobBufferSpec::Empty; 6]);
+        let mut cld = session(40, "CldFltLog", 0x9080_0002, 2, 0x1000);
+        cld.start_time = 0x01D7_A911_AA01_AC69;
+        cld.reference_system_time = 0x01D7_A911_AA01_AC9D;
+        cld.reference_perf_clock = 0x01D7_A911_AA01_AC9D;
+        cld.first_buffer_va = 0xFFFF_BB8E_B5F0_0000;
+        cld.context_va = 0xFFFF_BB8E_B1A4_2A40;
+        cld.buffers = vec![msgs(1, 0, 0), BlobBufferSpec::Empty];
+        TriageSpec {
+            name: "arm64".into(),
+            arch: TriageArch::Arm64,
+            globals: GlobalsOrder::EndBelowBase,
+            build: 22000,
+            // Choice: the dump does not say its revision.
+            qfe: 194,
+            pdb_guid: "A64A6400-2200-4000-8000-0000000A64A6".into(),
+            pdb_age: 1,
+            cpus: 8,
+            crash_cpu: 0,
+            kernel_base: kb,
+            bugcheck_code: 0x1C8,
+            bugcheck_params: [0x1B58, kb + 0xC2_0860, 0, 0],
+            system_time: 0x01D7_A913_7C0D_BDD7,
+            system_up_time: 0x1_DADF_9678,
+            boot_time: 0x01D7_A911_A0C2_DC8C,
+            mhz: 1516,
+            perf_freq: 19_200_000,
+            max_increment: 156_250,
+            start_cycles: 240_108_998_870,
+            current_buffer: Some(CurrentBufferSpec {
+                va: 0xFFFF_BB8E_B5AA_E000,
+                buffer_size: 0x1000,
+                records: 62,
+                sequence_number: 14232,
+                last_record_before_start_cycles: 252,
+                valid_override: None,
+                save_base: true,
+                save_end: true,
+                mix: PerfMix::Arm64,
+            }),
+            errlog: None,
+            etw_blob: Some(EtwBlobSpec {
+                name_convention: NameConvention::Doubled,
+                sessions: vec![evl, rdp, wifi, cld],
+            }),
+            other_blobs: true,
+            faults: Vec::new(),
+            seed: 0xAA64_0000_0002_2000,
+        }
+    }
+
+    /// `arm64` with the ×1 name convention (the later Win11 build of triage-etw.md §1.3 K3b).
+    pub fn arm64_names_x1() -> Self {
+        let mut s = Self::arm64();
+        s.name = "arm64_names_x1".into();
+        s.seed ^= 0x1;
+        s.etw_blob.as_mut().expect("blob").name_convention = NameConvention::Single;
+        s
+    }
+
+    /// `arm64` plus an error-log window (a standalone EventLog-System-like buffer, logger 11)
+    /// with the globals placed per `order`.
+    pub fn arm64_with_errlog(name: &str, order: GlobalsOrder) -> Self {
+        let mut s = Self::arm64().with_globals(order);
+        s.name = name.into();
+        s.seed ^= (0x10 + order.delta("etw")) as u64;
+        s.errlog = Some(ErrlogSpec {
+            source: ErrlogSource::Standalone {
+                va: 0xFFFF_BB8E_B200_0000,
+                logger_id: 11,
+                buffer_size: 0x10000,
+                records: 50,
+                valid_override: None,
+            },
+            save_base: true,
+            save_end: true,
+        });
+        s
+    }
+
+    /// `arm64` whose WiFiSession buffers hold every OptionFlags combination.
+    pub fn arm64_messages_all_flags() -> Self {
+        let mut s = Self::arm64();
+        s.name = "arm64_messages_all_flags".into();
+        s.seed ^= 0x20;
+        let flags = crate::etw::message::all_message_flag_combinations();
+        let wifi = &mut s.etw_blob.as_mut().expect("blob").sessions[2];
+        wifi.buffers[0] = BlobBufferSpec::Messages {
+            records: flags.len(),
+            processor: 6,
+            flags: flags.clone(),
+            event_every: 0,
+        };
+        wifi.buffers[1] = BlobBufferSpec::Messages {
+            records: flags.len(),
+            processor: 3,
+            flags: flags.into_iter().rev().collect(),
+            event_every: 7,
+        };
+        s
+    }
+
+    /// The ARM64 scenarios.
+    pub fn arm64_scenarios() -> Vec<TriageSpec> {
+        vec![
+            Self::arm64(),
+            Self::arm64_names_x1(),
+            Self::arm64_with_errlog("arm64_errlog_end_below_base", GlobalsOrder::EndBelowBase),
+            Self::arm64_with_errlog("arm64_errlog_rising", GlobalsOrder::Rising),
+            Self::arm64_with_errlog(
+                "arm64_errlog_spaced",
+                GlobalsOrder::Spaced {
+                    etw_delta: 0x120,
+                    errlog_delta: -0x3F8,
+                },
+            ),
+            Self::arm64_messages_all_flags(),
+        ]
+    }
+}
+
 /// Every scenario, `standard` first.
 pub fn triage_scenarios() -> Vec<TriageSpec> {
     vec![
@@ -482,7 +854,13 @@ pub fn triage_scenarios() -> Vec<TriageSpec> {
         TriageSpec::bad_truncated(),
         TriageSpec::bad_blob_size(),
         TriageSpec::bad_session_name(),
+        TriageSpec::globals_end_below_base(),
+        TriageSpec::globals_spaced(),
+        TriageSpec::messages_all_flags(),
     ]
+    .into_iter()
+    .chain(TriageSpec::arm64_scenarios())
+    .collect()
 }
 
 /// A forged triage dump.
@@ -512,6 +890,9 @@ pub fn forge_triage(spec: &TriageSpec) -> ForgedTriage {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpectedTriage {
     pub scenario: String,
+    pub arch: TriageArch,
+    /// The spec's placement of the window globals (the windows say where each one is).
+    pub globals_order: GlobalsOrder,
     pub file_len: u64,
     /// DUMP_HEADER64 MinorVersion.
     pub build: u32,
@@ -522,6 +903,8 @@ pub struct ExpectedTriage {
     pub system_time: u64,
     pub system_up_time: u64,
     pub directory_table_base: u64,
+    /// ARM64 only: the ARM64_NT_CONTEXT at ContextOffset (0x348).
+    pub arm64_context: Option<ExpectedArm64Context>,
     /// KDBG+0x18 = driver-list entry 0 DllBase.
     pub kern_base: u64,
     /// Header KdDebuggerDataBlock (= KernBase + ISF RVA).
@@ -558,6 +941,27 @@ pub struct ExpectedTriage {
     pub duplicates: Vec<ExpectedDuplicate>,
     /// Record counts by source.
     pub record_counts: BTreeMap<String, usize>,
+}
+
+/// The ARM64 CONTEXT (winnt.h ARM64_NT_CONTEXT, 0x390 bytes) at file 0x348.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectedArm64Context {
+    pub file_offset: u64,
+    pub size: u32,
+    pub context_flags: u32,
+    pub cpsr: u32,
+    /// X0..X28.
+    pub x: Vec<u64>,
+    pub fp: u64,
+    pub lr: u64,
+    pub sp: u64,
+    pub pc: u64,
+    pub fpcr: u32,
+    pub fpsr: u32,
+    /// The header's EXCEPTION_RECORD64.ExceptionAddress (= pc).
+    pub exception_address: u64,
+    /// DUMP_HEADER64 BootId (+0x1054).
+    pub boot_id: u32,
 }
 
 /// TRIAGE_DUMP header fields (crash-dump-format.md §1.3).
@@ -663,6 +1067,16 @@ pub struct ExpectedWindow {
     pub block_index: usize,
     pub base_block_index: usize,
     pub end_block_index: usize,
+    /// VAs of the Ki*BufferBase / Ki*BufferOffset globals (= those blocks' VAs).
+    pub base_global_va: u64,
+    pub end_global_va: u64,
+    /// end_global_va - base_global_va: 8 ("rising"), -8 ("end_below_base"), else "spaced".
+    pub end_global_delta: i64,
+    /// "rising", "end_below_base" or "spaced" (from the two VAs).
+    pub globals_order: String,
+    /// The CPU whose buffer this is: "etw" the crash CPU (KiSaveCurrentEtwTraceBuffer
+    /// takes KeGetCurrentPrcb()->Number); "errlog" None.
+    pub cpu: Option<u32>,
     pub starts_at_base: bool,
     /// Present when the window starts at the base and holds at least 0x48 bytes.
     pub header: Option<ExpectedBufferHeader>,
@@ -680,6 +1094,8 @@ pub struct ExpectedWindow {
     /// window size when it starts mid-buffer and holds no whole record.
     pub partial_bytes: u64,
     pub record_count: usize,
+    /// Indexes in `ExpectedTriage::records` of the window's whole records, in order.
+    pub record_indexes: Vec<usize>,
     /// `Some` when the window's bytes equal the tail `[valid-size, valid)` of a blob buffer.
     pub duplicate_of: Option<ExpectedBufferRef>,
 }
@@ -702,6 +1118,9 @@ pub struct ExpectedOrphan {
     /// Whether the Base / End pointer blocks exist and lie inside the file.
     pub base_readable: bool,
     pub end_readable: bool,
+    /// Where the globals are in the kernel (whether or not their blocks were saved).
+    pub base_global_va: u64,
+    pub end_global_va: u64,
 }
 
 /// The DumpBlob region after SizeOfDump (crash-dump-format.md §1.3).
@@ -804,7 +1223,8 @@ pub struct ExpectedRecord {
     pub file_offset: u64,
     /// Offset from the buffer start (its base, not the window start).
     pub buffer_offset: u64,
-    /// "perfinfo64" or "event_header".
+    /// "perfinfo64", "event_header" (0xC013), "event_header32" (0xC012: the same 0x50-byte
+    /// header, as in the real ARM64 dump's WiFiSession) or "message".
     pub header_type: String,
     pub marker: u32,
     /// The record's Size field.
@@ -846,6 +1266,10 @@ pub struct ExpectedRecord {
     pub event_property: Option<u16>,
     /// Extended-data item types in order (2 = SID, 12 = provider traits).
     pub ext_types: Vec<u16>,
+    /// TRACE_MESSAGE records (`header_type` "message"): every field its OptionFlags select.
+    /// For a message `timestamp` is the TIMESTAMP field (0 without it), `tid` / `pid` the
+    /// SYSTEMINFO fields (None without it).
+    pub message: Option<crate::etw::message::ExpectedMessage>,
     /// errlog_tail: index of the identical secondary_data record.
     pub duplicate_of: Option<usize>,
 }
