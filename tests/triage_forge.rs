@@ -2,8 +2,12 @@
 //! separate author): every scenario (the real dump's shape, ×1 names, a blob without sessions,
 //! missing pointer globals, windows shorter than a header, a logger-2 window cut at 0x2000,
 //! descriptors past EOF, overlapping blocks, a truncated file, a blob whose DataSize lies, a
-//! name length that overruns) read by `etw::triage` and `report::events`, compared with the
-//! forge's expectations: windows, blob sessions and buffers, and every record.
+//! name length that overruns; the pointer globals in each order — rising, end below base,
+//! spaced — on x64 and ARM64; message records of every option-flag combination) read by
+//! `etw::triage` and `report::events`, compared with the forge's expectations: windows (and
+//! where their base and end pointers were read), blob sessions and buffers, and every record
+//! with every header field; and read again without symbols, where the windows are found by what
+//! the data blocks hold.
 
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::triage;
@@ -14,6 +18,8 @@ use etwdump_forge::{forge_triage, triage_scenarios};
 fn forged_triage_scenarios() {
     let dir = tempfile::tempdir().unwrap();
     let mut scenarios = 0;
+    let (mut messages, mut flag_sets) = (0, std::collections::BTreeSet::new());
+    let mut orders = std::collections::BTreeSet::new();
     for spec in triage_scenarios() {
         let f = forge_triage(&spec);
         let e = &f.expected;
@@ -78,6 +84,53 @@ fn forged_triage_scenarios() {
                 assert_eq!(gh.sequence_number, wh.sequence_number, "{t}");
                 assert_eq!(gh.current_offset, u64::from(wh.current_offset), "{t}");
             }
+            // Where the two pointers were read, and how the globals lie.
+            assert_eq!(g.evidence.found_by, "symbols", "{t}");
+            assert_eq!(
+                (g.evidence.base_global.get(), g.evidence.end_global.get()),
+                (w.base_global_va, w.end_global_va),
+                "{t}"
+            );
+            assert_eq!(order_name(g.evidence.global_order), w.globals_order, "{t}");
+        }
+        // Without symbols: the same windows, found by what the data blocks hold.
+        let bare = KernelContext::without_symbols(&d);
+        let r0 = triage::read(&bare);
+        let found: Vec<_> = r0
+            .windows
+            .iter()
+            .map(|g| {
+                (
+                    g.kind.source(),
+                    g.base.get(),
+                    g.end.get(),
+                    g.evidence.base_global.get(),
+                    g.evidence.end_global.get(),
+                    g.evidence.found_by,
+                )
+            })
+            .collect();
+        let want: Vec<_> = e
+            .windows
+            .iter()
+            .filter(|w| w.size > 0 && patterned(&sc))
+            .map(|w| {
+                (
+                    if w.which == "etw" {
+                        "current_buffer"
+                    } else {
+                        "errlog_tail"
+                    },
+                    w.base,
+                    w.end,
+                    w.base_global_va,
+                    w.end_global_va,
+                    "block pattern",
+                )
+            })
+            .collect();
+        if patterned(&sc) {
+            assert_eq!(found, want, "{sc}: without symbols: {:?}", r0.warnings);
         }
         // The ETW blob.
         match (&r.blob, &e.etw_blob) {
@@ -160,12 +213,34 @@ fn forged_triage_scenarios() {
             assert_eq!(g.offset as u64, w.buffer_offset, "{t}");
             assert!(g.header_type.starts_with(&w.header_type), "{t}");
             assert_eq!(g.size, usize::from(w.size), "{t}");
-            assert_eq!(g.timestamp, Some(w.timestamp), "{t}");
-            assert_eq!((g.pid, g.tid), (w.pid, w.tid), "{t}");
+            match &w.message {
+                // A message: every field its option flags carry, none it does not.
+                Some(m) => {
+                    assert_eq!(g.header_type, "message", "{t}");
+                    assert_eq!(g.timestamp, m.timestamp, "{t}");
+                    assert_eq!((g.pid, g.tid), (m.pid, m.tid), "{t}");
+                    assert_eq!(g.provider, m.guid, "{t}");
+                    assert_eq!(g.event_id, Some(m.message_number), "{t}");
+                    assert_eq!(g.message_flags, Some(format!("{:#06x}", m.flags)), "{t}");
+                    assert_eq!(
+                        (g.sequence, g.component_id),
+                        (m.sequence, m.component_id),
+                        "{t}"
+                    );
+                    messages += 1;
+                    flag_sets.insert(m.flags);
+                }
+                None => {
+                    assert_eq!(g.timestamp, Some(w.timestamp), "{t}");
+                    assert_eq!((g.pid, g.tid), (w.pid, w.tid), "{t}");
+                }
+            }
             assert_eq!(g.cpu, w.cpu.map(u64::from), "{t}");
             assert_eq!(g.hook, w.hook_id.map(|h| format!("{h:#06x}")), "{t}");
-            assert_eq!(g.provider, w.provider, "{t}");
-            assert_eq!(g.event_id, w.event_id, "{t}");
+            if w.message.is_none() {
+                assert_eq!(g.provider, w.provider, "{t}");
+                assert_eq!(g.event_id, w.event_id, "{t}");
+            }
             assert_eq!(g.routine, w.routine.map(|r| format!("{r:#x}")), "{t}");
             match (&w.routine_symbol, &w.routine_module) {
                 (Some(s), _) => assert_eq!(g.routine_symbol, Some(format!("nt!{s}")), "{t}"),
@@ -178,6 +253,9 @@ fn forged_triage_scenarios() {
             }
             // Clocks: FILETIME records as is; logger 2's cycles anchored at the crash.
             match w.clock.as_deref() {
+                Some("filetime") if w.message.as_ref().is_some_and(|m| m.timestamp.is_none()) => {
+                    assert_eq!(g.filetime, None, "{t}: no timestamp, no time")
+                }
                 Some("filetime") => assert_eq!(g.filetime, Some(w.timestamp), "{t}"),
                 Some("cycles") => {
                     let before = w.cycles_before_crash.unwrap();
@@ -187,7 +265,43 @@ fn forged_triage_scenarios() {
                 _ => {}
             }
         }
+        for w in &e.windows {
+            orders.insert((format!("{:?}", e.arch), w.globals_order.clone()));
+        }
         scenarios += 1;
     }
-    assert_eq!(scenarios, 11);
+    assert_eq!(scenarios, 20);
+    // Every option-flag combination the forge writes (64 field subsets x 3 pointer sizes),
+    // every globals order on both architectures.
+    assert_eq!(flag_sets.len(), 192, "{messages} messages");
+    for arch in ["X64", "Arm64"] {
+        for o in ["rising", "end_below_base", "spaced"] {
+            assert!(
+                orders.contains(&(arch.to_string(), o.to_string())),
+                "{arch} {o}: {orders:?}"
+            );
+        }
+    }
+}
+
+fn order_name(o: triage::GlobalOrder) -> &'static str {
+    match o {
+        triage::GlobalOrder::EndAfterBase => "rising",
+        triage::GlobalOrder::EndBeforeBase => "end_below_base",
+        triage::GlobalOrder::Apart => "spaced",
+    }
+}
+
+/// Scenarios whose data-block table keeps every window's three blocks readable and in the
+/// kernel's call order, so that the symbol-less search must find exactly the windows the
+/// symbols give (the damaged ones are checked with symbols only).
+fn patterned(sc: &str) -> bool {
+    !matches!(
+        sc,
+        "missing_globals"
+            | "short_windows"
+            | "bad_blocks_past_eof"
+            | "bad_overlapping_blocks"
+            | "bad_truncated"
+    )
 }
