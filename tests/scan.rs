@@ -178,6 +178,7 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
     let root = common::fixture("x64-19041").parent().unwrap().to_path_buf();
     let scenarios = etwdump_forge::scan_scenarios(&root);
     assert!(scenarios.len() >= 3, "{} scenarios", scenarios.len());
+    let mut unmapped_named = 0;
     for (name, c) in scenarios {
         let f = forge(&c);
         let want = f.scan.as_ref().expect("scan expectations");
@@ -286,6 +287,33 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                 dcy.what,
                 dcy.pa
             );
+        }
+        // A stopped session's context that survives only physically (its page unmapped, its
+        // name's string pool still mapped) is found and named.
+        let physical_only: Vec<_> = want
+            .objects
+            .iter()
+            .filter(|o| o.kind == ScanKind::LoggerContext && o.va.is_none())
+            .filter_map(|o| Some((o.pa, o.context.as_ref()?.name.clone()?)))
+            .collect();
+        assert!(
+            !physical_only.is_empty(),
+            "{name}: no physical-only context planted"
+        );
+        for (pa, want_name) in &physical_only {
+            let c = rep
+                .contexts
+                .iter()
+                .find(|c| c.physical_address.get() == *pa)
+                .unwrap_or_else(|| panic!("{name}: physical-only context {pa:#x} not found"));
+            assert_eq!(
+                c.name.as_deref(),
+                Some(want_name.as_str()),
+                "{name}: {pa:#x}"
+            );
+            // Named from its physical bytes alone where nothing maps it (x86: no 1 GiB page
+            // over low memory in the probe area).
+            unmapped_named += usize::from(c.virtual_address.is_none());
         }
         // Orphaned pending blocks and contexts are found as orphans (or stale copies).
         for o in want.objects.iter().filter(|o| o.class != ScanClass::Live) {
@@ -404,6 +432,10 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
             rep.groups.len()
         );
     }
+    assert!(
+        unmapped_named >= 2,
+        "{unmapped_named} contexts named from physical bytes alone"
+    );
 }
 
 /// A record's raw timestamp, converted FILETIME and time flag.

@@ -717,9 +717,14 @@ fn carve_context(
         buffer_size,
         clock_type: clock,
         name,
-        start_perf_clock: va.and_then(|va| {
-            let s = crate::etw::loggers::Session::bare(logger_id, va, "carved");
-            crate::etw::clock::reference_time(ctx, &s).map(|(_, sp)| sp)
+        // ReferenceTime.StartPerfClock, from the context's own bytes (mapped or not).
+        start_perf_clock: off("ReferenceTime").and_then(|rt| {
+            let sp = ctx
+                .symbols
+                .layout("_ETW_REF_CLOCK")
+                .and_then(|r| r.field("StartPerfClock"))
+                .map_or(8, |f| f.offset as usize);
+            b.u64_at(rt + sp)
         }),
         note: live.rejected.get(&pa).cloned(),
     })

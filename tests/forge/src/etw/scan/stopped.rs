@@ -491,8 +491,15 @@ fn plant_stopped(
         (SEQ_SPACING - 1) / (max_records + 1),
         end,
     );
-    let context_lost = j % 3 == 1;
-    let ctx = stopped_context(b, &s, slot, &plan, timeline, context_lost, out);
+    // Every third stopped session's context is lost (its pool block reused); the one after
+    // survives only physically (its page unmapped from the pool, the frame not yet reused)
+    // while the freed string pool that holds its name is still mapped.
+    let fate = match j % 3 {
+        1 => CtxFate::Lost,
+        2 => CtxFate::PhysicalOnly,
+        _ => CtxFate::Kept,
+    };
+    let ctx = stopped_context(b, &s, slot, &plan, timeline, fate, out);
     let group = out.groups.len() as u32;
     let fates = fates(j);
     let mut seqs = (Vec::new(), Vec::new());
@@ -519,14 +526,27 @@ fn plant_stopped(
             timestamp_window: Some((base, end)),
             utc_window: Some((boot + up0, boot + up1)),
         },
-        context: (!context_lost).then_some(Loc::Va(ctx.va)),
+        context: ctx.loc,
     });
     (clock, base, end)
 }
 
+/// What became of a stopped session's context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CtxFate {
+    /// Freed 'EtwL' pool, still mapped.
+    Kept,
+    /// Its pool block reused by an unrelated allocation.
+    Lost,
+    /// Its bytes survive only in a physical page no longer mapped (the pool VA now holds an
+    /// unrelated allocation); LoggerName.Buffer still points to the mapped, freed 'EtwN' string.
+    PhysicalOnly,
+}
+
 /// A stopped session's context and its buffers' bytes (not yet placed).
 struct StoppedContext {
-    va: u64,
+    /// Where the surviving context is (None: lost).
+    loc: Option<Loc>,
     /// Per buffer: (VA, its pages' bytes, what BufferPlacement reported).
     buffers: Vec<(u64, Vec<Vec<u8>>, ExpectedBuffer)>,
 }
@@ -540,7 +560,7 @@ fn stopped_context(
     slot: u32,
     plan: &[BufferSpec],
     timeline: Timeline,
-    lost: bool,
+    fate: CtxFate,
     out: &mut ScanBuild,
 ) -> StoppedContext {
     let ctx_size = b.lay.size(CTX);
@@ -586,7 +606,34 @@ fn stopped_context(
         },
     };
     b.write_context(s, Some(&sv), ctx, slot, &strings, &sb);
-    if lost {
+    let mut loc = Some(Loc::Va(ctx));
+    if fate == CtxFate::PhysicalOnly {
+        // The context with its POOL_HEADER, copied into an unmapped physical page at the same
+        // page offset; the pool VA then reused by unrelated data.
+        let hdr = b.pool.header_size() as u64;
+        let len = ctx_size + hdr as usize;
+        let in_page = ((ctx - hdr) % PAGE_SIZE) as usize;
+        let at = if in_page + len <= PAGE_SIZE as usize {
+            in_page
+        } else {
+            0
+        };
+        let mut page = vec![0u8; PAGE_SIZE as usize];
+        page[at..at + len].copy_from_slice(b.pool.slice_mut(ctx - hdr, len));
+        let junk = unrelated_page(b.x64, 0x9A6E ^ u64::from(slot));
+        let blk = b.pool.slice_mut(ctx - hdr, len);
+        blk.copy_from_slice(&junk[..len]);
+        out.items.push(PhysItem {
+            va: None,
+            pages: vec![PageFate::Data(page)],
+            contiguous: false,
+        });
+        let item = out.items.len() - 1;
+        let here = Loc::Item(item, at as u64 + hdr);
+        push_stopped_context(s, slot, ctx, false, here, out);
+        loc = Some(here);
+    } else if fate == CtxFate::Lost {
+        loc = None;
         // Reused: an unrelated allocation over the whole block.
         let hdr = b.pool.header_size() as u64;
         let page = unrelated_page(b.x64, 0xC7A5 ^ u64::from(slot));
@@ -602,25 +649,7 @@ fn stopped_context(
         ));
     } else {
         b.pool.mark_freed(ctx);
-        let placed = PlacedContext {
-            slot,
-            logger_id: slot,
-            kind: PlacedKind::Live,
-            ctx,
-            name: Some(s.name.clone()),
-            buffer_size: s.buffer_size,
-            clock_type: Some(s.clock_type),
-            bufs: Vec::new(),
-            details: Vec::new(),
-        };
-        let g = Some(out.groups.len() as u32);
-        out.objects.push(context_object(
-            &placed,
-            ScanClass::Orphaned,
-            g,
-            true,
-            Loc::Va(ctx),
-        ));
+        push_stopped_context(s, slot, ctx, true, Loc::Va(ctx), out);
     }
     let by_va: std::collections::HashMap<u64, Vec<u8>> = pages
         .into_iter()
@@ -640,7 +669,38 @@ fn stopped_context(
             (va, pg, d)
         })
         .collect();
-    StoppedContext { va: ctx, buffers }
+    StoppedContext { loc, buffers }
+}
+
+/// The expectation of a stopped session's surviving context (orphaned, in the group about to
+/// be pushed), at `at`; `pool_freed`: its pool header still marks a freed block.
+fn push_stopped_context(
+    s: &SessionSpec,
+    slot: u32,
+    ctx: u64,
+    pool_freed: bool,
+    at: Loc,
+    out: &mut ScanBuild,
+) {
+    let placed = PlacedContext {
+        slot,
+        logger_id: slot,
+        kind: PlacedKind::Live,
+        ctx,
+        name: Some(s.name.clone()),
+        buffer_size: s.buffer_size,
+        clock_type: Some(s.clock_type),
+        bufs: Vec::new(),
+        details: Vec::new(),
+    };
+    let g = Some(out.groups.len() as u32);
+    out.objects.push(context_object(
+        &placed,
+        ScanClass::Orphaned,
+        g,
+        pool_freed,
+        at,
+    ));
 }
 
 /// One stopped-session buffer's pages with its fate applied, and its expectation (or its
