@@ -1030,8 +1030,12 @@ impl Dedup {
 
     /// Decide every held record: one row per unambiguous group, in UTC order.
     fn flush(&mut self) -> Vec<SwitchRow> {
-        let held = std::mem::take(&mut self.held);
         self.reach = 0;
+        if self.held.len() <= 1 {
+            // The common case: nothing within reach (the held vector keeps its capacity).
+            return self.held.pop().map(|h| h.row).into_iter().collect();
+        }
+        let held = std::mem::take(&mut self.held);
         let n = held.len();
         let mut parent: Vec<usize> = (0..n).collect();
         fn root(p: &mut [usize], mut x: usize) -> usize {
