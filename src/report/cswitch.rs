@@ -20,8 +20,9 @@
 //! * both were recorded by different *recorders* (a logger's buffers, or one pending block):
 //!   a recorder never logs a switch twice, and two switches of one batch may share threads and
 //!   time (a delta of 0);
-//! * the same CPU, the same old thread and the same new thread, both known (the last switch
-//!   of a flushed batch has no new thread: it is never merged);
+//! * the same CPU, known (a buffer of a session without per-CPU buffers may not tell it), the
+//!   same old thread and the same new thread, both known (the last switch of a flushed batch
+//!   has no new thread: it is never merged);
 //! * both have a UTC time (an unconvertible clock is never merged on time) and the times
 //!   differ by at most the sum of the two clocks' resolutions: one raw unit in 100 ns, rounded
 //!   up (QPC: 10^7 / frequency; cycles: 10 / MHz; system time: 100 ns from Windows 10, whose
@@ -1021,6 +1022,7 @@ impl Dedup {
     /// Whether `a` and `b` are the same switch by themselves (module documentation).
     fn matches(a: &Held, b: &Held) -> bool {
         a.recorder != b.recorder
+            && a.row.cpu.is_some()
             && a.row.cpu == b.row.cpu
             && a.row.old_tid == b.row.old_tid
             && a.row.new_tid.is_some()
@@ -1352,6 +1354,107 @@ mod tests {
         let mut b = want.clone();
         b.sort();
         assert_eq!(a, b);
+    }
+
+    /// A record for [`Dedup`]: CPU 0, threads 5 → 6, at `ft` with resolution `res`.
+    fn held(ft: u64, res: u64, rec: Recorder, kind: Kind) -> Held {
+        let mut row = SwitchRow {
+            cpu: Some(0),
+            old_tid: 5,
+            new_tid: Some(6),
+            filetime: Some(ft),
+            source: kind.name(),
+            ..SwitchRow::default()
+        };
+        row.sources = vec![SwitchSource {
+            source: kind.name(),
+            raw_timestamp: ft,
+            ..SwitchSource::default()
+        }];
+        Held {
+            row,
+            ft,
+            res,
+            recorder: rec,
+            rank: kind,
+        }
+    }
+
+    fn run_dedup(records: Vec<Held>) -> (Vec<SwitchRow>, Dedup) {
+        let max_res = records.iter().map(|h| h.res).max().unwrap_or(0);
+        let mut d = Dedup::new(max_res);
+        let mut out = Vec::new();
+        for h in records {
+            out.extend(d.push(h));
+        }
+        out.extend(d.flush());
+        (out, d)
+    }
+
+    #[test]
+    fn dedup_merges_only_on_evidence() {
+        let (a, b, p) = (Recorder::Logger(0), Recorder::Logger(2), Recorder::Group(7));
+        // Within the sum of the resolutions (1 + 3): one row, the event's fields, both sources
+        // in time order.
+        let (rows, d) = run_dedup(vec![
+            held(100, 3, p, Kind::Pending),
+            held(104, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].source, "event");
+        assert_eq!(rows[0].filetime, Some(104));
+        let srcs: Vec<&str> = rows[0].sources.iter().map(|s| s.source).collect();
+        assert_eq!(srcs, ["pending", "event"]);
+        assert_eq!(rows[0].source_label(), "pending+event");
+        assert_eq!(d.merged, 1);
+        // One unit further apart: two rows.
+        let (rows, _) = run_dedup(vec![
+            held(100, 3, p, Kind::Pending),
+            held(105, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 2);
+        // One recorder never records a switch twice (a batch's delta of 0).
+        let (rows, _) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(100, 1, a, Kind::Batch),
+        ]);
+        assert_eq!(rows.len(), 2);
+        // Ambiguous: an event matching two switches of one batch: nothing merged, counted.
+        let (rows, d) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(100, 1, a, Kind::Batch),
+            held(101, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 3);
+        assert_eq!((d.merged, d.ambiguous), (0, 3));
+        assert_eq!(d.warnings().len(), 1);
+        // Three recorders, every two matching: one row with three sources.
+        let (rows, _) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(100, 1, p, Kind::Pending),
+            held(101, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].sources.len(), 3);
+        // Unknown new thread or CPU: never merged.
+        let mut x = held(100, 1, a, Kind::Batch);
+        x.row.new_tid = None;
+        let (rows, _) = run_dedup(vec![x, held(100, 1, b, Kind::Event)]);
+        assert_eq!(rows.len(), 2);
+        let mut x = held(100, 1, a, Kind::Event);
+        let mut y = held(100, 1, b, Kind::Event);
+        (x.row.cpu, y.row.cpu) = (None, None);
+        let (rows, _) = run_dedup(vec![x, y]);
+        assert_eq!(rows.len(), 2);
+        // Output in time order, whatever was merged.
+        let (rows, _) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(101, 1, p, Kind::Pending),
+            held(102, 1, b, Kind::Event),
+            held(200, 1, a, Kind::Batch),
+        ]);
+        let times: Vec<u64> = rows.iter().filter_map(|r| r.filetime).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     }
 
     #[test]
