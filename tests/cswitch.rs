@@ -152,6 +152,8 @@ struct Tally {
     lookalikes: usize,
     /// Pending switches among each CPU's last 5 in `overview`.
     overview_pending: usize,
+    /// The untimed records of the untimed pairs, by source and clock.
+    untimed_by: BTreeMap<String, usize>,
 }
 
 /// The rule over the truth: groups of switch indices that must be one row.
@@ -230,6 +232,12 @@ fn expected_groups(
         t.pairs += 1;
         if timed[a].is_none() || timed[b].is_none() {
             t.untimed += 1;
+            for i in [a, b].into_iter().filter(|&i| timed[i].is_none()) {
+                let e = &sw[i];
+                *t.untimed_by
+                    .entry(format!("{} clock {}", e.source, e.clock_type))
+                    .or_default() += 1;
+            }
         } else if res[a].is_none() || res[b].is_none() {
             t.coarse += 1;
         } else if ambiguous.contains(&a) || ambiguous.contains(&b) {
@@ -428,7 +436,11 @@ fn one_row_per_switch_on_duplicate_switch_dumps() {
         all.merged += t.merged;
         all.lookalikes += t.lookalikes;
         all.overview_pending += t.overview_pending;
+        for (k, v) in &t.untimed_by {
+            *all.untimed_by.entry(k.clone()).or_default() += v;
+        }
     }
+    println!("untimed records of the untimed pairs: {:?}", all.untimed_by);
     // The forge placed duplicates and the reader merged most of them.
     assert!(all.merged > 100, "{all:?}");
     assert!(all.merged * 2 > all.pairs, "{all:?}");
