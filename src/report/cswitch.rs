@@ -98,10 +98,9 @@ pub struct SwitchSource {
     /// "event", "batch" or "pending".
     pub source: &'static str,
     pub logger_id: Option<u64>,
-    /// The record's raw clock value.
+    /// The record's raw clock value (its UTC time is the row's within the clocks'
+    /// resolutions).
     pub raw_timestamp: u64,
-    /// ISO-8601 UTC; null when the clock cannot be converted.
-    pub time: Option<String>,
     /// The clock type (0 raw, 1 QPC, 2 system time, 3 CPU cycles) when known.
     pub clock: Option<u64>,
     /// The buffer's virtual address (events and batches; null for a unit without one, e.g. a
@@ -535,8 +534,10 @@ fn plan<'c, 'd>(
             continue;
         };
         let rows = buffer_switches(&data, u.first_record, u.valid, mwr);
+        // The smallest key (a time that cannot be converted keys after every timed one, so
+        // the smallest raw value need not have it).
         let (Some(first), Some(last)) = (
-            rows.iter().map(|r| r.ts).min(),
+            rows.iter().map(|r| key_of(&groups[g].conv, g, r.ts)).min(),
             rows.iter().map(|r| r.ts).max(),
         ) else {
             continue;
@@ -545,8 +546,7 @@ fn plan<'c, 'd>(
             cpu,
             group: g,
             source: Source::Unit(i),
-            // Conversions are monotonic: the smallest raw value has the smallest key.
-            first_key: key_of(&groups[g].conv, g, first),
+            first_key: first,
             last_ts: last,
         });
     }
@@ -592,12 +592,10 @@ impl Plan<'_, '_> {
             Kind::Pending => (None, group.clock, group.found_by),
             _ => (group.logger_id, None, None),
         };
-        let time = filetime.map(filetime_to_iso8601);
         let mut source = SwitchSource {
             source: r.kind.name(),
             logger_id,
             raw_timestamp: r.ts,
-            time: time.clone(),
             clock: group.clock_type,
             ..SwitchSource::default()
         };
@@ -617,7 +615,7 @@ impl Plan<'_, '_> {
         SwitchRow {
             cpu,
             timestamp: r.ts,
-            time,
+            time: filetime.map(filetime_to_iso8601),
             filetime,
             time_flag,
             old_tid: r.old_tid,
@@ -747,6 +745,7 @@ pub fn stream_with<'c, 'd>(
             emit: &mut *emit,
             result: Ok(()),
             dedup: dedup.as_mut(),
+            ready: Vec::new(),
         };
         let out_of_order = merge(&firsts, &mut sink, MAX_OPEN_ROWS);
         sink.flush();
@@ -871,30 +870,40 @@ struct Emitting<'a, 'c, 'd> {
     result: std::io::Result<()>,
     /// None: one row per record (`--per-record`).
     dedup: Option<&'a mut Dedup>,
+    /// Rows the merge decided, to give.
+    ready: Vec<SwitchRow>,
 }
 
 impl Emitting<'_, '_, '_> {
-    fn deliver(&mut self, rows: Vec<SwitchRow>) {
-        for row in rows {
-            if self.result.is_err() {
-                return;
-            }
-            self.result = keep_row(
-                &row,
-                self.from,
-                self.untimed,
-                self.flagged,
-                self.dropped_all,
-                self.emit,
-            );
+    fn deliver(&mut self, row: &SwitchRow) {
+        if self.result.is_err() {
+            return;
         }
+        self.result = keep_row(
+            row,
+            self.from,
+            self.untimed,
+            self.flagged,
+            self.dropped_all,
+            self.emit,
+        );
+    }
+
+    /// Give the rows the merge decided (`ready` keeps its capacity).
+    fn deliver_ready(&mut self) {
+        let mut ready = std::mem::take(&mut self.ready);
+        for row in &ready {
+            self.deliver(row);
+        }
+        ready.clear();
+        self.ready = ready;
     }
 
     /// The end of a CPU: give the rows still held.
     fn flush(&mut self) {
         if let Some(d) = self.dedup.as_deref_mut() {
-            let rows = d.flush();
-            self.deliver(rows);
+            d.flush(&mut self.ready);
+            self.deliver_ready();
         }
     }
 }
@@ -915,30 +924,33 @@ impl MergeSource for Emitting<'_, '_, '_> {
             (_, Some(id)) => Recorder::Logger(id),
         };
         let res = g.resolution;
-        let rows = match self.dedup.as_deref_mut() {
-            None => vec![row],
-            Some(d) => match (row.filetime, res) {
-                (Some(ft), Some(res)) => d.push(Held {
+        let Some(d) = self.dedup.as_deref_mut() else {
+            self.deliver(&row);
+            return;
+        };
+        match (row.filetime, res) {
+            (Some(ft), Some(res)) => d.push(
+                Held {
                     row,
                     ft,
                     res,
                     recorder,
                     rank: r.kind,
-                }),
-                // No UTC time: never merged on time (the timed rows all came before); a time
-                // too coarse to tell switches apart: never merged, given in its place.
-                (ft, _) => {
-                    match ft {
-                        None => d.untimed += 1,
-                        Some(_) => d.coarse += 1,
-                    }
-                    let mut v = d.flush();
-                    v.push(row);
-                    v
+                },
+                &mut self.ready,
+            ),
+            // No UTC time: never merged on time (the timed rows all came before); a time too
+            // coarse to tell switches apart: never merged, given in its place.
+            (ft, _) => {
+                match ft {
+                    None => d.untimed += 1,
+                    Some(_) => d.coarse += 1,
                 }
-            },
-        };
-        self.deliver(rows);
+                d.flush(&mut self.ready);
+                self.ready.push(row);
+            }
+        }
+        self.deliver_ready();
     }
 }
 
@@ -1002,21 +1014,19 @@ impl Dedup {
         }
     }
 
-    /// Take record `h` (in UTC order); returns the rows decided.
-    fn push(&mut self, h: Held) -> Vec<SwitchRow> {
+    /// Take record `h` (in UTC order); the rows it lets the merge decide go to `out`.
+    fn push(&mut self, h: Held, out: &mut Vec<SwitchRow>) {
         self.candidates += 1;
-        let mut out = Vec::new();
         if !self.held.is_empty() && (h.ft > self.reach || self.held.len() >= MAX_HELD) {
             if h.ft <= self.reach {
                 self.cut += 1;
             }
-            out = self.flush();
+            self.flush(out);
         }
         self.reach = self
             .reach
             .max(h.ft.saturating_add(h.res).saturating_add(self.max_res));
         self.held.push(h);
-        out
     }
 
     /// Whether `a` and `b` are the same switch by themselves (module documentation).
@@ -1030,12 +1040,13 @@ impl Dedup {
             && a.ft.abs_diff(b.ft) <= a.res.saturating_add(b.res)
     }
 
-    /// Decide every held record: one row per unambiguous group, in UTC order.
-    fn flush(&mut self) -> Vec<SwitchRow> {
+    /// Decide every held record: one row per unambiguous group, in UTC order, to `out`.
+    fn flush(&mut self, out: &mut Vec<SwitchRow>) {
         self.reach = 0;
         if self.held.len() <= 1 {
             // The common case: nothing within reach (the held vector keeps its capacity).
-            return self.held.pop().map(|h| h.row).into_iter().collect();
+            out.extend(self.held.pop().map(|h| h.row));
+            return;
         }
         let held = std::mem::take(&mut self.held);
         let n = held.len();
@@ -1096,7 +1107,7 @@ impl Dedup {
             rows.push((held[primary].ft, members[0], row));
         }
         rows.sort_by_key(|(ft, i, _)| (*ft, *i));
-        rows.into_iter().map(|(_, _, r)| r).collect()
+        out.extend(rows.into_iter().map(|(_, _, r)| r));
     }
 
     /// What the listing should say about its merging.
@@ -1385,9 +1396,9 @@ mod tests {
         let mut d = Dedup::new(max_res);
         let mut out = Vec::new();
         for h in records {
-            out.extend(d.push(h));
+            d.push(h, &mut out);
         }
-        out.extend(d.flush());
+        d.flush(&mut out);
         (out, d)
     }
 
