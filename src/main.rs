@@ -230,8 +230,10 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
-    /// Context switches per CPU: pending (never flushed) CCSWAP blocks, and 0x0525 batches and
-    /// 0x0524 events in the recovered buffers, with UTC times and process names
+    /// Context switches per CPU in UTC order: pending (never flushed) CCSWAP blocks, and 0x0525
+    /// batches and 0x0524 events in the recovered buffers, with UTC times and process names;
+    /// one row per switch, listing every session's record of it (`--per-record`: one row per
+    /// record)
     Cswitch {
         #[command(flatten)]
         dump: DumpArgs,
@@ -254,6 +256,12 @@ enum Command {
         /// count: Timesketch cannot place a line without a time)
         #[arg(long)]
         keep_untimed: bool,
+        /// One row per record, as before issue 26: a switch traced by two sessions (a CSwitch
+        /// event and a compact batch or pending block) is two rows. By default it is one row
+        /// whose `sources` list every record that saw it (same CPU, same old and new thread,
+        /// UTC times within the clocks' resolutions; README "Context switches")
+        #[arg(long)]
+        per_record: bool,
         #[arg(long, value_enum, default_value = "table")]
         format: RowFormatArg,
     },
@@ -710,6 +718,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             svg,
             carved,
             keep_untimed,
+            per_record,
             format,
         } => {
             let format = report::RowFormat::from(format);
@@ -723,11 +732,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => {
                     // The chart needs every row at once: collect them, draw, then list them.
                     let mut rows = Vec::new();
-                    let w = report::cswitch::stream_from(
+                    let w = report::cswitch::stream_with(
                         &ctx,
                         source(&ctx, carved),
                         cpu,
                         last,
+                        per_record,
                         &mut |r| {
                             rows.push(r.clone());
                             Ok(())
@@ -770,11 +780,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 None => {
                     let mut rw = RowWriter::<_, SwitchRow>::new(&mut out, format, "cswitch")?
                         .keep_untimed(keep_untimed);
-                    let mut w = report::cswitch::stream_from(
+                    let mut w = report::cswitch::stream_with(
                         &ctx,
                         source(&ctx, carved),
                         cpu,
                         last,
+                        per_record,
                         &mut |r| rw.row(r),
                     )?;
                     w.extend(rw.untimed_warning());

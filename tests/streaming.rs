@@ -36,11 +36,12 @@ fn the_cli_streams_what_the_collected_rows_render_to() {
         let cs = etwdump::report::cswitch::collect(&ctx, None);
         let ev = etwdump::report::events::collect(&ctx, None);
         assert!(cs.rows.len() > 50 && ev.rows.len() > 50, "seed {seed}");
-        // Several CPUs, in (cpu, timestamp) order.
-        assert!(cs
-            .rows
-            .windows(2)
-            .all(|w| (w[0].cpu, w[0].timestamp) <= (w[1].cpu, w[1].timestamp)));
+        // Several CPUs, each in UTC order (the rows without a UTC time after the timed ones;
+        // before issue 26 the order was by raw value, whatever the clock).
+        let order = |r: &etwdump::report::cswitch::SwitchRow| {
+            (r.cpu, r.filetime.is_none(), r.filetime.unwrap_or(0))
+        };
+        assert!(cs.rows.windows(2).all(|w| order(&w[0]) <= order(&w[1])));
         let (p, pdb_s) = (path.to_str().unwrap(), pdb.to_str().unwrap());
         for (name, fmt) in FORMATS {
             for (cmd, want, warnings) in [

@@ -47,7 +47,7 @@ impl Row for SwitchRow {
             r.new_thread_wait_time
                 .map(|w| w.to_string())
                 .unwrap_or_default(),
-            r.source
+            r.source_label()
         )
     }
 
@@ -78,7 +78,7 @@ impl Row for SwitchRow {
                 message.push_str(&format!(" ({w})"));
             }
         }
-        message.push_str(&format!(" [{}]", r.source));
+        message.push_str(&format!(" [{}]", r.source_label()));
         Timesketch {
             datetime: r.time.clone(),
             timestamp_desc: "Context switch",

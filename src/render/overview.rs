@@ -45,7 +45,7 @@ pub fn to_table(o: &Overview) -> String {
     } else {
         let _ = writeln!(
             s,
-            "\nContext switches: {} ({}); the last before the dump, per CPU:",
+            "\nContext switches: {} (records: {}); the last before the dump, per CPU:",
             o.switches,
             sources.join(", ")
         );
@@ -71,7 +71,7 @@ pub fn to_table(o: &Overview) -> String {
                 r.old_wait_reason
                     .as_ref()
                     .map_or_else(String::new, |w| format!(" ({w})")),
-                r.source
+                r.source_label()
             );
         }
     }

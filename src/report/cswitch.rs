@@ -3,7 +3,44 @@
 //!
 //! Times: see [`crate::etw::clock`]. Process names: the process list (`kernel::processes`),
 //! "name (pid)"; TID 0 is "Idle"; null when the thread is not in the list.
+//!
+//! **Order.** Per CPU (CPUs ascending), rows come in UTC order: every stream (a pending block,
+//! a buffer) is keyed by its records' converted FILETIMEs, whatever its clock. Records whose
+//! clock cannot be converted follow the CPU's timed rows, one clock group after another (in
+//! the order the groups were made: pending blocks, then sessions), each in raw order: a raw
+//! value of one clock says nothing about the instant of another's. (Before issue 26 the merge
+//! keyed every stream by its raw values, so a CPU's QPC, cycle-counter and FILETIME streams
+//! were concatenated: one backward jump in time per CPU and clock.)
+//!
+//! **One row per switch.** A context switch traced by several sessions (a CSwitch event in
+//! one, a compact batch or a pending block of another; the pending blocks of two clock types)
+//! is one row whose `sources` lists every record that saw it. Records are the same switch
+//! only on evidence ([`Dedup`]):
+//!
+//! * both were recorded by different *recorders* (a logger's buffers, or one pending block):
+//!   a recorder never logs a switch twice, and two switches of one batch may share threads and
+//!   time (a delta of 0);
+//! * the same CPU, known (a buffer of a session without per-CPU buffers may not tell it), the
+//!   same old thread and the same new thread, both known (the last switch of a flushed batch
+//!   has no new thread: it is never merged);
+//! * both have a UTC time (an unconvertible clock is never merged on time) and the times
+//!   differ by at most the sum of the two clocks' resolutions: one raw unit in 100 ns, rounded
+//!   up (QPC: 10^7 / frequency; cycles: 10 / MHz; system time: 100 ns from Windows 10, whose
+//!   ETW uses KeQuerySystemTimePrecise). Before Windows 10 a system-time session's clock
+//!   advances by timer ticks (15.6 ms): two switches of the same threads within a tick cannot
+//!   be told apart, so its records are never merged (a warning counts them);
+//! * the match is unambiguous: the connected set of records linked by the rules above has at
+//!   most one record per recorder and every two of its records match. Otherwise none of them
+//!   is merged and a warning counts them.
+//!
+//! The merged row's fields are those of its richest record (an event, which carries the new
+//! thread's priority and the wait mode; then a batch; then a pending switch), its `sources`
+//! every record in time order. Conversions are exact in the forge; on real memory a
+//! cycle-counter time converted at the nominal speed may be off by more than the resolution,
+//! and such records then stay apart (listed twice, never wrongly merged). `--per-record`
+//! (`stream_with(.., per_record = true)`) gives one row per record, in the same order.
 
+use crate::addr::VirtAddr;
 use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
@@ -49,6 +86,46 @@ pub struct SwitchRow {
     /// Pending blocks: the clock type slot and how the block was found.
     pub clock: Option<u64>,
     pub found_by: Option<FoundBy>,
+    /// Every record that saw this switch (one in `--per-record` mode), in time order: the
+    /// same switch traced by several sessions is one row (module documentation).
+    pub sources: Vec<SwitchSource>,
+}
+
+/// One record of a switch: which session or pending block saw it, when in its own clock, and
+/// where the record is.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct SwitchSource {
+    /// "event", "batch" or "pending".
+    pub source: &'static str,
+    pub logger_id: Option<u64>,
+    /// The record's raw clock value (its UTC time is the row's within the clocks'
+    /// resolutions).
+    pub raw_timestamp: u64,
+    /// The clock type (0 raw, 1 QPC, 2 system time, 3 CPU cycles) when known.
+    pub clock: Option<u64>,
+    /// The buffer's virtual address (events and batches; null for a unit without one, e.g. a
+    /// triage dump's secondary data).
+    pub buffer: Option<VirtAddr>,
+    /// The record's offset in its buffer (events and batches).
+    pub offset: Option<u64>,
+    /// The pending block's address (pending switches).
+    pub block: Option<VirtAddr>,
+    /// The switch's index in its batch or pending block (0-based; null for events).
+    pub index: Option<u32>,
+}
+
+impl SwitchRow {
+    /// The sources for a table: `event`, or `event+pending` for a switch seen twice.
+    pub fn source_label(&self) -> String {
+        if self.sources.len() <= 1 {
+            return self.source.to_string();
+        }
+        self.sources
+            .iter()
+            .map(|s| s.source)
+            .collect::<Vec<_>>()
+            .join("+")
+    }
 }
 
 /// Names of thread states and wait reasons: the symbol file's enums when it has them (they
@@ -80,7 +157,7 @@ fn name_or_number(v: Option<u8>, f: fn(u8) -> Option<&'static str>) -> Option<St
 }
 
 /// Where a switch was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Event,
     Batch,
@@ -97,11 +174,20 @@ impl Kind {
     }
 }
 
+/// The merge order of a record on its CPU: (0, 0, FILETIME) when its clock converts, else
+/// (1, its group, raw value): after the timed rows, group by group.
+type Key = (u8, u64, u64);
+
 /// A switch as decoded, before names and times are attached (small: millions of these may
 /// be held while per-CPU streams are merged).
 #[derive(Clone, Copy, Debug)]
 struct Raw {
+    key: Key,
     ts: u64,
+    /// The record's offset in its unit (events and batches).
+    offset: u32,
+    /// The switch's index in its batch or pending block.
+    index: u32,
     old_tid: u32,
     new_tid: Option<u32>,
     old_priority: Option<i8>,
@@ -113,9 +199,12 @@ struct Raw {
     kind: Kind,
 }
 
-fn compact_raw(s: &CompactSwitch, kind: Kind) -> Raw {
+fn compact_raw(s: &CompactSwitch, kind: Kind, offset: usize, index: usize) -> Raw {
     Raw {
+        key: (0, 0, 0),
         ts: s.time,
+        offset: offset as u32,
+        index: index as u32,
         old_tid: s.old_tid,
         new_tid: s.new_tid,
         old_priority: s.old_priority,
@@ -141,7 +230,10 @@ fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> 
             Some(0x0524) => {
                 if let Some(c) = cswitch::decode(payload, r.version) {
                     out.push(Raw {
+                        key: (0, 0, 0),
                         ts,
+                        offset: r.offset as u32,
+                        index: 0,
                         old_tid: c.old_tid,
                         new_tid: Some(c.new_tid),
                         old_priority: Some(c.old_priority),
@@ -156,7 +248,13 @@ fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> 
             }
             Some(0x0525) => {
                 let batch = ccswap::decode(payload, mwr);
-                out.extend(batch.switches.iter().map(|sw| compact_raw(sw, Kind::Batch)));
+                out.extend(
+                    batch
+                        .switches
+                        .iter()
+                        .enumerate()
+                        .map(|(i, sw)| compact_raw(sw, Kind::Batch, r.offset, i)),
+                );
             }
             _ => {}
         }
@@ -170,10 +268,30 @@ struct Group {
     conv: clock::Converter,
     whose: String,
     logger_id: Option<u64>,
+    /// Pending blocks: the clock type slot.
     clock: Option<u64>,
+    /// The clock type of the group's records (pending: the slot's; sessions: the context's).
+    clock_type: Option<u64>,
     found_by: Option<FoundBy>,
+    /// Pending blocks: the block's address.
+    block: Option<VirtAddr>,
+    /// One raw unit in 100 ns, rounded up (None: the clock cannot be converted).
+    resolution: Option<u64>,
     rows: usize,
     flags: TimeFlags,
+}
+
+/// One raw unit of `conv`'s clock in 100 ns, rounded up, at least 1 (module documentation);
+/// None when it cannot be converted, or when its resolution is too coarse to tell switches
+/// apart (system time before Windows 10).
+fn resolution(conv: &clock::Converter, build: u32) -> Option<u64> {
+    match conv {
+        // KeQuerySystemTimePrecise from Windows 10 on (etw-internals.md §7); before, the
+        // system time advances by clock ticks.
+        clock::Converter::FileTime => (build >= 10240).then_some(1),
+        clock::Converter::Scaled { num, den, .. } => (*den > 0).then(|| num.div_ceil(*den).max(1)),
+        clock::Converter::Unknown(_) => None,
+    }
 }
 
 /// Where a stream's switches come from.
@@ -190,8 +308,16 @@ struct Stream {
     cpu: Option<u64>,
     group: usize,
     source: Source,
-    first_ts: u64,
+    first_key: Key,
     last_ts: u64,
+}
+
+/// The merge key of raw value `ts` of group `g` ([`Key`]).
+fn key_of(conv: &clock::Converter, g: usize, ts: u64) -> Key {
+    match conv.to_filetime(ts) {
+        Some(ft) => (0, 0, ft),
+        None => (1, g as u64, ts),
+    }
 }
 
 /// Rows held at once by the per-CPU merge before it gives up strict order (about 40 bytes
@@ -329,28 +455,36 @@ fn plan<'c, 'd>(
             rows = b
                 .switches
                 .iter()
-                .map(|s| compact_raw(s, Kind::Pending))
+                .enumerate()
+                .map(|(i, s)| compact_raw(s, Kind::Pending, 0, i))
                 .collect();
             if let Some(last) = rows.last_mut().filter(|r| r.new_tid.is_none()) {
                 last.new_tid = current;
             }
         }
         groups.push(Group {
+            resolution: resolution(&conv, ctx.build),
             conv,
             whose: format!("pending block {} (CPU {})", p.block, p.cpu),
             logger_id: None,
             clock: p.clock,
+            clock_type: p.clock,
             found_by: Some(p.found_by),
+            block: Some(p.block),
             rows: 0,
             flags: TimeFlags::default(),
         });
         if wanted(Some(p.cpu)) && !rows.is_empty() {
-            rows.sort_by_key(|r| r.ts);
+            let g = groups.len() - 1;
+            for r in &mut rows {
+                r.key = key_of(&groups[g].conv, g, r.ts);
+            }
+            rows.sort_by_key(|r| r.key);
             streams.push(Stream {
                 cpu: Some(p.cpu),
-                group: groups.len() - 1,
-                first_ts: rows[0].ts,
-                last_ts: rows[rows.len() - 1].ts,
+                group: g,
+                first_key: rows[0].key,
+                last_ts: rows.iter().map(|r| r.ts).max().unwrap_or(0),
                 source: Source::Rows(rows),
             });
         }
@@ -370,15 +504,25 @@ fn plan<'c, 'd>(
         .filter(|(_, u)| u.skip.is_none())
     {
         let g = *group_of.entry(src.converter_index(u)).or_insert_with(|| {
+            let conv = src.converter(u).clone();
+            let clock_type = src
+                .sessions()
+                .iter()
+                .find(|s| s.logger_id.is_some() && s.logger_id == u.logger_id)
+                .and_then(|s| s.context.as_ref())
+                .and_then(|c| c.clock_type);
             groups.push(Group {
-                conv: src.converter(u).clone(),
+                resolution: resolution(&conv, ctx.build),
+                conv,
                 whose: match u.logger_id {
                     Some(id) => format!("logger {id}"),
                     None => u.origin.to_string(),
                 },
                 logger_id: u.logger_id,
                 clock: None,
+                clock_type,
                 found_by: None,
+                block: None,
                 rows: 0,
                 flags: TimeFlags::default(),
             });
@@ -392,8 +536,10 @@ fn plan<'c, 'd>(
             continue;
         };
         let rows = buffer_switches(&data, u.first_record, u.valid, mwr);
+        // The smallest key (a time that cannot be converted keys after every timed one, so
+        // the smallest raw value need not have it).
         let (Some(first), Some(last)) = (
-            rows.iter().map(|r| r.ts).min(),
+            rows.iter().map(|r| key_of(&groups[g].conv, g, r.ts)).min(),
             rows.iter().map(|r| r.ts).max(),
         ) else {
             continue;
@@ -402,7 +548,7 @@ fn plan<'c, 'd>(
             cpu,
             group: g,
             source: Source::Unit(i),
-            first_ts: first,
+            first_key: first,
             last_ts: last,
         });
     }
@@ -448,6 +594,26 @@ impl Plan<'_, '_> {
             Kind::Pending => (None, group.clock, group.found_by),
             _ => (group.logger_id, None, None),
         };
+        let mut source = SwitchSource {
+            source: r.kind.name(),
+            logger_id,
+            raw_timestamp: r.ts,
+            clock: group.clock_type,
+            ..SwitchSource::default()
+        };
+        match (&self.streams[s].source, r.kind) {
+            (_, Kind::Pending) => {
+                source.block = group.block;
+                source.index = Some(r.index);
+            }
+            (Source::Unit(i), kind) => {
+                let u = &self.src.all_units()[*i];
+                source.buffer = u.address;
+                source.offset = Some(u.shift as u64 + u64::from(r.offset));
+                source.index = (kind == Kind::Batch).then_some(r.index);
+            }
+            (Source::Rows(_), _) => {}
+        }
         SwitchRow {
             cpu,
             timestamp: r.ts,
@@ -468,11 +634,13 @@ impl Plan<'_, '_> {
             logger_id,
             clock,
             found_by,
+            sources: vec![source],
         }
     }
 
     /// Open stream `s`: its switches, in time order (stable: ties keep record order).
     fn open(&self, s: usize) -> Vec<Raw> {
+        let g = self.streams[s].group;
         let mut rows = match &self.streams[s].source {
             Source::Rows(r) => r.clone(),
             Source::Unit(i) => {
@@ -483,7 +651,10 @@ impl Plan<'_, '_> {
                 }
             }
         };
-        rows.sort_by_key(|r| r.ts);
+        for r in &mut rows {
+            r.key = key_of(&self.groups[g].conv, g, r.ts);
+        }
+        rows.sort_by_key(|r| r.key);
         rows
     }
 
@@ -496,11 +667,13 @@ impl Plan<'_, '_> {
     }
 }
 
-/// Stream every context switch to `emit`, per CPU in time order (CPUs ascending; ties keep
-/// the order of pending blocks, then sessions, buffers and records), with `--cpu` and
-/// `--last` applied. Rows are merged from per-CPU streams (one per pending block and per
-/// buffer, each decoded when the merge reaches it), so memory holds only the buffers whose
-/// time ranges overlap, never the whole listing. Returns the warnings.
+/// Stream every context switch to `emit`, one row per switch (the records of several
+/// sessions that saw it in its `sources`: module documentation), per CPU in UTC order (CPUs
+/// ascending; the rows without a UTC time after the timed ones; ties keep the order of pending
+/// blocks, then sessions, buffers and records), with `--cpu` and `--last` applied. Rows are
+/// merged from per-CPU streams (one per pending block and per buffer, each decoded when the
+/// merge reaches it), so memory holds only the buffers whose time ranges overlap, never the
+/// whole listing. Returns the warnings.
 pub fn stream(
     ctx: &KernelContext<'_>,
     cpu_filter: Option<u64>,
@@ -519,7 +692,27 @@ pub fn stream_from<'c, 'd>(
     last: Option<Last>,
     emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
+    stream_with(ctx, src, cpu_filter, last, false, emit)
+}
+
+/// [`stream_from`]; with `per_record`, one row per record (`--per-record`: a switch traced by
+/// two sessions is two rows), in the same order.
+pub fn stream_with<'c, 'd>(
+    ctx: &'c KernelContext<'d>,
+    src: EtwSource<'c, 'd>,
+    cpu_filter: Option<u64>,
+    last: Option<Last>,
+    per_record: bool,
+    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<Warning>> {
     let mut p = plan(ctx, src, cpu_filter);
+    let max_res = p
+        .groups
+        .iter()
+        .filter_map(|g| g.resolution)
+        .max()
+        .unwrap_or(0);
+    let mut dedup = (!per_record).then(|| Dedup::new(max_res));
     // --last: the window's start, or None when nothing can be placed.
     let from = last.map(|l| {
         l.end
@@ -528,9 +721,9 @@ pub fn stream_from<'c, 'd>(
             .map(|end| end.saturating_sub(l.window))
     });
     let (mut untimed, mut flagged, mut dropped_all) = (0usize, 0usize, 0usize);
-    // Streams by CPU, then by first timestamp; `order` = creation order breaks ties.
+    // Streams by CPU, then by first key; `order` = creation order breaks ties.
     let mut order: Vec<usize> = (0..p.streams.len()).collect();
-    order.sort_by_key(|&i| (p.streams[i].cpu, p.streams[i].first_ts, i));
+    order.sort_by_key(|&i| (p.streams[i].cpu, p.streams[i].first_key, i));
     let mut disorder = Vec::new();
     let mut next = 0;
     while next < order.len() {
@@ -541,9 +734,9 @@ pub fn stream_from<'c, 'd>(
             .map_or(order.len(), |n| next + n);
         let cpu_streams = &order[next..end];
         next = end;
-        let firsts: Vec<(u64, usize)> = cpu_streams
+        let firsts: Vec<(Key, usize)> = cpu_streams
             .iter()
-            .map(|&i| (p.streams[i].first_ts, i))
+            .map(|&i| (p.streams[i].first_key, i))
             .collect();
         let mut sink = Emitting {
             plan: &mut p,
@@ -553,8 +746,11 @@ pub fn stream_from<'c, 'd>(
             dropped_all: &mut dropped_all,
             emit: &mut *emit,
             result: Ok(()),
+            dedup: dedup.as_mut(),
+            ready: Vec::new(),
         };
         let out_of_order = merge(&firsts, &mut sink, MAX_OPEN_ROWS);
+        sink.flush();
         std::mem::replace(&mut sink.result, Ok(()))?;
         if out_of_order > 0 {
             let mut w = Warning::new(
@@ -588,6 +784,9 @@ pub fn stream_from<'c, 'd>(
         }
     }
     warnings.extend(disorder);
+    if let Some(d) = &dedup {
+        warnings.extend(d.warnings());
+    }
     warnings.extend(std::mem::take(&mut p.late_warnings));
     if let Some(from) = from {
         warnings.extend(last_warnings(from, dropped_all, untimed, flagged));
@@ -597,20 +796,20 @@ pub fn stream_from<'c, 'd>(
 
 /// What the per-CPU merge reads from (streams, opened by id) and gives its rows to.
 trait MergeSource {
-    /// Stream `sid`'s switches in time order.
+    /// Stream `sid`'s switches in key order.
     fn open(&mut self, sid: usize) -> Vec<Raw>;
     fn emit(&mut self, sid: usize, r: &Raw);
 }
 
-/// k-way merge of one CPU's streams. `firsts` = (first timestamp, stream id), sorted; rows
-/// come out by (timestamp, stream id, index in stream), which is the stable sort of all the
-/// streams' rows by timestamp when ids follow creation order. A stream is opened only when
+/// k-way merge of one CPU's streams. `firsts` = (first key, stream id), sorted; rows come out
+/// by (key, stream id, index in stream), which is the stable sort of all the streams' rows by
+/// key when ids follow creation order. A stream is opened only when
 /// the merge reaches its first timestamp, so only streams whose time ranges overlap are held;
 /// when they hold `max_open` rows, the smallest held row is given early to make room (out of
 /// strict order). Returns how many rows were given early.
-fn merge(firsts: &[(u64, usize)], src: &mut impl MergeSource, max_open: usize) -> usize {
+fn merge(firsts: &[(Key, usize)], src: &mut impl MergeSource, max_open: usize) -> usize {
     use std::cmp::Reverse;
-    type Heap = std::collections::BinaryHeap<Reverse<(u64, usize, usize)>>;
+    type Heap = std::collections::BinaryHeap<Reverse<(Key, usize, usize)>>;
     /// Give the smallest held row and advance its stream; false when nothing is held.
     fn give(
         heap: &mut Heap,
@@ -624,7 +823,7 @@ fn merge(firsts: &[(u64, usize)], src: &mut impl MergeSource, max_open: usize) -
         let rows = &open[&s];
         f(s, &rows[i]);
         match rows.get(i + 1) {
-            Some(n) => heap.push(Reverse((n.ts, s, i + 1))),
+            Some(n) => heap.push(Reverse((n.key, s, i + 1))),
             None => {
                 if let Some(r) = open.remove(&s) {
                     *held -= r.len();
@@ -649,7 +848,7 @@ fn merge(firsts: &[(u64, usize)], src: &mut impl MergeSource, max_open: usize) -
             }
             let rows = src.open(sid);
             if let Some(r) = rows.first() {
-                heap.push(Reverse((r.ts, sid, 0)));
+                heap.push(Reverse((r.key, sid, 0)));
                 held += rows.len();
                 open.insert(sid, rows);
             }
@@ -671,6 +870,44 @@ struct Emitting<'a, 'c, 'd> {
     dropped_all: &'a mut usize,
     emit: &'a mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
     result: std::io::Result<()>,
+    /// None: one row per record (`--per-record`).
+    dedup: Option<&'a mut Dedup>,
+    /// Rows the merge decided, to give.
+    ready: Vec<SwitchRow>,
+}
+
+impl Emitting<'_, '_, '_> {
+    fn deliver(&mut self, row: &SwitchRow) {
+        if self.result.is_err() {
+            return;
+        }
+        self.result = keep_row(
+            row,
+            self.from,
+            self.untimed,
+            self.flagged,
+            self.dropped_all,
+            self.emit,
+        );
+    }
+
+    /// Give the rows the merge decided (`ready` keeps its capacity).
+    fn deliver_ready(&mut self) {
+        let mut ready = std::mem::take(&mut self.ready);
+        for row in &ready {
+            self.deliver(row);
+        }
+        ready.clear();
+        self.ready = ready;
+    }
+
+    /// The end of a CPU: give the rows still held.
+    fn flush(&mut self) {
+        if let Some(d) = self.dedup.as_deref_mut() {
+            d.flush(&mut self.ready);
+            self.deliver_ready();
+        }
+    }
 }
 
 impl MergeSource for Emitting<'_, '_, '_> {
@@ -683,14 +920,239 @@ impl MergeSource for Emitting<'_, '_, '_> {
             return;
         }
         let row = self.plan.row(sid, r);
-        self.result = keep_row(
-            &row,
-            self.from,
-            self.untimed,
-            self.flagged,
-            self.dropped_all,
-            self.emit,
-        );
+        let g = &self.plan.groups[self.plan.streams[sid].group];
+        let recorder = match (r.kind, g.logger_id) {
+            (Kind::Pending, _) | (_, None) => Recorder::Group(self.plan.streams[sid].group),
+            (_, Some(id)) => Recorder::Logger(id),
+        };
+        let res = g.resolution;
+        let Some(d) = self.dedup.as_deref_mut() else {
+            self.deliver(&row);
+            return;
+        };
+        match (row.filetime, res) {
+            (Some(ft), Some(res)) => d.push(
+                Held {
+                    row,
+                    ft,
+                    res,
+                    recorder,
+                    rank: r.kind,
+                },
+                &mut self.ready,
+            ),
+            // No UTC time: never merged on time (the timed rows all came before); a time too
+            // coarse to tell switches apart: never merged, given in its place.
+            (ft, _) => {
+                match ft {
+                    None => d.untimed += 1,
+                    Some(_) => d.coarse += 1,
+                }
+                d.flush(&mut self.ready);
+                self.ready.push(row);
+            }
+        }
+        self.deliver_ready();
+    }
+}
+
+/// Who recorded a switch: a logger (all its buffers), or one pending block. A recorder never
+/// records one switch twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recorder {
+    Logger(u64),
+    Group(usize),
+}
+
+/// A timed record held by [`Dedup`] until no later record can be the same switch.
+struct Held {
+    row: SwitchRow,
+    ft: u64,
+    res: u64,
+    recorder: Recorder,
+    /// Which record's fields a merged row shows: the lowest (event, batch, pending).
+    rank: Kind,
+}
+
+/// Records held at once by [`Dedup`]: past this the held ones are decided as they are (a
+/// warning counts the cuts). Only records within a few clock resolutions of each other are
+/// held together, so real memory holds one to three.
+const MAX_HELD: usize = 256;
+
+/// One row per switch: the per-CPU merge gives the timed records in UTC order; records within
+/// reach of each other are held, then grouped by the rule of the module documentation.
+struct Dedup {
+    /// The largest resolution of any clock in the listing.
+    max_res: u64,
+    held: Vec<Held>,
+    /// No record after this FILETIME can match a held one.
+    reach: u64,
+    /// Records folded into another's row.
+    merged: usize,
+    /// Records that matched ambiguously (kept apart).
+    ambiguous: usize,
+    /// Times the bound cut a group of held records.
+    cut: usize,
+    /// Records without a UTC time (never merged).
+    untimed: usize,
+    /// Records of a clock too coarse to merge on (system time before Windows 10).
+    coarse: usize,
+    /// Records that could be merged (timed, of a fine clock).
+    candidates: usize,
+}
+
+impl Dedup {
+    fn new(max_res: u64) -> Dedup {
+        Dedup {
+            max_res,
+            held: Vec::new(),
+            reach: 0,
+            merged: 0,
+            ambiguous: 0,
+            cut: 0,
+            untimed: 0,
+            coarse: 0,
+            candidates: 0,
+        }
+    }
+
+    /// Take record `h` (in UTC order); the rows it lets the merge decide go to `out`.
+    fn push(&mut self, h: Held, out: &mut Vec<SwitchRow>) {
+        self.candidates += 1;
+        if !self.held.is_empty() && (h.ft > self.reach || self.held.len() >= MAX_HELD) {
+            if h.ft <= self.reach {
+                self.cut += 1;
+            }
+            self.flush(out);
+        }
+        self.reach = self
+            .reach
+            .max(h.ft.saturating_add(h.res).saturating_add(self.max_res));
+        self.held.push(h);
+    }
+
+    /// Whether `a` and `b` are the same switch by themselves (module documentation).
+    fn matches(a: &Held, b: &Held) -> bool {
+        a.recorder != b.recorder
+            && a.row.cpu.is_some()
+            && a.row.cpu == b.row.cpu
+            && a.row.old_tid == b.row.old_tid
+            && a.row.new_tid.is_some()
+            && a.row.new_tid == b.row.new_tid
+            && a.ft.abs_diff(b.ft) <= a.res.saturating_add(b.res)
+    }
+
+    /// Decide every held record: one row per unambiguous group, in UTC order, to `out`.
+    fn flush(&mut self, out: &mut Vec<SwitchRow>) {
+        self.reach = 0;
+        if self.held.len() <= 1 {
+            // The common case: nothing within reach (the held vector keeps its capacity).
+            out.extend(self.held.pop().map(|h| h.row));
+            return;
+        }
+        let held = std::mem::take(&mut self.held);
+        let n = held.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
+            }
+            x
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                if Self::matches(&held[i], &held[j]) {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for i in 0..n {
+            let r = root(&mut parent, i);
+            groups.entry(r).or_default().push(i);
+        }
+        let mut rows: Vec<(u64, usize, SwitchRow)> = Vec::with_capacity(n);
+        for members in groups.into_values() {
+            let clique = members.iter().enumerate().all(|(k, &i)| {
+                members[k + 1..]
+                    .iter()
+                    .all(|&j| Self::matches(&held[i], &held[j]))
+            });
+            if members.len() == 1 || !clique {
+                if members.len() > 1 {
+                    self.ambiguous += members.len();
+                }
+                rows.extend(
+                    members
+                        .iter()
+                        .map(|&i| (held[i].ft, i, held[i].row.clone())),
+                );
+                continue;
+            }
+            let primary = *members
+                .iter()
+                .min_by_key(|&&i| (held[i].rank, held[i].ft, i))
+                .expect("non-empty");
+            let mut row = held[primary].row.clone();
+            let mut sources: Vec<(u64, usize, SwitchSource)> = members
+                .iter()
+                .flat_map(|&i| {
+                    let ft = held[i].ft;
+                    held[i].row.sources.iter().map(move |s| (ft, i, s.clone()))
+                })
+                .collect();
+            sources.sort_by_key(|(ft, i, _)| (*ft, *i));
+            row.sources = sources.into_iter().map(|(_, _, s)| s).collect();
+            self.merged += members.len() - 1;
+            rows.push((held[primary].ft, members[0], row));
+        }
+        rows.sort_by_key(|(ft, i, _)| (*ft, *i));
+        out.extend(rows.into_iter().map(|(_, _, r)| r));
+    }
+
+    /// What the listing should say about its merging.
+    fn warnings(&self) -> Vec<Warning> {
+        let mut out = Vec::new();
+        if self.ambiguous > 0 {
+            out.push(Warning::new(
+                WarningKind::Inferred,
+                format!(
+                    "{} switch records match records of other sessions ambiguously (more than one candidate, or two of one session): listed apart, one row each",
+                    self.ambiguous
+                ),
+            ));
+        }
+        if self.cut > 0 {
+            out.push(Warning::new(
+                WarningKind::Bound,
+                format!(
+                    "{} times more than {MAX_HELD} switch records fell within a few clock resolutions of each other: records around those points may be listed apart although they are one switch",
+                    self.cut
+                ),
+            ));
+        }
+        // Said only when other records could have been the same switches.
+        if self.coarse > 0 && self.candidates > 0 {
+            out.push(Warning::new(
+                WarningKind::Time,
+                format!(
+                    "{} switch records are timed by a system-time clock before Windows 10, which advances by timer ticks: they are never merged with other sessions' records of the same switch (two switches of the same threads within a tick cannot be told apart); --per-record lists every record",
+                    self.coarse
+                ),
+            ));
+        }
+        if self.untimed > 0 && self.candidates + self.coarse > 0 {
+            out.push(Warning::new(
+                WarningKind::Time,
+                format!(
+                    "{} switch records have no UTC time: they follow each CPU's timed rows and are never merged with other sessions' records (a raw value of an unconvertible clock cannot be compared with another clock's)",
+                    self.untimed
+                ),
+            ));
+        }
+        out
     }
 }
 
@@ -761,13 +1223,30 @@ pub struct CSwitchReport {
     pub warnings: Vec<Warning>,
 }
 
-/// Every switch, collected (see [`stream`] for the order; the CLI streams instead).
+/// Every switch, collected, one row per switch (see [`stream`] for the order; the CLI streams
+/// instead).
 pub fn collect(ctx: &KernelContext<'_>, cpu_filter: Option<u64>) -> CSwitchReport {
+    collect_with(ctx, cpu_filter, false)
+}
+
+/// [`collect`]; with `per_record`, one row per record (`--per-record`).
+pub fn collect_with(
+    ctx: &KernelContext<'_>,
+    cpu_filter: Option<u64>,
+    per_record: bool,
+) -> CSwitchReport {
     let mut rows = Vec::new();
-    let warnings = stream(ctx, cpu_filter, None, &mut |r| {
-        rows.push(r.clone());
-        Ok(())
-    })
+    let warnings = stream_with(
+        ctx,
+        EtwSource::open(ctx, None),
+        cpu_filter,
+        None,
+        per_record,
+        &mut |r| {
+            rows.push(r.clone());
+            Ok(())
+        },
+    )
     .unwrap_or_default();
     CSwitchReport { rows, warnings }
 }
@@ -808,7 +1287,10 @@ mod tests {
 
     fn raw(ts: u64, tag: u32) -> Raw {
         Raw {
+            key: (0, 0, ts),
             ts,
+            offset: 0,
+            index: 0,
             old_tid: tag,
             new_tid: None,
             old_priority: None,
@@ -831,7 +1313,7 @@ mod tests {
         fn open(&mut self, sid: usize) -> Vec<Raw> {
             self.opened.push(sid);
             let mut v = self.streams[sid].clone();
-            v.sort_by_key(|r| r.ts);
+            v.sort_by_key(|r| r.key);
             v
         }
         fn emit(&mut self, sid: usize, r: &Raw) {
@@ -840,10 +1322,10 @@ mod tests {
     }
 
     fn run(streams: Vec<Vec<Raw>>, max_open: usize) -> (Fixed, usize) {
-        let mut firsts: Vec<(u64, usize)> = streams
+        let mut firsts: Vec<(Key, usize)> = streams
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.iter().map(|r| r.ts).min().map(|m| (m, i)))
+            .filter_map(|(i, s)| s.iter().map(|r| r.key).min().map(|m| (m, i)))
             .collect();
         firsts.sort();
         let mut f = Fixed {
@@ -885,6 +1367,107 @@ mod tests {
         let mut b = want.clone();
         b.sort();
         assert_eq!(a, b);
+    }
+
+    /// A record for [`Dedup`]: CPU 0, threads 5 → 6, at `ft` with resolution `res`.
+    fn held(ft: u64, res: u64, rec: Recorder, kind: Kind) -> Held {
+        let mut row = SwitchRow {
+            cpu: Some(0),
+            old_tid: 5,
+            new_tid: Some(6),
+            filetime: Some(ft),
+            source: kind.name(),
+            ..SwitchRow::default()
+        };
+        row.sources = vec![SwitchSource {
+            source: kind.name(),
+            raw_timestamp: ft,
+            ..SwitchSource::default()
+        }];
+        Held {
+            row,
+            ft,
+            res,
+            recorder: rec,
+            rank: kind,
+        }
+    }
+
+    fn run_dedup(records: Vec<Held>) -> (Vec<SwitchRow>, Dedup) {
+        let max_res = records.iter().map(|h| h.res).max().unwrap_or(0);
+        let mut d = Dedup::new(max_res);
+        let mut out = Vec::new();
+        for h in records {
+            d.push(h, &mut out);
+        }
+        d.flush(&mut out);
+        (out, d)
+    }
+
+    #[test]
+    fn dedup_merges_only_on_evidence() {
+        let (a, b, p) = (Recorder::Logger(0), Recorder::Logger(2), Recorder::Group(7));
+        // Within the sum of the resolutions (1 + 3): one row, the event's fields, both sources
+        // in time order.
+        let (rows, d) = run_dedup(vec![
+            held(100, 3, p, Kind::Pending),
+            held(104, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].source, "event");
+        assert_eq!(rows[0].filetime, Some(104));
+        let srcs: Vec<&str> = rows[0].sources.iter().map(|s| s.source).collect();
+        assert_eq!(srcs, ["pending", "event"]);
+        assert_eq!(rows[0].source_label(), "pending+event");
+        assert_eq!(d.merged, 1);
+        // One unit further apart: two rows.
+        let (rows, _) = run_dedup(vec![
+            held(100, 3, p, Kind::Pending),
+            held(105, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 2);
+        // One recorder never records a switch twice (a batch's delta of 0).
+        let (rows, _) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(100, 1, a, Kind::Batch),
+        ]);
+        assert_eq!(rows.len(), 2);
+        // Ambiguous: an event matching two switches of one batch: nothing merged, counted.
+        let (rows, d) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(100, 1, a, Kind::Batch),
+            held(101, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 3);
+        assert_eq!((d.merged, d.ambiguous), (0, 3));
+        assert_eq!(d.warnings().len(), 1);
+        // Three recorders, every two matching: one row with three sources.
+        let (rows, _) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(100, 1, p, Kind::Pending),
+            held(101, 1, b, Kind::Event),
+        ]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].sources.len(), 3);
+        // Unknown new thread or CPU: never merged.
+        let mut x = held(100, 1, a, Kind::Batch);
+        x.row.new_tid = None;
+        let (rows, _) = run_dedup(vec![x, held(100, 1, b, Kind::Event)]);
+        assert_eq!(rows.len(), 2);
+        let mut x = held(100, 1, a, Kind::Event);
+        let mut y = held(100, 1, b, Kind::Event);
+        (x.row.cpu, y.row.cpu) = (None, None);
+        let (rows, _) = run_dedup(vec![x, y]);
+        assert_eq!(rows.len(), 2);
+        // Output in time order, whatever was merged.
+        let (rows, _) = run_dedup(vec![
+            held(100, 1, a, Kind::Batch),
+            held(101, 1, p, Kind::Pending),
+            held(102, 1, b, Kind::Event),
+            held(200, 1, a, Kind::Batch),
+        ]);
+        let times: Vec<u64> = rows.iter().filter_map(|r| r.filetime).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     }
 
     #[test]

@@ -46,11 +46,16 @@ pub struct OverviewSession {
 pub struct Overview {
     pub dump: DumpFacts,
     pub sessions: Vec<OverviewSession>,
-    /// Context switches decoded (pending batches, 0x0525 batches, 0x0524 events).
+    /// Context switches decoded, one per switch (a switch traced by several sessions counts
+    /// once: `cswitch`'s rows).
     pub switches: u64,
-    /// Switches per source (`pending`, `batch`, `event`).
+    /// Records per source (`pending`, `batch`, `event`): a switch seen by an event and a
+    /// pending block counts in both.
     pub switches_by_source: BTreeMap<&'static str, u64>,
-    /// The last switches of each CPU before the dump, oldest first.
+    /// The last switches of each CPU before the dump, oldest first: the newest rows with a
+    /// UTC time that fits the dump (pending switches included: `cswitch` lists each CPU in UTC
+    /// order); rows without a UTC time or flagged `after_dump` / `before_boot` cannot be
+    /// placed and are left out.
     pub last_switches: BTreeMap<u64, Vec<SwitchRow>>,
     /// Warnings by kind (`etwdump sessions` and `cswitch` list them).
     pub warnings_by_kind: BTreeMap<WarningKind, usize>,
@@ -118,8 +123,10 @@ impl Overview {
         let mut switches = 0u64;
         let w = crate::report::cswitch::stream_from(ctx, src, None, None, &mut |r| {
             switches += 1;
-            *by_source.entry(r.source).or_default() += 1;
-            if per_cpu > 0 {
+            for s in &r.sources {
+                *by_source.entry(s.source).or_default() += 1;
+            }
+            if per_cpu > 0 && r.filetime.is_some() && r.time_flag.is_none() {
                 let q = last.entry(r.cpu.unwrap_or(u64::MAX)).or_default();
                 if q.len() == per_cpu {
                     q.pop_front();

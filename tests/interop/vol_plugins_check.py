@@ -124,7 +124,25 @@ def expect_switch(r):
         "OldWaitMode": r["old_wait_mode"], "NewThreadWaitTime": r["new_thread_wait_time"],
         "Source": r["source"], "LoggerId": r["logger_id"], "ClockSlot": r["clock"],
         "FoundBy": None if f is None else "%s at EtwSupport+%#x" % (f["method"], f["offset"]),
+        "Sources": "; ".join(source_text(x) for x in r["sources"]) or None,
     }
+
+
+def source_text(x):
+    """A record of a switch as the plugin's Sources column writes it."""
+    parts = [x["source"]]
+    if x["logger_id"] is not None:
+        parts.append("logger %d" % x["logger_id"])
+    if x["block"] is not None:
+        parts.append("block %s" % x["block"])
+    if x["buffer"] is not None:
+        parts.append("%s+%#x" % (x["buffer"], x["offset"]) if x["offset"] is not None else x["buffer"])
+    if x["index"] is not None:
+        parts.append("#%d" % x["index"])
+    parts.append("raw %d" % x["raw_timestamp"])
+    if x["clock"] is not None:
+        parts.append("clock %d" % x["clock"])
+    return " ".join(parts)
 
 
 def expect_provider(r):

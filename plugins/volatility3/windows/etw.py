@@ -609,10 +609,12 @@ class Buffers(_Etwdump):
 
 
 class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
-    """Context switches per CPU: the pending (never flushed) CCSWAP batches and the 0x0525
-    batches and 0x0524 events of the recovered buffers, with UTC times and process names."""
+    """Context switches per CPU in UTC order: the pending (never flushed) CCSWAP batches and
+    the 0x0525 batches and 0x0524 events of the recovered buffers, with UTC times and process
+    names. One row per switch: a switch traced by several sessions lists every record in
+    Sources (--per-record: one row per record)."""
 
-    _version = (1, 0, 0)
+    _version = (1, 1, 0)
 
     @classmethod
     def get_requirements(cls):
@@ -623,6 +625,12 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
             requirements.StringRequirement(
                 name="last",
                 description="Only the last DURATION before the dump (e.g. 250ms, 2s)",
+                optional=True,
+            ),
+            requirements.BooleanRequirement(
+                name="per_record",
+                description="One row per record (a switch traced by two sessions is two rows)",
+                default=False,
                 optional=True,
             ),
         ]
@@ -646,6 +654,7 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
         ("LoggerId", int),
         ("ClockSlot", int),
         ("FoundBy", str),
+        ("Sources", str),
     ]
 
     def _generator(self):
@@ -654,6 +663,8 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
             extra += ["--cpu", str(self.config["cpu"])]
         if self.config.get("last"):
             extra += ["--last", self.config["last"]]
+        if self.config.get("per_record"):
+            extra += ["--per-record"]
         na = renderers.NotAvailableValue
         for r in self._records("cswitch", extra):
             yield 0, (
@@ -675,6 +686,7 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
                 int_or_absent(r.get("logger_id")),
                 int_or_absent(r.get("clock")),
                 _found_by(r.get("found_by")),
+                _sources(r.get("sources")),
             )
 
     def generate_timeline(self):
@@ -835,6 +847,36 @@ def _found_by(f):
     method = printable(str(f.get("method")))
     offset = f.get("offset")
     return f"{method} at EtwSupport+{offset:#x}" if isinstance(offset, int) else method
+
+
+def _source_text(s) -> str:
+    """One record of a switch (etwdump's sources entry): `event logger 2 0xffff...+0xf0 raw
+    4197230 clock 1`, `batch logger 0 0xffff...+0x48 #3 raw ... clock 3`, `pending block
+    0xffff... #6 raw ... clock 1`."""
+    if not isinstance(s, dict):
+        return "?"
+    parts = [printable(str(s.get("source")))]
+    if s.get("logger_id") is not None:
+        parts.append(f"logger {s['logger_id']}")
+    if s.get("block") is not None:
+        parts.append(f"block {printable(str(s['block']))}")
+    if s.get("buffer") is not None:
+        offset = s.get("offset")
+        where = printable(str(s["buffer"]))
+        parts.append(f"{where}+{offset:#x}" if isinstance(offset, int) else where)
+    if s.get("index") is not None:
+        parts.append(f"#{s['index']}")
+    parts.append(f"raw {s.get('raw_timestamp')}")
+    if s.get("clock") is not None:
+        parts.append(f"clock {s['clock']}")
+    return " ".join(parts)
+
+
+def _sources(v):
+    """Every record of a switch (etwdump's `sources`), "; "-separated."""
+    if not isinstance(v, list) or not v:
+        return renderers.NotAvailableValue()
+    return "; ".join(_source_text(s) for s in v)
 
 
 def _warning_text(w) -> str:

@@ -206,6 +206,14 @@ fn scenarios(quick: bool) -> Vec<(String, Config)> {
             format!("{stem}-var3-bitmap"),
             bitmap(cfg.clone().with_variation(3), BitmapSig::Sdmp, 5),
         ));
+        // The same switches recorded by two sessions (CSwitch events mirroring batches and
+        // pending blocks).
+        for seed in 0..if quick { 1 } else { 3 } {
+            v.push((
+                format!("{stem}-var{seed}-dups"),
+                cfg.clone().with_variation(seed).with_duplicate_switches(),
+            ));
+        }
         // Providers: varied sets (the standard set and the tampered variants come below).
         for seed in 0..if quick { 2 } else { 6 } {
             v.push((

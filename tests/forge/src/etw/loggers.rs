@@ -88,6 +88,10 @@ pub(crate) fn build(
                 } else {
                     Vec::new()
                 },
+                predrawn: materialized
+                    .as_ref()
+                    .and_then(|m| m.dup.as_ref())
+                    .map(|d| &d.pending),
             },
             v,
         )
@@ -121,6 +125,10 @@ pub(crate) fn build(
     if let Some(o) = &var_out {
         switches.extend(o.switches.iter().cloned());
     }
+    let (same_switch, lookalikes) = match materialized.as_ref().and_then(|m| m.dup.as_ref()) {
+        Some(d) => d.resolve(&switches, &b.session_bufs),
+        None => (Vec::new(), Vec::new()),
+    };
     let expected = ForgedEtw {
         route,
         array_va: b.array_va,
@@ -143,6 +151,8 @@ pub(crate) fn build(
         reg_handles: prov.as_ref().map(|p| p.handles.clone()).unwrap_or_default(),
         providers: prov.map(|p| p.providers).unwrap_or_default(),
         findings,
+        same_switch,
+        lookalikes,
     };
     let probes = std::mem::take(&mut b.probes);
     let kprcb_writes = std::mem::take(&mut b.kprcb_writes);

@@ -28,6 +28,7 @@
 pub(crate) mod buffers;
 pub mod ccswap;
 pub(crate) mod cpu_clock;
+mod duplicates;
 mod loggers;
 mod pending;
 mod placement;
@@ -328,7 +329,7 @@ impl std::fmt::Debug for ExpectedConsumer {
 }
 
 /// What the forge put in a dump for [`Config::etw`] ([`crate::Forged::etw`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ForgedEtw {
     pub route: EtwRoute,
     /// VA of the first pointer of the logger array.
@@ -368,6 +369,49 @@ pub struct ForgedEtw {
     pub reg_handles: Vec<providers::ExpectedRegHandle>,
     /// What a checker must report ([`EtwSpec::with_tampering`]); empty for every clean dump.
     pub findings: Vec<tamper::ExpectedFinding>,
+    // ---- duplicate switches ([`Config::with_duplicate_switches`]; empty otherwise) ----
+    /// Pairs of indices into `switches` that are the same context switch recorded twice: a
+    /// 0x0524 CSwitch event of one session and a 0x0525 batch switch or pending-block switch
+    /// of another (each in its own session's clock). `Debug` leaves it out when empty.
+    pub same_switch: Vec<[usize; 2]>,
+    /// Pairs of indices into `switches` that are distinct switches on the same CPU with the
+    /// same old and new thread, 1 to 20 ms apart (a reader must not merge them). `Debug`
+    /// leaves it out when empty.
+    pub lookalikes: Vec<[usize; 2]>,
+}
+
+impl std::fmt::Debug for ForgedEtw {
+    /// The derived rendering, with `same_switch` and `lookalikes` appended only when set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("ForgedEtw");
+        d.field("route", &self.route)
+            .field("array_va", &self.array_va)
+            .field("capacity", &self.capacity)
+            .field("silo_state_va", &self.silo_state_va)
+            .field("host_silo_globals_va", &self.host_silo_globals_va)
+            .field(
+                "debugger_data_array_ptr_va",
+                &self.debugger_data_array_ptr_va,
+            )
+            .field("slots", &self.slots)
+            .field("pending", &self.pending)
+            .field("pending_decoys", &self.pending_decoys)
+            .field("switches", &self.switches)
+            .field("clock_model", &self.clock_model)
+            .field("etw_support", &self.etw_support)
+            .field("seed", &self.seed)
+            .field("guid_table", &self.guid_table)
+            .field("providers", &self.providers)
+            .field("reg_handles", &self.reg_handles)
+            .field("findings", &self.findings);
+        if !self.same_switch.is_empty() {
+            d.field("same_switch", &self.same_switch);
+        }
+        if !self.lookalikes.is_empty() {
+            d.field("lookalikes", &self.lookalikes);
+        }
+        d.finish()
+    }
 }
 
 /// One pending compact context-switch block (etw-internals.md §4.1-§4.3): a 0x400-byte

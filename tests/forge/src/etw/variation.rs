@@ -327,7 +327,7 @@ pub struct SessionVariation {
 }
 
 /// The variation part of an [`EtwSpec`] ([`EtwSpec::varied`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Variation {
     pub seed: u64,
     pub clock: ClockModel,
@@ -341,6 +341,27 @@ pub struct Variation {
     pub switch_sessions: Vec<u32>,
     /// Add decoy pointers next to the pending ones.
     pub decoys: bool,
+    /// The same context switches recorded by two sessions
+    /// ([`Config::with_duplicate_switches`], `duplicates.rs`). False unless asked; `Debug`
+    /// leaves it out then (golden hashes of every other variation dump unchanged).
+    pub duplicates: bool,
+}
+
+impl std::fmt::Debug for Variation {
+    /// The derived rendering, with `duplicates` appended only when it is set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Variation");
+        d.field("seed", &self.seed)
+            .field("clock", &self.clock)
+            .field("sessions", &self.sessions)
+            .field("compact_cswitch", &self.compact_cswitch)
+            .field("switch_sessions", &self.switch_sessions)
+            .field("decoys", &self.decoys);
+        if self.duplicates {
+            d.field("duplicates", &self.duplicates);
+        }
+        d.finish()
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -374,8 +395,8 @@ const OTHER_NAMES: &[&str] = &[
     "WindowsUpdate_trace_log_with_a_rather_long_session_name_that_keeps_going_past_sixty_four_characters",
 ];
 
-const NTKL: &str = "NT Kernel Logger";
-const CKCL: &str = "Circular Kernel Context Logger";
+pub(crate) const NTKL: &str = "NT Kernel Logger";
+pub(crate) const CKCL: &str = "Circular Kernel Context Logger";
 
 pub(crate) fn draw_guid(rng: &mut VarRng) -> [u8; 16] {
     let mut g = [0u8; 16];
@@ -772,6 +793,7 @@ impl EtwSpec {
                 compact_cswitch: compact,
                 switch_sessions,
                 decoys,
+                duplicates: false,
             })),
             ..EtwSpec::with_slots(max_loggers, slots)
         }
@@ -859,7 +881,7 @@ pub(crate) fn of(cfg: &Config) -> Option<&Variation> {
 // Switch generation
 
 /// TIDs of [`crate::STANDARD_PROCESSES`] (the process list of x64 variation dumps).
-fn tid_pool() -> Vec<u32> {
+pub(crate) fn tid_pool() -> Vec<u32> {
     crate::STANDARD_PROCESSES
         .iter()
         .flat_map(|p| p.2.iter().map(|&t| t as u32))
@@ -867,7 +889,7 @@ fn tid_pool() -> Vec<u32> {
 }
 
 /// A state / wait reason pair (KTHREAD_STATE; 5 = Waiting with a KWAIT_REASON).
-fn draw_state(rng: &mut VarRng, mwr: u8) -> (u8, u8) {
+pub(crate) fn draw_state(rng: &mut VarRng, mwr: u8) -> (u8, u8) {
     if rng.chance(60) {
         (5, rng.below(u64::from(mwr)) as u8)
     } else {
@@ -877,7 +899,7 @@ fn draw_state(rng: &mut VarRng, mwr: u8) -> (u8, u8) {
 
 /// A batch starting at `first` (raw units) whose span stays within `window` raw units, with
 /// at most `max_switches` switches (0: an open batch with no packets).
-fn gen_batch(
+pub(crate) fn gen_batch(
     rng: &mut VarRng,
     first: u64,
     window: u64,
@@ -1003,7 +1025,7 @@ fn packet_len(s: &Switch, table: &[u32], base: &[i8], delta: u64) -> usize {
 
 /// Ground truth of a batch's switches. `last_new`: the new thread of the last switch.
 #[allow(clippy::too_many_arguments)]
-fn batch_truth(
+pub(crate) fn batch_truth(
     b: &Batch,
     source: &str,
     cpu: u32,
@@ -1083,6 +1105,9 @@ pub(crate) struct Materialized {
     pub spec: EtwSpec,
     /// (slot, buffer index in the slot's plan, switch with container_va 0).
     pub switches: Vec<(u32, usize, ExpectedSwitch)>,
+    /// Duplicate mode: the pending blocks drawn ahead (their switches are mirrored in a
+    /// session's buffers) and which records are the same switch (`duplicates.rs`).
+    pub dup: Option<crate::etw::duplicates::DupPlan>,
 }
 
 /// Draw the buffers of the switch sessions (per CPU: sometimes a flushed buffer, then the
@@ -1093,7 +1118,6 @@ pub(crate) fn materialize(
     route: EtwRoute,
     t: &TypesH,
 ) -> Materialized {
-    let _ = t;
     let mut spec = spec.clone();
     let mut v = *spec.variation.take().expect("variation");
     assert_eq!(
@@ -1124,6 +1148,9 @@ pub(crate) fn materialize(
         plan: Vec::new(),
         switches: Vec::new(),
     };
+    let mut dup = v
+        .duplicates
+        .then(|| crate::etw::duplicates::DupPlan::new(cfg, &spec, &v, t));
     for &slot in &v.switch_sessions.clone() {
         let Some(SlotSpec::Session(mut s)) = spec.slots.get(&slot).cloned() else {
             continue;
@@ -1137,7 +1164,10 @@ pub(crate) fn materialize(
             start_up: sv.reference_time.start_time - clock.boot_filetime,
         };
         for cpu in 0..cfg.cpus {
-            draw_cpu_buffers(&mut rng, &d, &ss, cpu, &mut out);
+            match dup.as_mut().filter(|p| p.mirrors(&ss)) {
+                Some(p) => p.draw_mirror_cpu_buffers(&mut rng, &d, &ss, cpu, &mut out),
+                None => draw_cpu_buffers(&mut rng, &d, &ss, cpu, &mut out),
+            }
         }
         fit_buffer_counts(&mut s, sv, out.plan.len() as u32);
         spec.slots.insert(slot, SlotSpec::Session(s));
@@ -1147,40 +1177,41 @@ pub(crate) fn materialize(
     Materialized {
         spec,
         switches: out.switches,
+        dup,
     }
 }
 
 /// What drawing switch records needs (the same for every session).
-struct SwitchDraw<'a> {
-    x64: bool,
-    build: u32,
-    mwr: u8,
+pub(crate) struct SwitchDraw<'a> {
+    pub x64: bool,
+    pub build: u32,
+    pub mwr: u8,
     /// The CSwitch event version of the build.
-    version: u8,
-    tids: Vec<u32>,
+    pub version: u8,
+    pub tids: Vec<u32>,
     /// The uptime at the dump.
-    up: u64,
-    clock: &'a ClockModel,
+    pub up: u64,
+    pub clock: &'a ClockModel,
 }
 
 /// A session whose buffers get switches.
-struct SwitchSession {
-    slot: u32,
-    clock_type: u32,
-    buffer_size: u32,
+pub(crate) struct SwitchSession {
+    pub slot: u32,
+    pub clock_type: u32,
+    pub buffer_size: u32,
     /// 0x0525 batches rather than 0x0524 events.
-    compact: bool,
+    pub compact: bool,
     /// The session's start, as uptime.
-    start_up: u64,
+    pub start_up: u64,
 }
 
 /// The buffers drawn so far: the current session's plan, every session's switches.
-struct SessionBuffers {
+pub(crate) struct SessionBuffers {
     /// The next buffer's sequence number (across sessions).
-    seq: u64,
-    plan: Vec<BufferSpec>,
+    pub seq: u64,
+    pub plan: Vec<BufferSpec>,
     /// (slot, buffer index in the slot's plan, switch with container_va 0).
-    switches: Vec<(u32, usize, ExpectedSwitch)>,
+    pub switches: Vec<(u32, usize, ExpectedSwitch)>,
 }
 
 /// One CPU's buffers of a session: sometimes a flushed buffer, then the current buffer, on
@@ -1204,31 +1235,43 @@ fn draw_cpu_buffers(
         let current = b + 1 == nbuf;
         let (records, truths, last_raw) =
             draw_buffer_records(rng, d, ss, cpu, current, &mut cursor, hi);
-        let mut bs = BufferSpec::new(
-            if current {
-                STATE_GENERAL_LOGGING
-            } else {
-                STATE_FLUSH
-            },
-            cpu,
-            out.seq,
-            records,
-        );
+        let bs = cpu_buffer(rng, d, cpu, out.seq, current, records, last_raw);
         out.seq += 1;
-        if current {
-            bs.per_cpu = Some(cpu);
-            bs.fast_ref_tag = rng.range(0, if d.x64 { 15 } else { 7 }) as u8;
-        } else {
-            bs.offsets = Offsets::Flushed;
-            bs.fill_ff = true;
-            bs.header_timestamp = Some(last_raw);
-        }
         let idx = out.plan.len();
         for e in truths {
             out.switches.push((ss.slot, idx, e));
         }
         out.plan.push(bs);
     }
+}
+
+/// A per-CPU buffer of switch records: the current one (State 1, per-CPU pointer with a
+/// drawn EX_FAST_REF tag) or a flushed one (State 3, 0xFF tail, header TimeStamp = its last
+/// raw time).
+pub(crate) fn cpu_buffer(
+    rng: &mut VarRng,
+    d: &SwitchDraw,
+    cpu: u32,
+    seq: u64,
+    current: bool,
+    records: Vec<RecSpec>,
+    last_raw: u64,
+) -> BufferSpec {
+    let state = if current {
+        STATE_GENERAL_LOGGING
+    } else {
+        STATE_FLUSH
+    };
+    let mut bs = BufferSpec::new(state, cpu, seq, records);
+    if current {
+        bs.per_cpu = Some(cpu);
+        bs.fast_ref_tag = rng.range(0, if d.x64 { 15 } else { 7 }) as u8;
+    } else {
+        bs.offsets = Offsets::Flushed;
+        bs.fill_ff = true;
+        bs.header_timestamp = Some(last_raw);
+    }
+    bs
 }
 
 /// A switch record as drawn, before it is known to fit.
@@ -1344,7 +1387,28 @@ fn draw_cswitch_record(
         new_thread_wait_time: rng.range(0, 500) as u32,
         old_remaining_quantum: rng.range(0, 0x10_0000) as i32,
     };
-    let payload = ccswap::encode_cswitch(d.version, &cs);
+    let (bytes, truth) = cswitch_record(rng, d, ss, cpu, raw, index, &cs);
+    DrawnRecord {
+        hook: HOOK_CSWITCH,
+        bytes,
+        truths: vec![truth],
+        last_raw: raw,
+    }
+}
+
+/// The record of CSwitch payload `cs` at `raw` in `ss`'s clock, the `index`-th of its buffer
+/// (PEBS / PMC items sometimes on 1607+), and its truth.
+pub(crate) fn cswitch_record(
+    rng: &mut VarRng,
+    d: &SwitchDraw,
+    ss: &SwitchSession,
+    cpu: u32,
+    raw: u64,
+    index: u32,
+    cs: &ccswap::CSwitch,
+) -> (Vec<u8>, ExpectedSwitch) {
+    let (c, clock) = (ss.clock_type, d.clock);
+    let payload = ccswap::encode_cswitch(d.version, cs);
     let (pmc, pebs) = if d.build >= 14393 && rng.chance(20) {
         (rng.range(0, 2) as u8, rng.chance(50))
     } else {
@@ -1359,11 +1423,15 @@ fn draw_cswitch_record(
         raw_timestamp: raw,
         filetime: clock.filetime(c, raw),
         true_filetime: clock.true_filetime(c, raw),
-        old_tid,
-        new_tid: Some(new_tid),
+        old_tid: cs.old_tid,
+        new_tid: Some(cs.new_tid),
         old_priority: cs.old_priority as u8,
-        old_state: state,
-        old_wait_reason: wr,
+        old_state: cs.old_state,
+        old_wait_reason: if cs.old_state == 5 {
+            cs.old_wait_reason
+        } else {
+            0
+        },
         new_thread_wait_time: if d.version >= 2 {
             cs.new_thread_wait_time
         } else {
@@ -1372,12 +1440,7 @@ fn draw_cswitch_record(
         container_va: 0,
         index,
     };
-    DrawnRecord {
-        hook: HOOK_CSWITCH,
-        bytes,
-        truths: vec![truth],
-        last_raw: raw,
-    }
+    (bytes, truth)
 }
 
 /// The session's buffer counts against the `n` buffers drawn, keeping its odd values odd.
@@ -1429,6 +1492,8 @@ pub(crate) struct CpuCtx<'a> {
     /// (cpu, LoggerId, EX_FAST_REF value) to put into the EtwSupport blocks (non-pointer
     /// routes).
     pub per_cpu: Vec<(u32, u32, u64)>,
+    /// Duplicate mode: the pending blocks drawn ahead, by (cpu, clock).
+    pub predrawn: Option<&'a crate::etw::duplicates::Predrawn>,
 }
 
 pub(crate) struct CpuOut {
@@ -1693,12 +1758,12 @@ fn place_etw_support_block(cx: &mut CpuCtx, rng: &mut VarRng, lay: &BlockLayout,
 }
 
 /// What drawing pending batches needs.
-struct PendingDraw<'a> {
-    mwr: u8,
-    tids: Vec<u32>,
+pub(crate) struct PendingDraw<'a> {
+    pub mwr: u8,
+    pub tids: Vec<u32>,
     /// The uptime at the dump.
-    up: u64,
-    clock: &'a ClockModel,
+    pub up: u64,
+    pub clock: &'a ClockModel,
 }
 
 /// A pending block of clock `c` for `cpu` and its pointer in the CCSwap group of the block
@@ -1716,7 +1781,10 @@ fn place_pending_block(
 ) {
     let ptr = cx.cfg.arch.ptr_size();
     let va = cx.pool.alloc(PENDING_BLOCK_SIZE, crate::etw::CCSW_TAG);
-    let (bytes, batch, tick) = draw_pending_block(rng, d, c);
+    let (bytes, batch, tick) = match cx.predrawn.and_then(|p| p.get(&(cpu, c))) {
+        Some(drawn) => drawn.clone(),
+        None => draw_pending_block(rng, d, c),
+    };
     cx.pool
         .slice_mut(va, PENDING_BLOCK_SIZE)
         .copy_from_slice(&bytes);
@@ -1743,7 +1811,11 @@ fn place_pending_block(
 
 /// A pending block's bytes, batch and StartTick: closed (all zero), open with no packets,
 /// partial, or filled to the flush limit; within the last second before the dump.
-fn draw_pending_block(rng: &mut VarRng, d: &PendingDraw, c: u32) -> (Vec<u8>, Option<Batch>, u32) {
+pub(crate) fn draw_pending_block(
+    rng: &mut VarRng,
+    d: &PendingDraw,
+    c: u32,
+) -> (Vec<u8>, Option<Batch>, u32) {
     let kind = rng.below(100);
     if kind < 15 {
         return (vec![0u8; PENDING_BLOCK_SIZE], None, 0);
@@ -1812,7 +1884,7 @@ fn place_pending_decoy(
 }
 
 /// The clock type of the session in `slot` of `cfg`'s spec.
-fn cx_slot_clock(cfg: &Config, slot: &u32) -> Option<u32> {
+pub(crate) fn cx_slot_clock(cfg: &Config, slot: &u32) -> Option<u32> {
     match cfg.etw.as_ref()?.slots.get(slot)? {
         SlotSpec::Session(s) => Some(s.clock_type),
         _ => None,

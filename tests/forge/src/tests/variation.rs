@@ -800,3 +800,92 @@ fn variation_summary() {
         }
     }
 }
+
+/// The 100 ns units one raw value of `clock` spans (at least 1).
+fn resolution(m: &ClockModel, clock: u32) -> u64 {
+    match clock {
+        0 | 1 => 10_000_000u64.div_ceil(m.qpc_frequency),
+        3 => 10u64.div_ceil(u64::from(m.mhz)),
+        _ => 1,
+    }
+}
+
+/// `with_duplicate_switches`: every dump passes the variation checks (every record decoded
+/// from memory); every same-switch pair is a CSwitch event and a batch or pending switch of
+/// another session on the same CPU with the same threads, at the same instant within the
+/// event clock's resolution; every lookalike pair has the same threads 1 to 20 ms apart.
+#[test]
+fn duplicate_switches_are_consistent() {
+    let mut seen = Seen::default();
+    let (mut pairs, mut alike, mut with_dups, mut dumps) = (0, 0, 0, 0);
+    let mut kinds: BTreeMap<(String, u32, u32), usize> = BTreeMap::new();
+    for base in configs() {
+        for seed in 0..10 {
+            let cfg = base.clone().with_variation(seed).with_duplicate_switches();
+            let f = forge(&cfg);
+            dumps += 1;
+            check(&f, seed == 0, &mut seen);
+            let e = f.etw.as_ref().unwrap();
+            let m = e.clock_model.as_ref().unwrap();
+            with_dups += usize::from(!e.same_switch.is_empty());
+            for &[a, b] in &e.same_switch {
+                let (ev, or) = (&e.switches[a], &e.switches[b]);
+                assert_eq!(ev.source, "event");
+                assert!(or.source == "batch" || or.source == "pending", "{or:?}");
+                assert_ne!(ev.logger_id, or.logger_id);
+                assert_eq!(
+                    (ev.cpu, ev.old_tid, ev.new_tid),
+                    (or.cpu, or.old_tid, or.new_tid)
+                );
+                assert!(or.new_tid.is_some());
+                let d = or.true_filetime - ev.true_filetime;
+                assert!(d <= resolution(m, ev.clock_type), "{d} {ev:?} {or:?}");
+                assert_eq!(
+                    (ev.old_priority, ev.old_state, ev.old_wait_reason),
+                    (or.old_priority, or.old_state, or.old_wait_reason)
+                );
+                *kinds
+                    .entry((or.source.clone(), or.clock_type, ev.clock_type))
+                    .or_default() += 1;
+                pairs += 1;
+            }
+            for &[a, b] in &e.lookalikes {
+                let (ev, or) = (&e.switches[a], &e.switches[b]);
+                assert_eq!(
+                    (ev.cpu, ev.old_tid, ev.new_tid),
+                    (or.cpu, or.old_tid, or.new_tid)
+                );
+                let d = ev.true_filetime.abs_diff(or.true_filetime);
+                assert!((9_000..=200_000).contains(&d), "{d}");
+                alike += 1;
+            }
+            // Same bytes without the option when nothing was forced, and reproducible.
+            assert!(forge(&cfg).to_bytes() == f.to_bytes());
+        }
+    }
+    assert!(
+        with_dups * 2 >= dumps,
+        "{with_dups} of {dumps} dumps with duplicates"
+    );
+    assert!(
+        pairs > 200 && alike > 20,
+        "{pairs} pairs, {alike} lookalikes"
+    );
+    for src in ["batch", "pending"] {
+        assert!(kinds.keys().any(|k| k.0 == src), "{kinds:?}");
+    }
+    let event_clocks: BTreeSet<u32> = kinds.keys().map(|k| k.2).collect();
+    assert!(event_clocks.len() >= 3, "{kinds:?}");
+}
+
+/// The option changes nothing in the rendering of dumps that do not use it.
+#[test]
+fn duplicate_switches_are_opt_in() {
+    let base = configs().remove(0);
+    let plain = base.clone().with_variation(4);
+    assert!(!format!("{plain:?}").contains("duplicates"));
+    let f = forge(&plain);
+    let e = f.etw.as_ref().unwrap();
+    assert!(e.same_switch.is_empty() && e.lookalikes.is_empty());
+    assert!(!format!("{e:?}").contains("same_switch"));
+}
