@@ -79,6 +79,11 @@ pub struct SwitchRow {
     pub old_state: Option<String>,
     pub old_wait_reason: Option<String>,
     pub old_wait_mode: Option<String>,
+    /// Compact switches (batches, pending blocks): OldThreadStateWr as packed — a wait reason
+    /// below the build's MaximumWaitReason, else MaximumWaitReason + state. When that bias is
+    /// not known for the build, `old_state` and `old_wait_reason` stay null and this raw value
+    /// is all there is (a warning says so). Null for CSwitch events, which carry both fields.
+    pub old_state_wr: Option<u8>,
     pub new_thread_wait_time: Option<u32>,
     /// "event", "batch" or "pending".
     pub source: &'static str,
@@ -195,6 +200,7 @@ struct Raw {
     old_state: Option<u8>,
     old_wait_reason: Option<u8>,
     old_wait_mode: Option<u8>,
+    old_state_wr: Option<u8>,
     new_thread_wait_time: Option<u32>,
     kind: Kind,
 }
@@ -212,6 +218,7 @@ fn compact_raw(s: &CompactSwitch, kind: Kind, offset: usize, index: usize) -> Ra
         old_state: s.old_state,
         old_wait_reason: s.old_wait_reason,
         old_wait_mode: None,
+        old_state_wr: s.old_state_wr,
         new_thread_wait_time: s.new_thread_wait_time,
         kind,
     }
@@ -241,6 +248,7 @@ fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> 
                         old_state: Some(c.old_state),
                         old_wait_reason: (c.old_state == 5).then_some(c.old_wait_reason),
                         old_wait_mode: Some(c.old_wait_mode),
+                        old_state_wr: None,
                         new_thread_wait_time: c.new_thread_wait_time,
                         kind: Kind::Event,
                     });
@@ -629,6 +637,7 @@ impl Plan<'_, '_> {
             old_state: self.names.state(r.old_state),
             old_wait_reason: self.names.wait_reason(r.old_wait_reason),
             old_wait_mode: name_or_number(r.old_wait_mode, wait_mode),
+            old_state_wr: r.old_state_wr,
             new_thread_wait_time: r.new_thread_wait_time,
             source: r.kind.name(),
             logger_id,
@@ -1298,6 +1307,7 @@ mod tests {
             old_state: None,
             old_wait_reason: None,
             old_wait_mode: None,
+            old_state_wr: None,
             new_thread_wait_time: None,
             kind: Kind::Event,
         }
