@@ -450,10 +450,10 @@ fn open_with(
 fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result<()> {
     let Some(sel) = sel else { return Ok(()) };
     let src = etwdump::etw::source::EtwSource::open_sessions(ctx);
-    let known: Vec<(Option<u64>, Option<String>)> = src
+    let known: Vec<(Option<u64>, Option<etwdump::text::Untrusted>)> = src
         .sessions()
         .iter()
-        .map(|s| (s.logger_id, s.name().map(String::from)))
+        .map(|s| (s.logger_id, s.name().cloned()))
         .collect();
     if src.sessions().iter().any(|s| s.selected(Some(sel))) {
         return Ok(());
@@ -464,7 +464,7 @@ fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result
             format!(
                 "{} {}",
                 id.map_or("?".into(), |i| i.to_string()),
-                render::text::printable(name.as_deref().unwrap_or("(unreadable)"))
+                etwdump::text::shown_or(name.as_ref(), "(unreadable)")
             )
         })
         .collect::<Vec<_>>()
@@ -494,7 +494,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let r = report::info::info_with(&ctx);
             match format {
-                Format::Table => write!(out, "{}", r.to_table())?,
+                Format::Table => write!(out, "{}", etwdump::text::escape_lines(&r.to_table()))?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
             }
         }
@@ -526,7 +526,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let o = report::overview::Overview::build(&ctx, switches)?;
             match Format::from(format) {
-                Format::Table => write!(out, "{}", render::overview::to_table(&o))?,
+                Format::Table => write!(
+                    out,
+                    "{}",
+                    etwdump::text::escape_lines(&render::overview::to_table(&o))
+                )?,
                 Format::Json => writeln!(out, "{}", render::overview::to_json(&o)?)?,
             }
         }
@@ -540,7 +544,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let rep = report::sessions::Sessions::open(&ctx);
             match format {
-                report::ListFormat::Table => write!(out, "{}", render::sessions::to_table(&rep))?,
+                report::ListFormat::Table => write!(
+                    out,
+                    "{}",
+                    etwdump::text::escape_lines(&render::sessions::to_table(&rep))
+                )?,
                 report::ListFormat::Json => writeln!(
                     out,
                     "{}",
@@ -896,7 +904,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             match format {
-                Format::Table => write!(out, "{}", rep.to_table())?,
+                Format::Table => write!(out, "{}", etwdump::text::escape_lines(&rep.to_table()))?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rep)?)?,
             }
         }
@@ -996,7 +1004,8 @@ fn main() -> ExitCode {
                     return ExitCode::SUCCESS;
                 }
             }
-            eprintln!("etwdump: error: {e}");
+            // Errors quote the input (names, tags, paths from a server): one escaped line.
+            eprintln!("etwdump: error: {}", etwdump::text::escape(&e.to_string()));
             ExitCode::from(2)
         }
     }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// Layers, lowest first; modules in one layer do not use each other.
 const LAYERS: &[&[&str]] = &[
     &["addr", "bytes", "time"],
+    &["text"],
     &["warning"],
     &["dump"],
     &["mem"],

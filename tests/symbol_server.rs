@@ -194,9 +194,9 @@ fn fetches_each_form_and_says_why_not() {
     assert_eq!(session_count(&out), 6);
     let kept = cache
         .path()
-        .join(&id.name)
+        .join(id.name.raw())
         .join(&id.store_key)
-        .join(&id.name);
+        .join(id.name.raw());
     assert_eq!(std::fs::read(&kept).unwrap(), pdb);
     http.clear();
     let (st, out, err) = sessions(&["--symbols", c], &[]);
@@ -215,14 +215,14 @@ fn fetches_each_form_and_says_why_not() {
     let c = cache.path().to_str().unwrap();
     let mut b = cab::CabinetBuilder::new();
     b.add_folder(cab::CompressionType::MsZip)
-        .add_file(id.name.clone());
+        .add_file(id.name.raw());
     let mut w = b.build(std::io::Cursor::new(Vec::new())).unwrap();
     while let Some(mut f) = w.next_file().unwrap() {
         f.write_all(&pdb).unwrap();
     }
     let cabbed = w.finish().unwrap().into_inner();
     assert!(cabbed.len() < pdb.len(), "compressed");
-    let mut pd_ = id.name.clone();
+    let mut pd_ = id.name.raw().to_string();
     pd_.pop();
     pd_.push('_');
     http.serve(&format!("{base}/{pd_}"), 200, cabbed);
@@ -230,9 +230,9 @@ fn fetches_each_form_and_says_why_not() {
     assert_eq!((st, session_count(&out)), (0, 6), "{err}");
     let kept = cache
         .path()
-        .join(&id.name)
+        .join(id.name.raw())
         .join(&id.store_key)
-        .join(&id.name);
+        .join(id.name.raw());
     assert_eq!(std::fs::read(&kept).unwrap(), pdb, "decompressed");
     let seen = http.seen.lock().unwrap().clone();
     assert_eq!(
@@ -297,7 +297,7 @@ fn fetches_each_form_and_says_why_not() {
         "{err}"
     );
     assert!(
-        !cache2.path().join(&id.name).exists(),
+        !cache2.path().join(id.name.raw()).exists(),
         "nothing kept from a bad download"
     );
     http.clear();
@@ -307,7 +307,7 @@ fn fetches_each_form_and_says_why_not() {
     let mut srv = Server::new(&url, cache2.path().to_path_buf());
     srv.timeout = Duration::from_secs(1);
     match fetch(&srv, &id) {
-        Err(FetchError::Timeout { url: u, secs: 1 }) => assert!(u.ends_with(&id.name)),
+        Err(FetchError::Timeout { url: u, secs: 1 }) => assert!(u.ends_with(id.name.raw())),
         other => panic!("{:?}", other.map(|x| x.1)),
     }
     http.clear();
@@ -378,9 +378,9 @@ fn nt_symbol_path_servers_only_when_asked() {
     assert_eq!(http.seen.lock().unwrap().len(), 1);
     assert!(cache
         .path()
-        .join(&id.name)
+        .join(id.name.raw())
         .join(&id.store_key)
-        .join(&id.name)
+        .join(id.name.raw())
         .is_file());
     // The cache is now a local store: no request the next time.
     assert_eq!(info(&[]), "pdb");

@@ -87,7 +87,7 @@ pub struct PhysImage {
     /// ELF machine (EM_X86_64 = 62, EM_386 = 3), when the container says.
     pub elf_machine: Option<u16>,
     /// The VMware metadata file the layout came from.
-    pub metadata: Option<String>,
+    pub metadata: Option<crate::text::Untrusted>,
 }
 
 impl PhysImage {
@@ -324,7 +324,9 @@ enum TagValue {
 }
 
 /// The tags of the VMware state file's "memory" group: (name, indices) → value.
-fn vmware_memory_tags(file: &[u8]) -> Result<Vec<(String, Vec<u32>, TagValue)>, String> {
+fn vmware_memory_tags(
+    file: &[u8],
+) -> Result<Vec<(crate::text::Untrusted, Vec<u32>, TagValue)>, String> {
     let version = file[0] & 0xF;
     let groups = file.u32_at(8).ok_or("header: group count")? as usize;
     if groups > 4096 {
@@ -358,7 +360,7 @@ fn vmware_memory_tags(file: &[u8]) -> Result<Vec<(String, Vec<u32>, TagValue)>, 
         let name = file
             .get(off + 2..off + 2 + name_len)
             .ok_or_else(|| format!("tag name at {:#x}: past the file end", off + 2))?;
-        let name = String::from_utf8_lossy(name).into_owned();
+        let name = crate::text::Untrusted::from_utf8_lossy(name).truncated(64);
         let n_idx = usize::from((flags >> 6) & 3);
         let mut indices = Vec::with_capacity(n_idx);
         let mut p = off + 2 + name_len;

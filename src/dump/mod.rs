@@ -215,7 +215,7 @@ impl DumpFile {
             format: "VMware state",
             reason,
         })?;
-        img.metadata = Some(meta.display().to_string());
+        img.metadata = Some(meta.display().to_string().into());
         Self::from_image(Backing::Map(mem), img, missing, opts).map(|d| d.with_file(file))
     }
 

@@ -51,7 +51,7 @@ pub struct BufferRow {
     /// A buffer queued for a real-time consumer: the consumer's process (its address space
     /// holds `address`) and how the buffer was found there.
     pub consumer_pid: Option<u64>,
-    pub consumer_process: Option<String>,
+    pub consumer_process: Option<crate::text::Untrusted>,
     pub found_via: Option<String>,
     pub warnings: Vec<String>,
 }

@@ -88,7 +88,7 @@ pub struct WindowsVersion {
     /// Why the KUSER_SHARED_DATA fields are null.
     pub kuser_shared_data_unavailable: Option<String>,
     /// KDBG.NtBuildLab, e.g. "19041.1.amd64fre.vb_release.191206-1406".
-    pub build_lab: Option<String>,
+    pub build_lab: Option<crate::text::Untrusted>,
     /// The build the tool goes by: KUSER NtBuildNumber when present, else the header's.
     pub build: u32,
 }
@@ -132,7 +132,7 @@ pub struct ImageInfo {
 #[derive(Debug, Serialize)]
 pub struct ModulesInfo {
     pub count: usize,
-    pub first: Option<String>,
+    pub first: Option<crate::text::Untrusted>,
     /// Why the list could not be walked completely.
     pub problem: Option<String>,
 }
@@ -155,7 +155,7 @@ pub struct MemoryInfo {
     /// Memory images and RDMP dumps: every physical range and where it is in the file.
     pub ranges: Option<Vec<RangeInfo>>,
     /// A .vmem's layout file (.vmss/.vmsn).
-    pub metadata_file: Option<String>,
+    pub metadata_file: Option<crate::text::Untrusted>,
 }
 
 /// One physical range of an image.

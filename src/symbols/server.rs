@@ -8,6 +8,7 @@
 //! `HTTPS_PROXY` / `HTTP_PROXY` (and lowercase; `NO_PROXY` honoured).
 
 use super::{PdbIdentity, Symbols};
+use crate::text::Untrusted;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,8 +53,10 @@ pub enum FetchError {
     Network { url: String, why: String },
     #[error("{url}: not the PDB asked for: {why}")]
     BadFile { url: String, why: String },
+    /// What a server's `file.ptr` said (`MSG:`), or why the file its `PATH:` names could
+    /// not be read: text from the network, shown escaped.
     #[error("{url}: the server says: {message}")]
-    Message { url: String, message: String },
+    Message { url: String, message: Untrusted },
     #[error("{path}: {why}")]
     Cache { path: String, why: String },
 }
@@ -137,6 +140,83 @@ fn uncab_inner(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// A `file.ptr` answer: the first line's `PATH:<file>`, else a message (`MSG:<text>` or the
+/// whole text), each at most 4096 bytes of the body, untrusted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilePtr {
+    Path(Untrusted),
+    Message(Untrusted),
+}
+
+impl FilePtr {
+    pub fn parse(body: &[u8]) -> FilePtr {
+        let t = Untrusted::from_utf8_lossy(&body[..body.len().min(4096)]);
+        let text = t.raw().trim();
+        match text.strip_prefix("PATH:") {
+            Some(p) => FilePtr::Path(Untrusted::from(p.trim())),
+            None => FilePtr::Message(
+                Untrusted::from(text.strip_prefix("MSG:").unwrap_or(text).trim()).truncated(200),
+            ),
+        }
+    }
+}
+
+/// The file a `file.ptr` names, read only if it is a regular file: opened without blocking
+/// (a FIFO cannot hold the tool), checked on the open handle (no device, FIFO or socket, even
+/// if the path was swapped after a check), and read through the download cap
+/// ([`MAX_DOWNLOAD`]) whatever length the file reports.
+pub fn read_pointed(path: &Untrusted) -> Result<Vec<u8>, String> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let f = opts.open(path.raw()).map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(format!(
+            "not a regular file ({}): only a regular file is read",
+            file_kind(&meta)
+        ));
+    }
+    let mut out = Vec::new();
+    f.take(MAX_DOWNLOAD + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() as u64 > MAX_DOWNLOAD {
+        return Err(format!("more than {MAX_DOWNLOAD} bytes (the download cap)"));
+    }
+    Ok(out)
+}
+
+/// What kind of file `meta` describes, for the message.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// Load `bytes` as the PDB `id` names; the symbols when its GUID and age are those.
 fn verify(url: &str, id: &PdbIdentity, bytes: &[u8]) -> Result<Symbols, FetchError> {
     let bad = |why: String| FetchError::BadFile {
@@ -183,8 +263,8 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     let name = id.file_name().ok_or_else(|| FetchError::BadFile {
         url: server.url.clone(),
         why: format!(
-            "the kernel's PDB name in the dump ({:?}) is not a plain file name; give the PDB with --pdb",
-            id.name.chars().take(80).collect::<String>()
+            "the kernel's PDB name in the dump (\"{}\") is not a plain file name; give the PDB with --pdb",
+            id.name.truncated(80)
         ),
     })?;
     let base = format!("{}/{name}/{}", server.url, id.store_key);
@@ -216,45 +296,18 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     // 3. file.ptr: "PATH:<file>" or "MSG:<text>".
     let url = format!("{base}/file.ptr");
     if let Got::Body(b) = get(&agent, &url, secs)? {
-        let text = String::from_utf8_lossy(&b[..b.len().min(4096)])
-            .trim()
-            .to_string();
-        if let Some(p) = text.strip_prefix("PATH:") {
-            let p = PathBuf::from(p.trim());
-            let meta = std::fs::metadata(&p).map_err(|e| FetchError::Message {
-                url: url.clone(),
-                message: format!("PATH:{} cannot be read here: {e}", p.display()),
-            })?;
-            if meta.len() > MAX_DOWNLOAD {
-                return Err(FetchError::BadFile {
-                    url,
-                    why: format!("{} is {} bytes", p.display(), meta.len()),
-                });
+        return match FilePtr::parse(&b) {
+            FilePtr::Path(p) => {
+                let bytes = read_pointed(&p).map_err(|why| FetchError::Message {
+                    url: url.clone(),
+                    message: Untrusted::new(format!("PATH:{p} cannot be read here: {why}")),
+                })?;
+                let s = verify(&url, id, &bytes)?;
+                keep(&dest, &bytes)?;
+                Ok((s, dest))
             }
-            let bytes = std::fs::read(&p).map_err(|e| FetchError::Message {
-                url: url.clone(),
-                message: format!("PATH:{} cannot be read here: {e}", p.display()),
-            })?;
-            let s = verify(&url, id, &bytes)?;
-            keep(&dest, &bytes)?;
-            return Ok((s, dest));
-        }
-        let message = text.strip_prefix("MSG:").unwrap_or(&text).trim();
-        return Err(FetchError::Message {
-            url,
-            // Text from the network: control characters escaped, at most 200 characters.
-            message: message
-                .chars()
-                .take(200)
-                .map(|c| {
-                    if c.is_control() {
-                        c.escape_unicode().to_string()
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect(),
-        });
+            FilePtr::Message(message) => Err(FetchError::Message { url, message }),
+        };
     }
     tried.push(url);
     Err(FetchError::NotFound {
