@@ -267,6 +267,57 @@ fn fetches_each_form_and_says_why_not() {
         err.contains("the server says: This file is not available\\u{1b}[31m"),
         "{err}"
     );
+    // 3b. (issue 27, F4) A PATH: naming a file with ESC, BEL, CR/LF, C1 and a bidi control in
+    // its name: echoed escaped, on one line.
+    http.serve(
+        &format!("{base}/file.ptr"),
+        200,
+        "PATH:/nonexistent/\u{1b}]0;owned\u{7}\r\nx\u{9b}\u{202e}.pdb"
+            .as_bytes()
+            .to_vec(),
+    );
+    let (st, _, err) = via_server(cache2.path());
+    assert_eq!(st, 2, "{err}");
+    assert!(
+        err.contains(
+            "PATH:/nonexistent/\\u{1b}]0;owned\\u{7}\\u{d}\\u{a}x\\u{9b}\\u{202e}.pdb cannot be read here"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.trim_end().chars().any(etwdump::text::needs_escape));
+    // 3c. (F6) A PATH: naming a device or a FIFO is refused at once, not read without bound
+    // (/dev/zero grew to 2.1 GB in 1.7 s) or waited on for ever.
+    let fifo = elsewhere.path().join("fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    for (target, kind) in [
+        ("/dev/zero".to_string(), "a character device"),
+        ("/dev/urandom".to_string(), "a character device"),
+        (fifo.display().to_string(), "a FIFO"),
+        (elsewhere.path().display().to_string(), "a directory"),
+    ] {
+        http.serve(
+            &format!("{base}/file.ptr"),
+            200,
+            format!("PATH:{target}").into_bytes(),
+        );
+        let t = std::time::Instant::now();
+        let (st, _, err) = via_server(cache2.path());
+        assert_eq!(st, 2, "{target}: {err}");
+        assert!(
+            err.contains(&format!(
+                "PATH:{target} cannot be read here: not a regular file ({kind}): only a regular file is read"
+            )),
+            "{target}: {err}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{target}: {:?}",
+            t.elapsed()
+        );
+    }
     http.clear();
 
     // 4. Nothing anywhere: the three URLs tried are named.

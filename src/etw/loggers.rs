@@ -613,7 +613,7 @@ pub fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
         .ok()
         .and_then(|k| k.system_time)
         .or(Some(ctx.dump.header().system_time))
-        .filter(|&t| t != 0)
+        .filter(|&t| t != 0 && t <= crate::time::MAX_FILETIME)
 }
 
 /// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a

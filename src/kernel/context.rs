@@ -338,7 +338,25 @@ impl<'d> KernelContext<'d> {
             warnings,
         };
         me.check_builtin_rvas();
+        if let (Some(ft), Some((_, why))) = (me.system_time(), me.system_time_flag()) {
+            me.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!(
+                        "the dump's SystemTime cannot be right: {why}; shown with its raw value {ft:#x}, not as fact"
+                    ),
+                )
+                .field("SystemTime"),
+            );
+        }
         me
+    }
+
+    /// Why the dump's SystemTime ([`Self::system_time`]) cannot be right, with its flag
+    /// (`not_a_filetime`, `before_build`, `after_file_written`): see
+    /// [`crate::time::implausible_dump_time`].
+    pub fn system_time_flag(&self) -> Option<(&'static str, String)> {
+        crate::time::implausible_dump_time(self.system_time()?, self.build, self.dump.written())
     }
 
     /// The built-in table's RVAs (exact corpus match) must agree with the globals the dump

@@ -26,8 +26,13 @@ pub struct InfoReport {
     pub windows: WindowsVersion,
     pub processors: u32,
     pub bugcheck: BugCheck,
+    /// ISO-8601 UTC; for an impossible time ([`Self::system_time_flag`]) the text says so
+    /// and gives the raw value.
     pub system_time: String,
     pub system_time_raw: u64,
+    /// `not_a_filetime`, `before_build` or `after_file_written` when the SystemTime cannot be
+    /// right (a warning says why); null otherwise.
+    pub system_time_flag: Option<&'static str>,
     pub system_up_time: String,
     pub dtb: String,
     pub pfn_database: String,
@@ -340,8 +345,16 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
             code: hex(u64::from(h.bugcheck_code)),
             parameters: h.bugcheck_params.map(hex),
         },
-        system_time: filetime_to_iso8601(ctx.system_time().unwrap_or(0)),
+        system_time: {
+            let ft = ctx.system_time().unwrap_or(0);
+            match ctx.system_time_flag() {
+                Some(("not_a_filetime", _)) => crate::time::filetime_text(ft),
+                Some((flag, _)) => format!("{} ({flag}: raw {ft:#x})", filetime_to_iso8601(ft)),
+                None => filetime_to_iso8601(ft),
+            }
+        },
         system_time_raw: ctx.system_time().unwrap_or(0),
+        system_time_flag: ctx.system_time_flag().map(|f| f.0),
         system_up_time: duration_100ns(ctx.up_time().unwrap_or(0)),
         dtb: hex(h.directory_table_base),
         pfn_database: h.pfn_database.to_string(),

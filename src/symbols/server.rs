@@ -181,6 +181,12 @@ pub fn read_pointed(path: &Untrusted) -> Result<Vec<u8>, String> {
             file_kind(&meta)
         ));
     }
+    if meta.len() > MAX_DOWNLOAD {
+        return Err(format!(
+            "{} bytes (more than the {MAX_DOWNLOAD}-byte download cap)",
+            meta.len()
+        ));
+    }
     let mut out = Vec::new();
     f.take(MAX_DOWNLOAD + 1)
         .read_to_end(&mut out)
@@ -331,6 +337,69 @@ mod tests {
             f.write_all(payload).unwrap();
         }
         w.finish().unwrap().into_inner()
+    }
+
+    /// file.ptr answers: PATH: (trimmed), MSG:, or the text itself, at most 200 characters
+    /// of a message; the text stays untrusted (escaped when shown).
+    #[test]
+    fn file_ptr_lines() {
+        assert_eq!(
+            FilePtr::parse(b"  PATH: /srv/sym/nt.pdb \r\n"),
+            FilePtr::Path("/srv/sym/nt.pdb".into())
+        );
+        assert_eq!(
+            FilePtr::parse(b"MSG: gone\x1b[31m"),
+            FilePtr::Message("gone\u{1b}[31m".into())
+        );
+        let FilePtr::Message(m) = FilePtr::parse(&[b'x'; 5000]) else {
+            panic!()
+        };
+        assert_eq!(m.len(), 200);
+        let FilePtr::Path(p) = FilePtr::parse("PATH:a\u{9b}\u{202e}b".as_bytes()) else {
+            panic!()
+        };
+        assert_eq!(p.to_string(), "a\\u{9b}\\u{202e}b");
+    }
+
+    /// Only regular files are read, through the cap: devices, FIFOs (without blocking) and
+    /// directories are refused by what the open handle is, a sparse file over the cap by its
+    /// length; a plain file is read whole.
+    #[test]
+    fn pointed_files_are_regular_and_capped() {
+        let dir = std::env::temp_dir().join(format!("etwdump-fileptr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = dir.join("ok.pdb");
+        std::fs::write(&ok, b"PDB bytes").unwrap();
+        assert_eq!(
+            read_pointed(&ok.display().to_string().into()).unwrap(),
+            b"PDB bytes"
+        );
+        let big = dir.join("big.pdb");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_DOWNLOAD + 1)
+            .unwrap();
+        let e = read_pointed(&big.display().to_string().into()).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "{} bytes (more than the 536870912-byte download cap)",
+                MAX_DOWNLOAD + 1
+            )
+        );
+        assert_eq!(
+            read_pointed(&"/dev/zero".into()).unwrap_err(),
+            "not a regular file (a character device): only a regular file is read"
+        );
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            read_pointed(&fifo.display().to_string().into()).unwrap_err(),
+            "not a regular file (a FIFO): only a regular file is read"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A valid cabinet gives its file back; every truncation and 2,000 single-byte corruptions
