@@ -495,7 +495,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let r = report::info::info_with(&ctx);
             match format {
                 Format::Table => write!(out, "{}", etwdump::text::escape_lines(&r.to_table()))?,
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
+                Format::Json => writeln!(out, "{}", render::rows::to_json_pretty(&r)?)?,
             }
         }
         Command::Completions { shell } => {
@@ -832,7 +832,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Format::Json => writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(
+                    render::rows::to_json_pretty(
                         &serde_json::json!({"file": display(&file), "buffers": f.buffers, "problem": f.problem})
                     )?
                 )?,
@@ -855,7 +855,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         )?;
                     }
                     if let Some(p) = &f.problem {
-                        writeln!(out, "warning: {p}")?;
+                        writeln!(out, "warning: {}", etwdump::text::escape(p))?;
                     }
                 }
             }
@@ -905,7 +905,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             match format {
                 Format::Table => write!(out, "{}", etwdump::text::escape_lines(&rep.to_table()))?,
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rep)?)?,
+                Format::Json => writeln!(out, "{}", render::rows::to_json_pretty(&rep)?)?,
             }
         }
         Command::Read {

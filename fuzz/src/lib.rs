@@ -156,3 +156,48 @@ mod guard {
     #[global_allocator]
     static GLOBAL: Guard = Guard;
 }
+
+/// Apply the input's patch operations to the pages at the file offsets `pages` of `bytes`
+/// (the structure-aware targets of issue 27: `scan_mem`, `walks`): each operation is
+/// kind u8, page u16 (modulo the list), offset u16 (modulo the page), then per kind
+/// 0: len u8 and that many bytes | 1: a u32 | 2: a u64 | 3: a u64 pointer-like value
+/// (0xFFFF8... | the input's low 32 bits). At most 32 operations.
+pub fn patch_pages(bytes: &mut [u8], pages: &[usize], input: &mut Input<'_>) {
+    if pages.is_empty() {
+        return;
+    }
+    for _ in 0..32 {
+        if input.is_empty() {
+            break;
+        }
+        let kind = input.u8() % 4;
+        let page = pages[usize::from(input.u16()) % pages.len()];
+        let off = page + usize::from(input.u16()) % 4096;
+        let data: Vec<u8> = match kind {
+            0 => {
+                let n = usize::from(input.u8());
+                input.bytes(n).to_vec()
+            }
+            1 => input.u32().to_le_bytes().to_vec(),
+            2 => input.u64().to_le_bytes().to_vec(),
+            _ => (0xFFFF_8000_0000_0000u64 | u64::from(input.u32()))
+                .to_le_bytes()
+                .to_vec(),
+        };
+        let end = (off + data.len()).min(bytes.len()).min(page + 4096);
+        if off < end {
+            bytes[off..end].copy_from_slice(&data[..end - off]);
+        }
+    }
+}
+
+/// The oracle of issue 27: text for a terminal holds no raw control character (C0 but the
+/// line break, DEL, C1, bidi controls: `etwdump::text::needs_escape`).
+pub fn assert_terminal_safe(what: &str, text: &str) {
+    if let Some(c) = text
+        .chars()
+        .find(|&c| c != '\n' && etwdump::text::needs_escape(c))
+    {
+        panic!("{what}: raw {c:?} in {text:?}");
+    }
+}

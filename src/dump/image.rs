@@ -147,6 +147,26 @@ impl PhysImage {
             .flatten()
     }
 
+    /// Bytes of the file that more than one range places (ranges sorted by file offset; the
+    /// overlap of each with the furthest end before it).
+    pub fn aliased_bytes(&self) -> u64 {
+        let mut by_file: Vec<(u64, u64)> = self
+            .ranges
+            .iter()
+            .map(|r| (r.file_offset, r.file_offset.saturating_add(r.size)))
+            .collect();
+        by_file.sort_unstable();
+        let mut end = 0u64;
+        let mut aliased = 0u64;
+        for (s, e) in by_file {
+            if s < end {
+                aliased = aliased.saturating_add(e.min(end) - s);
+            }
+            end = end.max(e);
+        }
+        aliased
+    }
+
     /// The end of the last range's bytes in the file.
     pub fn data_end(&self) -> u64 {
         self.ranges

@@ -267,6 +267,14 @@ impl DumpFile {
                 img.format.name()
             ));
         }
+        let aliased = img.aliased_bytes();
+        if aliased > 0 {
+            warnings.push(format!(
+                "the {} image's ranges place {aliased:#x} bytes of the file at more than one physical address; a pass over all memory (scan) reads at most the file's {:#x} pages",
+                img.format.name(),
+                file_len / PAGE_SIZE
+            ));
+        }
         let end = img.data_end();
         if end > file_len {
             let what = format!(
@@ -673,11 +681,16 @@ impl DumpFile {
             }
             Contents::Triage(_) => {}
             Contents::Image(i) => {
+                // Ranges may place the same file bytes at several physical addresses: the
+                // pass reads at most as many pages as the file holds (a warning at open says
+                // so), so aliases cannot multiply its cost.
+                let mut budget = len / PAGE_SIZE;
                 for r in i.ranges() {
-                    let n = held(Some(r.file_offset), r.size / PAGE_SIZE);
+                    let n = held(Some(r.file_offset), r.size / PAGE_SIZE).min(budget);
                     if n > 0 {
                         out.push((r.start / PAGE_SIZE, n));
                     }
+                    budget -= n;
                 }
             }
         }

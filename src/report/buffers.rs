@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 pub struct BufferRow {
     /// Null for a saved error-log window whose logger cannot be told.
     pub session_id: Option<u64>,
-    pub session_name: Option<String>,
+    pub session_name: Option<crate::text::Untrusted>,
     /// Where the bytes are: `memory`, `current_buffer`, `errlog_tail` or `secondary_data`.
     pub source: &'static str,
     /// The buffer's virtual address (null for the secondary data, which has none).
@@ -67,10 +67,10 @@ pub fn stream(
     emit: &mut dyn FnMut(&BufferRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     let src = EtwSource::open_units(ctx, session);
-    let names: HashMap<u64, String> = src
+    let names: HashMap<u64, crate::text::Untrusted> = src
         .sessions()
         .iter()
-        .filter_map(|s| Some((s.logger_id?, s.name()?.to_string())))
+        .filter_map(|s| Some((s.logger_id?, s.name()?.clone())))
         .collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -105,7 +105,7 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>) -> BufferReport {
 /// Read and walk `units` on up to `threads` cores (the order of the rows is kept).
 fn rows_parallel(
     src: &EtwSource<'_, '_>,
-    names: &HashMap<u64, String>,
+    names: &HashMap<u64, crate::text::Untrusted>,
     units: &[TraceUnit],
     threads: usize,
 ) -> Vec<BufferRow> {
@@ -127,7 +127,11 @@ fn rows_parallel(
     })
 }
 
-fn row(src: &EtwSource<'_, '_>, names: &HashMap<u64, String>, u: &TraceUnit) -> BufferRow {
+fn row(
+    src: &EtwSource<'_, '_>,
+    names: &HashMap<u64, crate::text::Untrusted>,
+    u: &TraceUnit,
+) -> BufferRow {
     let h = u.header.as_ref();
     let triage = u.origin != "memory";
     let mut r = BufferRow {

@@ -49,10 +49,12 @@ pub enum FetchError {
     Timeout { url: String, secs: u64 },
     #[error("{url}: HTTP status {status}")]
     Status { url: String, status: u16 },
+    /// `why`: the HTTP client's text, which may quote what the server sent: untrusted.
     #[error("{url}: {why}")]
-    Network { url: String, why: String },
+    Network { url: String, why: Untrusted },
+    /// `why`: the PDB or cabinet reader's text about the server's file: untrusted.
     #[error("{url}: not the PDB asked for: {why}")]
-    BadFile { url: String, why: String },
+    BadFile { url: String, why: Untrusted },
     /// What a server's `file.ptr` said (`MSG:`), or why the file its `PATH:` names could
     /// not be read: text from the network, shown escaped.
     #[error("{url}: the server says: {message}")]
@@ -79,7 +81,7 @@ fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
         Err(e) => {
             return Err(FetchError::Network {
                 url: url.to_string(),
-                why: e.to_string(),
+                why: Untrusted::new(e.to_string()),
             })
         }
     };
@@ -106,7 +108,7 @@ fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
         }),
         Err(e) => Err(FetchError::Network {
             url: url.to_string(),
-            why: e.to_string(),
+            why: Untrusted::new(e.to_string()),
         }),
     }
 }
@@ -114,8 +116,8 @@ fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
 /// The first file of a CAB archive (`.pd_`), at most [`MAX_DOWNLOAD`] bytes. A panic of the
 /// `cab` crate on a hostile archive (its `folder.rs` indexes out of bounds on some corrupted
 /// headers: 12 of the unit test's 2,000 corruptions) is contained, silently, as for the `pdb`
-/// crate, and reported as a bad file.
-fn uncab(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+/// crate, and reported as a bad file. Public for the `symsrv` fuzz target.
+pub fn uncab(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
     super::pdb::contained(move || uncab_inner(bytes))
         .unwrap_or_else(|why| Err(format!("the cabinet reader failed on it ({why})")))
 }
@@ -227,7 +229,7 @@ fn file_kind(meta: &std::fs::Metadata) -> &'static str {
 fn verify(url: &str, id: &PdbIdentity, bytes: &[u8]) -> Result<Symbols, FetchError> {
     let bad = |why: String| FetchError::BadFile {
         url: url.to_string(),
-        why,
+        why: Untrusted::new(why),
     };
     let s = Symbols::from_pdb_bytes(Path::new(url), bytes, super::WANTED_TYPES)
         .map_err(|e| bad(e.to_string()))?;
@@ -268,10 +270,11 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     // path (`PdbIdentity::file_name`).
     let name = id.file_name().ok_or_else(|| FetchError::BadFile {
         url: server.url.clone(),
-        why: format!(
-            "the kernel's PDB name in the dump (\"{}\") is not a plain file name; give the PDB with --pdb",
-            id.name.truncated(80)
-        ),
+        why: id.name.truncated(80).map(|n| {
+            format!(
+                "the kernel's PDB name in the dump (\"{n}\") is not a plain file name; give the PDB with --pdb"
+            )
+        }),
     })?;
     let base = format!("{}/{name}/{}", server.url, id.store_key);
     let dest = server.cache.join(name).join(&id.store_key).join(name);
@@ -292,7 +295,7 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     if let Got::Body(b) = get(&agent, &url, secs)? {
         let pdb = uncab(b).map_err(|why| FetchError::BadFile {
             url: url.clone(),
-            why: format!("not a readable cabinet: {why}"),
+            why: Untrusted::new(format!("not a readable cabinet: {why}")),
         })?;
         let s = verify(&url, id, &pdb)?;
         keep(&dest, &pdb)?;
