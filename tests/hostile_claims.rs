@@ -18,6 +18,16 @@ fn opts() -> OpenOptions {
     }
 }
 
+/// The one warning that says a pass covers only what the file holds.
+fn one_trim_warning(d: &DumpFile) {
+    let n = d
+        .warnings()
+        .iter()
+        .filter(|w| w.contains("cover only the pages the file holds"))
+        .count();
+    assert_eq!(n, 1, "{:?}", d.warnings());
+}
+
 /// Pages a pass over all memory reads.
 fn pass_pages(d: &DumpFile) -> u64 {
     d.physical_runs().iter().map(|r| r.1).sum()
@@ -117,15 +127,7 @@ fn a_bitmap_with_every_bit_set_is_trimmed_to_the_file() {
     assert_eq!(d.stored_pages(), bits);
     assert_eq!(pass_pages(&d), (len - first) / PAGE);
     assert!(pass_pages(&d) >= held);
-    assert_eq!(
-        d.warnings()
-            .iter()
-            .filter(|w| w.contains("cover only the pages the file holds"))
-            .count(),
-        1,
-        "{:?}",
-        d.warnings()
-    );
+    one_trim_warning(&d);
 }
 
 #[test]
@@ -158,15 +160,7 @@ fn an_elf_segment_of_2_44_bytes_is_trimmed_to_the_file() {
     let d = DumpFile::open(&claim, opts()).unwrap();
     assert_eq!(d.stored_pages(), held - old / PAGE + (1 << 32));
     assert_eq!(pass_pages(&d), held);
-    assert_eq!(
-        d.warnings()
-            .iter()
-            .filter(|w| w.contains("cover only the pages the file holds"))
-            .count(),
-        1,
-        "{:?}",
-        d.warnings()
-    );
+    one_trim_warning(&d);
 }
 
 #[test]
@@ -189,13 +183,5 @@ fn a_layout_range_of_2_44_bytes_is_trimmed_to_the_file() {
     let d = DumpFile::open_layout(raw, &layout, opts()).unwrap();
     assert_eq!(d.stored_pages(), 1 << 32);
     assert_eq!(pass_pages(&d), len / PAGE);
-    assert_eq!(
-        d.warnings()
-            .iter()
-            .filter(|w| w.contains("cover only the pages the file holds"))
-            .count(),
-        1,
-        "{:?}",
-        d.warnings()
-    );
+    one_trim_warning(&d);
 }

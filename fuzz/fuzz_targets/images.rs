@@ -45,7 +45,9 @@ fn check(d: Result<DumpFile, etwdump::dump::DumpError>, file_len: u64) {
 fn raw_file() -> &'static std::path::Path {
     static P: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        let b: Vec<u8> = (0..65536u32).map(|i| (i / 4096) as u8 ^ (i as u8)).collect();
+        let b: Vec<u8> = (0..65536u32)
+            .map(|i| (i / 4096) as u8 ^ (i as u8))
+            .collect();
         scratch_file("layout.raw", &b)
     })
 }
@@ -65,7 +67,10 @@ fuzz_target!(|data: &[u8]| {
             let (s, m) = (dir.join("x.vmss"), dir.join("x.vmem"));
             std::fs::write(&s, &vmss).unwrap();
             std::fs::write(&m, &vmem).unwrap();
-            check(DumpFile::open(&s, LENIENT), vmem.len().max(vmss.len()) as u64);
+            check(
+                DumpFile::open(&s, LENIENT),
+                vmem.len().max(vmss.len()) as u64,
+            );
             check(DumpFile::open(&m, LENIENT), vmem.len() as u64);
         }
         _ => match Layout::parse(input.remaining()) {

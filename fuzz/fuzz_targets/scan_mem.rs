@@ -13,13 +13,12 @@ use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::carve::Progress;
 use etwdump::kernel::context::KernelContext;
 use etwdump::render::rows::{to_string, Row};
-use etwdump::report::RowFormat;
 use etwdump::report::scan::{Scan, ScanRow};
-use etwdump::symbols::{Symbols, WANTED_TYPES};
+use etwdump::report::RowFormat;
 use etwdump_forge::{forge, Config};
-use etwdump_fuzz::{assert_terminal_safe, patch_pages, repo_root, Input};
+use etwdump_fuzz::{assert_terminal_safe, lend_symbols, patch_pages, return_symbols, Input};
 use libfuzzer_sys::fuzz_target;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 struct Base {
     bytes: Vec<u8>,
@@ -44,19 +43,6 @@ fn base() -> &'static Base {
     })
 }
 
-fn symbols() -> &'static Mutex<Option<Symbols>> {
-    static S: OnceLock<Mutex<Option<Symbols>>> = OnceLock::new();
-    S.get_or_init(|| {
-        let s = Symbols::from_pdb(
-            &repo_root().join("tests/fixtures/x64-19041/ntkrnlmp.pdb"),
-            WANTED_TYPES,
-        )
-        .expect("fixture PDB")
-        .with_builtin(19041, true);
-        Mutex::new(Some(s))
-    })
-}
-
 fuzz_target!(|data: &[u8]| {
     let b = base();
     let mut bytes = b.bytes.clone();
@@ -65,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut ctx = KernelContext::without_symbols(&d);
-    ctx.symbols = symbols().lock().unwrap().take().expect("symbols");
+    lend_symbols(&mut ctx);
     let progress = Progress::default();
     let scan = Scan::run(&ctx, 1, &progress);
     assert!(scan.report.pages_scanned <= b.pages.len() as u64);
@@ -75,5 +61,5 @@ fuzz_target!(|data: &[u8]| {
     }
     let csv = to_string::<ScanRow>(&rows, scan.warnings(), RowFormat::Csv, "scan");
     assert_terminal_safe("scan CSV", &csv);
-    *symbols().lock().unwrap() = Some(std::mem::replace(&mut ctx.symbols, Symbols::none(8)));
+    return_symbols(&mut ctx);
 });

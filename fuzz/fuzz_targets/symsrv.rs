@@ -71,11 +71,8 @@ fuzz_target!(|data: &[u8]| {
         1 => {
             if let Ok(pdb) = uncab(input.remaining().to_vec()) {
                 assert!(pdb.len() as u64 <= MAX_DOWNLOAD);
-                let _ = Symbols::from_pdb_bytes(
-                    std::path::Path::new("fuzz.pdb"),
-                    &pdb,
-                    WANTED_TYPES,
-                );
+                let _ =
+                    Symbols::from_pdb_bytes(std::path::Path::new("fuzz.pdb"), &pdb, WANTED_TYPES);
             }
         }
         _ => {

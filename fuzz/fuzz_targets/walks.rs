@@ -22,11 +22,10 @@ use etwdump::kernel::context::KernelContext;
 use etwdump::mem::AddressSpace;
 use etwdump::render::rows::Row;
 use etwdump::report;
-use etwdump::symbols::{Symbols, WANTED_TYPES};
 use etwdump_forge::{forge, Config};
-use etwdump_fuzz::{assert_terminal_safe, patch_pages, repo_root, Input};
+use etwdump_fuzz::{assert_terminal_safe, lend_symbols, patch_pages, return_symbols, Input};
 use libfuzzer_sys::fuzz_target;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 struct Base {
     bytes: Vec<u8>,
@@ -103,19 +102,6 @@ fn base() -> &'static Base {
     })
 }
 
-fn symbols() -> &'static Mutex<Option<Symbols>> {
-    static S: OnceLock<Mutex<Option<Symbols>>> = OnceLock::new();
-    S.get_or_init(|| {
-        let s = Symbols::from_pdb(
-            &repo_root().join("tests/fixtures/x64-19041/ntkrnlmp.pdb"),
-            WANTED_TYPES,
-        )
-        .expect("fixture PDB")
-        .with_builtin(19041, true);
-        Mutex::new(Some(s))
-    })
-}
-
 fuzz_target!(|data: &[u8]| {
     let b = base();
     let mut bytes = b.bytes.clone();
@@ -124,7 +110,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut ctx = KernelContext::without_symbols(&d);
-    ctx.symbols = symbols().lock().unwrap().take().expect("symbols");
+    lend_symbols(&mut ctx);
     let _ = report::providers::stream(&ctx, true, &mut |r| {
         assert_terminal_safe("providers row", &r.table_line());
         Ok(())
@@ -137,5 +123,5 @@ fuzz_target!(|data: &[u8]| {
         assert_terminal_safe("buffers row", &r.table_line());
         Ok(())
     });
-    *symbols().lock().unwrap() = Some(std::mem::replace(&mut ctx.symbols, Symbols::none(8)));
+    return_symbols(&mut ctx);
 });

@@ -201,3 +201,30 @@ pub fn assert_terminal_safe(what: &str, text: &str) {
         panic!("{what}: raw {c:?} in {text:?}");
     }
 }
+
+/// The 19041 fixture's PDB symbols, loaded once and lent to one run's context at a time
+/// (`scan_mem`, `walks`): [`lend_symbols`] puts them in, [`return_symbols`] takes them back.
+fn fixture_symbols() -> &'static std::sync::Mutex<Option<etwdump::symbols::Symbols>> {
+    static S: std::sync::OnceLock<std::sync::Mutex<Option<etwdump::symbols::Symbols>>> =
+        std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let s = etwdump::symbols::Symbols::from_pdb(
+            &repo_root().join("tests/fixtures/x64-19041/ntkrnlmp.pdb"),
+            etwdump::symbols::WANTED_TYPES,
+        )
+        .expect("fixture PDB")
+        .with_builtin(19041, true);
+        std::sync::Mutex::new(Some(s))
+    })
+}
+
+/// Give `ctx` the fixture's symbols (see [`fixture_symbols`]).
+pub fn lend_symbols(ctx: &mut etwdump::kernel::context::KernelContext<'_>) {
+    ctx.symbols = fixture_symbols().lock().unwrap().take().expect("symbols");
+}
+
+/// Take the fixture's symbols back from `ctx`.
+pub fn return_symbols(ctx: &mut etwdump::kernel::context::KernelContext<'_>) {
+    let s = std::mem::replace(&mut ctx.symbols, etwdump::symbols::Symbols::none(8));
+    *fixture_symbols().lock().unwrap() = Some(s);
+}
