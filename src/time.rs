@@ -21,10 +21,11 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
     )
 }
 
-/// The last valid FILETIME: 30828-09-14T02:48:05.4775807Z (0x7FFF35F4F06C7FFF, what
-/// `FileTimeToSystemTime` accepts). Every u64 is on or after 1601-01-01, so a FILETIME is
-/// outside 1601..=30828 exactly when it is past this.
-pub const MAX_FILETIME: u64 = 0x7FFF_35F4_F06C_7FFF;
+/// The last valid FILETIME: 30828-09-14T02:48:05.4775807Z (0x7FFFFFFFFFFFFFFF: FILETIMEs are
+/// signed 64-bit counts to Windows, `FileTimeToSystemTime` refuses anything at or above 2^63).
+/// Every u64 is on or after 1601-01-01, so a FILETIME is outside 1601..=30828-09-14 exactly
+/// when it is past this.
+pub const MAX_FILETIME: u64 = 0x7FFF_FFFF_FFFF_FFFF;
 
 /// A FILETIME as text: ISO-8601 UTC when it is a valid FILETIME ([`MAX_FILETIME`]), else
 /// `not a valid FILETIME (raw 0x...)`: an impossible time is never shown as a date.
@@ -259,10 +260,7 @@ mod tests {
             filetime_to_iso8601(MAX_FILETIME),
             "30828-09-14T02:48:05.4775807Z"
         );
-        assert_eq!(
-            filetime_text(MAX_FILETIME + 1),
-            "not a valid FILETIME (raw 0x7fff35f4f06c8000)"
-        );
+        assert_eq!(filetime_text(MAX_FILETIME), "30828-09-14T02:48:05.4775807Z");
         assert_eq!(
             filetime_text(1 << 63),
             "not a valid FILETIME (raw 0x8000000000000000)"
