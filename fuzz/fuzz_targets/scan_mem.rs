@@ -11,23 +11,16 @@
 
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::carve::Progress;
-use etwdump::kernel::context::KernelContext;
 use etwdump::render::rows::{to_string, Row};
 use etwdump::report::scan::{Scan, ScanRow};
 use etwdump::report::RowFormat;
 use etwdump_forge::{forge, Config};
-use etwdump_fuzz::{assert_terminal_safe, lend_symbols, patch_pages, return_symbols, Input};
+use etwdump_fuzz::{assert_terminal_safe, PatchBase};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
-struct Base {
-    bytes: Vec<u8>,
-    /// File offsets of the stored pages.
-    pages: Vec<usize>,
-}
-
-fn base() -> &'static Base {
-    static B: OnceLock<Base> = OnceLock::new();
+fn base() -> &'static PatchBase {
+    static B: OnceLock<PatchBase> = OnceLock::new();
     B.get_or_init(|| {
         let bytes = forge(&Config::sample_etw()).to_bytes();
         let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).expect("base");
@@ -39,27 +32,21 @@ fn base() -> &'static Base {
                 }
             }
         }
-        Base { bytes, pages }
+        PatchBase { bytes, pages }
     })
 }
 
 fuzz_target!(|data: &[u8]| {
     let b = base();
-    let mut bytes = b.bytes.clone();
-    patch_pages(&mut bytes, &b.pages, &mut Input::new(data));
-    let Ok(d) = DumpFile::from_bytes(bytes, OpenOptions::default()) else {
-        return;
-    };
-    let mut ctx = KernelContext::without_symbols(&d);
-    lend_symbols(&mut ctx);
-    let progress = Progress::default();
-    let scan = Scan::run(&ctx, 1, &progress);
-    assert!(scan.report.pages_scanned <= b.pages.len() as u64);
-    let rows = scan.rows();
-    for r in &rows {
-        assert_terminal_safe("scan row", &r.table_line());
-    }
-    let csv = to_string::<ScanRow>(&rows, scan.warnings(), RowFormat::Csv, "scan");
-    assert_terminal_safe("scan CSV", &csv);
-    return_symbols(&mut ctx);
+    b.run(data, |ctx| {
+        let progress = Progress::default();
+        let scan = Scan::run(ctx, 1, &progress);
+        assert!(scan.report.pages_scanned <= b.pages.len() as u64);
+        let rows = scan.rows();
+        for r in &rows {
+            assert_terminal_safe("scan row", &r.table_line());
+        }
+        let csv = to_string::<ScanRow>(&rows, scan.warnings(), RowFormat::Csv, "scan");
+        assert_terminal_safe("scan CSV", &csv);
+    });
 });

@@ -18,22 +18,16 @@
 
 use etwdump::addr::{Pfn, VirtAddr};
 use etwdump::dump::{Arch, DumpFile, OpenOptions};
-use etwdump::kernel::context::KernelContext;
 use etwdump::mem::AddressSpace;
 use etwdump::render::rows::Row;
 use etwdump::report;
 use etwdump_forge::{forge, Config};
-use etwdump_fuzz::{assert_terminal_safe, lend_symbols, patch_pages, return_symbols, Input};
+use etwdump_fuzz::{assert_terminal_safe, PatchBase};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
-struct Base {
-    bytes: Vec<u8>,
-    pages: Vec<usize>,
-}
-
-fn base() -> &'static Base {
-    static B: OnceLock<Base> = OnceLock::new();
+fn base() -> &'static PatchBase {
+    static B: OnceLock<PatchBase> = OnceLock::new();
     B.get_or_init(|| {
         let f = forge(&Config::sample_realtime().with_user_images());
         let bytes = f.to_bytes();
@@ -98,30 +92,24 @@ fn base() -> &'static Base {
         pages.sort_unstable();
         pages.dedup();
         assert!(pages.len() > 20, "{} pages", pages.len());
-        Base { bytes, pages }
+        PatchBase { bytes, pages }
     })
 }
 
 fuzz_target!(|data: &[u8]| {
     let b = base();
-    let mut bytes = b.bytes.clone();
-    patch_pages(&mut bytes, &b.pages, &mut Input::new(data));
-    let Ok(d) = DumpFile::from_bytes(bytes, OpenOptions::default()) else {
-        return;
-    };
-    let mut ctx = KernelContext::without_symbols(&d);
-    lend_symbols(&mut ctx);
-    let _ = report::providers::stream(&ctx, true, &mut |r| {
-        assert_terminal_safe("providers row", &r.table_line());
-        Ok(())
+    b.run(data, |ctx| {
+        let _ = report::providers::stream(ctx, true, &mut |r| {
+            assert_terminal_safe("providers row", &r.table_line());
+            Ok(())
+        });
+        let c = report::check::run(ctx);
+        for f in &c.findings {
+            assert_terminal_safe("check row", &f.table_line());
+        }
+        let _ = report::buffers::stream(ctx, None, &mut |r| {
+            assert_terminal_safe("buffers row", &r.table_line());
+            Ok(())
+        });
     });
-    let c = report::check::run(&ctx);
-    for f in &c.findings {
-        assert_terminal_safe("check row", &f.table_line());
-    }
-    let _ = report::buffers::stream(&ctx, None, &mut |r| {
-        assert_terminal_safe("buffers row", &r.table_line());
-        Ok(())
-    });
-    return_symbols(&mut ctx);
 });

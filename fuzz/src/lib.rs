@@ -228,3 +228,27 @@ pub fn return_symbols(ctx: &mut etwdump::kernel::context::KernelContext<'_>) {
     let s = std::mem::replace(&mut ctx.symbols, etwdump::symbols::Symbols::none(8));
     *fixture_symbols().lock().unwrap() = Some(s);
 }
+
+/// A valid dump built once and the file offsets of the pages the input may patch
+/// (`scan_mem`, `walks`).
+pub struct PatchBase {
+    pub bytes: Vec<u8>,
+    pub pages: Vec<usize>,
+}
+
+impl PatchBase {
+    /// Run `f` on the base with the input's patches applied ([`patch_pages`]), through a
+    /// kernel context holding the fixture's symbols; nothing when the patched file does not
+    /// open.
+    pub fn run(&self, data: &[u8], f: impl FnOnce(&etwdump::kernel::context::KernelContext<'_>)) {
+        let mut bytes = self.bytes.clone();
+        patch_pages(&mut bytes, &self.pages, &mut Input::new(data));
+        let Ok(d) = etwdump::dump::DumpFile::from_bytes(bytes, Default::default()) else {
+            return;
+        };
+        let mut ctx = etwdump::kernel::context::KernelContext::without_symbols(&d);
+        lend_symbols(&mut ctx);
+        f(&ctx);
+        return_symbols(&mut ctx);
+    }
+}
