@@ -17,6 +17,9 @@ case $t in
   dump_open) dict=dict/dump.dict; extra=(-timeout=20 -max_len=262144) ;;
   translate) dict=dict/pte.dict; extra=(-timeout=20) ;;
   pipeline) dict=dict/pipeline.dict; extra=(-timeout=30 -max_len=1024) ;;
+  images) dict=dict/images.dict; extra=(-timeout=20 -max_len=65536) ;;
+  symsrv) dict=dict/symsrv.dict; extra=(-timeout=30 -max_len=16384) ;;
+  scan_mem|walks) dict=dict/etw.dict; extra=(-timeout=30 -max_len=1024) ;;
   *) dict=dict/etw.dict; extra=(-timeout=20) ;;
 esac
 export RUSTC_BOOTSTRAP=1

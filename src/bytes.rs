@@ -47,16 +47,6 @@ pub fn tag_text(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Decode UTF-16LE bytes, replacing invalid units and dropping a trailing NUL run.
-pub fn utf16le_lossy(bytes: &[u8]) -> String {
-    let units: Vec<u16> = bytes
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-        .collect();
-    let end = units.iter().position(|&u| u == 0).unwrap_or(units.len());
-    String::from_utf16_lossy(&units[..end])
-}
-
 /// A GUID from its 16 in-memory bytes (Data1..3 little-endian), as
 /// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lower case, no braces): the one form every output
 /// uses (session instance GUIDs, event providers, DumpBlob tags). PDB identities keep the
@@ -105,10 +95,5 @@ mod tests {
     fn tags_and_strings() {
         assert_eq!(tag_text(b"PAGE"), "PAGE");
         assert_eq!(tag_text(&[0x4b, 0, 0xff, 0x47]), "K\\x00\\xffG");
-        let s: Vec<u8> = "nt\0xx"
-            .encode_utf16()
-            .flat_map(|u| u.to_le_bytes())
-            .collect();
-        assert_eq!(utf16le_lossy(&s), "nt");
     }
 }

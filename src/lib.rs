@@ -18,5 +18,6 @@ pub mod mem;
 pub mod render;
 pub mod report;
 pub mod symbols;
+pub mod text;
 pub mod time;
 pub mod warning;

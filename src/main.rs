@@ -458,10 +458,10 @@ fn open_with(
 fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result<()> {
     let Some(sel) = sel else { return Ok(()) };
     let src = etwdump::etw::source::EtwSource::open_sessions(ctx);
-    let known: Vec<(Option<u64>, Option<String>)> = src
+    let known: Vec<(Option<u64>, Option<etwdump::text::Untrusted>)> = src
         .sessions()
         .iter()
-        .map(|s| (s.logger_id, s.name().map(String::from)))
+        .map(|s| (s.logger_id, s.name().cloned()))
         .collect();
     if src.sessions().iter().any(|s| s.selected(Some(sel))) {
         return Ok(());
@@ -472,7 +472,7 @@ fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> anyhow::Result
             format!(
                 "{} {}",
                 id.map_or("?".into(), |i| i.to_string()),
-                render::text::printable(name.as_deref().unwrap_or("(unreadable)"))
+                etwdump::text::shown_or(name.as_ref(), "(unreadable)")
             )
         })
         .collect::<Vec<_>>()
@@ -502,8 +502,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let r = report::info::info_with(&ctx);
             match format {
-                Format::Table => write!(out, "{}", r.to_table())?,
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?,
+                Format::Table => write!(out, "{}", etwdump::text::escape_lines(&r.to_table()))?,
+                Format::Json => writeln!(out, "{}", render::rows::to_json_pretty(&r)?)?,
             }
         }
         Command::Completions { shell } => {
@@ -534,7 +534,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let o = report::overview::Overview::build(&ctx, switches)?;
             match Format::from(format) {
-                Format::Table => write!(out, "{}", render::overview::to_table(&o))?,
+                Format::Table => write!(
+                    out,
+                    "{}",
+                    etwdump::text::escape_lines(&render::overview::to_table(&o))
+                )?,
                 Format::Json => writeln!(out, "{}", render::overview::to_json(&o)?)?,
             }
         }
@@ -548,7 +552,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let ctx = KernelContext::open(&d, &symbols.options())?;
             let rep = report::sessions::Sessions::open(&ctx);
             match format {
-                report::ListFormat::Table => write!(out, "{}", render::sessions::to_table(&rep))?,
+                report::ListFormat::Table => write!(
+                    out,
+                    "{}",
+                    etwdump::text::escape_lines(&render::sessions::to_table(&rep))
+                )?,
                 report::ListFormat::Json => writeln!(
                     out,
                     "{}",
@@ -835,7 +843,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Format::Json => writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(
+                    render::rows::to_json_pretty(
                         &serde_json::json!({"file": display(&file), "buffers": f.buffers, "problem": f.problem})
                     )?
                 )?,
@@ -858,7 +866,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         )?;
                     }
                     if let Some(p) = &f.problem {
-                        writeln!(out, "warning: {p}")?;
+                        writeln!(out, "warning: {}", etwdump::text::escape(p))?;
                     }
                 }
             }
@@ -907,8 +915,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             match format {
-                Format::Table => write!(out, "{}", rep.to_table())?,
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rep)?)?,
+                Format::Table => write!(out, "{}", etwdump::text::escape_lines(&rep.to_table()))?,
+                Format::Json => writeln!(out, "{}", render::rows::to_json_pretty(&rep)?)?,
             }
         }
         Command::Read {
@@ -1007,7 +1015,8 @@ fn main() -> ExitCode {
                     return ExitCode::SUCCESS;
                 }
             }
-            eprintln!("etwdump: error: {e}");
+            // Errors quote the input (names, tags, paths from a server): one escaped line.
+            eprintln!("etwdump: error: {}", etwdump::text::escape(&e.to_string()));
             ExitCode::from(2)
         }
     }

@@ -21,6 +21,108 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
     )
 }
 
+/// The last valid FILETIME: 30828-09-14T02:48:05.4775807Z (0x7FFFFFFFFFFFFFFF: FILETIMEs are
+/// signed 64-bit counts to Windows, `FileTimeToSystemTime` refuses anything at or above 2^63).
+/// Every u64 is on or after 1601-01-01, so a FILETIME is outside 1601..=30828-09-14 exactly
+/// when it is past this.
+pub const MAX_FILETIME: u64 = 0x7FFF_FFFF_FFFF_FFFF;
+
+/// A FILETIME as text: ISO-8601 UTC when it is a valid FILETIME ([`MAX_FILETIME`]), else
+/// `not a valid FILETIME (raw 0x...)`: an impossible time is never shown as a date.
+pub fn filetime_text(ft: u64) -> String {
+    if ft > MAX_FILETIME {
+        format!("not a valid FILETIME (raw {ft:#x})")
+    } else {
+        filetime_to_iso8601(ft)
+    }
+}
+
+/// The FILETIME of `y`-01-01 00:00 UTC (1601 ≤ y).
+pub fn filetime_of_year(y: i64) -> u64 {
+    // Days from 1601-01-01 to y-01-01, proleptic Gregorian.
+    let days = |y: i64| {
+        let p = y - 1;
+        365 * p + p / 4 - p / 100 + p / 400
+    };
+    ((days(y) - days(1601)) as u64) * 86_400 * 10_000_000
+}
+
+/// The earliest year a kernel of NT build `build` can have run in: the year of the first
+/// preview builds of its release (Windows 2000's 2195 for anything older or unknown).
+pub fn build_first_year(build: u32) -> i64 {
+    const YEARS: &[(u32, i64)] = &[
+        (26100, 2024),
+        (22621, 2022),
+        (22000, 2021),
+        (20348, 2021),
+        (19041, 2019),
+        (17763, 2018),
+        (16299, 2017),
+        (15063, 2016),
+        (14393, 2016),
+        (10240, 2015),
+        (9600, 2013),
+        (9200, 2011),
+        (7600, 2009),
+        (6000, 2005),
+        (3790, 2002),
+        (2600, 2001),
+    ];
+    YEARS
+        .iter()
+        .find(|(b, _)| build >= *b)
+        .map_or(1999, |&(_, y)| y)
+}
+
+/// Why the dump's SystemTime `ft` cannot be right: not a FILETIME, before kernel build
+/// `build` existed ([`build_first_year`]), or after the file holding it was written
+/// (`written`, a FILETIME; a day of slack for clocks). None when it is plausible.
+pub fn implausible_dump_time(
+    ft: u64,
+    build: u32,
+    written: Option<u64>,
+) -> Option<(&'static str, String)> {
+    if ft > MAX_FILETIME {
+        return Some((
+            "not_a_filetime",
+            format!("{ft:#x} is past the last valid FILETIME (30828-09-14)"),
+        ));
+    }
+    let first = build_first_year(build);
+    if ft < filetime_of_year(first) {
+        return Some((
+            "before_build",
+            format!(
+                "{} is before build {build} existed ({first})",
+                filetime_to_iso8601(ft)
+            ),
+        ));
+    }
+    const DAY: u64 = 86_400 * 10_000_000;
+    if let Some(w) = written {
+        if ft > w.saturating_add(DAY) {
+            return Some((
+                "after_file_written",
+                format!(
+                    "{} is after the file was written ({})",
+                    filetime_to_iso8601(ft),
+                    filetime_to_iso8601(w)
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// A `SystemTime` (a file's modification time) as a FILETIME.
+pub fn filetime_of_system_time(t: std::time::SystemTime) -> Option<u64> {
+    let s = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    (s.as_nanos() / 100)
+        .try_into()
+        .ok()
+        .and_then(|v: u64| v.checked_add(EPOCH_DIFF_100NS))
+}
+
 /// Seconds since the Unix epoch for a FILETIME, if it is not before 1970.
 pub fn filetime_to_unix_seconds(ft: u64) -> Option<u64> {
     ft.checked_sub(EPOCH_DIFF_100NS).map(|v| v / 10_000_000)
@@ -154,6 +256,48 @@ mod tests {
             Some(1613871502)
         );
         assert_eq!(duration_100ns(37470697), "0d 00:00:03.7470697");
+        assert_eq!(
+            filetime_to_iso8601(MAX_FILETIME),
+            "30828-09-14T02:48:05.4775807Z"
+        );
+        assert_eq!(filetime_text(MAX_FILETIME), "30828-09-14T02:48:05.4775807Z");
+        assert_eq!(
+            filetime_text(1 << 63),
+            "not a valid FILETIME (raw 0x8000000000000000)"
+        );
+        assert_eq!(filetime_of_year(1601), 0);
+        assert_eq!(
+            filetime_to_iso8601(filetime_of_year(2019)),
+            "2019-01-01T00:00:00.0000000Z"
+        );
+        assert_eq!(
+            filetime_to_iso8601(filetime_of_year(2000)),
+            "2000-01-01T00:00:00.0000000Z"
+        );
         assert_eq!(duration_100ns(7967053432), "0d 00:13:16.7053432");
+    }
+
+    #[test]
+    fn dump_times_are_checked() {
+        let d1 = 132_583_451_029_877_657; // 2021-02-21, build 19041
+        assert_eq!(implausible_dump_time(d1, 19041, None), None);
+        assert_eq!(implausible_dump_time(d1, 19041, Some(d1 + 1)), None);
+        assert_eq!(
+            implausible_dump_time(1 << 63, 19041, None).unwrap().0,
+            "not_a_filetime"
+        );
+        // 2018 for a 19041 kernel: before the build existed.
+        let y2018 = filetime_of_year(2018);
+        assert_eq!(
+            implausible_dump_time(y2018, 19041, None).unwrap().0,
+            "before_build"
+        );
+        assert_eq!(implausible_dump_time(y2018, 17763, None), None);
+        // Two days after the file was written.
+        let (flag, why) = implausible_dump_time(d1 + 2 * 864_000_000_000, 19041, Some(d1)).unwrap();
+        assert_eq!(flag, "after_file_written");
+        assert!(why.contains("2021-02-23T01:38:22"), "{why}");
+        assert_eq!(build_first_year(0), 1999);
+        assert_eq!(build_first_year(22631), 2022);
     }
 }

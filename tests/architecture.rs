@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// Layers, lowest first; modules in one layer do not use each other.
 const LAYERS: &[&[&str]] = &[
     &["addr", "bytes", "time"],
+    &["text"],
     &["warning"],
     &["dump"],
     &["mem"],
@@ -176,5 +177,141 @@ fn commands_do_not_branch_on_the_dump_kind() {
         ] {
             assert!(!text.contains(other), "{cmd} calls {other} itself");
         }
+    }
+}
+
+/// Text from the input has one type (issue 27): `text::Untrusted`, shown escaped, serialized
+/// exactly, with no `Deref`/`AsRef<str>`/`Borrow<str>` to reach the raw text; input bytes
+/// become text only through it; the printing layers never take its raw text; escaping has
+/// one home; and the models carry it for every name read from the input.
+#[test]
+fn input_text_is_untrusted_and_escaped_in_one_place() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let read = |rel: &str| std::fs::read_to_string(src.join(rel)).unwrap();
+    let text = read("text.rs");
+    assert!(text.contains("pub struct Untrusted(String);"));
+    for leak in [
+        "Deref for Untrusted",
+        "AsRef<str> for Untrusted",
+        "Borrow<str> for Untrusted",
+        "From<Untrusted> for String",
+        "DerefMut for Untrusted",
+    ] {
+        assert!(!text.contains(leak), "text.rs: {leak}");
+    }
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let body = std::fs::read_to_string(f).unwrap();
+        // Code before the unit tests (which may build strings freely).
+        let code = body.split("#[cfg(test)]").next().unwrap_or("");
+        let printing = rel.starts_with("render/") || rel == "main.rs";
+        for (i, line) in code.lines().enumerate() {
+            let l = line.split("//").next().unwrap_or("");
+            let at = format!("{rel}:{}", i + 1);
+            // Bytes become text only through Untrusted (text.rs); the renderers and main turn
+            // their own JSON bytes back into text.
+            let decodes = [
+                "String::from_utf8_lossy(",
+                "String::from_utf16",
+                "String::from_utf8(",
+            ]
+            .iter()
+            .any(|d| l.contains(d));
+            if decodes && rel != "text.rs" && !printing {
+                bad.push(format!(
+                    "{at}: decodes bytes outside text::Untrusted: {}",
+                    l.trim()
+                ));
+            }
+            // One home for escaping.
+            if l.contains("escape_unicode") && rel != "text.rs" {
+                bad.push(format!("{at}: escapes outside text.rs: {}", l.trim()));
+            }
+            // The printing layers show input text through Display (escaped) or JSON (exact),
+            // never its raw form.
+            if printing && (l.contains(".raw()") || l.contains(".into_raw()")) {
+                bad.push(format!(
+                    "{at}: raw input text in a printing layer: {}",
+                    l.trim()
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // The names read from the input are carried as Untrusted in the models.
+    for (file, decl) in [
+        ("kernel/processes.rs", "pub name: Untrusted,"),
+        ("kernel/processes.rs", "pub image: Option<Untrusted>,"),
+        (
+            "kernel/modules.rs",
+            "pub full_name: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "kernel/modules.rs",
+            "pub base_name: Option<crate::text::Untrusted>,",
+        ),
+        ("symbols/identity.rs", "pub name: Untrusted,"),
+        ("etw/loggers.rs", "pub name: Option<Untrusted>,"),
+        ("etw/loggers.rs", "pub log_file: Option<Untrusted>,"),
+        (
+            "etw/consumers.rs",
+            "pub process: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "etw/providers.rs",
+            "pub process: Option<crate::text::Untrusted>,",
+        ),
+        ("etw/triage.rs", "pub name: Untrusted,"),
+        ("dump/triage.rs", "pub name: Untrusted,"),
+        ("dump/layout.rs", "pub source: Untrusted,"),
+        (
+            "dump/image.rs",
+            "pub metadata: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/cswitch.rs",
+            "pub old_process: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/cswitch.rs",
+            "pub new_process: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/info.rs",
+            "pub first: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/info.rs",
+            "pub build_lab: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/sessions.rs",
+            "pub name: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/overview.rs",
+            "pub name: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/scan.rs",
+            "pub name: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/buffers.rs",
+            "pub consumer_process: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "report/providers.rs",
+            "pub session: Option<crate::text::Untrusted>,",
+        ),
+        (
+            "symbols/server.rs",
+            "Message { url: String, message: Untrusted },",
+        ),
+    ] {
+        assert!(read(file).contains(decl), "{file}: {decl}");
     }
 }

@@ -183,12 +183,12 @@ fn module_list_matches_the_forge() {
             assert_eq!(got.base.get(), want.base, "{name}");
             assert_eq!(got.size, want.size, "{name}");
             assert_eq!(
-                got.base_name.as_deref(),
+                got.base_name.as_ref().map(|n| n.raw()),
                 Some(want.base_name.as_str()),
                 "{name}"
             );
             assert_eq!(
-                got.full_name.as_deref(),
+                got.full_name.as_ref().map(|n| n.raw()),
                 Some(want.full_name.as_str()),
                 "{name}"
             );

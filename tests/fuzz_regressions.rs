@@ -103,6 +103,76 @@ fn dump_open_reproducers() {
     println!("dump_open: {} reproducers", all.len());
 }
 
+/// images (issue 27): each reproducer as the target reads it (first byte: 0 an image from
+/// bytes, 1 a `.vmss` of u16 length beside a `.vmem`, 2 a layout over a 64 KiB raw file); a
+/// pass over all memory reads no more pages than the file holds (finding 10: two layout
+/// ranges placing the same file bytes made it read 24 pages of a 16-page file).
+#[test]
+fn images_reproducers() {
+    let all = reproducers("images");
+    let lenient = OpenOptions {
+        allow_truncated: true,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("layout.raw");
+    let b: Vec<u8> = (0..65536u32)
+        .map(|i| (i / 4096) as u8 ^ (i as u8))
+        .collect();
+    std::fs::write(&raw, &b).unwrap();
+    let check = |name: &str, d: Result<DumpFile, etwdump::dump::DumpError>, len: u64| {
+        if let Ok(d) = d {
+            let pages: u64 = d.physical_runs().iter().map(|r| r.1).sum();
+            assert!(
+                pages <= len / 4096,
+                "{name}: {pages} pages of a {len}-byte file"
+            );
+        }
+    };
+    for (name, data) in &all {
+        let Some((&mode, rest)) = data.split_first() else {
+            continue;
+        };
+        match mode % 3 {
+            0 => check(
+                name,
+                DumpFile::from_bytes(rest.to_vec(), lenient),
+                rest.len() as u64,
+            ),
+            1 => {
+                let n = rest.len().min(
+                    usize::from(u16::from_le_bytes([
+                        rest.first().copied().unwrap_or(0),
+                        rest.get(1).copied().unwrap_or(0),
+                    ])) + 2,
+                );
+                let (vmss, vmem) = rest.split_at(n);
+                let (s, m) = (dir.path().join("x.vmss"), dir.path().join("x.vmem"));
+                std::fs::write(&s, vmss.get(2..).unwrap_or_default()).unwrap();
+                std::fs::write(&m, vmem).unwrap();
+                let len = vmem.len().max(vmss.len()) as u64;
+                check(name, DumpFile::open(&s, lenient), len);
+            }
+            _ => {
+                if let Ok(l) = etwdump::dump::layout::Layout::parse(rest) {
+                    let d = DumpFile::open_layout(&raw, &l, lenient);
+                    if let (Ok(d), true) = (&d, name.contains("alias")) {
+                        assert!(
+                            d.warnings()
+                                .iter()
+                                .any(|w| w.contains("at more than one physical address")),
+                            "{name}: {:?}",
+                            d.warnings()
+                        );
+                    }
+                    check(name, d, 65536);
+                }
+            }
+        }
+    }
+    assert!(!all.is_empty());
+    println!("images: {} reproducers", all.len());
+}
+
 /// records: the walker on the reproducer's buffer (input: valid u16 | start u16 | phase u8 |
 /// bytes): `records()` and `walk()` agree, every record lies inside the valid bytes, and
 /// `first_record_complete` agrees with the walk whenever `valid` is within the buffer.

@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-30}
-all=(dump_open translate pdb_load isf_load records ccswap cswitch etl_read pipeline)
+all=(dump_open translate pdb_load isf_load records ccswap cswitch etl_read pipeline images scan_mem walks symsrv)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -44,7 +44,8 @@ dict_of() {
     case $1 in
         pdb_load) echo dict/pdb.dict ;; isf_load) echo dict/isf.dict ;;
         dump_open) echo dict/dump.dict ;; translate) echo dict/pte.dict ;;
-        pipeline) echo dict/pipeline.dict ;; *) echo dict/etw.dict ;;
+        pipeline) echo dict/pipeline.dict ;; images) echo dict/images.dict ;;
+        symsrv) echo dict/symsrv.dict ;; *) echo dict/etw.dict ;;
     esac
 }
 

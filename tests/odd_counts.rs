@@ -51,7 +51,7 @@ fn outcome(bytes: Vec<u8>, name: &str) -> (Outcome, etwdump::etw::loggers::Sessi
             let b = find_buffers(&ctx, &array, s);
             (
                 s.logger_id,
-                s.name.clone(),
+                s.name.as_ref().map(|n| n.raw().to_string()),
                 b.buffers
                     .iter()
                     .map(|b| (b.address.get(), b.header.valid_bytes()))

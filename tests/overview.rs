@@ -71,7 +71,10 @@ fn overview_is_what_the_other_commands_say() {
             .count();
         assert_eq!(a.buffers_found, n, "logger {}", b.logger_id);
     }
-    assert_eq!(o.sessions[0].name.as_deref(), Some("NT Kernel Logger"));
+    assert_eq!(
+        o.sessions[0].name.as_ref().map(|n| n.raw()),
+        Some("NT Kernel Logger")
+    );
     // Switches.
     let all = etwdump::report::cswitch::collect(&ctx, None);
     assert_eq!(o.switches, all.rows.len() as u64);

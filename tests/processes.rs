@@ -54,7 +54,12 @@ fn process_list_and_names_as_forged() {
                     .get(&u64::from(r.old_tid))
                     .map(|(pid, n)| format!("{n} ({pid})"))
             };
-            assert_eq!(r.old_process, want, "{name}: tid {:#x}", r.old_tid);
+            assert_eq!(
+                r.old_process.as_ref().map(|p| p.raw().to_string()),
+                want,
+                "{name}: tid {:#x}",
+                r.old_tid
+            );
             named += usize::from(r.old_process.is_some());
         }
         assert!(named > 10, "{name}: {named}");
@@ -83,7 +88,10 @@ fn process_list_and_names_as_forged() {
                 p.cpu
             );
             assert_eq!(
-                rows[n - 1].new_process,
+                rows[n - 1]
+                    .new_process
+                    .as_ref()
+                    .map(|p| p.raw().to_string()),
                 by_tid.get(&tid).map(|(pid, n)| format!("{n} ({pid})")),
                 "{name}"
             );

@@ -62,7 +62,11 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
     for (got, want) in l.sessions.iter().zip(&want_sessions) {
         let id = want.logger_id;
         assert_eq!(got.address.get(), want.context_va, "{name} logger {id}");
-        assert_eq!(got.name, want.name, "{name} logger {id}");
+        assert_eq!(
+            got.name.as_ref().map(|n| n.raw()),
+            want.name.as_deref(),
+            "{name} logger {id}"
+        );
         if want.name.is_none() {
             let w = got.warnings.join("; ");
             assert!(
@@ -70,7 +74,11 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
                 "{name} logger {id}: {w}"
             );
         }
-        assert_eq!(got.log_file, want.log_file, "{name} logger {id}");
+        assert_eq!(
+            got.log_file.as_ref().map(|n| n.raw()),
+            want.log_file.as_deref(),
+            "{name} logger {id}"
+        );
         assert_eq!(
             got.instance_guid.as_deref(),
             Some(want.instance_guid.to_ascii_lowercase().as_str()),
@@ -703,7 +711,7 @@ fn realtime_consumers_are_listed_with_their_processes() {
             assert_eq!(g.address.get(), w.va);
             assert_eq!(g.eprocess.map(|e| e.get()), Some(w.eprocess));
             assert_eq!(
-                (g.pid, g.process.as_deref()),
+                (g.pid, g.process.as_ref().map(|n| n.raw())),
                 (Some(w.pid), Some(name.as_str()))
             );
             assert_eq!(g.process_handle, Some(0x1000 + 4 * w.pid));
@@ -841,7 +849,7 @@ fn realtime_consumers_in_every_era_with_processes() {
         let got: Vec<(u64, Option<u64>, Option<&str>)> = s3
             .consumers
             .iter()
-            .map(|c| (c.address.get(), c.pid, c.process.as_deref()))
+            .map(|c| (c.address.get(), c.pid, c.process.as_ref().map(|n| n.raw())))
             .collect();
         assert_eq!(
             got,

@@ -194,9 +194,9 @@ fn fetches_each_form_and_says_why_not() {
     assert_eq!(session_count(&out), 6);
     let kept = cache
         .path()
-        .join(&id.name)
+        .join(id.name.raw())
         .join(&id.store_key)
-        .join(&id.name);
+        .join(id.name.raw());
     assert_eq!(std::fs::read(&kept).unwrap(), pdb);
     http.clear();
     let (st, out, err) = sessions(&["--symbols", c], &[]);
@@ -215,14 +215,14 @@ fn fetches_each_form_and_says_why_not() {
     let c = cache.path().to_str().unwrap();
     let mut b = cab::CabinetBuilder::new();
     b.add_folder(cab::CompressionType::MsZip)
-        .add_file(id.name.clone());
+        .add_file(id.name.raw());
     let mut w = b.build(std::io::Cursor::new(Vec::new())).unwrap();
     while let Some(mut f) = w.next_file().unwrap() {
         f.write_all(&pdb).unwrap();
     }
     let cabbed = w.finish().unwrap().into_inner();
     assert!(cabbed.len() < pdb.len(), "compressed");
-    let mut pd_ = id.name.clone();
+    let mut pd_ = id.name.raw().to_string();
     pd_.pop();
     pd_.push('_');
     http.serve(&format!("{base}/{pd_}"), 200, cabbed);
@@ -230,9 +230,9 @@ fn fetches_each_form_and_says_why_not() {
     assert_eq!((st, session_count(&out)), (0, 6), "{err}");
     let kept = cache
         .path()
-        .join(&id.name)
+        .join(id.name.raw())
         .join(&id.store_key)
-        .join(&id.name);
+        .join(id.name.raw());
     assert_eq!(std::fs::read(&kept).unwrap(), pdb, "decompressed");
     let seen = http.seen.lock().unwrap().clone();
     assert_eq!(
@@ -267,6 +267,57 @@ fn fetches_each_form_and_says_why_not() {
         err.contains("the server says: This file is not available\\u{1b}[31m"),
         "{err}"
     );
+    // 3b. (issue 27, F4) A PATH: naming a file with ESC, BEL, CR/LF, C1 and a bidi control in
+    // its name: echoed escaped, on one line.
+    http.serve(
+        &format!("{base}/file.ptr"),
+        200,
+        "PATH:/nonexistent/\u{1b}]0;owned\u{7}\r\nx\u{9b}\u{202e}.pdb"
+            .as_bytes()
+            .to_vec(),
+    );
+    let (st, _, err) = via_server(cache2.path());
+    assert_eq!(st, 2, "{err}");
+    assert!(
+        err.contains(
+            "PATH:/nonexistent/\\u{1b}]0;owned\\u{7}\\u{d}\\u{a}x\\u{9b}\\u{202e}.pdb cannot be read here"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.trim_end().chars().any(etwdump::text::needs_escape));
+    // 3c. (F6) A PATH: naming a device or a FIFO is refused at once, not read without bound
+    // (/dev/zero grew to 2.1 GB in 1.7 s) or waited on for ever.
+    let fifo = elsewhere.path().join("fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    for (target, kind) in [
+        ("/dev/zero".to_string(), "a character device"),
+        ("/dev/urandom".to_string(), "a character device"),
+        (fifo.display().to_string(), "a FIFO"),
+        (elsewhere.path().display().to_string(), "a directory"),
+    ] {
+        http.serve(
+            &format!("{base}/file.ptr"),
+            200,
+            format!("PATH:{target}").into_bytes(),
+        );
+        let t = std::time::Instant::now();
+        let (st, _, err) = via_server(cache2.path());
+        assert_eq!(st, 2, "{target}: {err}");
+        assert!(
+            err.contains(&format!(
+                "PATH:{target} cannot be read here: not a regular file ({kind}): only a regular file is read"
+            )),
+            "{target}: {err}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{target}: {:?}",
+            t.elapsed()
+        );
+    }
     http.clear();
 
     // 4. Nothing anywhere: the three URLs tried are named.
@@ -297,7 +348,7 @@ fn fetches_each_form_and_says_why_not() {
         "{err}"
     );
     assert!(
-        !cache2.path().join(&id.name).exists(),
+        !cache2.path().join(id.name.raw()).exists(),
         "nothing kept from a bad download"
     );
     http.clear();
@@ -307,7 +358,7 @@ fn fetches_each_form_and_says_why_not() {
     let mut srv = Server::new(&url, cache2.path().to_path_buf());
     srv.timeout = Duration::from_secs(1);
     match fetch(&srv, &id) {
-        Err(FetchError::Timeout { url: u, secs: 1 }) => assert!(u.ends_with(&id.name)),
+        Err(FetchError::Timeout { url: u, secs: 1 }) => assert!(u.ends_with(id.name.raw())),
         other => panic!("{:?}", other.map(|x| x.1)),
     }
     http.clear();
@@ -378,9 +429,9 @@ fn nt_symbol_path_servers_only_when_asked() {
     assert_eq!(http.seen.lock().unwrap().len(), 1);
     assert!(cache
         .path()
-        .join(&id.name)
+        .join(id.name.raw())
         .join(&id.store_key)
-        .join(&id.name)
+        .join(id.name.raw())
         .is_file());
     // The cache is now a local store: no request the next time.
     assert_eq!(info(&[]), "pdb");

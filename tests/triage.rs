@@ -115,7 +115,7 @@ fn real_triage_windows_and_blob() {
             .map(|s| {
                 (
                     s.logger_id,
-                    s.name.as_str(),
+                    s.name.raw(),
                     s.buffers.len(),
                     s.name_convention,
                 )
@@ -443,7 +443,7 @@ fn real_arm64_triage_blob() {
         .map(|x| {
             (
                 x.logger_id.expect("logger id"),
-                x.name.clone().unwrap(),
+                x.name.as_ref().unwrap().raw().to_string(),
                 x.buffers,
                 x.clock_type,
             )

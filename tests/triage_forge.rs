@@ -156,7 +156,7 @@ fn forged_triage_scenarios() {
                     assert_eq!(gs.logger_mode, u64::from(ws.logger_mode), "{t}");
                     assert_eq!(gs.buffer_size, u64::from(ws.buffer_size), "{t}");
                     if ws.complete {
-                        assert_eq!(Some(&gs.name), ws.name.as_ref(), "{t}");
+                        assert_eq!(Some(gs.name.raw()), ws.name.as_deref(), "{t}");
                         let conv = format!("{:?}", ws.name_convention).to_lowercase();
                         let want = if conv.contains("doubled") || conv == "x2" {
                             "x2"

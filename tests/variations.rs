@@ -136,7 +136,11 @@ fn check(name: &str, seed: u64) -> Tally {
                 };
                 t.sessions.1 += 1;
                 assert_eq!(g.address.get(), s.context_va, "{w}: logger {slot}");
-                assert_eq!(g.name, s.name, "{w}: logger {slot}");
+                assert_eq!(
+                    g.name.as_ref().map(|n| n.raw()),
+                    s.name.as_deref(),
+                    "{w}: logger {slot}"
+                );
                 assert_eq!(g.clock_type, s.clock_type.map(u64::from), "{w}: {slot}");
                 assert_eq!(
                     g.number_of_buffers,

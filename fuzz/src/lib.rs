@@ -156,3 +156,99 @@ mod guard {
     #[global_allocator]
     static GLOBAL: Guard = Guard;
 }
+
+/// Apply the input's patch operations to the pages at the file offsets `pages` of `bytes`
+/// (the structure-aware targets of issue 27: `scan_mem`, `walks`): each operation is
+/// kind u8, page u16 (modulo the list), offset u16 (modulo the page), then per kind
+/// 0: len u8 and that many bytes | 1: a u32 | 2: a u64 | 3: a u64 pointer-like value
+/// (0xFFFF8... | the input's low 32 bits). At most 32 operations.
+pub fn patch_pages(bytes: &mut [u8], pages: &[usize], input: &mut Input<'_>) {
+    if pages.is_empty() {
+        return;
+    }
+    for _ in 0..32 {
+        if input.is_empty() {
+            break;
+        }
+        let kind = input.u8() % 4;
+        let page = pages[usize::from(input.u16()) % pages.len()];
+        let off = page + usize::from(input.u16()) % 4096;
+        let data: Vec<u8> = match kind {
+            0 => {
+                let n = usize::from(input.u8());
+                input.bytes(n).to_vec()
+            }
+            1 => input.u32().to_le_bytes().to_vec(),
+            2 => input.u64().to_le_bytes().to_vec(),
+            _ => (0xFFFF_8000_0000_0000u64 | u64::from(input.u32()))
+                .to_le_bytes()
+                .to_vec(),
+        };
+        let end = (off + data.len()).min(bytes.len()).min(page + 4096);
+        if off < end {
+            bytes[off..end].copy_from_slice(&data[..end - off]);
+        }
+    }
+}
+
+/// The oracle of issue 27: text for a terminal holds no raw control character (C0 but the
+/// line break, DEL, C1, bidi controls: `etwdump::text::needs_escape`).
+pub fn assert_terminal_safe(what: &str, text: &str) {
+    if let Some(c) = text
+        .chars()
+        .find(|&c| c != '\n' && etwdump::text::needs_escape(c))
+    {
+        panic!("{what}: raw {c:?} in {text:?}");
+    }
+}
+
+/// The 19041 fixture's PDB symbols, loaded once and lent to one run's context at a time
+/// (`scan_mem`, `walks`): [`lend_symbols`] puts them in, [`return_symbols`] takes them back.
+fn fixture_symbols() -> &'static std::sync::Mutex<Option<etwdump::symbols::Symbols>> {
+    static S: std::sync::OnceLock<std::sync::Mutex<Option<etwdump::symbols::Symbols>>> =
+        std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let s = etwdump::symbols::Symbols::from_pdb(
+            &repo_root().join("tests/fixtures/x64-19041/ntkrnlmp.pdb"),
+            etwdump::symbols::WANTED_TYPES,
+        )
+        .expect("fixture PDB")
+        .with_builtin(19041, true);
+        std::sync::Mutex::new(Some(s))
+    })
+}
+
+/// Give `ctx` the fixture's symbols (see [`fixture_symbols`]).
+pub fn lend_symbols(ctx: &mut etwdump::kernel::context::KernelContext<'_>) {
+    ctx.symbols = fixture_symbols().lock().unwrap().take().expect("symbols");
+}
+
+/// Take the fixture's symbols back from `ctx`.
+pub fn return_symbols(ctx: &mut etwdump::kernel::context::KernelContext<'_>) {
+    let s = std::mem::replace(&mut ctx.symbols, etwdump::symbols::Symbols::none(8));
+    *fixture_symbols().lock().unwrap() = Some(s);
+}
+
+/// A valid dump built once and the file offsets of the pages the input may patch
+/// (`scan_mem`, `walks`).
+pub struct PatchBase {
+    pub bytes: Vec<u8>,
+    pub pages: Vec<usize>,
+}
+
+impl PatchBase {
+    /// Run `f` on the base with the input's patches applied ([`patch_pages`]), through a
+    /// kernel context holding the fixture's symbols; nothing when the patched file does not
+    /// open.
+    pub fn run(&self, data: &[u8], f: impl FnOnce(&etwdump::kernel::context::KernelContext<'_>)) {
+        let mut bytes = self.bytes.clone();
+        patch_pages(&mut bytes, &self.pages, &mut Input::new(data));
+        let Ok(d) = etwdump::dump::DumpFile::from_bytes(bytes, Default::default()) else {
+            return;
+        };
+        let mut ctx = etwdump::kernel::context::KernelContext::without_symbols(&d);
+        lend_symbols(&mut ctx);
+        f(&ctx);
+        return_symbols(&mut ctx);
+    }
+}

@@ -87,7 +87,7 @@ pub struct PhysImage {
     /// ELF machine (EM_X86_64 = 62, EM_386 = 3), when the container says.
     pub elf_machine: Option<u16>,
     /// The VMware metadata file the layout came from.
-    pub metadata: Option<String>,
+    pub metadata: Option<crate::text::Untrusted>,
 }
 
 impl PhysImage {
@@ -145,6 +145,26 @@ impl PhysImage {
         (pa < r.start + r.size)
             .then(|| r.file_offset.checked_add(pa - r.start))
             .flatten()
+    }
+
+    /// Bytes of the file that more than one range places (ranges sorted by file offset; the
+    /// overlap of each with the furthest end before it).
+    pub fn aliased_bytes(&self) -> u64 {
+        let mut by_file: Vec<(u64, u64)> = self
+            .ranges
+            .iter()
+            .map(|r| (r.file_offset, r.file_offset.saturating_add(r.size)))
+            .collect();
+        by_file.sort_unstable();
+        let mut end = 0u64;
+        let mut aliased = 0u64;
+        for (s, e) in by_file {
+            if s < end {
+                aliased = aliased.saturating_add(e.min(end) - s);
+            }
+            end = end.max(e);
+        }
+        aliased
     }
 
     /// The end of the last range's bytes in the file.
@@ -324,7 +344,9 @@ enum TagValue {
 }
 
 /// The tags of the VMware state file's "memory" group: (name, indices) → value.
-fn vmware_memory_tags(file: &[u8]) -> Result<Vec<(String, Vec<u32>, TagValue)>, String> {
+fn vmware_memory_tags(
+    file: &[u8],
+) -> Result<Vec<(crate::text::Untrusted, Vec<u32>, TagValue)>, String> {
     let version = file[0] & 0xF;
     let groups = file.u32_at(8).ok_or("header: group count")? as usize;
     if groups > 4096 {
@@ -358,7 +380,7 @@ fn vmware_memory_tags(file: &[u8]) -> Result<Vec<(String, Vec<u32>, TagValue)>, 
         let name = file
             .get(off + 2..off + 2 + name_len)
             .ok_or_else(|| format!("tag name at {:#x}: past the file end", off + 2))?;
-        let name = String::from_utf8_lossy(name).into_owned();
+        let name = crate::text::Untrusted::from_utf8_lossy(name).truncated(64);
         let n_idx = usize::from((flags >> 6) & 3);
         let mut indices = Vec::with_capacity(n_idx);
         let mut p = off + 2 + name_len;

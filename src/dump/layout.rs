@@ -22,6 +22,7 @@
 
 use super::image::{PhysRange, MAX_RANGES};
 use super::Arch;
+use crate::text::Untrusted;
 use serde::Deserialize;
 
 /// Largest layout file read (a 2^16-range layout is about 4 MiB of JSON).
@@ -32,8 +33,8 @@ pub const LAYOUT_VERSION: u64 = 1;
 /// A parsed, bounded layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Who made it (shown by `info`; control characters escaped there).
-    pub source: String,
+    /// Who made it (shown by `info`, escaped: text from the file).
+    pub source: Untrusted,
     pub ranges: Vec<PhysRange>,
     /// The machine the host found, when it says.
     pub machine: Option<(Arch, u64)>,
@@ -89,7 +90,12 @@ impl Layout {
                     "x64" => Arch::X64,
                     "x86-pae" => Arch::X86 { pae: true },
                     "x86" => Arch::X86 { pae: false },
-                    other => return Err(format!("arch: {other:?} (x64, x86-pae or x86)")),
+                    other => {
+                        return Err(format!(
+                            "arch: \"{}\" (x64, x86-pae or x86)",
+                            Untrusted::from(other).truncated(40)
+                        ))
+                    }
                 };
                 let align = if arch == (Arch::X86 { pae: true }) {
                     0x20
@@ -105,14 +111,8 @@ impl Layout {
             }
             _ => return Err("arch and dtb: give both or neither".into()),
         };
-        let mut source = raw.source.unwrap_or_else(|| "a layout file".into());
-        if source.len() > 200 {
-            let mut cut = 200;
-            while !source.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            source.truncate(cut);
-        }
+        let source =
+            Untrusted::new(raw.source.unwrap_or_else(|| "a layout file".into())).truncated(200);
         Ok(Layout {
             source,
             ranges: raw

@@ -215,7 +215,7 @@ impl DumpFile {
             format: "VMware state",
             reason,
         })?;
-        img.metadata = Some(meta.display().to_string());
+        img.metadata = Some(meta.display().to_string().into());
         Self::from_image(Backing::Map(mem), img, missing, opts).map(|d| d.with_file(file))
     }
 
@@ -265,6 +265,14 @@ impl DumpFile {
             warnings.push(format!(
                 "the {} layout places {missing:#x} bytes of memory past the end of the memory data; they read as missing",
                 img.format.name()
+            ));
+        }
+        let aliased = img.aliased_bytes();
+        if aliased > 0 {
+            warnings.push(format!(
+                "the {} image's ranges place {aliased:#x} bytes of the file at more than one physical address; a pass over all memory (scan) reads at most the file's {:#x} pages",
+                img.format.name(),
+                file_len / PAGE_SIZE
             ));
         }
         let end = img.data_end();
@@ -461,6 +469,13 @@ impl DumpFile {
         self.machine_problem.as_deref()
     }
 
+    /// When the file was last written (its modification time, a FILETIME); None for a dump
+    /// held in memory.
+    pub fn written(&self) -> Option<u64> {
+        let m = self.file.as_ref()?.metadata().ok()?.modified().ok()?;
+        crate::time::filetime_of_system_time(m)
+    }
+
     pub fn header(&self) -> &DumpHeader {
         &self.header
     }
@@ -627,18 +642,59 @@ impl DumpFile {
     }
 
     /// The stored physical pages as runs (first PFN, count), in PFN order (none for a triage
-    /// dump): what a pass over all physical memory reads.
+    /// dump): what a pass over all physical memory reads. Only pages the file holds: a run,
+    /// bitmap extent, ELF segment, VMware region or layout range that claims pages past the
+    /// end of the file is trimmed to those it holds (the truncation warning says so), so a
+    /// pass costs time in proportion to the file, not to what its header claims.
     pub fn physical_runs(&self) -> Vec<(u64, u64)> {
+        let len = self.len();
+        let held = |offset: Option<u64>, count: u64| match offset {
+            Some(o) if o < len => ((len - o) / PAGE_SIZE).min(count),
+            _ => 0,
+        };
+        let mut out = Vec::new();
         match &self.contents {
-            Contents::Runs(r) => r.runs().iter().map(|r| (r.base.get(), r.count)).collect(),
-            Contents::Bitmap(b) => b.runs(self.backing.bytes()),
-            Contents::Triage(_) => Vec::new(),
-            Contents::Image(i) => i
-                .ranges()
-                .iter()
-                .map(|r| (r.start / PAGE_SIZE, r.size / PAGE_SIZE))
-                .collect(),
+            Contents::Runs(r) => {
+                for run in r.runs() {
+                    let n = held(r.run_offset(run), run.count);
+                    if n > 0 {
+                        out.push((run.base.get(), n));
+                    }
+                }
+            }
+            Contents::Bitmap(b) => {
+                // Stored in PFN order: the k-th set bit's page is at FirstPage + k pages.
+                let mut index = 0u64;
+                for (pfn, count) in b.runs(self.backing.bytes()) {
+                    let at = index
+                        .checked_mul(PAGE_SIZE)
+                        .and_then(|o| o.checked_add(b.first_page));
+                    let n = held(at, count);
+                    if n > 0 {
+                        out.push((pfn, n));
+                    }
+                    if n < count {
+                        break; // every later page is further into the file
+                    }
+                    index += count;
+                }
+            }
+            Contents::Triage(_) => {}
+            Contents::Image(i) => {
+                // Ranges may place the same file bytes at several physical addresses: the
+                // pass reads at most as many pages as the file holds (a warning at open says
+                // so), so aliases cannot multiply its cost.
+                let mut budget = len / PAGE_SIZE;
+                for r in i.ranges() {
+                    let n = held(Some(r.file_offset), r.size / PAGE_SIZE).min(budget);
+                    if n > 0 {
+                        out.push((r.start / PAGE_SIZE, n));
+                    }
+                    budget -= n;
+                }
+            }
         }
+        out
     }
 
     /// Number of physical pages the header says are stored.
@@ -686,7 +742,7 @@ fn check_truncation(
         });
     }
     warnings.push(format!(
-        "truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing"
+        "truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing, and passes over all memory (scan) cover only the pages the file holds"
     ));
     Ok(())
 }

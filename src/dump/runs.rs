@@ -127,6 +127,13 @@ impl RunList {
             .checked_add(self.data_offset)
     }
 
+    /// File offset of a run's first page.
+    pub fn run_offset(&self, r: &Run) -> Option<u64> {
+        r.file_page
+            .checked_mul(PAGE_SIZE)?
+            .checked_add(self.data_offset)
+    }
+
     pub fn runs(&self) -> &[Run] {
         &self.runs
     }

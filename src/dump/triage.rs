@@ -4,7 +4,8 @@
 
 use super::header::{Arch, DumpHeader};
 use super::DumpError;
-use crate::bytes::{utf16le_lossy, LeBytes};
+use crate::bytes::LeBytes;
+use crate::text::Untrusted;
 use serde::Serialize;
 
 /// Where a virtually addressed piece of a triage dump came from.
@@ -40,7 +41,7 @@ pub struct DataBlock {
 /// A driver from the triage driver list.
 #[derive(Clone, Debug, Serialize)]
 pub struct TriageDriver {
-    pub name: String,
+    pub name: Untrusted,
     pub base: u64,
     pub size: u32,
     pub time_date_stamp: u32,
@@ -365,14 +366,14 @@ impl Triage {
             let name = match file.u32_at(name_off) {
                 Some(n) if n <= MAX_NAME_CHARS => file
                     .bytes_at(name_off + 4, n as usize * 2)
-                    .map(utf16le_lossy),
+                    .map(Untrusted::from_utf16le_z),
                 _ => None,
             };
             let name = name.unwrap_or_else(|| {
                 warnings.push(format!(
                     "driver {i}: name at file offset {name_off:#x} is unreadable"
                 ));
-                String::new()
+                Untrusted::default()
             });
             out.push(TriageDriver {
                 name,

@@ -150,7 +150,7 @@ pub struct CarvedContext {
     pub logger_id: u64,
     pub buffer_size: u64,
     pub clock_type: u64,
-    pub name: Option<String>,
+    pub name: Option<crate::text::Untrusted>,
     /// Its ReferenceTime's StartPerfClock (the session clock's reading at start), when mapped.
     pub start_perf_clock: Option<u64>,
     /// A context the logger array still points to, in a slot that rejected it.
@@ -170,7 +170,7 @@ pub struct OrphanGroup {
     pub last_sequence: u64,
     /// The orphaned context with this LoggerId and BufferSize, when one survives.
     pub context: Option<PhysAddr>,
-    pub name: Option<String>,
+    pub name: Option<crate::text::Untrusted>,
     /// Why these buffers are taken as one session.
     pub evidence: String,
 }

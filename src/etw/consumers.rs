@@ -22,7 +22,7 @@ pub struct Consumer {
     /// ProcessObject: the consumer's EPROCESS, its UniqueProcessId and ImageFileName.
     pub eprocess: Option<VirtAddr>,
     pub pid: Option<u64>,
-    pub process: Option<String>,
+    pub process: Option<crate::text::Untrusted>,
     /// ProcessHandle (the consumer's handle value, kernel side).
     pub process_handle: Option<u64>,
     pub logger_id: Option<u64>,

@@ -12,6 +12,7 @@ use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::kernel::UnicodeString;
 use crate::symbols::StructLayout;
+use crate::text::Untrusted;
 use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -20,8 +21,8 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Session {
     pub logger_id: u64,
-    pub name: Option<String>,
-    pub log_file: Option<String>,
+    pub name: Option<Untrusted>,
+    pub log_file: Option<Untrusted>,
     pub instance_guid: Option<String>,
     pub address: VirtAddr,
     pub logger_mode: Option<u64>,
@@ -512,7 +513,7 @@ impl NameDescriptor {
         field: &'static str,
         warnings: &mut Vec<String>,
         anomalies: &mut Vec<Anomaly>,
-    ) -> Option<String> {
+    ) -> Option<Untrusted> {
         match self {
             NameDescriptor::Absent => None,
             NameDescriptor::Unreadable(e) => {
@@ -532,7 +533,7 @@ impl NameDescriptor {
                 });
                 None
             }
-            NameDescriptor::Sane { length: 0, .. } => Some(String::new()),
+            NameDescriptor::Sane { length: 0, .. } => Some(Untrusted::default()),
             NameDescriptor::Sane { us, .. } => match us.text(v.space) {
                 Ok(t) => Some(t),
                 Err(e) => {
@@ -729,14 +730,14 @@ pub fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
         .ok()
         .and_then(|k| k.system_time)
         .or(Some(ctx.dump.header().system_time))
-        .filter(|&t| t != 0)
+        .filter(|&t| t != 0 && t <= crate::time::MAX_FILETIME)
 }
 
 /// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a
 /// crate::etw::mode::SYSTEM_LOGGER_MODE session; these are the ones pending CCSWAP batches are flushed to.
 pub fn is_kernel_session(s: &Session) -> bool {
     s.logger_id == 0
-        || s.name.as_deref() == Some("NT Kernel Logger")
+        || s.name.as_ref().is_some_and(|n| n == "NT Kernel Logger")
         || s.logger_mode
             .is_some_and(|m| m & crate::etw::mode::SYSTEM_LOGGER_MODE != 0)
 }

@@ -117,7 +117,7 @@ pub struct Registration {
     /// User mode: the registering process.
     pub eprocess: Option<VirtAddr>,
     pub pid: Option<u64>,
-    pub process: Option<String>,
+    pub process: Option<crate::text::Untrusted>,
     /// Kernel mode: the provider's enable callback and its context.
     pub callback: Option<VirtAddr>,
     pub callback_context: Option<VirtAddr>,

@@ -70,7 +70,7 @@ pub struct BufferOwner {
     pub consumer: VirtAddr,
     pub eprocess: Option<VirtAddr>,
     pub pid: Option<u64>,
-    pub process: Option<String>,
+    pub process: Option<crate::text::Untrusted>,
     /// KPROCESS.DirectoryTableBase: the address space the buffer is read from.
     pub directory_table_base: u64,
 }

@@ -187,13 +187,13 @@ pub struct SourceSession {
 }
 
 impl SourceSession {
-    pub fn name(&self) -> Option<&str> {
-        self.context.as_ref().and_then(|c| c.name.as_deref())
+    pub fn name(&self) -> Option<&crate::text::Untrusted> {
+        self.context.as_ref().and_then(|c| c.name.as_ref())
     }
 
     /// Does a `--session` selector (an id, else a name) choose it?
     pub fn selected(&self, sel: Option<&str>) -> bool {
-        selects(self.logger_id, self.name(), sel)
+        selects(self.logger_id, self.name().map(|n| n.raw()), sel)
     }
 }
 
@@ -717,7 +717,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             )),
             Some(array) => {
                 for (k, s) in list.sessions.iter().enumerate() {
-                    if !selects(Some(s.logger_id), s.name.as_deref(), sel) {
+                    if !selects(Some(s.logger_id), s.name.as_ref().map(|n| n.raw()), sel) {
                         continue;
                     }
                     let converter = match &facts {
@@ -840,7 +840,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             let name = w
                 .logger_id
                 .and_then(|id| blob_sessions.iter().find(|s| s.logger_id == id))
-                .map(|s| s.name.as_str());
+                .map(|s| s.name.raw());
             if !selects(w.logger_id, name, sel) {
                 continue;
             }
@@ -932,7 +932,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             });
         }
         for s in blob_sessions {
-            if !selects(Some(s.logger_id), Some(&s.name), sel) {
+            if !selects(Some(s.logger_id), Some(s.name.raw()), sel) {
                 continue;
             }
             let converter = match need {

@@ -112,11 +112,10 @@ fn provider_label(p: &Provider) -> String {
 }
 
 fn session_label(s: &Session) -> String {
-    format!(
-        "session {} ({})",
-        s.logger_id,
-        s.name.as_deref().unwrap_or("name unreadable")
-    )
+    match &s.name {
+        Some(n) => format!("session {} ({n})", s.logger_id),
+        None => format!("session {} (name unreadable)", s.logger_id),
+    }
 }
 
 /// Run every check.
@@ -477,7 +476,7 @@ fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
                         .map(|c| format!(
                             "{} {}",
                             c.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-                            c.process.as_deref().unwrap_or("?")
+                            c.process.clone().unwrap_or_else(|| "?".into())
                         ))
                         .collect::<Vec<_>>()
                         .join(", ")

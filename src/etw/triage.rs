@@ -22,13 +22,14 @@
 //! ([`crate::etl::records::resync`]).
 
 use crate::addr::VirtAddr;
-use crate::bytes::{utf16le_lossy, LeBytes};
+use crate::bytes::LeBytes;
 use crate::dump::{DataBlock, SecondaryData};
 use crate::etl::header::BufferHeader;
 use crate::etl::header::BUFFER_HEADER_SIZE;
 use crate::etl::records::{resync, walk_from};
 use crate::etw::buffers::MAX_BUFFER_SIZE;
 use crate::kernel::context::KernelContext;
+use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
@@ -145,7 +146,7 @@ pub struct BlobSession {
     pub buffer_size: u64,
     /// LoggerName.Length (bytes).
     pub name_length: u32,
-    pub name: String,
+    pub name: Untrusted,
     /// "x2" (2 × Length bytes follow the header, 19041) or "x1" (Length bytes, later builds).
     pub name_convention: &'static str,
     pub start_time: u64,
@@ -258,7 +259,7 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
                 name_length: len,
                 name: b
                     .bytes_at(body, avail)
-                    .map(utf16le_lossy)
+                    .map(Untrusted::from_utf16le_z)
                     .unwrap_or_default(),
                 name_convention: found.map_or("unknown", |f| f.1),
                 start_time: h.u64_at(0x18).unwrap_or(0),

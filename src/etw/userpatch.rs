@@ -85,7 +85,7 @@ fn hex(b: &[u8]) -> String {
 /// One function's entry in one process.
 struct Seen {
     pid: u64,
-    process: String,
+    process: crate::text::Untrusted,
     va: VirtAddr,
     /// Physical address of the entry (its page: `pa & !0xFFF`).
     pa: u64,

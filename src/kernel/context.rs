@@ -9,6 +9,7 @@ use crate::addr::VirtAddr;
 use crate::dump::{Arch, DumpFile};
 use crate::mem::{AddressSpace, MemError};
 use crate::symbols::{store, PdbIdentity, SymbolError, Symbols, WANTED_TYPES};
+use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -370,7 +371,25 @@ impl<'d> KernelContext<'d> {
             etw_support: std::sync::OnceLock::new(),
         };
         me.check_builtin_rvas();
+        if let (Some(ft), Some((_, why))) = (me.system_time(), me.system_time_flag()) {
+            me.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!(
+                        "the dump's SystemTime cannot be right: {why}; shown with its raw value {ft:#x}, not as fact"
+                    ),
+                )
+                .field("SystemTime"),
+            );
+        }
         me
+    }
+
+    /// Why the dump's SystemTime ([`Self::system_time`]) cannot be right, with its flag
+    /// (`not_a_filetime`, `before_build`, `after_file_written`): see
+    /// [`crate::time::implausible_dump_time`].
+    pub fn system_time_flag(&self) -> Option<(&'static str, String)> {
+        crate::time::implausible_dump_time(self.system_time()?, self.build, self.dump.written())
     }
 
     /// The built-in table's RVAs (exact corpus match) must agree with the globals the dump
@@ -395,14 +414,15 @@ impl<'d> KernelContext<'d> {
     /// The loaded kernel modules as (base, size, file name): a triage dump's driver list (its
     /// names are paths such as `\SystemRoot\System32\drivers\x.sys`: the last part is
     /// kept), else the PsLoadedModuleList walk; empty when neither is there.
-    pub fn loaded_modules(&self) -> Vec<(u64, u64, String)> {
+    pub fn loaded_modules(&self) -> Vec<(u64, u64, Untrusted)> {
         match self.dump.triage() {
             Some(t) => t
                 .drivers
                 .iter()
                 .map(|d| {
-                    let base = d.name.rsplit(['\\', '/']).next().unwrap_or(&d.name);
-                    (d.base, u64::from(d.size), base.to_string())
+                    let n = d.name.raw();
+                    let base = n.rsplit(['\\', '/']).next().unwrap_or(n);
+                    (d.base, u64::from(d.size), Untrusted::from(base))
                 })
                 .collect(),
             None => self.modules.as_ref().map_or_else(

@@ -416,7 +416,7 @@ pub fn find_kernel(space: &AddressSpace<'_>) -> Option<KernelImage> {
                 let mut mz = [0u8; 2];
                 if space.read(VirtAddr::new(va), &mut mz).is_ok() && &mz == b"MZ" {
                     let img = KernelImage::read(space, VirtAddr::new(va));
-                    let name = img.pdb.as_ref().map(|p| p.name.to_ascii_lowercase());
+                    let name = img.pdb.as_ref().map(|p| p.name.raw().to_ascii_lowercase());
                     if name.is_ok_and(|n| KERNEL_PDB_NAMES.contains(&n.as_str())) {
                         return Some(img);
                     }

@@ -179,7 +179,7 @@ impl KdDebuggerData {
     }
 
     /// The NtBuildLab string (e.g. "19041.1.amd64fre.vb_release.191206-1406"), if readable.
-    pub fn read_build_lab(&self, space: &AddressSpace<'_>) -> Option<String> {
+    pub fn read_build_lab(&self, space: &AddressSpace<'_>) -> Option<crate::text::Untrusted> {
         let va = self.nt_build_lab().filter(|v| v.get() != 0)?;
         super::read_ascii_z(space, va, 128)
     }

@@ -16,12 +16,12 @@ pub mod userland;
 pub mod view;
 
 use crate::addr::VirtAddr;
-use crate::bytes::utf16le_lossy;
 use crate::mem::{AddressSpace, MemError};
+use crate::text::Untrusted;
 
 /// Read a NUL-terminated ASCII string of at most `max` bytes, page by page. `None` when the
 /// first byte is unreadable; a string cut by a missing page ends there.
-pub fn read_ascii_z(space: &AddressSpace<'_>, va: VirtAddr, max: usize) -> Option<String> {
+pub fn read_ascii_z(space: &AddressSpace<'_>, va: VirtAddr, max: usize) -> Option<Untrusted> {
     let mut out = Vec::new();
     let mut cur = va;
     while out.len() < max {
@@ -32,12 +32,12 @@ pub fn read_ascii_z(space: &AddressSpace<'_>, va: VirtAddr, max: usize) -> Optio
         }
         if let Some(z) = buf.iter().position(|&b| b == 0) {
             out.extend_from_slice(&buf[..z]);
-            return Some(String::from_utf8_lossy(&out).into_owned());
+            return Some(Untrusted::from_utf8_lossy(&out));
         }
         out.extend_from_slice(&buf);
         cur = cur.offset(n as u64);
     }
-    (!out.is_empty()).then(|| String::from_utf8_lossy(&out).into_owned())
+    (!out.is_empty()).then(|| Untrusted::from_utf8_lossy(&out))
 }
 
 /// A UNICODE_STRING as stored: byte length and buffer address.
@@ -90,11 +90,11 @@ impl UnicodeString {
     }
 
     /// The text (Length is at most 0xFFFF bytes, so the read is bounded).
-    pub fn text(&self, space: &AddressSpace<'_>) -> Result<String, MemError> {
+    pub fn text(&self, space: &AddressSpace<'_>) -> Result<Untrusted, MemError> {
         if self.length == 0 {
-            return Ok(String::new());
+            return Ok(Untrusted::default());
         }
         let bytes = space.read_vec(self.buffer, usize::from(self.length & !1))?;
-        Ok(utf16le_lossy(&bytes))
+        Ok(Untrusted::from_utf16le_z(&bytes))
     }
 }

@@ -37,8 +37,8 @@ pub struct LoadedModule {
     pub base: VirtAddr,
     pub size: u32,
     /// `None` when the name's buffer is not in the dump.
-    pub full_name: Option<String>,
-    pub base_name: Option<String>,
+    pub full_name: Option<crate::text::Untrusted>,
+    pub base_name: Option<crate::text::Untrusted>,
 }
 
 /// The walk's result: the modules read, and why it stopped early if it did.

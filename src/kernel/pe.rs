@@ -164,7 +164,7 @@ fn read_codeview(
         .iter()
         .position(|&b| b == 0)
         .unwrap_or(cv.filename.len());
-    let name = String::from_utf8_lossy(&cv.filename[..name_end]).into_owned();
+    let name = crate::text::Untrusted::from_utf8_lossy(&cv.filename[..name_end]);
     Ok(PdbIdentity::from_guid_bytes(
         name,
         &cv.signature,

@@ -5,6 +5,7 @@
 use super::context::KernelContext;
 use super::view::View;
 use crate::addr::VirtAddr;
+use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use std::collections::HashMap;
 
@@ -17,7 +18,7 @@ pub struct Process {
     pub eprocess: VirtAddr,
     pub pid: u64,
     /// EPROCESS.ImageFileName (at most 15 characters).
-    pub name: String,
+    pub name: Untrusted,
     /// (ETHREAD address, thread id).
     pub threads: Vec<(VirtAddr, u64)>,
 }
@@ -30,11 +31,11 @@ pub struct ProcessList {
 
 impl ProcessList {
     /// Thread id → (process id, image name).
-    pub fn by_tid(&self) -> HashMap<u64, (u64, &str)> {
+    pub fn by_tid(&self) -> HashMap<u64, (u64, &Untrusted)> {
         let mut m = HashMap::new();
         for p in &self.processes {
             for &(_, tid) in &p.threads {
-                m.insert(tid, (p.pid, p.name.as_str()));
+                m.insert(tid, (p.pid, &p.name));
             }
         }
         m
@@ -121,7 +122,7 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
                         .at(e)
                         .field("_EPROCESS.ImageFileName"),
                 );
-                String::new()
+                Untrusted::default()
             }
         };
         let mut threads = Vec::new();
@@ -177,15 +178,13 @@ pub fn walk(ctx: &KernelContext<'_>) -> ProcessList {
 }
 
 /// EPROCESS.ImageFileName (15 bytes) up to its first NUL, of the EPROCESS `v` views.
-fn image_file_name(v: &View<'_, '_>) -> Result<String, super::view::ViewError> {
-    let b = v.bytes("ImageFileName", 15)?;
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    Ok(String::from_utf8_lossy(&b[..end]).into_owned())
+fn image_file_name(v: &View<'_, '_>) -> Result<Untrusted, super::view::ViewError> {
+    Ok(Untrusted::from_utf8_z(&v.bytes("ImageFileName", 15)?))
 }
 
 /// The process id and image name of the EPROCESS at `eprocess` (a pointer met elsewhere, e.g.
 /// a real-time consumer's ProcessObject), or what could not be read.
-pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, String), String> {
+pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, Untrusted), String> {
     let ep = ctx
         .symbols
         .layout("_EPROCESS")
@@ -203,7 +202,7 @@ pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, Str
 pub struct ProcessRef {
     pub eprocess: Option<VirtAddr>,
     pub pid: Option<u64>,
-    pub image: Option<String>,
+    pub image: Option<Untrusted>,
     pub problem: Option<(crate::warning::WarningKind, String)>,
 }
 

@@ -112,8 +112,8 @@ impl UserProcess<'_> {
             .iter()
             .find(|m| {
                 m.base_name
-                    .as_deref()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(name))
+                    .as_ref()
+                    .is_some_and(|n| n.raw().eq_ignore_ascii_case(name))
             })
             .ok_or_else(|| format!("{name} is not on the loader's module list"))?;
         let size = image_size(&self.space, m.base)?;

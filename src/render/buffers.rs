@@ -36,7 +36,7 @@ impl Row for BufferRow {
             notes.push(format!(
                 "in consumer PID {} {}",
                 opt(r.consumer_pid),
-                printable(r.consumer_process.as_deref().unwrap_or("?"))
+                crate::text::shown_or(r.consumer_process.as_ref(), "?")
             ));
         }
         if let Some(v) = &r.found_via {

@@ -1,17 +1,18 @@
 //! CSV text that stays inert in a terminal and a spreadsheet whatever memory put in it.
 
+use crate::text::{needs_escape, push_escaped};
+
 /// One CSV field, safe for a terminal and a spreadsheet whatever memory put in it: control
-/// characters are escaped as `\u{..}` (as in the table); a text that a spreadsheet would take
+/// characters (and bidi controls: [`needs_escape`]) are escaped as `\u{..}` (as in the table); a text that a spreadsheet would take
 /// for a formula (first character `=`, `+`, `-` or `@`, or a leading tab or CR), unless it is a
 /// plain number, gets a `'` in front (the OWASP "CSV injection" advice); then RFC 4180 quoting
 /// (fields with `,`, `"` or line breaks in double quotes, `"` doubled).
 pub fn csv_field(s: &str) -> String {
-    use std::fmt::Write;
     let formula = matches!(s.chars().next(), Some('=' | '+' | '-' | '@' | '\t' | '\r'))
         && s.parse::<f64>().is_err();
     // Control characters are escaped below, so only `,` and `"` call for quotes.
     let quote = s.contains([',', '"']);
-    let plain = !formula && !quote && !s.chars().any(char::is_control);
+    let plain = !formula && !quote && !s.chars().any(needs_escape);
     if plain {
         return s.to_owned();
     }
@@ -25,10 +26,7 @@ pub fn csv_field(s: &str) -> String {
     for c in s.chars() {
         match c {
             '"' => t.push_str("\"\""),
-            c if c.is_control() => {
-                let _ = write!(t, "{}", c.escape_unicode());
-            }
-            c => t.push(c),
+            c => push_escaped(&mut t, c),
         }
     }
     if quote {
@@ -80,7 +78,7 @@ mod tests {
             let mut t: String = s
                 .chars()
                 .map(|c| {
-                    if c.is_control() {
+                    if needs_escape(c) {
                         c.escape_unicode().to_string()
                     } else {
                         c.to_string()
@@ -99,7 +97,7 @@ mod tests {
         }
         let alphabet = [
             'a', '1', '.', 'e', '=', '+', '-', '@', '\t', '\r', '\n', ',', '"', '\'', '\u{1b}',
-            '\u{7f}', '\u{9b}', 'é', '€', ' ',
+            '\u{7f}', '\u{9b}', 'é', '€', ' ', '\u{202e}',
         ];
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..20_000 {

@@ -53,7 +53,7 @@ impl InfoReport {
             },
         );
         if let Some(l) = &w.build_lab {
-            row("Build lab", l.clone());
+            row("Build lab", l.to_string());
         }
         row(
             "Processors",
@@ -125,7 +125,7 @@ impl InfoReport {
         }
         match &self.kernel_pdb {
             Some(p) => {
-                row("Kernel PDB", p.name.clone());
+                row("Kernel PDB", p.name.to_string());
                 row("PDB GUID / age", format!("{} / {}", p.guid, p.age));
                 row(
                     "Symbol store key",
@@ -239,7 +239,11 @@ impl InfoReport {
         row(
             "Loaded modules",
             match &m.problem {
-                None => format!("{} (first: {})", m.count, opt(&m.first)),
+                None => format!(
+                    "{} (first: {})",
+                    m.count,
+                    crate::text::shown_or(m.first.as_ref(), "-")
+                ),
                 Some(p) => format!("{} read; {p}", m.count),
             },
         );
@@ -266,7 +270,7 @@ impl InfoReport {
             row(
                 "Image format",
                 match &mem.metadata_file {
-                    Some(m) => format!("{f} (layout from {})", super::text::printable(m)),
+                    Some(m) => format!("{f} (layout from {m})"),
                     None => f.into(),
                 },
             );

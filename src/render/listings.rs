@@ -29,7 +29,7 @@ impl Row for SwitchRow {
             (Some(t), None) => t.clone(),
             (None, _) => "-".into(),
         };
-        let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
+        let who = |tid: Option<u32>, p: &Option<crate::text::Untrusted>| match (tid, p) {
             (Some(t), Some(p)) => format!("{t} {p}"),
             (Some(t), None) => t.to_string(),
             (None, _) => "?".into(),
@@ -61,7 +61,7 @@ impl Row for SwitchRow {
 
     fn timesketch(&self) -> Timesketch {
         let r = self;
-        let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
+        let who = |tid: Option<u32>, p: &Option<crate::text::Untrusted>| match (tid, p) {
             (Some(t), Some(p)) => format!("{p} tid {t}"),
             (Some(t), None) => format!("tid {t}"),
             (None, _) => "unknown thread".into(),
@@ -209,7 +209,7 @@ impl Row for crate::report::scan::ScanRow {
             notes.push(format!("{s} switches"));
         }
         if let Some(name) = &r.name {
-            notes.push(super::text::printable(name));
+            notes.push(name.to_string());
         }
         if let Some(e) = &r.evidence {
             notes.push(super::text::printable(e));

@@ -1,6 +1,6 @@
 //! `overview` as text (one screen) and JSON.
 
-use super::text::{json_terminal_safe, printable};
+use super::text::json_terminal_safe;
 use crate::report::overview::Overview;
 use std::fmt::Write;
 
@@ -25,14 +25,14 @@ pub fn to_table(o: &Overview) -> String {
             s,
             " {:>3}  {:<34} {:<10} {:>8} {:>7} {:>6}  {:<28} {}",
             opt(x.logger_id),
-            printable(x.name.as_deref().unwrap_or("(unknown)")),
+            crate::text::shown_or(x.name.as_ref(), "(unknown)"),
             x.clock.as_deref().unwrap_or("-"),
             x.buffer_size
                 .map_or_else(|| "-".to_string(), |b| format!("{b:#x}")),
             x.buffers_found,
             opt(x.events_lost),
             x.start_time.as_deref().unwrap_or("-"),
-            printable(x.log_file.as_deref().unwrap_or("-"))
+            crate::text::shown_or(x.log_file.as_ref(), "-")
         );
     }
     let sources: Vec<String> = o
@@ -53,8 +53,8 @@ pub fn to_table(o: &Overview) -> String {
     for (cpu, rows) in &o.last_switches {
         let _ = writeln!(s, " CPU {cpu}:");
         for r in rows {
-            let who = |tid: Option<u32>, p: &Option<String>| match (tid, p) {
-                (Some(t), Some(p)) => format!("{} tid {t}", printable(p)),
+            let who = |tid: Option<u32>, p: &Option<crate::text::Untrusted>| match (tid, p) {
+                (Some(t), Some(p)) => format!("{p} tid {t}"),
                 (Some(t), None) => format!("tid {t}"),
                 (None, _) => "?".to_string(),
             };

@@ -21,9 +21,7 @@ impl ProviderRow {
                 format!(
                     "{} {} L{} any {}{}",
                     e.logger_id,
-                    e.session
-                        .as_deref()
-                        .map_or_else(|| "(no such session)".into(), printable),
+                    crate::text::shown_or(e.session.as_ref(), "(no such session)"),
                     e.level,
                     e.match_any_keyword,
                     if e.match_all_keyword == "0x0" {
@@ -45,9 +43,7 @@ impl ProviderRow {
             Some("user") => format!(
                 "{} {}",
                 opt(self.pid),
-                self.process
-                    .as_deref()
-                    .map_or_else(|| "-".into(), printable)
+                crate::text::shown_or(self.process.as_ref(), "-")
             ),
             Some(k) => k.to_string(),
         }

@@ -170,7 +170,12 @@ impl<W: Write, R: Row> RowWriter<W, R> {
 
     pub fn row(&mut self, r: &R) -> io::Result<()> {
         match self.format {
-            RowFormat::Table => writeln!(self.out, "{}", r.table_line())?,
+            // Input text in a row is escaped where the row is formatted (`Untrusted`'s
+            // Display); the line is escaped once more as a whole so that no row type can
+            // put a raw control character on the terminal (a no-op on clean lines).
+            RowFormat::Table => {
+                writeln!(self.out, "{}", crate::text::escape_lines(&r.table_line()))?
+            }
             RowFormat::Csv => {
                 let v = serde_json::to_value(r).map_err(io::Error::other)?;
                 let line: String = self

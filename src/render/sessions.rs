@@ -3,6 +3,7 @@
 use super::text::printable;
 use crate::etw::loggers::{RejectedSlot, Session, SessionList};
 use crate::report::sessions::{SavedSession, Sessions};
+use crate::text::Untrusted;
 use std::fmt::Write as _;
 
 /// CSV columns: the JSON keys, in order (session keys, then those of a rejected slot).
@@ -49,8 +50,11 @@ fn row(s: &Session) -> Vec<String> {
     vec![
         "session".into(),
         s.logger_id.to_string(),
-        s.name.clone().unwrap_or_default(),
-        s.log_file.clone().unwrap_or_default(),
+        s.name.as_ref().map(Untrusted::csv_cell).unwrap_or_default(),
+        s.log_file
+            .as_ref()
+            .map(Untrusted::csv_cell)
+            .unwrap_or_default(),
         s.instance_guid.clone().unwrap_or_default(),
         s.address.to_string(),
         num(s.logger_mode),
@@ -95,7 +99,7 @@ fn consumer_text(c: &crate::etw::consumers::Consumer) -> String {
     format!(
         "PID {} {} (consumer {}, EPROCESS {})",
         c.pid.map_or_else(|| "?".into(), |p| p.to_string()),
-        c.process.as_deref().unwrap_or("(unreadable)"),
+        crate::text::shown_or(c.process.as_ref(), "(unreadable)"),
         c.address,
         c.eprocess.map_or_else(|| "?".into(), |e| e.to_string())
     )
@@ -111,7 +115,11 @@ fn saved_row(s: &SavedSession) -> Vec<String> {
     };
     set(&mut v, "kind", "saved_session".into());
     set(&mut v, "logger_id", num(s.logger_id));
-    set(&mut v, "name", s.name.clone().unwrap_or_default());
+    set(
+        &mut v,
+        "name",
+        s.name.as_ref().map(Untrusted::csv_cell).unwrap_or_default(),
+    );
     set(&mut v, "logger_mode", num(s.logger_mode));
     set(&mut v, "logger_mode_flags", s.logger_mode_flags.join("|"));
     set(&mut v, "clock_type", num(s.clock_type));
@@ -184,7 +192,7 @@ fn saved_table(sessions: &[SavedSession], warnings: &[crate::warning::Warning]) 
             o,
             "{:>3}  {:<44} {:<15} {:<11} {:<10} {:>8} {:>7}  {}",
             s.logger_id.map_or_else(|| "?".into(), |x| x.to_string()),
-            printable(s.name.as_deref().unwrap_or("?")),
+            crate::text::shown_or(s.name.as_ref(), "?"),
             s.source,
             n(s.logger_mode.map(|m| format!("{m:#x}"))),
             n(s.clock_type_name
@@ -243,7 +251,7 @@ fn list_table(list: &SessionList) -> String {
             o,
             "{:>3}  {:<34} {:<10} {:<10} {:>8} {:>13} {:>9} {:>8}  {:<28} {}",
             s.logger_id,
-            printable(s.name.as_deref().unwrap_or("(unreadable)")),
+            crate::text::shown_or(s.name.as_ref(), "(unreadable)"),
             s.logger_mode
                 .map(|m| format!("{m:#x}"))
                 .unwrap_or_else(|| "?".into()),
@@ -260,7 +268,7 @@ fn list_table(list: &SessionList) -> String {
             num(s.buffers_written),
             num(s.events_lost),
             s.start_time.as_deref().unwrap_or("-"),
-            printable(s.log_file.as_deref().unwrap_or("-")),
+            crate::text::shown_or(s.log_file.as_ref(), "-"),
         );
     }
     for s in &list.sessions {

@@ -121,10 +121,12 @@ pub fn render(rows: &[SwitchRow], chart: &Chart<'_>) -> Drawn {
             let tid = |t: Option<u32>| t.map_or_else(|| "?".to_string(), |t| t.to_string());
             // The chain: the thread switched in here is the one switched out next.
             let broken = matches!((r.new_tid, next), (Some(n), Some((_, nx))) if nx.old_tid != n);
+            // Names as the terminal shows them (escaped), then XML-escaped by `escape`.
             let name = r
                 .new_process
-                .clone()
-                .or_else(|| next.and_then(|(_, n)| n.old_process.clone()))
+                .as_ref()
+                .or_else(|| next.and_then(|(_, n)| n.old_process.as_ref()))
+                .map(|n| n.to_string())
                 .or_else(|| {
                     r.new_tid
                         .or(next.map(|(_, n)| n.old_tid))

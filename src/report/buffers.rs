@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 pub struct BufferRow {
     /// Null for a saved error-log window whose logger cannot be told.
     pub session_id: Option<u64>,
-    pub session_name: Option<String>,
+    pub session_name: Option<crate::text::Untrusted>,
     /// Where the bytes are: `memory`, `current_buffer`, `errlog_tail` or `secondary_data`.
     pub source: &'static str,
     /// The buffer's virtual address (null for the secondary data, which has none).
@@ -51,7 +51,7 @@ pub struct BufferRow {
     /// A buffer queued for a real-time consumer: the consumer's process (its address space
     /// holds `address`) and how the buffer was found there.
     pub consumer_pid: Option<u64>,
-    pub consumer_process: Option<String>,
+    pub consumer_process: Option<crate::text::Untrusted>,
     pub found_via: Option<String>,
     /// A triage window: how it was found and where its base and end pointers were read.
     pub window: Option<crate::etw::source::WindowEvidence>,
@@ -69,10 +69,10 @@ pub fn stream(
     emit: &mut dyn FnMut(&BufferRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     let src = EtwSource::open_units(ctx, session);
-    let names: HashMap<u64, String> = src
+    let names: HashMap<u64, crate::text::Untrusted> = src
         .sessions()
         .iter()
-        .filter_map(|s| Some((s.logger_id?, s.name()?.to_string())))
+        .filter_map(|s| Some((s.logger_id?, s.name()?.clone())))
         .collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -107,7 +107,7 @@ pub fn analyse(ctx: &KernelContext<'_>, session: Option<&str>) -> BufferReport {
 /// Read and walk `units` on up to `threads` cores (the order of the rows is kept).
 fn rows_parallel(
     src: &EtwSource<'_, '_>,
-    names: &HashMap<u64, String>,
+    names: &HashMap<u64, crate::text::Untrusted>,
     units: &[TraceUnit],
     threads: usize,
 ) -> Vec<BufferRow> {
@@ -129,7 +129,11 @@ fn rows_parallel(
     })
 }
 
-fn row(src: &EtwSource<'_, '_>, names: &HashMap<u64, String>, u: &TraceUnit) -> BufferRow {
+fn row(
+    src: &EtwSource<'_, '_>,
+    names: &HashMap<u64, crate::text::Untrusted>,
+    u: &TraceUnit,
+) -> BufferRow {
     let h = u.header.as_ref();
     let triage = u.origin != "memory";
     let mut r = BufferRow {

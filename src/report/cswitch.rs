@@ -71,9 +71,9 @@ pub struct SwitchRow {
     /// the anchor used); such rows are left out of `--last` and the SVG chart.
     pub time_flag: Option<&'static str>,
     pub old_tid: u32,
-    pub old_process: Option<String>,
+    pub old_process: Option<crate::text::Untrusted>,
     pub new_tid: Option<u32>,
-    pub new_process: Option<String>,
+    pub new_process: Option<crate::text::Untrusted>,
     pub old_priority: Option<i8>,
     pub new_priority: Option<i8>,
     pub old_state: Option<String>,
@@ -348,7 +348,7 @@ struct Plan<'c, 'd> {
     facts: ClockFacts,
     groups: Vec<Group>,
     streams: Vec<Stream>,
-    by_tid: std::collections::HashMap<u64, (u64, String)>,
+    by_tid: std::collections::HashMap<u64, (u64, crate::text::Untrusted)>,
     mwr: Option<u8>,
     warnings: Vec<Warning>,
     late_warnings: Vec<Warning>,
@@ -565,7 +565,7 @@ fn plan<'c, 'd>(
     let by_tid = procs
         .by_tid()
         .into_iter()
-        .map(|(t, (p, n))| (t, (p, n.to_string())))
+        .map(|(t, (p, n))| (t, (p, n.clone())))
         .collect();
     Plan {
         names,
@@ -581,13 +581,13 @@ fn plan<'c, 'd>(
 }
 
 impl Plan<'_, '_> {
-    fn process(&self, tid: u32) -> Option<String> {
+    fn process(&self, tid: u32) -> Option<crate::text::Untrusted> {
         if tid == 0 {
             return Some("Idle".into());
         }
         self.by_tid
             .get(&u64::from(tid))
-            .map(|(pid, name)| format!("{name} ({pid})"))
+            .map(|(pid, name)| name.map(|n| format!("{n} ({pid})")))
     }
 
     /// The row of `r` from stream `s`, with names, time and flag; counts the flag.

@@ -76,7 +76,7 @@ pub struct EventsReport {
 /// Resolves addresses to `module+offset` and kernel symbols.
 struct Resolver {
     /// (base, size, name), sorted by base.
-    modules: Vec<(u64, u64, String)>,
+    modules: Vec<(u64, u64, crate::text::Untrusted)>,
     kernel_base: Option<u64>,
     /// (RVA, name), sorted.
     kernel_symbols: Vec<(u64, String)>,
@@ -106,7 +106,7 @@ impl Resolver {
             .checked_sub(1)
             .map(|i| &self.modules[i])
             .filter(|m| va - m.0 < m.1);
-        let text = module.map(|m| format!("{}+{:#x}", m.2, va - m.0));
+        let text = module.map(|m| format!("{}+{:#x}", m.2.raw(), va - m.0));
         let sym = match (module, self.kernel_base) {
             (Some(m), Some(kb)) if m.0 == kb => {
                 let rva = va - kb;

@@ -75,7 +75,7 @@ pub struct Skipped {
 #[derive(Debug, Serialize)]
 pub struct ManifestSession {
     pub logger_id: u64,
-    pub name: Option<String>,
+    pub name: Option<crate::text::Untrusted>,
     pub file: String,
     pub buffers: usize,
     pub bytes: u64,
@@ -161,8 +161,8 @@ pub(crate) fn header_buffer(
         clock_type: clock_type.unwrap_or(1) as u32,
         buffers_lost: s.log_buffers_lost.unwrap_or(0) as u32,
         logger_id: s.logger_id,
-        logger_name: s.name.as_deref().unwrap_or(""),
-        log_file_name: s.log_file.as_deref().unwrap_or(""),
+        logger_name: s.name.as_ref().map_or("", |n| n.raw()),
+        log_file_name: s.log_file.as_ref().map_or("", |n| n.raw()),
     })
 }
 
@@ -319,7 +319,7 @@ fn rundown_buffers(
                 session_id: u32::MAX,
                 exit_status: d.exit_status.unwrap_or(0),
                 directory_table_base: d.directory_table_base.unwrap_or(0),
-                image_file_name: p.name.as_bytes(),
+                image_file_name: p.name.raw().as_bytes(),
             },
         )) {
             break 'build;
@@ -348,9 +348,9 @@ fn rundown_buffers(
             let pe = crate::kernel::pe::KernelImage::read(&ctx.space, m.base).headers;
             let name = m
                 .full_name
-                .as_deref()
-                .or(m.base_name.as_deref())
-                .unwrap_or("");
+                .as_ref()
+                .or(m.base_name.as_ref())
+                .map_or("", |n| n.raw());
             if !records.push(image_dcstart(
                 x64,
                 htid,
@@ -631,12 +631,12 @@ pub fn extract(
         let (Some(logger_id), Some(context)) = (s.logger_id, s.context.as_ref()) else {
             continue;
         };
-        let mut name = file_name(logger_id, s.name());
+        let mut name = file_name(logger_id, s.name().map(|n| n.raw()));
         let mut n = 2;
         while !used.insert(name.to_ascii_lowercase()) {
             name = file_name(
                 logger_id,
-                Some(&format!("{}-{n}", s.name().unwrap_or("logger"))),
+                Some(&format!("{}-{n}", s.name().map_or("logger", |n| n.raw()))),
             );
             n += 1;
         }
@@ -940,7 +940,7 @@ pub fn extract(
                 anchor.as_ref(),
             ))?;
         }
-        sessions.push(file.finish(logger_id, s.name().map(String::from), name, skipped, &facts)?);
+        sessions.push(file.finish(logger_id, s.name().cloned(), name, skipped, &facts)?);
     }
     if let Some(what) = src.unknowable() {
         warnings.push(Warning::new(
@@ -1033,7 +1033,7 @@ impl SessionFile {
     pub(crate) fn finish(
         self,
         logger_id: u64,
-        name: Option<String>,
+        name: Option<crate::text::Untrusted>,
         file: String,
         skipped: Vec<Skipped>,
         facts: &HeaderFacts,

@@ -26,8 +26,13 @@ pub struct InfoReport {
     pub windows: WindowsVersion,
     pub processors: u32,
     pub bugcheck: BugCheck,
+    /// ISO-8601 UTC; for an impossible time ([`Self::system_time_flag`]) the text says so
+    /// and gives the raw value.
     pub system_time: String,
     pub system_time_raw: u64,
+    /// `not_a_filetime`, `before_build` or `after_file_written` when the SystemTime cannot be
+    /// right (a warning says why); null otherwise.
+    pub system_time_flag: Option<&'static str>,
     pub system_up_time: String,
     pub dtb: String,
     pub pfn_database: String,
@@ -102,7 +107,7 @@ pub struct WindowsVersion {
     /// Why the KUSER_SHARED_DATA fields are null.
     pub kuser_shared_data_unavailable: Option<String>,
     /// KDBG.NtBuildLab, e.g. "19041.1.amd64fre.vb_release.191206-1406".
-    pub build_lab: Option<String>,
+    pub build_lab: Option<crate::text::Untrusted>,
     /// The build the tool goes by: KUSER NtBuildNumber when present, else the header's.
     pub build: u32,
 }
@@ -146,7 +151,7 @@ pub struct ImageInfo {
 #[derive(Debug, Serialize)]
 pub struct ModulesInfo {
     pub count: usize,
-    pub first: Option<String>,
+    pub first: Option<crate::text::Untrusted>,
     /// Why the list could not be walked completely.
     pub problem: Option<String>,
 }
@@ -169,7 +174,7 @@ pub struct MemoryInfo {
     /// Memory images and RDMP dumps: every physical range and where it is in the file.
     pub ranges: Option<Vec<RangeInfo>>,
     /// A .vmem's layout file (.vmss/.vmsn).
-    pub metadata_file: Option<String>,
+    pub metadata_file: Option<crate::text::Untrusted>,
 }
 
 /// One physical range of an image.
@@ -354,8 +359,16 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
             code: hex(u64::from(h.bugcheck_code)),
             parameters: h.bugcheck_params.map(hex),
         },
-        system_time: filetime_to_iso8601(ctx.system_time().unwrap_or(0)),
+        system_time: {
+            let ft = ctx.system_time().unwrap_or(0);
+            match ctx.system_time_flag() {
+                Some(("not_a_filetime", _)) => crate::time::filetime_text(ft),
+                Some((flag, _)) => format!("{} ({flag}: raw {ft:#x})", filetime_to_iso8601(ft)),
+                None => filetime_to_iso8601(ft),
+            }
+        },
         system_time_raw: ctx.system_time().unwrap_or(0),
+        system_time_flag: ctx.system_time_flag().map(|f| f.0),
         system_up_time: duration_100ns(ctx.up_time().unwrap_or(0)),
         dtb: hex(h.directory_table_base),
         pfn_database: h.pfn_database.to_string(),

@@ -31,14 +31,14 @@ pub struct DumpFacts {
 #[derive(Debug, Serialize)]
 pub struct OverviewSession {
     pub logger_id: Option<u64>,
-    pub name: Option<String>,
+    pub name: Option<crate::text::Untrusted>,
     pub clock: Option<String>,
     pub buffer_size: Option<u64>,
     /// Buffers (or saved windows) found for it.
     pub buffers_found: usize,
     pub events_lost: Option<u64>,
     pub start_time: Option<String>,
-    pub log_file: Option<String>,
+    pub log_file: Option<crate::text::Untrusted>,
 }
 
 /// The overview of one dump.
@@ -108,7 +108,7 @@ impl Overview {
                 let c = s.context.as_ref();
                 OverviewSession {
                     logger_id: s.logger_id,
-                    name: s.name().map(str::to_string),
+                    name: s.name().cloned(),
                     clock: c.and_then(|c| c.clock_type_name).map(str::to_string),
                     buffer_size: c.and_then(|c| c.buffer_size),
                     buffers_found: s.units,

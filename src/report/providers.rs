@@ -18,7 +18,7 @@ pub struct EnabledBy {
     pub slot: u64,
     pub logger_id: u64,
     /// The session's name; None when no live session has that logger id.
-    pub session: Option<String>,
+    pub session: Option<crate::text::Untrusted>,
     pub level: u64,
     pub match_any_keyword: String,
     pub match_all_keyword: String,
@@ -46,7 +46,7 @@ pub struct ProviderRow {
     pub kind: Option<&'static str>,
     pub kind_from: Option<&'static str>,
     pub pid: Option<u64>,
-    pub process: Option<String>,
+    pub process: Option<crate::text::Untrusted>,
     pub eprocess: Option<String>,
     pub callback: Option<String>,
     pub callback_context: Option<String>,
@@ -54,7 +54,7 @@ pub struct ProviderRow {
     pub warnings: Vec<String>,
 }
 
-fn enabled_by(e: &EnableInfo, names: &HashMap<u64, String>) -> EnabledBy {
+fn enabled_by(e: &EnableInfo, names: &HashMap<u64, crate::text::Untrusted>) -> EnabledBy {
     EnabledBy {
         slot: e.slot.unwrap_or(0),
         logger_id: e.logger_id,
@@ -66,7 +66,11 @@ fn enabled_by(e: &EnableInfo, names: &HashMap<u64, String>) -> EnabledBy {
     }
 }
 
-fn row(p: &Provider, r: Option<&Registration>, names: &HashMap<u64, String>) -> ProviderRow {
+fn row(
+    p: &Provider,
+    r: Option<&Registration>,
+    names: &HashMap<u64, crate::text::Untrusted>,
+) -> ProviderRow {
     let mut warnings: Vec<String> = p.warnings.iter().map(|w| w.message.clone()).collect();
     if let Some(r) = r {
         warnings.extend(r.warnings.iter().map(|w| w.message.clone()));
@@ -96,14 +100,19 @@ fn row(p: &Provider, r: Option<&Registration>, names: &HashMap<u64, String>) -> 
 }
 
 /// The providers and the session names by logger id, as `providers` and `check` use them.
-pub fn read(ctx: &KernelContext<'_>) -> (providers::ProviderTable, HashMap<u64, String>) {
+pub fn read(
+    ctx: &KernelContext<'_>,
+) -> (
+    providers::ProviderTable,
+    HashMap<u64, crate::text::Untrusted>,
+) {
     let list = list_sessions(ctx);
     let silo = list
         .array
         .as_ref()
         .and_then(|a| a.silo_state)
         .or_else(|| crate::etw::routes::resolve_logger_array(ctx).silo_state);
-    let names: HashMap<u64, String> = list
+    let names: HashMap<u64, crate::text::Untrusted> = list
         .sessions
         .iter()
         .map(|s| {
@@ -111,7 +120,7 @@ pub fn read(ctx: &KernelContext<'_>) -> (providers::ProviderTable, HashMap<u64, 
                 s.logger_id,
                 s.name
                     .clone()
-                    .unwrap_or_else(|| format!("logger {}", s.logger_id)),
+                    .unwrap_or_else(|| format!("logger {}", s.logger_id).into()),
             )
         })
         .collect();

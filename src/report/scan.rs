@@ -43,7 +43,7 @@ pub struct ScanRow {
     pub used_bytes: Option<u32>,
     pub switches: Option<usize>,
     pub clock_type: Option<u64>,
-    pub name: Option<String>,
+    pub name: Option<crate::text::Untrusted>,
     /// Groups: how many buffers, and why they are taken as one session.
     pub buffers: Option<usize>,
     pub evidence: Option<String>,
@@ -172,7 +172,7 @@ impl Scan {
             let name = format!(
                 "carved-{}-{}",
                 g.group,
-                file_name(g.logger_id, g.name.as_deref())
+                file_name(g.logger_id, g.name.as_ref().map(|n| n.raw()))
             );
             let path = dir.join(&name);
             if path.exists() && !force {

@@ -23,7 +23,7 @@ pub enum SlotRecord<'a> {
 pub struct SavedSession {
     /// Null for an error-log tail whose logger cannot be told.
     pub logger_id: Option<u64>,
-    pub name: Option<String>,
+    pub name: Option<crate::text::Untrusted>,
     /// Where it is known from: `secondary_data`, `current_buffer` or `errlog_tail`.
     pub source: &'static str,
     pub logger_mode: Option<u64>,

@@ -1,11 +1,13 @@
 //! A PDB's identity: name, GUID and age, the key of every symbol store.
 
+use crate::text::Untrusted;
 use serde::Serialize;
 
 /// Name, GUID and age of a PDB (or of the PDB an image's CodeView record names).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PdbIdentity {
-    pub name: String,
+    /// From the dump's CodeView record or a symbol file: untrusted.
+    pub name: Untrusted,
     /// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`, uppercase.
     pub guid: String,
     pub age: u32,
@@ -14,7 +16,7 @@ pub struct PdbIdentity {
 }
 
 impl PdbIdentity {
-    fn new(name: String, b: [u8; 16], age: u32) -> PdbIdentity {
+    fn new(name: Untrusted, b: [u8; 16], age: u32) -> PdbIdentity {
         let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
         let guid = format!(
             "{}-{}-{}-{}-{}",
@@ -35,7 +37,7 @@ impl PdbIdentity {
     /// From the 16 GUID bytes. `big_endian`: the bytes are in textual order (as `uuid`
     /// gives them); otherwise they are the Windows in-memory GUID (Data1..3 little-endian),
     /// as stored in a CodeView RSDS record.
-    pub fn from_guid_bytes(name: String, raw: &[u8; 16], age: u32, big_endian: bool) -> Self {
+    pub fn from_guid_bytes(name: Untrusted, raw: &[u8; 16], age: u32, big_endian: bool) -> Self {
         let mut b = *raw;
         if !big_endian {
             b[0..4].reverse();
@@ -59,7 +61,7 @@ impl PdbIdentity {
         for (i, byte) in b.iter_mut().enumerate() {
             *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
         }
-        Some(Self::new(name.to_string(), b, age))
+        Some(Self::new(Untrusted::from(name), b, age))
     }
 
     /// The PDB's file name as a path component may use it (symbol stores, downloads): the
@@ -67,7 +69,7 @@ impl PdbIdentity {
     /// is 1-128 characters of `A-Z a-z 0-9 . _ -`, not `.` or `..`. None otherwise: the name
     /// comes from the dump and never becomes a path unchecked.
     pub fn file_name(&self) -> Option<&str> {
-        let n = self.name.rsplit(['\\', '/']).next().unwrap_or("");
+        let n = self.name.raw().rsplit(['\\', '/']).next().unwrap_or("");
         let ok = (1..=128).contains(&n.len())
             && n != "."
             && n != ".."

@@ -136,10 +136,11 @@ fn load_checked<'s, S: pdb::Source<'s> + 's>(
     let machine = dbi.machine_type().ok().map(|m| m as u16);
     // The DBI age is the one the image's CodeView record carries.
     let age = dbi.age().unwrap_or(info.age);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = crate::text::Untrusted::new(
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    );
     let identity = PdbIdentity::from_guid_bytes(name, info.guid.as_bytes(), age, true);
     let pointer_size = match machine {
         Some(0x14C) | Some(0x1C4) => 4,

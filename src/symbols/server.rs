@@ -8,6 +8,7 @@
 //! `HTTPS_PROXY` / `HTTP_PROXY` (and lowercase; `NO_PROXY` honoured).
 
 use super::{PdbIdentity, Symbols};
+use crate::text::Untrusted;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -48,12 +49,16 @@ pub enum FetchError {
     Timeout { url: String, secs: u64 },
     #[error("{url}: HTTP status {status}")]
     Status { url: String, status: u16 },
+    /// `why`: the HTTP client's text, which may quote what the server sent: untrusted.
     #[error("{url}: {why}")]
-    Network { url: String, why: String },
+    Network { url: String, why: Untrusted },
+    /// `why`: the PDB or cabinet reader's text about the server's file: untrusted.
     #[error("{url}: not the PDB asked for: {why}")]
-    BadFile { url: String, why: String },
+    BadFile { url: String, why: Untrusted },
+    /// What a server's `file.ptr` said (`MSG:`), or why the file its `PATH:` names could
+    /// not be read: text from the network, shown escaped.
     #[error("{url}: the server says: {message}")]
-    Message { url: String, message: String },
+    Message { url: String, message: Untrusted },
     #[error("{path}: {why}")]
     Cache { path: String, why: String },
 }
@@ -76,7 +81,7 @@ fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
         Err(e) => {
             return Err(FetchError::Network {
                 url: url.to_string(),
-                why: e.to_string(),
+                why: Untrusted::new(e.to_string()),
             })
         }
     };
@@ -103,7 +108,7 @@ fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
         }),
         Err(e) => Err(FetchError::Network {
             url: url.to_string(),
-            why: e.to_string(),
+            why: Untrusted::new(e.to_string()),
         }),
     }
 }
@@ -111,8 +116,8 @@ fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
 /// The first file of a CAB archive (`.pd_`), at most [`MAX_DOWNLOAD`] bytes. A panic of the
 /// `cab` crate on a hostile archive (its `folder.rs` indexes out of bounds on some corrupted
 /// headers: 12 of the unit test's 2,000 corruptions) is contained, silently, as for the `pdb`
-/// crate, and reported as a bad file.
-fn uncab(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+/// crate, and reported as a bad file. Public for the `symsrv` fuzz target.
+pub fn uncab(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
     super::pdb::contained(move || uncab_inner(bytes))
         .unwrap_or_else(|why| Err(format!("the cabinet reader failed on it ({why})")))
 }
@@ -137,11 +142,94 @@ fn uncab_inner(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// A `file.ptr` answer: the first line's `PATH:<file>`, else a message (`MSG:<text>` or the
+/// whole text), each at most 4096 bytes of the body, untrusted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilePtr {
+    Path(Untrusted),
+    Message(Untrusted),
+}
+
+impl FilePtr {
+    pub fn parse(body: &[u8]) -> FilePtr {
+        let t = Untrusted::from_utf8_lossy(&body[..body.len().min(4096)]);
+        let text = t.raw().trim();
+        match text.strip_prefix("PATH:") {
+            Some(p) => FilePtr::Path(Untrusted::from(p.trim())),
+            None => FilePtr::Message(
+                Untrusted::from(text.strip_prefix("MSG:").unwrap_or(text).trim()).truncated(200),
+            ),
+        }
+    }
+}
+
+/// The file a `file.ptr` names, read only if it is a regular file: opened without blocking
+/// (a FIFO cannot hold the tool), checked on the open handle (no device, FIFO or socket, even
+/// if the path was swapped after a check), and read through the download cap
+/// ([`MAX_DOWNLOAD`]) whatever length the file reports.
+pub fn read_pointed(path: &Untrusted) -> Result<Vec<u8>, String> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let f = opts.open(path.raw()).map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(format!(
+            "not a regular file ({}): only a regular file is read",
+            file_kind(&meta)
+        ));
+    }
+    if meta.len() > MAX_DOWNLOAD {
+        return Err(format!(
+            "{} bytes (more than the {MAX_DOWNLOAD}-byte download cap)",
+            meta.len()
+        ));
+    }
+    let mut out = Vec::new();
+    f.take(MAX_DOWNLOAD + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() as u64 > MAX_DOWNLOAD {
+        return Err(format!("more than {MAX_DOWNLOAD} bytes (the download cap)"));
+    }
+    Ok(out)
+}
+
+/// What kind of file `meta` describes, for the message.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// Load `bytes` as the PDB `id` names; the symbols when its GUID and age are those.
 fn verify(url: &str, id: &PdbIdentity, bytes: &[u8]) -> Result<Symbols, FetchError> {
     let bad = |why: String| FetchError::BadFile {
         url: url.to_string(),
-        why,
+        why: Untrusted::new(why),
     };
     let s = Symbols::from_pdb_bytes(Path::new(url), bytes, super::WANTED_TYPES)
         .map_err(|e| bad(e.to_string()))?;
@@ -182,10 +270,11 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     // path (`PdbIdentity::file_name`).
     let name = id.file_name().ok_or_else(|| FetchError::BadFile {
         url: server.url.clone(),
-        why: format!(
-            "the kernel's PDB name in the dump ({:?}) is not a plain file name; give the PDB with --pdb",
-            id.name.chars().take(80).collect::<String>()
-        ),
+        why: id.name.truncated(80).map(|n| {
+            format!(
+                "the kernel's PDB name in the dump (\"{n}\") is not a plain file name; give the PDB with --pdb"
+            )
+        }),
     })?;
     let base = format!("{}/{name}/{}", server.url, id.store_key);
     let dest = server.cache.join(name).join(&id.store_key).join(name);
@@ -206,7 +295,7 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     if let Got::Body(b) = get(&agent, &url, secs)? {
         let pdb = uncab(b).map_err(|why| FetchError::BadFile {
             url: url.clone(),
-            why: format!("not a readable cabinet: {why}"),
+            why: Untrusted::new(format!("not a readable cabinet: {why}")),
         })?;
         let s = verify(&url, id, &pdb)?;
         keep(&dest, &pdb)?;
@@ -216,45 +305,18 @@ pub fn fetch(server: &Server, id: &PdbIdentity) -> Result<(Symbols, PathBuf), Fe
     // 3. file.ptr: "PATH:<file>" or "MSG:<text>".
     let url = format!("{base}/file.ptr");
     if let Got::Body(b) = get(&agent, &url, secs)? {
-        let text = String::from_utf8_lossy(&b[..b.len().min(4096)])
-            .trim()
-            .to_string();
-        if let Some(p) = text.strip_prefix("PATH:") {
-            let p = PathBuf::from(p.trim());
-            let meta = std::fs::metadata(&p).map_err(|e| FetchError::Message {
-                url: url.clone(),
-                message: format!("PATH:{} cannot be read here: {e}", p.display()),
-            })?;
-            if meta.len() > MAX_DOWNLOAD {
-                return Err(FetchError::BadFile {
-                    url,
-                    why: format!("{} is {} bytes", p.display(), meta.len()),
-                });
+        return match FilePtr::parse(&b) {
+            FilePtr::Path(p) => {
+                let bytes = read_pointed(&p).map_err(|why| FetchError::Message {
+                    url: url.clone(),
+                    message: Untrusted::new(format!("PATH:{p} cannot be read here: {why}")),
+                })?;
+                let s = verify(&url, id, &bytes)?;
+                keep(&dest, &bytes)?;
+                Ok((s, dest))
             }
-            let bytes = std::fs::read(&p).map_err(|e| FetchError::Message {
-                url: url.clone(),
-                message: format!("PATH:{} cannot be read here: {e}", p.display()),
-            })?;
-            let s = verify(&url, id, &bytes)?;
-            keep(&dest, &bytes)?;
-            return Ok((s, dest));
-        }
-        let message = text.strip_prefix("MSG:").unwrap_or(&text).trim();
-        return Err(FetchError::Message {
-            url,
-            // Text from the network: control characters escaped, at most 200 characters.
-            message: message
-                .chars()
-                .take(200)
-                .map(|c| {
-                    if c.is_control() {
-                        c.escape_unicode().to_string()
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect(),
-        });
+            FilePtr::Message(message) => Err(FetchError::Message { url, message }),
+        };
     }
     tried.push(url);
     Err(FetchError::NotFound {
@@ -278,6 +340,69 @@ mod tests {
             f.write_all(payload).unwrap();
         }
         w.finish().unwrap().into_inner()
+    }
+
+    /// file.ptr answers: PATH: (trimmed), MSG:, or the text itself, at most 200 characters
+    /// of a message; the text stays untrusted (escaped when shown).
+    #[test]
+    fn file_ptr_lines() {
+        assert_eq!(
+            FilePtr::parse(b"  PATH: /srv/sym/nt.pdb \r\n"),
+            FilePtr::Path("/srv/sym/nt.pdb".into())
+        );
+        assert_eq!(
+            FilePtr::parse(b"MSG: gone\x1b[31m"),
+            FilePtr::Message("gone\u{1b}[31m".into())
+        );
+        let FilePtr::Message(m) = FilePtr::parse(&[b'x'; 5000]) else {
+            panic!()
+        };
+        assert_eq!(m.len(), 200);
+        let FilePtr::Path(p) = FilePtr::parse("PATH:a\u{9b}\u{202e}b".as_bytes()) else {
+            panic!()
+        };
+        assert_eq!(p.to_string(), "a\\u{9b}\\u{202e}b");
+    }
+
+    /// Only regular files are read, through the cap: devices, FIFOs (without blocking) and
+    /// directories are refused by what the open handle is, a sparse file over the cap by its
+    /// length; a plain file is read whole.
+    #[test]
+    fn pointed_files_are_regular_and_capped() {
+        let dir = std::env::temp_dir().join(format!("etwdump-fileptr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = dir.join("ok.pdb");
+        std::fs::write(&ok, b"PDB bytes").unwrap();
+        assert_eq!(
+            read_pointed(&ok.display().to_string().into()).unwrap(),
+            b"PDB bytes"
+        );
+        let big = dir.join("big.pdb");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_DOWNLOAD + 1)
+            .unwrap();
+        let e = read_pointed(&big.display().to_string().into()).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "{} bytes (more than the 536870912-byte download cap)",
+                MAX_DOWNLOAD + 1
+            )
+        );
+        assert_eq!(
+            read_pointed(&"/dev/zero".into()).unwrap_err(),
+            "not a regular file (a character device): only a regular file is read"
+        );
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            read_pointed(&fifo.display().to_string().into()).unwrap_err(),
+            "not a regular file (a FIFO): only a regular file is read"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A valid cabinet gives its file back; every truncation and 2,000 single-byte corruptions

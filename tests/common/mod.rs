@@ -20,12 +20,16 @@ pub fn shared_dump(name: &str) -> Option<PathBuf> {
     }
 }
 
-/// Run the etwdump binary.
+/// Run the etwdump binary (`ETWDUMP_TEST_BIN` names another build to run the tests against,
+/// e.g. an older one, to see a regression test fail on the code before a fix).
 pub fn etwdump(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_etwdump"))
-        .args(args)
-        .output()
-        .expect("run etwdump")
+    Command::new(
+        std::env::var_os("ETWDUMP_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_etwdump").into()),
+    )
+    .args(args)
+    .output()
+    .expect("run etwdump")
 }
 
 /// Run `etwdump info --format json` and parse the output.

@@ -1,0 +1,289 @@
+//! Text from the input (a dump, an image, a symbol file or server, a layout file): the one
+//! type that carries it, [`Untrusted`], and the one home of escaping it for a terminal.
+//!
+//! An attacker who controls a process name, a session name or a file on the suspect machine
+//! controls these bytes. They leave the tool in two forms only:
+//! - terminal-safe ([`Display`](fmt::Display), [`escape`], [`csv_field`] in `render::csv`):
+//!   every C0 control, DEL, every C1 control (U+0080-U+009F), the bidi controls (U+061C,
+//!   U+200E/F, U+202A-U+202E, U+2066-U+2069) and the line/paragraph separators (U+2028/9)
+//!   become `\u{..}`;
+//! - exact (`Serialize`, for JSON), where [`json_terminal_safe`] writes the same characters as
+//!   `\uXXXX` escapes (still the same JSON string).
+//!
+//! The exact text is reached for comparisons and lookups through [`Untrusted::raw`], never for
+//! printing: `tests/architecture.rs` keeps that accessor and other ways of decoding input
+//! bytes out of the printing layers.
+
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt;
+
+/// Whether `c` must not reach a terminal raw: C0, DEL, C1, bidi controls, line separators.
+pub fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `s` made safe for a terminal: each character of [`needs_escape`] as `\u{..}`.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return Cow::Borrowed(s);
+    }
+    let mut o = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        push_escaped(&mut o, c);
+    }
+    Cow::Owned(o)
+}
+
+/// A page of our own lines (a table) made terminal-safe as a whole: line breaks kept, every
+/// other character of [`needs_escape`] escaped. The last guard of the table outputs: text
+/// from the input is escaped where it is formatted (`Untrusted`'s Display); this makes sure
+/// no row type or page can put a raw control character on the terminal.
+pub fn escape_lines(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut o = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c == '\n' {
+            o.push(c);
+        } else {
+            push_escaped(&mut o, c);
+        }
+    }
+    Cow::Owned(o)
+}
+
+/// Push `c`, escaped if it [`needs_escape`].
+pub fn push_escaped(o: &mut String, c: char) {
+    use fmt::Write;
+    if needs_escape(c) {
+        let _ = write!(o, "{}", c.escape_unicode());
+    } else {
+        o.push(c);
+    }
+}
+
+/// [`escape`] as an owned string (text composed from input, e.g. a warning's message).
+pub fn printable(s: &str) -> String {
+    escape(s).into_owned()
+}
+
+/// Make JSON text terminal-safe: serde_json escapes only U+0000-U+001F, so DEL, the C1
+/// controls (e.g. U+009B, a one-character CSI on some terminals) and the bidi controls and
+/// line separators of [`needs_escape`] would reach a terminal raw; they become `\u007f`,
+/// `\u009b`, `\u202e`... escapes (still the same JSON string). They can only occur inside
+/// strings, where the escape is valid.
+pub fn json_terminal_safe(text: &mut Vec<u8>) {
+    let Ok(s) = std::str::from_utf8(text) else {
+        return;
+    };
+    if !s.chars().any(needs_escape) {
+        return;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in s.chars() {
+        // serde_json has escaped C0 already; what is left needs \uXXXX (all in the BMP).
+        if needs_escape(c) && u32::from(c) >= 0x20 {
+            use fmt::Write;
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    *text = out.into_bytes();
+}
+
+/// The terminal-safe form of `t`, or `fallback` (our own text) when there is none.
+pub fn shown_or(t: Option<&Untrusted>, fallback: &str) -> String {
+    t.map_or_else(|| fallback.to_string(), Untrusted::to_string)
+}
+
+/// Text from the input. Shown escaped ([`fmt::Display`]), serialized exactly (JSON); the
+/// exact text is reached only through [`Untrusted::raw`] (comparisons, lookups) — there is no
+/// `Deref` or `AsRef<str>`.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Untrusted(String);
+
+impl Untrusted {
+    /// Text already decoded (from a parser of the input).
+    pub fn new(s: impl Into<String>) -> Untrusted {
+        Untrusted(s.into())
+    }
+
+    /// Bytes of the input as UTF-8 (invalid sequences replaced).
+    pub fn from_utf8_lossy(b: &[u8]) -> Untrusted {
+        Untrusted(String::from_utf8_lossy(b).into_owned())
+    }
+
+    /// Bytes up to the first NUL (or all), as UTF-8 (invalid sequences replaced).
+    pub fn from_utf8_z(b: &[u8]) -> Untrusted {
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        Untrusted::from_utf8_lossy(&b[..end])
+    }
+
+    /// UTF-16LE bytes, invalid units replaced, up to the first NUL unit.
+    pub fn from_utf16le_z(bytes: &[u8]) -> Untrusted {
+        let units: Vec<u16> = bytes
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .take_while(|&u| u != 0)
+            .collect();
+        Untrusted(String::from_utf16_lossy(&units))
+    }
+
+    /// The exact text, for comparisons, lookups and parsing: never for printing (the
+    /// printing layers may not call this; `tests/architecture.rs`).
+    pub fn raw(&self) -> &str {
+        &self.0
+    }
+
+    /// The exact text, owned (for a parser that goes on with it; not for printing).
+    pub fn into_raw(self) -> String {
+        self.0
+    }
+
+    /// New untrusted text made from this one (e.g. `name (pid)`): the result stays untrusted.
+    pub fn map(&self, f: impl FnOnce(&str) -> String) -> Untrusted {
+        Untrusted(f(&self.0))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Length in bytes of the exact text.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The exact text as one cell of a CSV row that goes through `render::csv::csv_line` /
+    /// `csv_field` (which escape every cell as [`escape`] does and defuse formulas); only for
+    /// building CSV rows.
+    pub fn csv_cell(&self) -> String {
+        self.0.clone()
+    }
+
+    /// At most `n` characters of it.
+    pub fn truncated(&self, n: usize) -> Untrusted {
+        Untrusted(self.0.chars().take(n).collect())
+    }
+
+    /// The terminal-safe form (the same as `to_string()`).
+    pub fn escaped(&self) -> Cow<'_, str> {
+        escape(&self.0)
+    }
+}
+
+impl fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&escape(&self.0))
+    }
+}
+
+impl fmt::Debug for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", escape(&self.0))
+    }
+}
+
+impl From<String> for Untrusted {
+    fn from(s: String) -> Untrusted {
+        Untrusted(s)
+    }
+}
+
+impl From<&str> for Untrusted {
+    fn from(s: &str) -> Untrusted {
+        Untrusted(s.to_owned())
+    }
+}
+
+impl PartialEq<str> for Untrusted {
+    fn eq(&self, o: &str) -> bool {
+        self.0 == o
+    }
+}
+
+impl PartialEq<&str> for Untrusted {
+    fn eq(&self, o: &&str) -> bool {
+        self.0 == *o
+    }
+}
+
+impl PartialEq<String> for Untrusted {
+    fn eq(&self, o: &String) -> bool {
+        &self.0 == o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every class of dangerous character, as it arrives and as it leaves.
+    const HOSTILE: &str =
+        "a\u{1b}[31m\u{7}\r\n\u{0}\u{7f}\u{9b}\u{85}\u{202e}\u{2066}\u{200f}\u{61c}\u{2028}z";
+
+    #[test]
+    fn display_escapes_c0_del_c1_bidi() {
+        let t = Untrusted::new(HOSTILE);
+        let shown = t.to_string();
+        assert_eq!(
+            shown,
+            "a\\u{1b}[31m\\u{7}\\u{d}\\u{a}\\u{0}\\u{7f}\\u{9b}\\u{85}\\u{202e}\\u{2066}\\u{200f}\\u{61c}\\u{2028}z"
+        );
+        assert!(!shown.chars().any(needs_escape));
+        assert_eq!(format!("{t:?}"), format!("\"{shown}\""));
+        // Padding applies to the escaped form (tables).
+        assert_eq!(format!("{:<6}|", Untrusted::new("a\u{7}")), "a\\u{7}|");
+        assert_eq!(format!("{:<4}|", Untrusted::new("ab")), "ab  |");
+        // Plain text is untouched and not copied.
+        assert!(matches!(escape("System"), Cow::Borrowed("System")));
+    }
+
+    #[test]
+    fn json_is_exact_and_terminal_safe() {
+        let t = Untrusted::new(HOSTILE);
+        let mut j = serde_json::to_vec(&t).unwrap();
+        json_terminal_safe(&mut j);
+        let s = String::from_utf8(j.clone()).unwrap();
+        assert!(!s.chars().any(needs_escape), "{s}");
+        assert!(s.contains("\\u009b") && s.contains("\\u202e") && s.contains("\\u007f"));
+        let back: Untrusted = serde_json::from_slice(&j).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.raw(), HOSTILE);
+    }
+
+    #[test]
+    fn decoders_stop_at_nul() {
+        assert_eq!(Untrusted::from_utf8_z(b"ab\0cd"), "ab");
+        assert_eq!(Untrusted::from_utf16le_z(b"n\0t\0\0\0x\0"), "nt");
+        assert_eq!(Untrusted::from_utf16le_z(&[0x2e, 0x20]).raw(), "\u{202e}");
+        assert_eq!(
+            Untrusted::new("svchost.exe").map(|s| format!("{s} (4)")),
+            "svchost.exe (4)"
+        );
+    }
+
+    #[test]
+    fn json_text_keeps_its_meaning_without_raw_controls() {
+        let v = serde_json::json!({"name": "a\u{9b}31m\u{7f}b\u{1b}é\u{202e}"});
+        let mut t = serde_json::to_vec(&v).unwrap();
+        json_terminal_safe(&mut t);
+        assert!(!t.iter().any(|&b| b == 0x7F || b == 0x1B));
+        let back: serde_json::Value = serde_json::from_slice(&t).unwrap();
+        assert_eq!(back, v);
+    }
+}
