@@ -307,7 +307,7 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                 .find(|c| c.physical_address.get() == *pa)
                 .unwrap_or_else(|| panic!("{name}: physical-only context {pa:#x} not found"));
             assert_eq!(
-                c.name.as_deref(),
+                c.name.as_ref().map(|n| n.raw()),
                 Some(want_name.as_str()),
                 "{name}: {pa:#x}"
             );
@@ -329,7 +329,7 @@ fn scan_finds_what_the_forge_planted_and_nothing_else() {
                         // dump (read through the descriptor in the context's own bytes, so
                         // also when the context is found only physically), and its VA.
                         && o.context.as_ref().is_none_or(|x| {
-                            x.name.is_none() || c.name.as_deref() == x.name.as_deref()
+                            x.name.is_none() || c.name.as_ref().map(|n| n.raw()) == x.name.as_deref()
                         })
                         && (c.virtual_address.is_some() >= o.va.is_some())
                         && (c.virtual_address.is_none() || maps(&space, c.virtual_address, o.pa))

@@ -435,8 +435,8 @@ fn real_arm64_triage_blob() {
     // The secondary data's four sessions, then logger 2 (known from its saved window only).
     assert_eq!(s.len(), 5);
     assert_eq!(
-        (s[4].logger_id, s[4].source, s[4].name.as_deref()),
-        (Some(2), "current_buffer", None)
+        (s[4].logger_id, s[4].source, s[4].name.is_none()),
+        (Some(2), "current_buffer", true)
     );
     let ids: Vec<_> = s[..4]
         .iter()
