@@ -14,7 +14,7 @@ fn fixtures() -> Vec<PathBuf> {
         .filter(|p| p.join("symbols.json").is_file())
         .collect();
     v.sort();
-    assert_eq!(v.len(), 10, "fixtures found: {v:?}");
+    assert_eq!(v.len(), 12, "fixtures found: {v:?}");
     v
 }
 

@@ -91,6 +91,8 @@ pub use etw::variation::{
     Variation,
 };
 pub use etw::wmi_buffer::{cswitch_version, Offsets, RecSpec, Tail};
+/// The later-Win11 EtwSupport block (etw-internals.md §3.3 / §4.1) and its offsets.
+pub use etw::{late_win11_etw_support, CCSWAP_LATE_WIN11_OFFSET, LATE_WIN11_BUFFERS_OFFSET};
 pub use etw::{
     EtwRoute, EtwSpec, ExpectedConsumer, ExpectedPending, ExpectedPendingDecoy, ExpectedSession,
     ExpectedSlot, ForgedEtw, GlobalListSpec, SessionSpec, SlotSpec, EVENT_TRACE_BUFFERING_MODE,

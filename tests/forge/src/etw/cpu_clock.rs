@@ -13,8 +13,8 @@
 //!   session's ClockType 0 (raw) where a spec asks for it (the standard WdiContextLog) and gives
 //!   it the QPC routine, as the kernel's default branch does (the kernel would also rewrite
 //!   ClockType to 1: not forged).
-//! * **Integer era** (19041, 20348, 22000: `unsigned long long GetCpuClock`; etw-internals.md §3.1
-//!   "an integer in 19569+"): a small index. The decompiled `EtwpInitializeTimeStamp` of a build
+//! * **Integer era** (19041, 20348, 22000, 26100: `unsigned long long GetCpuClock`;
+//!   x86-19569: `unsigned long`; etw-internals.md §3.1 "an integer in 19569+"): a small index. The decompiled `EtwpInitializeTimeStamp` of a build
 //!   with the 19041 layout (GetCpuClock +0x28, ClockType +0xD8) stores 2 -> 0, 3 -> 3, 4 -> 2,
 //!   anything else -> 1 (ClockType := 1). **Inferred** (one decompiled build; the 22000 layout,
 //!   GetCpuClock at +0x18, has no decompiled code): the forge writes that index. Since the

@@ -1076,6 +1076,10 @@ impl<'a> LoggerBuilder<'a> {
     /// returned) or KPRCB.EtwSupport blocks (inline route, 1607 x64; added to `es_blocks`).
     fn place_per_cpu(&mut self, es_blocks: &mut Vec<u64>) -> Option<u64> {
         match self.route {
+            EtwRoute::Pointer if self.late_win11() => {
+                self.late_win11_blocks(es_blocks);
+                None
+            }
             EtwRoute::Pointer => Some(self.processor_blocks()),
             EtwRoute::Inline => {
                 self.etw_support_blocks(es_blocks);
@@ -1118,19 +1122,59 @@ impl<'a> LoggerBuilder<'a> {
         blocks
     }
 
-    /// 10.0-1607 x64: *(KPRCB.EtwSupport + 0x40 + 8*LoggerId), event count at
-    /// EtwSupport + 0x240 + 8*LoggerId.
-    fn etw_support_blocks(&mut self, es_blocks: &mut Vec<u64>) {
-        assert!(self.x64, "EtwSupport offsets are known for x64 only");
+    /// Whether this fixture's KPRCB.EtwSupport offset selects the later-Win11 block
+    /// ([`super::pending::late_win11_etw_support`]).
+    fn late_win11(&self) -> bool {
+        self.t
+            .offset_of("_KPRCB", "EtwSupport")
+            .is_some_and(|o| super::pending::late_win11_etw_support(self.x64, o))
+    }
+
+    /// `_KPRCB.EtwSupport`'s offset, for per-CPU blocks (which need mapped KPRCBs).
+    fn etw_support_offset(&self) -> u64 {
         assert!(
             self.fx.kprcb_size.is_some(),
             "fixture {}: per-CPU buffers need mapped KPRCBs",
             self.fx.name
         );
-        let es_off = self
-            .t
+        self.t
             .offset_of("_KPRCB", "EtwSupport")
-            .expect("_KPRCB.EtwSupport");
+            .expect("_KPRCB.EtwSupport")
+    }
+
+    /// Later Win11 x64 (§3.3): each CPU's KPRCB.EtwSupport -> a 0x1000-byte 'Etwp' block whose
+    /// +0x140 points to an array of MaxLoggers EX_FAST_REFs ('EtwB'), ProcessorBuffers[LoggerId];
+    /// the host silo state's ProcessorBlocks stays NULL (as S14 shows for the host).
+    fn late_win11_blocks(&mut self, es_blocks: &mut Vec<u64>) {
+        use super::pending::{ETW_SUPPORT_BLOCK_SIZE_LATE_WIN11, LATE_WIN11_BUFFERS_OFFSET};
+        let es_off = self.etw_support_offset();
+        let capacity = self.capacity as usize;
+        for cpu in 0..self.cfg.cpus {
+            let block = self.pool.alloc(ETW_SUPPORT_BLOCK_SIZE_LATE_WIN11, b"Etwp");
+            let arr = self.pool.alloc(capacity * 8, b"EtwB");
+            es_blocks.push(block);
+            put_u64(
+                self.pool.slice_mut(block + LATE_WIN11_BUFFERS_OFFSET, 8),
+                0,
+                arr,
+            );
+            for &(c, id, v) in &self.per_cpu {
+                if c == cpu {
+                    put_u64(self.pool.slice_mut(arr + u64::from(id) * 8, 8), 0, v);
+                }
+            }
+            self.kprcb_writes.push((
+                self.prcbs[cpu as usize] + es_off,
+                block.to_le_bytes().to_vec(),
+            ));
+        }
+    }
+
+    /// 10.0-1607 x64: *(KPRCB.EtwSupport + 0x40 + 8*LoggerId), event count at
+    /// EtwSupport + 0x240 + 8*LoggerId.
+    fn etw_support_blocks(&mut self, es_blocks: &mut Vec<u64>) {
+        assert!(self.x64, "EtwSupport offsets are known for x64 only");
+        let es_off = self.etw_support_offset();
         for cpu in 0..self.cfg.cpus {
             let block = self.pool.alloc(ETW_SUPPORT_BLOCK_SIZE, b"Etwp");
             es_blocks.push(block);

@@ -42,6 +42,7 @@ pub mod variation;
 pub(crate) use loggers::build;
 pub(crate) use pending::*;
 pub(crate) mod message;
+pub use pending::{late_win11_etw_support, CCSWAP_LATE_WIN11_OFFSET, LATE_WIN11_BUFFERS_OFFSET};
 pub(crate) mod wmi_buffer;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -743,7 +744,8 @@ impl EtwSpec {
     /// CurrentBuffer). Each session's `number_of_buffers` becomes its buffer count (the
     /// standard counts already match). For x64 fixtures of 1607+ (per-CPU current buffers:
     /// KPRCB.EtwSupport + 0x40 + 8*LoggerId on 1607, `_ETW_SILODRIVERSTATE.ProcessorBlocks`
-    /// on 1709+).
+    /// on 1709+, `(*(KPRCB.EtwSupport + 0x140))[LoggerId]` on the later-Win11 layout of
+    /// [`late_win11_etw_support`] (x64-26100; ProcessorBlocks NULL)).
     pub fn with_buffers(mut self, build: u32) -> EtwSpec {
         for (&slot, content) in self.slots.iter_mut() {
             let SlotSpec::Session(s) = content else {
@@ -844,6 +846,12 @@ impl EtwSpec {
     ///   CPU1 full to UsedBytes 0x400, CPU2 empty and open, CPU3 partial, others closed), and
     ///   decoys at +0x2B0 (a plausible block tagged 'Etwp') and +0x2B8 (a 'CCsw' block with
     ///   UsedBytes 0x50). MaximumWaitReason 40.
+    /// * later Win11 x64 (KPRCB.EtwSupport at 0x8BA8 as in x64-26100, or the reference's 0x8BE8;
+    ///   [`late_win11_etw_support`]): the documented group, *(EtwSupport + 0x198 + 8*clock), with
+    ///   the 1607 plan (CPU0 clock 1 partial, CPU1 clock 1 nearly full, CPU2 clock 1 open,
+    ///   CPU3 clock 3 partial, CPU0 clock 2 closed); the 0x1000-byte EtwSupport blocks are the
+    ///   ones [`EtwSpec::with_buffers`] maps for the per-CPU buffers (+0x140), else mapped for this
+    ///   option. MaximumWaitReason as the forge's table gives for the build.
     ///
     /// Batch times lie before the dump in the clock's units (QPC 10 MHz since boot, system time,
     /// or a 3 GHz cycle counter); StartTick is the KUSER_SHARED_DATA tick of FirstTimeStamp.

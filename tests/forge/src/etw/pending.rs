@@ -9,6 +9,25 @@ use super::*;
 pub(crate) const CCSW_TAG: &[u8; 4] = b"CCsw";
 /// 1607 x64: the pending pointers at KPRCB.EtwSupport + 0xB20 + 8*clock (§4.1).
 pub(crate) const CCSWAP_1607_OFFSET: u64 = 0xB20;
+/// Later Win11 x64 (etw-internals.md §4.1, the build with KPRCB.EtwSupport at +0x8BE8): the
+/// pending pointers at KPRCB.EtwSupport + 0x198 + 8*clock.
+pub const CCSWAP_LATE_WIN11_OFFSET: u64 = 0x198;
+/// Later Win11 x64 (§3.3): the host's per-CPU current buffers at
+/// `(*(KPRCB.EtwSupport + 0x140))[LoggerId]` (ProcessorBlocks NULL in the host silo state).
+pub const LATE_WIN11_BUFFERS_OFFSET: u64 = 0x140;
+/// Size of the forged EtwSupport block of that layout (the pointers end at 0x1B8).
+pub(crate) const ETW_SUPPORT_BLOCK_SIZE_LATE_WIN11: usize = 0x1000;
+
+/// Whether an x64 KPRCB.EtwSupport offset names the later-Win11 EtwSupport block of §3.3 /
+/// §4.1 (buffer array at +0x140, pending pointers at +0x198). The reference saw that block in
+/// a build with KPRCB.EtwSupport at 0x8BE8; the public 24H2 layouts (x64-26100) put
+/// KPRCB.EtwSupport at 0x8BA8. Decision: the block-internal offsets are the reference's, the
+/// KPRCB offset the layouts' (a fixture takes it from its types.h), and both KPRCB offsets
+/// select this block. Every other fixture keeps its route.
+pub fn late_win11_etw_support(x64: bool, etw_support_offset: u64) -> bool {
+    x64 && matches!(etw_support_offset, 0x8BA8 | 0x8BE8)
+}
+
 /// Unknown-offset route (1709+): where the forge puts the clock-1 pointer, and the decoys.
 pub(crate) const CCSWAP_SEARCH_OFFSET: u64 = 0x2A8;
 const CCSWAP_DECOY_TAG_OFFSET: u64 = 0x2B0;
@@ -171,11 +190,18 @@ pub(crate) fn place_pending(
     let mwr = max_wait_reason(cfg.build);
     let mut pending = Vec::new();
     let mut decoys = Vec::new();
+    let late = late_win11_etw_support(cfg.arch.is_x64(), es_off);
+    let documented = px.route == EtwRoute::Inline || (px.route == EtwRoute::Pointer && late);
     match px.route {
-        EtwRoute::Inline => {
+        _ if documented => {
+            let (group, block_size) = if late {
+                (CCSWAP_LATE_WIN11_OFFSET, ETW_SUPPORT_BLOCK_SIZE_LATE_WIN11)
+            } else {
+                (CCSWAP_1607_OFFSET, ETW_SUPPORT_BLOCK_SIZE)
+            };
             if es_blocks.is_empty() {
                 for cpu in 0..cfg.cpus {
-                    let block = pool.alloc(ETW_SUPPORT_BLOCK_SIZE, b"Etwp");
+                    let block = pool.alloc(block_size, b"Etwp");
                     es_blocks.push(block);
                     kprcb_writes.push((
                         px.prcbs[cpu as usize] + es_off,
@@ -202,7 +228,7 @@ pub(crate) fn place_pending(
                     continue;
                 }
                 let (va, used, tick, batch) = pending_block(px, pool, cpu, clock, kind, mwr, gap);
-                let ptr_va = es_blocks[cpu as usize] + CCSWAP_1607_OFFSET + 8 * u64::from(clock);
+                let ptr_va = es_blocks[cpu as usize] + group + 8 * u64::from(clock);
                 put_u64(pool.slice_mut(ptr_va, 8), 0, va);
                 pending.push(ExpectedPending {
                     cpu,
@@ -215,7 +241,7 @@ pub(crate) fn place_pending(
                     max_wait_reason: mwr,
                     true_clock: clock,
                     documented_offset: true,
-                    group_offset: CCSWAP_1607_OFFSET,
+                    group_offset: group,
                 });
             }
         }
@@ -281,7 +307,7 @@ pub(crate) fn place_pending(
                 });
             }
         }
-        EtwRoute::Global => unreachable!("checked"),
+        EtwRoute::Global | EtwRoute::Inline => unreachable!("checked"),
     }
     (pending, decoys)
 }

@@ -171,6 +171,15 @@ impl TamperKind {
             TamperKind::WritePatch(_) => cfg.user_images,
             // GetCpuClock is an index from 19041 on (the forge's clock encoding).
             TamperKind::ClockIndex(_) => cfg.build >= 19041,
+            // The handle kinds, and the enable state of the kernel providers they register,
+            // need kernel `Etw*RegHandle` globals (x64-26100 has none: its layout source has no
+            // symbol list).
+            TamperKind::RegHandleNull
+            | TamperKind::RegHandleInvalid
+            | TamperKind::ProviderEnableState => cfg
+                .fixture
+                .as_ref()
+                .is_some_and(|f| !super::providers::handle_names(f).is_empty()),
             _ => true,
         }
     }

@@ -1510,7 +1510,9 @@ pub fn documented_ccswap_offset(x64: bool, etw_support_offset: u64) -> Option<u6
     match (x64, etw_support_offset) {
         (true, 0x5FD8) => Some(0xB20),
         (true, 0x60D0) => Some(0x6D8),
-        (true, 0x8BE8) => Some(0x198),
+        // The public 24H2 layouts (x64-26100) put the same block at 0x8BA8
+        // (`pending::late_win11_etw_support`).
+        (true, 0x8BE8) | (true, 0x8BA8) => Some(0x198),
         _ => None,
     }
 }

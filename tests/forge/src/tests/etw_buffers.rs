@@ -95,6 +95,32 @@ fn forge_buffers(c: &Config) -> Forged {
     )
 }
 
+/// The per-CPU current-buffer value (EX_FAST_REF) of logger `id` on `cpu`, by the route of
+/// the fixture: later Win11 `(*(KPRCB.EtwSupport + 0x140))[id]` (host ProcessorBlocks NULL),
+/// 1709+ `ProcessorBlocks[cpu].ProcessorBuffers[id]`, 1607 `*(EtwSupport + 0x40 + 8*id)`.
+fn per_cpu_current(r: &R, etw: &crate::ForgedEtw, prcb: u64, cpu: u64, id: u64, what: &str) -> u64 {
+    let es_off = r.off("_KPRCB", "EtwSupport");
+    if crate::late_win11_etw_support(true, es_off) {
+        if let Some(silo) = etw.silo_state_va {
+            let pb = r.u64(silo + r.off("_ETW_SILODRIVERSTATE", "ProcessorBlocks"));
+            assert_eq!(pb, 0, "{what}: host ProcessorBlocks");
+        }
+        let es = r.u64(prcb + es_off);
+        let arr = r.u64(es + crate::LATE_WIN11_BUFFERS_OFFSET);
+        r.u64(arr + 8 * id)
+    } else if let Some(silo) = etw
+        .silo_state_va
+        .filter(|_| r.t.has_field("_ETW_SILODRIVERSTATE", "ProcessorBlocks"))
+    {
+        let blocks = r.u64(silo + r.off("_ETW_SILODRIVERSTATE", "ProcessorBlocks"));
+        let pb = r.u64(blocks + cpu * 0x40);
+        r.u64(pb + 8 * id)
+    } else {
+        let es = r.u64(prcb + es_off);
+        r.u64(es + 0x40 + 8 * id)
+    }
+}
+
 /// Everything a reader can check from the dump bytes, for one session.
 fn check_session(f: &Forged, r: &R, s: &ExpectedSession) {
     let fx = f.config.fixture.as_ref().unwrap();
@@ -156,17 +182,7 @@ fn check_session(f: &Forged, r: &R, s: &ExpectedSession) {
     let id = u64::from(s.logger_id);
     let etw = f.etw.as_ref().unwrap();
     for (cpu, &prcb) in f.kprcbs.iter().enumerate() {
-        let v = if let Some(silo) = etw
-            .silo_state_va
-            .filter(|_| r.t.has_field("_ETW_SILODRIVERSTATE", "ProcessorBlocks"))
-        {
-            let blocks = r.u64(silo + r.off("_ETW_SILODRIVERSTATE", "ProcessorBlocks"));
-            let pb = r.u64(blocks + cpu as u64 * 0x40);
-            r.u64(pb + 8 * id)
-        } else {
-            let es = r.u64(prcb + r.off("_KPRCB", "EtwSupport"));
-            r.u64(es + 0x40 + 8 * id)
-        };
+        let v = per_cpu_current(r, etw, prcb, cpu as u64, id, &what);
         if v & !0xF != 0 {
             current.push((v & !0xF, "per_cpu"));
             let b = &exp[&(v & !0xF)];

@@ -22,12 +22,16 @@ fn u64_at(w: &Walk, va: u64) -> u64 {
     get_u64(&w.read(va, 8).expect("readable"), 0)
 }
 
-/// KPRCB[cpu].EtwSupport from the dump bytes.
-fn etw_support(f: &Forged, w: &Walk, cpu: u32) -> u64 {
+/// The offset of _KPRCB.EtwSupport in the fixture's types.h.
+fn es_off(f: &Forged) -> u64 {
     let fx = f.config.fixture.as_ref().unwrap();
     let t = TypesH::load(&fx.dir).unwrap();
-    let off = t.offset_of("_KPRCB", "EtwSupport").unwrap();
-    u64_at(w, f.kprcbs[cpu as usize] + off)
+    t.offset_of("_KPRCB", "EtwSupport").unwrap()
+}
+
+/// KPRCB[cpu].EtwSupport from the dump bytes.
+fn etw_support(f: &Forged, w: &Walk, cpu: u32) -> u64 {
+    u64_at(w, f.kprcbs[cpu as usize] + es_off(f))
 }
 
 /// The 16-byte x64 POOL_HEADER before `va`: (BlockSize byte, tag).
@@ -46,8 +50,12 @@ fn check(f: &Forged) {
     for p in &e.pending {
         let what = format!("{} cpu {} clock {:?}", fx.name, p.cpu, p.clock);
         let es = etw_support(f, &w, p.cpu);
+        let late = crate::late_win11_etw_support(true, es_off(f));
         let want_ptr = match (e.route, p.clock) {
             (EtwRoute::Inline, Some(k)) => es + CCSWAP_1607_OFFSET + 8 * u64::from(k),
+            (EtwRoute::Pointer, Some(k)) if late => {
+                es + crate::CCSWAP_LATE_WIN11_OFFSET + 8 * u64::from(k)
+            }
             (EtwRoute::Pointer, None) => es + CCSWAP_SEARCH_OFFSET,
             other => panic!("{what}: unexpected route/clock {other:?}"),
         };
@@ -92,8 +100,15 @@ fn check(f: &Forged) {
             }
         }
     }
-    match e.route {
-        EtwRoute::Inline => {
+    // The documented groups (1607: +0xB20; later Win11: +0x198) get the 1607 plan.
+    let late = crate::late_win11_etw_support(true, es_off(f));
+    let group = match e.route {
+        EtwRoute::Inline => Some(CCSWAP_1607_OFFSET),
+        EtwRoute::Pointer if late => Some(crate::CCSWAP_LATE_WIN11_OFFSET),
+        _ => None,
+    };
+    match (e.route, group) {
+        (_, Some(group)) => {
             let got: Vec<(u32, u32, u32)> = e
                 .pending
                 .iter()
@@ -112,7 +127,7 @@ fn check(f: &Forged) {
             for cpu in 0..f.config.cpus {
                 let es = etw_support(f, &w, cpu);
                 for k in 0..4u32 {
-                    let v = u64_at(&w, es + CCSWAP_1607_OFFSET + 8 * u64::from(k));
+                    let v = u64_at(&w, es + group + 8 * u64::from(k));
                     if !got.iter().any(|g| g.0 == cpu && g.1 == k) {
                         assert_eq!(v, 0, "{}: cpu {cpu} clock {k} not NULL", fx.name);
                     }
@@ -120,7 +135,7 @@ fn check(f: &Forged) {
             }
             assert!(e.pending_decoys.is_empty());
         }
-        EtwRoute::Pointer => {
+        (EtwRoute::Pointer, None) => {
             assert_eq!(e.pending.len(), f.config.cpus as usize);
             assert_eq!(e.pending_decoys.len(), 2 * f.config.cpus as usize);
             assert!(e.pending.iter().any(|p| p.used_bytes == 0x400));
@@ -139,7 +154,7 @@ fn check(f: &Forged) {
                 }
             }
         }
-        EtwRoute::Global => unreachable!(),
+        (EtwRoute::Global, _) | (EtwRoute::Inline, None) => unreachable!(),
     }
 }
 
@@ -170,8 +185,9 @@ fn pending_ccswap_off_changes_nothing() {
         let f = forge(&c.clone().with_etw(spec));
         let e = f.etw.as_ref().unwrap();
         assert!(e.pending.is_empty() && e.pending_decoys.is_empty());
-        if e.route == EtwRoute::Pointer {
-            // No EtwSupport target forged on the pointer route.
+        if e.route == EtwRoute::Pointer && !crate::late_win11_etw_support(true, es_off(&f)) {
+            // No EtwSupport target forged on the pointer route (but for the later-Win11
+            // layout, whose per-CPU buffers hang there).
             let file = f.to_bytes();
             let w = Walk::new(&file);
             assert_eq!(etw_support(&f, &w, 0), 0);

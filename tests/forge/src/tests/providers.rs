@@ -495,7 +495,9 @@ fn standard_providers_read_back_on_every_fixture() {
                 .iter()
                 .filter(|p| p.enable_slots.is_empty())
                 .count();
-            assert!(unenabled >= 3, "{name}: providers no session enables");
+            // Without kernel handles (x64-26100) only the user-mode providers are there.
+            let want = if e.reg_handles.is_empty() { 1 } else { 3 };
+            assert!(unenabled >= want, "{name}: providers no session enables");
         }
         // 7601 / 9600: the global table, buckets by default; 1607+: the silo state's.
         let tb = e.guid_table.as_ref().unwrap();
@@ -697,7 +699,7 @@ fn clock_index_variants_change_get_cpu_clock_only() {
             applied += 1;
         }
     }
-    assert_eq!(applied, 9, "19041, 20348 and 22000");
+    assert_eq!(applied, 15, "19041, 20348, 22000, 26100 and x86-19569");
 }
 
 /// The facts of one finding, read from the tampered dump.
