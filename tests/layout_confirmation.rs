@@ -222,3 +222,107 @@ fn logger_context_layout_is_checked_against_its_pool_blocks() {
         .unwrap();
     assert_eq!((c4.source, c4.how), ("pdb", LocatedHow::Symbols));
 }
+
+/// The builds nothing was built against (issue 26 "done when"): the x64 26100 and x86 19569
+/// fixture kernels' varied ETW dumps read without symbols give the sessions, buffers and
+/// switches (with their UTC times) the kernel's own PDB gives; no compact switch gets a
+/// state or wait-reason name on 26100, whose MaximumWaitReason no source gives (the packed
+/// value is kept); and the layouts of another build are checked, not trusted.
+#[test]
+fn newest_and_x86_builds_without_symbols_equal_the_pdb() {
+    use etwdump::etw::loggers::list_sessions;
+    let seeds: u64 = std::env::var("VARIATION_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let mut compact = 0;
+    for name in ["x64-26100", "x86-19569"] {
+        for seed in 0..seeds {
+            let w = format!("{name} seed {seed}");
+            let f = forge(&Config::from_fixture(&common::fixture(name)).with_variation(seed));
+            let d = DumpFile::from_bytes(f.to_bytes(), OpenOptions::default()).unwrap();
+            let with = KernelContext::open(
+                &d,
+                &SymbolOptions {
+                    pdb: Some(common::pdb_of(name)),
+                    ..SymbolOptions::default()
+                },
+            )
+            .unwrap();
+            let without = builtin(&d);
+            let (a, b) = (list_sessions(&with), list_sessions(&without));
+            let ids = |l: &etwdump::etw::loggers::SessionList| -> Vec<(u64, Option<String>, Option<u64>, Option<u64>)> {
+                l.sessions
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.logger_id,
+                            s.name.as_ref().map(|n| n.raw().to_string()),
+                            s.buffer_size,
+                            s.clock_type,
+                        )
+                    })
+                    .collect()
+            };
+            assert_eq!(ids(&a), ids(&b), "{w}: sessions: {:?}", b.warnings);
+            assert!(!a.sessions.is_empty(), "{w}");
+            // The layout check says how the logger context layout is known.
+            let c = b.layout_check.as_ref().unwrap();
+            assert_ne!(c.how, LocatedHow::Contradicted, "{w}: {}", c.evidence);
+            // Buffers: the same addresses.
+            let bufs = |ctx: &KernelContext<'_>| -> Vec<String> {
+                let mut v: Vec<String> = etwdump::report::buffers::analyse(ctx, None)
+                    .rows
+                    .iter()
+                    .filter_map(|r| r.address.clone())
+                    .collect();
+                v.sort();
+                v
+            };
+            assert_eq!(bufs(&with), bufs(&without), "{w}: buffers");
+            // Switches: the same rows, times and state information.
+            let key = |r: &etwdump::report::cswitch::SwitchRow| {
+                (
+                    r.cpu,
+                    r.timestamp,
+                    r.old_tid,
+                    r.new_tid,
+                    r.time.clone(),
+                    r.old_state.clone(),
+                    r.old_wait_reason.clone(),
+                    r.old_state_wr,
+                )
+            };
+            let ra = etwdump::report::cswitch::collect(&with, None);
+            let rb = etwdump::report::cswitch::collect(&without, None);
+            let (ka, kb): (Vec<_>, Vec<_>) = (
+                ra.rows.iter().map(key).collect(),
+                rb.rows.iter().map(key).collect(),
+            );
+            assert!(
+                ka == kb,
+                "{w}: switches differ without symbols: {:?}",
+                rb.warnings
+            );
+            eprintln!(
+                "{w}: {} sessions, {} buffers, {} switches ({} timed) without symbols; {}: {}",
+                b.sessions.len(),
+                bufs(&without).len(),
+                kb.len(),
+                kb.iter().filter(|k| k.4.is_some()).count(),
+                c.type_name,
+                c.evidence
+            );
+            if name == "x64-26100" {
+                for r in rb.rows.iter().filter(|r| r.old_state_wr.is_some()) {
+                    assert_eq!((&r.old_state, &r.old_wait_reason), (&None, &None), "{w}");
+                    compact += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        compact > 0,
+        "26100: compact switches with their packed state only"
+    );
+}

@@ -147,7 +147,6 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
         _ => {}
     }
     let (mwr, _) = maximum_wait_reason_of(ctx);
-    let psize = space.arch().pointer_size();
     let cpus = u64::from(ctx.processors()).clamp(1, MAX_CPUS);
     for cpu in 0..cpus {
         let es = match crate::kernel::processes::prcb(ctx, cpu).and_then(|prcb| {
@@ -164,54 +163,103 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
                 continue;
             }
         };
-        // The documented offsets are x64 ones (§4.1); x86 is always searched.
-        match etw_support_route(x64, ctx.build, es_off).map(|r| r.pending) {
-            Some(base) => {
-                for clock in 0..4u64 {
-                    let offset = base + psize * clock;
-                    let pointer = es.offset(offset);
-                    let block = match space.read_ptr(pointer) {
-                        Ok(p) if !p.is_null() => p,
-                        Ok(_) => continue,
-                        Err(e) => {
-                            out.warnings.push(
-                                Warning::new(
-                                    WarningKind::Unreadable,
-                                    format!("CPU {cpu} clock {clock}: pointer at {pointer}: {e}"),
-                                )
-                                .cpu(cpu)
-                                .at(pointer),
-                            );
-                            continue;
-                        }
-                    };
-                    match read_block(ctx, block, mwr) {
-                        Ok(decoded) => out.blocks.push(PendingFound {
-                            cpu,
-                            clock: Some(clock),
-                            clock_how: format!(
-                                "its pointer's slot {clock} at the documented EtwSupport+{base:#x}"
-                            ),
-                            block,
-                            pointer,
-                            found_by: FoundBy::KnownOffset { offset },
-                            decoded,
-                        }),
-                        Err(why) => out.warnings.push(
-                            Warning::new(
-                                WarningKind::Anomaly,
-                                format!("CPU {cpu} clock {clock}: block at {block}: {why}"),
-                            )
-                            .cpu(cpu)
-                            .at(block),
-                        ),
-                    }
-                }
-            }
+        // The documented offsets are x64 ones (§4.1): the build's group, by its KPRCB offset or
+        // build; else a documented group this very block holds (every non-NULL pointer of the
+        // group a 'CCsw' block, at least one); else (x86 too) the search.
+        let documented = etw_support_route(x64, ctx.build, es_off).map(|r| {
+            (
+                r.pending,
+                format!("the documented EtwSupport+{:#x}", r.pending),
+            )
+        });
+        match documented.or_else(|| group_by_evidence(ctx, es)) {
+            Some((base, how)) => read_group(ctx, (cpu, es), base, &how, mwr, &mut out),
             None => search(ctx, cpu, es, mwr, &mut out),
         }
     }
     out
+}
+
+/// A documented pending-pointer group (§4.1) that the EtwSupport block at `es` holds, where the
+/// build is not one the documentation names: the group whose non-NULL pointers all lead to
+/// 'CCsw' blocks (at least one), when exactly one documented group does.
+fn group_by_evidence(ctx: &KernelContext<'_>, es: VirtAddr) -> Option<(u64, String)> {
+    let space = &ctx.space;
+    if !space.arch().is_64bit() {
+        return None;
+    }
+    let fits: Vec<u64> = crate::etw::routes::ETW_SUPPORT_ROUTES
+        .iter()
+        .map(|r| r.pending)
+        .filter(|&base| {
+            let ptrs: Vec<VirtAddr> = (0..4u64)
+                .filter_map(|c| space.read_ptr(es.offset(base + 8 * c)).ok())
+                .filter(|p| !p.is_null())
+                .collect();
+            !ptrs.is_empty()
+                && ptrs
+                    .iter()
+                    .all(|&p| crate::kernel::pool::tag_before(space, p) == Some(TAG_CCSW))
+        })
+        .collect();
+    match fits.as_slice() {
+        [base] => Some((
+            *base,
+            format!("EtwSupport+{base:#x}, a documented group this block holds (every non-NULL pointer there leads to a 'CCsw' block), inferred"),
+        )),
+        _ => None,
+    }
+}
+
+/// The pending blocks of one CPU's pointer group at `es + base` (slot = clock type).
+fn read_group(
+    ctx: &KernelContext<'_>,
+    (cpu, es): (u64, VirtAddr),
+    base: u64,
+    how: &str,
+    mwr: Option<u8>,
+    out: &mut PendingList,
+) {
+    let space = &ctx.space;
+    let psize = space.arch().pointer_size();
+    for clock in 0..4u64 {
+        let offset = base + psize * clock;
+        let pointer = es.offset(offset);
+        let block = match space.read_ptr(pointer) {
+            Ok(p) if !p.is_null() => p,
+            Ok(_) => continue,
+            Err(e) => {
+                out.warnings.push(
+                    Warning::new(
+                        WarningKind::Unreadable,
+                        format!("CPU {cpu} clock {clock}: pointer at {pointer}: {e}"),
+                    )
+                    .cpu(cpu)
+                    .at(pointer),
+                );
+                continue;
+            }
+        };
+        match read_block(ctx, block, mwr) {
+            Ok(decoded) => out.blocks.push(PendingFound {
+                cpu,
+                clock: Some(clock),
+                clock_how: format!("its pointer's slot {clock} at {how}"),
+                block,
+                pointer,
+                found_by: FoundBy::KnownOffset { offset },
+                decoded,
+            }),
+            Err(why) => out.warnings.push(
+                Warning::new(
+                    WarningKind::Anomaly,
+                    format!("CPU {cpu} clock {clock}: block at {block}: {why}"),
+                )
+                .cpu(cpu)
+                .at(block),
+            ),
+        }
+    }
 }
 
 fn read_block(

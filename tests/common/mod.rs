@@ -56,7 +56,9 @@ impl Rng {
 }
 
 /// `tests/fixtures/<name>`.
-/// Every fixture kernel (tests/fixtures): the x64 eras 7601 to 22000, then x86 14393.
+/// Every fixture kernel (tests/fixtures): the x64 eras 7601 to 22000, x86 14393, then those of
+/// issue 26: x64 26100 (public 24H2 layouts, no symbol list, no enums) and x86 19569 (ntdiff
+/// pdbex headers).
 #[allow(dead_code)]
 pub const FIXTURES: &[&str] = &[
     "x64-7601",
@@ -69,16 +71,9 @@ pub const FIXTURES: &[&str] = &[
     "x64-20348",
     "x64-22000",
     "x86-14393",
+    "x64-26100",
+    "x86-19569",
 ];
-
-/// The fixture kernels added by issue 26 item 9 (tests/fixtures/README.md): x64-26100 (public
-/// 24H2 layouts, no symbol list) and x86-19569 (ntdiff/headers 20H2 insider x86). Not in
-/// [`FIXTURES`] yet: with them, providers.rs (`every_era_lists_what_the_forge_placed_and_finds_nothing`,
-/// `each_tampered_variant_gives_exactly_its_finding`, `clock_index_outside_0_to_3_is_a_finding`)
-/// and variations.rs (`every_session_buffer_and_switch_on_varied_memory`) fail; sessions.rs and
-/// realtime.rs pass.
-#[allow(dead_code)]
-pub const NEW_FIXTURES: &[&str] = &["x64-26100", "x86-19569"];
 
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -48,7 +48,10 @@ pub(crate) fn build(
         b.expected[slot as usize] = exp;
     }
     let arr = b.write_array(img);
-    let var_per_cpu = b.var.is_some() && route != EtwRoute::Pointer;
+    // Variation mode places per-CPU buffers in its own EtwSupport blocks where they hang off
+    // KPRCB.EtwSupport: 1607's inline route and the later-Win11 block (ProcessorBlocks NULL);
+    // one writer of KPRCB.EtwSupport per dump.
+    let var_per_cpu = b.var.is_some() && (route != EtwRoute::Pointer || b.late_win11());
     let mut es_blocks = Vec::new();
     let processor_blocks = if !b.per_cpu.is_empty() && !var_per_cpu {
         b.place_per_cpu(&mut es_blocks)
@@ -1103,9 +1106,14 @@ impl<'a> LoggerBuilder<'a> {
             let arr = pool.alloc(capacity * ptr, b"EtwB");
             let counts = pool.alloc(capacity * 8, b"EtwB");
             let qpc = pool.alloc(8, b"EtwB");
+            // Pointers are pointer-sized (x86: 4 bytes; ETW_SILO_TRACING_BLOCK {ProcessorBuffers
+            // +0, EventsLoggedCount +4, QpcDelta +8} in the 20H1 x86 headers); the counts are
+            // ULONGLONGs on both.
+            let p = ptr as u64;
             for &(c, id, v) in &self.per_cpu {
                 if c == cpu {
-                    put_u64(pool.slice_mut(arr + u64::from(id) * 8, 8), 0, v);
+                    let slot = pool.slice_mut(arr + u64::from(id) * p, ptr);
+                    slot.copy_from_slice(&v.to_le_bytes()[..ptr]);
                     put_u64(
                         pool.slice_mut(counts + u64::from(id) * 8, 8),
                         0,
@@ -1114,10 +1122,10 @@ impl<'a> LoggerBuilder<'a> {
                 }
             }
             let b = blocks + u64::from(cpu) * SILO_TRACING_BLOCK_SIZE as u64;
-            let blk = pool.slice_mut(b, 0x18);
-            put_u64(blk, 0, arr);
-            put_u64(blk, 8, counts);
-            put_u64(blk, 0x10, qpc);
+            let blk = pool.slice_mut(b, 3 * ptr);
+            for (i, v) in [arr, counts, qpc].into_iter().enumerate() {
+                blk[i * ptr..(i + 1) * ptr].copy_from_slice(&v.to_le_bytes()[..ptr]);
+            }
         }
         blocks
     }
