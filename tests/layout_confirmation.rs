@@ -223,6 +223,9 @@ fn logger_context_layout_is_checked_against_its_pool_blocks() {
     assert_eq!((c4.source, c4.how), ("pdb", LocatedHow::Symbols));
 }
 
+/// A session as compared: logger id, name, BufferSize, ClockType.
+type SessionKey = (u64, Option<String>, Option<u64>, Option<u64>);
+
 /// The builds nothing was built against (issue 26 "done when"): the x64 26100 and x86 19569
 /// fixture kernels' varied ETW dumps read without symbols give the sessions, buffers and
 /// switches (with their UTC times) the kernel's own PDB gives; no compact switch gets a
@@ -251,7 +254,7 @@ fn newest_and_x86_builds_without_symbols_equal_the_pdb() {
             .unwrap();
             let without = builtin(&d);
             let (a, b) = (list_sessions(&with), list_sessions(&without));
-            let ids = |l: &etwdump::etw::loggers::SessionList| -> Vec<(u64, Option<String>, Option<u64>, Option<u64>)> {
+            let ids = |l: &etwdump::etw::loggers::SessionList| -> Vec<SessionKey> {
                 l.sessions
                     .iter()
                     .map(|s| {
