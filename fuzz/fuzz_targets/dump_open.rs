@@ -213,6 +213,7 @@ fn quick_context(d: &DumpFile) -> KernelContext<'_> {
         symbol_match: SymbolMatch::NoSymbols,
         // without_symbols starts from the dump's warnings; nothing below reads them.
         warnings: Vec::new(),
+        etw_support: std::sync::OnceLock::new(),
     }
 }
 

@@ -123,6 +123,7 @@ impl Kernel {
             symbols: Symbols::none(8),
             symbol_match: SymbolMatch::NoSymbols,
             warnings: self.warnings.clone(),
+            etw_support: std::sync::OnceLock::new(),
         }
     }
 }
