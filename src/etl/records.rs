@@ -207,36 +207,33 @@ impl MessageHeader {
     /// Decode the header of the message record `rec` (its unpadded bytes). `None` when the
     /// record is shorter than the fields its flags announce.
     pub fn parse(rec: &[u8]) -> Option<MessageHeader> {
+        use crate::bytes::LeBytes;
         use message_flags as f;
-        let u16_at = |o: usize| rec.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-        let u32_at = |o: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(rec.get(o..o + 4)?.try_into().ok()?))
-        };
         let mut h = MessageHeader {
-            message_number: u16_at(4)?,
-            option_flags: u16_at(6)?,
+            message_number: rec.u16_at(4)?,
+            option_flags: rec.u16_at(6)?,
             ..MessageHeader::default()
         };
         let flags = h.option_flags;
         let mut o = 8usize;
         if flags & f::SEQUENCE != 0 {
-            h.sequence = Some(u32_at(o)?);
+            h.sequence = Some(rec.u32_at(o)?);
             o += 4;
         }
         if flags & f::COMPONENTID != 0 {
-            h.component_id = Some(u32_at(o)?);
+            h.component_id = Some(rec.u32_at(o)?);
             o += 4;
         } else if flags & f::GUID != 0 {
-            h.guid = Some(rec.get(o..o + 16)?.try_into().ok()?);
+            h.guid = Some(rec.bytes_at(o, 16)?.try_into().ok()?);
             o += 16;
         }
         if flags & f::TIMESTAMP != 0 {
-            h.timestamp = Some(u64::from_le_bytes(rec.get(o..o + 8)?.try_into().ok()?));
+            h.timestamp = Some(rec.u64_at(o)?);
             o += 8;
         }
         if flags & f::SYSTEMINFO != 0 {
-            h.thread_id = Some(u32_at(o)?);
-            h.process_id = Some(u32_at(o + 4)?);
+            h.thread_id = Some(rec.u32_at(o)?);
+            h.process_id = Some(rec.u32_at(o + 4)?);
             o += 8;
         }
         h.payload_offset = o;
