@@ -65,6 +65,8 @@ for t in "${targets[@]}"; do
     esac
     extra=()
     [ "$t" = pdb_load ] && extra=(-rss_limit_mb=2048 -malloc_limit_mb=1024)
+    # finding 11 (fuzz/README.md): a detached resolver thread of ureq, not a leak of etwdump.
+    [ "$t" = symsrv ] && extra=(-detect_leaks=0)
     echo "fuzz_smoke: $t for ${secs}s on $(ls "$work/corpus" | wc -l) inputs"
     if (cd fuzz && ETWDUMP_FUZZ_SCRATCH="$work/scratch" cargo fuzz run "$t" "$work/corpus" -- \
         -max_total_time="$secs" -timeout=30 -dict="$(dict_of "$t")" \
