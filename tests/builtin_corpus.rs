@@ -1260,12 +1260,13 @@ fn nearest_earlier_selection() {
     assert_eq!(c.version, "10.0.26100.0");
     assert_eq!(c.source.as_deref(), Some("ntoskrnlib"));
     assert!(!c.rvas);
-    // The table's second 26100 layout is named, not used.
+    // The table's second 26100 layout is named, and left to the evidence in memory.
     assert_eq!(c.variants, ["type-layouts-11-24H2"]);
     assert!(
         s.builtin_notes
             .iter()
-            .any(|n| n.contains("another layout of 10.0.26100.0 too, not used")),
+            .any(|n| n
+                .contains("another layout of 10.0.26100.0 too, chosen only by evidence in memory")),
         "{:?}",
         s.builtin_notes
     );

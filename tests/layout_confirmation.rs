@@ -329,3 +329,158 @@ fn newest_and_x86_builds_without_symbols_equal_the_pdb() {
         "26100: compact switches with their packed state only"
     );
 }
+
+/// The 26100 fixture's ETW dump with providers: without symbols, the layouts are the public
+/// 24H2 ones (`builtin-nearest`), and the table holds a second layout of the provider
+/// structures (`type-layouts-11-24H2`).
+fn forged_26100() -> (etwdump_forge::Forged, Vec<u8>) {
+    let mut c = Config::from_fixture(&common::fixture("x64-26100"));
+    c.etw = Some(EtwSpec::standard(c.build).with_providers());
+    let c = c.with_processes();
+    let f = forge(&c);
+    let b = f.to_bytes();
+    (f, b)
+}
+
+fn provider_guids(ctx: &KernelContext<'_>) -> Vec<String> {
+    let (t, _) = etwdump::report::providers::read(ctx);
+    let mut g: Vec<String> = t
+        .providers
+        .iter()
+        .map(|p| p.guid.clone().unwrap_or_default())
+        .collect();
+    g.sort();
+    g
+}
+
+/// The host silo state without its RVA: the logger contexts name it, and the one layout of
+/// the build whose logger-array field leads back to the array is used (issue 26, item 1:
+/// choose between a build's layouts by evidence).
+#[test]
+fn silo_state_and_its_layout_from_the_logger_contexts() {
+    use etwdump::etw::silo;
+    let (f, mut bytes) = forged_26100();
+    let etw = f.etw.as_ref().unwrap();
+    let silo_va = etw.silo_state_va.expect("26100 has a silo state");
+    let (guids_pdb, n_pdb) = {
+        let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+        let ctx = KernelContext::open(
+            &d,
+            &SymbolOptions {
+                pdb: Some(common::pdb_of("x64-26100")),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let g = provider_guids(&ctx);
+        let n = g.len();
+        (g, n)
+    };
+    assert!(n_pdb > 0, "the forge planted providers");
+    eprintln!("providers with the PDB: {n_pdb}");
+
+    // 1. The first layout (the one in use): confirmed; providers without symbols equal the
+    //    PDB's.
+    {
+        let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+        let ctx = builtin(&d);
+        assert!(ctx.global("EtwpHostSiloState").is_none());
+        let c = silo::check(&ctx);
+        assert_eq!(c.address.map(|a| a.get()), Some(silo_va), "{}", c.evidence);
+        assert_eq!(c.how, Some(LocatedHow::Confirmed), "{}", c.evidence);
+        assert_eq!(c.chosen, None);
+        assert!(
+            c.evidence.contains("+0x1c8 (EtwpLoggerContext)"),
+            "{}",
+            c.evidence
+        );
+        assert!(
+            c.evidence.contains("type-layouts-11-24H2"),
+            "{}",
+            c.evidence
+        );
+        assert_eq!(
+            silo::layout(&ctx, "_ETW_GUID_ENTRY").unwrap().size,
+            0x1A8,
+            "the first layout's GUID entry"
+        );
+        assert_eq!(provider_guids(&ctx), guids_pdb);
+        let (t, _) = etwdump::report::providers::read(&ctx);
+        assert_eq!(
+            t.table.unwrap().route,
+            "logger contexts' SiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable"
+        );
+        let info = etwdump::report::info::info_with(&ctx);
+        let row = info
+            .layout_checks
+            .iter()
+            .find(|c| c.what == "_ETW_SILODRIVERSTATE")
+            .expect("info reports the silo layout check");
+        assert_eq!(row.how, LocatedHow::Confirmed);
+    }
+
+    // 2. The array pointer where the second layout keeps it (+0x2C8, first layout's +0x1C8
+    //    zeroed): that layout is chosen, with its GUID and registration entries.
+    let d0 = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+    let a = common::file_offset(&d0, silo_va + 0x1C8);
+    let b = common::file_offset(&d0, silo_va + 0x2C8);
+    drop(d0);
+    let arr: [u8; 8] = bytes[a..a + 8].try_into().unwrap();
+    assert_eq!(u64::from_le_bytes(arr), etw.array_va);
+    let saved_b: [u8; 8] = bytes[b..b + 8].try_into().unwrap();
+    bytes[a..a + 8].fill(0);
+    bytes[b..b + 8].copy_from_slice(&arr);
+    {
+        let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+        let ctx = builtin(&d);
+        let c = silo::check(&ctx);
+        assert_eq!(c.address.map(|a| a.get()), Some(silo_va), "{}", c.evidence);
+        assert_eq!(c.how, Some(LocatedHow::Confirmed));
+        assert_eq!(c.chosen.as_deref(), Some("type-layouts-11-24H2"));
+        assert!(
+            c.evidence.contains("+0x2c8 (EtwpLoggerContext)"),
+            "{}",
+            c.evidence
+        );
+        for (t, size) in [
+            ("_ETW_SILODRIVERSTATE", 0x1348),
+            ("_ETW_GUID_ENTRY", 0x2A8),
+            ("_ETW_REG_ENTRY", 0x78),
+        ] {
+            assert_eq!(silo::layout(&ctx, t).unwrap().size, size, "{t}");
+        }
+        // The rest of the layouts stay the first's.
+        assert_eq!(
+            silo::layout(&ctx, "_WMI_LOGGER_CONTEXT").unwrap().size,
+            0x650
+        );
+    }
+
+    // 3. Neither offset leads back: no silo state, and a warning says why.
+    bytes[b..b + 8].copy_from_slice(&saved_b);
+    {
+        let d = DumpFile::from_bytes(bytes.clone(), OpenOptions::default()).unwrap();
+        let ctx = builtin(&d);
+        let c = silo::check(&ctx);
+        assert_eq!(c.address, None);
+        assert_eq!(c.how, Some(LocatedHow::Contradicted), "{}", c.evidence);
+        let r = etwdump::etw::routes::resolve_logger_array(&ctx);
+        assert!(r.silo_state.is_none());
+        assert!(
+            r.warnings.iter().any(|w| w
+                .to_string()
+                .contains("_ETW_SILODRIVERSTATE layout contradicted")),
+            "{:?}",
+            r.warnings
+        );
+        // Sessions are still listed through the KDBG's array.
+        let list = etwdump::etw::loggers::list_sessions(&ctx);
+        assert_eq!(
+            list.sessions.len(),
+            etw.slots
+                .iter()
+                .filter(|s| matches!(s, etwdump_forge::ExpectedSlot::Session(_)))
+                .count()
+        );
+    }
+}

@@ -214,6 +214,7 @@ fn quick_context(d: &DumpFile) -> KernelContext<'_> {
         // without_symbols starts from the dump's warnings; nothing below reads them.
         warnings: Vec::new(),
         etw_support: std::sync::OnceLock::new(),
+        silo: std::sync::OnceLock::new(),
     }
 }
 

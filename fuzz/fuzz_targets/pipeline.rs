@@ -124,6 +124,7 @@ impl Kernel {
             symbol_match: SymbolMatch::NoSymbols,
             warnings: self.warnings.clone(),
             etw_support: std::sync::OnceLock::new(),
+            silo: std::sync::OnceLock::new(),
         }
     }
 }

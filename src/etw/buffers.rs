@@ -720,8 +720,7 @@ impl Finder<'_, '_> {
         let id = self.session.logger_id;
         let p = self.psize();
         let silo_field = array.silo_state.zip(
-            ctx.symbols
-                .layout("_ETW_SILODRIVERSTATE")
+            crate::etw::silo::layout(ctx, "_ETW_SILODRIVERSTATE")
                 .and_then(|l| l.field("ProcessorBlocks")),
         );
         // 1709+: silo.ProcessorBlocks (pointer) -> ETW_SILO_TRACING_BLOCK[cpu] {EX_FAST_REF

@@ -12,6 +12,7 @@ pub mod provider_names;
 pub mod providers;
 pub mod realtime;
 pub mod routes;
+pub mod silo;
 pub mod source;
 pub mod tamper;
 pub mod triage;

@@ -51,7 +51,9 @@ pub fn guid_type_name(t: u64) -> &'static str {
 pub struct GuidTable {
     /// The first bucket.
     pub address: VirtAddr,
-    /// "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable" or "global EtwpGuidHashTable".
+    /// "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable", "logger contexts'
+    /// SiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable" (no RVA: `etw::silo`) or "global
+    /// EtwpGuidHashTable".
     pub route: &'static str,
     pub buckets: u64,
     /// List heads per bucket (3: one per GUID type; 1 for a table of plain list heads).
@@ -180,7 +182,7 @@ struct Layouts<'s> {
 /// Locate the GUID table and walk it.
 pub fn read(ctx: &KernelContext<'_>, silo_state: Option<VirtAddr>) -> ProviderTable {
     let mut out = ProviderTable::default();
-    let Some(ge) = ctx.symbols.layout("_ETW_GUID_ENTRY") else {
+    let Some(ge) = crate::etw::silo::layout(ctx, "_ETW_GUID_ENTRY") else {
         out.warnings.push(Warning::new(
             WarningKind::NotFound,
             "the symbols have no _ETW_GUID_ENTRY layout: providers cannot be listed (give the kernel's PDB, or an ISF with the ETW types)",
@@ -189,8 +191,8 @@ pub fn read(ctx: &KernelContext<'_>, silo_state: Option<VirtAddr>) -> ProviderTa
     };
     let lay = Layouts {
         guid_entry: ge,
-        reg_entry: ctx.symbols.layout("_ETW_REG_ENTRY"),
-        enable_info: ctx.symbols.layout("_TRACE_ENABLE_INFO"),
+        reg_entry: crate::etw::silo::layout(ctx, "_ETW_REG_ENTRY"),
+        enable_info: crate::etw::silo::layout(ctx, "_TRACE_ENABLE_INFO"),
     };
     if lay.reg_entry.is_none() {
         out.warnings.push(Warning::new(
@@ -214,9 +216,7 @@ fn locate(
     warnings: &mut Vec<Warning>,
 ) -> Option<GuidTable> {
     let ptr = ctx.space.arch().pointer_size();
-    let silo_field = ctx
-        .symbols
-        .layout("_ETW_SILODRIVERSTATE")
+    let silo_field = crate::etw::silo::layout(ctx, "_ETW_SILODRIVERSTATE")
         .and_then(|l| l.field("EtwpGuidHashTable").map(|f| (l, f)));
     if let Some((_, f)) = silo_field {
         let Some(silo) = silo_state else {
@@ -229,14 +229,12 @@ fn locate(
         let (count, stride, lists, heads_offset) = match &f.ty {
             TypeRef::Array { element, count } => {
                 let stride = match element.as_ref() {
-                    TypeRef::Struct { name } => ctx.symbols.layout(name).map(|b| b.size),
+                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name).map(|b| b.size),
                     _ => None,
                 }
                 .unwrap_or(7 * ptr);
                 let lists = match element.as_ref() {
-                    TypeRef::Struct { name } => ctx
-                        .symbols
-                        .layout(name)
+                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name)
                         .and_then(|b| b.field("ListHead"))
                         .and_then(|h| match &h.ty {
                             TypeRef::Array { count, .. } => Some(*count),
@@ -246,9 +244,7 @@ fn locate(
                     _ => 3,
                 };
                 let heads_offset = match element.as_ref() {
-                    TypeRef::Struct { name } => ctx
-                        .symbols
-                        .layout(name)
+                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name)
                         .and_then(|b| b.field("ListHead"))
                         .map_or(0, |h| h.offset),
                     _ => 0,
@@ -265,7 +261,13 @@ fn locate(
         let heads_offset = heads_offset.min(stride - 2 * ptr * lists);
         return Some(GuidTable {
             address: silo.offset(f.offset),
-            route: "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable",
+            route: if ctx.global("EtwpHostSiloState").is_none()
+                && crate::etw::silo::check(ctx).address == Some(silo)
+            {
+                "logger contexts' SiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable"
+            } else {
+                "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpGuidHashTable"
+            },
             buckets: count,
             lists_per_bucket: lists,
             stride,
@@ -281,7 +283,7 @@ fn locate(
         return None;
     };
     // The bucket type where the symbols have it (a PDB may); else search.
-    if let Some(b) = ctx.symbols.layout("_ETW_HASH_BUCKET") {
+    if let Some(b) = crate::etw::silo::layout(ctx, "_ETW_HASH_BUCKET") {
         let lists = b
             .field("ListHead")
             .and_then(|h| match &h.ty {

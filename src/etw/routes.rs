@@ -253,7 +253,7 @@ fn global_array(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<LoggerArr
 /// inline `WmipLoggerContext` (1511-1703). Counts from memory or the symbol file are bounded.
 fn silo_arrays(ctx: &KernelContext<'_>, silo: VirtAddr, r: &mut Resolution) {
     let space = &ctx.space;
-    let Some(l) = ctx.symbols.layout("_ETW_SILODRIVERSTATE") else {
+    let Some(l) = crate::etw::silo::layout(ctx, "_ETW_SILODRIVERSTATE") else {
         r.root(
             "logger array",
             None,
@@ -408,11 +408,17 @@ fn kdbg_array(ctx: &KernelContext<'_>, r: &mut Resolution) {
                     None if ctx.build >= 16299 => capacity_from_pool(ctx, arr, &mut r.warnings),
                     None => DEFAULT_CAPACITY,
                 };
+                // Without the host silo's global, the silo state the logger contexts name,
+                // once it leads back to this array (etw::silo).
+                let silo_state = match r.silo_state {
+                    Some(s) => Some(s),
+                    None => inferred_silo(ctx, r),
+                };
                 r.arrays.push(LoggerArray {
                     route: Route::KdbgEtwpDebuggerData,
                     address: arr,
                     capacity,
-                    silo_state: None,
+                    silo_state,
                 });
             }
         }
@@ -428,6 +434,41 @@ fn kdbg_array(ctx: &KernelContext<'_>, r: &mut Resolution) {
             );
         }
     }
+}
+
+/// The host silo state found from the logger contexts ([`crate::etw::silo::check`]), as a
+/// root; a layout memory contradicts, or cannot tell from another, is a warning.
+fn inferred_silo(ctx: &KernelContext<'_>, r: &mut Resolution) -> Option<VirtAddr> {
+    use crate::kernel::context::LocatedHow as H;
+    let c = crate::etw::silo::check(ctx);
+    let how = c.how?;
+    if matches!(how, H::Contradicted | H::Ambiguous) {
+        r.warnings.push(
+            Warning::new(
+                WarningKind::Unconfirmed,
+                format!(
+                    "_ETW_SILODRIVERSTATE layout {}: {}",
+                    if how == H::Ambiguous {
+                        "ambiguous"
+                    } else {
+                        "contradicted by memory"
+                    },
+                    c.evidence
+                ),
+            )
+            .field("_ETW_SILODRIVERSTATE"),
+        );
+    }
+    let s = c.address?;
+    r.root(
+        "host silo state (the logger contexts' SiloState)",
+        Some(s),
+        true,
+        None,
+        c.evidence.clone(),
+    );
+    r.silo_state = Some(s);
+    Some(s)
 }
 
 /// MaxLoggers of a 1709+ array reached without symbols: the array is a pool allocation of

@@ -107,6 +107,27 @@ pub struct KernelContext<'d> {
     pub warnings: Vec<Warning>,
     /// Where `_KPRCB.EtwSupport` is, once established (`etw::etw_support::locate`).
     pub etw_support: std::sync::OnceLock<Located>,
+    /// The host silo state and the layout of its structures, once established from the
+    /// logger contexts (`etw::silo::check`).
+    pub silo: std::sync::OnceLock<SiloLayout>,
+}
+
+/// A structure whose address and layout were established together from evidence in memory
+/// (the host silo state: the logger contexts point to it, and only one of the build's
+/// layouts has the logger array where it points back).
+#[derive(Clone, Debug, Default)]
+pub struct SiloLayout {
+    /// Its address, when memory confirms it.
+    pub address: Option<VirtAddr>,
+    /// None when no evidence was weighed (nothing to decide, or nothing to read).
+    pub how: Option<LocatedHow>,
+    /// The label of another layout of the build chosen by the evidence (e.g.
+    /// `type-layouts-11-24H2`); None: the layouts in use.
+    pub chosen: Option<String>,
+    /// The chosen layout's structures, replacing the symbols' for this dump.
+    pub layouts: Vec<crate::symbols::StructLayout>,
+    /// What established it, or why it could not be.
+    pub evidence: String,
 }
 
 /// A structure field's offset as established for this dump: given by the kernel's own layout,
@@ -369,6 +390,7 @@ impl<'d> KernelContext<'d> {
             symbol_match: SymbolMatch::NoSymbols,
             warnings,
             etw_support: std::sync::OnceLock::new(),
+            silo: std::sync::OnceLock::new(),
         };
         me.check_builtin_rvas();
         if let (Some(ft), Some((_, why))) = (me.system_time(), me.system_time_flag()) {

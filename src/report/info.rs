@@ -404,6 +404,14 @@ fn layout_checks(ctx: &KernelContext<'_>) -> Vec<LayoutConfirmation> {
             evidence: c.evidence,
         });
     }
+    let silo = crate::etw::silo::check(ctx);
+    if let Some(how) = silo.how {
+        v.push(LayoutConfirmation {
+            what: "_ETW_SILODRIVERSTATE",
+            how,
+            evidence: silo.evidence.clone(),
+        });
+    }
     let es = crate::etw::etw_support::locate(ctx);
     v.push(LayoutConfirmation {
         what: "_KPRCB.EtwSupport",

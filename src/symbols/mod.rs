@@ -185,8 +185,8 @@ pub struct CorpusUse {
     /// Structures the public-layout entry lacks, taken from the newest earlier entry that has
     /// them: "_KPRCB (10.0.22000.2538)".
     pub borrowed: Vec<String>,
-    /// Other layouts the table has of this build (their variant labels), not used: which one
-    /// fits the dump is not decided from the dump yet.
+    /// Other layouts the table has of this build (their variant labels): used only where
+    /// memory chooses one (`etw::silo`, reported by `info`'s Layout check).
     pub variants: Vec<String>,
     /// Whether the entry's global RVAs are in use (exact match without a symbol file).
     pub rvas: bool,
@@ -390,9 +390,9 @@ impl Symbols {
                 let others = builtin::corpus::variants(entry);
                 if !others.is_empty() {
                     notes.push(format!(
-                        "the table has another layout of {} too, not used: {} (see \
-                         tools/public_layouts/SOURCES.md); which one fits this dump is not \
-                         decided from the dump",
+                        "the table has another layout of {} too, chosen only by evidence in memory: {} (see \
+                         tools/public_layouts/SOURCES.md); `info` (Layout check, \
+                         _ETW_SILODRIVERSTATE) says which one the dump has",
                         entry.version,
                         others
                             .iter()
