@@ -33,7 +33,11 @@ pub enum RecordKind {
 impl RecordKind {
     /// From the marker's bytes 2 and 3.
     fn from_marker(byte2: u8, byte3: u8) -> Option<RecordKind> {
-        if byte3 & 0xF0 == 0x90 {
+        // MESSAGE_TRACE_HEADER: +2 Reserved, +3 0x90 (TRACE_HEADER_FLAG | TRACE_MESSAGE, the
+        // top byte of the marker: etw-internals.md §5; etl-parser's WinTrace requires the top
+        // USHORT to be 0x9000). Any other 0x9X byte is not a message header: accepting the
+        // whole nibble let one random byte in sixteen start a record in reused memory.
+        if byte3 == 0x90 && byte2 == 0 {
             return Some(RecordKind::Message);
         }
         if byte3 != 0xC0 {

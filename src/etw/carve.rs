@@ -22,7 +22,12 @@
 //! kernel's mappings finds the virtual address of every candidate that continues past its
 //! first page (only the candidates' pages are kept, so memory stays flat). A buffer whose
 //! virtual address is no longer mapped is recovered up to the end of its first page and said
-//! to be partial.
+//! to be partial, unless its record chain runs through the physically following pages to
+//! exactly its valid end (`physically_contiguous`).
+//!
+//! **Nesting**: bytes a buffer's record chain runs through are its records' data: a
+//! header-like run inside them (an event's payload can look like a WMI_BUFFER_HEADER whose
+//! record chain then follows the outer buffer's real records) is not a buffer.
 //!
 //! **Grouping**: orphaned buffers are grouped by (LoggerId, BufferSize) — the two facts every
 //! buffer of a session shares — ordered by SequenceNumber; a surviving orphaned context with
@@ -94,6 +99,11 @@ pub struct CarvedBuffer {
     pub complete: bool,
     /// Where the record chain stops short of the recovered bytes (None: it reaches them).
     pub chain_break: Option<ChainBreak>,
+    /// No virtual address maps it, and it was recovered past its first page from the
+    /// physically following pages, because its record chain runs through them to exactly
+    /// the valid end (the evidence that they are its own; a buffer's pages need not be
+    /// physically consecutive, and where they are not it stays partial).
+    pub physically_contiguous: bool,
     /// The orphan group it belongs to.
     pub group: Option<usize>,
 }
@@ -221,9 +231,17 @@ pub struct Progress {
 fn page_hits(page: &[u8], pa: u64, x64: bool, out: &mut Vec<Hit>) {
     let step = if x64 { 16 } else { 8 };
     let pool_header = step;
+    // The bytes a buffer found earlier in this page claims through its record chain: a
+    // header-like run inside a record's payload is that record's data, not a buffer.
+    let mut claimed_to = 0usize;
     for o in (0..page.len()).step_by(8) {
-        if let Some(h) = buffer_at(page, o, pa) {
-            out.push(h);
+        if o >= claimed_to {
+            if let Some(h) = buffer_at(page, o, pa) {
+                if let Hit::Buffer { chain_end, .. } = &h {
+                    claimed_to = o + *chain_end as usize;
+                }
+                out.push(h);
+            }
         }
         if o % step == 0 && o + 8 <= page.len() {
             let tag = &page[o + 4..o + 8];
@@ -577,7 +595,9 @@ fn carve_buffer(
         Class::Orphaned
     };
     let in_page = (PAGE_SIZE - pa % PAGE_SIZE).min(valid);
-    // Through the page tables as far as they still map it; else its first physical page.
+    let mut contiguous = false;
+    // Through the page tables as far as they still map it; else its first physical page, or
+    // the physically following pages where its record chain runs through them to the end.
     let (recovered, records, chain_end) = match (rest, va) {
         (false, _) => (valid, first_records, first_chain_end),
         (true, Some(va)) => {
@@ -590,7 +610,13 @@ fn carve_buffer(
                 (in_page, first_records, first_chain_end)
             }
         }
-        (true, None) => (in_page, first_records, first_chain_end),
+        (true, None) => match physical_continuation(ctx, pa, valid) {
+            Some((records, end)) => {
+                contiguous = true;
+                (valid, records, end)
+            }
+            None => (in_page, first_records, first_chain_end),
+        },
     };
     // Complete: every valid byte read from the buffer's own pages, as the record chain shows
     // by reaching the valid end. A chain that stops short is said where; when it stops in a
@@ -626,8 +652,31 @@ fn carve_buffer(
         chain_end,
         complete,
         chain_break,
+        physically_contiguous: contiguous,
         group: None,
     }
+}
+
+/// An unmapped buffer that continues past its first page: its bytes from the physically
+/// following pages, kept only when the record chain runs through them from 0x48 to exactly
+/// the valid end (a page of another allocation breaks the chain). Returns (records, end).
+fn physical_continuation(ctx: &KernelContext<'_>, pa: u64, valid: u64) -> Option<(usize, u64)> {
+    let mut b: Vec<u8> = Vec::with_capacity(valid as usize);
+    let mut at = pa;
+    while (b.len() as u64) < valid {
+        let PageLookup::Present(p) = ctx.dump.page(PhysAddr::new(at).pfn()) else {
+            return None;
+        };
+        let o = (at % PAGE_SIZE) as usize;
+        let take = (p.len().saturating_sub(o) as u64).min(valid - b.len() as u64) as usize;
+        if take == 0 {
+            return None;
+        }
+        b.extend_from_slice(&p[o..o + take]);
+        at += take as u64;
+    }
+    let w = walk_from(&b, BUFFER_HEADER_SIZE, b.len(), |_| {});
+    (w.end as u64 == valid).then_some((w.count, valid))
 }
 
 /// Read `len` bytes of a carved object: through its virtual address, else from its physical
@@ -743,6 +792,27 @@ pub fn buffer_bytes(ctx: &KernelContext<'_>, b: &CarvedBuffer) -> Option<(Vec<u8
         }
     }
     let pa = b.physical_address.get();
+    if b.physically_contiguous {
+        let mut v = vec![0u8; size];
+        let mut n = 0usize;
+        while n < b.recovered_bytes as usize {
+            let at = pa + n as u64;
+            let PageLookup::Present(p) = ctx.dump.page(PhysAddr::new(at).pfn()) else {
+                break;
+            };
+            let o = (at % PAGE_SIZE) as usize;
+            let take = p
+                .len()
+                .saturating_sub(o)
+                .min(b.recovered_bytes as usize - n);
+            if take == 0 {
+                break;
+            }
+            v[n..n + take].copy_from_slice(&p[o..o + take]);
+            n += take;
+        }
+        return Some((v, n));
+    }
     let PageLookup::Present(p) = ctx.dump.page(b.physical_address.pfn()) else {
         return None;
     };
