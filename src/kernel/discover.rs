@@ -26,8 +26,8 @@ use super::pe::KernelImage;
 use crate::addr::{VirtAddr, PAGE_SIZE};
 use crate::dump::{Arch, DumpError, DumpFile, OpenOptions, PageLookup};
 use crate::mem::{
-    entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, MemError, PagingLevel,
-    PagingMode,
+    entry_large, entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, MemError,
+    PagingLevel, PagingMode,
 };
 use std::path::Path;
 
@@ -330,7 +330,7 @@ fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> 
                 if let Some(pdpt) = page_of(next) {
                     for j in 0..512 {
                         if let Some(e2) = table_entry(mode, pdpt, j)
-                            .filter(|&e| entry_present(e) && e & (1 << 7) == 0)
+                            .filter(|&e| entry_present(e) && !entry_large(e))
                         {
                             note(entry_pfn(mode, e2), "page directory");
                         }
@@ -435,12 +435,6 @@ fn skip_unmapped(arch: Arch, va: u64, e: &MemError) -> u64 {
         MemError::NotPresent { level, .. } | MemError::TableMissing { level, .. } => *level,
         _ => PagingLevel::Pt,
     };
-    let span: u64 = match (arch, level) {
-        (Arch::X64, PagingLevel::Pml4) => 1 << 39,
-        (_, PagingLevel::Pdpt) => 1 << 30,
-        (Arch::X86 { pae: false }, PagingLevel::Pd) => 1 << 22,
-        (_, PagingLevel::Pd) => 1 << 21,
-        _ => PAGE_SIZE,
-    };
+    let span = PagingMode::for_arch(arch).map_or(PAGE_SIZE, |m| m.spec().span(level));
     (va & !(span - 1)).saturating_add(span)
 }

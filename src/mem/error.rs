@@ -8,6 +8,8 @@ use thiserror::Error;
 /// A level of a page-table walk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PagingLevel {
+    /// x64 PML5 (level 5, LA57).
+    Pml5,
     /// x64 PML4 (level 4).
     Pml4,
     /// x64 PDPT (level 3) or the PAE 4-entry PDPT.
@@ -21,6 +23,7 @@ pub enum PagingLevel {
 impl fmt::Display for PagingLevel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            PagingLevel::Pml5 => "PML5E",
             PagingLevel::Pml4 => "PML4E",
             PagingLevel::Pdpt => "PDPTE",
             PagingLevel::Pd => "PDE",

@@ -10,7 +10,10 @@ mod paging;
 
 pub use error::{MemError, PagingLevel};
 pub use list::{ListStop, ListWalk};
-pub use paging::{entry_pfn, entry_present, is_self_ref, table_entry, PagingMode, Translation};
+pub use paging::{
+    entry_large, entry_pfn, entry_present, is_self_ref, table_entry, MmuSpec, PagingMode, Pte,
+    Translation,
+};
 
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::dump::{Arch, DumpFile, PageLookup};
@@ -96,20 +99,12 @@ impl<'d> AddressSpace<'d> {
                 arch: "this memory image (no Windows page tables were found in it)",
             }
         } else {
-            match arch {
-                Arch::X64 => Kind::Paged {
-                    mode: PagingMode::X64,
-                    dtb: PhysAddr::new(dtb & 0x000F_FFFF_FFFF_F000),
+            match PagingMode::for_arch(arch) {
+                Some(mode) => Kind::Paged {
+                    mode,
+                    dtb: PhysAddr::new(dtb & mode.spec().root_mask),
                 },
-                Arch::X86 { pae: true } => Kind::Paged {
-                    mode: PagingMode::Pae,
-                    dtb: PhysAddr::new(dtb & 0xFFFF_FFE0),
-                },
-                Arch::X86 { pae: false } => Kind::Paged {
-                    mode: PagingMode::NonPae,
-                    dtb: PhysAddr::new(dtb & 0xFFFF_F000),
-                },
-                Arch::Arm64 => Kind::Unsupported { arch: "ARM64" },
+                None => Kind::Unsupported { arch: "ARM64" },
             }
         };
         AddressSpace { dump, arch, kind }
@@ -326,8 +321,7 @@ impl<'d> AddressSpace<'d> {
         let Kind::Paged { dtb, .. } = self.kind else {
             return None;
         };
-        let top = va.get() >> 47;
-        if top != 0 && top != 0x1_FFFF {
+        if !paging::X64.is_canonical(va.get()) {
             return None; // non-canonical: the full walk says so
         }
         let region = va.get() >> 21;
