@@ -85,14 +85,17 @@ const fn level(name: PagingLevel, shift: u32, entries: usize, large_pages: bool)
     }
 }
 
-/// x64, 4 levels: PML4 → PDPT (1 GiB pages) → PD (2 MiB pages) → PT.
+/// The x64 levels below the PML5: PML4 → PDPT (1 GiB pages) → PD (2 MiB pages) → PT.
+const X64_LEVELS: [Level; 4] = [
+    level(PagingLevel::Pml4, 39, 512, false),
+    level(PagingLevel::Pdpt, 30, 512, true),
+    level(PagingLevel::Pd, 21, 512, true),
+    level(PagingLevel::Pt, 12, 512, false),
+];
+
+/// x64, 4 levels.
 pub const X64: MmuSpec = MmuSpec {
-    levels: &[
-        level(PagingLevel::Pml4, 39, 512, false),
-        level(PagingLevel::Pdpt, 30, 512, true),
-        level(PagingLevel::Pd, 21, 512, true),
-        level(PagingLevel::Pt, 12, 512, false),
-    ],
+    levels: &X64_LEVELS,
     entry_size: 8,
     frame_mask: FRAME_64,
     root_mask: FRAME_64,
@@ -103,15 +106,13 @@ pub const X64: MmuSpec = MmuSpec {
 pub const X64_LA57: MmuSpec = MmuSpec {
     levels: &[
         level(PagingLevel::Pml5, 48, 512, false),
-        level(PagingLevel::Pml4, 39, 512, false),
-        level(PagingLevel::Pdpt, 30, 512, true),
-        level(PagingLevel::Pd, 21, 512, true),
-        level(PagingLevel::Pt, 12, 512, false),
+        X64_LEVELS[0],
+        X64_LEVELS[1],
+        X64_LEVELS[2],
+        X64_LEVELS[3],
     ],
-    entry_size: 8,
-    frame_mask: FRAME_64,
-    root_mask: FRAME_64,
     canonical_bit: Some(56),
+    ..X64
 };
 
 /// x86 PAE: a 4-entry PDPT at a 32-byte-aligned CR3 → PD (2 MiB pages) → PT.
