@@ -14,6 +14,7 @@ mod error;
 mod header;
 pub mod image;
 pub mod layout;
+mod phys;
 mod runs;
 mod triage;
 
@@ -22,6 +23,7 @@ pub use blobs::{Blob, SecondaryData};
 pub use error::DumpError;
 pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
 pub use image::{ImageFormat, PhysImage, PhysRange};
+pub use phys::PhysicalMemory;
 pub use runs::{Run, RunList};
 pub use triage::{DataBlock, Segment, SegmentSource, Triage, TriageDriver};
 

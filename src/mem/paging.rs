@@ -10,7 +10,7 @@
 use super::error::{MemError, PagingLevel};
 use crate::addr::{PhysAddr, VirtAddr};
 use crate::bytes::LeBytes;
-use crate::dump::{Arch, DumpFile, PageLookup};
+use crate::dump::{Arch, PageLookup, PhysicalMemory};
 
 /// Paging mode of an address space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,13 +227,13 @@ pub struct Translation {
 
 /// Read one page-table entry at physical `entry_pa`.
 fn entry(
-    dump: &DumpFile,
+    mem: &dyn PhysicalMemory,
     spec: &MmuSpec,
     va: VirtAddr,
     level: PagingLevel,
     entry_pa: PhysAddr,
 ) -> Result<Pte, MemError> {
-    match dump.page(entry_pa.pfn()) {
+    match mem.page(entry_pa.pfn()) {
         PageLookup::Present(p) => {
             let o = entry_pa.page_offset() as usize;
             // Entries are naturally aligned, so they never straddle a page.
@@ -262,7 +262,12 @@ enum Upper {
 }
 
 /// Every level but the last of `va`'s walk.
-fn upper(dump: &DumpFile, spec: &MmuSpec, dtb: PhysAddr, va: VirtAddr) -> Result<Upper, MemError> {
+fn upper(
+    mem: &dyn PhysicalMemory,
+    spec: &MmuSpec,
+    dtb: PhysAddr,
+    va: VirtAddr,
+) -> Result<Upper, MemError> {
     let v = va.get();
     if !spec.is_canonical(v) {
         return Err(MemError::NonCanonical { va });
@@ -271,7 +276,7 @@ fn upper(dump: &DumpFile, spec: &MmuSpec, dtb: PhysAddr, va: VirtAddr) -> Result
     let mut table = dtb.get() & spec.root_mask;
     for l in above {
         let entry_pa = PhysAddr::new(table + spec.index(l, v) * spec.entry_size as u64);
-        let e = entry(dump, spec, va, l.name, entry_pa)?;
+        let e = entry(mem, spec, va, l.name, entry_pa)?;
         if !e.present() {
             return Err(not_present(va, l.name, e.0, entry_pa));
         }
@@ -302,17 +307,17 @@ fn not_present(va: VirtAddr, level: PagingLevel, e: u64, entry_pa: PhysAddr) -> 
 
 /// Translate `va` with the tables rooted at `dtb` (CR3; the mode masks it).
 pub fn translate(
-    dump: &DumpFile,
+    mem: &dyn PhysicalMemory,
     mode: PagingMode,
     dtb: PhysAddr,
     va: VirtAddr,
 ) -> Result<Translation, MemError> {
     let spec = mode.spec();
-    let pte_pa = match upper(dump, spec, dtb, va)? {
+    let pte_pa = match upper(mem, spec, dtb, va)? {
         Upper::Mapped(t) => return Ok(t),
         Upper::Leaf(pa) => pa,
     };
-    let pte = entry(dump, spec, va, PagingLevel::Pt, pte_pa)?;
+    let pte = entry(mem, spec, va, PagingLevel::Pt, pte_pa)?;
     match leaf_maps(spec, pte) {
         Some((frame, transition)) => Ok(Translation {
             va,
@@ -332,9 +337,9 @@ fn leaf_maps(spec: &MmuSpec, pte: Pte) -> Option<(u64, bool)> {
 /// x64: the leaf page table (PT) that maps `va`'s 2 MiB region, as the dump stores it, when
 /// the walk down to it succeeds and the region is not a large page. Lets multi-page reads look
 /// the following PTEs up directly (their entries decide exactly as [`translate`] would).
-pub fn leaf_table_x64(dump: &DumpFile, dtb: PhysAddr, va: VirtAddr) -> Option<&[u8]> {
-    match upper(dump, &X64, dtb, va).ok()? {
-        Upper::Leaf(pa) => match dump.page(pa.pfn()) {
+pub fn leaf_table_x64(mem: &dyn PhysicalMemory, dtb: PhysAddr, va: VirtAddr) -> Option<&[u8]> {
+    match upper(mem, &X64, dtb, va).ok()? {
+        Upper::Leaf(pa) => match mem.page(pa.pfn()) {
             PageLookup::Present(p) => Some(p),
             _ => None,
         },
@@ -384,7 +389,7 @@ pub fn entry_large(e: u64) -> bool {
 /// pages as one call), in address order. At most `max_tables` tables are read (each a page,
 /// the PAE PDPT 32 bytes); the walk stops there. Returns the number of tables read.
 pub fn walk_mappings(
-    dump: &DumpFile,
+    mem: &dyn PhysicalMemory,
     mode: PagingMode,
     dtb: PhysAddr,
     range: (u64, u64),
@@ -393,7 +398,7 @@ pub fn walk_mappings(
 ) -> u64 {
     let spec = mode.spec();
     let mut w = MappingWalk {
-        dump,
+        mem,
         spec,
         range,
         max_tables,
@@ -406,7 +411,7 @@ pub fn walk_mappings(
 
 /// The state of one [`walk_mappings`].
 struct MappingWalk<'a, 'f> {
-    dump: &'a DumpFile,
+    mem: &'a dyn PhysicalMemory,
     spec: &'static MmuSpec,
     range: (u64, u64),
     max_tables: u64,
@@ -422,7 +427,7 @@ impl MappingWalk<'_, '_> {
         self.tables += 1;
         let spec = self.spec;
         let l = spec.levels[depth];
-        let PageLookup::Present(page) = self.dump.page(PhysAddr::new(table_pa).pfn()) else {
+        let PageLookup::Present(page) = self.mem.page(PhysAddr::new(table_pa).pfn()) else {
             return;
         };
         let at = (table_pa & 0xFFF) as usize;
@@ -461,17 +466,35 @@ impl MappingWalk<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dump::{DumpFile, OpenOptions};
+    use crate::addr::Pfn;
 
-    /// A raw image (1 MiB, the smallest one taken as memory) with 8-byte entries written at
-    /// (page, index, value).
-    fn image(_pages: usize, entries: &[(u64, usize, u64)]) -> DumpFile {
-        let mut b = vec![0u8; crate::dump::image::MIN_RAW as usize];
-        for &(page, i, v) in entries {
-            let o = page as usize * 4096 + i * 8;
-            b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+    /// Physical memory that is not a file: pages held in a map (as a decompressing
+    /// container would hold them). The walker needs nothing else.
+    struct Pages(std::collections::BTreeMap<u64, Vec<u8>>);
+
+    impl PhysicalMemory for Pages {
+        fn page(&self, pfn: Pfn) -> PageLookup<'_> {
+            match self.0.get(&pfn.get()) {
+                Some(p) => PageLookup::Present(p),
+                None => PageLookup::NotInDump,
+            }
         }
-        DumpFile::from_bytes(b, OpenOptions::default()).expect("raw image")
+        fn physical_runs(&self) -> Vec<(u64, u64)> {
+            self.0.keys().map(|&k| (k, 1)).collect()
+        }
+        fn memory_id(&self) -> u64 {
+            u64::MAX
+        }
+    }
+
+    /// Pages 0..`pages` with 8-byte entries written at (page, index, value).
+    fn image(pages: usize, entries: &[(u64, usize, u64)]) -> Pages {
+        let mut m: std::collections::BTreeMap<u64, Vec<u8>> =
+            (0..pages as u64).map(|p| (p, vec![0u8; 4096])).collect();
+        for &(page, i, v) in entries {
+            m.get_mut(&page).unwrap()[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        Pages(m)
     }
 
     /// LA57: a PML5 entry over the 4-level walk; the same tables without it are a 4-level
