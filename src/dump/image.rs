@@ -22,6 +22,7 @@
 //!
 //! Every count, offset and size read here is bounded before it is used.
 
+use super::error::ImageError;
 use crate::addr::PAGE_SIZE;
 use crate::bytes::LeBytes;
 
@@ -92,32 +93,35 @@ pub struct PhysImage {
 
 impl PhysImage {
     /// Sort, bound and check `ranges` (page-aligned, inside 2^52, non-overlapping).
-    pub fn new(format: ImageFormat, mut ranges: Vec<PhysRange>) -> Result<PhysImage, String> {
+    pub fn new(format: ImageFormat, mut ranges: Vec<PhysRange>) -> Result<PhysImage, ImageError> {
         if ranges.len() > MAX_RANGES {
-            return Err(format!("{} ranges (at most {MAX_RANGES})", ranges.len()));
+            return Err(ImageError::TooManyRanges {
+                count: ranges.len(),
+                max: MAX_RANGES,
+            });
         }
         ranges.retain(|r| r.size > 0);
         ranges.sort_by_key(|r| r.start);
         for r in &ranges {
             if r.start % PAGE_SIZE != 0 || r.size % PAGE_SIZE != 0 {
-                return Err(format!(
-                    "range at physical {:#x} ({:#x} bytes) is not page aligned",
-                    r.start, r.size
-                ));
+                return Err(ImageError::Unaligned {
+                    start: r.start,
+                    size: r.size,
+                });
             }
             if r.start.checked_add(r.size).is_none_or(|e| e > MAX_PHYS) {
-                return Err(format!(
-                    "range at physical {:#x} ({:#x} bytes) ends beyond 2^52",
-                    r.start, r.size
-                ));
+                return Err(ImageError::BeyondPhysical {
+                    start: r.start,
+                    size: r.size,
+                });
             }
         }
         for w in ranges.windows(2) {
             if w[0].start + w[0].size > w[1].start {
-                return Err(format!(
-                    "ranges at physical {:#x} and {:#x} overlap",
-                    w[0].start, w[1].start
-                ));
+                return Err(ImageError::Overlap {
+                    first: w[0].start,
+                    second: w[1].start,
+                });
             }
         }
         Ok(PhysImage {
@@ -225,29 +229,29 @@ pub fn is_vmware_state(file: &[u8]) -> bool {
 
 /// An ELF core's physical layout: one range per PT_LOAD with file bytes (ELF32 or ELF64,
 /// little endian). Errors name the field that is wrong.
-pub fn elf(file: &[u8]) -> Result<PhysImage, String> {
+pub fn elf(file: &[u8]) -> Result<PhysImage, ImageError> {
     if file.len() < 16 {
-        return Err(format!(
-            "only {} bytes long: too short for an ELF header",
-            file.len()
-        ));
+        return Err(ImageError::ElfTooShort { len: file.len() });
     }
     let class = file[4];
     if file.get(5) != Some(&1) {
-        return Err("e_ident[EI_DATA]: not little endian".into());
+        return Err(ImageError::ElfNotLittleEndian);
     }
     let wide = match class {
         2 => true,
         1 => false,
-        c => return Err(format!("e_ident[EI_CLASS] {c}: neither ELF32 nor ELF64")),
+        c => return Err(ImageError::ElfClass(c)),
     };
     let need = if wide { 64 } else { 52 };
     if file.len() < need {
-        return Err(format!("ELF header: {} bytes, needs {need}", file.len()));
+        return Err(ImageError::ElfHeaderShort {
+            len: file.len(),
+            need,
+        });
     }
     let e_type = file.u16_at(16).unwrap_or(0);
     if e_type != 4 {
-        return Err(format!("e_type {e_type}: not a core file (ET_CORE = 4)"));
+        return Err(ImageError::ElfNotCore(e_type));
     }
     let machine = file.u16_at(18).unwrap_or(0);
     let (phoff, phentsize, phnum) = if wide {
@@ -265,17 +269,22 @@ pub fn elf(file: &[u8]) -> Result<PhysImage, String> {
     };
     let min_ent = if wide { 56 } else { 32 };
     if phnum == 0 {
-        return Err("e_phnum 0: no program headers".into());
+        return Err(ImageError::ElfNoProgramHeaders);
     }
     if phentsize < min_ent {
-        return Err(format!("e_phentsize {phentsize} < {min_ent}"));
+        return Err(ImageError::ElfEntrySize {
+            size: phentsize,
+            min: min_ent,
+        });
     }
     let table_end = phoff.saturating_add((phnum * phentsize) as u64);
     if table_end > file.len() as u64 {
-        return Err(format!(
-            "program headers at {phoff:#x} ({phnum} × {phentsize} bytes) run past the file end {:#x}",
-            file.len()
-        ));
+        return Err(ImageError::ElfHeadersPastEnd {
+            phoff,
+            phnum,
+            phentsize,
+            len: file.len(),
+        });
     }
     let mut ranges = Vec::new();
     let mut physical_loads = 0usize;
@@ -309,9 +318,7 @@ pub fn elf(file: &[u8]) -> Result<PhysImage, String> {
         // A segment at the top of the address space cannot be memory (PhysImage::new
         // refuses anything past 2^52): its start is checked, not wrapped (fuzz finding 6).
         let Some(start) = paddr.checked_add(skip) else {
-            return Err(format!(
-                "PT_LOAD {i}: p_paddr {paddr:#x} is past the physical address space"
-            ));
+            return Err(ImageError::ElfPaddr { index: i, paddr });
         };
         ranges.push(PhysRange {
             start,
@@ -320,18 +327,13 @@ pub fn elf(file: &[u8]) -> Result<PhysImage, String> {
         });
     }
     if physical_loads == 0 {
-        return Err(
-            "no PT_LOAD segment with file bytes: an ELF core without physical memory".into(),
-        );
+        return Err(ImageError::ElfNoMemory);
     }
     if ranges.len() > 1 && ranges.iter().all(|r| r.start == 0) {
-        return Err(format!(
-            "{} PT_LOAD segments all at p_paddr 0: the core has no physical addresses",
-            ranges.len()
-        ));
+        return Err(ImageError::ElfNoAddresses(ranges.len()));
     }
-    let mut img =
-        PhysImage::new(ImageFormat::ElfCore, ranges).map_err(|e| format!("PT_LOAD: {e}"))?;
+    let mut img = PhysImage::new(ImageFormat::ElfCore, ranges)
+        .map_err(|e| ImageError::ElfRanges(Box::new(e)))?;
     img.elf_machine = Some(machine);
     Ok(img)
 }
@@ -346,49 +348,43 @@ enum TagValue {
 /// The tags of the VMware state file's "memory" group: (name, indices) → value.
 fn vmware_memory_tags(
     file: &[u8],
-) -> Result<Vec<(crate::text::Untrusted, Vec<u32>, TagValue)>, String> {
+) -> Result<Vec<(crate::text::Untrusted, Vec<u32>, TagValue)>, ImageError> {
     let version = file[0] & 0xF;
-    let groups = file.u32_at(8).ok_or("header: group count")? as usize;
+    let groups = file.u32_at(8).ok_or(ImageError::VmwareGroupCount)? as usize;
     if groups > 4096 {
-        return Err(format!("header: {groups} groups (at most 4096)"));
+        return Err(ImageError::VmwareTooManyGroups(groups));
     }
     let mut memory = None;
     for g in 0..groups {
         let at = 12 + g * 80;
         let name = file
             .get(at..at + 64)
-            .ok_or_else(|| format!("group {g} at {at:#x}: past the file end"))?;
+            .ok_or(ImageError::VmwareGroupPastEnd { group: g, at })?;
         let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(64)];
         if name == b"memory" {
             memory = file.u64_at(at + 64);
         }
     }
-    let mut off = memory.ok_or("no \"memory\" group")? as usize;
+    let mut off = memory.ok_or(ImageError::VmwareNoMemoryGroup)? as usize;
     let mut tags = Vec::new();
     for _ in 0..MAX_TAGS {
-        let flags = *file
-            .get(off)
-            .ok_or_else(|| format!("tag at {off:#x}: past the file end"))?;
-        let name_len = usize::from(
-            *file
-                .get(off + 1)
-                .ok_or("tag name length past the file end")?,
-        );
+        let flags = *file.get(off).ok_or(ImageError::VmwareTagPastEnd(off))?;
+        let name_len = usize::from(*file.get(off + 1).ok_or(ImageError::VmwareTagNameLength)?);
         if flags == 0 && name_len == 0 {
             return Ok(tags);
         }
         let name = file
             .get(off + 2..off + 2 + name_len)
-            .ok_or_else(|| format!("tag name at {:#x}: past the file end", off + 2))?;
+            .ok_or(ImageError::VmwareTagNamePastEnd(off + 2))?;
         let name = crate::text::Untrusted::from_utf8_lossy(name).truncated(64);
         let n_idx = usize::from((flags >> 6) & 3);
         let mut indices = Vec::with_capacity(n_idx);
         let mut p = off + 2 + name_len;
         for _ in 0..n_idx {
-            indices.push(
-                file.u32_at(p)
-                    .ok_or_else(|| format!("tag {name}: index past the file end"))?,
-            );
+            indices.push(file.u32_at(p).ok_or_else(|| ImageError::VmwareTagValue {
+                tag: name.clone(),
+                what: "index",
+            })?);
             p += 4;
         }
         let data_len = usize::from(flags & 0x3F);
@@ -400,16 +396,21 @@ fn vmware_memory_tags(
             } else {
                 file.u64_at(p)
             }
-            .ok_or_else(|| format!("tag {name}: data size past the file end"))?;
+            .ok_or_else(|| ImageError::VmwareTagValue {
+                tag: name.clone(),
+                what: "data size",
+            })?;
             let data_at = (p + 2 * w + 2) as u64;
             let end = data_at
                 .checked_add(size)
                 .filter(|&e| e <= file.len() as u64);
             let Some(end) = end else {
-                return Err(format!(
-                    "tag {name}: {size:#x} data bytes at {data_at:#x} run past the file end {:#x}",
-                    file.len()
-                ));
+                return Err(ImageError::VmwareTagData {
+                    tag: name,
+                    size,
+                    at: data_at,
+                    len: file.len(),
+                });
             };
             value = TagValue::Bytes {
                 offset: data_at,
@@ -424,13 +425,16 @@ fn vmware_memory_tags(
                 2 => file.u16_at(p).map(u64::from),
                 _ => Some(0),
             }
-            .ok_or_else(|| format!("tag {name}: value past the file end"))?;
+            .ok_or_else(|| ImageError::VmwareTagValue {
+                tag: name.clone(),
+                what: "value",
+            })?;
             value = TagValue::Num(v);
             off = p + data_len;
         }
         tags.push((name, indices, value));
     }
-    Err(format!("more than {MAX_TAGS} tags in the memory group"))
+    Err(ImageError::VmwareTooManyTags(MAX_TAGS))
 }
 
 /// What a VMware state file says of the memory: the regions (physical address, offset in the
@@ -442,9 +446,9 @@ pub struct VmwareLayout {
 }
 
 /// Parse a VMware .vmss/.vmsn's memory group.
-pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, String> {
+pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, ImageError> {
     if !is_vmware_state(file) {
-        return Err("not a VMware state file (magic)".into());
+        return Err(ImageError::VmwareMagic);
     }
     let tags = vmware_memory_tags(file)?;
     let num = |name: &str, idx: &[u32]| {
@@ -455,7 +459,10 @@ pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, String> {
     };
     let count = num("regionsCount", &[]).unwrap_or(0);
     if count > MAX_RANGES as u64 {
-        return Err(format!("regionsCount {count} (at most {MAX_RANGES})"));
+        return Err(ImageError::VmwareRegionCount {
+            count,
+            max: MAX_RANGES,
+        });
     }
     let mut regions = Vec::new();
     for i in 0..count as u32 {
@@ -464,15 +471,17 @@ pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, String> {
             num("regionPageNum", &[i]),
             num("regionSize", &[i]),
         ) else {
-            return Err(format!(
-                "region {i}: regionPPN, regionPageNum or regionSize missing"
-            ));
+            return Err(ImageError::VmwareRegionIncomplete(i));
         };
-        let pa = ppn.checked_mul(PAGE_SIZE).ok_or("regionPPN overflows")?;
+        let pa = ppn
+            .checked_mul(PAGE_SIZE)
+            .ok_or(ImageError::VmwareOverflow("regionPPN"))?;
         let at = page
             .checked_mul(PAGE_SIZE)
-            .ok_or("regionPageNum overflows")?;
-        let len = size.checked_mul(PAGE_SIZE).ok_or("regionSize overflows")?;
+            .ok_or(ImageError::VmwareOverflow("regionPageNum"))?;
+        let len = size
+            .checked_mul(PAGE_SIZE)
+            .ok_or(ImageError::VmwareOverflow("regionSize"))?;
         regions.push((pa, at, len));
     }
     let embedded = tags.iter().find_map(|(n, _, v)| match v {
@@ -490,7 +499,7 @@ pub fn vmware_ranges(
     regions: &[(u64, u64, u64)],
     base: u64,
     mem_len: u64,
-) -> Result<(PhysImage, u64), String> {
+) -> Result<(PhysImage, u64), ImageError> {
     let flat = [(0, 0, mem_len - mem_len % PAGE_SIZE)];
     let regions = if regions.is_empty() {
         &flat[..]
@@ -513,26 +522,21 @@ pub fn vmware_ranges(
 }
 
 /// The page ranges of an RDMP dump (DumpType 8, 9, 0xA) in `file`, its header at 0x2000.
-pub fn rdmp(file: &[u8], dump_type: u32) -> Result<PhysImage, String> {
+pub fn rdmp(file: &[u8], dump_type: u32) -> Result<PhysImage, ImageError> {
     const AT: usize = 0x2000;
     let h = file
         .get(AT..AT + 0x30)
-        .ok_or("RDMP header at 0x2000: past the file end")?;
+        .ok_or(ImageError::RdmpHeaderPastEnd)?;
     if h.u32_at(0) != Some(0x40) {
-        return Err(format!(
-            "Marker {:#x} (expected 0x40)",
-            h.u32_at(0).unwrap_or(0)
-        ));
+        return Err(ImageError::RdmpMarker(h.u32_at(0).unwrap_or(0)));
     }
     if &h[4..8] != b"RDMP" || &h[8..12] != b"DUMP" {
-        return Err("signature is not RDMP/DUMP".into());
+        return Err(ImageError::RdmpSignature);
     }
     let meta = h.u64_at(0x10).unwrap_or(0);
     let first = h.u64_at(0x18).unwrap_or(0);
     if meta.checked_sub(0x20) != first.checked_sub(0x2040) {
-        return Err(format!(
-            "MetadataSize {meta:#x} and FirstPageOffset {first:#x} disagree (MetadataSize − 0x20 ≠ FirstPageOffset − 0x2040)"
-        ));
+        return Err(ImageError::RdmpSizes { meta, first });
     }
     let table = AT + 0x30;
     let (max_entries, total) = if dump_type == 0xA {
@@ -556,10 +560,16 @@ pub fn rdmp(file: &[u8], dump_type: u32) -> Result<PhysImage, String> {
         }
         let size = count
             .checked_mul(PAGE_SIZE)
-            .ok_or_else(|| format!("range {i}: PageCount {count:#x} overflows"))?;
-        let start = pfn
-            .checked_mul(PAGE_SIZE)
-            .ok_or_else(|| format!("range {i}: Pfn {pfn:#x} overflows"))?;
+            .ok_or(ImageError::RdmpOverflow {
+                index: i,
+                field: "PageCount",
+                value: count,
+            })?;
+        let start = pfn.checked_mul(PAGE_SIZE).ok_or(ImageError::RdmpOverflow {
+            index: i,
+            field: "Pfn",
+            value: pfn,
+        })?;
         ranges.push(PhysRange {
             start,
             size,
@@ -636,22 +646,32 @@ mod tests {
 
     #[test]
     fn bad_elf_cores_say_what_is_wrong() {
-        assert!(elf(&elf64(&[(0, 0x1000)], 2))
-            .unwrap_err()
-            .contains("not a core"));
+        assert_eq!(
+            elf(&elf64(&[(0, 0x1000)], 2)).unwrap_err(),
+            ImageError::ElfNotCore(2)
+        );
         let no_loads = elf64(&[], 4);
-        assert!(elf(&no_loads)
-            .unwrap_err()
-            .contains("without physical memory"));
+        assert_eq!(elf(&no_loads).unwrap_err(), ImageError::ElfNoMemory);
         let unplaced = elf64(&[(0, 0x1000), (0, 0x1000)], 4);
-        assert!(elf(&unplaced)
-            .unwrap_err()
-            .contains("no physical addresses"));
+        assert_eq!(elf(&unplaced).unwrap_err(), ImageError::ElfNoAddresses(2));
         let overlap = elf64(&[(0, 0x2000), (0x1000, 0x1000)], 4);
-        assert!(elf(&overlap).unwrap_err().contains("overlap"));
+        assert_eq!(
+            elf(&overlap).unwrap_err(),
+            ImageError::ElfRanges(Box::new(ImageError::Overlap {
+                first: 0,
+                second: 0x1000
+            }))
+        );
+        assert_eq!(
+            elf(&overlap).unwrap_err().to_string(),
+            "PT_LOAD: ranges at physical 0x0 and 0x1000 overlap"
+        );
         let mut short = elf64(&[(0, 0x1000)], 4);
         short[56..58].copy_from_slice(&0xFFFFu16.to_le_bytes());
-        assert!(elf(&short).unwrap_err().contains("past the file end"));
+        assert!(matches!(
+            elf(&short).unwrap_err(),
+            ImageError::ElfHeadersPastEnd { phnum: 0xFFFF, .. }
+        ));
         assert!(elf(b"\x7fELF").is_err());
     }
 
@@ -745,14 +765,24 @@ mod tests {
             1,
             &[("regionsCount", &[], n32(1)), ("regionPPN", &[0], n32(0))],
         );
-        assert!(vmware_layout(&f).unwrap_err().contains("region 0"));
+        assert_eq!(
+            vmware_layout(&f).unwrap_err(),
+            ImageError::VmwareRegionIncomplete(0)
+        );
         let f = vmss(1, &[("regionsCount", &[], n32(1 << 30))]);
-        assert!(vmware_layout(&f).unwrap_err().contains("at most"));
+        assert!(matches!(
+            vmware_layout(&f).unwrap_err(),
+            ImageError::VmwareRegionCount {
+                count: 0x4000_0000,
+                ..
+            }
+        ));
         let mut f = vmss(1, &[]);
         f[12 + 80..12 + 86].copy_from_slice(b"nomemo");
-        assert!(vmware_layout(&f)
-            .unwrap_err()
-            .contains("no \"memory\" group"));
+        assert_eq!(
+            vmware_layout(&f).unwrap_err(),
+            ImageError::VmwareNoMemoryGroup
+        );
         // A long tag whose size runs past the end.
         let mut f = vmss(1, &[("Memory", &[0, 0], vec![0; 0x10])]);
         let n = f.len();
@@ -787,7 +817,10 @@ mod tests {
             [(0x10000, 0x2000, first), (0x40000, 0x1000, first + 0x2000)]
         );
         f[h + 0x18] ^= 0x10;
-        assert!(rdmp(&f, 8).unwrap_err().contains("disagree"));
+        assert!(matches!(
+            rdmp(&f, 8).unwrap_err(),
+            ImageError::RdmpSizes { .. }
+        ));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! (checked by the caller, [`crate::kernel::discover::open_with_layout`]); otherwise the search runs
 //! and a warning says why. Everything from the file is bounded before use.
 
+use super::error::LayoutError;
 use super::image::{PhysRange, MAX_RANGES};
 use super::Arch;
 use crate::text::Untrusted;
@@ -63,25 +64,26 @@ struct RawRange {
 
 impl Layout {
     /// Parse a layout file's bytes; the error names the field that is wrong.
-    pub fn parse(bytes: &[u8]) -> Result<Layout, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Layout, LayoutError> {
         if bytes.len() as u64 > MAX_LAYOUT_BYTES {
-            return Err(format!(
-                "{} bytes (at most {MAX_LAYOUT_BYTES})",
-                bytes.len()
-            ));
+            return Err(LayoutError::TooLarge {
+                len: bytes.len(),
+                max: MAX_LAYOUT_BYTES,
+            });
         }
-        let raw: Raw = serde_json::from_slice(bytes).map_err(|e| format!("not a layout: {e}"))?;
+        let raw: Raw = serde_json::from_slice(bytes)
+            .map_err(|e| LayoutError::NotJson(Untrusted::new(e.to_string()).truncated(200)))?;
         if raw.etwdump_layout != LAYOUT_VERSION {
-            return Err(format!(
-                "etwdump_layout {} (this build reads version {LAYOUT_VERSION})",
-                raw.etwdump_layout
-            ));
+            return Err(LayoutError::Version {
+                found: raw.etwdump_layout,
+                supported: LAYOUT_VERSION,
+            });
         }
         if raw.ranges.len() > MAX_RANGES {
-            return Err(format!(
-                "ranges: {} (at most {MAX_RANGES})",
-                raw.ranges.len()
-            ));
+            return Err(LayoutError::TooManyRanges {
+                count: raw.ranges.len(),
+                max: MAX_RANGES,
+            });
         }
         let machine = match (raw.arch.as_deref(), raw.dtb) {
             (None, None) => None,
@@ -90,12 +92,7 @@ impl Layout {
                     "x64" => Arch::X64,
                     "x86-pae" => Arch::X86 { pae: true },
                     "x86" => Arch::X86 { pae: false },
-                    other => {
-                        return Err(format!(
-                            "arch: \"{}\" (x64, x86-pae or x86)",
-                            Untrusted::from(other).truncated(40)
-                        ))
-                    }
+                    other => return Err(LayoutError::Arch(Untrusted::from(other).truncated(40))),
                 };
                 let align = if arch == (Arch::X86 { pae: true }) {
                     0x20
@@ -103,13 +100,11 @@ impl Layout {
                     0x1000
                 };
                 if dtb % align != 0 || dtb >= 1 << 52 {
-                    return Err(format!(
-                        "dtb: {dtb:#x} is not a {align:#x}-aligned physical address"
-                    ));
+                    return Err(LayoutError::Dtb { dtb, align });
                 }
                 Some((arch, dtb))
             }
-            _ => return Err("arch and dtb: give both or neither".into()),
+            _ => return Err(LayoutError::Machine),
         };
         let source =
             Untrusted::new(raw.source.unwrap_or_else(|| "a layout file".into())).truncated(200);
@@ -129,13 +124,13 @@ impl Layout {
     }
 
     /// Read and parse a layout file, reading at most [`MAX_LAYOUT_BYTES`] + 1 bytes.
-    pub fn read(path: &std::path::Path) -> Result<Layout, String> {
+    pub fn read(path: &std::path::Path) -> Result<Layout, LayoutError> {
         use std::io::Read;
-        let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let f = std::fs::File::open(path).map_err(|e| LayoutError::Io(e.to_string()))?;
         let mut bytes = Vec::new();
         f.take(MAX_LAYOUT_BYTES + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LayoutError::Io(e.to_string()))?;
         Layout::parse(&bytes)
     }
 }
@@ -179,14 +174,18 @@ mod tests {
             ),
         ] {
             let e = Layout::parse(bad.as_bytes()).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.to_string().contains(says), "{bad}: {e}");
         }
         let many = format!(
             r#"{{"etwdump_layout":1,"ranges":[{}]}}"#,
             vec![r#"{"start":0,"size":0,"file_offset":0}"#; MAX_RANGES + 1].join(",")
         );
-        assert!(Layout::parse(many.as_bytes())
-            .unwrap_err()
-            .starts_with("ranges: 65537"));
+        assert_eq!(
+            Layout::parse(many.as_bytes()).unwrap_err(),
+            LayoutError::TooManyRanges {
+                count: MAX_RANGES + 1,
+                max: MAX_RANGES
+            }
+        );
     }
 }

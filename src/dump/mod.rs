@@ -20,7 +20,7 @@ mod triage;
 
 pub use bitmap::Bitmap;
 pub use blobs::{Blob, SecondaryData};
-pub use error::DumpError;
+pub use error::{DumpError, ImageError, LayoutError};
 pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
 pub use image::{ImageFormat, PhysImage, PhysRange};
 pub use phys::PhysicalMemory;
@@ -172,7 +172,10 @@ impl DumpFile {
                 }
                 let layout = image::vmware_layout(&m).map_err(|reason| DumpError::BadImage {
                     format: "VMware state",
-                    reason: format!("{}: {reason}", meta.display()),
+                    reason: ImageError::VmwareAt {
+                        path: meta.display().to_string(),
+                        error: Box::new(reason),
+                    },
                 })?;
                 return Self::vmem((map, file), &layout, &meta, opts);
             }
