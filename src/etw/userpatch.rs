@@ -14,7 +14,7 @@
 //! still a finding, and one that only differs from the others is a notice. A baseline that
 //! itself returns at once (patched in the image or the section) is a finding too.
 
-use super::tamper::{Finding, Severity, TamperReport};
+use super::findings::{Finding, Severity, TamperReport};
 use crate::addr::VirtAddr;
 use crate::kernel::context::KernelContext;
 use std::collections::HashMap;
