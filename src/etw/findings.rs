@@ -4,6 +4,9 @@
 use crate::addr::VirtAddr;
 use serde::Serialize;
 
+/// The checks' ids (a crate of their own, which the forge shares).
+pub use etwdump_check_ids::CheckId;
+
 /// How sure a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -17,7 +20,7 @@ pub enum Severity {
 /// One finding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// The check's id (`reg-handle-null`, ...).
+    /// The check's id (`reg-handle-null`, ...: [`CheckId::as_str`]).
     pub check: &'static str,
     pub severity: Severity,
     /// What it concerns: a global's name, "provider {GUID} (name)", "session N (name)".
@@ -54,14 +57,14 @@ impl TamperReport {
     /// `before`.
     pub(crate) fn push_run(
         &mut self,
-        check: &'static str,
+        check: CheckId,
         examined: u64,
         before: usize,
         limit: Option<String>,
     ) {
         let findings = (self.findings.len() - before) as u64;
         self.runs.push(CheckRun {
-            check,
+            check: check.as_str(),
             examined,
             findings,
             limit,

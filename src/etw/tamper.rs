@@ -19,7 +19,7 @@ use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::symbols::layout::TypeRef;
 // The report's types are in their own file, which the user-memory check (`userpatch`) shares.
-pub use crate::etw::findings::{CheckRun, Finding, Severity, TamperReport};
+pub use crate::etw::findings::{CheckId, CheckRun, Finding, Severity, TamperReport};
 use std::collections::{HashMap, HashSet};
 
 /// `EVENT_TRACE_REAL_TIME_MODE` (evntrace.h).
@@ -85,16 +85,16 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
     let handles = handle_globals(ctx);
     if handles.is_empty() {
         r.push_run(
-            "reg-handle-null",
+            CheckId::RegHandleNull,
             0,
             before,
             Some("the symbols name no Etw*RegHandle global (give the kernel's PDB)".into()),
         );
         r.push_run(
-            "reg-handle-invalid",
+            CheckId::RegHandleInvalid,
             0,
             before,
-            Some("as reg-handle-null".into()),
+            Some(format!("as {}", CheckId::RegHandleNull)),
         );
         return;
     }
@@ -165,7 +165,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
                     .join(", ")
             );
             r.findings.push(Finding {
-                check: "reg-handle-null",
+                check: CheckId::RegHandleNull.as_str(),
                 severity: Severity::Alert,
                 subject: name.clone(),
                 address: Some(*va),
@@ -193,7 +193,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
         };
         if let Some(evidence) = wrong {
             invalid.push(Finding {
-                check: "reg-handle-invalid",
+                check: CheckId::RegHandleInvalid.as_str(),
                 severity: Severity::Alert,
                 subject: name.clone(),
                 address: Some(*va),
@@ -220,11 +220,10 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
         ));
     }
     let null_limit = (!notes.is_empty()).then(|| notes.join("; "));
-    r.push_run("reg-handle-null", n, before, null_limit);
+    r.push_run(CheckId::RegHandleNull, n, before, null_limit);
     let before = r.findings.len();
     r.findings.extend(invalid);
-    r.push_run(
-        "reg-handle-invalid",
+    r.push_run(CheckId::RegHandleInvalid,
         n,
         before,
         if walked {
@@ -246,7 +245,7 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
             let slot = e.slot.unwrap_or(0);
             if !live.contains(&e.logger_id) {
                 unknown.push(Finding {
-                    check: "enable-unknown-logger",
+                    check: CheckId::EnableUnknownLogger.as_str(),
                     severity: Severity::Alert,
                     subject: provider_label(p),
                     address: Some(p.guid_entry),
@@ -263,7 +262,7 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
             if let Some(a) = &p.aggregate {
                 if a.is_enabled == 0 {
                     r.findings.push(Finding {
-                        check: "provider-enable-state",
+                        check: CheckId::ProviderEnableState.as_str(),
                         severity: Severity::Alert,
                         subject: provider_label(p),
                         address: Some(p.guid_entry),
@@ -280,17 +279,22 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
         }
     }
     let examined = table.providers.len() as u64;
-    r.push_run("provider-enable-state", examined, before, limit.clone());
+    r.push_run(
+        CheckId::ProviderEnableState,
+        examined,
+        before,
+        limit.clone(),
+    );
     let before = r.findings.len();
     r.findings.extend(unknown);
-    r.push_run("enable-unknown-logger", examined, before, limit);
+    r.push_run(CheckId::EnableUnknownLogger, examined, before, limit);
 }
 
 fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
     let before = r.findings.len();
     let Some(wlc) = ctx.symbols.layout("_WMI_LOGGER_CONTEXT") else {
         r.push_run(
-            "clock-hook",
+            CheckId::ClockHook,
             0,
             before,
             Some("no _WMI_LOGGER_CONTEXT layout".into()),
@@ -299,7 +303,7 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
     };
     let Some(f) = wlc.field("GetCpuClock") else {
         r.push_run(
-            "clock-hook",
+            CheckId::ClockHook,
             0,
             before,
             Some("this build's _WMI_LOGGER_CONTEXT has no GetCpuClock".into()),
@@ -333,7 +337,7 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
         };
         examined += 1;
         let base = |evidence: String, expected: String| Finding {
-            check: "clock-hook",
+            check: CheckId::ClockHook.as_str(),
             severity: Severity::Alert,
             subject: session_label(s),
             address: Some(at),
@@ -382,7 +386,7 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
             ));
         }
     }
-    r.push_run("clock-hook", examined, before, limit);
+    r.push_run(CheckId::ClockHook, examined, before, limit);
 }
 
 fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
@@ -393,7 +397,7 @@ fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
         examined += 1;
         if !s.consumers.is_empty() && mode & EVENT_TRACE_REAL_TIME_MODE == 0 {
             r.findings.push(Finding {
-                check: "consumer-mode",
+                check: CheckId::ConsumerMode.as_str(),
                 severity: Severity::Alert,
                 subject: session_label(s),
                 address: Some(s.address),
@@ -417,5 +421,5 @@ fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
             });
         }
     }
-    r.push_run("consumer-mode", examined, before, None);
+    r.push_run(CheckId::ConsumerMode, examined, before, None);
 }
