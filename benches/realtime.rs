@@ -15,6 +15,7 @@ use criterion::Criterion;
 use etwdump::dump::{DumpFile, OpenOptions};
 use etwdump::etw::buffers::find_buffers;
 use etwdump::etw::loggers::list_sessions;
+use etwdump::etw::tamper::CheckId;
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
 use etwdump_forge::{forge, Config, HeadShape, NodeShape, RealtimeSpec};
 use std::path::Path;
@@ -93,11 +94,14 @@ fn main() {
     etwdump::etw::userpatch::check(&ctx, &mut r);
     let run = r.runs.last().unwrap();
     println!(
-        "etw-write-patch: {} processes examined of {procs} with user memory, {} findings, limit {:?}",
-        run.examined, run.findings, run.limit
+        "{}: {} processes examined of {procs} with user memory, {} findings, limit {:?}",
+        CheckId::EtwWritePatch,
+        run.examined,
+        run.findings,
+        run.limit
     );
     assert_eq!(run.examined as usize, procs);
-    let mut g = c.benchmark_group("etw-write-patch");
+    let mut g = c.benchmark_group(CheckId::EtwWritePatch.as_str());
     g.bench_function(format!("check {procs} processes"), |b| {
         b.iter(|| {
             let mut r = etwdump::etw::tamper::TamperReport::default();

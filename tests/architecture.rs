@@ -1,5 +1,6 @@
 //! The module graph (issue 12): each top-level module of the library may use only modules of
 //! its own or a lower layer. The layers, lowest first, are those of README "Architecture".
+//! No two files of src/ import each other, directly or through others (issue 28 step 6).
 //! `cargo test --test architecture -- --nocapture` prints who uses whom.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,46 +37,25 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level modules each module's source names (`crate::x`, and `super::x` in a
-/// top-level module's own file, where `super` is the crate root).
+/// The top-level modules each top-level module's files name: the file-level import graph
+/// ([`file_graph`]) with each file taken as its top-level module.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let top = |f: &str| {
+        let first = f.split('/').next().unwrap_or(f);
+        first.trim_end_matches(".rs").to_string()
+    };
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
-        let rel = f.strip_prefix(&src).unwrap();
-        let parts: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
-        let (module, top_file) = match parts.as_slice() {
-            [file] => (file.trim_end_matches(".rs").to_string(), true),
-            [dir, "mod.rs"] => (dir.to_string(), true),
-            [dir, ..] => (dir.to_string(), false),
-            [] => continue,
-        };
-        if module == "lib" || module == "main" {
+    for (f, uses) in file_graph() {
+        let m = top(&f);
+        if m == "lib" || m == "main" {
             continue; // the crate root and the binary may use everything
         }
-        let text = std::fs::read_to_string(&f).unwrap();
-        let uses = g.entry(module.clone()).or_default();
-        for line in text.lines() {
-            let code = line.split("//").next().unwrap_or("");
-            for (prefix, ok) in [("crate::", true), ("super::", top_file)] {
-                if !ok {
-                    continue;
-                }
-                for (i, _) in code.match_indices(prefix) {
-                    // `super::super::` and the like are inside the module.
-                    let rest = &code[i + prefix.len()..];
-                    let name: String = rest
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() && name != module && layer_of(&name).is_some() {
-                        uses.insert(name);
-                    }
-                }
-            }
-        }
+        let e = g.entry(m.clone()).or_default();
+        e.extend(
+            uses.iter()
+                .map(|u| top(u))
+                .filter(|u| *u != m && u != "lib"),
+        );
     }
     g
 }
@@ -314,4 +294,388 @@ fn input_text_is_untrusted_and_escaped_in_one_place() {
     ] {
         assert!(read(file).contains(decl), "{file}: {decl}");
     }
+}
+
+/// The source of a file with comments, string and character literals blanked (newlines kept),
+/// so that paths and braces are only those of the code.
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let blank = |c: u8| if c == b'\n' { b'\n' } else { b' ' };
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &b[i..];
+        if rest.starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                out.push(b' ');
+                i += 1;
+            }
+        } else if rest.starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    out.extend(b"  ");
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    out.extend(b"  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if (rest.starts_with(b"r#") || rest.starts_with(b"r\"") || rest.starts_with(b"br"))
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+            && rest.iter().find(|&&c| c != b'b' && c != b'r' && c != b'#') == Some(&b'"')
+        {
+            // A raw string: r#"..."# (any number of #).
+            let start = rest.iter().position(|&c| c == b'"').unwrap();
+            let hashes = rest[..start].iter().filter(|&&c| c == b'#').count();
+            let mut close = vec![b'"'];
+            close.extend(std::iter::repeat_n(b'#', hashes));
+            out.extend(std::iter::repeat_n(b' ', start + 1));
+            i += start + 1;
+            while i < b.len() && !b[i..].starts_with(&close) {
+                out.push(blank(b[i]));
+                i += 1;
+            }
+            out.extend(std::iter::repeat_n(b' ', close.len()));
+            i += close.len();
+        } else if b[i] == b'"' {
+            out.push(b' ');
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    out.push(b' ');
+                    i += 1;
+                }
+                if i < b.len() {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+            out.push(b' ');
+            i += 1;
+        } else if b[i] == b'\'' {
+            // A character literal ('x', '\n', '\u{..}'); otherwise a lifetime.
+            let end = if rest.get(1) == Some(&b'\\') {
+                rest.iter().skip(2).position(|&c| c == b'\'').map(|p| p + 3)
+            } else {
+                let ch = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (rest.get(1 + ch) == Some(&b'\'')).then_some(ch + 2)
+            };
+            let n = end.unwrap_or(1);
+            out.extend(std::iter::repeat_n(b' ', n));
+            i += n;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Tokens of code: identifiers, `::`, and single punctuation characters.
+fn tokens(code: &str) -> Vec<&str> {
+    let mut t = Vec::new();
+    let mut i = 0;
+    let b = code.as_bytes();
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_alphanumeric() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            t.push(&code[s..i]);
+        } else if code[i..].starts_with("::") {
+            t.push("::");
+            i += 2;
+        } else if c.is_ascii_whitespace() || !c.is_ascii() {
+            i += 1;
+        } else {
+            t.push(&code[i..i + 1]);
+            i += 1;
+        }
+    }
+    t
+}
+
+/// The paths of a path or use tree starting at `t[*i]` (after `crate::` or `super::`), each
+/// appended to `prefix`: `a::b::{c, d::{e, self}}` gives a::b::c, a::b::d::e, a::b::d.
+fn use_tree(t: &[&str], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        match t.get(*i) {
+            Some(&"{") => {
+                *i += 1;
+                while *i < t.len() && t[*i] != "}" {
+                    let at = *i;
+                    use_tree(t, i, path.clone(), out);
+                    if t.get(*i) == Some(&",") || *i == at {
+                        *i += 1;
+                    }
+                }
+                *i += 1;
+                return;
+            }
+            Some(&"self") | Some(&"*") => {
+                *i += 1;
+            }
+            Some(s) if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+                path.push(s.to_string());
+                *i += 1;
+            }
+            _ => {}
+        }
+        if t.get(*i) == Some(&"::") {
+            *i += 1;
+            continue;
+        }
+        if t.get(*i) == Some(&"as") {
+            *i += 2;
+        }
+        out.push(path);
+        return;
+    }
+}
+
+/// The file-level import graph of src/: a file imports another when it names an item of it
+/// through `crate::` or `super::` (also inside `use` groups). A path resolves to the file of
+/// its longest prefix that is a module with a file of its own (items of inline modules belong
+/// to their file). A parent naming its child modules by their bare names is not an import.
+fn file_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    // Module path (["etw", "loggers"]) of each file.
+    let module_of = |f: &Path| -> Vec<String> {
+        let rel = f.strip_prefix(&src).unwrap();
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_str().unwrap().to_string())
+            .collect();
+        let last = parts.pop().unwrap();
+        if last != "mod.rs" && last != "lib.rs" && last != "main.rs" {
+            parts.push(last.trim_end_matches(".rs").to_string());
+        }
+        parts
+    };
+    let by_module: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .filter(|f| !f.ends_with("main.rs"))
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().display().to_string();
+            (module_of(f), rel)
+        })
+        .collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let own = module_of(f);
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        let t = tokens(&code);
+        let mut paths = Vec::new();
+        // Inline modules open here: (name, brace depth inside it).
+        let mut inline: Vec<usize> = Vec::new();
+        let mut inline_names: Vec<String> = Vec::new();
+        let mut depth = 0usize;
+        let mut i = 0;
+        while i < t.len() {
+            match t[i] {
+                "{" => depth += 1,
+                "}" => {
+                    if inline.last() == Some(&depth) {
+                        inline.pop();
+                        inline_names.pop();
+                    }
+                    depth = depth.saturating_sub(1);
+                }
+                "mod" if t.get(i + 2) == Some(&"{") => {
+                    inline_names.push(t[i + 1].to_string());
+                    inline.push(depth + 1);
+                }
+                "crate" | "super"
+                    if t.get(i + 1) == Some(&"::") && (i == 0 || t[i - 1] != "::") =>
+                {
+                    let mut base: Vec<String> = own.clone();
+                    base.extend(inline_names.iter().cloned());
+                    let mut j = i;
+                    if t[i] == "crate" {
+                        base.clear();
+                        j += 2;
+                    } else {
+                        while t.get(j) == Some(&"super") && t.get(j + 1) == Some(&"::") {
+                            base.pop();
+                            j += 2;
+                        }
+                    }
+                    use_tree(&t, &mut j, base, &mut paths);
+                    i = j;
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        let uses = g.entry(rel.clone()).or_default();
+        for p in paths {
+            let target = (0..=p.len())
+                .rev()
+                .find_map(|n| by_module.get(&p[..n]))
+                .unwrap();
+            if *target != rel {
+                uses.insert(target.clone());
+            }
+        }
+    }
+    g
+}
+
+/// Tarjan's strongly connected components of a graph given as adjacency lists.
+struct Tarjan<'a> {
+    edges: &'a [Vec<usize>],
+    index: Vec<Option<usize>>,
+    low: Vec<usize>,
+    on_stack: Vec<bool>,
+    stack: Vec<usize>,
+    next: usize,
+    components: Vec<Vec<usize>>,
+}
+
+impl Tarjan<'_> {
+    fn components(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
+        let n = edges.len();
+        let mut t = Tarjan {
+            edges,
+            index: vec![None; n],
+            low: vec![0; n],
+            on_stack: vec![false; n],
+            stack: Vec::new(),
+            next: 0,
+            components: Vec::new(),
+        };
+        for v in 0..n {
+            if t.index[v].is_none() {
+                t.visit(v);
+            }
+        }
+        t.components
+    }
+
+    fn visit(&mut self, v: usize) {
+        self.index[v] = Some(self.next);
+        self.low[v] = self.next;
+        self.next += 1;
+        self.stack.push(v);
+        self.on_stack[v] = true;
+        for &w in &self.edges[v] {
+            match self.index[w] {
+                None => {
+                    self.visit(w);
+                    self.low[v] = self.low[v].min(self.low[w]);
+                }
+                Some(iw) if self.on_stack[w] => self.low[v] = self.low[v].min(iw),
+                Some(_) => {}
+            }
+        }
+        if Some(self.low[v]) == self.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = self.stack.pop().unwrap();
+                self.on_stack[w] = false;
+                comp.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            self.components.push(comp);
+        }
+    }
+}
+
+/// The import cycles of a graph: for each strongly connected component of more than one
+/// file, one cycle through its first file (the shortest, found breadth-first), then all the
+/// component's files.
+fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<(Vec<String>, Vec<String>)> {
+    let names: Vec<&String> = g.keys().collect();
+    let idx: BTreeMap<&String, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let edges: Vec<Vec<usize>> = names
+        .iter()
+        .map(|n| g[*n].iter().filter_map(|m| idx.get(m).copied()).collect())
+        .collect();
+    let mut out = Vec::new();
+    for comp in Tarjan::components(&edges)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+    {
+        let inside: BTreeSet<usize> = comp.iter().copied().collect();
+        let start = *comp.iter().min().unwrap();
+        let mut prev = vec![usize::MAX; names.len()];
+        let mut queue = std::collections::VecDeque::from([start]);
+        let mut last = None;
+        'bfs: while let Some(v) = queue.pop_front() {
+            for &w in edges[v].iter().filter(|w| inside.contains(w)) {
+                if w == start {
+                    last = Some(v);
+                    break 'bfs;
+                }
+                if prev[w] == usize::MAX {
+                    prev[w] = v;
+                    queue.push_back(w);
+                }
+            }
+        }
+        let mut cycle = Vec::new();
+        let mut v = last.unwrap();
+        while v != start {
+            cycle.push(names[v].clone());
+            v = prev[v];
+        }
+        cycle.push(names[start].clone());
+        cycle.reverse();
+        let mut all: Vec<String> = comp.iter().map(|&v| names[v].clone()).collect();
+        all.sort();
+        out.push((cycle, all));
+    }
+    out
+}
+
+/// No import cycle between files (issue 28 step 6): each pair of files depends one way, so
+/// every file can be read knowing only the files below it.
+#[test]
+fn no_import_cycle_between_files() {
+    let g = file_graph();
+    for (f, uses) in &g {
+        println!(
+            "{f} imports: {}",
+            uses.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    // The graph sees the imports it should (a use group, a multi-line use, super::).
+    assert!(g["etw/tamper.rs"].contains("etw/loggers.rs"));
+    assert!(g["symbols/builtin/buffer_header.rs"].contains("symbols/builtin/mod.rs"));
+    assert!(g["symbols/builtin/buffer_header.rs"].contains("symbols/layout.rs"));
+    let found = cycles(&g);
+    let text: Vec<String> = found
+        .iter()
+        .map(|(cycle, all)| {
+            format!(
+                "{} -> {} (files of the cycle: {})",
+                cycle.join(" -> "),
+                cycle[0],
+                all.join(", ")
+            )
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "import cycles between files:\n{}",
+        text.join("\n")
+    );
 }

@@ -12,6 +12,7 @@ use etwdump::etw::loggers::list_sessions;
 use etwdump::etw::providers::{ProviderTable, RegKind};
 use etwdump::etw::tamper::{self, TamperReport};
 use etwdump::kernel::context::{KernelContext, SymbolOptions};
+use etwdump_check_ids::CheckId;
 use etwdump_forge::{
     forge, providers_config, tamper_scenarios, Config, Forged, TableShape, TamperKind, TamperSpec,
 };
@@ -225,10 +226,13 @@ fn every_era_lists_what_the_forge_placed_and_finds_nothing() {
             !e.providers.is_empty(),
             "{name}: the forge placed providers"
         );
+        // Every check ran, once, in the order of CheckId::ALL.
+        let ran: Vec<&str> = r.report.runs.iter().map(|x| x.check).collect();
+        assert_eq!(ran, CheckId::ALL.map(CheckId::as_str), "{name}");
         // Every kernel check ran in full: the symbols name the handles and clock routines.
         // These dumps hold no process's user memory: the user-mode check says so.
         for run in &r.report.runs {
-            if run.check == "etw-write-patch" {
+            if run.check == CheckId::EtwWritePatch.as_str() {
                 match &f.ntdll {
                     // x64: every process with user memory is examined, in full.
                     Some(n) => {
@@ -260,7 +264,7 @@ fn every_era_lists_what_the_forge_placed_and_finds_nothing() {
                 continue;
             }
             // Clock routines: where the fixture names none, only "inside the image" is checked.
-            if run.check == "clock-hook" && run.limit.is_some() {
+            if run.check == CheckId::ClockHook.as_str() && run.limit.is_some() {
                 assert!(
                     f.etw
                         .as_ref()
@@ -278,7 +282,7 @@ fn every_era_lists_what_the_forge_placed_and_finds_nothing() {
             .report
             .runs
             .iter()
-            .find(|x| x.check == "reg-handle-null")
+            .find(|x| x.check == CheckId::RegHandleNull.as_str())
             .unwrap();
         assert_eq!(
             handles.examined,
@@ -330,7 +334,7 @@ fn each_tampered_variant_gives_exactly_its_finding() {
             .map(|x| {
                 // The forge names the logger context; the finding its GetCpuClock field.
                 let at = x.address.map_or(0, |a| a.get());
-                let at = if x.check == "clock-hook" {
+                let at = if x.check == CheckId::ClockHook.as_str() {
                     at - r.clock_offset
                 } else {
                     at
@@ -338,19 +342,19 @@ fn each_tampered_variant_gives_exactly_its_finding() {
                 (x.check, at)
             })
             .collect();
-        let want_v: Vec<(&str, u64)> = want.iter().map(|x| (x.check, x.address)).collect();
+        let want_v: Vec<(&str, u64)> = want.iter().map(|x| (x.check.as_str(), x.address)).collect();
         assert_eq!(got, want_v, "{label}: findings {:#?}", r.report.findings);
         for x in want {
-            seen.insert((x.check, name.clone()));
+            seen.insert((x.check.as_str(), name.clone()));
         }
     }
     // Every check was proven on every era where it applies.
     for check in [
-        "reg-handle-null",
-        "reg-handle-invalid",
-        "provider-enable-state",
-        "enable-unknown-logger",
-        "clock-hook",
+        CheckId::RegHandleNull,
+        CheckId::RegHandleInvalid,
+        CheckId::ProviderEnableState,
+        CheckId::EnableUnknownLogger,
+        CheckId::ClockHook,
     ] {
         for name in FIXTURES {
             // The handle kinds need the build's kernel handle globals (x64-26100 has none).
@@ -364,21 +368,25 @@ fn each_tampered_variant_gives_exactly_its_finding() {
             if no_handles
                 && matches!(
                     check,
-                    "reg-handle-null" | "reg-handle-invalid" | "provider-enable-state"
+                    CheckId::RegHandleNull
+                        | CheckId::RegHandleInvalid
+                        | CheckId::ProviderEnableState
                 )
             {
                 continue;
             }
             assert!(
-                seen.contains(&(check, name.to_string())),
+                seen.contains(&(check.as_str(), name.to_string())),
                 "{check} on {name}"
             );
         }
     }
-    assert!(seen.iter().any(|(c, _)| *c == "consumer-mode"));
+    assert!(seen
+        .iter()
+        .any(|(c, _)| *c == CheckId::ConsumerMode.as_str()));
     for name in FIXTURES.iter().filter(|n| n.starts_with("x64")) {
         assert!(
-            seen.contains(&("etw-write-patch", name.to_string())),
+            seen.contains(&(CheckId::EtwWritePatch.as_str(), name.to_string())),
             "{name}"
         );
     }
@@ -393,7 +401,7 @@ fn write_patch_findings_carry_their_evidence() {
     let root = fixture("x64-19041").parent().unwrap().to_path_buf();
     let mut variants = std::collections::BTreeSet::new();
     for (label, c) in tamper_scenarios(&root) {
-        if !label.contains("etw-write-patch") {
+        if !label.contains(CheckId::EtwWritePatch.as_str()) {
             continue;
         }
         let f = forge(&c);
@@ -406,13 +414,13 @@ fn write_patch_findings_carry_their_evidence() {
             .report
             .findings
             .iter()
-            .filter(|x| x.check == "etw-write-patch")
+            .filter(|x| x.check == CheckId::EtwWritePatch.as_str())
             .collect();
         let run = r
             .report
             .runs
             .iter()
-            .find(|x| x.check == "etw-write-patch")
+            .find(|x| x.check == CheckId::EtwWritePatch.as_str())
             .unwrap();
         assert_eq!(run.examined, n.processes.len() as u64, "{label}");
         let func = n
@@ -754,7 +762,7 @@ fn clock_index_outside_0_to_3_is_a_finding() {
                 .collect();
             assert_eq!(
                 got,
-                [("clock-hook", want[0].address)],
+                [(CheckId::ClockHook.as_str(), want[0].address)],
                 "{name} index {v:#x}"
             );
             let ev = &r.report.findings[0].evidence;
@@ -779,7 +787,10 @@ fn clock_index_outside_0_to_3_is_a_finding() {
             let b = patched(&f, &[(ctx_va + off, vec![v as u8])]);
             let r = read_bytes(b, &pdb);
             assert!(
-                r.report.findings.iter().all(|x| x.check != "clock-hook"),
+                r.report
+                    .findings
+                    .iter()
+                    .all(|x| x.check != CheckId::ClockHook.as_str()),
                 "{name} index {v}: {:#?}",
                 r.report.findings
             );

@@ -1,31 +1,36 @@
 //! WMI_BUFFER_HEADER, the 0x48-byte header of every trace buffer in memory and in an .etl
-//! file: the one home of its offsets for code that reads raw bytes (ETL files, triage-dump
-//! windows, the ETW secondary data) or writes them (`etl::writer`). Reads from mapped memory
-//! go through the symbols' `_WMI_BUFFER_HEADER` layout (PDB, ISF or the built-in table of
-//! `symbols::builtin::buffer_header`), which gives the same offsets on every 6.0+ kernel
-//! (etw-internals.md §2; `tests/builtin_layouts.rs` checks the two agree).
+//! file: its offsets for code that reads raw bytes (ETL files, triage-dump windows, the ETW
+//! secondary data) or writes them (`etl::writer`). Reads from mapped memory go through the
+//! symbols' `_WMI_BUFFER_HEADER` layout (PDB, ISF or the built-in table). The offsets' one
+//! home is that built-in table (`symbols::builtin::buffer_header`): the constants here are
+//! its newest era's, taken from it at compile time; every 6.0+ kernel has them, on x86 and
+//! x64 alike (etw-internals.md §2; `tests/builtin_layouts.rs` checks the table against the
+//! public layouts).
 
 use crate::bytes::LeBytes;
 use serde::Serialize;
 
 /// Size of WMI_BUFFER_HEADER: records start after it.
-pub const BUFFER_HEADER_SIZE: usize = 0x48;
+pub const BUFFER_HEADER_SIZE: usize = crate::symbols::builtin::buffer_header::SIZE as usize;
 
-/// Offsets of the members the tool reads and writes (6.0+, x86 and x64 alike; §2.1).
+/// Offsets of the members the tool reads and writes (6.0+, x86 and x64 alike; §2.1), from the
+/// built-in table's newest era.
 pub mod offsets {
-    pub const BUFFER_SIZE: usize = 0x00;
-    pub const SAVED_OFFSET: usize = 0x04;
-    pub const CURRENT_OFFSET: usize = 0x08;
-    pub const TIME_STAMP: usize = 0x10;
-    pub const SEQUENCE_NUMBER: usize = 0x18;
+    use crate::symbols::builtin::buffer_header::newest_offset;
+
+    pub const BUFFER_SIZE: usize = newest_offset("BufferSize");
+    pub const SAVED_OFFSET: usize = newest_offset("SavedOffset");
+    pub const CURRENT_OFFSET: usize = newest_offset("CurrentOffset");
+    pub const TIME_STAMP: usize = newest_offset("TimeStamp");
+    pub const SEQUENCE_NUMBER: usize = newest_offset("SequenceNumber");
     /// ETW_BUFFER_CONTEXT {ProcessorIndex: 11 bits (or ProcessorNumber u8 + Alignment u8);
     /// LoggerId: u16 at +2}.
-    pub const CLIENT_CONTEXT: usize = 0x28;
-    pub const LOGGER_ID: usize = 0x2A;
-    pub const STATE: usize = 0x2C;
-    pub const OFFSET: usize = 0x30;
-    pub const BUFFER_FLAG: usize = 0x34;
-    pub const BUFFER_TYPE: usize = 0x36;
+    pub const CLIENT_CONTEXT: usize = newest_offset("ClientContext");
+    pub const LOGGER_ID: usize = CLIENT_CONTEXT + 2;
+    pub const STATE: usize = newest_offset("State");
+    pub const OFFSET: usize = newest_offset("Offset");
+    pub const BUFFER_FLAG: usize = newest_offset("BufferFlag");
+    pub const BUFFER_TYPE: usize = newest_offset("BufferType");
 }
 
 /// ETW_BUFFER_STATE Flush: what a buffer written to a file says (§2.4).
@@ -56,11 +61,10 @@ const FLAG_COMPRESSED: u64 = 0x40;
 const STATE_COMPRESSED: u64 = 5;
 
 impl BufferHeader {
-    /// A WMI_BUFFER_HEADER from raw bytes, at the offsets every 6.0+ kernel uses on x86 and x64
-    /// (etw-internals.md §2: BufferSize 0x00, SavedOffset 0x04, CurrentOffset 0x08,
-    /// SequenceNumber 0x18, ClientContext 0x28 {ProcessorIndex: 11 bits, LoggerId: u16 at 0x2A},
-    /// State 0x2C, Offset 0x30, BufferFlag 0x34, BufferType 0x36). For buffers that are not in
-    /// mapped memory (triage-dump windows and the ETW secondary data).
+    /// A WMI_BUFFER_HEADER from raw bytes, at the [`offsets`] every 6.0+ kernel uses on x86 and
+    /// x64 (etw-internals.md §2; ClientContext: ProcessorIndex in its low 11 bits, LoggerId in
+    /// its high u16). For buffers that are not in mapped memory (triage-dump windows and the
+    /// ETW secondary data).
     pub fn from_bytes(b: &[u8]) -> Option<BufferHeader> {
         use offsets::*;
         let u32_ = |o: usize| b.u32_at(o).map(u64::from);

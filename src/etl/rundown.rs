@@ -22,9 +22,11 @@
 //!   DefaultBase ptr, Reserved1-4 u32, FileName (UTF-16, NUL).
 
 use super::writer::{perfinfo_record, system_record};
+// The partition information goes into the header buffer (`writer::header_buffer`): it is
+// built there, and named here too with the other rundown records.
+pub use super::writer::{partition_info, HOOK_PARTITION_INFO};
 
 /// Hooks written here.
-pub const HOOK_PARTITION_INFO: u16 = 0x0050;
 pub const HOOK_PROCESS_DCSTART: u16 = 0x0303;
 pub const HOOK_THREAD_DCSTART: u16 = 0x0503;
 pub const HOOK_IMAGE_DCSTART: u16 = 0x1403;
@@ -72,11 +74,6 @@ impl Payload {
         }
         self.u16(0)
     }
-}
-
-/// The 0x0050 partition-information record of the host partition (all zero).
-pub fn partition_info(x64: bool, tid: u32, pid: u32, ts: u64) -> Vec<u8> {
-    system_record(x64, 2, HOOK_PARTITION_INFO, tid, pid, ts, &[0u8; 0x30])
 }
 
 /// One process for the rundown.

@@ -101,6 +101,15 @@ pub fn system_record(
     r
 }
 
+/// The hook of the partition information Windows writes after the header event.
+pub const HOOK_PARTITION_INFO: u16 = 0x0050;
+
+/// The 0x0050 partition-information record of the host partition (all zero; its layout is
+/// described with the rundown's records, `etl::rundown`).
+pub fn partition_info(x64: bool, tid: u32, pid: u32, ts: u64) -> Vec<u8> {
+    system_record(x64, 2, HOOK_PARTITION_INFO, tid, pid, ts, &[0u8; 0x30])
+}
+
 /// A PERFINFO_TRACE_HEADER record (0x10 bytes + payload; 32-bit form 0xC010, 64-bit 0xC011).
 pub fn perfinfo_record(x64: bool, version: u16, hook: u16, ts: u64, payload: &[u8]) -> Vec<u8> {
     let size = 0x10 + payload.len();
@@ -153,7 +162,7 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
     );
     // Then, as in every real file (shared/data), the partition information of the host
     // partition, stamped like the header event (rundown.rs).
-    rec.extend(super::rundown::partition_info(
+    rec.extend(partition_info(
         h.x64,
         h.header_event_tid,
         h.header_event_pid,

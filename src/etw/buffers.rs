@@ -4,7 +4,7 @@
 
 use crate::addr::VirtAddr;
 use crate::etl::header::BufferHeader;
-use crate::etw::loggers::Session;
+use crate::etw::loggers::{Session, MAX_BUFFER_SIZE};
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::etw::realtime::{BufferOwner, FoundVia};
 use crate::etw::routes::{etw_support_route, BufferRoute, LoggerArray};
@@ -16,9 +16,6 @@ use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
-/// Largest buffer read (BufferSize is validated against the session's; this bounds a crafted
-/// session too).
-pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
 /// Most CPUs whose per-CPU buffers are looked at.
 const MAX_CPUS: u64 = 2048;
 /// Entries walked per buffer list at most (a million buffers is 4 GiB of 4 KiB buffers; no

@@ -39,6 +39,9 @@ use crate::decode::ccswap::{decode_pending, PENDING_BLOCK_SIZE};
 use crate::dump::{DumpFile, PageLookup};
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
 use crate::etl::records::walk_from;
+use crate::etw::clock::{self, ClockFacts, Converter};
+use crate::etw::loggers::Session;
+use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -55,90 +58,9 @@ pub const MAX_CANDIDATES: usize = 1 << 20;
 /// Pages per work unit handed to a thread.
 const CHUNK_PAGES: u64 = 1 << 14;
 
-/// What a carved object is to the live state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Class {
-    Live,
-    Orphaned,
-    StaleCopy,
-    /// Nothing found leads to it, but the live state itself could not be established (no
-    /// logger array located, e.g. without symbols): it may belong to a running session.
-    Unknown,
-}
-
-/// A trace buffer found by the pass.
-#[derive(Clone, Debug, Serialize)]
-pub struct CarvedBuffer {
-    /// Physical address of the header.
-    pub physical_address: PhysAddr,
-    /// Where it is mapped, when the kernel's page tables still map it.
-    pub virtual_address: Option<VirtAddr>,
-    pub class: Class,
-    pub logger_id: u64,
-    pub buffer_size: u64,
-    pub sequence_number: u64,
-    pub timestamp: u64,
-    pub processor: u64,
-    /// The valid length the header gives.
-    pub valid_bytes: u64,
-    /// Bytes recovered from the start (the valid length when complete).
-    pub recovered_bytes: u64,
-    /// Complete records in the recovered bytes (the chain may end before the valid end, as
-    /// in a live buffer whose last record was being written).
-    pub records: usize,
-    /// Where the record chain ends in the recovered bytes: the valid end for an intact buffer;
-    /// earlier where a page was overwritten, or where a live buffer's last record was being
-    /// written.
-    pub chain_end: u64,
-    /// Every valid byte was recovered from the buffer's own pages: all of them were read (a
-    /// buffer whose later pages are no longer mapped is recovered as far as they still are,
-    /// else up to the end of its first physical page) and the record chain runs from 0x48 to
-    /// the valid end. A later page reused by another allocation breaks the chain: the buffer
-    /// is then not complete, and only the bytes up to `chain_end` are the buffer's for sure.
-    pub complete: bool,
-    /// Where the record chain stops short of the recovered bytes (None: it reaches them).
-    pub chain_break: Option<ChainBreak>,
-    /// No virtual address maps it, and it was recovered past its first page from the
-    /// physically following pages, because its record chain runs through them to exactly
-    /// the valid end (the evidence that they are its own; a buffer's pages need not be
-    /// physically consecutive, and where they are not it stays partial).
-    pub physically_contiguous: bool,
-    /// The orphan group it belongs to.
-    pub group: Option<usize>,
-}
-
-/// Where a carved buffer's record chain stops before its recovered bytes end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct ChainBreak {
-    /// Offset in the buffer (= `chain_end`).
-    pub offset: u64,
-    /// Which of the buffer's pages (0: the first) holds that offset, and its physical address
-    /// where known.
-    pub page: u32,
-    pub physical_address: Option<PhysAddr>,
-    /// The chain stops exactly at a page boundary: what follows is a page whose bytes are no
-    /// record (typically reused by another allocation); otherwise a record inside the page is
-    /// cut or damaged (or, in a live buffer, still being written).
-    pub page_boundary: bool,
-}
-
-impl std::fmt::Display for ChainBreak {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "record chain ends at +{:#x} in page {}",
-            self.offset, self.page
-        )?;
-        if let Some(p) = self.physical_address {
-            write!(f, " (physical {p})")?;
-        }
-        if self.page_boundary && self.page > 0 {
-            write!(f, ", at the page's start: that page holds no record of this buffer (reused by another allocation?)")?;
-        }
-        Ok(())
-    }
-}
+// The carved buffers' types and bytes are in `carved.rs`, which the ETW source (units of
+// origin `carved`) shares.
+pub use crate::etw::carved::{buffer_bytes, CarvedBuffer, ChainBreak, Class};
 
 /// A pending compact context-switch block found by the pass.
 #[derive(Clone, Debug, Serialize)]
@@ -509,7 +431,7 @@ struct LiveSet {
 
 impl LiveSet {
     fn of(ctx: &KernelContext<'_>) -> LiveSet {
-        let src = crate::etw::source::EtwSource::open(ctx, None);
+        let src = EtwSource::open(ctx, None);
         let why_no_array = |warnings: &[Warning]| {
             warnings
                 .iter()
@@ -569,6 +491,101 @@ impl LiveSet {
             }
         }
         set
+    }
+}
+
+/// The carved buffers as an ETW source (`extract --carved` and the like): defined here, where
+/// the pass is, so that the source (`etw::source`) needs only the carved buffers' types.
+impl<'c, 'd> EtwSource<'c, 'd> {
+    /// The orphaned and stale-copy buffers a pass over all physical memory finds
+    /// ([`scan`] on `threads` threads), as units of origin `carved`, in
+    /// (group, SequenceNumber) order; a group's clock is its surviving context's ClockType,
+    /// else unknown (said).
+    pub fn open_carved(ctx: &'c KernelContext<'d>, threads: usize) -> EtwSource<'c, 'd> {
+        let rep = scan(ctx, threads, &Progress::default());
+        let mut src = EtwSource::sessions_with(ctx, rep.warnings.clone());
+        let sessions: Vec<Session> = src.memory().map_or_else(Vec::new, |l| l.sessions.clone());
+        let facts = ClockFacts::gather(ctx, &sessions);
+        let mut bufs: Vec<&CarvedBuffer> = rep
+            .buffers
+            .iter()
+            .filter(|b| b.class != Class::Live)
+            .collect();
+        bufs.sort_by_key(|b| (b.group, b.sequence_number, b.physical_address));
+        // One clock per orphan group (sessions that reused a LoggerId are separate groups);
+        // stale copies (no group) per LoggerId and BufferSize.
+        let mut conv_of: BTreeMap<(u64, u64, Option<usize>), usize> = BTreeMap::new();
+        for b in bufs {
+            let key = (b.logger_id, b.buffer_size, b.group);
+            let converter = match conv_of.get(&key) {
+                Some(&c) => c,
+                None => {
+                    let context = match b.group {
+                        Some(g) => rep
+                            .groups
+                            .iter()
+                            .find(|x| x.group == g)
+                            .and_then(|x| x.context)
+                            .and_then(|pa| rep.contexts.iter().find(|c| c.physical_address == pa)),
+                        None => rep
+                            .contexts
+                            .iter()
+                            .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size),
+                    };
+                    let live_session = sessions.iter().find(|s| s.logger_id == b.logger_id);
+                    // The surviving context's own ClockType and ReferenceTime (as for a live
+                    // session); without its address, a live session's of that clock type. A
+                    // stale copy of a live session's buffer: that session's clock.
+                    let copy_of = live_session.filter(|_| b.group.is_none());
+                    let conv = match (context, copy_of) {
+                        (_, Some(s)) => clock::for_session(ctx, &facts, s),
+                        (Some(c), None) => match c.virtual_address {
+                            Some(va) => {
+                                let mut sess = Session::bare(c.logger_id, va, "carved");
+                                sess.clock_type = Some(c.clock_type);
+                                clock::for_session(ctx, &facts, &sess)
+                            }
+                            None => clock::for_clock(ctx, &facts, &sessions, c.clock_type),
+                        },
+                        // No context left: the clock type their timestamps fit, alone.
+                        (None, None) => {
+                            let ts = rep
+                                .buffers
+                                .iter()
+                                .filter(|o| o.class != Class::Live)
+                                .filter(|o| (o.logger_id, o.buffer_size, o.group) == key)
+                                .map(|o| o.timestamp);
+                            let (lo, hi) = ts.fold((u64::MAX, 0), |(l, h), t| (l.min(t), h.max(t)));
+                            match clock::infer_clock(ctx, &facts, &sessions, (lo, hi)) {
+                                Ok((c, conv)) => {
+                                    src.warn(
+                                        Warning::new(
+                                            WarningKind::Inferred,
+                                            format!(
+                                                "logger {} (carved): no surviving logger context gives the clock type; {} ({c}) inferred: the only clock type that puts its buffers' timestamps {lo}..{hi} between boot and the dump's SystemTime",
+                                                b.logger_id,
+                                                crate::etw::mode::clock_type_name(c).unwrap_or("?"),
+                                            ),
+                                        )
+                                        .logger(b.logger_id),
+                                    );
+                                    conv
+                                }
+                                Err(why) => Converter::Unknown(format!(
+                                    "carved buffers of logger {}: no surviving logger context gives their clock type, and it cannot be inferred: {why}",
+                                    b.logger_id
+                                )),
+                            }
+                        }
+                    };
+                    let i = src.add_session_clock(b.logger_id, conv);
+                    conv_of.insert(key, i);
+                    i
+                }
+            };
+            src.push_carved(b, converter);
+        }
+        src
     }
 }
 
@@ -777,50 +794,6 @@ fn carve_context(
         }),
         note: live.rejected.get(&pa).cloned(),
     })
-}
-
-/// A carved buffer's bytes, BufferSize long: read through its virtual address as far as it is
-/// mapped, else its first physical page's bytes (the rest zero); with the end of what was
-/// recovered.
-pub fn buffer_bytes(ctx: &KernelContext<'_>, b: &CarvedBuffer) -> Option<(Vec<u8>, usize)> {
-    let size = b.buffer_size as usize;
-    if let Some(va) = b.virtual_address {
-        let mut v = vec![0u8; size];
-        let n = ctx.space.read_prefix(va, &mut v) as u64;
-        if n > 0 && n >= b.recovered_bytes {
-            return Some((v, b.recovered_bytes as usize));
-        }
-    }
-    let pa = b.physical_address.get();
-    if b.physically_contiguous {
-        let mut v = vec![0u8; size];
-        let mut n = 0usize;
-        while n < b.recovered_bytes as usize {
-            let at = pa + n as u64;
-            let PageLookup::Present(p) = ctx.dump.page(PhysAddr::new(at).pfn()) else {
-                break;
-            };
-            let o = (at % PAGE_SIZE) as usize;
-            let take = p
-                .len()
-                .saturating_sub(o)
-                .min(b.recovered_bytes as usize - n);
-            if take == 0 {
-                break;
-            }
-            v[n..n + take].copy_from_slice(&p[o..o + take]);
-            n += take;
-        }
-        return Some((v, n));
-    }
-    let PageLookup::Present(p) = ctx.dump.page(b.physical_address.pfn()) else {
-        return None;
-    };
-    let o = (pa % PAGE_SIZE) as usize;
-    let have = (p.len() - o).min(size);
-    let mut v = vec![0u8; size];
-    v[..have].copy_from_slice(&p[o..o + have]);
-    Some((v, (b.recovered_bytes as usize).min(have)))
 }
 
 /// Group the orphaned buffers (and those of unknown class) by (LoggerId, BufferSize).

@@ -77,10 +77,14 @@ pub struct RejectedSlot {
     pub reason: String,
 }
 
+/// Largest buffer read (`etw::buffers`, `etw::triage`) (BufferSize is validated against the session's; this bounds a crafted
+/// session too).
+pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
+
 /// A BufferSize a logger can have: 1 KiB to 64 MiB (`MAX_ETW_BUFFERSIZE` is 1 MiB before 6.2
 /// and larger in 2.0-format loggers; etw-internals.md §1.3).
 pub fn plausible_buffer_size(size: u64) -> bool {
-    (0x400..=crate::etw::buffers::MAX_BUFFER_SIZE).contains(&size)
+    (0x400..=MAX_BUFFER_SIZE).contains(&size)
 }
 
 impl Session {

@@ -2,10 +2,12 @@
 
 pub mod buffers;
 pub mod carve;
+pub mod carved;
 pub mod ccswap;
 pub mod clock;
 pub mod consumers;
 pub mod etw_support;
+pub mod findings;
 pub mod loggers;
 pub mod mode;
 pub mod provider_names;

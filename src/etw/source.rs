@@ -26,6 +26,7 @@ use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
 use crate::etl::records::{walk_from, Walk};
 use crate::etl::writer::{self, saved_buffer, synthetic_buffer, SyntheticHeader};
 use crate::etw::buffers::{find_buffers, read_buffer, space_of, BufferList, FoundBuffer};
+use crate::etw::carved::{buffer_bytes, CarvedBuffer};
 use crate::etw::ccswap::{find_pending, infer_clocks, PendingList};
 use crate::etw::clock::{self, ClockFacts, Converter};
 use crate::etw::loggers::{list_sessions, plausible_buffer_size, Session, SessionList};
@@ -70,7 +71,7 @@ enum UnitData {
     /// A buffer of the ETW secondary data (its bytes are in the file).
     Blob,
     /// A buffer found by the pass over physical memory that nothing leads to.
-    Carved(Box<crate::etw::carve::CarvedBuffer>),
+    Carved(Box<CarvedBuffer>),
 }
 
 /// Why a buffer or window the source found gives no records. Such units are listed by
@@ -242,117 +243,47 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         Self::open_for(ctx, sel, Need::Units)
     }
 
-    /// The orphaned and stale-copy buffers a pass over all physical memory finds
-    /// ([`crate::etw::carve::scan`] on `threads` threads), as units of origin `carved`, in
-    /// (group, SequenceNumber) order; a group's clock is its surviving context's ClockType,
-    /// else unknown (said).
-    pub fn open_carved(ctx: &'c KernelContext<'d>, threads: usize) -> EtwSource<'c, 'd> {
-        let rep = crate::etw::carve::scan(ctx, threads, &crate::etw::carve::Progress::default());
+    /// The sessions only, no units, with `warnings` instead of those met: the start of the
+    /// carved buffers' source ([`EtwSource::open_carved`], `etw::carve`).
+    pub(super) fn sessions_with(
+        ctx: &'c KernelContext<'d>,
+        warnings: Vec<Warning>,
+    ) -> EtwSource<'c, 'd> {
         let mut src = Self::open_for(ctx, None, Need::Sessions);
         src.units.clear();
-        src.warnings = rep.warnings.clone();
-        let sessions: Vec<Session> = src.memory().map_or_else(Vec::new, |l| l.sessions.clone());
-        let facts = ClockFacts::gather(ctx, &sessions);
-        let mut bufs: Vec<&crate::etw::carve::CarvedBuffer> = rep
-            .buffers
-            .iter()
-            .filter(|b| b.class != crate::etw::carve::Class::Live)
-            .collect();
-        bufs.sort_by_key(|b| (b.group, b.sequence_number, b.physical_address));
-        // One clock per orphan group (sessions that reused a LoggerId are separate groups);
-        // stale copies (no group) per LoggerId and BufferSize.
-        let mut conv_of: BTreeMap<(u64, u64, Option<usize>), usize> = BTreeMap::new();
-        for b in bufs {
-            let key = (b.logger_id, b.buffer_size, b.group);
-            let converter = match conv_of.get(&key) {
-                Some(&c) => c,
-                None => {
-                    let context = match b.group {
-                        Some(g) => rep
-                            .groups
-                            .iter()
-                            .find(|x| x.group == g)
-                            .and_then(|x| x.context)
-                            .and_then(|pa| rep.contexts.iter().find(|c| c.physical_address == pa)),
-                        None => rep
-                            .contexts
-                            .iter()
-                            .find(|c| c.logger_id == b.logger_id && c.buffer_size == b.buffer_size),
-                    };
-                    let live_session = sessions.iter().find(|s| s.logger_id == b.logger_id);
-                    // The surviving context's own ClockType and ReferenceTime (as for a live
-                    // session); without its address, a live session's of that clock type. A
-                    // stale copy of a live session's buffer: that session's clock.
-                    let copy_of = live_session.filter(|_| b.group.is_none());
-                    let conv = match (context, copy_of) {
-                        (_, Some(s)) => clock::for_session(ctx, &facts, s),
-                        (Some(c), None) => match c.virtual_address {
-                            Some(va) => {
-                                let mut sess = Session::bare(c.logger_id, va, "carved");
-                                sess.clock_type = Some(c.clock_type);
-                                clock::for_session(ctx, &facts, &sess)
-                            }
-                            None => clock::for_clock(ctx, &facts, &sessions, c.clock_type),
-                        },
-                        // No context left: the clock type their timestamps fit, alone.
-                        (None, None) => {
-                            let ts = rep
-                                .buffers
-                                .iter()
-                                .filter(|o| o.class != crate::etw::carve::Class::Live)
-                                .filter(|o| (o.logger_id, o.buffer_size, o.group) == key)
-                                .map(|o| o.timestamp);
-                            let (lo, hi) = ts.fold((u64::MAX, 0), |(l, h), t| (l.min(t), h.max(t)));
-                            match clock::infer_clock(ctx, &facts, &sessions, (lo, hi)) {
-                                Ok((c, conv)) => {
-                                    src.warnings.push(
-                                        Warning::new(
-                                            WarningKind::Inferred,
-                                            format!(
-                                                "logger {} (carved): no surviving logger context gives the clock type; {} ({c}) inferred: the only clock type that puts its buffers' timestamps {lo}..{hi} between boot and the dump's SystemTime",
-                                                b.logger_id,
-                                                crate::etw::mode::clock_type_name(c).unwrap_or("?"),
-                                            ),
-                                        )
-                                        .logger(b.logger_id),
-                                    );
-                                    conv
-                                }
-                                Err(why) => Converter::Unknown(format!(
-                                    "carved buffers of logger {}: no surviving logger context gives their clock type, and it cannot be inferred: {why}",
-                                    b.logger_id
-                                )),
-                            }
-                        }
-                    };
-                    let i = src.add_session_clock(b.logger_id, conv);
-                    conv_of.insert(key, i);
-                    i
-                }
-            };
-            src.units.push(TraceUnit {
-                logger_id: Some(b.logger_id),
-                origin: "carved",
-                address: b.virtual_address,
-                file_offset: None,
-                cpu: Some(b.processor),
-                processor: Some(b.processor),
-                header: None,
-                lists: Vec::new(),
-                first_record: BUFFER_HEADER_SIZE,
-                valid: b.recovered_bytes as usize,
-                buffer_valid: Some(b.valid_bytes),
-                shift: 0,
-                partial_bytes: 0,
-                skip: None,
-                owner: None,
-                via: None,
-                window: None,
-                converter,
-                data: UnitData::Carved(Box::new(b.clone())),
-            });
-        }
+        src.warnings = warnings;
         src
+    }
+
+    /// Add a warning (in order, after those already met).
+    pub(super) fn warn(&mut self, w: Warning) {
+        self.warnings.push(w);
+    }
+
+    /// Add a carved buffer as a unit of origin `carved`, with the clock `converter` (an index
+    /// from [`add_session_clock`](Self::add_session_clock)).
+    pub(super) fn push_carved(&mut self, b: &CarvedBuffer, converter: usize) {
+        self.units.push(TraceUnit {
+            logger_id: Some(b.logger_id),
+            origin: "carved",
+            address: b.virtual_address,
+            file_offset: None,
+            cpu: Some(b.processor),
+            processor: Some(b.processor),
+            header: None,
+            lists: Vec::new(),
+            first_record: BUFFER_HEADER_SIZE,
+            valid: b.recovered_bytes as usize,
+            buffer_valid: Some(b.valid_bytes),
+            shift: 0,
+            partial_bytes: 0,
+            skip: None,
+            owner: None,
+            via: None,
+            window: None,
+            converter,
+            data: UnitData::Carved(Box::new(b.clone())),
+        });
     }
 
     /// The sessions only (no units): for `sessions` and `--session` checks.
@@ -539,7 +470,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 .and_then(|o| self.ctx.dump.file_bytes(o, u.valid))
                 .map(Cow::Borrowed)
                 .ok_or_else(|| "its bytes are not in the file".into()),
-            UnitData::Carved(b) => crate::etw::carve::buffer_bytes(self.ctx, b)
+            UnitData::Carved(b) => buffer_bytes(self.ctx, b)
                 .map(|(v, _)| Cow::Owned(v))
                 .ok_or_else(|| "its first page is no longer readable".into()),
         }
@@ -668,7 +599,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     }
 
     /// Keep a session's clock (saying when it cannot convert); returns its index.
-    fn add_session_clock(&mut self, logger_id: u64, conv: Converter) -> usize {
+    pub(super) fn add_session_clock(&mut self, logger_id: u64, conv: Converter) -> usize {
         if let Some(why) = conv.problem() {
             self.warnings.push(
                 Warning::new(

@@ -18,7 +18,8 @@ use crate::etw::providers::{Provider, ProviderTable, RegKind};
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::symbols::layout::TypeRef;
-use serde::Serialize;
+// The report's types are in their own file, which the user-memory check (`userpatch`) shares.
+pub use crate::etw::findings::{CheckId, CheckRun, Finding, Severity, TamperReport};
 use std::collections::{HashMap, HashSet};
 
 /// `EVENT_TRACE_REAL_TIME_MODE` (evntrace.h).
@@ -33,75 +34,6 @@ pub use crate::symbols::CLOCK_ROUTINES;
 /// EtwpGetLoggerTimeStamp of Windows 10/11 builds, e.g. code-index file 65661481785). A value
 /// above it was not written by the kernel's clock setup.
 pub const MAX_CLOCK_INDEX: u64 = 3;
-
-/// How sure a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// What a clean kernel does not hold.
-    Alert,
-    /// Odd, and possibly benign (the text says why).
-    Notice,
-}
-
-/// One finding.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// The check's id (`reg-handle-null`, ...).
-    pub check: &'static str,
-    pub severity: Severity,
-    /// What it concerns: a global's name, "provider {GUID} (name)", "session N (name)".
-    pub subject: String,
-    pub address: Option<VirtAddr>,
-    pub field: Option<String>,
-    pub logger_id: Option<u64>,
-    /// What the dump holds.
-    pub evidence: String,
-    /// What a clean kernel would hold.
-    pub expected: String,
-}
-
-/// A check and whether it could run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CheckRun {
-    pub check: &'static str,
-    /// Objects examined (globals, providers, sessions).
-    pub examined: u64,
-    pub findings: u64,
-    /// Why it could not run, or ran only in part (None: ran in full).
-    pub limit: Option<String>,
-}
-
-/// Every check's findings and runs.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct TamperReport {
-    pub findings: Vec<Finding>,
-    pub runs: Vec<CheckRun>,
-}
-
-impl TamperReport {
-    /// Record that `check` ran over `examined` objects; its findings are those pushed since
-    /// `before`.
-    pub(crate) fn push_run(
-        &mut self,
-        check: &'static str,
-        examined: u64,
-        before: usize,
-        limit: Option<String>,
-    ) {
-        self.run(check, examined, before, limit)
-    }
-
-    fn run(&mut self, check: &'static str, examined: u64, before: usize, limit: Option<String>) {
-        let findings = (self.findings.len() - before) as u64;
-        self.runs.push(CheckRun {
-            check,
-            examined,
-            findings,
-            limit,
-        });
-    }
-}
 
 fn provider_label(p: &Provider) -> String {
     format!(
@@ -152,17 +84,17 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
     let before = r.findings.len();
     let handles = handle_globals(ctx);
     if handles.is_empty() {
-        r.run(
-            "reg-handle-null",
+        r.push_run(
+            CheckId::RegHandleNull,
             0,
             before,
             Some("the symbols name no Etw*RegHandle global (give the kernel's PDB)".into()),
         );
-        r.run(
-            "reg-handle-invalid",
+        r.push_run(
+            CheckId::RegHandleInvalid,
             0,
             before,
-            Some("as reg-handle-null".into()),
+            Some(format!("as {}", CheckId::RegHandleNull)),
         );
         return;
     }
@@ -233,7 +165,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
                     .join(", ")
             );
             r.findings.push(Finding {
-                check: "reg-handle-null",
+                check: CheckId::RegHandleNull.as_str(),
                 severity: Severity::Alert,
                 subject: name.clone(),
                 address: Some(*va),
@@ -261,7 +193,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
         };
         if let Some(evidence) = wrong {
             invalid.push(Finding {
-                check: "reg-handle-invalid",
+                check: CheckId::RegHandleInvalid.as_str(),
                 severity: Severity::Alert,
                 subject: name.clone(),
                 address: Some(*va),
@@ -288,11 +220,10 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
         ));
     }
     let null_limit = (!notes.is_empty()).then(|| notes.join("; "));
-    r.run("reg-handle-null", n, before, null_limit);
+    r.push_run(CheckId::RegHandleNull, n, before, null_limit);
     let before = r.findings.len();
     r.findings.extend(invalid);
-    r.run(
-        "reg-handle-invalid",
+    r.push_run(CheckId::RegHandleInvalid,
         n,
         before,
         if walked {
@@ -314,7 +245,7 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
             let slot = e.slot.unwrap_or(0);
             if !live.contains(&e.logger_id) {
                 unknown.push(Finding {
-                    check: "enable-unknown-logger",
+                    check: CheckId::EnableUnknownLogger.as_str(),
                     severity: Severity::Alert,
                     subject: provider_label(p),
                     address: Some(p.guid_entry),
@@ -331,7 +262,7 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
             if let Some(a) = &p.aggregate {
                 if a.is_enabled == 0 {
                     r.findings.push(Finding {
-                        check: "provider-enable-state",
+                        check: CheckId::ProviderEnableState.as_str(),
                         severity: Severity::Alert,
                         subject: provider_label(p),
                         address: Some(p.guid_entry),
@@ -348,17 +279,22 @@ fn enable_state(sessions: &[Session], table: &ProviderTable, r: &mut TamperRepor
         }
     }
     let examined = table.providers.len() as u64;
-    r.run("provider-enable-state", examined, before, limit.clone());
+    r.push_run(
+        CheckId::ProviderEnableState,
+        examined,
+        before,
+        limit.clone(),
+    );
     let before = r.findings.len();
     r.findings.extend(unknown);
-    r.run("enable-unknown-logger", examined, before, limit);
+    r.push_run(CheckId::EnableUnknownLogger, examined, before, limit);
 }
 
 fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
     let before = r.findings.len();
     let Some(wlc) = ctx.symbols.layout("_WMI_LOGGER_CONTEXT") else {
-        r.run(
-            "clock-hook",
+        r.push_run(
+            CheckId::ClockHook,
             0,
             before,
             Some("no _WMI_LOGGER_CONTEXT layout".into()),
@@ -366,8 +302,8 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
         return;
     };
     let Some(f) = wlc.field("GetCpuClock") else {
-        r.run(
-            "clock-hook",
+        r.push_run(
+            CheckId::ClockHook,
             0,
             before,
             Some("this build's _WMI_LOGGER_CONTEXT has no GetCpuClock".into()),
@@ -401,7 +337,7 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
         };
         examined += 1;
         let base = |evidence: String, expected: String| Finding {
-            check: "clock-hook",
+            check: CheckId::ClockHook.as_str(),
             severity: Severity::Alert,
             subject: session_label(s),
             address: Some(at),
@@ -450,7 +386,7 @@ fn clocks(ctx: &KernelContext<'_>, sessions: &[Session], r: &mut TamperReport) {
             ));
         }
     }
-    r.run("clock-hook", examined, before, limit);
+    r.push_run(CheckId::ClockHook, examined, before, limit);
 }
 
 fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
@@ -461,7 +397,7 @@ fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
         examined += 1;
         if !s.consumers.is_empty() && mode & EVENT_TRACE_REAL_TIME_MODE == 0 {
             r.findings.push(Finding {
-                check: "consumer-mode",
+                check: CheckId::ConsumerMode.as_str(),
                 severity: Severity::Alert,
                 subject: session_label(s),
                 address: Some(s.address),
@@ -485,5 +421,5 @@ fn consumer_mode(sessions: &[Session], r: &mut TamperReport) {
             });
         }
     }
-    r.run("consumer-mode", examined, before, None);
+    r.push_run(CheckId::ConsumerMode, examined, before, None);
 }

@@ -27,7 +27,7 @@ use crate::dump::{DataBlock, SecondaryData};
 use crate::etl::header::BufferHeader;
 use crate::etl::header::BUFFER_HEADER_SIZE;
 use crate::etl::records::{resync, walk_from};
-use crate::etw::buffers::MAX_BUFFER_SIZE;
+use crate::etw::loggers::MAX_BUFFER_SIZE;
 use crate::kernel::context::KernelContext;
 use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};

@@ -14,7 +14,7 @@
 //! still a finding, and one that only differs from the others is a notice. A baseline that
 //! itself returns at once (patched in the image or the section) is a finding too.
 
-use super::tamper::{Finding, Severity, TamperReport};
+use super::findings::{CheckId, Finding, Severity, TamperReport};
 use crate::addr::VirtAddr;
 use crate::kernel::context::KernelContext;
 use std::collections::HashMap;
@@ -37,7 +37,7 @@ pub const PROLOGUE: usize = 16;
 pub const MAX_PROCESSES: usize = 16_384;
 
 /// The check's id.
-pub const CHECK: &str = "etw-write-patch";
+pub const CHECK: CheckId = CheckId::EtwWritePatch;
 
 /// What the first bytes of a function do when they return at once (None: they do not).
 pub fn returns_at_once(b: &[u8]) -> Option<&'static str> {
@@ -64,7 +64,7 @@ fn finding(
     expected: String,
 ) -> Finding {
     Finding {
-        check: CHECK,
+        check: CHECK.as_str(),
         severity,
         subject,
         address: Some(va),

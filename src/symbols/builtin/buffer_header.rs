@@ -21,11 +21,12 @@
 
 use super::Era::{self, *};
 use super::Ty::*;
-use super::{add_rows, Row};
+use super::{add_rows, Row, Span};
 use crate::symbols::layout::{LayoutSource, StructLayout};
 
 const NAME: &str = "_WMI_BUFFER_HEADER";
-const SIZE: u64 = 0x48;
+/// The header's size, every version and architecture (`etl::header::BUFFER_HEADER_SIZE`).
+pub(crate) const SIZE: u64 = 0x48;
 
 pub(super) fn layout(era: Era, x64: bool) -> StructLayout {
     add_rows(
@@ -38,6 +39,55 @@ pub(super) fn layout(era: Era, x64: bool) -> StructLayout {
 
 /// The newest era: "6.1 and higher" / "6.2 and higher" run to the end of the tables.
 const END: Era = B22000;
+
+/// The offset of `field` in the newest era's layout, for code that reads or writes raw
+/// buffer headers (`etl::header::offsets`: the members it uses have the same offsets on x86
+/// and x64 since 6.0). Evaluated at compile time there: a field the table does not give for
+/// the newest era, or gives at different offsets on x86 and x64, fails the build.
+pub(crate) const fn newest_offset(field: &str) -> usize {
+    let (mut i, mut found) = (0, None);
+    while i < ROWS.len() {
+        let r = &ROWS[i];
+        if same(r.name.as_bytes(), field.as_bytes()) {
+            if let (Some(x86), Some(x64)) = (newest(r.x86), newest(r.x64)) {
+                assert!(x86 == x64, "x86 and x64 offsets differ");
+                assert!(found.is_none(), "two rows of that name in the newest era");
+                found = Some(x64 as usize);
+            }
+        }
+        i += 1;
+    }
+    match found {
+        Some(o) => o,
+        None => panic!("no such field in the newest era"),
+    }
+}
+
+/// The offset of the span that runs to the newest era.
+const fn newest(spans: &[Span]) -> Option<u64> {
+    let mut i = 0;
+    while i < spans.len() {
+        if spans[i].1 as u8 == END as u8 {
+            return Some(spans[i].2);
+        }
+        i += 1;
+    }
+    None
+}
+
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 #[rustfmt::skip]
 const ROWS: &[Row] = &[

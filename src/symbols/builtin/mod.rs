@@ -40,7 +40,7 @@
 //! service build of an earlier era, the table keeps Chappell's value and the difference is
 //! listed in the notes.
 
-mod buffer_header;
+pub(crate) mod buffer_header;
 pub mod corpus;
 mod kdbg;
 mod kprcb;

@@ -508,7 +508,8 @@ impl Config {
             .any(|k| matches!(k, crate::TamperKind::WritePatch(_)));
         assert!(
             !write_patch || self.user_images,
-            "tampering etw-write-patch needs Config::with_user_images"
+            "tampering {} needs Config::with_user_images",
+            crate::CheckId::EtwWritePatch
         );
         if let Some(fx) = &self.fixture {
             assert_eq!(

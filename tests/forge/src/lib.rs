@@ -84,7 +84,8 @@ pub use etw::scan::{
     ScanGroup, ScanKind, ScanLost, ScanObject, ScanPending, ScanSpec,
 };
 pub use etw::tamper::{
-    providers_config, tamper_scenarios, ExpectedFinding, TamperKind, TamperSpec, WritePatch,
+    providers_config, tamper_scenarios, CheckId, ExpectedFinding, TamperKind, TamperSpec,
+    WritePatch,
 };
 pub use etw::variation::{
     ClockModel, CpuSpeedGlobal, ExpectedEtwSupport, ExpectedSwitch, RefClock, SessionVariation,

@@ -556,7 +556,7 @@ fn providers_json(e: &ForgedEtw, v: &mut Value) {
         .iter()
         .map(|f| {
             json!({
-                "check": f.check,
+                "check": f.check.as_str(),
                 "address": hex_addr(f.address),
                 "detail": f.detail,
                 "changed": f.changed.iter().map(|(va, n)| json!([hex_addr(*va), n])).collect::<Vec<_>>(),

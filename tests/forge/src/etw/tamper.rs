@@ -23,6 +23,9 @@ use super::loggers::LoggerBuilder;
 use super::provider_guids as pg;
 use super::providers::{ExpectedProvider, ProvidersOut};
 use super::*;
+/// The checks' ids, shared with etwdump (a crate of their own: the forge does not depend on
+/// the reader).
+pub use etwdump_check_ids::CheckId;
 
 /// One kind of tampering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -129,15 +132,15 @@ impl TamperKind {
     ];
 
     /// The check id a checker reports ([`ExpectedFinding::check`]).
-    pub fn check(self) -> &'static str {
+    pub fn check(self) -> CheckId {
         match self {
-            TamperKind::RegHandleNull => "reg-handle-null",
-            TamperKind::RegHandleInvalid => "reg-handle-invalid",
-            TamperKind::ProviderEnableState => "provider-enable-state",
-            TamperKind::EnableUnknownLogger => "enable-unknown-logger",
-            TamperKind::ClockHook | TamperKind::ClockIndex(_) => "clock-hook",
-            TamperKind::ConsumerMode => "consumer-mode",
-            TamperKind::WritePatch(_) => "etw-write-patch",
+            TamperKind::RegHandleNull => CheckId::RegHandleNull,
+            TamperKind::RegHandleInvalid => CheckId::RegHandleInvalid,
+            TamperKind::ProviderEnableState => CheckId::ProviderEnableState,
+            TamperKind::EnableUnknownLogger => CheckId::EnableUnknownLogger,
+            TamperKind::ClockHook | TamperKind::ClockIndex(_) => CheckId::ClockHook,
+            TamperKind::ConsumerMode => CheckId::ConsumerMode,
+            TamperKind::WritePatch(_) => CheckId::EtwWritePatch,
         }
     }
 
@@ -145,7 +148,7 @@ impl TamperKind {
     /// `etw-write-patch-<variant>` ([`WritePatch::name`]).
     pub fn name(self) -> String {
         match self {
-            TamperKind::WritePatch(w) => format!("etw-write-patch-{}", w.name()),
+            TamperKind::WritePatch(w) => format!("{}-{}", CheckId::EtwWritePatch, w.name()),
             TamperKind::ClockIndex(v) => format!("clock-index-{v:#x}"),
             k => k.check().to_string(),
         }
@@ -211,9 +214,8 @@ impl EtwSpec {
 /// What a checker must report for a tampered dump.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpectedFinding {
-    /// "reg-handle-null", "reg-handle-invalid", "provider-enable-state",
-    /// "enable-unknown-logger", "clock-hook", "consumer-mode", "etw-write-patch".
-    pub check: &'static str,
+    /// The check that reports it.
+    pub check: CheckId,
     /// The object the finding is about: the handle global, the GUID entry or the logger
     /// context; for `etw-write-patch` the patched function's (user) VA.
     pub address: u64,

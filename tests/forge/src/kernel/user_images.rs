@@ -105,7 +105,7 @@ use crate::config::Config;
 use crate::dump::paging::{Leaf, VirtMap};
 use crate::dump::phys::PhysMem;
 use crate::dump::user_space::{self, LateRemap, SpaceSpec, UserPage, UserSpace};
-use crate::etw::tamper::{ExpectedFinding, TamperKind, WritePatch};
+use crate::etw::tamper::{CheckId, ExpectedFinding, TamperKind, WritePatch};
 use crate::kernel::processes::ExpectedProcess;
 use crate::kernel::types_h::TypesH;
 use crate::util::{put_u16, put_u32, put_u64, utf16le, PAGE_SIZE};
@@ -962,7 +962,7 @@ impl Ntdll {
         let va = self.va(f);
         let pids: Vec<String> = users.iter().map(|p| format!("{:#x}", p.pid)).collect();
         out.findings.push(ExpectedFinding {
-            check: "etw-write-patch",
+            check: CheckId::EtwWritePatch,
             address: va,
             detail: format!(
                 "ntdll!{f} at {va:#x} begins {} on the image's shared page, in every process \
@@ -1077,7 +1077,7 @@ fn private_pages(
         let p = users
             .iter()
             .find(|p| p.pid == pid)
-            .unwrap_or_else(|| panic!("etw-write-patch: no process {pid:#x}"));
+            .unwrap_or_else(|| panic!("{}: no process {pid:#x}", CheckId::EtwWritePatch));
         let va = ntdll.va(f);
         let page = va & !(PAGE_SIZE - 1);
         let rva = (page - NTDLL_BASE) as usize;
@@ -1092,7 +1092,7 @@ fn private_pages(
             c[o..o + b.len()].copy_from_slice(b);
             let before = &ntdll.image[rva + o..rva + o + ENTRY_BYTES];
             out.findings.push(ExpectedFinding {
-                check: "etw-write-patch",
+                check: CheckId::EtwWritePatch,
                 address: va,
                 detail: format!(
                     "PID {pid:#x} ({}): ntdll!{f} at {va:#x} begins {} on a private copy of its \

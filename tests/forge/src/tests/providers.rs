@@ -12,8 +12,8 @@ use super::{fixture_dir, fixture_dirs, hexv, symbols_json, Walk};
 use crate::kernel::types_h::TypesH;
 use crate::util::{get_u32, get_u64, guid_from_str};
 use crate::{
-    forge, providers_config, Config, EtwSpec, ExpectedProvider, ExpectedSlot, Forged, TableShape,
-    TamperKind, TamperSpec,
+    forge, providers_config, CheckId, Config, EtwSpec, ExpectedProvider, ExpectedSlot, Forged,
+    TableShape, TamperKind, TamperSpec,
 };
 
 const GE: &str = "_ETW_GUID_ENTRY";
@@ -693,7 +693,7 @@ fn clock_index_variants_change_get_cpu_clock_only() {
             let e = bad.etw.as_ref().unwrap();
             assert_eq!(e.findings.len(), 1);
             let fd = &e.findings[0];
-            assert_eq!(fd.check, "clock-hook");
+            assert_eq!(fd.check, CheckId::ClockHook);
             diff_twins(&clean, &cf, &bad, &bf, &fd.changed);
             check_finding(&bad, &bf, k, fd.address);
             applied += 1;

@@ -15,8 +15,8 @@ use crate::kernel::types_h::TypesH;
 use crate::kernel::user_images::*;
 use crate::util::{get_u32, get_u64};
 use crate::{
-    forge, providers_config, Config, ExpectedNtdll, ExpectedUserProcess, Forged, TamperKind,
-    TamperSpec, WritePatch,
+    forge, providers_config, CheckId, Config, ExpectedNtdll, ExpectedUserProcess, Forged,
+    TamperKind, TamperSpec, WritePatch,
 };
 
 fn off(t: &TypesH, agg: &str, field: &str) -> u64 {
@@ -484,7 +484,7 @@ fn check_findings(bad: &Forged, w: WritePatch) {
     let x = &n.patches[0];
     let fd = &bad.etw.as_ref().unwrap().findings;
     for f in fd {
-        assert_eq!(f.check, "etw-write-patch");
+        assert_eq!(f.check, CheckId::EtwWritePatch);
         assert_eq!(f.address, x.va);
         assert!(f.detail.contains(&x.function), "{}", f.detail);
         let hex: Vec<String> = x.bytes.iter().map(|b| format!("{b:02X}")).collect();
@@ -534,7 +534,7 @@ fn write_patch_variants_differ_from_their_clean_twins_where_the_findings_say() {
             assert_eq!(check_user_memory(&bad, &bf), 3);
             diff_user_twins(&clean, &cf, &bad, &bf, w);
             check_findings(&bad, w);
-            assert_eq!(k.check(), "etw-write-patch");
+            assert_eq!(k.check(), CheckId::EtwWritePatch);
             seen.insert(w);
         }
     }
