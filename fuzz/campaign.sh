@@ -54,6 +54,9 @@ if [ "$san" = none ]; then
   tdir=target-nosan
   [ "$t" = pdb_load ] && export ETWDUMP_FUZZ_MALLOC_LIMIT_MB=1024
 fi
+# TIMEOUT=N overrides the per-input timeout (wall clock): a niced campaign on a machine whose
+# other builds take both cores can be starved past 30 s (two such "timeouts" on 3e0f17d ran in
+# 60 and 94 ms when re-run).
 # CMP=0: built without the trace-compares instrumentation (`--no-trace-compares`): on scan_mem
 # and walks the comparison hooks take 55-60 % of the time (perf), so this triples the
 # executions; the mutations these targets make (page patches) do not need comparison operands.
@@ -68,7 +71,7 @@ rev="$(git -C .. rev-parse --short HEAD)$(git -C .. diff --quiet HEAD -- src fuz
 before=$(find "artifacts/$t" -type f | wc -l)
 cargo fuzz run "${sanargs[@]}" "$t" "work/corpus/$t" "work/seeds/$t" "corpus/$t" -- "${mode[@]}" \
   -max_total_time="$secs" -dict="$dict" -print_final_stats=1 -artifact_prefix="artifacts/$t/" \
-  "${extra[@]}" ${MAX_LEN:+-max_len=$MAX_LEN} >"$log" 2>&1 || true
+  "${extra[@]}" ${MAX_LEN:+-max_len=$MAX_LEN} ${TIMEOUT:+-timeout=$TIMEOUT} >"$log" 2>&1 || true
 grep -E "^#|INFO: fuzzed|crash|CRASH|panicked|ERROR|stat::" "$log" | tail -20
 # The ledger: one line per run (target, UTC end, seconds asked, executions, files this run added
 # to artifacts/TARGET, the commit at the start (+dirty), sanitizer). Executions: the last "#N"
