@@ -2,6 +2,7 @@
 
 use crate::kernel::context::{KernelBaseSource, SymbolMatch};
 use crate::report::info::InfoReport;
+use crate::report::RowFormat;
 use std::fmt::Write as _;
 
 impl InfoReport {
@@ -323,5 +324,14 @@ fn yes(b: bool) -> &'static str {
         "yes"
     } else {
         "no"
+    }
+}
+
+impl super::output::Render for InfoReport {
+    fn render(&self, out: &mut dyn std::io::Write, format: RowFormat) -> std::io::Result<()> {
+        match format {
+            RowFormat::Json => super::output::json(out, self),
+            _ => super::output::table(out, &self.to_table()),
+        }
     }
 }

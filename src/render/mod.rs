@@ -4,8 +4,11 @@
 pub mod buffers;
 pub mod check;
 pub mod csv;
+pub mod etl;
+pub mod extract;
 pub mod info;
 pub mod listings;
+pub mod output;
 pub mod overview;
 pub mod providers;
 pub mod read;

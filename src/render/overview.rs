@@ -2,6 +2,7 @@
 
 use super::text::json_terminal_safe;
 use crate::report::overview::Overview;
+use crate::report::RowFormat;
 use std::fmt::Write;
 
 /// The overview as a terminal page; text from memory made printable.
@@ -103,4 +104,13 @@ pub fn to_json(o: &Overview) -> serde_json::Result<String> {
     let mut v = serde_json::to_vec_pretty(o)?;
     json_terminal_safe(&mut v);
     Ok(String::from_utf8_lossy(&v).into_owned())
+}
+
+impl super::output::Render for Overview {
+    fn render(&self, out: &mut dyn std::io::Write, format: RowFormat) -> std::io::Result<()> {
+        match format {
+            RowFormat::Json => writeln!(out, "{}", to_json(self)?),
+            _ => super::output::table(out, &to_table(self)),
+        }
+    }
 }

@@ -24,3 +24,27 @@ pub fn hexdump(addr: u64, bytes: &[u8]) -> String {
     }
     out
 }
+
+/// The bytes of a `read`, as a hex dump (table) or one JSON object on one line.
+pub struct Read<'a> {
+    pub address: u64,
+    pub report: &'a crate::report::read::ReadReport,
+    pub bytes: &'a [u8],
+}
+
+impl super::output::Render for Read<'_> {
+    fn render(
+        &self,
+        out: &mut dyn std::io::Write,
+        format: crate::report::RowFormat,
+    ) -> std::io::Result<()> {
+        match format {
+            crate::report::RowFormat::Table => write!(out, "{}", hexdump(self.address, self.bytes)),
+            _ => writeln!(
+                out,
+                "{}",
+                serde_json::to_string(self.report).map_err(std::io::Error::other)?
+            ),
+        }
+    }
+}

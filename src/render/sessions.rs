@@ -3,6 +3,7 @@
 use super::text::printable;
 use crate::etw::loggers::{RejectedSlot, Session, SessionList};
 use crate::report::sessions::{SavedSession, Sessions};
+use crate::report::RowFormat;
 use crate::text::Untrusted;
 use std::fmt::Write as _;
 
@@ -300,4 +301,25 @@ fn list_table(list: &SessionList) -> String {
         let _ = writeln!(o, "warning: {}", printable(&w.message));
     }
     o
+}
+
+impl super::output::Render for Sessions<'_, '_> {
+    fn render(&self, out: &mut dyn std::io::Write, format: RowFormat) -> std::io::Result<()> {
+        match format {
+            RowFormat::Json => {
+                super::output::envelope(out, "sessions", &self.records(), &self.warnings)
+            }
+            RowFormat::Csv => out.write_all(to_csv(self).as_bytes()),
+            _ => super::output::table(out, &to_table(self)),
+        }
+    }
+
+    /// CSV keeps stdout machine-readable: the warnings go to stderr (the table and the JSON
+    /// carry them).
+    fn stderr_warnings(&self, format: RowFormat) -> &[crate::warning::Warning] {
+        match format {
+            RowFormat::Csv => &self.warnings,
+            _ => &[],
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `symbols` as a table.
 
 use crate::report::symbols::{type_text, SymbolsReport};
+use crate::report::RowFormat;
 use std::fmt::Write as _;
 
 impl SymbolsReport {
@@ -43,5 +44,14 @@ impl SymbolsReport {
             }
         }
         o
+    }
+}
+
+impl super::output::Render for SymbolsReport {
+    fn render(&self, out: &mut dyn std::io::Write, format: RowFormat) -> std::io::Result<()> {
+        match format {
+            RowFormat::Json => super::output::json(out, self),
+            _ => super::output::table(out, &self.to_table()),
+        }
     }
 }

@@ -45,6 +45,30 @@ pub struct CheckReport {
     pub warnings: Vec<Warning>,
 }
 
+/// The JSON of `check`: the listing envelope (README "Output contract") with each check's
+/// run (`checks`: examined, findings, limit) between the records and the warnings.
+#[derive(Serialize)]
+pub struct CheckJson<'a> {
+    pub format_version: u32,
+    pub command: &'static str,
+    pub records: &'a [FindingRow],
+    pub checks: &'a [CheckRun],
+    pub warnings: &'a [Warning],
+}
+
+impl CheckReport {
+    /// The JSON model, in the output contract's `format_version`.
+    pub fn json(&self, format_version: u32) -> CheckJson<'_> {
+        CheckJson {
+            format_version,
+            command: "check",
+            records: &self.findings,
+            checks: &self.runs,
+            warnings: &self.warnings,
+        }
+    }
+}
+
 /// Run every check.
 pub fn run(ctx: &KernelContext<'_>) -> CheckReport {
     let list = list_sessions(ctx);

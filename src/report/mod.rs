@@ -4,6 +4,7 @@
 pub mod buffers;
 pub mod check;
 pub mod cswitch;
+pub mod etl;
 pub mod events;
 pub mod extract;
 pub mod info;

@@ -1,0 +1,172 @@
+//! The sequence every command repeats: open the dump (its one-line warnings on stderr), build
+//! the [`KernelContext`], print the model with the run's [`Renderer`], then the warnings.
+
+use super::flags::{DumpArgs, KernelArgs, SessionArg, SymbolArgs};
+use anyhow::Result;
+use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::etw::source::EtwSource;
+use etwdump::kernel::context::KernelContext;
+use etwdump::render::output::{Render, Renderer};
+use etwdump::render::rows::{Row, RowWriter};
+use etwdump::render::text::{json_terminal_safe, printable};
+use etwdump::report::RowFormat;
+use etwdump::warning::Warning;
+use std::io::Write;
+use std::path::Path;
+
+/// How a dump is opened: [`etwdump::kernel::discover::open`] (every command but `info` and
+/// `read`) or `open_container` (an ELF or VMware image without Windows is still described).
+pub type Opener = fn(&Path, OpenOptions) -> Result<DumpFile, etwdump::dump::DumpError>;
+
+/// Open the dump, build its kernel context with the symbols asked for, and run `body` on it.
+pub fn with_kernel<T>(
+    k: &KernelArgs,
+    body: impl FnOnce(&KernelContext<'_>) -> Result<T>,
+) -> Result<T> {
+    with_kernel_by(etwdump::kernel::discover::open, &k.dump, &k.symbols, body)
+}
+
+/// [`with_kernel`] for a command with `--session`: the selector is checked against the
+/// dump's sessions before `body` runs with it.
+pub fn with_session<T>(
+    k: &KernelArgs,
+    s: &SessionArg,
+    body: impl FnOnce(&KernelContext<'_>, Option<&str>) -> Result<T>,
+) -> Result<T> {
+    with_kernel(k, |ctx| {
+        let sel = s.session.as_deref();
+        require_session(ctx, sel)?;
+        body(ctx, sel)
+    })
+}
+
+/// [`with_kernel`], the dump opened by `how`.
+pub fn with_kernel_by<T>(
+    how: Opener,
+    dump: &DumpArgs,
+    symbols: &SymbolArgs,
+    body: impl FnOnce(&KernelContext<'_>) -> Result<T>,
+) -> Result<T> {
+    let d = open_with(dump, how)?;
+    let ctx = KernelContext::open(&d, &symbols.options())?;
+    body(&ctx)
+}
+
+/// Print a model held whole, then the warnings it leaves to stderr.
+pub fn emit(out: &mut dyn Write, r: Renderer, m: &(impl Render + ?Sized)) -> Result<()> {
+    r.model(out, m)?;
+    warn_all(m.stderr_warnings(r.format()), r.json_warnings());
+    Ok(())
+}
+
+/// End a streamed listing with its warnings: in the JSON envelope, or on stderr (JSON lines
+/// for JSON Lines output) in the other formats.
+pub fn finish<W: Write, R: Row>(r: Renderer, rows: RowWriter<W, R>, w: &[Warning]) -> Result<()> {
+    rows.finish(w)?;
+    if r.format() != RowFormat::Json {
+        warn_all(w, r.json_warnings());
+    }
+    Ok(())
+}
+
+/// Open `a` with `how`; a truncated dump and a memory image's layout warnings are reported on
+/// stderr here, once per command.
+pub fn open_with(a: &DumpArgs, how: Opener) -> Result<DumpFile> {
+    let opts = OpenOptions {
+        allow_truncated: !a.strict || a.allow_truncated,
+    };
+    // Crash dumps and memory images; an image's architecture and DTB are found here.
+    let d = match &a.layout {
+        Some(l) => {
+            let layout = etwdump::dump::layout::Layout::read(l)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", display(l)))?;
+            etwdump::kernel::discover::open_with_layout(&a.dump, &layout, opts)
+        }
+        None => how(&a.dump, opts),
+    }
+    .map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
+    // One prominent line per command, whatever it reads afterwards.
+    if let Some(t) = d.truncation() {
+        warn(&format!(
+            "TRUNCATED DUMP ({}): {t}; whatever lies past the end is reported as not in the dump (--strict refuses such dumps)",
+            display(&a.dump)
+        ));
+    }
+    // A memory image's layout warnings (a partial last page, memory a layout places past
+    // the data, page tables naming pages beyond the image) concern every command.
+    if d.image().is_some() {
+        for w in d
+            .warnings()
+            .iter()
+            .filter(|w| !w.starts_with("truncated dump"))
+        {
+            warn(&format!("IMAGE ({}): {w}", display(&a.dump)));
+        }
+    }
+    Ok(d)
+}
+
+/// A `--session` selector that names no session is an error, listing the sessions there are.
+fn require_session(ctx: &KernelContext<'_>, sel: Option<&str>) -> Result<()> {
+    let Some(sel) = sel else { return Ok(()) };
+    let src = EtwSource::open_sessions(ctx);
+    let known: Vec<(Option<u64>, Option<etwdump::text::Untrusted>)> = src
+        .sessions()
+        .iter()
+        .map(|s| (s.logger_id, s.name().cloned()))
+        .collect();
+    if src.sessions().iter().any(|s| s.selected(Some(sel))) {
+        return Ok(());
+    }
+    let list = known
+        .iter()
+        .map(|(id, name)| {
+            format!(
+                "{} {}",
+                id.map_or("?".into(), |i| i.to_string()),
+                etwdump::text::shown_or(name.as_ref(), "(unreadable)")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    anyhow::bail!(
+        "--session {}: no such session (by logger id or exact name); the sessions are: {}",
+        printable(sel),
+        if list.is_empty() { "none".into() } else { list }
+    )
+}
+
+/// The ETW source of a command: the live sessions', or (`--carved`) the buffers that nothing
+/// leads to any more, found by a pass over all physical memory on every core.
+pub fn source<'c, 'd>(ctx: &'c KernelContext<'d>, carved: bool) -> EtwSource<'c, 'd> {
+    if carved {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        EtwSource::open_carved(ctx, threads)
+    } else {
+        EtwSource::open(ctx, None)
+    }
+}
+
+pub fn display(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// One warning on stderr, with text from memory made safe for a terminal.
+pub fn warn(w: &str) {
+    eprintln!("warning: {}", printable(w));
+}
+
+/// Warnings on stderr: `warning: <message>` lines, or (JSON Lines output) one JSON object
+/// per warning, machine-readable like the rows on stdout.
+pub fn warn_all(warnings: &[Warning], json: bool) {
+    for w in warnings {
+        if json {
+            if let Ok(mut line) = serde_json::to_vec(w) {
+                json_terminal_safe(&mut line);
+                eprintln!("{}", String::from_utf8_lossy(&line));
+            }
+        } else {
+            warn(&w.message);
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! `etwdump cswitch`: context switches per CPU in UTC order, streamed; with `--svg` collected
+//! first and drawn as a lane chart.
+
+use super::common::{display, finish, source, with_kernel};
+use super::flags::{KernelArgs, RowFormatArg};
+use etwdump::kernel::context::KernelContext;
+use etwdump::render::output::Renderer;
+use etwdump::render::svg;
+use etwdump::report::cswitch::{self, Last, SwitchRow};
+use etwdump::warning::{Warning, WarningKind};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    kernel: KernelArgs,
+    /// Only this CPU
+    #[arg(long)]
+    cpu: Option<u64>,
+    /// Only the switches of the last DURATION before the dump (e.g. 250ms, 2s, 1.5s)
+    #[arg(long, value_name = "DURATION", value_parser = etwdump::time::parse_duration)]
+    last: Option<u64>,
+    /// Also draw a per-CPU lane chart to this SVG file
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Read the buffers that nothing leads to any more (orphaned and stale copies, found
+    /// by `scan`) instead of the live sessions'
+    #[arg(long)]
+    carved: bool,
+    /// JSON Lines: keep switches without a known time (by default they are left out, with a
+    /// count: Timesketch cannot place a line without a time)
+    #[arg(long)]
+    keep_untimed: bool,
+    /// One row per record, as before issue 26: a switch traced by two sessions (a CSwitch
+    /// event and a compact batch or pending block) is two rows. By default it is one row
+    /// whose `sources` list every record that saw it (same CPU, same old and new thread,
+    /// UTC times within the clocks' resolutions; README "Context switches")
+    #[arg(long)]
+    per_record: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    format: RowFormatArg,
+}
+
+pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let r = Renderer::from(a.format);
+    with_kernel(&a.kernel, |ctx| {
+        let last = a.last.map(|window| Last {
+            window,
+            end: ctx.system_time(),
+        });
+        match &a.svg {
+            Some(path) => with_chart(&a, ctx, last, path, r, out),
+            None => {
+                let mut rows = r
+                    .listing::<_, SwitchRow>(out, "cswitch")?
+                    .keep_untimed(a.keep_untimed);
+                let mut w = stream(&a, ctx, last, &mut |s| rows.row(s))?;
+                w.extend(rows.untimed_warning());
+                finish(r, rows, &w)
+            }
+        }
+    })
+}
+
+/// The switches of the source `a` asks for, each given to `row`; the warnings.
+fn stream(
+    a: &Args,
+    ctx: &KernelContext<'_>,
+    last: Option<Last>,
+    row: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+) -> anyhow::Result<Vec<Warning>> {
+    let src = source(ctx, a.carved);
+    Ok(cswitch::stream_with(
+        ctx,
+        src,
+        a.cpu,
+        last,
+        a.per_record,
+        row,
+    )?)
+}
+
+/// `--svg`: the chart needs every row at once: collect them, draw, then list them.
+fn with_chart(
+    a: &Args,
+    ctx: &KernelContext<'_>,
+    last: Option<Last>,
+    path: &Path,
+    r: Renderer,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let mut switches = Vec::new();
+    let mut w = stream(a, ctx, last, &mut |s| {
+        switches.push(s.clone());
+        Ok(())
+    })?;
+    let name = a
+        .kernel
+        .dump
+        .dump
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let chart = svg::render(
+        &switches,
+        &svg::Chart {
+            dump_time: ctx.system_time().unwrap_or(0),
+            dump: &name,
+        },
+    );
+    std::fs::write(path, &chart.svg).map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
+    let mut rows = r
+        .listing::<_, SwitchRow>(out, "cswitch")?
+        .keep_untimed(a.keep_untimed);
+    for s in &switches {
+        rows.row(s)?;
+    }
+    if chart.spans == 0 {
+        w.push(Warning::new(
+            WarningKind::NotFound,
+            format!(
+                "{}: no context switch with a UTC time that fits the dump to draw ({} switches listed); the chart says so",
+                display(path),
+                switches.len()
+            ),
+        ));
+    }
+    w.extend(rows.untimed_warning());
+    finish(r, rows, &w)
+}

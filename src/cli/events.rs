@@ -1,0 +1,43 @@
+//! `etwdump events`: one row per ETW record, streamed.
+
+use super::common::{finish, source, with_session};
+use super::flags::{KernelArgs, RowFormatArg, SessionArg};
+use etwdump::etw::source::EtwSource;
+use etwdump::render::output::Renderer;
+use etwdump::report::events::{self, EventRow};
+use std::io::Write;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    kernel: KernelArgs,
+    #[command(flatten)]
+    session: SessionArg,
+    /// Read the buffers that nothing leads to any more (orphaned and stale copies, found
+    /// by `scan`) instead of the live sessions'
+    #[arg(long, conflicts_with = "session")]
+    carved: bool,
+    /// JSON Lines: keep records without a known time (by default they are left out, with a
+    /// count: Timesketch cannot place a line without a time)
+    #[arg(long)]
+    keep_untimed: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    format: RowFormatArg,
+}
+
+pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let r = Renderer::from(a.format);
+    with_session(&a.kernel, &a.session, |ctx, session| {
+        let mut rows = r
+            .listing::<_, EventRow>(out, "events")?
+            .keep_untimed(a.keep_untimed);
+        let src = if a.carved {
+            source(ctx, true)
+        } else {
+            EtwSource::open(ctx, session)
+        };
+        let mut warnings = events::stream_from(ctx, src, &mut |e| rows.row(e))?;
+        warnings.extend(rows.untimed_warning());
+        finish(r, rows, &warnings)
+    })
+}

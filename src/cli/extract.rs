@@ -1,0 +1,35 @@
+//! `etwdump extract`: each session's buffers as an .etl file, plus manifest.json.
+
+use super::common::{display, emit, with_session};
+use super::flags::{KernelArgs, SessionArg};
+use etwdump::render::extract::Written;
+use etwdump::render::output::Renderer;
+use etwdump::report::RowFormat;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    kernel: KernelArgs,
+    /// Output directory (created if needed)
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    #[command(flatten)]
+    session: SessionArg,
+    /// Replace ETL files and manifest.json already in the output directory
+    #[arg(long)]
+    overwrite: bool,
+}
+
+pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    with_session(&a.kernel, &a.session, |ctx, session| {
+        let name = display(&a.kernel.dump.dump);
+        let m = etwdump::report::extract::extract(ctx, &name, &a.output, session, a.overwrite)?;
+        let written = Written {
+            dir: &a.output,
+            manifest: &m,
+        };
+        emit(out, Renderer::new(RowFormat::Table), &written)
+    })
+}

@@ -1,0 +1,91 @@
+//! `etwdump scan`: one pass over all physical memory for buffers, pending blocks and logger
+//! contexts, live or not; optionally the orphans written as .etl files.
+
+use super::common::{display, finish, with_kernel};
+use super::flags::{KernelArgs, RowFormatArg};
+use etwdump::etw::carve::Progress;
+use etwdump::render::output::Renderer;
+use etwdump::report::scan::{Scan, ScanRow};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    kernel: KernelArgs,
+    /// Threads reading memory (default: every core)
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Also write each group of orphaned buffers as an .etl file in DIR, with manifest.json
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Replace existing files in DIR
+    #[arg(long)]
+    overwrite: bool,
+    /// jsonl: one JSON object per row (warnings as JSON lines on stderr)
+    #[arg(long, value_enum, default_value = "table")]
+    format: RowFormatArg,
+}
+
+pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let r = Renderer::from(a.format);
+    with_kernel(&a.kernel, |ctx| {
+        let threads = a
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 64);
+        let progress = Progress::default();
+        let scan = std::thread::scope(|s| {
+            let bar = s.spawn(|| progress_bar(&progress));
+            let r = Scan::run(ctx, threads, &progress);
+            progress.stop.store(true, Ordering::Relaxed);
+            let _ = bar.join();
+            r
+        });
+        let mut rows = r.listing::<_, ScanRow>(&mut *out, "scan")?;
+        for row in scan.rows() {
+            rows.row(&row)?;
+        }
+        finish(r, rows, scan.warnings())?;
+        let Some(dir) = &a.output else { return Ok(()) };
+        let m = scan.extract(ctx, &display(&a.kernel.dump.dump), dir, a.overwrite)?;
+        for s in &m.sessions {
+            eprintln!(
+                "{}: {} carved buffers, {} records, sha256 {}",
+                dir.join(&s.file).display(),
+                s.buffers,
+                s.records,
+                s.sha256
+            );
+        }
+        Ok(())
+    })
+}
+
+/// A progress bar on stderr while `p` runs, when stderr is a terminal (silent otherwise);
+/// returns when `p.stop` is set.
+fn progress_bar(p: &Progress) {
+    use std::io::IsTerminal;
+    let tty = std::io::stderr().is_terminal();
+    let bar = tty.then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "scan {bar:40} {pos}/{len} pages ({per_sec}, {eta} left)",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    while !p.stop.load(Ordering::Relaxed) {
+        if let Some(b) = &bar {
+            b.set_length(p.total.load(Ordering::Relaxed));
+            b.set_position(p.done.load(Ordering::Relaxed));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}

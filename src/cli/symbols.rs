@@ -1,0 +1,72 @@
+//! `etwdump symbols`: structure layouts and globals as etwdump reads them.
+
+use super::common::{emit, with_kernel_by};
+use super::flags::{DumpArgs, FormatArg, SymbolArgs};
+use etwdump::report::symbols::{report, SymbolsReport};
+use etwdump::symbols::Symbols;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A crash dump whose kernel's symbols to resolve (optional)
+    dump: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: SymbolArgs,
+    /// Structures to show (default: those the tool reads)
+    #[arg(long, value_delimiter = ',')]
+    types: Vec<String>,
+    /// List every global symbol, not only those the tool uses
+    #[arg(long)]
+    all_symbols: bool,
+    /// For built-in layouts without a dump: the NT build number
+    #[arg(long)]
+    build: Option<u32>,
+    /// For built-in layouts without a dump: 32-bit x86
+    #[arg(long)]
+    x86: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    format: FormatArg,
+}
+
+pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let wanted: Vec<&str> = if a.types.is_empty() {
+        etwdump::symbols::WANTED_TYPES.to_vec()
+    } else {
+        a.types.iter().map(String::as_str).collect()
+    };
+    let rep = match &a.dump {
+        Some(p) => {
+            let dump = DumpArgs {
+                dump: p.clone(),
+                strict: false,
+                allow_truncated: false,
+                layout: None,
+            };
+            with_kernel_by(etwdump::kernel::discover::open, &dump, &a.symbols, |ctx| {
+                Ok(report(&ctx.symbols, &wanted, a.all_symbols))
+            })?
+        }
+        None => without_dump(&a, &wanted)?,
+    };
+    emit(out, a.format.into(), &rep)
+}
+
+/// The symbols of a PDB or ISF file, or the built-in layouts of a build.
+fn without_dump(a: &Args, wanted: &[&str]) -> anyhow::Result<SymbolsReport> {
+    let s = &a.symbols;
+    let sym = if let Some(p) = &s.pdb {
+        Symbols::from_pdb(p, wanted)?
+    } else if let Some(p) = &s.isf {
+        Symbols::from_isf(p, wanted)?
+    } else if a.build.is_some() {
+        Symbols::none(if a.x86 { 4 } else { 8 })
+    } else {
+        anyhow::bail!("give --pdb FILE, --isf FILE, --build N, or a dump");
+    };
+    let sym = match a.build {
+        Some(b) => sym.with_builtin(b, !a.x86),
+        None => sym,
+    };
+    Ok(report(&sym, wanted, a.all_symbols))
+}

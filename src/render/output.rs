@@ -1,0 +1,104 @@
+//! One renderer for every command (issue 28): the output format is chosen once, from
+//! `--format`, as a [`Renderer`]; a model the command holds whole is printed through
+//! [`Render`], a listing streamed row by row through [`Row`] ([`Renderer::listing`]; a listing
+//! held whole is a [`Listing`], which renders through [`Render`] as well).
+
+use super::rows::{Envelope, Row, RowWriter};
+use crate::report::RowFormat;
+use crate::warning::Warning;
+use serde::Serialize;
+use std::io::{self, Write};
+
+/// A command's model as text in one of the formats its command offers.
+pub trait Render {
+    /// Write the model in `format` (a format the command does not offer is never asked).
+    fn render(&self, out: &mut dyn Write, format: RowFormat) -> io::Result<()>;
+
+    /// The warnings to print on stderr after the model in `format` (by default none: the
+    /// model's text carries them).
+    fn stderr_warnings(&self, _format: RowFormat) -> &[Warning] {
+        &[]
+    }
+}
+
+/// The output format of one run, chosen once from `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Renderer {
+    format: RowFormat,
+}
+
+impl Renderer {
+    pub fn new(format: RowFormat) -> Self {
+        Renderer { format }
+    }
+
+    pub fn format(&self) -> RowFormat {
+        self.format
+    }
+
+    /// Warnings on stderr are JSON lines (the JSON Lines output), not `warning:` lines.
+    pub fn json_warnings(&self) -> bool {
+        self.format == RowFormat::Jsonl
+    }
+
+    /// Print a model held whole.
+    pub fn model<M: Render + ?Sized>(&self, out: &mut dyn Write, m: &M) -> io::Result<()> {
+        m.render(out, self.format)
+    }
+
+    /// Start a listing streamed row by row.
+    pub fn listing<W: Write, R: Row>(
+        &self,
+        out: W,
+        command: &'static str,
+    ) -> io::Result<RowWriter<W, R>> {
+        RowWriter::new(out, self.format, command)
+    }
+}
+
+/// A listing held whole: its rows and warnings, rendered as [`RowWriter`] streams them
+/// (warnings on stderr in every format but JSON, whose envelope carries them).
+pub struct Listing<'a, R: Row> {
+    pub command: &'static str,
+    pub rows: &'a [R],
+    pub warnings: &'a [Warning],
+}
+
+impl<R: Row> Render for Listing<'_, R> {
+    fn render(&self, out: &mut dyn Write, format: RowFormat) -> io::Result<()> {
+        let mut w = RowWriter::<_, R>::new(out, format, self.command)?;
+        for r in self.rows {
+            w.row(r)?;
+        }
+        w.finish(self.warnings)?;
+        Ok(())
+    }
+
+    fn stderr_warnings(&self, format: RowFormat) -> &[Warning] {
+        if format == RowFormat::Json {
+            &[]
+        } else {
+            self.warnings
+        }
+    }
+}
+
+/// Text printed as it is, each line made safe for a terminal (the tables of whole models).
+pub fn table(out: &mut dyn Write, text: &str) -> io::Result<()> {
+    write!(out, "{}", crate::text::escape_lines(text))
+}
+
+/// A value as terminal-safe pretty JSON and a newline.
+pub fn json(out: &mut dyn Write, v: &(impl Serialize + ?Sized)) -> io::Result<()> {
+    writeln!(out, "{}", super::rows::to_json_pretty(v)?)
+}
+
+/// The JSON envelope of a listing held whole, pretty and terminal-safe.
+pub fn envelope<T: Serialize>(
+    out: &mut dyn Write,
+    command: &str,
+    records: &[T],
+    warnings: &[Warning],
+) -> io::Result<()> {
+    json(out, &Envelope::new(command, records, warnings))
+}
