@@ -10,6 +10,7 @@ mod common;
 use etwdump::dump::{Arch, DumpFile, OpenOptions};
 use etwdump::kernel::context::{KernelBaseSource, KernelContext, SymbolOptions};
 use etwdump::kernel::discover;
+use etwdump::mem::Memory;
 use etwdump_forge::{forge, Config, Forged, ImageKind};
 use serde_json::Value;
 
@@ -118,11 +119,11 @@ fn check(c: &Config, fixture: &str, what: &str) -> usize {
 
 /// Discovery found what the forge built: the architecture, the root, the self-map index, the
 /// kernel base (by its CodeView record) and its PDB identity.
-fn check_machine(f: &Forged, d: &DumpFile, label: &str) {
+fn check_machine(f: &Forged, d: &Memory, label: &str) {
     let root = f.page_table_root();
-    assert_eq!(d.header().directory_table_base, root, "{label}: DTB");
-    assert_eq!(d.header().arch, arch_of(f.config.arch), "{label}: arch");
-    let how = d.machine_source().expect("found by discovery");
+    assert_eq!(d.machine.dtb, root, "{label}: DTB");
+    assert_eq!(d.machine.arch, arch_of(f.config.arch), "{label}: arch");
+    let how = d.machine.found_by().expect("found by discovery");
     match f.self_map_index() {
         Some(i) => assert!(
             how.contains(&format!("self-reference at index {i:#x}")),
@@ -234,7 +235,7 @@ fn bad_images_are_refused_or_warned_about() {
         "{:?}",
         d.warnings()
     );
-    assert_eq!(d.header().directory_table_base, f.page_table_root());
+    assert_eq!(d.machine.dtb, f.page_table_root());
     // An ELF core cut short: refused with --strict, warned about and read otherwise.
     let b = std::fs::read(&elf).unwrap();
     std::fs::write(p("short.elf"), &b[..b.len() - 0x1800]).unwrap();
@@ -265,8 +266,8 @@ fn bad_images_are_refused_or_warned_about() {
     b[copy + idx * 8..copy + idx * 8 + 8].copy_from_slice(&moved.to_le_bytes());
     std::fs::write(p("two.raw"), &b).unwrap();
     let d = discover::open(&p("two.raw"), OpenOptions::default()).unwrap();
-    assert_eq!(d.header().directory_table_base, root as u64);
-    let how = d.machine_source().unwrap();
+    assert_eq!(d.machine.dtb, root as u64);
+    let how = d.machine.found_by().unwrap();
     assert!(
         how.contains("1 other page-table roots also pass") && how.contains(&format!("{copy:#x}")),
         "{how}"
@@ -344,7 +345,7 @@ fn rdmp_dumps_give_the_full_dumps_listings() {
         let d = discover::open(&path, OpenOptions::default()).unwrap();
         assert_eq!(d.stored_pages(), pages, "type {dump_type}");
         assert!(
-            d.machine_source().is_none(),
+            d.machine.found_by().is_none(),
             "an RDMP dump has a header: nothing to discover"
         );
         let got = listings(&d, &opts);
@@ -420,13 +421,14 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
     std::fs::write(dir.path().join("moved.raw"), &b).unwrap();
     let d = discover::open(&dir.path().join("moved.raw"), OpenOptions::default()).unwrap();
     let w = d
-        .warnings()
+        .machine
+        .warnings
         .iter()
         .find(|w| w.contains("beyond the image's last page"));
     assert!(
         w.is_some_and(|w| w.contains(&format!("a PDPT at physical {past:#x}"))),
         "{:?}",
-        d.warnings()
+        d.machine.warnings
     );
     match discover::open(&skipped, OpenOptions::default()) {
         // The root itself moved: no page tables where the file says.
@@ -437,10 +439,12 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
         Ok(d) => assert!(
             d.warnings()
                 .iter()
+                .chain(&d.machine.warnings)
                 .any(|w| w.contains("beyond the image's last page")
                     || w.contains("skipped the PCI hole")),
-            "a hole-skipping image read without a word: {:?}",
-            d.warnings()
+            "a hole-skipping image read without a word: {:?} {:?}",
+            d.warnings(),
+            d.machine.warnings
         ),
     }
 }
@@ -499,18 +503,23 @@ fn a_hosted_layout_places_memory_anywhere_in_a_file() {
         .unwrap()
     };
     let d = discover::open_with_layout(&hosted, &layout(root), OpenOptions::default()).unwrap();
-    assert_eq!(d.header().directory_table_base, root);
-    let how = d.machine_source().unwrap();
+    assert_eq!(d.machine.dtb, root);
+    let how = d.machine.found_by().unwrap();
     assert!(how.contains("given by the layout (test host)"), "{how}");
-    assert!(d.warnings().is_empty(), "{:?}", d.warnings());
+    assert!(
+        d.warnings().is_empty() && d.machine.warnings.is_empty(),
+        "{:?} {:?}",
+        d.warnings(),
+        d.machine.warnings
+    );
     assert_eq!(listings(&d, &opts), want);
     // A root that maps no KUSER_SHARED_DATA (the first stored page): warned, then searched.
     let d = discover::open_with_layout(&hosted, &layout(runs[0].start), OpenOptions::default())
         .unwrap();
-    assert_eq!(d.header().directory_table_base, root);
-    assert!(d.machine_source().unwrap().contains("self-reference"));
+    assert_eq!(d.machine.dtb, root);
+    assert!(d.machine.found_by().unwrap().contains("self-reference"));
     assert!(
-        d.warnings()[0].contains(&format!(
+        d.machine.warnings[0].contains(&format!(
             "page-table root {:#x} (X64) does not map a plausible KUSER_SHARED_DATA",
             runs[0].start
         )),
@@ -615,13 +624,12 @@ fn hosted_layouts_varied_give_the_dumps_listings() {
         std::fs::write(&path, &file).unwrap();
         let d = discover::open_with_layout(&path, &layout, OpenOptions::default())
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(d.machine.dtb, f.page_table_root(), "seed {seed}");
         assert_eq!(
-            d.header().directory_table_base,
-            f.page_table_root(),
-            "seed {seed}"
-        );
-        assert_eq!(
-            d.machine_source().unwrap().contains("given by the layout"),
+            d.machine
+                .found_by()
+                .unwrap()
+                .contains("given by the layout"),
             seed % 2 == 0,
             "seed {seed}"
         );
@@ -690,12 +698,12 @@ fn a_hosted_layout_for_x86_pae() {
         .unwrap()
     };
     let d = discover::open_with_layout(&path, &layout("x86-pae"), OpenOptions::default()).unwrap();
-    assert_eq!(d.header().arch, Arch::X86 { pae: true });
-    assert_eq!(d.header().directory_table_base, root);
-    assert!(d.machine_source().unwrap().contains("x86 PAE PDPT"));
+    assert_eq!(d.machine.arch, Arch::X86 { pae: true });
+    assert_eq!(d.machine.dtb, root);
+    assert!(d.machine.found_by().unwrap().contains("x86 PAE PDPT"));
     assert_eq!(listings(&d, &opts), want);
     let d = discover::open_with_layout(&path, &layout("x64"), OpenOptions::default()).unwrap();
-    assert!(d.warnings()[0].contains("does not map a plausible KUSER_SHARED_DATA"));
-    assert_eq!(d.header().arch, Arch::X86 { pae: true });
-    assert_eq!(d.header().directory_table_base, root);
+    assert!(d.machine.warnings[0].contains("does not map a plausible KUSER_SHARED_DATA"));
+    assert_eq!(d.machine.arch, Arch::X86 { pae: true });
+    assert_eq!(d.machine.dtb, root);
 }

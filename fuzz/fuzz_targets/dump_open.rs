@@ -215,6 +215,7 @@ fn quick_context(d: &DumpFile) -> KernelContext<'_> {
         warnings: Vec::new(),
         etw_support: std::sync::OnceLock::new(),
         silo: std::sync::OnceLock::new(),
+        machine: etwdump::mem::Machine::of_container(d),
     }
 }
 
@@ -257,11 +258,15 @@ fuzz_target!(|data: &[u8]| {
     // Memory images (ELF cores, VMware snapshots with their memory; raw images need 1 MiB,
     // more than -max_len): the discovery of the architecture and DTB, then the kernel-image
     // scan of the kernel layer below.
-    let mut lenient = lenient;
-    if let Ok(l) = &mut lenient {
-        if l.needs_machine() && etwdump::kernel::discover::complete(l).is_ok() {
+    // The machine discovery finds (an image's; a crash dump's header); its warnings.
+    let lenient_machine = lenient
+        .as_ref()
+        .ok()
+        .map(|l| etwdump::kernel::discover::machine(l));
+    if let (Ok(l), Some(Ok(m))) = (&lenient, &lenient_machine) {
+        if l.image().is_some() {
             // As the CLI: the kernel is looked for only through page tables discovery found.
-            let ctx = KernelContext::without_symbols(l);
+            let ctx = KernelContext::without_symbols_on(l, m.clone());
             let _ = etwdump::kernel::discover::find_kernel(&ctx.space);
         }
     }
@@ -269,11 +274,17 @@ fuzz_target!(|data: &[u8]| {
         let truncated = l.truncation().is_some();
         if truncated || hash % 4 == 1 {
             match DumpFile::from_bytes(data.to_vec(), OpenOptions::default()) {
-                Ok(mut s) => {
+                Ok(s) => {
                     // The same discovery as the lenient dump had (it may add a warning).
-                    if s.needs_machine() {
-                        let _ = etwdump::kernel::discover::complete(&mut s);
-                    }
+                    let machine = etwdump::kernel::discover::machine(&s);
+                    assert_eq!(
+                        machine.as_ref().ok().map(|m| &m.warnings),
+                        lenient_machine
+                            .as_ref()
+                            .and_then(|m| m.as_ref().ok())
+                            .map(|m| &m.warnings),
+                        "the same dump, other discovery warnings"
+                    );
                     assert!(
                         !truncated,
                         "opens without allow_truncated, yet warns of truncation"

@@ -22,15 +22,17 @@ const LENIENT: OpenOptions = OpenOptions {
 
 fn check(d: Result<DumpFile, etwdump::dump::DumpError>, file_len: u64) {
     match d {
-        Ok(mut d) => {
+        Ok(d) => {
             let pages: u64 = d.physical_runs().iter().map(|r| r.1).sum();
             assert!(
                 pages <= file_len / 4096,
                 "a pass would read {pages} pages of a {file_len}-byte file"
             );
-            if d.needs_machine() && etwdump::kernel::discover::complete(&mut d).is_ok() {
-                let ctx = KernelContext::without_symbols(&d);
-                let _ = etwdump::kernel::discover::find_kernel(&ctx.space);
+            if d.image().is_some() {
+                if let Ok(m) = etwdump::kernel::discover::machine(&d) {
+                    let ctx = KernelContext::without_symbols_on(&d, m);
+                    let _ = etwdump::kernel::discover::find_kernel(&ctx.space);
+                }
             }
         }
         // As main.rs prints it: one escaped line.

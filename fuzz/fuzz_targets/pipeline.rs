@@ -125,6 +125,7 @@ impl Kernel {
             warnings: self.warnings.clone(),
             etw_support: std::sync::OnceLock::new(),
             silo: std::sync::OnceLock::new(),
+            machine: etwdump::mem::Machine::of_container(d),
         }
     }
 }

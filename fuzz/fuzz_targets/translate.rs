@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let space = AddressSpace::kernel(&d);
-    let space2 = AddressSpace::with_dtb(&d, vas[3]);
+    let space2 = space.with_root(vas[3]);
     let fixed = [
         0u64,
         0xFFFF_F800_0000_0000,

@@ -3,9 +3,10 @@
 
 use super::flags::{DumpArgs, KernelArgs, SessionArg, SymbolArgs};
 use anyhow::Result;
-use etwdump::dump::{DumpFile, OpenOptions};
+use etwdump::dump::OpenOptions;
 use etwdump::etw::source::EtwSource;
 use etwdump::kernel::context::KernelContext;
+use etwdump::mem::Memory;
 use etwdump::render::output::{Render, Renderer};
 use etwdump::render::rows::{Row, RowWriter};
 use etwdump::render::text::{json_terminal_safe, printable};
@@ -16,7 +17,7 @@ use std::path::Path;
 
 /// How a dump is opened: [`etwdump::kernel::discover::open`] (every command but `info` and
 /// `read`) or `open_container` (an ELF or VMware image without Windows is still described).
-pub type Opener = fn(&Path, OpenOptions) -> Result<DumpFile, etwdump::dump::DumpError>;
+pub type Opener = fn(&Path, OpenOptions) -> Result<Memory, etwdump::dump::DumpError>;
 
 /// Open the dump, build its kernel context with the symbols asked for, and run `body` on it.
 pub fn with_kernel<T>(
@@ -48,7 +49,7 @@ pub fn with_kernel_by<T>(
     body: impl FnOnce(&KernelContext<'_>) -> Result<T>,
 ) -> Result<T> {
     let d = open_with(dump, how)?;
-    let ctx = KernelContext::open(&d, &symbols.options())?;
+    let ctx = KernelContext::open_memory(&d, &symbols.options())?;
     body(&ctx)
 }
 
@@ -71,7 +72,7 @@ pub fn finish<W: Write, R: Row>(r: Renderer, rows: RowWriter<W, R>, w: &[Warning
 
 /// Open `a` with `how`; a truncated dump and a memory image's layout warnings are reported on
 /// stderr here, once per command.
-pub fn open_with(a: &DumpArgs, how: Opener) -> Result<DumpFile> {
+pub fn open_with(a: &DumpArgs, how: Opener) -> Result<Memory> {
     let opts = OpenOptions {
         allow_truncated: !a.strict || a.allow_truncated,
     };
@@ -99,6 +100,7 @@ pub fn open_with(a: &DumpArgs, how: Opener) -> Result<DumpFile> {
             .warnings()
             .iter()
             .filter(|w| !w.starts_with("truncated dump"))
+            .chain(&d.machine.warnings)
         {
             warn(&format!("IMAGE ({}): {w}", display(&a.dump)));
         }

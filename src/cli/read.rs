@@ -2,7 +2,6 @@
 
 use super::common::{emit, open_with};
 use super::flags::{parse_u64, DumpArgs, ReadFormat};
-use etwdump::mem::AddressSpace;
 use etwdump::render::read::Read;
 use std::io::Write;
 
@@ -26,7 +25,7 @@ pub struct Args {
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     // Physical reads need no page tables: an image without Windows opens too.
     let d = open_with(&a.dump, etwdump::kernel::discover::open_container)?;
-    let space = AddressSpace::kernel(&d);
+    let space = d.space();
     let len = usize::try_from(a.length).unwrap_or(usize::MAX);
     let (report, bytes) = etwdump::report::read::read(&space, a.address, len, a.physical)?;
     match a.format.renderer() {

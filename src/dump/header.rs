@@ -191,8 +191,9 @@ pub struct DumpHeader {
 
 impl DumpHeader {
     /// The header of a memory image, which has none: nothing is known (DumpType 0, no DTB,
-    /// no lists, no times, no CPU count) until discovery fills the architecture and the DTB
-    /// ([`crate::dump::DumpFile::set_machine`]); the kernel layer finds the rest.
+    /// no lists, no times, no CPU count; `arch` is only the container's hint, e.g. an ELF
+    /// core's e_machine). Discovery finds the machine (`kernel::discover::machine`, a
+    /// [`crate::mem::Machine`]); the kernel layer finds the rest.
     pub fn none(arch: Arch) -> DumpHeader {
         DumpHeader {
             arch,

@@ -5,8 +5,8 @@
 //!
 //! The file is memory-mapped; nothing is read until asked for, so opening a 128 GiB dump costs
 //! the header and (for bitmap dumps) one pass over the bitmap. An image has no header: its
-//! architecture and DTB are found by the memory layer ([`crate::mem::discover`]) and set with
-//! [`DumpFile::set_machine`].
+//! architecture and DTB are found by discovery (`kernel::discover::machine`), which gives a
+//! [`crate::mem::Machine`]; the container keeps none of it.
 
 mod bitmap;
 mod blobs;
@@ -84,10 +84,6 @@ pub struct DumpFile {
     header: DumpHeader,
     contents: Contents,
     warnings: Vec<String>,
-    /// How the architecture and DTB of an image were found (None: from the dump header).
-    machine_source: Option<String>,
-    /// Why they could not be found (an image that is not Windows memory).
-    machine_problem: Option<String>,
     /// Pages read since the resident set was last checked.
     pages_read: std::sync::atomic::AtomicU64,
     /// Unique among the dumps this process opened (caches keyed by it never mix dumps).
@@ -298,8 +294,6 @@ impl DumpFile {
             header: DumpHeader::none(arch),
             contents: Contents::Image(img),
             warnings,
-            machine_source: None,
-            machine_problem: None,
             pages_read: Default::default(),
             id: next_id(),
             file: None,
@@ -415,8 +409,6 @@ impl DumpFile {
             header,
             contents,
             warnings,
-            machine_source: None,
-            machine_problem: None,
             pages_read: Default::default(),
             id: next_id(),
             file: None,
@@ -434,44 +426,6 @@ impl DumpFile {
             Contents::Image(i) if i.format != ImageFormat::Rdmp => Some(i),
             _ => None,
         }
-    }
-
-    /// Whether the architecture and DTB still have to be found (an image without a header).
-    pub fn needs_machine(&self) -> bool {
-        self.image().is_some() && self.machine_source.is_none()
-    }
-
-    /// Set what discovery found for an image: its architecture, DTB and how they were found.
-    pub fn set_machine(&mut self, arch: Arch, dtb: u64, how: String) {
-        self.header.arch = arch;
-        self.header.directory_table_base = dtb;
-        self.header.machine_image_type = match arch {
-            Arch::X64 => MACHINE_AMD64,
-            Arch::X86 { .. } => MACHINE_I386,
-            Arch::Arm64 => MACHINE_ARM64,
-        };
-        self.machine_source = Some(how);
-    }
-
-    /// Add a warning about the file found after it was opened (discovery).
-    pub fn add_warning(&mut self, w: String) {
-        self.warnings.push(w);
-    }
-
-    /// How an image's architecture and DTB were found (None: from the dump header).
-    pub fn machine_source(&self) -> Option<&str> {
-        self.machine_source.as_deref()
-    }
-
-    /// Record why an image's architecture and DTB could not be found (its container can
-    /// still be described; nothing virtual can be read).
-    pub fn set_machine_problem(&mut self, why: String) {
-        self.machine_problem = Some(why);
-    }
-
-    /// Why an image's architecture and DTB are unknown, when discovery failed.
-    pub fn machine_problem(&self) -> Option<&str> {
-        self.machine_problem.as_deref()
     }
 
     /// When the file was last written (its modification time, a FILETIME); None for a dump

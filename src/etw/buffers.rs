@@ -595,7 +595,7 @@ impl Finder<'_, '_> {
                     continue;
                 }
             };
-            let space = AddressSpace::with_dtb(self.ctx.space.dump(), owner.directory_table_base);
+            let space = self.ctx.space.with_root(owner.directory_table_base);
             let q = crate::etw::realtime::queued(&space, c, slist, &|va| {
                 self.header_in(&space, va, true)
             });
@@ -897,7 +897,7 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
 pub fn space_of<'d>(ctx: &KernelContext<'d>, b: &FoundBuffer) -> AddressSpace<'d> {
     match &b.owner {
         None => ctx.space,
-        Some(o) => AddressSpace::with_dtb(ctx.space.dump(), o.directory_table_base),
+        Some(o) => ctx.space.with_root(o.directory_table_base),
     }
 }
 

@@ -162,7 +162,7 @@ fn read_one(
     };
     let mut user_buffer_count = None;
     if let (Some(dtb), Some(p)) = (directory_table_base, user_buffer_count_at) {
-        let space = crate::mem::AddressSpace::with_dtb(ctx.space.dump(), dtb);
+        let space = ctx.space.with_root(dtb);
         if space.is_user(p) {
             match space.read_u32(p) {
                 Ok(n) => user_buffer_count = Some(u64::from(n)),

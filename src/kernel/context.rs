@@ -7,7 +7,7 @@ use super::modules::{self, ModuleList};
 use super::pe::KernelImage;
 use crate::addr::VirtAddr;
 use crate::dump::{Arch, DumpFile};
-use crate::mem::{AddressSpace, MemError};
+use crate::mem::{AddressSpace, Machine, MemError, Memory};
 use crate::symbols::{store, PdbIdentity, SymbolError, Symbols, WANTED_TYPES};
 use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
@@ -110,6 +110,18 @@ pub struct KernelContext<'d> {
     /// The host silo state and the layout of its structures, once established from the
     /// logger contexts (`etw::silo::check`).
     pub silo: std::sync::OnceLock<SiloLayout>,
+    /// The machine: architecture and page-table root, from the header or found in an image.
+    pub machine: Machine,
+}
+
+/// The machine of `dump` as discovery finds it; for an image without Windows page tables,
+/// unknown with the reason (nothing virtual is read).
+fn discovered(dump: &DumpFile) -> Machine {
+    crate::kernel::discover::machine(dump).unwrap_or_else(|e| {
+        let mut m = Machine::of_container(dump);
+        m.source = crate::mem::MachineSource::Unknown(e.to_string());
+        m
+    })
 }
 
 /// A structure whose address and layout were established together from evidence in memory
@@ -161,13 +173,28 @@ pub enum LocatedHow {
 }
 
 impl<'d> KernelContext<'d> {
-    /// Find the kernel and load the symbols `opts` names (built-in layouts as fallback).
+    /// Find the kernel and load the symbols `opts` names (built-in layouts as fallback). An
+    /// image's machine is found here ([`crate::kernel::discover::machine`]); a caller that
+    /// opened it with `discover::open` has it already: [`Self::open_memory`].
     pub fn open(dump: &'d DumpFile, opts: &SymbolOptions) -> Result<Self, SymbolError> {
-        let mut me = Self::without_symbols(dump);
+        Self::open_on(dump, discovered(dump), opts)
+    }
+
+    /// [`Self::open`] on memory whose machine is known.
+    pub fn open_memory(mem: &'d Memory, opts: &SymbolOptions) -> Result<Self, SymbolError> {
+        Self::open_on(&mem.dump, mem.machine.clone(), opts)
+    }
+
+    fn open_on(
+        dump: &'d DumpFile,
+        machine: Machine,
+        opts: &SymbolOptions,
+    ) -> Result<Self, SymbolError> {
+        let mut me = Self::without_symbols_on(dump, machine);
         let (symbols, matched) = me.load_symbols(opts)?;
         let kernel = me.kernel_pdb().cloned();
         me.symbols =
-            symbols.with_builtin_for(me.build, dump.header().arch == Arch::X64, kernel.as_ref());
+            symbols.with_builtin_for(me.build, me.machine.arch == Arch::X64, kernel.as_ref());
         me.symbol_match = matched;
         me.check_builtin_rvas();
         me.find_lists_by_symbols();
@@ -281,8 +308,13 @@ impl<'d> KernelContext<'d> {
 
     /// Find the kernel; built-in layouts only.
     pub fn without_symbols(dump: &'d DumpFile) -> Self {
+        Self::without_symbols_on(dump, discovered(dump))
+    }
+
+    /// [`Self::without_symbols`] on a known machine.
+    pub fn without_symbols_on(dump: &'d DumpFile, machine: Machine) -> Self {
         let h = dump.header();
-        let space = AddressSpace::kernel(dump);
+        let space = AddressSpace::new(dump, &machine);
         let mut warnings: Vec<Warning> = dump
             .warnings()
             .iter()
@@ -294,6 +326,12 @@ impl<'d> KernelContext<'d> {
                 };
                 Warning::new(kind, w.as_str())
             })
+            .chain(
+                machine
+                    .warnings
+                    .iter()
+                    .map(|w| Warning::new(WarningKind::Anomaly, w.as_str())),
+            )
             .collect();
         let kdbg = KdDebuggerData::read(&space, h.kd_debugger_data_block);
         let kuser = KUserSharedData::read(&space);
@@ -369,10 +407,10 @@ impl<'d> KernelContext<'d> {
             _ if h.minor_version == 0 && dump.image().is_some() => identity_build().unwrap_or(0),
             _ => h.minor_version,
         };
-        let x64 = h.arch.is_64bit();
+        let x64 = machine.arch.is_64bit();
         let symbols = Symbols::none(if x64 { 8 } else { 4 }).with_builtin_for(
             build,
-            h.arch == Arch::X64,
+            machine.arch == Arch::X64,
             image.as_ref().and_then(|i| i.pdb.as_ref().ok()),
         );
         let mut me = KernelContext {
@@ -391,6 +429,7 @@ impl<'d> KernelContext<'d> {
             warnings,
             etw_support: std::sync::OnceLock::new(),
             silo: std::sync::OnceLock::new(),
+            machine,
         };
         me.check_builtin_rvas();
         if let (Some(ft), Some((_, why))) = (me.system_time(), me.system_time_flag()) {

@@ -26,8 +26,8 @@ use super::pe::KernelImage;
 use crate::addr::{VirtAddr, PAGE_SIZE};
 use crate::dump::{Arch, DumpError, DumpFile, OpenOptions, PageLookup};
 use crate::mem::{
-    entry_large, entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, MemError,
-    PagingLevel, PagingMode,
+    entry_large, entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, Machine,
+    MemError, Memory, PagingLevel, PagingMode,
 };
 use std::path::Path;
 
@@ -236,32 +236,26 @@ pub fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, String>> {
     })
 }
 
-/// Complete an image's missing header facts (architecture and DTB), or say why it cannot be
-/// read. A crash dump is left as it is.
-pub fn complete(dump: &mut DumpFile) -> Result<(), DumpError> {
-    if !dump.needs_machine() {
-        return Ok(());
-    }
+/// The machine whose memory `dump` holds: a crash dump's header; for an image, its
+/// architecture and DTB found by the page-table self-reference, or why they cannot be (an
+/// error: not Windows memory).
+pub fn machine(dump: &DumpFile) -> Result<Machine, DumpError> {
     let format = dump.image().map_or("memory", |i| i.format.name());
-    let err = match find_machine(dump) {
+    match find_machine(dump) {
+        None => Ok(Machine::of_container(dump)),
         Some(Ok(m)) => {
-            let misplaced = tables_past_the_end(dump, m.arch, m.dtb);
-            dump.set_machine(m.arch, m.dtb, m.how);
-            if let Some(w) = misplaced {
-                dump.add_warning(w);
-            }
-            return Ok(());
+            let mut found = Machine::found(m.arch, m.dtb, m.how);
+            found
+                .warnings
+                .extend(tables_past_the_end(dump, m.arch, m.dtb));
+            Ok(found)
         }
-        Some(Err(reason)) if format == "raw" => DumpError::NotMemory {
+        Some(Err(reason)) if format == "raw" => Err(DumpError::NotMemory {
             signature: crate::bytes::tag_text(dump.bytes().get(..4).unwrap_or_default()),
             reason,
-        },
-        Some(Err(reason)) => DumpError::NoWindows { format, reason },
-        None => return Ok(()),
-    };
-    // Whoever goes on with the dump reads no virtual memory through a guessed root.
-    dump.set_machine_problem(err.to_string());
-    Err(err)
+        }),
+        Some(Err(reason)) => Err(DumpError::NoWindows { format, reason }),
+    }
 }
 
 /// Paging-structure pages (PDPTs and page directories, always RAM) that the kernel's upper
@@ -348,10 +342,10 @@ fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> 
 }
 
 /// Open a crash dump or memory image and, for an image, find its architecture and DTB.
-pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
-    let mut d = DumpFile::open(path, opts)?;
-    complete(&mut d)?;
-    Ok(d)
+pub fn open(path: &Path, opts: OpenOptions) -> Result<Memory, DumpError> {
+    let dump = DumpFile::open(path, opts)?;
+    let machine = machine(&dump)?;
+    Ok(Memory { dump, machine })
 }
 
 /// Open `path` as placed by a host framework's layout ([`crate::dump::layout`]). The machine
@@ -362,10 +356,11 @@ pub fn open_with_layout(
     path: &Path,
     layout: &crate::dump::layout::Layout,
     opts: OpenOptions,
-) -> Result<DumpFile, DumpError> {
-    let mut d = DumpFile::open_layout(path, layout, opts)?;
+) -> Result<Memory, DumpError> {
+    let dump = DumpFile::open_layout(path, layout, opts)?;
+    let mut refused = None;
     if let Some((arch, dtb)) = layout.machine {
-        let space = AddressSpace::with_arch_dtb(&d, arch, dtb);
+        let space = AddressSpace::with_arch_dtb(&dump, arch, dtb);
         match KUserSharedData::plausible_at(&space) {
             Some((major, minor)) => {
                 let how = format!(
@@ -377,26 +372,32 @@ pub fn open_with_layout(
                     },
                     layout.source
                 );
-                d.set_machine(arch, dtb, how);
-                return Ok(d);
+                let machine = Machine::found(arch, dtb, how);
+                return Ok(Memory { dump, machine });
             }
-            None => d.add_warning(format!(
+            None => refused = Some(format!(
                 "the layout's page-table root {dtb:#x} ({arch:?}) does not map a plausible KUSER_SHARED_DATA: searching the image for the kernel's root instead"
             )),
         }
     }
-    complete(&mut d)?;
-    Ok(d)
+    let mut machine = machine(&dump)?;
+    machine.warnings.splice(0..0, refused);
+    Ok(Memory { dump, machine })
 }
 
 /// As [`open`], but an image of a known container (ELF core, VMware) in which no Windows is
-/// found still opens, with the reason recorded ([`DumpFile::machine_problem`]): `info`
+/// found still opens, its machine unknown with the reason ([`Machine::problem`]): `info`
 /// describes its layout. A file without any signature that is not memory is still an error.
-pub fn open_container(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
-    let mut d = DumpFile::open(path, opts)?;
-    match complete(&mut d) {
+pub fn open_container(path: &Path, opts: OpenOptions) -> Result<Memory, DumpError> {
+    let dump = DumpFile::open(path, opts)?;
+    match machine(&dump) {
+        Ok(machine) => Ok(Memory { dump, machine }),
         Err(e @ DumpError::NotMemory { .. }) => Err(e),
-        Err(_) | Ok(()) => Ok(d),
+        Err(e) => {
+            let mut machine = Machine::of_container(&dump);
+            machine.source = crate::mem::MachineSource::Unknown(e.to_string());
+            Ok(Memory { dump, machine })
+        }
     }
 }
 

@@ -80,7 +80,7 @@ pub fn open<'d>(ctx: &KernelContext<'d>, eprocess: VirtAddr) -> Result<UserProce
         return Err(UserError::NoPeb);
     }
     let dtb = super::processes::directory_table_base(ctx, eprocess)?;
-    let space = AddressSpace::with_dtb(ctx.space.dump(), dtb);
+    let space = ctx.space.with_root(dtb);
     if !space.is_user(peb) {
         return Err(format!("EPROCESS.Peb {peb} is not a user-mode address").into());
     }

@@ -6,10 +6,12 @@
 
 mod error;
 mod list;
+mod machine;
 mod paging;
 
 pub use error::{MemError, PagingLevel};
 pub use list::{ListStop, ListWalk};
+pub use machine::{Machine, MachineSource, Memory};
 pub use paging::{
     entry_large, entry_pfn, entry_present, is_self_ref, table_entry, MmuSpec, PagingMode, Pte,
     Translation,
@@ -78,15 +80,31 @@ impl std::fmt::Debug for AddressSpace<'_> {
 }
 
 impl<'d> AddressSpace<'d> {
-    /// The kernel address space: the header's DirectoryTableBase, or the triage blocks.
-    pub fn kernel(dump: &'d DumpFile) -> AddressSpace<'d> {
-        Self::with_dtb(dump, dump.header().directory_table_base)
+    /// The kernel address space of `machine` over `dump`'s memory: paged from the machine's
+    /// root, the triage blocks of a triage dump, or none when the machine is unknown.
+    pub fn new(dump: &'d DumpFile, machine: &Machine) -> AddressSpace<'d> {
+        if dump.triage().is_none() && !machine.is_known() {
+            return AddressSpace {
+                dump,
+                arch: machine.arch,
+                kind: Kind::Unsupported {
+                    arch: "this memory image (no Windows page tables were found in it)",
+                },
+            };
+        }
+        Self::with_arch_dtb(dump, machine.arch, machine.dtb)
     }
 
-    /// An address space rooted at `dtb` (CR3 as the OS stores it; PCID/low bits are masked
-    /// as the architecture requires).
-    pub fn with_dtb(dump: &'d DumpFile, dtb: u64) -> AddressSpace<'d> {
-        Self::with_arch_dtb(dump, dump.header().arch, dtb)
+    /// The kernel address space a crash dump's header states (for a memory image, whose
+    /// header states no machine, none: see [`Memory::space`]).
+    pub fn kernel(dump: &'d DumpFile) -> AddressSpace<'d> {
+        Self::new(dump, &Machine::of_container(dump))
+    }
+
+    /// The same machine's address space rooted at `dtb` (a process's DirectoryTableBase; CR3
+    /// as the OS stores it, PCID/low bits masked as the architecture requires).
+    pub fn with_root(&self, dtb: u64) -> AddressSpace<'d> {
+        Self::with_arch_dtb(self.dump, self.arch, dtb)
     }
 
     /// An address space of architecture `arch` rooted at `dtb` (discovery tries candidates
@@ -94,10 +112,6 @@ impl<'d> AddressSpace<'d> {
     pub fn with_arch_dtb(dump: &'d DumpFile, arch: Arch, dtb: u64) -> AddressSpace<'d> {
         let kind = if dump.triage().is_some() {
             Kind::Triage
-        } else if dump.machine_problem().is_some() {
-            Kind::Unsupported {
-                arch: "this memory image (no Windows page tables were found in it)",
-            }
         } else {
             match PagingMode::for_arch(arch) {
                 Some(mode) => Kind::Paged {

@@ -242,7 +242,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
             nt_build_number_raw: None,
             kuser_shared_data_unavailable: Some(format!(
                 "KUSER_SHARED_DATA at {} is not readable: {e}",
-                KUserSharedData::address(h.arch)
+                KUserSharedData::address(ctx.machine.arch)
             )),
             build_lab,
             build: ctx.build,
@@ -291,7 +291,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         None => (None, None, Some("the kernel base is unknown".into())),
     };
 
-    let memory = memory_info(dump, space);
+    let memory = memory_info(dump, ctx.machine.arch, space);
     let triage = triage_info(dump, ctx.base);
     let image = dump.image().is_some();
     let mut found_by = BTreeMap::new();
@@ -304,7 +304,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
     };
     found_by.insert(
         "dtb",
-        match (dump.machine_source(), dump.machine_problem()) {
+        match (ctx.machine.found_by(), ctx.machine.problem()) {
             (Some(how), _) => how.to_string(),
             (None, Some(why)) => format!("not found: {why}"),
             (None, None) => header_or("not found"),
@@ -341,8 +341,17 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
 
     InfoReport {
         file_size: dump.len(),
-        arch: h.arch.name(),
-        machine_image_type: hex(u64::from(h.machine_image_type)),
+        arch: ctx.machine.arch.name(),
+        machine_image_type: hex(u64::from(if image && ctx.machine.is_known() {
+            // An image has no header: the machine type of the architecture found.
+            match ctx.machine.arch {
+                Arch::X64 => crate::dump::MACHINE_AMD64,
+                Arch::X86 { .. } => crate::dump::MACHINE_I386,
+                Arch::Arm64 => crate::dump::MACHINE_ARM64,
+            }
+        } else {
+            h.machine_image_type
+        })),
         dump_type: DumpTypeInfo {
             value: h.dump_type.0,
             name: if image {
@@ -370,7 +379,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         system_time_raw: ctx.system_time().unwrap_or(0),
         system_time_flag: ctx.system_time_flag().map(|f| f.0),
         system_up_time: duration_100ns(ctx.up_time().unwrap_or(0)),
-        dtb: hex(h.directory_table_base),
+        dtb: hex(ctx.machine.dtb),
         pfn_database: h.pfn_database.to_string(),
         ps_loaded_module_list: module_head.unwrap_or(VirtAddr::new(0)).to_string(),
         ps_active_process_head: ctx.process_head().unwrap_or(VirtAddr::new(0)).to_string(),
@@ -495,15 +504,15 @@ fn kdbg_info(space: &AddressSpace<'_>, state: &KdbgState) -> KdbgInfo {
     i
 }
 
-fn memory_info(dump: &DumpFile, space: &AddressSpace<'_>) -> MemoryInfo {
-    let paging = match (dump.has_physical_memory(), dump.header().arch) {
+fn memory_info(dump: &DumpFile, arch: Arch, space: &AddressSpace<'_>) -> MemoryInfo {
+    let paging = match (dump.has_physical_memory(), arch) {
         (false, _) => None,
         (true, Arch::X64) => Some("x64 4-level"),
         (true, Arch::X86 { pae: true }) => Some("x86 PAE"),
         (true, Arch::X86 { pae: false }) => Some("x86 2-level (non-PAE)"),
         (true, Arch::Arm64) => None,
     };
-    let translation_unsupported = match dump.header().arch {
+    let translation_unsupported = match arch {
         Arch::Arm64 if dump.has_physical_memory() => {
             Some("ARM64 address translation is not supported yet: virtual memory cannot be read".into())
         }
