@@ -103,42 +103,13 @@ fn compute(ctx: &KernelContext<'_>) -> SiloLayout {
         out.evidence = "the _WMI_LOGGER_CONTEXT layout has no SiloState (before 1607)".into();
         return out;
     }
-    // The silo state the contexts name: each context that passes its identity (LoggerId ==
-    // slot) votes with its SiloState.
-    let space = &ctx.space;
-    let psize = space.arch().pointer_size();
-    let mut votes: Vec<(VirtAddr, u64)> = Vec::new();
-    let mut voters = 0u64;
-    for slot in 0..MAX_SLOTS {
-        let Ok(v) = space.read_ptr(arr.offset(slot * psize)) else {
-            break;
-        };
-        if v.is_null() || v.get() & 1 != 0 || !v.is_kernel(psize == 8) {
-            continue;
-        }
-        let view = View::new(space, ctx_layout, v);
-        if view.uint("LoggerId").ok() != Some(slot) {
-            continue;
-        }
-        let Ok(s) = view.ptr("SiloState") else {
-            continue;
-        };
-        if s.is_null() {
-            continue;
-        }
-        voters += 1;
-        match votes.iter_mut().find(|(a, _)| *a == s) {
-            Some((_, n)) => *n += 1,
-            None => votes.push((s, 1)),
-        }
-    }
-    votes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let Some(&(silo, n)) = votes.first() else {
+    let Some((silo, n, voters)) = vote(ctx, ctx_layout, arr) else {
         out.evidence = format!(
             "no logger context of the array at {arr} (KDBG) passed its identity and named a silo state"
         );
         return out;
     };
+    let space = &ctx.space;
     // Which layouts have the array where the silo state keeps it.
     let fits = |l: &StructLayout| -> Option<bool> {
         let (off, ptr) = array_field(l)?;
@@ -235,4 +206,42 @@ fn compute(ctx: &KernelContext<'_>) -> SiloLayout {
         }
     }
     out
+}
+
+/// The silo state the logger contexts of the array at `arr` name: each context that passes
+/// its identity (LoggerId == slot) votes with its SiloState. (address, its votes, voters).
+fn vote(
+    ctx: &KernelContext<'_>,
+    ctx_layout: &StructLayout,
+    arr: VirtAddr,
+) -> Option<(VirtAddr, u64, u64)> {
+    let space = &ctx.space;
+    let psize = space.arch().pointer_size();
+    let mut votes: Vec<(VirtAddr, u64)> = Vec::new();
+    let mut voters = 0u64;
+    for slot in 0..MAX_SLOTS {
+        let Ok(v) = space.read_ptr(arr.offset(slot * psize)) else {
+            break;
+        };
+        if v.is_null() || v.get() & 1 != 0 || !v.is_kernel(psize == 8) {
+            continue;
+        }
+        let view = View::new(space, ctx_layout, v);
+        if view.uint("LoggerId").ok() != Some(slot) {
+            continue;
+        }
+        let Ok(s) = view.ptr("SiloState") else {
+            continue;
+        };
+        if s.is_null() {
+            continue;
+        }
+        voters += 1;
+        match votes.iter_mut().find(|(a, _)| *a == s) {
+            Some((_, n)) => *n += 1,
+            None => votes.push((s, 1)),
+        }
+    }
+    votes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    votes.first().map(|&(s, n)| (s, n, voters))
 }
