@@ -3,7 +3,7 @@
 //!
 //! An attacker who controls a process name, a session name or a file on the suspect machine
 //! controls these bytes. They leave the tool in two forms only:
-//! - terminal-safe ([`Display`](fmt::Display), [`escape`], [`csv_field`] in `render::csv`):
+//! - terminal-safe ([`Display`](fmt::Display), [`escape`], `csv_field` in `render::csv`):
 //!   every C0 control, DEL, every C1 control (U+0080-U+009F), the bidi controls (U+061C,
 //!   U+200E/F, U+202A-U+202E, U+2066-U+2069) and the line/paragraph separators (U+2028/9)
 //!   become `\u{..}`;

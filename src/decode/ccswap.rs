@@ -1,7 +1,7 @@
 //! Compact context-switch batches (hook 0x0525; etw-internals.md §4.2-§4.3).
 //!
-//! A batch is a PERFINFO_CCSWAP_BUFFER header (FirstTimeStamp, TidTable[16],
-//! ThreadBasePriority[16]; 0x58 bytes) followed by packets packed with no alignment. Packet
+//! A batch is a PERFINFO_CCSWAP_BUFFER header (FirstTimeStamp, TidTable\[16\],
+//! ThreadBasePriority\[16\]; 0x58 bytes) followed by packets packed with no alignment. Packet
 //! form = bits 0-1: 0 idle-short (2 bytes, TimeDelta:14), 1 idle (4, TimeDelta:30), 2 lite (4:
 //! OldThreadIdIndex:4, OldThreadPriInc:3, OldThreadStateWr:6, TimeDelta:17), 3 full (8: dword0
 //! TimeDelta:30; dword1 OldThreadIdIndex:4, OldThreadStateWr:6, OldThreadPriority:5,

@@ -79,7 +79,7 @@ pub fn hook_name(h: u16) -> Option<&'static str> {
 
 /// Hooks whose payload starts with `{ULONGLONG InitialTime; PVOID Routine; ...}`:
 /// PERFINFO_INTERRUPT_INFORMATION (ServiceRoutine) and PERFINFO_DPC_INFORMATION (DpcRoutine)
-/// (ntwmi.h; triage-etw.md §2.1 [H3]).
+/// (ntwmi.h; triage-etw.md §2.1 \[H3\]).
 pub fn has_routine(h: u16) -> bool {
     matches!(
         h,

@@ -239,7 +239,7 @@ pub fn process_field(
     r
 }
 
-/// The KPRCB of `cpu`: KiProcessorBlock[cpu] (the global, else the KDBG's copy of its
+/// The KPRCB of `cpu`: KiProcessorBlock\[cpu\] (the global, else the KDBG's copy of its
 /// address), a non-NULL kernel pointer.
 pub fn prcb(ctx: &KernelContext<'_>, cpu: u64) -> Result<VirtAddr, String> {
     let space = &ctx.space;
@@ -259,7 +259,7 @@ pub fn prcb(ctx: &KernelContext<'_>, cpu: u64) -> Result<VirtAddr, String> {
     Ok(prcb)
 }
 
-/// The thread running on `cpu` at dump time: KiProcessorBlock[cpu] → KPRCB.CurrentThread →
+/// The thread running on `cpu` at dump time: KiProcessorBlock\[cpu\] → KPRCB.CurrentThread →
 /// ETHREAD.Cid.UniqueThread. Returns (ETHREAD address, thread id), or what could not be read.
 pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u64), String> {
     let sym = &ctx.symbols;

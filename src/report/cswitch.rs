@@ -15,7 +15,7 @@
 //! **One row per switch.** A context switch traced by several sessions (a CSwitch event in
 //! one, a compact batch or a pending block of another; the pending blocks of two clock types)
 //! is one row whose `sources` lists every record that saw it. Records are the same switch
-//! only on evidence ([`Dedup`]):
+//! only on evidence (`Dedup`):
 //!
 //! * both were recorded by different *recorders* (a logger's buffers, or one pending block):
 //!   a recorder never logs a switch twice, and two switches of one batch may share threads and

@@ -40,7 +40,7 @@ fn bad(path: &Path, e: impl std::fmt::Display) -> SymbolError {
 /// Read `wanted` structures (and what they embed) and all global symbols from a PDB.
 ///
 /// The `pdb` crate trusts the sizes in the file and can panic on a damaged type record, so the
-/// container is checked first ([`super::msf::check`]) and a panic inside the crate is contained
+/// container is checked first (`msf::check`) and a panic inside the crate is contained
 /// here and reported as a bad PDB naming the file (its message is not printed).
 pub fn load(path: &Path, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
     let io = |e| SymbolError::Io {
