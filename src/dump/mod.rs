@@ -53,11 +53,30 @@ pub enum Contents {
     Image(PhysImage),
 }
 
+/// A page's bytes: borrowed from the file where the container stores them, or shared from
+/// the container's cache where it had to make them (a compressed container decompresses a
+/// page once and hands out the same bytes while they stay cached).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PageRef<'a> {
+    Borrowed(&'a [u8]),
+    Shared(std::sync::Arc<[u8]>),
+}
+
+impl std::ops::Deref for PageRef<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            PageRef::Borrowed(b) => b,
+            PageRef::Shared(a) => a,
+        }
+    }
+}
+
 /// Result of looking a physical page up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PageLookup<'a> {
     /// The page's 4096 bytes.
-    Present(&'a [u8]),
+    Present(PageRef<'a>),
     /// The dump does not contain this page (outside every run, bit clear, or a triage dump).
     NotInDump,
     /// The header says the page is stored at `file_offset`, but the file ends before it.
@@ -677,7 +696,7 @@ impl DumpFile {
         match off {
             None => PageLookup::NotInDump,
             Some(o) => match self.file_bytes(o, PAGE_SIZE as usize) {
-                Some(p) => PageLookup::Present(p),
+                Some(p) => PageLookup::Present(PageRef::Borrowed(p)),
                 None => PageLookup::BeyondEof { file_offset: o },
             },
         }

@@ -268,7 +268,7 @@ fn pass(
                         for pfn in s..e {
                             if let PageLookup::Present(p) = dump.page(crate::addr::Pfn::new(pfn)) {
                                 if hits.len() < MAX_CANDIDATES {
-                                    page_hits(p, pfn * PAGE_SIZE, x64, &mut hits);
+                                    page_hits(&p, pfn * PAGE_SIZE, x64, &mut hits);
                                 }
                                 pages += 1;
                             }

@@ -24,7 +24,7 @@
 use super::kuser::KUserSharedData;
 use super::pe::KernelImage;
 use crate::addr::{VirtAddr, PAGE_SIZE};
-use crate::dump::{Arch, DumpError, DumpFile, OpenOptions, PageLookup};
+use crate::dump::{Arch, DumpError, DumpFile, OpenOptions, PageLookup, PageRef};
 use crate::mem::{
     entry_large, entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, Machine,
     MemError, Memory, PagingLevel, PagingMode,
@@ -105,7 +105,7 @@ fn candidates(page: &[u8], pfn: u64, out: &mut Vec<Candidate>) {
 
 /// Every stored physical page of an image, in address order (a range is cut where the file
 /// ends, so a truncated or lying layout costs no more than the file's pages).
-fn pages(dump: &DumpFile) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+fn pages(dump: &DumpFile) -> impl Iterator<Item = (u64, PageRef<'_>)> + '_ {
     let ranges = dump.image().map_or(&[][..], |i| i.ranges());
     let file_len = dump.len();
     ranges.iter().flat_map(move |r| {
@@ -127,7 +127,7 @@ fn find_pdpt(dump: &DumpFile, pds: [u64; 4]) -> Option<u64> {
     for (pfn, page) in pages(dump) {
         for slot in 0..PAGE_SIZE as usize / 32 {
             let hit = (0..4).all(|i| {
-                table_entry(PagingMode::Pae, page, slot * 4 + i)
+                table_entry(PagingMode::Pae, &page, slot * 4 + i)
                     .is_some_and(|e| entry_present(e) && entry_pfn(PagingMode::Pae, e) == pds[i])
             });
             if hit {
@@ -196,7 +196,7 @@ pub fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, String>> {
             }
         }
         cands.clear();
-        candidates(page, pfn, &mut cands);
+        candidates(&page, pfn, &mut cands);
         for &c in &cands {
             let Some((arch, dtb, how)) = test(dump, c, &mut pae_searches) else {
                 continue;
@@ -295,7 +295,7 @@ fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> 
         if let Some(page) = page_of(dtb / PAGE_SIZE) {
             let at = (dtb % PAGE_SIZE) as usize / 8;
             for i in at..at + 4 {
-                if let Some(e) = table_entry(mode, page, i).filter(|&e| entry_present(e)) {
+                if let Some(e) = table_entry(mode, &page, i).filter(|&e| entry_present(e)) {
                     note(entry_pfn(mode, e), "page directory");
                 }
             }
@@ -304,7 +304,7 @@ fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> 
     for (table, range) in roots {
         let Some(page) = page_of(table) else { continue };
         for i in range {
-            let Some(e) = table_entry(mode, page, i).filter(|&e| entry_present(e)) else {
+            let Some(e) = table_entry(mode, &page, i).filter(|&e| entry_present(e)) else {
                 continue;
             };
             let next = entry_pfn(mode, e);
@@ -323,7 +323,7 @@ fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> 
             if mode == PagingMode::X64 {
                 if let Some(pdpt) = page_of(next) {
                     for j in 0..512 {
-                        if let Some(e2) = table_entry(mode, pdpt, j)
+                        if let Some(e2) = table_entry(mode, &pdpt, j)
                             .filter(|&e| entry_present(e) && !entry_large(e))
                         {
                             note(entry_pfn(mode, e2), "page directory");

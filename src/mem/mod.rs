@@ -18,7 +18,7 @@ pub use paging::{
 };
 
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
-use crate::dump::{Arch, DumpFile, PageLookup};
+use crate::dump::{Arch, DumpFile, PageLookup, PageRef};
 
 /// A per-thread cache of translations (a software TLB): 512 entries, direct-mapped by virtual
 /// page, keyed by (dump id, page-table root, virtual page). Dumps never change under a reader,
@@ -306,7 +306,7 @@ impl<'d> AddressSpace<'d> {
                 ..
             }
         ) && buf.len() > PAGE_SIZE as usize;
-        let mut table: Option<(u64, &[u8])> = None;
+        let mut table: Option<(u64, PageRef<'_>)> = None;
         while done < buf.len() {
             let cur = start.offset(done as u64);
             if fast && cur.page_offset() == 0 {
@@ -327,7 +327,7 @@ impl<'d> AddressSpace<'d> {
         &self,
         va: VirtAddr,
         out: &mut [u8],
-        table: &mut Option<(u64, &'t [u8])>,
+        table: &mut Option<(u64, PageRef<'t>)>,
     ) -> Option<usize>
     where
         'd: 't,
@@ -339,14 +339,10 @@ impl<'d> AddressSpace<'d> {
             return None; // non-canonical: the full walk says so
         }
         let region = va.get() >> 21;
-        let pt = match *table {
-            Some((r, pt)) if r == region => pt,
-            _ => {
-                let pt = paging::leaf_table_x64(self.dump, dtb, va)?;
-                *table = Some((region, pt));
-                pt
-            }
-        };
+        if !matches!(table, Some((r, _)) if *r == region) {
+            *table = Some((region, paging::leaf_table_x64(self.dump, dtb, va)?));
+        }
+        let pt = &table.as_ref()?.1;
         let i = ((va.get() >> 12) & 0x1FF) as usize * 8;
         let pte = u64::from_le_bytes(pt.get(i..i + 8)?.try_into().ok()?);
         let pa = paging::pte_maps(pte)?;

@@ -10,7 +10,7 @@
 use super::error::{MemError, PagingLevel};
 use crate::addr::{PhysAddr, VirtAddr};
 use crate::bytes::LeBytes;
-use crate::dump::{Arch, PageLookup, PhysicalMemory};
+use crate::dump::{Arch, PageLookup, PageRef, PhysicalMemory};
 
 /// Paging mode of an address space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -337,7 +337,11 @@ fn leaf_maps(spec: &MmuSpec, pte: Pte) -> Option<(u64, bool)> {
 /// x64: the leaf page table (PT) that maps `va`'s 2 MiB region, as the dump stores it, when
 /// the walk down to it succeeds and the region is not a large page. Lets multi-page reads look
 /// the following PTEs up directly (their entries decide exactly as [`translate`] would).
-pub fn leaf_table_x64(mem: &dyn PhysicalMemory, dtb: PhysAddr, va: VirtAddr) -> Option<&[u8]> {
+pub fn leaf_table_x64(
+    mem: &dyn PhysicalMemory,
+    dtb: PhysAddr,
+    va: VirtAddr,
+) -> Option<PageRef<'_>> {
     match upper(mem, &X64, dtb, va).ok()? {
         Upper::Leaf(pa) => match mem.page(pa.pfn()) {
             PageLookup::Present(p) => Some(p),
@@ -468,14 +472,15 @@ mod tests {
     use super::*;
     use crate::addr::Pfn;
 
-    /// Physical memory that is not a file: pages held in a map (as a decompressing
-    /// container would hold them). The walker needs nothing else.
-    struct Pages(std::collections::BTreeMap<u64, Vec<u8>>);
+    /// Physical memory that is not a file: pages held in a map and handed out as shared,
+    /// owned pages, as a decompressing container hands out its cache's pages. The walker
+    /// needs nothing else.
+    struct Pages(std::collections::BTreeMap<u64, std::sync::Arc<[u8]>>);
 
     impl PhysicalMemory for Pages {
         fn page(&self, pfn: Pfn) -> PageLookup<'_> {
             match self.0.get(&pfn.get()) {
-                Some(p) => PageLookup::Present(p),
+                Some(p) => PageLookup::Present(PageRef::Shared(p.clone())),
                 None => PageLookup::NotInDump,
             }
         }
@@ -494,7 +499,7 @@ mod tests {
         for &(page, i, v) in entries {
             m.get_mut(&page).unwrap()[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
         }
-        Pages(m)
+        Pages(m.into_iter().map(|(k, v)| (k, v.into())).collect())
     }
 
     /// LA57: a PML5 entry over the 4-level walk; the same tables without it are a 4-level
