@@ -117,17 +117,10 @@ impl fmt::Display for Warning {
     }
 }
 
-/// Text not yet classified becomes a warning of kind `other`.
-impl From<String> for Warning {
-    fn from(message: String) -> Warning {
-        Warning::new(WarningKind::Other, message)
-    }
-}
-
-impl From<&str> for Warning {
-    fn from(message: &str) -> Warning {
-        Warning::new(WarningKind::Other, message)
-    }
+/// Warnings serialized as their messages only (models whose JSON has always carried their
+/// warnings as text: a session's, a consumer's).
+pub fn serialize_messages<S: serde::Serializer>(list: &[Warning], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(list.iter().map(|w| &w.message))
 }
 
 /// Push `w` unless an equal warning is already there (many slots or blocks can raise the same).
@@ -158,10 +151,10 @@ mod tests {
             })
         );
         assert_eq!(w.to_string(), "BufferSize is odd");
-        let w = Warning::from("x".to_string()).in_logger(2);
+        let w = Warning::new(WarningKind::Decode, "x").in_logger(2);
         assert_eq!(
             (w.kind, w.logger_id, w.message.as_str()),
-            (WarningKind::Other, Some(2), "logger 2: x")
+            (WarningKind::Decode, Some(2), "logger 2: x")
         );
     }
 }

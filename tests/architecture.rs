@@ -803,3 +803,86 @@ fn strip(line: &str) -> String {
     }
     out
 }
+
+/// Each `Result<.., String>` of a file's code: (line, the type as written), found on the code
+/// with comments and literals blanked; the error is the last top-level argument.
+fn string_results(code: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let t = tokens(code);
+    // The line of each token: tokens are slices of `code`, so their offsets give the lines.
+    let line_of = |tok: &str| {
+        let at = tok.as_ptr() as usize - code.as_ptr() as usize;
+        code[..at].matches('\n').count() + 1
+    };
+    for i in 0..t.len() {
+        if t[i] != "Result" || t.get(i + 1) != Some(&"<") {
+            continue;
+        }
+        let (mut depth, mut j, mut last_arg) = (0i32, i + 1, i + 2);
+        while j < t.len() {
+            match t[j] {
+                "<" => depth += 1,
+                ">" if t[j - 1] != "-" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                "(" | "[" => depth += 100,
+                ")" | "]" => depth -= 100,
+                "," if depth == 1 => last_arg = j + 1,
+                _ => {}
+            }
+            j += 1;
+        }
+        let err: Vec<&str> = t[last_arg.min(j)..j].to_vec();
+        if err == ["String"] || err == ["std", "::", "string", "::", "String"] {
+            out.push((line_of(t[i]), t[i..=j.min(t.len() - 1)].concat()));
+        }
+    }
+    out
+}
+
+/// Typed problems (issue 28 step 4): the dump, memory and ETW layers give no `Result<_,
+/// String>` (errors are enums whose variants carry the data) and keep no warnings as text
+/// (`Vec<String>`): their warnings are `warning::Warning`s (or typed enums), with a kind.
+#[test]
+fn dump_mem_and_etw_have_typed_problems() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for d in ["dump", "mem", "etw"] {
+        rust_files(&src.join(d), &mut files);
+    }
+    files.sort();
+    assert!(files.len() > 20, "{files:?}");
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for (line, ty) in string_results(&code) {
+            bad.push(format!("{rel}:{line}: {ty}"));
+        }
+        for (i, l) in code.lines().enumerate() {
+            let compact: String = l.split_whitespace().collect();
+            if compact.contains("Vec<String>") && l.to_lowercase().contains("warn") {
+                bad.push(format!("{rel}:{}: warnings as text: {}", i + 1, l.trim()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "untyped problems:\n{}", bad.join("\n"));
+    // The scan finds what it should.
+    let sample = "fn a() -> Result<Vec<u8>, String> {}\nfn b(f: &dyn Fn(u8) -> Result<u8, String>) {}\nfn c() -> Result<(u8, String), E> {}\nfn d() -> std::result::Result<(), std::string::String> {}\n";
+    let found: Vec<usize> = string_results(sample).iter().map(|r| r.0).collect();
+    assert_eq!(found, [1, 2, 4]);
+    // The truncation of a dump is told by its kind, not by its text.
+    let text = std::fs::read_to_string(src.join("dump/mod.rs")).unwrap();
+    assert!(text.contains("pub fn truncation(&self) -> Option<&Warning>"));
+    for f in ["kernel/context.rs", "cli/common.rs"] {
+        let t = std::fs::read_to_string(src.join(f)).unwrap();
+        assert!(!t.contains("starts_with(\"truncated dump"), "{f}");
+    }
+    // No text becomes a warning without a kind.
+    let warning = std::fs::read_to_string(src.join("warning.rs")).unwrap();
+    assert!(!warning.contains("From<String> for Warning"));
+    assert!(!warning.contains("From<&str> for Warning"));
+}

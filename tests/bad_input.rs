@@ -126,7 +126,10 @@ fn truncated_body_full() {
         },
     )
     .unwrap();
-    assert!(d.warnings().iter().any(|w| w.starts_with("truncated dump")));
+    assert!(d
+        .warnings()
+        .iter()
+        .any(|w| w.kind == etwdump::dump::TRUNCATION && w.message.starts_with("truncated dump")));
     // The last stored page lies past the cut: BeyondEof at its declared file offset.
     let Contents::Runs(runs) = d.contents() else {
         panic!("full dump")

@@ -157,7 +157,7 @@ fn images_reproducers() {
                         assert!(
                             d.warnings()
                                 .iter()
-                                .any(|w| w.contains("at more than one physical address")),
+                                .any(|w| w.message.contains("at more than one physical address")),
                             "{name}: {:?}",
                             d.warnings()
                         );

@@ -23,7 +23,7 @@ fn one_trim_warning(d: &DumpFile) {
     let n = d
         .warnings()
         .iter()
-        .filter(|w| w.contains("cover only the pages the file holds"))
+        .filter(|w| w.message.contains("cover only the pages the file holds"))
         .count();
     assert_eq!(n, 1, "{:?}", d.warnings());
 }
@@ -77,14 +77,14 @@ fn a_run_of_2_36_pages_costs_what_the_file_holds() {
     assert_eq!(held, a.stored_pages());
     assert_eq!(pass_pages(&b), held);
     assert_eq!(b.stored_pages(), a.stored_pages() - old + (1 << 36));
-    let w: Vec<&String> = b
+    let w: Vec<_> = b
         .warnings()
         .iter()
-        .filter(|w| w.starts_with("truncated dump"))
+        .filter(|w| w.kind == etwdump::dump::TRUNCATION)
         .collect();
     assert_eq!(w.len(), 1, "{:?}", b.warnings());
     assert!(
-        w[0].contains("cover only the pages the file holds"),
+        w[0].message.contains("cover only the pages the file holds"),
         "{}",
         w[0]
     );

@@ -231,7 +231,7 @@ fn bad_images_are_refused_or_warned_about() {
     assert!(
         d.warnings()
             .iter()
-            .any(|w| w.contains("ends 0x800 bytes into a page")),
+            .any(|w| w.message.contains("ends 0x800 bytes into a page")),
         "{:?}",
         d.warnings()
     );
@@ -383,7 +383,7 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
     assert!(
         !d.warnings()
             .iter()
-            .any(|w| w.contains("beyond the image's last page")),
+            .any(|w| w.message.contains("beyond the image's last page")),
         "{:?}",
         d.warnings()
     );
@@ -424,9 +424,9 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
         .machine
         .warnings
         .iter()
-        .find(|w| w.contains("beyond the image's last page"));
+        .find(|w| w.message.contains("beyond the image's last page"));
     assert!(
-        w.is_some_and(|w| w.contains(&format!("a PDPT at physical {past:#x}"))),
+        w.is_some_and(|w| w.message.contains(&format!("a PDPT at physical {past:#x}"))),
         "{:?}",
         d.machine.warnings
     );
@@ -440,8 +440,8 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
             d.warnings()
                 .iter()
                 .chain(&d.machine.warnings)
-                .any(|w| w.contains("beyond the image's last page")
-                    || w.contains("skipped the PCI hole")),
+                .any(|w| w.message.contains("beyond the image's last page")
+                    || w.message.contains("skipped the PCI hole")),
             "a hole-skipping image read without a word: {:?} {:?}",
             d.warnings(),
             d.machine.warnings
@@ -519,7 +519,7 @@ fn a_hosted_layout_places_memory_anywhere_in_a_file() {
     assert_eq!(d.machine.dtb, root);
     assert!(d.machine.found_by().unwrap().contains("self-reference"));
     assert!(
-        d.machine.warnings[0].contains(&format!(
+        d.machine.warnings[0].message.contains(&format!(
             "page-table root {:#x} (X64) does not map a plausible KUSER_SHARED_DATA",
             runs[0].start
         )),
@@ -703,7 +703,9 @@ fn a_hosted_layout_for_x86_pae() {
     assert!(d.machine.found_by().unwrap().contains("x86 PAE PDPT"));
     assert_eq!(listings(&d, &opts), want);
     let d = discover::open_with_layout(&path, &layout("x64"), OpenOptions::default()).unwrap();
-    assert!(d.machine.warnings[0].contains("does not map a plausible KUSER_SHARED_DATA"));
+    assert!(d.machine.warnings[0]
+        .message
+        .contains("does not map a plausible KUSER_SHARED_DATA"));
     assert_eq!(d.machine.arch, Arch::X86 { pae: true });
     assert_eq!(d.machine.dtb, root);
 }

@@ -68,7 +68,12 @@ fn check(name: &str, f: &Forged, l: &SessionList, want_route: Route) {
             "{name} logger {id}"
         );
         if want.name.is_none() {
-            let w = got.warnings.join("; ");
+            let w = got
+                .warnings
+                .iter()
+                .map(|w| w.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
             assert!(
                 w.contains("LoggerName") && w.contains(&format!("{:#x}", want.name_va)),
                 "{name} logger {id}: {w}"
@@ -779,7 +784,7 @@ fn damaged_consumers_are_reported_with_what_is_wrong() {
     let list = sessions_of(b);
     let s = list.sessions.iter().find(|s| s.logger_id == 6).unwrap();
     assert_eq!(s.consumers.len(), 2);
-    assert!(s.consumers[0].warnings[0].contains(&format!(
+    assert!(s.consumers[0].warnings[0].message.contains(&format!(
         "_ETW_REALTIME_CONSUMER.LoggerId at {:#x} is 9, not the session's 6",
         c0.va
     )));
@@ -790,14 +795,13 @@ fn damaged_consumers_are_reported_with_what_is_wrong() {
     );
     assert_eq!(s.consumers[1].pid, None);
     assert!(
-        s.consumers[1].warnings[0].contains("its process"),
+        s.consumers[1].warnings[0].message.contains("its process"),
         "{:?}",
         s.consumers[1].warnings
     );
-    assert!(s
-        .warnings
-        .iter()
-        .any(|w| w.contains("NumConsumers is 5 but the Consumers list holds 2")));
+    assert!(s.warnings.iter().any(|w| w
+        .message
+        .contains("NumConsumers is 5 but the Consumers list holds 2")));
     // A loop: the second consumer's Flink back to the first.
     let mut b = bytes;
     let at = file_offset(&d, c1.va + off(rc, "Links"));
@@ -808,7 +812,7 @@ fn damaged_consumers_are_reported_with_what_is_wrong() {
     assert!(
         s.warnings
             .iter()
-            .any(|w| w.contains("Consumers") && w.contains("cycle")),
+            .any(|w| w.message.contains("Consumers") && w.message.contains("cycle")),
         "{:?}",
         s.warnings
     );

@@ -99,7 +99,7 @@ pub fn open_with(a: &DumpArgs, how: Opener) -> Result<Memory> {
         for w in d
             .warnings()
             .iter()
-            .filter(|w| !w.starts_with("truncated dump"))
+            .filter(|w| w.kind != etwdump::dump::TRUNCATION)
             .chain(&d.machine.warnings)
         {
             warn(&format!("IMAGE ({}): {w}", display(&a.dump)));

@@ -8,6 +8,7 @@
 //! the walk with a warning naming its offset.
 
 use crate::bytes::{guid_text, LeBytes};
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Most blobs accepted (real dumps: 20-40).
@@ -33,7 +34,7 @@ pub struct SecondaryData {
     pub offset: u64,
     pub build_number: Option<u32>,
     pub blobs: Vec<Blob>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl SecondaryData {
@@ -51,21 +52,28 @@ impl SecondaryData {
             return out;
         }
         if file.bytes_at(start, 8) != Some(b"DumpBlob") {
-            out.warnings.push(format!(
-                "secondary data at file offset {start:#x}: no \"DumpBlob\" signature"
+            out.warnings.push(Warning::new(
+                WarningKind::Decode,
+                format!("secondary data at file offset {start:#x}: no \"DumpBlob\" signature"),
             ));
             return out;
         }
         let Some(hsize) = file.u32_at(start + 8) else {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(
+                WarningKind::Decode,
+                format!(
                 "secondary data at file offset {start:#x}: header cut off by the end of the file"
+            ),
             ));
             return out;
         };
         out.build_number = file.u32_at(start + 12);
         if !(0x10..=0x1000).contains(&hsize) {
-            out.warnings.push(format!(
+            out.warnings.push(Warning::new(
+                WarningKind::Decode,
+                format!(
                 "secondary data at file offset {start:#x}: HeaderSize {hsize:#x} is implausible"
+            ),
             ));
             return out;
         }
@@ -73,8 +81,9 @@ impl SecondaryData {
         let end = file.len() as u64;
         while o < end {
             if out.blobs.len() >= MAX_BLOBS {
-                out.warnings.push(format!(
-                    "secondary data: more than {MAX_BLOBS} blobs; stopped"
+                out.warnings.push(Warning::new(
+                    WarningKind::Decode,
+                    format!("secondary data: more than {MAX_BLOBS} blobs; stopped"),
                 ));
                 break;
             }
@@ -87,24 +96,27 @@ impl SecondaryData {
                 file.u32_at(at + 24),
                 file.u32_at(at + 28),
             ) else {
-                out.warnings.push(format!(
+                out.warnings.push(Warning::new(WarningKind::Decode, format!(
                     "blob {i} at file offset {o:#x}: header cut off by the end of the file ({end:#x})"
-                ));
+                )));
                 break;
             };
             if !(0x20..=0x1000).contains(&hs) {
-                out.warnings.push(format!(
+                out.warnings.push(Warning::new(
+                    WarningKind::Decode,
+                    format!(
                     "blob {i} at file offset {o:#x}: HeaderSize {hs:#x} is implausible; stopped"
+                ),
                 ));
                 break;
             }
             let data = o + u64::from(hs) + u64::from(pre);
             let next = data + u64::from(size) + u64::from(post);
             if data + u64::from(size) > end {
-                out.warnings.push(format!(
+                out.warnings.push(Warning::new(WarningKind::Decode, format!(
                     "blob {i} at file offset {o:#x}: DataSize {size:#x} (data at {data:#x}) runs past the end of the file ({end:#x}); its first {:#x} bytes are read, the walk stops",
                     end.saturating_sub(data)
-                ));
+                )));
                 if data < end {
                     out.blobs.push(Blob {
                         index: i,
@@ -179,13 +191,21 @@ mod tests {
         let s = SecondaryData::parse(&g, 0x40);
         assert_eq!(s.blobs.len(), 1);
         assert_eq!(s.blobs[0].data_size as usize, g.len() - 0x73);
-        assert!(s.warnings[0].contains("blob 0 at file offset 0x50: DataSize 0x7fffffff"));
+        assert!(s.warnings[0]
+            .message
+            .contains("blob 0 at file offset 0x50: DataSize 0x7fffffff"));
         // Cut inside the second header.
         let s = SecondaryData::parse(&f[..f.len() - 4], 0x40);
         assert_eq!(s.blobs.len(), 1);
-        assert!(s.warnings[0].contains("header cut off"), "{:?}", s.warnings);
+        assert!(
+            s.warnings[0].message.contains("header cut off"),
+            "{:?}",
+            s.warnings
+        );
         // Nothing after SizeOfDump; no signature.
         assert!(SecondaryData::parse(&f, f.len() as u64).warnings.is_empty());
-        assert!(SecondaryData::parse(&f, 0).warnings[0].contains("no \"DumpBlob\""));
+        assert!(SecondaryData::parse(&f, 0).warnings[0]
+            .message
+            .contains("no \"DumpBlob\""));
     }
 }

@@ -29,6 +29,7 @@ pub use triage::{DataBlock, Segment, SegmentSource, Triage, TriageDriver};
 
 use crate::addr::{Pfn, PAGE_SIZE};
 use crate::bytes::LeBytes;
+use crate::warning::{Warning, WarningKind};
 use std::fs::File;
 use std::path::Path;
 
@@ -97,12 +98,16 @@ impl Backing {
     }
 }
 
+/// The kind of the truncation warning ([`DumpFile::truncation`]): bytes the header declares
+/// are not in the file. No other warning given at open has this kind.
+pub const TRUNCATION: WarningKind = WarningKind::Unreadable;
+
 /// An opened crash dump.
 pub struct DumpFile {
     backing: Backing,
     header: DumpHeader,
     contents: Contents,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
     /// Pages read since the resident set was last checked.
     pages_read: std::sync::atomic::AtomicU64,
     /// Unique among the dumps this process opened (caches keyed by it never mix dumps).
@@ -282,18 +287,18 @@ impl DumpFile {
         let file_len = backing.bytes().len() as u64;
         let mut warnings = Vec::new();
         if missing > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
                 "the {} layout places {missing:#x} bytes of memory past the end of the memory data; they read as missing",
                 img.format.name()
-            ));
+            )));
         }
         let aliased = img.aliased_bytes();
         if aliased > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
                 "the {} image's ranges place {aliased:#x} bytes of the file at more than one physical address; a pass over all memory (scan) reads at most the file's {:#x} pages",
                 img.format.name(),
                 file_len / PAGE_SIZE
-            ));
+            )));
         }
         let end = img.data_end();
         if end > file_len {
@@ -349,9 +354,9 @@ impl DumpFile {
             let (img, partial) = image::raw(file_len);
             let mut d = Self::from_image(backing, img, 0, opts)?;
             if partial > 0 {
-                d.warnings.push(format!(
+                d.warnings.push(Warning::new(WarningKind::Anomaly, format!(
                     "the raw image ends {partial:#x} bytes into a page: that partial page reads as missing"
-                ));
+                )));
             }
             return Ok(d);
         }
@@ -362,11 +367,11 @@ impl DumpFile {
             DumpType::FULL => {
                 let runs = RunList::parse(file, &header)?;
                 if runs.declared_pages != runs.total_pages() {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::Anomaly, format!(
                         "PhysicalMemoryBlock.NumberOfPages is {:#x} but the runs hold {:#x} pages; the runs are used",
                         runs.declared_pages,
                         runs.total_pages()
-                    ));
+                    )));
                 }
                 let end = runs.data_end();
                 let what = format!(
@@ -379,10 +384,10 @@ impl DumpFile {
             DumpType::BITMAP_FULL | DumpType::BITMAP_KERNEL => {
                 let bm = Bitmap::parse(file, header.header_size)?;
                 if bm.present != bm.declared_present {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::Anomaly, format!(
                         "bitmap header TotalPresentPages is {:#x} but {:#x} bits are set; the bitmap is used",
                         bm.declared_present, bm.present
-                    ));
+                    )));
                 }
                 let end = bm.data_end();
                 let what = format!("the page data of {:#x} bitmap pages", bm.present);
@@ -462,16 +467,15 @@ impl DumpFile {
         &self.contents
     }
 
-    /// Problems found at open that did not stop it.
-    /// The truncation warning, when the file is shorter than what the header declares.
-    pub fn truncation(&self) -> Option<&str> {
-        self.warnings
-            .iter()
-            .find(|w| w.starts_with("truncated dump"))
-            .map(String::as_str)
+    /// The truncation warning, when the file is shorter than what the header declares: the
+    /// one open warning of kind [`TRUNCATION`].
+    pub fn truncation(&self) -> Option<&Warning> {
+        self.warnings.iter().find(|w| w.kind == TRUNCATION)
     }
 
-    pub fn warnings(&self) -> &[String] {
+    /// Problems found at open that did not stop it: the truncation (kind [`TRUNCATION`]),
+    /// else [`WarningKind::Anomaly`].
+    pub fn warnings(&self) -> &[Warning] {
         &self.warnings
     }
 
@@ -710,7 +714,7 @@ fn check_truncation(
     end: u64,
     file_len: u64,
     opts: OpenOptions,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<(), DumpError> {
     if !opts.allow_truncated {
         return Err(DumpError::Truncated {
@@ -719,9 +723,9 @@ fn check_truncation(
             file_len,
         });
     }
-    warnings.push(format!(
+    warnings.push(Warning::new(TRUNCATION, format!(
         "truncated dump: {what} ends at file offset {end:#x} but the file has only {file_len:#x} bytes; pages past the end read as missing, and passes over all memory (scan) cover only the pages the file holds"
-    ));
+    )));
     Ok(())
 }
 

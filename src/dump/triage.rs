@@ -6,6 +6,7 @@ use super::header::{Arch, DumpHeader};
 use super::DumpError;
 use crate::bytes::LeBytes;
 use crate::text::Untrusted;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Where a virtually addressed piece of a triage dump came from.
@@ -123,7 +124,7 @@ pub struct Triage {
     pub blocks: Vec<DataBlock>,
     /// Address space: sorted, non-overlapping.
     segments: Vec<Segment>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl Triage {
@@ -152,9 +153,9 @@ impl Triage {
 
         let size_of_dump = f(0x04);
         if u64::from(size_of_dump) > file_len && allow_truncated {
-            warnings.push(format!(
+            warnings.push(Warning::new(super::TRUNCATION, format!(
                 "truncated dump: the triage data (SizeOfDump {size_of_dump:#x}) ends past the end of the file ({file_len:#x}); reading what is there"
-            ));
+            )));
         } else if u64::from(size_of_dump) > file_len {
             return Err(DumpError::Truncated {
                 what: format!("the triage data (SizeOfDump {size_of_dump:#x})"),
@@ -165,8 +166,9 @@ impl Triage {
         let valid_offset = f(0x08) as usize;
         let valid_tag_ok = file.bytes_at(valid_offset, 4) == Some(b"TRGD");
         if !valid_tag_ok {
-            warnings.push(format!(
-                "TRIAGE_DUMP.ValidOffset {valid_offset:#x} does not point at \"TRGD\""
+            warnings.push(Warning::new(
+                WarningKind::Anomaly,
+                format!("TRIAGE_DUMP.ValidOffset {valid_offset:#x} does not point at \"TRGD\""),
             ));
         }
         let top_of_stack = if l.top_of_stack_wide {
@@ -223,9 +225,9 @@ impl Triage {
                 in_file,
             });
             if !in_file {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Anomaly, format!(
                     "data block {i} (VA {va:#x}, {size:#x} bytes at file offset {off:#x}) runs past the end of the file; skipped"
-                ));
+                )));
                 continue;
             }
             blocks_bytes += u64::from(size);
@@ -246,9 +248,9 @@ impl Triage {
                     source: SegmentSource::DebuggerData,
                 });
             } else {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Anomaly, format!(
                     "the KDBG copy ({debugger_data_size:#x} bytes at file offset {debugger_data_offset:#x}) runs past the end of the file"
-                ));
+                )));
             }
         }
         if data_page_size > 0 && data_page_address != 0 {
@@ -260,7 +262,10 @@ impl Triage {
                     source: SegmentSource::DataPage,
                 });
             } else {
-                warnings.push("the triage data page runs past the end of the file".into());
+                warnings.push(Warning::new(
+                    WarningKind::Anomaly,
+                    "the triage data page runs past the end of the file",
+                ));
             }
         }
         let segments = Self::flatten(raw, header.arch, &mut warnings);
@@ -291,7 +296,7 @@ impl Triage {
 
     /// Sort the segments and clip overlaps (the first one listed wins), so that a lookup is
     /// one binary search.
-    fn flatten(mut raw: Vec<Segment>, arch: Arch, warnings: &mut Vec<String>) -> Vec<Segment> {
+    fn flatten(mut raw: Vec<Segment>, arch: Arch, warnings: &mut Vec<Warning>) -> Vec<Segment> {
         let limit = if arch.is_64bit() {
             u64::MAX
         } else {
@@ -327,9 +332,9 @@ impl Triage {
             out.push(s);
         }
         if overlaps > 0 {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
                 "{overlaps} triage memory blocks overlap others; the overlapping bytes are taken from the block with the lower address"
-            ));
+            )));
         }
         out
     }
@@ -338,7 +343,7 @@ impl Triage {
         file: &[u8],
         t: &[u8],
         l: &TriageLayout,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Vec<TriageDriver> {
         let list = t.u32_at(0x30).unwrap_or(0) as usize;
         let count = t.u32_at(0x34).unwrap_or(0);
@@ -348,9 +353,9 @@ impl Triage {
         if count > MAX_DRIVERS
             || list as u64 + u64::from(count) * l.driver_entry_size as u64 > file.len() as u64
         {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
                 "TRIAGE_DUMP.DriverCount {count} at DriverListOffset {list:#x} does not fit in the file; driver list ignored"
-            ));
+            )));
             return Vec::new();
         }
         let mut out = Vec::with_capacity(count as usize);
@@ -370,8 +375,9 @@ impl Triage {
                 _ => None,
             };
             let name = name.unwrap_or_else(|| {
-                warnings.push(format!(
-                    "driver {i}: name at file offset {name_off:#x} is unreadable"
+                warnings.push(Warning::new(
+                    WarningKind::Anomaly,
+                    format!("driver {i}: name at file offset {name_off:#x} is unreadable"),
                 ));
                 Untrusted::default()
             });

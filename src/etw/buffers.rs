@@ -9,12 +9,13 @@ use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
 use crate::etw::realtime::{BufferOwner, FoundVia};
 use crate::etw::routes::{etw_support_route, BufferRoute, LoggerArray};
 use crate::kernel::context::KernelContext;
-use crate::kernel::view::View;
+use crate::kernel::view::{View, ViewError};
 use crate::mem::{AddressSpace, ListStop, MemError};
 use crate::symbols::{StructLayout, TypeRef};
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::BTreeSet;
+use thiserror::Error;
 
 /// Most CPUs whose per-CPU buffers are looked at.
 const MAX_CPUS: u64 = 2048;
@@ -116,6 +117,25 @@ impl<'a, 'd> Finder<'a, 'd> {
     }
 }
 
+/// Why an address holds no buffer header of the session.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum NotABuffer {
+    #[error("not an aligned {} address", if *.user { "user-mode" } else { "kernel" })]
+    Unaligned { user: bool },
+    #[error("{0}")]
+    Field(ViewError),
+    #[error("WNODE_HEADER.BufferSize at {va}: {source}")]
+    WnodeSize { va: VirtAddr, source: MemError },
+    #[error("ClientContext at {at}: {source}")]
+    ClientContext { at: VirtAddr, source: MemError },
+    #[error("BufferSize {0:#x} is not plausible (and the session's BufferSize is not either)")]
+    ImplausibleSize(u64),
+    #[error("BufferSize {size:#x} differs from the session's {session:#x}")]
+    OtherSize { size: u64, session: u64 },
+    #[error("ClientContext.LoggerId {found} is not the session's {session}")]
+    OtherLogger { found: u64, session: u64 },
+}
+
 /// Find every buffer of `session`.
 pub fn find_buffers(
     ctx: &KernelContext<'_>,
@@ -127,8 +147,10 @@ pub fn find_buffers(
         ctx.symbols.layout("_WMI_LOGGER_CONTEXT"),
         ctx.symbols.layout("_WMI_BUFFER_HEADER"),
     ) else {
-        out.warnings
-            .push("no _WMI_LOGGER_CONTEXT/_WMI_BUFFER_HEADER layout for this build".into());
+        out.warnings.push(Warning::new(
+            WarningKind::NotFound,
+            "no _WMI_LOGGER_CONTEXT/_WMI_BUFFER_HEADER layout for this build",
+        ));
         return out;
     };
     // The walk bound does not trust NumberOfBuffers/MaximumBuffers (they may be odd or wild,
@@ -232,7 +254,7 @@ impl Finder<'_, '_> {
         }
     }
 
-    fn header(&self, va: VirtAddr) -> Result<BufferHeader, String> {
+    fn header(&self, va: VirtAddr) -> Result<BufferHeader, NotABuffer> {
         self.header_in(&self.ctx.space, va, false)
     }
 
@@ -243,7 +265,7 @@ impl Finder<'_, '_> {
         space: &AddressSpace<'_>,
         va: VirtAddr,
         user: bool,
-    ) -> Result<BufferHeader, String> {
+    ) -> Result<BufferHeader, NotABuffer> {
         let half_ok = if user {
             space.is_user(va)
         } else if space.arch().is_64bit() {
@@ -252,14 +274,10 @@ impl Finder<'_, '_> {
             va.get() >= 0x8000_0000
         };
         if !half_ok || va.get() % 8 != 0 {
-            return Err(if user {
-                "not an aligned user-mode address".into()
-            } else {
-                "not an aligned kernel address".into()
-            });
+            return Err(NotABuffer::Unaligned { user });
         }
         let v = View::new(space, self.header_layout, va);
-        let u = |name: &str| v.uint(name).map_err(|e| e.to_string());
+        let u = |name: &str| v.uint(name).map_err(NotABuffer::Field);
         // Fields that older layouts lack or shape differently (5.x: BufferSize is the
         // WNODE_HEADER's at +0, State a bit-field structure, no SequenceNumber / BufferFlag /
         // BufferType in 5.0-5.1): absent → None, a structure → its first ULONG.
@@ -269,20 +287,20 @@ impl Finder<'_, '_> {
             Err(crate::kernel::view::ViewError::Shape { .. }) => v
                 .bytes(name, 4)
                 .map(|b| Some(u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))))
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+                .map_err(NotABuffer::Field),
+            Err(e) => Err(NotABuffer::Field(e)),
         };
         let wnode_size = || {
             space
                 .read_u32(va)
                 .map(u64::from)
-                .map_err(|e| format!("WNODE_HEADER.BufferSize at {va}: {e}"))
+                .map_err(|source| NotABuffer::WnodeSize { va, source })
         };
         // ClientContext: {ProcessorNumber/Index (u8/u16); LoggerId (u16 at +2)}.
-        let cc = v.field_va("ClientContext").map_err(|e| e.to_string())?;
+        let cc = v.field_va("ClientContext").map_err(NotABuffer::Field)?;
         let cc_raw = space
             .read_u32(cc)
-            .map_err(|e| format!("ClientContext at {cc}: {e}"))?;
+            .map_err(|source| NotABuffer::ClientContext { at: cc, source })?;
         let h = BufferHeader {
             buffer_size: match opt("BufferSize")? {
                 Some(x) => x,
@@ -303,23 +321,19 @@ impl Finder<'_, '_> {
             .buffer_size
             .is_some_and(crate::etw::loggers::plausible_buffer_size);
         if !session_size_plausible && !crate::etw::loggers::plausible_buffer_size(h.buffer_size) {
-            return Err(format!(
-                "BufferSize {:#x} is not plausible (and the session's BufferSize is not either)",
-                h.buffer_size
-            ));
+            return Err(NotABuffer::ImplausibleSize(h.buffer_size));
         }
         if session_size_plausible && Some(h.buffer_size) != self.session.buffer_size {
-            return Err(format!(
-                "BufferSize {:#x} differs from the session's {:#x}",
-                h.buffer_size,
-                self.session.buffer_size.unwrap_or(0)
-            ));
+            return Err(NotABuffer::OtherSize {
+                size: h.buffer_size,
+                session: self.session.buffer_size.unwrap_or(0),
+            });
         }
         if h.logger_id != self.session.logger_id {
-            return Err(format!(
-                "ClientContext.LoggerId {} is not the session's {}",
-                h.logger_id, self.session.logger_id
-            ));
+            return Err(NotABuffer::OtherLogger {
+                found: h.logger_id,
+                session: self.session.logger_id,
+            });
         }
         Ok(h)
     }
@@ -360,8 +374,13 @@ impl Finder<'_, '_> {
     /// 5.1-6.0: the SLIST_HEADER's first entry, then SINGLE_LIST_ENTRY.Next to NULL.
     fn slist_global_list(&mut self, head: VirtAddr) {
         let Some(entry_off) = self.header_layout.field("GlobalEntry").map(|f| f.offset) else {
-            self.warnings
-                .push("GlobalList is an SLIST but the buffer header has no GlobalEntry".into());
+            self.warnings.push(
+                Warning::new(
+                    WarningKind::NotFound,
+                    "GlobalList is an SLIST but the buffer header has no GlobalEntry",
+                )
+                .field("_WMI_BUFFER_HEADER.GlobalEntry"),
+            );
             return;
         };
         let space = &self.ctx.space;
@@ -588,7 +607,7 @@ impl Finder<'_, '_> {
                 Ok(o) => o,
                 Err(why) => {
                     self.warnings.push(
-                        Warning::new(WarningKind::Unreadable, why)
+                        Warning::new(WarningKind::Unreadable, why.to_string())
                             .at(c.address)
                             .field("_KPROCESS.DirectoryTableBase"),
                     );
@@ -597,7 +616,7 @@ impl Finder<'_, '_> {
             };
             let space = self.ctx.space.with_root(owner.directory_table_base);
             let q = crate::etw::realtime::queued(&space, c, slist, &|va| {
-                self.header_in(&space, va, true)
+                self.header_in(&space, va, true).ok()
             });
             self.warnings.extend(q.warnings);
             for (bufs, list) in [

@@ -20,9 +20,11 @@ use crate::etw::clock::{self, ClockFacts};
 use crate::etw::loggers::Session;
 use crate::etw::routes::etw_support_route;
 use crate::kernel::context::KernelContext;
+use crate::mem::MemError;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use thiserror::Error;
 
 /// Bytes of the EtwSupport block searched when no offset is known.
 const SEARCH_BYTES: u64 = 0x1000;
@@ -262,16 +264,26 @@ fn read_group(
     }
 }
 
+/// Why a pending block is not used.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+enum BadBlock {
+    #[error("{0}")]
+    Unreadable(MemError),
+    /// What the decoder's validation found wrong.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 fn read_block(
     ctx: &KernelContext<'_>,
     block: VirtAddr,
     mwr: Option<u8>,
-) -> Result<PendingBlock, String> {
+) -> Result<PendingBlock, BadBlock> {
     let bytes = ctx
         .space
         .read_vec(block, PENDING_BLOCK_SIZE)
-        .map_err(|e| e.to_string())?;
-    decode_pending(&bytes, mwr)
+        .map_err(BadBlock::Unreadable)?;
+    decode_pending(&bytes, mwr).map_err(BadBlock::Invalid)
 }
 
 fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out: &mut PendingList) {

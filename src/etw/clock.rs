@@ -13,11 +13,14 @@
 //! Every converted time can be checked against the dump ([`ClockFacts::implausible`]): after
 //! the dump's SystemTime or before boot (with a small slack) is flagged, never hidden.
 
+use crate::addr::VirtAddr;
 use crate::etw::loggers::{dump_system_time, Session};
 use crate::kernel::context::KernelContext;
 use crate::kernel::kuser::KUserSharedData;
 use crate::kernel::view::View;
+use crate::mem::MemError;
 use crate::time::filetime_to_iso8601;
+use thiserror::Error;
 
 /// Converts one clock's raw timestamps to FILETIMEs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,11 +136,68 @@ pub struct Rate {
     pub source: String,
 }
 
+/// Why a rate is not known.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum RateError {
+    #[error("the QPC frequency is unknown: KUSER_SHARED_DATA.QpcFrequency is not in the dump (or the build predates it), no EtwPerfFreq global, and fewer than two QPC sessions to infer it from")]
+    QpcFrequency,
+    /// Each source of the CPU speed, in order, and why it gave none.
+    #[error("the CPU speed is unknown: {}", join(.0, "; "))]
+    CpuSpeed(Vec<NoCpuSpeed>),
+}
+
+/// Why one source of the CPU speed gave none.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum NoCpuSpeed {
+    #[error("EtwCPUSpeedInMHz at {0} is 0")]
+    GlobalZero(VirtAddr),
+    #[error("EtwCPUSpeedInMHz: {0}")]
+    GlobalUnreadable(MemError),
+    #[error("no EtwCPUSpeedInMHz symbol")]
+    NoGlobal,
+    #[error("no _KPRCB.MHz offset (symbols or KDBG OffsetPrcbMhz)")]
+    NoPrcbOffset,
+    /// `via`: the field as found (by the symbols or the KDBG); the first CPU's read error.
+    #[error("{via} is 0 or unreadable on every CPU{}", first_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    PrcbZero {
+        via: &'static str,
+        first_error: Option<String>,
+    },
+    #[error("fewer than two cycle-clock sessions to infer it from")]
+    NoInference,
+}
+
+/// Why no clock type fits a span of raw timestamps ([`infer_clock`]).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum NoClock {
+    #[error(
+        "the dump's SystemTime or boot time is unknown, so no clock type can be tested against it"
+    )]
+    NoTimeRange,
+    /// Why each clock type does not fit.
+    #[error("timestamps {lo}..{hi} fit no clock type ({})", why_not.join("; "))]
+    NoneFits {
+        lo: u64,
+        hi: u64,
+        why_not: Vec<String>,
+    },
+    #[error(
+        "timestamps {lo}..{hi} fit clock types {} alike",
+        join(clocks, " and ")
+    )]
+    SeveralFit { lo: u64, hi: u64, clocks: Vec<u64> },
+}
+
+/// The items' texts joined by `sep`.
+fn join<T: std::fmt::Display>(items: &[T], sep: &str) -> String {
+    items.iter().map(T::to_string).collect::<Vec<_>>().join(sep)
+}
+
 /// The clock facts of one dump, gathered once.
 #[derive(Clone, Debug)]
 pub struct ClockFacts {
-    pub qpc_frequency: Result<Rate, String>,
-    pub cpu_mhz: Result<Rate, String>,
+    pub qpc_frequency: Result<Rate, RateError>,
+    pub cpu_mhz: Result<Rate, RateError>,
     /// The dump's SystemTime (FILETIME).
     pub system_time: Option<u64>,
     /// SystemTime − SystemUpTime (FILETIME).
@@ -240,7 +300,7 @@ fn inferred_rate(
     ))
 }
 
-fn qpc_frequency(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String> {
+fn qpc_frequency(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, RateError> {
     let offset = match ctx.symbols.layout("_KUSER_SHARED_DATA") {
         Some(l) => l.field("QpcFrequency").map(|f| f.offset),
         None => KUserSharedData::qpc_frequency_offset(ctx.build),
@@ -268,11 +328,11 @@ fn qpc_frequency(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, 
             value: f,
             source: format!("{f} Hz {how}"),
         }),
-        None => Err("the QPC frequency is unknown: KUSER_SHARED_DATA.QpcFrequency is not in the dump (or the build predates it), no EtwPerfFreq global, and fewer than two QPC sessions to infer it from".into()),
+        None => Err(RateError::QpcFrequency),
     }
 }
 
-fn cpu_mhz(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String> {
+fn cpu_mhz(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, RateError> {
     let mut why = Vec::new();
     match ctx.global("EtwCPUSpeedInMHz") {
         Some(va) => match ctx.space.read_u32(va) {
@@ -282,10 +342,10 @@ fn cpu_mhz(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String
                     source: "the global EtwCPUSpeedInMHz (nominal speed: approximate)".into(),
                 })
             }
-            Ok(_) => why.push(format!("EtwCPUSpeedInMHz at {va} is 0")),
-            Err(e) => why.push(format!("EtwCPUSpeedInMHz: {e}")),
+            Ok(_) => why.push(NoCpuSpeed::GlobalZero(va)),
+            Err(e) => why.push(NoCpuSpeed::GlobalUnreadable(e)),
         },
-        None => why.push("no EtwCPUSpeedInMHz symbol".into()),
+        None => why.push(NoCpuSpeed::NoGlobal),
     }
     match prcb_mhz(ctx) {
         Ok(r) => return Ok(r),
@@ -300,13 +360,13 @@ fn cpu_mhz(ctx: &KernelContext<'_>, sessions: &[Session]) -> Result<Rate, String
             });
         }
     }
-    why.push("fewer than two cycle-clock sessions to infer it from".into());
-    Err(format!("the CPU speed is unknown: {}", why.join("; ")))
+    why.push(NoCpuSpeed::NoInference);
+    Err(RateError::CpuSpeed(why))
 }
 
 /// `KPRCB.MHz` of the first CPU that has it: by the `_KPRCB` layout, else by the KDBG's
 /// `OffsetPrcbMhz` (the field the debugger uses). CPUs that disagree are said so.
-fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, String> {
+fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, NoCpuSpeed> {
     let (offset, via) = match ctx
         .symbols
         .layout("_KPRCB")
@@ -316,7 +376,7 @@ fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, String> {
         Some(o) => (o, "_KPRCB.MHz"),
         None => match ctx.kdbg().and_then(|k| k.offset_prcb_mhz()) {
             Some(o) => (o, "KPRCB.MHz (at the KDBG's OffsetPrcbMhz)"),
-            None => return Err("no _KPRCB.MHz offset (symbols or KDBG OffsetPrcbMhz)".into()),
+            None => return Err(NoCpuSpeed::NoPrcbOffset),
         },
     };
     let cpus = u64::from(ctx.processors()).clamp(1, 2048);
@@ -337,13 +397,10 @@ fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, String> {
         }
     }
     let Some(&(cpu, m)) = values.first() else {
-        return Err(format!(
-            "{via} is 0 or unreadable on every CPU{}",
-            errors
-                .first()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default()
-        ));
+        return Err(NoCpuSpeed::PrcbZero {
+            via,
+            first_error: errors.into_iter().next(),
+        });
     };
     let disagree = values.iter().any(|&(_, v)| v != m);
     Ok(Rate {
@@ -487,9 +544,9 @@ pub fn infer_clock(
     facts: &ClockFacts,
     sessions: &[Session],
     (lo, hi): (u64, u64),
-) -> Result<(u64, Converter), String> {
+) -> Result<(u64, Converter), NoClock> {
     if facts.system_time.is_none() || facts.boot_time.is_none() {
-        return Err("the dump's SystemTime or boot time is unknown, so no clock type can be tested against it".into());
+        return Err(NoClock::NoTimeRange);
     }
     let mut fits = Vec::new();
     let mut why_not = Vec::new();
@@ -513,16 +570,11 @@ pub fn infer_clock(
     }
     match fits.len() {
         1 => Ok(fits.remove(0)),
-        0 => Err(format!(
-            "timestamps {lo}..{hi} fit no clock type ({})",
-            why_not.join("; ")
-        )),
-        _ => Err(format!(
-            "timestamps {lo}..{hi} fit clock types {} alike",
-            fits.iter()
-                .map(|(c, _)| c.to_string())
-                .collect::<Vec<_>>()
-                .join(" and ")
-        )),
+        0 => Err(NoClock::NoneFits { lo, hi, why_not }),
+        _ => Err(NoClock::SeveralFit {
+            lo,
+            hi,
+            clocks: fits.iter().map(|(c, _)| *c).collect(),
+        }),
     }
 }

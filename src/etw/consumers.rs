@@ -9,6 +9,7 @@
 use crate::addr::VirtAddr;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
+use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Most consumers walked per session (a real session has a handful).
@@ -39,8 +40,9 @@ pub struct Consumer {
     /// ReservedBufferSpace and ReservedBufferSpaceSize (user mode).
     pub reserved_buffer_space: Option<VirtAddr>,
     pub reserved_buffer_space_size: Option<u64>,
-    /// Fields that could not be read or disagree, with the address.
-    pub warnings: Vec<String>,
+    /// Fields that could not be read or disagree, with the address (JSON: the messages).
+    #[serde(serialize_with = "crate::warning::serialize_messages")]
+    pub warnings: Vec<Warning>,
 }
 
 impl Consumer {
@@ -53,6 +55,9 @@ impl Consumer {
     }
 }
 
+/// The list head's field, named in its warnings.
+const CONSUMERS: &str = "_WMI_LOGGER_CONTEXT.Consumers";
+
 /// The consumers on the list of the context at `context` (logger `logger_id`), and the
 /// session-level warnings (list walk stopped, NumConsumers disagreeing). Empty, without a
 /// warning, where the symbols have no `Consumers` or no `_ETW_REALTIME_CONSUMER`.
@@ -60,7 +65,7 @@ pub fn read(
     ctx: &KernelContext<'_>,
     context: VirtAddr,
     logger_id: u64,
-) -> (Vec<Consumer>, Vec<String>) {
+) -> (Vec<Consumer>, Vec<Warning>) {
     let sym = &ctx.symbols;
     let space = &ctx.space;
     let (Some(wlc), Some(rc)) = (
@@ -79,7 +84,14 @@ pub fn read(
     let mut walk = match space.list_entries(head, MAX_CONSUMERS) {
         Ok(w) => w,
         Err(e) => {
-            warnings.push(format!("_WMI_LOGGER_CONTEXT.Consumers at {head}: {e}"));
+            warnings.push(
+                Warning::new(
+                    WarningKind::Unreadable,
+                    format!("_WMI_LOGGER_CONTEXT.Consumers at {head}: {e}"),
+                )
+                .at(head)
+                .field(CONSUMERS),
+            );
             return (out, warnings);
         }
     };
@@ -88,14 +100,28 @@ pub fn read(
         out.push(read_one(ctx, rc, at, logger_id));
     }
     if let Some(why) = walk.stopped() {
-        warnings.push(format!("_WMI_LOGGER_CONTEXT.Consumers at {head}: {why}"));
+        warnings.push(
+            Warning::new(
+                why.kind(),
+                format!("_WMI_LOGGER_CONTEXT.Consumers at {head}: {why}"),
+            )
+            .at(head)
+            .field(CONSUMERS),
+        );
     }
     if let Ok(n) = v.uint("NumConsumers") {
         if walk.stopped().is_none() && n != out.len() as u64 {
-            warnings.push(format!(
-                "_WMI_LOGGER_CONTEXT.NumConsumers is {n} but the Consumers list holds {}",
-                out.len()
-            ));
+            warnings.push(
+                Warning::new(
+                    WarningKind::Conflict,
+                    format!(
+                        "_WMI_LOGGER_CONTEXT.NumConsumers is {n} but the Consumers list holds {}",
+                        out.len()
+                    ),
+                )
+                .at(context)
+                .field("_WMI_LOGGER_CONTEXT.NumConsumers"),
+            );
         }
     }
     (out, warnings)
@@ -112,7 +138,7 @@ fn read_one(
     let mut opt = |name: &str| match v.uint(name) {
         Ok(x) => Some(x),
         Err(e) => {
-            warnings.push(e.to_string());
+            warnings.push(e.warning());
             None
         }
     };
@@ -121,9 +147,16 @@ fn read_one(
     let empty_buffers = opt("EmptyBuffersCount");
     let process_handle = opt("ProcessHandle");
     if let Some(i) = id.filter(|&i| i != logger_id) {
-        warnings.push(format!(
-            "_ETW_REALTIME_CONSUMER.LoggerId at {at} is {i}, not the session's {logger_id}"
-        ));
+        warnings.push(
+            Warning::new(
+                WarningKind::Anomaly,
+                format!(
+                    "_ETW_REALTIME_CONSUMER.LoggerId at {at} is {i}, not the session's {logger_id}"
+                ),
+            )
+            .at(at)
+            .field("_ETW_REALTIME_CONSUMER.LoggerId"),
+        );
     }
     let pr = crate::kernel::processes::process_field(
         ctx,
@@ -131,7 +164,11 @@ fn read_one(
         "ProcessObject",
         &format!("_ETW_REALTIME_CONSUMER at {at}"),
     );
-    warnings.extend(pr.problem.map(|(_, m)| m));
+    warnings.extend(pr.problem.map(|(kind, m)| {
+        Warning::new(kind, m)
+            .at(at)
+            .field("_ETW_REALTIME_CONSUMER.ProcessObject")
+    }));
     let (eprocess, pid, process) = (pr.eprocess, pr.pid, pr.image);
     // The user-mode side (absent from layouts without the fields: None, no warning).
     let user_ptr = |name: &str| v.ptr(name).ok();
@@ -151,9 +188,9 @@ fn read_one(
             match crate::kernel::processes::directory_table_base(ctx, ep) {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    warnings.push(format!(
+                    warnings.push(Warning::new(WarningKind::Unreadable, format!(
                         "_ETW_REALTIME_CONSUMER at {at}: its process {ep}: DirectoryTableBase: {e} (its queued buffers cannot be read)"
-                    ));
+                    )).at(ep));
                     None
                 }
             }
@@ -166,10 +203,10 @@ fn read_one(
         if space.is_user(p) {
             match space.read_u32(p) {
                 Ok(n) => user_buffer_count = Some(u64::from(n)),
-                Err(e) => warnings.push(format!(
+                Err(e) => warnings.push(Warning::new(WarningKind::Unreadable, format!(
                     "_ETW_REALTIME_CONSUMER.UserBufferCount at {at} points at {p} in PID {}'s memory: {e}",
                     pid.map_or_else(|| "?".into(), |x| x.to_string())
-                )),
+                )).at(p).field("_ETW_REALTIME_CONSUMER.UserBufferCount")),
             }
         }
     }

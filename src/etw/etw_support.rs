@@ -139,17 +139,27 @@ fn compute(ctx: &KernelContext<'_>) -> Located {
     }
 }
 
+/// Why the KPRCBs cannot be read.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+enum NoPrcbs {
+    /// Where a CPU's KPRCB is cannot be told (the kernel layer's reason).
+    #[error("{0}")]
+    Address(String),
+    #[error("CPU {cpu}'s KPRCB at {prcb} is not in the dump")]
+    NotInDump { cpu: u64, prcb: VirtAddr },
+}
+
 /// Each CPU's KPRCB address and first `len` bytes.
-fn prcb_copies(ctx: &KernelContext<'_>, len: u64) -> Result<Vec<(VirtAddr, Vec<u8>)>, String> {
+fn prcb_copies(ctx: &KernelContext<'_>, len: u64) -> Result<Vec<(VirtAddr, Vec<u8>)>, NoPrcbs> {
     let len = len.clamp(0x100, MAX_KPRCB_BYTES) as usize;
     let cpus = u64::from(ctx.processors()).clamp(1, MAX_CPUS);
     let mut out = Vec::new();
     for cpu in 0..cpus {
-        let prcb = crate::kernel::processes::prcb(ctx, cpu)?;
+        let prcb = crate::kernel::processes::prcb(ctx, cpu).map_err(NoPrcbs::Address)?;
         let mut b = vec![0u8; len];
         let n = ctx.space.read_prefix(prcb, &mut b);
         if n == 0 {
-            return Err(format!("CPU {cpu}'s KPRCB at {prcb} is not in the dump"));
+            return Err(NoPrcbs::NotInDump { cpu, prcb });
         }
         b.truncate(n);
         out.push((prcb, b));

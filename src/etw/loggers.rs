@@ -50,8 +50,9 @@ pub struct Session {
     pub identity: Vec<&'static str>,
     /// Values that are odd for a live logger (reported; never a reason to drop the session).
     pub anomalies: Vec<Anomaly>,
-    /// Fields that could not be read, with the address.
-    pub warnings: Vec<String>,
+    /// Fields that could not be read, with the address (JSON: the messages).
+    #[serde(serialize_with = "crate::warning::serialize_messages")]
+    pub warnings: Vec<Warning>,
 }
 
 /// How a slot's pointer is judged (README "sessions"): a slot is a session when the context
@@ -515,13 +516,16 @@ impl NameDescriptor {
         &self,
         v: &View<'_, '_>,
         field: &'static str,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
         anomalies: &mut Vec<Anomaly>,
     ) -> Option<Untrusted> {
         match self {
             NameDescriptor::Absent => None,
             NameDescriptor::Unreadable(e) => {
-                warnings.push(e.clone());
+                warnings.push(
+                    Warning::new(WarningKind::Unreadable, e.clone())
+                        .field(format!("{}.{field}", v.layout.name)),
+                );
                 None
             }
             NameDescriptor::Insane {
@@ -541,10 +545,17 @@ impl NameDescriptor {
             NameDescriptor::Sane { us, .. } => match us.text(v.space) {
                 Ok(t) => Some(t),
                 Err(e) => {
-                    warnings.push(format!(
-                        "{}.{field}: the text at {} is unreadable: {e}",
-                        v.layout.name, us.buffer
-                    ));
+                    warnings.push(
+                        Warning::new(
+                            WarningKind::Unreadable,
+                            format!(
+                                "{}.{field}: the text at {} is unreadable: {e}",
+                                v.layout.name, us.buffer
+                            ),
+                        )
+                        .at(us.buffer)
+                        .field(format!("{}.{field}", v.layout.name)),
+                    );
                     None
                 }
             },
@@ -577,7 +588,7 @@ fn read_session(
         match v.uint(name) {
             Ok(x) => Some(x),
             Err(e) => {
-                warnings.push(e.to_string());
+                warnings.push(e.warning());
                 None
             }
         }
@@ -596,7 +607,7 @@ fn read_session(
     let pool_type = opt("PoolType");
     if buffer_size.is_none() {
         if let Err(e) = v.uint("BufferSize") {
-            warnings.push(e.to_string());
+            warnings.push(e.warning());
         }
     }
     let mut odd = |field: &'static str, value: u64, why: String| {
@@ -686,7 +697,7 @@ fn read_session(
         match v.bytes("InstanceGuid", 16) {
             Ok(b) => b.try_into().ok().map(|g: [u8; 16]| guid_text(&g)),
             Err(e) => {
-                warnings.push(e.to_string());
+                warnings.push(e.warning());
                 None
             }
         }

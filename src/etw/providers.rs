@@ -20,7 +20,7 @@
 use crate::addr::VirtAddr;
 use crate::bytes::guid_text;
 use crate::kernel::context::KernelContext;
-use crate::kernel::view::View;
+use crate::kernel::view::{View, ViewError};
 use crate::symbols::layout::{StructLayout, TypeRef};
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -501,9 +501,9 @@ fn enable_info(
     l: &StructLayout,
     va: VirtAddr,
     slot: Option<u64>,
-) -> Result<EnableInfo, String> {
+) -> Result<EnableInfo, ViewError> {
     let v = View::new(&ctx.space, l, va);
-    let get = |n: &str| v.uint(n).map_err(|e| e.to_string());
+    let get = |n: &str| v.uint(n);
     Ok(EnableInfo {
         slot,
         is_enabled: get("IsEnabled")?,
@@ -545,7 +545,7 @@ fn read_guid_entry(
         match v.field_va("ProviderEnableInfo") {
             Ok(pva) => match enable_info(ctx, tl, pva, None) {
                 Ok(e) => aggregate = Some(e),
-                Err(e) => warn(&mut warnings, "ProviderEnableInfo", e),
+                Err(e) => warn(&mut warnings, "ProviderEnableInfo", e.to_string()),
             },
             Err(e) => warn(&mut warnings, "ProviderEnableInfo", e.to_string()),
         }
@@ -556,7 +556,7 @@ fn read_guid_entry(
                     match enable_info(ctx, tl, base.offset(i * size), Some(i)) {
                         Ok(e) if e.is_enabled != 0 => enabled.push(e),
                         Ok(_) => {}
-                        Err(e) => warn(&mut warnings, &format!("EnableInfo[{i}]"), e),
+                        Err(e) => warn(&mut warnings, &format!("EnableInfo[{i}]"), e.to_string()),
                     }
                 }
             }

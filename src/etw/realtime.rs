@@ -22,6 +22,7 @@ use crate::etw::consumers::Consumer;
 use crate::mem::{AddressSpace, ListStop};
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
+use thiserror::Error;
 
 /// Most nodes followed on one consumer's user buffer list (a consumer keeps a few hundred
 /// buffers at most; the value UserBufferCount holds does not raise it).
@@ -93,14 +94,18 @@ pub struct Queued {
     pub warnings: Vec<Warning>,
 }
 
+/// A consumer whose process's address space is not known.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+#[error("_ETW_REALTIME_CONSUMER at {consumer}: its process's DirectoryTableBase is unknown")]
+pub struct UnknownOwner {
+    pub consumer: VirtAddr,
+}
+
 /// The address space of the consumer `c` (its process's DirectoryTableBase), or why there is
 /// none.
-pub fn owner(c: &Consumer) -> Result<BufferOwner, String> {
-    let dtb = c.directory_table_base.ok_or_else(|| {
-        format!(
-            "_ETW_REALTIME_CONSUMER at {}: its process's DirectoryTableBase is unknown",
-            c.address
-        )
+pub fn owner(c: &Consumer) -> Result<BufferOwner, UnknownOwner> {
+    let dtb = c.directory_table_base.ok_or(UnknownOwner {
+        consumer: c.address,
     })?;
     Ok(BufferOwner {
         consumer: c.address,
@@ -118,7 +123,7 @@ pub fn queued(
     space: &AddressSpace<'_>,
     c: &Consumer,
     slist_offset: Option<u64>,
-    check: &dyn Fn(VirtAddr) -> Result<BufferHeader, String>,
+    check: &dyn Fn(VirtAddr) -> Option<BufferHeader>,
 ) -> Queued {
     let mut out = Queued::default();
     let who = format!(
@@ -142,7 +147,7 @@ fn walk_list(
     c: &Consumer,
     head: VirtAddr,
     slist_offset: Option<u64>,
-    check: &dyn Fn(VirtAddr) -> Result<BufferHeader, String>,
+    check: &dyn Fn(VirtAddr) -> Option<BufferHeader>,
     who: &str,
     out: &mut Queued,
 ) {
@@ -235,12 +240,12 @@ fn find_in_node(
     node: VirtAddr,
     slist_offset: Option<u64>,
     psize: u64,
-    check: &dyn Fn(VirtAddr) -> Result<BufferHeader, String>,
+    check: &dyn Fn(VirtAddr) -> Option<BufferHeader>,
 ) -> Option<UserBuffer> {
     if let Some(off) = slist_offset {
         if node.get() >= off {
             let at = node.containing(off);
-            if let Ok(header) = check(at) {
+            if let Some(header) = check(at) {
                 return Some(UserBuffer {
                     address: at,
                     header,
@@ -263,7 +268,7 @@ fn find_in_node(
         };
         let at = VirtAddr::new(p);
         if space.is_user(at) && p % 8 == 0 && at != node {
-            if let Ok(header) = check(at) {
+            if let Some(header) = check(at) {
                 return Some(UserBuffer {
                     address: at,
                     header,
@@ -280,7 +285,7 @@ fn search_reserved(
     space: &AddressSpace<'_>,
     base: VirtAddr,
     size: u64,
-    check: &dyn Fn(VirtAddr) -> Result<BufferHeader, String>,
+    check: &dyn Fn(VirtAddr) -> Option<BufferHeader>,
     who: &str,
     out: &mut Queued,
 ) {
@@ -323,7 +328,7 @@ fn search_reserved(
             continue;
         }
         match check(at) {
-            Ok(header) => {
+            Some(header) => {
                 let step = header.buffer_size.max(SCAN_STEP);
                 out.reserved.push(UserBuffer {
                     address: at,
@@ -332,7 +337,7 @@ fn search_reserved(
                 });
                 off = off.saturating_add(step.div_ceil(SCAN_STEP) * SCAN_STEP);
             }
-            Err(_) => off += SCAN_STEP,
+            None => off += SCAN_STEP,
         }
     }
     if unreadable_pages > 0 {

@@ -35,11 +35,13 @@ use crate::etw::mode::{clock_type_name, logger_mode_flags, NO_PER_PROCESSOR_BUFF
 pub use crate::etw::triage::WindowEvidence;
 use crate::etw::triage::{self, BlobSession, TriageEtw, WindowKind};
 use crate::kernel::context::KernelContext;
+use crate::mem::MemError;
 use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use thiserror::Error;
 
 /// Newest logger-2 timestamp accepted as CPU cycles: within this many ms before StartCycles.
 const CYCLES_WINDOW_MS: u64 = 10;
@@ -123,6 +125,47 @@ impl fmt::Display for Skip {
             ),
         }
     }
+}
+
+/// Why a value of an .etl file header is not known (its default is used).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+enum NoHeaderFact {
+    #[error("no ETW secondary data")]
+    NoSecondaryData,
+    #[error("no ETW secondary data and no KPRCB.MHz")]
+    NoCpuSpeed,
+    #[error("clock facts not gathered")]
+    NotGathered,
+    #[error("KeMaximumIncrement not available")]
+    NoMaximumIncrement,
+    #[error("{0}")]
+    Rate(clock::RateError),
+}
+
+/// Why a unit's bytes cannot be read, or the unit cannot be a buffer of an .etl file.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum UnitError {
+    #[error("{0}")]
+    Memory(MemError),
+    #[error("window not found")]
+    NoWindow,
+    #[error("its bytes are not in the file")]
+    NotInFile,
+    #[error("its first page is no longer readable")]
+    FirstPageGone,
+    /// The unit is skipped for this reason.
+    #[error("{0}")]
+    Skipped(Skip),
+    #[error("BufferSize {buffer:#x} differs from the file's {file:#x}")]
+    OtherSize { buffer: u64, file: usize },
+    #[error("buffer data: {0}")]
+    BufferData(MemError),
+    #[error("does not fit the file's {0:#x}-byte buffers")]
+    WindowTooLarge(usize),
+    #[error("valid length exceeds the file's BufferSize {0:#x}")]
+    TooLong(usize),
+    #[error("no complete record")]
+    NoRecord,
 }
 
 /// One unit of trace data: a buffer in memory, a saved window or a secondary-data buffer.
@@ -374,66 +417,64 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     /// crashing CPU's KPRCB.MHz; documented defaults where neither is known.
     pub fn header_facts(&self) -> HeaderFacts {
         let mut sources = BTreeMap::new();
-        let (perf_freq, cpu_mhz, timer): (Result<(u64, String), String>, _, _) =
+        let (perf_freq, cpu_mhz, timer): (Result<(u64, String), NoHeaderFact>, _, _) =
             if let Some(t) = &self.triage {
                 let blob = t.blob.as_ref().and_then(|b| b.header);
                 let freq = blob
                     .map(|b| b.perf_freq)
                     .filter(|&f| f > 0)
                     .map(|f| (f, "ETW secondary data: EtwPerfFreq".to_string()))
-                    .ok_or_else(|| "no ETW secondary data".to_string());
+                    .ok_or(NoHeaderFact::NoSecondaryData);
                 let mhz = match (
                     blob.map(|b| b.cpu_speed_mhz).filter(|&m| m > 0),
                     t.crash_cpu.and_then(|c| c.mhz),
                 ) {
                     (Some(m), _) => Ok((m, "ETW secondary data: EtwCPUSpeedInMHz".to_string())),
                     (None, Some(m)) => Ok((m as u32, "the crashing CPU's KPRCB.MHz".to_string())),
-                    (None, None) => Err("no ETW secondary data and no KPRCB.MHz".to_string()),
+                    (None, None) => Err(NoHeaderFact::NoCpuSpeed),
                 };
                 let timer = blob
                     .map(|b| b.maximum_increment)
                     .filter(|&m| m > 0)
                     .map(|v| (v, "ETW secondary data: KeMaximumIncrement".to_string()))
-                    .ok_or_else(|| "no ETW secondary data".to_string());
+                    .ok_or(NoHeaderFact::NoSecondaryData);
                 (freq, mhz, timer)
             } else {
                 let facts = self.clock_facts();
                 let freq = match facts.map(|f| &f.qpc_frequency) {
                     Some(Ok(r)) => Ok((r.value, r.source.clone())),
-                    Some(Err(why)) => Err(why.clone()),
-                    None => Err("clock facts not gathered".to_string()),
+                    Some(Err(why)) => Err(NoHeaderFact::Rate(why.clone())),
+                    None => Err(NoHeaderFact::NotGathered),
                 };
                 let mhz = match facts {
                     Some(f) => match &f.cpu_mhz {
                         Ok(r) => Ok((f.cpu_mhz_value(), r.source.clone())),
-                        Err(why) => Err(why.clone()),
+                        Err(why) => Err(NoHeaderFact::Rate(why.clone())),
                     },
-                    None => Err("clock facts not gathered".to_string()),
+                    None => Err(NoHeaderFact::NotGathered),
                 };
                 let timer = self
                     .ctx
                     .global_u32("KeMaximumIncrement")
                     .map(|v| (v, "KeMaximumIncrement".to_string()))
-                    .ok_or_else(|| "KeMaximumIncrement not available".to_string());
+                    .ok_or(NoHeaderFact::NoMaximumIncrement);
                 (freq, mhz, timer)
             };
         // Each value with where it came from, or its default and why.
-        let mut take = |key: &'static str,
-                        r: Result<(u64, String), String>,
-                        default: u64,
-                        how: &str| {
-            match r {
-                Ok((v, from)) => {
-                    sources.insert(key, from);
-                    v
+        let mut take =
+            |key: &'static str, r: Result<(u64, String), NoHeaderFact>, default: u64, how: &str| {
+                match r {
+                    Ok((v, from)) => {
+                        sources.insert(key, from);
+                        v
+                    }
+                    Err(why) => {
+                        sources.insert(key, format!("{how} ({why})"));
+                        default
+                    }
                 }
-                Err(why) => {
-                    sources.insert(key, format!("{how} ({why})"));
-                    default
-                }
-            }
-        };
-        let widen = |r: Result<(u32, String), String>| r.map(|(v, f)| (u64::from(v), f));
+            };
+        let widen = |r: Result<(u32, String), NoHeaderFact>| r.map(|(v, f)| (u64::from(v), f));
         let perf_freq = take("perf_freq", perf_freq, 10_000_000, "assumed 10000000");
         let cpu_mhz = take("cpu_speed_mhz", widen(cpu_mhz), 0, "unknown (0)") as u32;
         let timer_resolution =
@@ -452,27 +493,27 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     }
 
     /// The unit's bytes, or why they cannot be read.
-    pub fn try_bytes(&self, u: &TraceUnit) -> Result<Cow<'c, [u8]>, String> {
+    pub fn try_bytes(&self, u: &TraceUnit) -> Result<Cow<'c, [u8]>, UnitError> {
         match &u.data {
             UnitData::Memory(b) => read_buffer(self.ctx, b)
                 .map(Cow::Owned)
-                .map_err(|e| e.to_string()),
+                .map_err(UnitError::Memory),
             UnitData::Window(i) => {
                 let w = self
                     .triage
                     .as_ref()
                     .and_then(|t| t.windows.get(*i))
-                    .ok_or("window not found")?;
+                    .ok_or(UnitError::NoWindow)?;
                 Ok(Cow::Owned(w.data.clone()))
             }
             UnitData::Blob => u
                 .file_offset
                 .and_then(|o| self.ctx.dump.file_bytes(o, u.valid))
                 .map(Cow::Borrowed)
-                .ok_or_else(|| "its bytes are not in the file".into()),
+                .ok_or(UnitError::NotInFile),
             UnitData::Carved(b) => buffer_bytes(self.ctx, b)
                 .map(|(v, _)| Cow::Owned(v))
-                .ok_or_else(|| "its first page is no longer readable".into()),
+                .ok_or(UnitError::FirstPageGone),
         }
     }
 
@@ -486,7 +527,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
 
     /// Does the unit's first record end inside its valid bytes (reading only its start)?
     /// Exactly when a walk would count a record: what makes a buffer worth a place in a file.
-    pub fn has_record(&self, u: &TraceUnit) -> Result<bool, String> {
+    pub fn has_record(&self, u: &TraceUnit) -> Result<bool, UnitError> {
         if u.skip.is_some() {
             return Ok(false);
         }
@@ -495,11 +536,11 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 let mut prefix = [0u8; BUFFER_HEADER_SIZE + 8];
                 space_of(self.ctx, b)
                     .read(b.address, &mut prefix)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(UnitError::Memory)?;
                 Ok(crate::etl::records::first_record_complete(&prefix, u.valid))
             }
             _ => {
-                let d = self.bytes(u).ok_or("its bytes are not in the file")?;
+                let d = self.bytes(u).ok_or(UnitError::NotInFile)?;
                 Ok(walk_from(&d, u.first_record, u.valid, |_| {}).count > 0)
             }
         }
@@ -540,16 +581,16 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         u: &TraceUnit,
         size: usize,
         mut spare: Vec<u8>,
-    ) -> Result<(Vec<u8>, Walk), String> {
+    ) -> Result<(Vec<u8>, Walk), UnitError> {
         if let Some(why) = &u.skip {
-            return Err(why.to_string());
+            return Err(UnitError::Skipped(why.clone()));
         }
         if let Some(h) = u.header.filter(|_| !matches!(u.data, UnitData::Window(_))) {
             if h.buffer_size != size as u64 {
-                return Err(format!(
-                    "BufferSize {:#x} differs from the file's {size:#x}",
-                    h.buffer_size
-                ));
+                return Err(UnitError::OtherSize {
+                    buffer: h.buffer_size,
+                    file: size,
+                });
             }
         }
         let (bytes, walk) = match &u.data {
@@ -558,7 +599,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 spare.resize(size, 0);
                 space_of(self.ctx, b)
                     .read_bulk(b.address, &mut spare)
-                    .map_err(|e| format!("buffer data: {e}"))?;
+                    .map_err(UnitError::BufferData)?;
                 let w = crate::etl::records::walk(&spare, u.valid);
                 writer::fix_up(&mut spare, u.processor, w.end);
                 (spare, w)
@@ -568,7 +609,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     .triage
                     .as_ref()
                     .and_then(|t| t.windows.get(*i))
-                    .ok_or("window not found")?;
+                    .ok_or(UnitError::NoWindow)?;
                 let made = if w.starts_at_base {
                     saved_buffer(size, u.processor, &w.data)
                 } else {
@@ -582,18 +623,16 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     };
                     synthetic_buffer(&h, w.data.get(u.first_record..).unwrap_or_default())
                 };
-                made.ok_or_else(|| format!("does not fit the file's {size:#x}-byte buffers"))?
+                made.ok_or(UnitError::WindowTooLarge(size))?
             }
             UnitData::Blob | UnitData::Carved(_) => {
-                let d = self.bytes(u).ok_or("its bytes are not in the file")?;
+                let d = self.bytes(u).ok_or(UnitError::NotInFile)?;
                 let d = &d[..u.valid.min(d.len())];
-                saved_buffer(size, u.processor, d).ok_or_else(|| {
-                    format!("valid length exceeds the file's BufferSize {size:#x}")
-                })?
+                saved_buffer(size, u.processor, d).ok_or(UnitError::TooLong(size))?
             }
         };
         if walk.count == 0 {
-            return Err("no complete record".into());
+            return Err(UnitError::NoRecord);
         }
         Ok((bytes, walk))
     }

@@ -29,9 +29,11 @@ use crate::etl::header::BUFFER_HEADER_SIZE;
 use crate::etl::records::{resync, walk_from};
 use crate::etw::loggers::MAX_BUFFER_SIZE;
 use crate::kernel::context::KernelContext;
+use crate::mem::MemError;
 use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
+use thiserror::Error;
 
 /// `nt!EtwSecondaryDumpDataGuid`, the tag of the ETW buffers blob (triage-etw.md §1.3).
 pub const ETW_SECONDARY_DUMP_DATA_GUID: &str = "2b88b710-1c93-4f7c-b06c-655ecc50decc";
@@ -374,11 +376,7 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
     out.crash_cpu = crash_cpu(ctx, t.prcb_offset);
     // The secondary data and the ETW blob.
     let sd = SecondaryData::parse(ctx.dump.bytes(), u64::from(t.size_of_dump));
-    out.warnings.extend(
-        sd.warnings
-            .iter()
-            .map(|w| Warning::new(WarningKind::Decode, w.as_str())),
-    );
+    out.warnings.extend(sd.warnings.iter().cloned());
     if let Some(blob) = sd.find(ETW_SECONDARY_DUMP_DATA_GUID) {
         if let Some(bytes) = ctx
             .dump
@@ -624,12 +622,25 @@ fn block_pattern(ctx: &KernelContext<'_>, blocks: &[DataBlock], psize: u64) -> V
     v
 }
 
+/// Why a saved window's globals give no window.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+enum BadWindow {
+    #[error("base {base} and end {end} do not bound a buffer")]
+    Bounds { base: VirtAddr, end: VirtAddr },
+    #[error("window [{start}, {end}) is not in the dump: {source}")]
+    NotInDump {
+        start: VirtAddr,
+        end: VirtAddr,
+        source: MemError,
+    },
+}
+
 fn window(
     ctx: &KernelContext<'_>,
     blocks: &[DataBlock],
     triple: Triple,
     found_by: &'static str,
-) -> Result<SavedWindow, String> {
+) -> Result<SavedWindow, BadWindow> {
     let Triple {
         kind,
         base,
@@ -641,7 +652,7 @@ fn window(
         .get()
         .checked_sub(base.get())
         .filter(|&v| v <= MAX_BUFFER_SIZE)
-        .ok_or_else(|| format!("base {base} and end {end} do not bound a buffer"))?;
+        .ok_or(BadWindow::Bounds { base, end })?;
     let limit = kind.limit();
     let start = if valid >= limit {
         VirtAddr::new(end.get() - limit)
@@ -652,7 +663,7 @@ fn window(
     let data = ctx
         .space
         .read_vec(start, len)
-        .map_err(|e| format!("window [{start}, {end}) is not in the dump: {e}"))?;
+        .map_err(|source| BadWindow::NotInDump { start, end, source })?;
     let block = blocks.iter().find(|b| b.in_file && b.va == start.get());
     let mut w = SavedWindow {
         kind,

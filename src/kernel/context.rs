@@ -318,20 +318,8 @@ impl<'d> KernelContext<'d> {
         let mut warnings: Vec<Warning> = dump
             .warnings()
             .iter()
-            .map(|w| {
-                let kind = if w.starts_with("truncated dump") {
-                    WarningKind::Unreadable
-                } else {
-                    WarningKind::Anomaly
-                };
-                Warning::new(kind, w.as_str())
-            })
-            .chain(
-                machine
-                    .warnings
-                    .iter()
-                    .map(|w| Warning::new(WarningKind::Anomaly, w.as_str())),
-            )
+            .chain(&machine.warnings)
+            .cloned()
             .collect();
         let kdbg = KdDebuggerData::read(&space, h.kd_debugger_data_block);
         let kuser = KUserSharedData::read(&space);

@@ -29,6 +29,7 @@ use crate::mem::{
     entry_large, entry_pfn, entry_present, is_self_ref, table_entry, AddressSpace, Machine,
     MemError, Memory, PagingLevel, PagingMode,
 };
+use crate::warning::{Warning, WarningKind};
 use std::path::Path;
 
 /// Pages looked at after the first accepted root for other accepted roots (16 MiB).
@@ -247,7 +248,7 @@ pub fn machine(dump: &DumpFile) -> Result<Machine, DumpError> {
             let mut found = Machine::found(m.arch, m.dtb, m.how);
             found
                 .warnings
-                .extend(tables_past_the_end(dump, m.arch, m.dtb));
+                .extend(tables_past_the_end(dump, m.arch, m.dtb).map(anomaly));
             Ok(found)
         }
         Some(Err(reason)) if format == "raw" => Err(DumpError::NotMemory {
@@ -263,6 +264,11 @@ pub fn machine(dump: &DumpFile) -> Result<Machine, DumpError> {
 /// its layout puts it. A raw image that skipped the PCI hole (RAM above it moved down) looks
 /// so: its layout cannot be told from the file, and reads there would be wrong; said, never
 /// guessed.
+/// What discovery notices about the memory is an anomaly of the image.
+fn anomaly(message: String) -> Warning {
+    Warning::new(WarningKind::Anomaly, message)
+}
+
 fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> {
     let img = dump.image()?;
     let end_pfn = img
@@ -381,7 +387,7 @@ pub fn open_with_layout(
         }
     }
     let mut machine = machine(&dump)?;
-    machine.warnings.splice(0..0, refused);
+    machine.warnings.splice(0..0, refused.map(anomaly));
     Ok(Memory { dump, machine })
 }
 

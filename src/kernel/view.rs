@@ -4,6 +4,7 @@
 use crate::addr::VirtAddr;
 use crate::mem::{AddressSpace, MemError};
 use crate::symbols::{Field, StructLayout, TypeRef};
+use crate::warning::{Warning, WarningKind};
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -30,6 +31,22 @@ impl ViewError {
     /// The underlying failure is "not in the dump".
     pub fn is_missing(&self) -> bool {
         matches!(self, ViewError::Memory { source, .. } if source.is_missing())
+    }
+
+    /// The warning that a field could not be read: unreadable memory, or a field the layout
+    /// does not give (not found); with the field, and the address where it was read.
+    pub fn warning(&self) -> Warning {
+        let (kind, ty, field) = match self {
+            ViewError::Memory { ty, field, .. } => (WarningKind::Unreadable, ty, field),
+            ViewError::MissingField { ty, field } | ViewError::Shape { ty, field, .. } => {
+                (WarningKind::NotFound, ty, field)
+            }
+        };
+        let w = Warning::new(kind, self.to_string()).field(format!("{ty}.{field}"));
+        match self {
+            ViewError::Memory { va, .. } => w.at(*va),
+            _ => w,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! host framework's layout.
 
 use crate::dump::{Arch, DumpFile};
+use crate::warning::Warning;
 
 /// How a [`Machine`] is known.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,8 +25,9 @@ pub struct Machine {
     /// The kernel's page-table root (CR3 as the OS stores it; the paging mode masks it).
     pub dtb: u64,
     pub source: MachineSource,
-    /// What discovery noticed about the memory (page tables naming pages past the image).
-    pub warnings: Vec<String>,
+    /// What discovery noticed about the memory (page tables naming pages past the image, a
+    /// layout's root refused): anomalies.
+    pub warnings: Vec<Warning>,
 }
 
 impl Machine {

@@ -80,7 +80,11 @@ fn row(s: &Session) -> Vec<String> {
             .map(|a| format!("{}: {}", a.field, a.why))
             .collect::<Vec<_>>()
             .join("; "),
-        s.warnings.join("; "),
+        s.warnings
+            .iter()
+            .map(|w| w.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
         s.consumers
             .iter()
             .map(consumer_text)
@@ -294,7 +298,12 @@ fn list_table(list: &SessionList) -> String {
             );
         }
         for w in &s.warnings {
-            let _ = writeln!(o, "warning: logger {}: {}", s.logger_id, printable(w));
+            let _ = writeln!(
+                o,
+                "warning: logger {}: {}",
+                s.logger_id,
+                printable(&w.message)
+            );
         }
     }
     for w in &list.warnings {

@@ -695,7 +695,7 @@ pub fn extract(
                 }),
                 Err(e) => skipped.push(Skipped {
                     address: place(u),
-                    reason: e,
+                    reason: e.to_string(),
                 }),
             }
         }
@@ -923,7 +923,7 @@ pub fn extract(
                 }
                 Err(reason) => skipped.push(Skipped {
                     address: place(u),
-                    reason,
+                    reason: reason.to_string(),
                 }),
             }
         }
