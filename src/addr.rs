@@ -8,6 +8,14 @@ pub const PAGE_SIZE: u64 = 0x1000;
 /// `log2(PAGE_SIZE)`.
 pub const PAGE_SHIFT: u32 = 12;
 
+/// The dumped machine's pointer width: what an address's kernel half and an EX_FAST_REF's
+/// reference-count bits depend on (`dump::Arch::width` gives it for an architecture).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointerWidth {
+    Bits32,
+    Bits64,
+}
+
 /// A virtual address in the dumped machine's kernel address space.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct VirtAddr(u64);
@@ -46,21 +54,27 @@ impl VirtAddr {
         VirtAddr(self.0.wrapping_sub(field_offset))
     }
     /// The object an EX_FAST_REF value points to: the value without its reference-count bits
-    /// (4 on x64, 3 on x86; etw-internals.md §2.7).
-    pub fn fast_ref_object(self, x64: bool) -> VirtAddr {
-        VirtAddr(self.0 & if x64 { !0xF } else { !0x7 })
+    /// (4 with 64-bit pointers, 3 with 32-bit; etw-internals.md §2.7).
+    pub fn fast_ref_object(self, width: PointerWidth) -> VirtAddr {
+        VirtAddr(
+            self.0
+                & match width {
+                    PointerWidth::Bits64 => !0xF,
+                    PointerWidth::Bits32 => !0x7,
+                },
+        )
     }
     /// NULL.
     pub fn is_null(self) -> bool {
         self.0 == 0
     }
     /// Whether the address lies in the kernel half of the address space: canonical and at or
-    /// above 0xFFFF800000000000 on x64, at or above 0x80000000 (and 32-bit) on x86.
-    pub fn is_kernel(self, x64: bool) -> bool {
-        if x64 {
-            self.0 >= 0xFFFF_8000_0000_0000
-        } else {
-            (0x8000_0000..=0xFFFF_FFFF).contains(&self.0)
+    /// above 0xFFFF800000000000 with 64-bit pointers, at or above 0x80000000 (and 32-bit) with
+    /// 32-bit pointers.
+    pub fn is_kernel(self, width: PointerWidth) -> bool {
+        match width {
+            PointerWidth::Bits64 => self.0 >= 0xFFFF_8000_0000_0000,
+            PointerWidth::Bits32 => (0x8000_0000..=0xFFFF_FFFF).contains(&self.0),
         }
     }
 }

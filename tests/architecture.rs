@@ -886,3 +886,62 @@ fn dump_mem_and_etw_have_typed_problems() {
     assert!(!warning.contains("From<String> for Warning"));
     assert!(!warning.contains("From<&str> for Warning"));
 }
+
+/// The places a name of `ident` (a whole identifier) is declared with type `ty` in `code`
+/// (`ident: ty`, whitespace allowed around the colon; not a path `ident::`): as a parameter,
+/// a struct field or a closure argument.
+fn typed_as(code: &str, ident: &str, ty: &str) -> Vec<usize> {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices(ident) {
+        let before = code[..at].chars().next_back();
+        let rest = &code[at + ident.len()..];
+        if before.is_some_and(is_ident) || rest.starts_with(is_ident) {
+            continue;
+        }
+        let Some(rest) = rest.trim_start().strip_prefix(':') else {
+            continue;
+        };
+        if rest.starts_with(':') {
+            continue;
+        }
+        let rest = rest.trim_start();
+        if rest.starts_with(ty) && !rest[ty.len()..].starts_with(is_ident) {
+            found.push(code[..at].matches('\n').count() + 1);
+        }
+    }
+    found
+}
+
+/// The architecture is an enum (issue 28 step 2): no `x64: bool` parameter, field or closure
+/// argument is left in src/; code takes a `dump::Arch` (or a narrower enum naming what it
+/// chooses, e.g. `symbols::TableFamily`, `addr::PointerWidth`).
+#[test]
+fn no_x64_bool_is_left() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut left = Vec::new();
+    for f in &files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for line in typed_as(&code, "x64", "bool") {
+            left.push(format!(
+                "{}:{line}",
+                f.strip_prefix(&src).unwrap().display()
+            ));
+        }
+    }
+    assert!(left.is_empty(), "x64: bool left at:\n{}", left.join("\n"));
+    // The scan finds what it should, and only that.
+    let sample = "fn f(x64: bool) {}\nstruct S {\nx64 :bool,\n}\nlet c = |x64: bool| x64;\n\
+                  fn g(is_x64: bool, x64: Arch, x64x: bool) {}\nlet y = x64::bool;\n";
+    assert_eq!(typed_as(sample, "x64", "bool"), [1, 3, 5]);
+    assert_eq!(
+        typed_as(
+            &code_only("// fn f(x64: bool)\nlet s = \"x64: bool\";"),
+            "x64",
+            "bool"
+        ),
+        Vec::<usize>::new()
+    );
+}

@@ -460,7 +460,8 @@ fn pre_61_global_lists() {
         }
         let d = DumpFile::from_bytes(bytes, OpenOptions::default()).unwrap();
         let mut ctx = KernelContext::without_symbols(&d);
-        ctx.symbols = etwdump::symbols::Symbols::none(4).with_builtin(build, false);
+        ctx.symbols = etwdump::symbols::Symbols::none(4)
+            .with_builtin(build, etwdump::symbols::TableFamily::X86);
         let s = Session {
             logger_mode: Some(0),
             buffer_size: Some(0x400),

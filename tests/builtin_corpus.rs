@@ -14,7 +14,7 @@ mod common;
 use common::etwdump;
 use etwdump::symbols::builtin::{self, corpus};
 use etwdump::symbols::{
-    CorpusMatch, LayoutSource, PdbIdentity, StructLayout, Symbols, TypeRef, TypeStore,
+    CorpusMatch, LayoutSource, PdbIdentity, StructLayout, Symbols, TableFamily, TypeRef, TypeStore,
     WANTED_ENUMS, WANTED_SYMBOLS, WANTED_TYPES,
 };
 use serde_json::Value;
@@ -625,7 +625,7 @@ fn literal_values_from_the_corpus() {
 #[test]
 fn exact_match_through_symbols() {
     let k = id("5278AFF86C341677D7D7835C85B7B844", 1);
-    let s = Symbols::none(8).with_builtin_for(19041, true, Some(&k));
+    let s = Symbols::none(8).with_builtin_for(19041, TableFamily::X64, Some(&k));
     let c = s.builtin_corpus.as_ref().unwrap();
     assert_eq!(c.kind, CorpusMatch::Exact);
     assert_eq!(c.version, "10.0.19041.804");
@@ -649,7 +649,7 @@ fn exact_match_through_symbols() {
     assert_eq!(s.enum_name("_KTHREAD_STATE", 5), Some("Waiting"));
     assert!(s.builtin_notes[0].starts_with("built-in exact match"));
     // A dump that disagrees with the table's RVAs: they are dropped.
-    let mut s2 = Symbols::none(8).with_builtin_for(19041, true, Some(&k));
+    let mut s2 = Symbols::none(8).with_builtin_for(19041, TableFamily::X64, Some(&k));
     assert!(s2
         .check_builtin_rvas(&[("PsLoadedModuleList", 0xc2a390)])
         .is_none());
@@ -666,7 +666,7 @@ fn exact_match_through_symbols() {
     assert_eq!(s2.rva("EtwpHostSiloState"), None);
     assert!(!s2.builtin_corpus.as_ref().unwrap().rvas);
     // x86 never uses the (x64) corpus.
-    let s = Symbols::none(4).with_builtin_for(19041, false, Some(&k));
+    let s = Symbols::none(4).with_builtin_for(19041, TableFamily::X86, Some(&k));
     assert!(s.builtin_corpus.is_none());
     assert_eq!(
         s.layout("_WMI_LOGGER_CONTEXT").unwrap().source,
@@ -677,7 +677,7 @@ fn exact_match_through_symbols() {
     let pdb = repo().join("tests/fixtures/x64-19041/ntkrnlmp.pdb");
     let s = Symbols::from_pdb(&pdb, WANTED_TYPES)
         .unwrap()
-        .with_builtin_for(19041, true, Some(&k));
+        .with_builtin_for(19041, TableFamily::X64, Some(&k));
     assert!(s.builtin_corpus.is_none());
     assert_eq!(
         s.layout("_WMI_LOGGER_CONTEXT").unwrap().source,
@@ -1202,7 +1202,7 @@ fn nearest_earlier_selection() {
 
     let unknown = id("11111111222233334444555555555555", 1);
     let nearest = |build: u32| {
-        let s = Symbols::none(8).with_builtin_for(build, true, Some(&unknown));
+        let s = Symbols::none(8).with_builtin_for(build, TableFamily::X64, Some(&unknown));
         let c = s.builtin_corpus.clone();
         (s, c)
     };
@@ -1227,7 +1227,7 @@ fn nearest_earlier_selection() {
         s.builtin_notes
     );
     // Without an identity (triage dumps, `symbols --build`): the same.
-    let s = Symbols::none(8).with_builtin(19042, true);
+    let s = Symbols::none(8).with_builtin(19042, TableFamily::X64);
     assert_eq!(s.builtin_corpus.unwrap().version, "10.0.19041.3570");
     // 22621 (Windows 11 22H2): its public layouts; the _KPRCB its source lacks is the
     // newest 22000 one (named in the notes).
@@ -1303,7 +1303,7 @@ fn nearest_earlier_selection() {
     assert_eq!(nearest(18363).1.unwrap().major, 18362);
     // Before 5.2 on x64, and x86: no corpus.
     assert!(Symbols::none(4)
-        .with_builtin(22621, false)
+        .with_builtin(22621, TableFamily::X86)
         .builtin_corpus
         .is_none());
 }

@@ -176,7 +176,7 @@ fn builtin_kdbg_layout_on_the_real_dump() {
     };
     let d = DumpFile::open(&p, OpenOptions::default()).unwrap();
     let space = AddressSpace::kernel(&d);
-    let b = etwdump::symbols::builtin::layouts(19041, true).unwrap();
+    let b = etwdump::symbols::builtin::layouts(19041, etwdump::symbols::TableFamily::X64).unwrap();
     let k = b
         .types
         .iter()

@@ -19,7 +19,6 @@
 extern crate etwdump_fuzz;
 
 use etwdump::addr::Pfn;
-use etwdump::dump::Arch;
 use etwdump::dump::{Contents, DumpError, DumpFile, OpenOptions, PageLookup, SecondaryData};
 use etwdump::etw::triage::{parse_blob, ETW_SECONDARY_DUMP_DATA_GUID};
 use etwdump::kernel::context::{KernelContext, SymbolMatch};
@@ -29,7 +28,7 @@ use etwdump::kernel::modules;
 use etwdump::kernel::pe::KernelImage;
 use etwdump::mem::AddressSpace;
 use etwdump::mem::MemError;
-use etwdump::symbols::{PdbIdentity, Symbols};
+use etwdump::symbols::{PdbIdentity, Symbols, TableFamily};
 use libfuzzer_sys::fuzz_target;
 
 fn exercise(d: &DumpFile, whole_kernel_layer: bool) {
@@ -123,8 +122,8 @@ fn exercise(d: &DumpFile, whole_kernel_layer: bool) {
     }
 }
 
-/// (build, x64, 64-bit, kernel PDB identity): what the built-in tables depend on.
-type SymbolsKey = (u32, bool, bool, Option<PdbIdentity>);
+/// (build, table family, pointer size, kernel PDB identity): what the built-in tables depend on.
+type SymbolsKey = (u32, TableFamily, u64, Option<PdbIdentity>);
 
 /// Memoized `Symbols::none(..).with_builtin_for(..)`, lent to one context at a time.
 #[derive(Default)]
@@ -137,8 +136,8 @@ impl SymbolCache {
                 return s;
             }
         }
-        let (build, x64, wide, pdb) = key;
-        Symbols::none(if *wide { 8 } else { 4 }).with_builtin_for(*build, *x64, pdb.as_ref())
+        let (build, family, pointer_size, pdb) = key;
+        Symbols::none(*pointer_size).with_builtin_for(*build, *family, pdb.as_ref())
     }
 
     /// Give the context's symbols back (kept for at most 32 keys).
@@ -160,8 +159,8 @@ fn symbols_key(ctx: &KernelContext<'_>) -> SymbolsKey {
     let arch = ctx.dump.header().arch;
     (
         ctx.build,
-        arch == Arch::X64,
-        arch.is_64bit(),
+        TableFamily::of(arch),
+        arch.pointer_size(),
         ctx.kernel_pdb().cloned(),
     )
 }
@@ -193,8 +192,8 @@ fn quick_context(d: &DumpFile) -> KernelContext<'_> {
     let image = base.map(|b| KernelImage::read(&space, b));
     let key = (
         build,
-        h.arch == Arch::X64,
-        h.arch.is_64bit(),
+        TableFamily::of(h.arch),
+        h.arch.pointer_size(),
         image.as_ref().and_then(|i| i.pdb.as_ref().ok()).cloned(),
     );
     let symbols = SYMBOLS.with(|c| c.borrow_mut().take(&key));

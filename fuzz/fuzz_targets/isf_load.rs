@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = s.enum_name(e, 5);
         }
         let _ = s.symbol_count();
-        let s = s.with_builtin(19041, true);
+        let s = s.with_builtin(19041, etwdump::symbols::TableFamily::X64);
         let _ = s.layout("_KPRCB");
     }
 });

@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
         // The fallback path a real run takes next (input-independent tables, built per call:
         // a quarter of the inputs is enough to keep it covered).
         if sample_hash(data) % 4 == 0 {
-            let s = s.with_builtin(19041, true);
+            let s = s.with_builtin(19041, etwdump::symbols::TableFamily::X64);
             let _ = s.layout("_KPRCB");
         }
     }

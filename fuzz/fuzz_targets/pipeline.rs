@@ -300,7 +300,7 @@ fn symbols() -> &'static Mutex<Option<Symbols>> {
     S.get_or_init(|| {
         let s = Symbols::from_pdb(&fixture().join("ntkrnlmp.pdb"), WANTED_TYPES)
             .expect("fixture PDB")
-            .with_builtin(19041, true);
+            .with_builtin(19041, etwdump::symbols::TableFamily::X64);
         Mutex::new(Some(s))
     })
 }

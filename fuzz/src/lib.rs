@@ -213,7 +213,7 @@ fn fixture_symbols() -> &'static std::sync::Mutex<Option<etwdump::symbols::Symbo
             etwdump::symbols::WANTED_TYPES,
         )
         .expect("fixture PDB")
-        .with_builtin(19041, true);
+        .with_builtin(19041, etwdump::symbols::TableFamily::X64);
         std::sync::Mutex::new(Some(s))
     })
 }

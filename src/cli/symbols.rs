@@ -3,7 +3,7 @@
 use super::common::{emit, with_kernel_by};
 use super::flags::{DumpArgs, FormatArg, SymbolArgs};
 use etwdump::report::symbols::{report, SymbolsReport};
-use etwdump::symbols::Symbols;
+use etwdump::symbols::{Symbols, TableFamily};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -65,7 +65,14 @@ fn without_dump(a: &Args, wanted: &[&str]) -> anyhow::Result<SymbolsReport> {
         anyhow::bail!("give --pdb FILE, --isf FILE, --build N, or a dump");
     };
     let sym = match a.build {
-        Some(b) => sym.with_builtin(b, !a.x86),
+        Some(b) => {
+            let family = if a.x86 {
+                TableFamily::X86
+            } else {
+                TableFamily::X64
+            };
+            sym.with_builtin(b, family)
+        }
         None => sym,
     };
     Ok(report(&sym, wanted, a.all_symbols))

@@ -3,7 +3,7 @@
 //! kdmp-parser, volatility3, rizin; checked on the real triage dumps).
 
 use super::DumpError;
-use crate::addr::VirtAddr;
+use crate::addr::{PointerWidth, VirtAddr};
 use crate::bytes::{tag_text, LeBytes};
 use serde::Serialize;
 
@@ -44,6 +44,13 @@ impl Arch {
     }
     pub fn is_64bit(self) -> bool {
         self.pointer_size() == 8
+    }
+    /// The pointer width (64-bit on x64 and ARM64).
+    pub fn width(self) -> PointerWidth {
+        match self {
+            Arch::X86 { .. } => PointerWidth::Bits32,
+            Arch::X64 | Arch::Arm64 => PointerWidth::Bits64,
+        }
     }
 }
 

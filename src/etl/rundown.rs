@@ -21,7 +21,8 @@
 //!   ImageCheckSum, TimeDateStamp u32, SignatureLevel, SignatureType u8, Reserved0 u16,
 //!   DefaultBase ptr, Reserved1-4 u32, FileName (UTF-16, NUL).
 
-use super::writer::{perfinfo_record, system_record};
+use super::writer::{perfinfo_record, system_record, wide};
+use crate::dump::Arch;
 // The partition information goes into the header buffer (`writer::header_buffer`): it is
 // built there, and named here too with the other rundown records.
 pub use super::writer::{partition_info, HOOK_PARTITION_INFO};
@@ -36,13 +37,16 @@ const NULL_SID: [u8; 12] = [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
 
 /// Pointer-size-aware little-endian payload builder.
 struct Payload {
-    x64: bool,
+    arch: Arch,
     b: Vec<u8>,
 }
 
 impl Payload {
-    fn new(x64: bool) -> Payload {
-        Payload { x64, b: Vec::new() }
+    fn new(arch: Arch) -> Payload {
+        Payload {
+            arch,
+            b: Vec::new(),
+        }
     }
     fn u8(&mut self, v: u8) -> &mut Self {
         self.b.push(v);
@@ -57,7 +61,7 @@ impl Payload {
         self
     }
     fn ptr(&mut self, v: u64) -> &mut Self {
-        if self.x64 {
+        if wide(self.arch) {
             self.b.extend_from_slice(&v.to_le_bytes());
         } else {
             self.b.extend_from_slice(&(v as u32).to_le_bytes());
@@ -92,8 +96,8 @@ pub struct ProcessRundown<'a> {
 }
 
 /// The 0x0303 Process DCStart record.
-pub fn process_dcstart(x64: bool, ts: u64, p: &ProcessRundown<'_>) -> Vec<u8> {
-    let mut b = Payload::new(x64);
+pub fn process_dcstart(arch: Arch, ts: u64, p: &ProcessRundown<'_>) -> Vec<u8> {
+    let mut b = Payload::new(arch);
     b.ptr(p.key)
         .u32(p.pid)
         .u32(p.parent_pid)
@@ -113,7 +117,7 @@ pub fn process_dcstart(x64: bool, ts: u64, p: &ProcessRundown<'_>) -> Vec<u8> {
         .collect();
     b.bytes(&name).u8(0);
     b.wstr("").wstr("").wstr("");
-    perfinfo_record(x64, 4, HOOK_PROCESS_DCSTART, ts, &b.b)
+    perfinfo_record(arch, 4, HOOK_PROCESS_DCSTART, ts, &b.b)
 }
 
 /// One thread for the rundown.
@@ -129,8 +133,8 @@ pub struct ThreadRundown {
 }
 
 /// The 0x0503 Thread DCStart record.
-pub fn thread_dcstart(x64: bool, ts: u64, t: &ThreadRundown) -> Vec<u8> {
-    let mut b = Payload::new(x64);
+pub fn thread_dcstart(arch: Arch, ts: u64, t: &ThreadRundown) -> Vec<u8> {
+    let mut b = Payload::new(arch);
     b.u32(t.pid)
         .u32(t.tid)
         .ptr(t.stack_base)
@@ -145,7 +149,7 @@ pub fn thread_dcstart(x64: bool, ts: u64, t: &ThreadRundown) -> Vec<u8> {
         .u8(0) // PagePriority
         .u8(0) // IoPriority
         .u8(0); // ThreadFlags
-    system_record(x64, 3, HOOK_THREAD_DCSTART, 0, 0, ts, &b.b)
+    system_record(arch, 3, HOOK_THREAD_DCSTART, 0, 0, ts, &b.b)
 }
 
 /// One image (a kernel module: ProcessId 0) for the rundown.
@@ -165,7 +169,7 @@ pub const MAX_FILE_NAME_UNITS: usize = 4096;
 
 /// The 0x1403 Image DCStart record (header thread/process: the writer's, as for the header
 /// event). The file name is cut at [`MAX_FILE_NAME_UNITS`].
-pub fn image_dcstart(x64: bool, tid: u32, pid: u32, ts: u64, i: &ImageRundown<'_>) -> Vec<u8> {
+pub fn image_dcstart(arch: Arch, tid: u32, pid: u32, ts: u64, i: &ImageRundown<'_>) -> Vec<u8> {
     let mut units = 0;
     let name: String = i
         .file_name
@@ -175,7 +179,7 @@ pub fn image_dcstart(x64: bool, tid: u32, pid: u32, ts: u64, i: &ImageRundown<'_
             units <= MAX_FILE_NAME_UNITS
         })
         .collect();
-    let mut b = Payload::new(x64);
+    let mut b = Payload::new(arch);
     b.ptr(i.base)
         .ptr(i.size)
         .u32(i.pid)
@@ -190,7 +194,7 @@ pub fn image_dcstart(x64: bool, tid: u32, pid: u32, ts: u64, i: &ImageRundown<'_
         .u32(0)
         .u32(0)
         .wstr(&name);
-    system_record(x64, 3, HOOK_IMAGE_DCSTART, tid, pid, ts, &b.b)
+    system_record(arch, 3, HOOK_IMAGE_DCSTART, tid, pid, ts, &b.b)
 }
 
 #[cfg(test)]
@@ -204,7 +208,7 @@ mod tests {
     #[test]
     fn records_have_windows_sizes_and_walk() {
         let idle = process_dcstart(
-            true,
+            Arch::X64,
             7,
             &ProcessRundown {
                 key: 0xFFFF_F802_42A3_99C0,
@@ -216,10 +220,10 @@ mod tests {
         );
         assert_eq!(idle.len(), 0x5B);
         assert_eq!(&idle[..8], &[4, 0, 0x11, 0xC0, 0x5B, 0, 3, 3]);
-        let t = thread_dcstart(true, 7, &ThreadRundown::default());
+        let t = thread_dcstart(Arch::X64, 7, &ThreadRundown::default());
         assert_eq!(t.len(), 0x68);
         let img = image_dcstart(
-            true,
+            Arch::X64,
             4156,
             4,
             7,
@@ -229,7 +233,7 @@ mod tests {
             },
         );
         assert_eq!(img.len(), 0x9C);
-        let part = partition_info(true, 1, 2, 3);
+        let part = partition_info(Arch::X64, 1, 2, 3);
         assert_eq!(part.len(), 0x50);
         // In a buffer, back to back 8-aligned: four records, no tear.
         let mut buf = vec![0u8; 0x48];
@@ -244,7 +248,7 @@ mod tests {
         // A name from memory longer than any path is cut so the record's 16-bit Size holds.
         let long = "\\x".repeat(40_000);
         let r = image_dcstart(
-            true,
+            Arch::X64,
             0,
             0,
             0,
@@ -257,7 +261,7 @@ mod tests {
         assert_eq!(usize::from(u16::from_le_bytes([r[4], r[5]])), r.len());
         // x86: 4-byte pointers.
         assert_eq!(
-            thread_dcstart(false, 7, &ThreadRundown::default()).len(),
+            thread_dcstart(Arch::X86 { pae: true }, 7, &ThreadRundown::default()).len(),
             0x20 + 8 + 7 * 4 + 8
         );
     }

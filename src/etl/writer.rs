@@ -11,6 +11,7 @@ use super::header::{
     offsets, BUFFER_HEADER_SIZE, BUFFER_TYPE_HEADER, FLAG_PROCESSOR_INDEX, STATE_FLUSH,
 };
 use super::records::{walk, Walk};
+use crate::dump::Arch;
 use ring::digest::{Context as Sha256, SHA256};
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -27,8 +28,8 @@ const MODE_NOT_IN_FILE: u32 = 0x100 | 0x0040_0000 | 0x0080_0000;
 /// 0x110, then LoggerName and LogFileName as NUL-terminated UTF-16).
 #[derive(Clone, Debug)]
 pub struct LogfileHeader<'a> {
-    /// 64-bit pointers (x64) or 32-bit (x86): the header's layout and PointerSize.
-    pub x64: bool,
+    /// The traced machine: its pointer size gives the header's layout and PointerSize.
+    pub arch: Arch,
     pub buffer_size: u32,
     /// VersionDetail: MajorVersion, MinorVersion (SubVersion 1, SubMinorVersion 5 are fixed).
     pub os_version: (u8, u8),
@@ -77,9 +78,18 @@ fn utf16z(s: &str) -> Vec<u8> {
         .collect()
 }
 
+/// Whether records and headers written for `arch` take their 64-bit forms.
+pub(crate) fn wide(arch: Arch) -> bool {
+    match arch {
+        Arch::X86 { .. } => false,
+        Arch::X64 => true,
+        Arch::Arm64 => true, // ARM64 writes the 64-bit forms (as x64) today
+    }
+}
+
 /// A SYSTEM_TRACE_HEADER record (0x20 bytes + payload; 32-bit form 0xC001, 64-bit 0xC002).
 pub fn system_record(
-    x64: bool,
+    arch: Arch,
     version: u16,
     hook: u16,
     tid: u32,
@@ -89,7 +99,12 @@ pub fn system_record(
 ) -> Vec<u8> {
     let size = 0x20 + payload.len();
     let mut r = Vec::with_capacity(size);
-    let marker = (if x64 { 0xC002_0000u32 } else { 0xC001_0000 }) | u32::from(version);
+    let form = if wide(arch) {
+        0xC002_0000u32
+    } else {
+        0xC001_0000
+    };
+    let marker = form | u32::from(version);
     r.extend_from_slice(&marker.to_le_bytes());
     r.extend_from_slice(&(size as u16).to_le_bytes());
     r.extend_from_slice(&hook.to_le_bytes());
@@ -106,15 +121,20 @@ pub const HOOK_PARTITION_INFO: u16 = 0x0050;
 
 /// The 0x0050 partition-information record of the host partition (all zero; its layout is
 /// described with the rundown's records, `etl::rundown`).
-pub fn partition_info(x64: bool, tid: u32, pid: u32, ts: u64) -> Vec<u8> {
-    system_record(x64, 2, HOOK_PARTITION_INFO, tid, pid, ts, &[0u8; 0x30])
+pub fn partition_info(arch: Arch, tid: u32, pid: u32, ts: u64) -> Vec<u8> {
+    system_record(arch, 2, HOOK_PARTITION_INFO, tid, pid, ts, &[0u8; 0x30])
 }
 
 /// A PERFINFO_TRACE_HEADER record (0x10 bytes + payload; 32-bit form 0xC010, 64-bit 0xC011).
-pub fn perfinfo_record(x64: bool, version: u16, hook: u16, ts: u64, payload: &[u8]) -> Vec<u8> {
+pub fn perfinfo_record(arch: Arch, version: u16, hook: u16, ts: u64, payload: &[u8]) -> Vec<u8> {
     let size = 0x10 + payload.len();
     let mut r = Vec::with_capacity(size);
-    let marker = (if x64 { 0xC011_0000u32 } else { 0xC010_0000 }) | u32::from(version);
+    let form = if wide(arch) {
+        0xC011_0000u32
+    } else {
+        0xC010_0000
+    };
+    let marker = form | u32::from(version);
     r.extend_from_slice(&marker.to_le_bytes());
     r.extend_from_slice(&(size as u16).to_le_bytes());
     r.extend_from_slice(&hook.to_le_bytes());
@@ -126,7 +146,8 @@ pub fn perfinfo_record(x64: bool, version: u16, hook: u16, ts: u64, payload: &[u
 /// The header buffer: WMI_BUFFER_HEADER + SYSTEM_TRACE_HEADER + TRACE_LOGFILE_HEADER + names,
 /// `h.buffer_size` bytes (more only if the names do not fit), the rest 0xFF.
 pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
-    let mut tlh = vec![0u8; if h.x64 { 0x118 } else { 0x110 }];
+    let wide = wide(h.arch);
+    let mut tlh = vec![0u8; if wide { 0x118 } else { 0x110 }];
     put32(&mut tlh, 0x00, h.buffer_size);
     tlh[0x04..0x08].copy_from_slice(&[h.os_version.0, h.os_version.1, 1, 5]);
     put32(&mut tlh, 0x08, h.build);
@@ -136,10 +157,10 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
     put32(&mut tlh, 0x20, h.log_file_mode & !MODE_NOT_IN_FILE);
     put32(&mut tlh, 0x24, h.buffers_written);
     put32(&mut tlh, 0x28, 1); // StartBuffers
-    put32(&mut tlh, 0x2C, if h.x64 { 8 } else { 4 });
+    put32(&mut tlh, 0x2C, if wide { 8 } else { 4 });
     put32(&mut tlh, 0x30, h.events_lost);
     put32(&mut tlh, 0x34, h.cpu_speed_mhz);
-    let tail = if h.x64 { 0xF8 } else { 0xF0 };
+    let tail = if wide { 0xF8 } else { 0xF0 };
     put64(&mut tlh, tail, h.boot_time);
     put64(&mut tlh, tail + 8, h.perf_freq);
     put64(&mut tlh, tail + 0x10, h.start_time);
@@ -152,7 +173,7 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
         tlh.push(0);
     }
     let mut rec = system_record(
-        h.x64,
+        h.arch,
         2,
         0x0000,
         h.header_event_tid,
@@ -163,7 +184,7 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
     // Then, as in every real file (shared/data), the partition information of the host
     // partition, stamped like the header event (rundown.rs).
     rec.extend(partition_info(
-        h.x64,
+        h.arch,
         h.header_event_tid,
         h.header_event_pid,
         h.header_event_time,
@@ -443,9 +464,9 @@ mod tests {
         }
     }
 
-    fn logfile(x64: bool) -> LogfileHeader<'static> {
+    fn logfile(arch: Arch) -> LogfileHeader<'static> {
         LogfileHeader {
-            x64,
+            arch,
             buffer_size: 0x1000,
             os_version: (10, 0),
             build: 19041,
@@ -472,8 +493,8 @@ mod tests {
 
     #[test]
     fn header_buffer_reads_back_through_the_header_and_record_walk() {
-        for x64 in [true, false] {
-            let b = header_buffer(&logfile(x64));
+        for arch in [Arch::X64, Arch::X86 { pae: true }] {
+            let b = header_buffer(&logfile(arch));
             assert_eq!(b.len(), 0x1000);
             let h = BufferHeader::from_bytes(&b).unwrap();
             assert_eq!((h.buffer_size, h.logger_id, h.state), (0x1000, 5, 3));
@@ -496,9 +517,9 @@ mod tests {
             );
             // LogFileMode without REAL_TIME; PointerSize; CpuSpeedInMHz; PerfFreq.
             assert_eq!(le32(tlh + 0x20), 0x2);
-            assert_eq!(le32(tlh + 0x2C), if x64 { 8 } else { 4 });
+            assert_eq!(le32(tlh + 0x2C), if arch.is_64bit() { 8 } else { 4 });
             assert_eq!(le32(tlh + 0x34), 3000);
-            let tail = tlh + if x64 { 0xF8 } else { 0xF0 };
+            let tail = tlh + if arch.is_64bit() { 0xF8 } else { 0xF0 };
             assert_eq!(
                 u64::from_le_bytes(b[tail + 8..tail + 16].try_into().unwrap()),
                 10_000_000

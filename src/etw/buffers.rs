@@ -2,7 +2,7 @@
 //! (§2.6). Every list walk is bounded and cycle-safe; each buffer is kept once, with the lists
 //! it was found on.
 
-use crate::addr::VirtAddr;
+use crate::addr::{PointerWidth, VirtAddr};
 use crate::etl::header::BufferHeader;
 use crate::etw::loggers::{Session, MAX_BUFFER_SIZE};
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
@@ -211,8 +211,8 @@ pub fn find_buffers(
 }
 
 impl Finder<'_, '_> {
-    fn x64(&self) -> bool {
-        self.ctx.space.arch().is_64bit()
+    fn width(&self) -> PointerWidth {
+        self.ctx.space.arch().width()
     }
 
     fn psize(&self) -> u64 {
@@ -538,7 +538,7 @@ impl Finder<'_, '_> {
     fn fast_ref_field(&mut self, v: &View<'_, '_>, field: &str, list: BufferList) {
         match v.ptr(field) {
             Ok(p) => {
-                let b = p.fast_ref_object(self.x64());
+                let b = p.fast_ref_object(self.width());
                 if !b.is_null() {
                     self.add(b, list, None);
                 }
@@ -555,7 +555,7 @@ impl Finder<'_, '_> {
     /// (LoggerId, BufferSize), others are ignored silently (the array's length is unknown).
     fn scratch_array(&mut self, v: &View<'_, '_>) {
         let arr = match v.ptr("ScratchArray") {
-            Ok(p) => p.fast_ref_object(self.x64()),
+            Ok(p) => p.fast_ref_object(self.width()),
             Err(e) => {
                 self.warnings
                     .push(Warning::new(WarningKind::Unreadable, e.to_string()));
@@ -570,7 +570,7 @@ impl Finder<'_, '_> {
             let Ok(e) = self.ctx.space.read_ptr(arr.offset(i * p)) else {
                 return;
             };
-            let b = e.fast_ref_object(self.x64());
+            let b = e.fast_ref_object(self.width());
             if !b.is_null() && self.header(b).is_ok() {
                 self.add(b, BufferList::ScratchArray, None);
             }
@@ -682,7 +682,7 @@ impl Finder<'_, '_> {
     fn add_per_cpu(&mut self, value: Result<VirtAddr, MemError>, cpu: u64, route: &str) {
         match value {
             Ok(p) => {
-                let b = p.fast_ref_object(self.x64());
+                let b = p.fast_ref_object(self.width());
                 if !b.is_null() {
                     self.add(b, BufferList::PerCpu, Some(cpu));
                 }
@@ -801,7 +801,7 @@ impl Finder<'_, '_> {
             return;
         };
         // Documented EtwSupport routes, identified by the KPRCB.EtwSupport offset (§3.3).
-        let known = etw_support_route(space.arch().is_64bit(), ctx.build, es_off)
+        let known = etw_support_route(space.arch(), ctx.build, es_off)
             .and_then(|r| r.buffers.map(|b| (r.name, b)));
         if let Some((route, how)) = known {
             for (cpu, es) in blocks.iter().enumerate() {
@@ -869,7 +869,7 @@ fn search_etw_support(f: &Finder<'_, '_>, es: VirtAddr) -> Vec<(VirtAddr, u64)> 
                 area[off..off + 4].try_into().unwrap_or([0; 4]),
             ))
         };
-        let v = VirtAddr::new(raw).fast_ref_object(f.x64());
+        let v = VirtAddr::new(raw).fast_ref_object(f.width());
         if v.is_null() {
             continue;
         }
@@ -878,7 +878,7 @@ fn search_etw_support(f: &Finder<'_, '_>, es: VirtAddr) -> Vec<(VirtAddr, u64)> 
             space
                 .read_ptr(v.offset(id * p as u64))
                 .ok()
-                .map(|q| q.fast_ref_object(f.x64()))
+                .map(|q| q.fast_ref_object(f.width()))
                 .filter(|q| !q.is_null() && f.header(*q).is_ok())
         };
         if let Some(b) = direct.or_else(via_array) {

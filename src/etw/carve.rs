@@ -36,7 +36,7 @@
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::bytes::LeBytes;
 use crate::decode::ccswap::{decode_pending, PENDING_BLOCK_SIZE};
-use crate::dump::{DumpFile, PageLookup};
+use crate::dump::{Arch, DumpFile, PageLookup};
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
 use crate::etl::records::walk_from;
 use crate::etw::clock::{self, ClockFacts, Converter};
@@ -148,10 +148,10 @@ pub struct Progress {
     pub stop: AtomicBool,
 }
 
-/// The page's candidates (`pa` = the page's physical address; `x64`: pool headers are 16
-/// bytes and 16-aligned, else 8).
-fn page_hits(page: &[u8], pa: u64, x64: bool, out: &mut Vec<Hit>) {
-    let step = if x64 { 16 } else { 8 };
+/// The page's candidates (`pa` = the page's physical address; pool headers on `arch` are
+/// 16 bytes and 16-aligned on x64, 8 on x86).
+fn page_hits(page: &[u8], pa: u64, arch: Arch, out: &mut Vec<Hit>) {
+    let step = crate::kernel::pool::header_size_on(arch) as usize;
     let pool_header = step;
     // The bytes a buffer found earlier in this page claims through its record chain: a
     // header-like run inside a record's payload is that record's data, not a buffer.
@@ -230,7 +230,7 @@ fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
 fn pass(
     dump: &DumpFile,
     runs: &[(u64, u64)],
-    x64: bool,
+    arch: Arch,
     threads: usize,
     progress: &Progress,
 ) -> (Vec<Hit>, u64) {
@@ -268,7 +268,7 @@ fn pass(
                         for pfn in s..e {
                             if let PageLookup::Present(p) = dump.page(crate::addr::Pfn::new(pfn)) {
                                 if hits.len() < MAX_CANDIDATES {
-                                    page_hits(&p, pfn * PAGE_SIZE, x64, &mut hits);
+                                    page_hits(&p, pfn * PAGE_SIZE, arch, &mut hits);
                                 }
                                 pages += 1;
                             }
@@ -334,8 +334,7 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
         ));
         return rep;
     }
-    let x64 = ctx.space.arch().is_64bit();
-    let (hits, pages) = pass(ctx.dump, &runs, x64, threads, progress);
+    let (hits, pages) = pass(ctx.dump, &runs, ctx.space.arch(), threads, progress);
     rep.pages_scanned = pages;
     if progress.stop.load(Ordering::Relaxed) {
         rep.warnings.push(Warning::new(
@@ -766,7 +765,7 @@ fn carve_context(
     // The name: the UNICODE_STRING in the context's own bytes (read through its VA, else from
     // its physical page), whose Buffer may still be mapped although the context is not.
     let name = off("LoggerName")
-        .and_then(|o| crate::kernel::UnicodeString::from_bytes(&b, o, ctx.space.arch().is_64bit()))
+        .and_then(|o| crate::kernel::UnicodeString::from_bytes(&b, o, ctx.space.arch()))
         .filter(|u| u.length > 0 && !u.buffer.is_null())
         .and_then(|u| u.text(&ctx.space).ok());
     Some(CarvedContext {
@@ -1008,7 +1007,7 @@ mod tests {
 
     fn buffers(page: &[u8]) -> Vec<(u64, usize)> {
         let mut hits = Vec::new();
-        page_hits(page, 0x5000, true, &mut hits);
+        page_hits(page, 0x5000, Arch::X64, &mut hits);
         hits.iter()
             .filter_map(|h| match h {
                 Hit::Buffer { pa, records, .. } => Some((*pa, *records)),
@@ -1067,7 +1066,7 @@ mod tests {
                 c.copy_from_slice(&x.to_le_bytes());
             }
             hits.clear();
-            page_hits(&page, p as u64 * PAGE_SIZE, true, &mut hits);
+            page_hits(&page, p as u64 * PAGE_SIZE, Arch::X64, &mut hits);
             for h in &hits {
                 match h {
                     Hit::Buffer { .. } => bufs += 1,

@@ -115,7 +115,7 @@ pub fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static 
 pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
     let mut out = PendingList::default();
     let space = &ctx.space;
-    let x64 = space.arch().is_64bit();
+    let arch = space.arch();
     // Where KPRCB.EtwSupport is: the kernel's own layout, else confirmed or searched by
     // evidence (etw::etw_support).
     let loc = crate::etw::etw_support::locate(ctx);
@@ -168,7 +168,7 @@ pub fn find_pending(ctx: &KernelContext<'_>) -> PendingList {
         // The documented offsets are x64 ones (§4.1): the build's group, by its KPRCB offset or
         // build; else a documented group this very block holds (every non-NULL pointer of the
         // group a 'CCsw' block, at least one); else (x86 too) the search.
-        let documented = etw_support_route(x64, ctx.build, es_off).map(|r| {
+        let documented = etw_support_route(arch, ctx.build, es_off).map(|r| {
             (
                 r.pending,
                 format!("the documented EtwSupport+{:#x}", r.pending),
@@ -288,7 +288,7 @@ fn read_block(
 
 fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out: &mut PendingList) {
     let space = &ctx.space;
-    let x64 = space.arch().is_64bit();
+    let width = space.arch().width();
     let psize = space.arch().pointer_size() as usize;
     // Small-pool allocations are aligned to the POOL_HEADER size (16 on x64, 8 on x86).
     let align = crate::kernel::pool::header_size(space);
@@ -298,7 +298,7 @@ fn search(ctx: &KernelContext<'_>, cpu: u64, es: VirtAddr, mwr: Option<u8>, out:
         let mut raw = [0u8; 8];
         raw[..psize].copy_from_slice(&area[off..off + psize]);
         let v = VirtAddr::new(u64::from_le_bytes(raw));
-        if !v.is_kernel(x64) || v.get() % align != 0 {
+        if !v.is_kernel(width) || v.get() % align != 0 {
             continue;
         }
         if crate::kernel::pool::tag_before(space, v) != Some(TAG_CCSW) {

@@ -23,6 +23,7 @@
 
 use crate::addr::VirtAddr;
 use crate::bytes::LeBytes;
+use crate::dump::Arch;
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
 use crate::kernel::context::{KernelContext, Located, LocatedHow};
 use crate::symbols::LayoutSource;
@@ -71,11 +72,11 @@ fn compute(ctx: &KernelContext<'_>) -> Located {
             }
         }
     };
-    let x64 = ctx.space.arch().is_64bit();
-    let psize = ctx.space.arch().pointer_size() as usize;
+    let arch = ctx.space.arch();
+    let psize = arch.pointer_size() as usize;
     // The layout's offset first.
     if let Some((off, src)) = given {
-        let t = testimony(ctx, &prcbs, off as usize, x64, psize);
+        let t = testimony(ctx, &prcbs, off as usize, arch);
         if let Some(n) = t.filter(|&n| n > 0) {
             return Located {
                 offset: Some(off),
@@ -92,7 +93,7 @@ fn compute(ctx: &KernelContext<'_>) -> Located {
     let len = prcbs.iter().map(|p| p.1.len()).min().unwrap_or(0);
     let mut best: Vec<(usize, usize)> = Vec::new();
     for off in (0..len.saturating_sub(psize - 1)).step_by(psize) {
-        if let Some(n) = testimony(ctx, &prcbs, off, x64, psize).filter(|&n| n > 0) {
+        if let Some(n) = testimony(ctx, &prcbs, off, arch).filter(|&n| n > 0) {
             match best.first() {
                 Some(&(_, m)) if n < m => {}
                 Some(&(_, m)) if n == m => best.push((off, n)),
@@ -172,9 +173,9 @@ fn testimony(
     ctx: &KernelContext<'_>,
     prcbs: &[(VirtAddr, Vec<u8>)],
     off: usize,
-    x64: bool,
-    psize: usize,
+    arch: Arch,
 ) -> Option<usize> {
+    let psize = arch.pointer_size() as usize;
     let align = crate::kernel::pool::header_size(&ctx.space);
     let mut values = Vec::with_capacity(prcbs.len());
     for (prcb, bytes) in prcbs {
@@ -185,7 +186,7 @@ fn testimony(
         };
         let v = VirtAddr::new(v);
         let inside = v.get() >= prcb.get() && v.get() < prcb.get() + bytes.len() as u64;
-        if !v.is_kernel(x64) || v.get() % align != 0 || inside || values.contains(&v) {
+        if !v.is_kernel(arch.width()) || v.get() % align != 0 || inside || values.contains(&v) {
             return None;
         }
         values.push(v);
@@ -194,20 +195,16 @@ fn testimony(
         values
             .iter()
             .enumerate()
-            .filter(|(cpu, v)| block_testifies(ctx, **v, *cpu as u64, x64, psize))
+            .filter(|(cpu, v)| block_testifies(ctx, **v, *cpu as u64, arch))
             .count(),
     )
 }
 
 /// Does the block at `es` hold a pointer to one of `cpu`'s trace buffers (directly or through
 /// one array) or to a 'CCsw' block?
-fn block_testifies(
-    ctx: &KernelContext<'_>,
-    es: VirtAddr,
-    cpu: u64,
-    x64: bool,
-    psize: usize,
-) -> bool {
+fn block_testifies(ctx: &KernelContext<'_>, es: VirtAddr, cpu: u64, arch: Arch) -> bool {
+    let psize = arch.pointer_size() as usize;
+    let width = arch.width();
     let space = &ctx.space;
     let mut area = vec![0u8; SCAN_BYTES];
     let n = space.read_prefix(es, &mut area);
@@ -217,8 +214,8 @@ fn block_testifies(
         } else {
             u64::from(b.u32_at(o)?)
         };
-        let v = VirtAddr::new(v).fast_ref_object(x64);
-        (v.is_kernel(x64) && v != es).then_some(v)
+        let v = VirtAddr::new(v).fast_ref_object(width);
+        (v.is_kernel(width) && v != es).then_some(v)
     };
     let is_cpu_buffer = |v: VirtAddr| -> bool {
         let mut h = [0u8; BUFFER_HEADER_SIZE];

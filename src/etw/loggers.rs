@@ -409,7 +409,7 @@ fn identity(
 ) -> Result<Vec<&'static str>, Rejection> {
     let space = &ctx.space;
     let va = v.va;
-    if !va.is_kernel(space.arch().is_64bit()) {
+    if !va.is_kernel(space.arch().width()) {
         return Err((None, "not a kernel address".into()));
     }
     if va.get() % space.arch().pointer_size() != 0 {

@@ -406,7 +406,7 @@ fn walk(ctx: &KernelContext<'_>, lay: &Layouts<'_>, table: &GuidTable, out: &mut
     let space = &ctx.space;
     let ptr = space.arch().pointer_size();
     let link = lay.guid_entry.field("GuidList").map_or(0, |f| f.offset);
-    let x64 = space.arch().is_64bit();
+    let width = space.arch().width();
     let mut seen = std::collections::HashSet::new();
     // List heads whose Flink is NULL: a table never initialised (or zeroed): one warning.
     let mut null_heads = 0u64;
@@ -434,7 +434,7 @@ fn walk(ctx: &KernelContext<'_>, lay: &Layouts<'_>, table: &GuidTable, out: &mut
                 }
             };
             for entry in w.by_ref() {
-                if !entry.is_kernel(x64) {
+                if !entry.is_kernel(width) {
                     out.warnings.push(
                         Warning::new(
                             WarningKind::Anomaly,

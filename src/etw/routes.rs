@@ -11,6 +11,7 @@
 //!   context-switch block pointers, identified by the build's `_KPRCB.EtwSupport` offset.
 
 use crate::addr::VirtAddr;
+use crate::dump::Arch;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::warning::{Warning, WarningKind};
@@ -572,12 +573,14 @@ pub const ETW_SUPPORT_ROUTES: &[EtwSupportRoute] = &[
 /// The documented EtwSupport layout of this kernel: by its `_KPRCB.EtwSupport` offset, else
 /// by build number. None on x86 (no documented offsets) and on other builds (searched).
 pub fn etw_support_route(
-    x64: bool,
+    arch: Arch,
     build: u32,
     kprcb_offset: u64,
 ) -> Option<&'static EtwSupportRoute> {
-    if !x64 {
-        return None;
+    match arch {
+        Arch::X86 { .. } => return None,
+        Arch::X64 => {}
+        Arch::Arm64 => {} // ARM64 takes the x64 routes today
     }
     ETW_SUPPORT_ROUTES
         .iter()
@@ -595,22 +598,22 @@ mod tests {
 
     #[test]
     fn etw_support_routes_by_kprcb_offset_then_build() {
-        let r = etw_support_route(true, 19041, 0x5FD8).unwrap();
+        let r = etw_support_route(Arch::X64, 19041, 0x5FD8).unwrap();
         assert_eq!(
             (r.pending, r.buffers),
             (0xB20, Some(BufferRoute::Direct(0x40)))
         );
-        let r = etw_support_route(true, 14393, 0x1234).unwrap();
+        let r = etw_support_route(Arch::X64, 14393, 0x1234).unwrap();
         assert_eq!(r.kprcb_offset, 0x5FD8);
-        let r = etw_support_route(true, 15063, 0x9999).unwrap();
+        let r = etw_support_route(Arch::X64, 15063, 0x9999).unwrap();
         assert_eq!((r.pending, r.buffers), (0x6D8, None));
-        let r = etw_support_route(true, 22621, 0x8BE8).unwrap();
+        let r = etw_support_route(Arch::X64, 22621, 0x8BE8).unwrap();
         assert_eq!(
             (r.pending, r.buffers),
             (0x198, Some(BufferRoute::Indirect(0x140)))
         );
-        assert!(etw_support_route(true, 19041, 0x8F40).is_none());
-        assert!(etw_support_route(true, 0, 0x1).is_none());
-        assert!(etw_support_route(false, 14393, 0x5FD8).is_none());
+        assert!(etw_support_route(Arch::X64, 19041, 0x8F40).is_none());
+        assert!(etw_support_route(Arch::X64, 0, 0x1).is_none());
+        assert!(etw_support_route(Arch::X86 { pae: true }, 14393, 0x5FD8).is_none());
     }
 }

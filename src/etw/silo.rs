@@ -223,7 +223,7 @@ fn vote(
         let Ok(v) = space.read_ptr(arr.offset(slot * psize)) else {
             break;
         };
-        if v.is_null() || v.get() & 1 != 0 || !v.is_kernel(psize == 8) {
+        if v.is_null() || v.get() & 1 != 0 || !v.is_kernel(space.arch().width()) {
             continue;
         }
         let view = View::new(space, ctx_layout, v);

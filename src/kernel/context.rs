@@ -6,9 +6,9 @@ use super::kuser::KUserSharedData;
 use super::modules::{self, ModuleList};
 use super::pe::KernelImage;
 use crate::addr::VirtAddr;
-use crate::dump::{Arch, DumpFile};
+use crate::dump::DumpFile;
 use crate::mem::{AddressSpace, Machine, MemError, Memory};
-use crate::symbols::{store, PdbIdentity, SymbolError, Symbols, WANTED_TYPES};
+use crate::symbols::{store, PdbIdentity, SymbolError, Symbols, TableFamily, WANTED_TYPES};
 use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -194,7 +194,7 @@ impl<'d> KernelContext<'d> {
         let (symbols, matched) = me.load_symbols(opts)?;
         let kernel = me.kernel_pdb().cloned();
         me.symbols =
-            symbols.with_builtin_for(me.build, me.machine.arch == Arch::X64, kernel.as_ref());
+            symbols.with_builtin_for(me.build, TableFamily::of(me.machine.arch), kernel.as_ref());
         me.symbol_match = matched;
         me.check_builtin_rvas();
         me.find_lists_by_symbols();
@@ -395,10 +395,9 @@ impl<'d> KernelContext<'d> {
             _ if h.minor_version == 0 && dump.image().is_some() => identity_build().unwrap_or(0),
             _ => h.minor_version,
         };
-        let x64 = machine.arch.is_64bit();
-        let symbols = Symbols::none(if x64 { 8 } else { 4 }).with_builtin_for(
+        let symbols = Symbols::none(machine.arch.pointer_size()).with_builtin_for(
             build,
-            machine.arch == Arch::X64,
+            TableFamily::of(machine.arch),
             image.as_ref().and_then(|i| i.pdb.as_ref().ok()),
         );
         let mut me = KernelContext {

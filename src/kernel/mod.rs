@@ -16,6 +16,7 @@ pub mod userland;
 pub mod view;
 
 use crate::addr::VirtAddr;
+use crate::dump::Arch;
 use crate::mem::{AddressSpace, MemError};
 use crate::text::Untrusted;
 
@@ -73,11 +74,11 @@ impl UnicodeString {
 
     /// The descriptor in `bytes` at `at` (a copy of the structure that holds it, e.g. a page
     /// read by physical address); `None` when `bytes` does not hold it.
-    pub fn from_bytes(bytes: &[u8], at: usize, x64: bool) -> Option<UnicodeString> {
+    pub fn from_bytes(bytes: &[u8], at: usize, arch: Arch) -> Option<UnicodeString> {
         use crate::bytes::LeBytes;
         let length = bytes.u16_at(at)?;
         let maximum_length = bytes.u16_at(at + 2)?;
-        let buffer = if x64 {
+        let buffer = if arch.is_64bit() {
             bytes.u64_at(at + 8)?
         } else {
             u64::from(bytes.u32_at(at + 4)?)

@@ -3,15 +3,21 @@
 //! allocations (page aligned, a page or more) have no header in front of them.
 
 use crate::addr::VirtAddr;
+use crate::dump::Arch;
 use crate::mem::AddressSpace;
+
+/// Size of the POOL_HEADER on `arch` (also its alignment).
+pub fn header_size_on(arch: Arch) -> u64 {
+    match arch {
+        Arch::X86 { .. } => 8,
+        Arch::X64 => 0x10,
+        Arch::Arm64 => 0x10, // ARM64 takes the x64 size today
+    }
+}
 
 /// Size of the POOL_HEADER for the address space's architecture.
 pub fn header_size(space: &AddressSpace<'_>) -> u64 {
-    if space.arch().is_64bit() {
-        0x10
-    } else {
-        8
-    }
+    header_size_on(space.arch())
 }
 
 /// The pool tag in front of the allocation at `va`, when its header is readable. `None` for a
@@ -34,12 +40,11 @@ pub fn block_bytes(space: &AddressSpace<'_>, va: VirtAddr) -> Option<u64> {
         return None;
     }
     let hdr = VirtAddr::new(va.get().checked_sub(header_size(space))?);
-    let (units, unit) = if space.arch().is_64bit() {
-        let w = space.read_u32(hdr).ok()?;
-        (u64::from((w >> 16) & 0xFF), 16)
-    } else {
-        let w = space.read_u32(hdr).ok()?;
-        (u64::from((w >> 16) & 0x1FF), 8)
+    let w = space.read_u32(hdr).ok()?;
+    let (units, unit) = match space.arch() {
+        Arch::X86 { .. } => (u64::from((w >> 16) & 0x1FF), 8),
+        Arch::X64 => (u64::from((w >> 16) & 0xFF), 16),
+        Arch::Arm64 => (u64::from((w >> 16) & 0xFF), 16), // ARM64 takes the x64 header today
     };
     (units * unit)
         .checked_sub(header_size(space))

@@ -251,7 +251,7 @@ pub fn prcb(ctx: &KernelContext<'_>, cpu: u64) -> Result<VirtAddr, String> {
     let prcb = space
         .read_ptr(slot)
         .map_err(|e| format!("KiProcessorBlock[{cpu}] at {slot}: {e}"))?;
-    if !prcb.is_kernel(space.arch().is_64bit()) {
+    if !prcb.is_kernel(space.arch().width()) {
         return Err(format!(
             "KiProcessorBlock[{cpu}] at {slot} is {prcb}, not a kernel address"
         ));

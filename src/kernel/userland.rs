@@ -16,6 +16,7 @@ use super::context::KernelContext;
 use super::modules::{self, LoadedModule};
 use crate::addr::VirtAddr;
 use crate::bytes::LeBytes;
+use crate::dump::Arch;
 use crate::mem::AddressSpace;
 
 /// Most names of an export table looked at (ntdll exports about 2,500).
@@ -24,11 +25,11 @@ pub const MAX_EXPORT_NAMES: u32 = 1 << 16;
 const MAX_NAME: usize = 128;
 
 /// `PEB.Ldr` and `PEB_LDR_DATA.InLoadOrderModuleList` (see the module's documentation).
-fn peb_offsets(x64: bool) -> (u64, u64) {
-    if x64 {
-        (0x18, 0x10)
-    } else {
-        (0x0C, 0x0C)
+fn peb_offsets(arch: Arch) -> (u64, u64) {
+    match arch {
+        Arch::X86 { .. } => (0x0C, 0x0C),
+        Arch::X64 => (0x18, 0x10),
+        Arch::Arm64 => (0x18, 0x10), // ARM64 takes the x64 offsets today
     }
 }
 
@@ -84,7 +85,7 @@ pub fn open<'d>(ctx: &KernelContext<'d>, eprocess: VirtAddr) -> Result<UserProce
     if !space.is_user(peb) {
         return Err(format!("EPROCESS.Peb {peb} is not a user-mode address").into());
     }
-    let (ldr_off, list_off) = peb_offsets(space.arch().is_64bit());
+    let (ldr_off, list_off) = peb_offsets(space.arch());
     let ldr = space
         .read_ptr(peb.offset(ldr_off))
         .map_err(|e| format!("PEB.Ldr at {}: {e}", peb.offset(ldr_off)))?;

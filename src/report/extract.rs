@@ -138,7 +138,7 @@ pub(crate) fn header_buffer(
         ),
     };
     writer::header_buffer(&LogfileHeader {
-        x64: ctx.space.arch().is_64bit(),
+        arch: ctx.space.arch(),
         buffer_size: s.buffer_size.unwrap_or(0x10000) as u32,
         os_version: (major, minor),
         build: ctx.build,
@@ -289,7 +289,7 @@ fn rundown_buffers(
         image_dcstart, process_dcstart, thread_dcstart, ImageRundown, ProcessRundown, ThreadRundown,
     };
     use crate::kernel::processes;
-    let x64 = ctx.space.arch().is_64bit();
+    let arch = ctx.space.arch();
     let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
     let (_, hpid, htid) = header_event(ctx, s);
     let procs = processes::walk(ctx);
@@ -310,7 +310,7 @@ fn rundown_buffers(
         let d = processes::details(ctx, p);
         let pid = u32::try_from(p.pid).unwrap_or(u32::MAX);
         if !records.push(process_dcstart(
-            x64,
+            arch,
             ts,
             &ProcessRundown {
                 key: p.eprocess.get(),
@@ -327,7 +327,7 @@ fn rundown_buffers(
         for &(ethread, tid) in &p.threads {
             let t = processes::thread_details(ctx, ethread);
             if !records.push(thread_dcstart(
-                x64,
+                arch,
                 ts,
                 &ThreadRundown {
                     pid,
@@ -352,7 +352,7 @@ fn rundown_buffers(
                 .or(m.base_name.as_ref())
                 .map_or("", |n| n.raw());
             if !records.push(image_dcstart(
-                x64,
+                arch,
                 htid,
                 hpid,
                 ts,
@@ -490,7 +490,7 @@ fn pending_buffers(
     if !crate::etw::loggers::is_kernel_session(s) || pending.is_empty() {
         return out;
     }
-    let x64 = ctx.space.arch().is_64bit();
+    let arch = ctx.space.arch();
     let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
     let mut unknown_clock = 0;
     for p in pending {
@@ -560,7 +560,7 @@ fn pending_buffers(
         let seq = first_seq.saturating_add(out.len() as u64);
         // PERFINFO_TRACE_HEADER {marker, Size, HookId, TimeStamp}; version 2 (§4.2).
         let rec = crate::etl::writer::perfinfo_record(
-            x64,
+            arch,
             2,
             HOOK_CCSWAP,
             p.decoded.last_timestamp,

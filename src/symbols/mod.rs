@@ -12,6 +12,7 @@ pub mod server;
 pub mod store;
 
 pub use builtin::corpus::CorpusMatch;
+pub use builtin::TableFamily;
 pub use identity::PdbIdentity;
 pub use layout::{Field, LayoutSource, StructLayout, TypeRef, TypeStore};
 
@@ -263,8 +264,8 @@ impl Symbols {
 
     /// Add the built-in layouts of `build` as the fallback for types the symbols lack, as for
     /// a kernel whose PDB identity is unknown (see [`with_builtin_for`](Self::with_builtin_for)).
-    pub fn with_builtin(self, build: u32, x64: bool) -> Symbols {
-        self.with_builtin_for(build, x64, None)
+    pub fn with_builtin(self, build: u32, family: TableFamily) -> Symbols {
+        self.with_builtin_for(build, family, None)
     }
 
     /// Add the built-in layouts for a kernel of NT build `build` whose PDB identity (from
@@ -281,10 +282,10 @@ impl Symbols {
     pub fn with_builtin_for(
         mut self,
         build: u32,
-        x64: bool,
+        family: TableFamily,
         kernel: Option<&PdbIdentity>,
     ) -> Symbols {
-        let hand = builtin::layouts(build, x64);
+        let hand = builtin::layouts(build, family);
         if let Some(b) = hand {
             self.builtin_era = Some(b.era);
             self.builtin_notes = b.notes;
@@ -292,7 +293,7 @@ impl Symbols {
                 self.builtin.insert(t);
             }
         }
-        if !x64 || self.source != SymbolSource::None {
+        if family != TableFamily::X64 || self.source != SymbolSource::None {
             return self;
         }
         let exact = kernel.and_then(builtin::corpus::exact);

@@ -21,19 +21,19 @@
 
 use super::Era::{self, *};
 use super::Ty::*;
-use super::{add_rows, Row, Span};
+use super::{add_rows, Row, Span, TableFamily};
 use crate::symbols::layout::{LayoutSource, StructLayout};
 
 const NAME: &str = "_WMI_BUFFER_HEADER";
 /// The header's size, every version and architecture (`etl::header::BUFFER_HEADER_SIZE`).
 pub(crate) const SIZE: u64 = 0x48;
 
-pub(super) fn layout(era: Era, x64: bool) -> StructLayout {
+pub(super) fn layout(era: Era, family: TableFamily) -> StructLayout {
     add_rows(
         StructLayout::new(NAME, SIZE, LayoutSource::Builtin),
         ROWS,
         era,
-        x64,
+        family,
     )
 }
 
@@ -155,17 +155,22 @@ const ROWS: &[Row] = &[
 mod tests {
     use super::super::layouts;
     use super::super::tests::off;
+    use super::super::TableFamily::{self, X64, X86};
 
-    fn at(build: u32, x64: bool, field: &str) -> Option<u64> {
-        off(&layouts(build, x64).unwrap(), "_WMI_BUFFER_HEADER", field)
+    fn at(build: u32, family: TableFamily, field: &str) -> Option<u64> {
+        off(
+            &layouts(build, family).unwrap(),
+            "_WMI_BUFFER_HEADER",
+            field,
+        )
     }
 
     /// etw-internals.md §2.1 (6.1+) and crash-dump-format.md §2.3 (every build to 22000).
     #[test]
     fn modern_layout() {
         for b in [7601, 9200, 9600, 14393, 17763, 19041, 20348, 22000] {
-            for x64 in [false, true] {
-                if layouts(b, x64).is_none() {
+            for family in [X86, X64] {
+                if layouts(b, family).is_none() {
                     continue;
                 }
                 for (f, o) in [
@@ -187,17 +192,17 @@ mod tests {
                     ("Padding1", 0x38),
                     ("Pointer0", 0x38),
                 ] {
-                    assert_eq!(at(b, x64, f), Some(o), "{b} x64={x64} {f}");
+                    assert_eq!(at(b, family, f), Some(o), "{b} {family:?} {f}");
                 }
-                assert_eq!(at(b, x64, "Pointer1"), Some(if x64 { 0x40 } else { 0x3C }));
-                assert_eq!(at(b, x64, "Wnode"), None);
+                assert_eq!(at(b, family, "Pointer1"), Some(family.pick(0x3C, 0x40)));
+                assert_eq!(at(b, family, "Wnode"), None);
             }
         }
-        assert_eq!(at(7601, true, "Padding0"), Some(0x20));
-        assert_eq!(at(7601, true, "ClockType"), None);
-        assert_eq!(at(9200, true, "ClockType"), Some(0x20));
-        assert_eq!(at(9200, true, "Frequency"), Some(0x20));
-        assert_eq!(at(9200, true, "Padding0"), None);
+        assert_eq!(at(7601, X64, "Padding0"), Some(0x20));
+        assert_eq!(at(7601, X64, "ClockType"), None);
+        assert_eq!(at(9200, X64, "ClockType"), Some(0x20));
+        assert_eq!(at(9200, X64, "Frequency"), Some(0x20));
+        assert_eq!(at(9200, X64, "Padding0"), None);
     }
 
     /// etw-internals.md §2.2 (older layouts).
@@ -205,37 +210,34 @@ mod tests {
     fn older_layouts() {
         // 5.x: ReferenceCount at 0, UsePerfClock 0xC, Guid 0x18, InstanceGuid / LoggerContext
         // at 0x38, GlobalEntry at 0x3C (x86) / 0x40 (x64).
-        for (b, x64) in [(2195, false), (2600, false), (3790, false), (3790, true)] {
-            assert_eq!(at(b, x64, "ReferenceCount"), Some(0));
-            assert_eq!(at(b, x64, "BufferSize"), None);
-            assert_eq!(at(b, x64, "UsePerfClock"), Some(0xC));
-            assert_eq!(at(b, x64, "Guid"), Some(0x18));
-            assert_eq!(at(b, x64, "ClientContext"), Some(0x28));
-            assert_eq!(at(b, x64, "Offset"), Some(0x30));
-            assert_eq!(at(b, x64, "LoggerContext"), Some(0x38));
-            assert_eq!(
-                at(b, x64, "GlobalEntry"),
-                Some(if x64 { 0x40 } else { 0x3C })
-            );
+        for (b, family) in [(2195, X86), (2600, X86), (3790, X86), (3790, X64)] {
+            assert_eq!(at(b, family, "ReferenceCount"), Some(0));
+            assert_eq!(at(b, family, "BufferSize"), None);
+            assert_eq!(at(b, family, "UsePerfClock"), Some(0xC));
+            assert_eq!(at(b, family, "Guid"), Some(0x18));
+            assert_eq!(at(b, family, "ClientContext"), Some(0x28));
+            assert_eq!(at(b, family, "Offset"), Some(0x30));
+            assert_eq!(at(b, family, "LoggerContext"), Some(0x38));
+            assert_eq!(at(b, family, "GlobalEntry"), Some(family.pick(0x3C, 0x40)));
         }
-        assert_eq!(at(2195, false, "Entry"), Some(0x18));
-        assert_eq!(at(2195, false, "SlistEntry"), None);
-        assert_eq!(at(2195, false, "State"), None);
-        assert_eq!(at(2600, false, "SlistEntry"), Some(0x1C));
-        assert_eq!(at(3790, true, "SlistEntry"), Some(0x20));
-        assert_eq!(at(2600, false, "EventsLost"), Some(0x34));
-        assert_eq!(at(2600, false, "BufferFlag"), None);
-        assert_eq!(at(3790, false, "BufferFlag"), Some(0x34));
-        assert_eq!(at(3790, false, "BufferType"), Some(0x36));
+        assert_eq!(at(2195, X86, "Entry"), Some(0x18));
+        assert_eq!(at(2195, X86, "SlistEntry"), None);
+        assert_eq!(at(2195, X86, "State"), None);
+        assert_eq!(at(2600, X86, "SlistEntry"), Some(0x1C));
+        assert_eq!(at(3790, X64, "SlistEntry"), Some(0x20));
+        assert_eq!(at(2600, X86, "EventsLost"), Some(0x34));
+        assert_eq!(at(2600, X86, "BufferFlag"), None);
+        assert_eq!(at(3790, X86, "BufferFlag"), Some(0x34));
+        assert_eq!(at(3790, X86, "BufferType"), Some(0x36));
         // early 6.0: NextBuffer 0x38, GlobalEntry 0x3C / 0x40
-        assert_eq!(at(6000, false, "NextBuffer"), Some(0x38));
-        assert_eq!(at(6000, true, "GlobalEntry"), Some(0x40));
-        assert_eq!(at(6000, false, "GlobalEntry"), Some(0x3C));
-        assert_eq!(at(6000, false, "Spare0"), Some(0x20));
+        assert_eq!(at(6000, X86, "NextBuffer"), Some(0x38));
+        assert_eq!(at(6000, X64, "GlobalEntry"), Some(0x40));
+        assert_eq!(at(6000, X86, "GlobalEntry"), Some(0x3C));
+        assert_eq!(at(6000, X86, "Spare0"), Some(0x20));
         // late 6.0: Padding0 ∪ SlistEntry ∪ NextBuffer at 0x20, {Padding2; GlobalEntry}
-        assert_eq!(at(6001, true, "NextBuffer"), Some(0x20));
-        assert_eq!(at(6001, true, "Padding2"), Some(0x38));
-        assert_eq!(at(6001, true, "GlobalEntry"), Some(0x40));
-        assert_eq!(at(6001, false, "StartPerfClock"), Some(0x10));
+        assert_eq!(at(6001, X64, "NextBuffer"), Some(0x20));
+        assert_eq!(at(6001, X64, "Padding2"), Some(0x38));
+        assert_eq!(at(6001, X64, "GlobalEntry"), Some(0x40));
+        assert_eq!(at(6001, X86, "StartPerfClock"), Some(0x10));
     }
 }

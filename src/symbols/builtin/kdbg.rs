@@ -203,13 +203,16 @@ const FIELDS: &[(&str, Ty, u64)] = &[
 mod tests {
     use super::super::layouts;
     use super::super::tests::off;
+    use super::super::TableFamily::{X64, X86};
     use super::*;
 
     #[test]
     fn known_offsets_on_every_era_and_arch() {
         for &b in super::super::tests::BUILDS {
-            for x64 in [false, true] {
-                let Some(l) = layouts(b, x64) else { continue };
+            for family in [X86, X64] {
+                let Some(l) = layouts(b, family) else {
+                    continue;
+                };
                 for (f, o) in [
                     ("OwnerTag", 0x10),
                     ("Size", 0x14),
@@ -222,7 +225,7 @@ mod tests {
                     ("EtwpDebuggerData", 0x330),
                     ("OffsetPrcbContext", 0x338),
                 ] {
-                    assert_eq!(off(&l, NAME, f), Some(o), "{b} x64={x64} {f}");
+                    assert_eq!(off(&l, NAME, f), Some(o), "{b} {family:?} {f}");
                 }
             }
         }

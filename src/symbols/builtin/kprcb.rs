@@ -10,7 +10,7 @@
 
 use super::Era::{self, *};
 use super::Ty::*;
-use super::{add_rows, lookup, Row, Span};
+use super::{add_rows, lookup, Row, Span, TableFamily};
 use crate::symbols::layout::{LayoutSource, StructLayout};
 
 const NAME: &str = "_KPRCB";
@@ -52,13 +52,13 @@ const ROWS: &[Row] = &[
 ];
 
 /// The layout for `era`, or `None` where the size is not known.
-pub(super) fn layout(era: Era, x64: bool) -> Option<StructLayout> {
-    let size = lookup(if x64 { SIZE_X64 } else { SIZE_X86 }, era)?;
+pub(super) fn layout(era: Era, family: TableFamily) -> Option<StructLayout> {
+    let size = lookup(family.pick(SIZE_X86, SIZE_X64), era)?;
     Some(add_rows(
         StructLayout::new(NAME, size, LayoutSource::Builtin),
         ROWS,
         era,
-        x64,
+        family,
     ))
 }
 
@@ -66,9 +66,10 @@ pub(super) fn layout(era: Era, x64: bool) -> Option<StructLayout> {
 mod tests {
     use super::super::layouts;
     use super::super::tests::{get, off};
+    use super::super::TableFamily::{self, X64, X86};
 
-    fn kprcb(build: u32, x64: bool) -> Option<(u64, Option<u64>)> {
-        let l = layouts(build, x64)?;
+    fn kprcb(build: u32, family: TableFamily) -> Option<(u64, Option<u64>)> {
+        let l = layouts(build, family)?;
         let t = get(&l, "_KPRCB")?;
         Some((t.size, off(&l, "_KPRCB", "EtwSupport")))
     }
@@ -77,28 +78,28 @@ mod tests {
     fn etw_support_and_sizes() {
         // crash-dump-format.md §2.3 (x64) where it agrees with Chappell, and §3.3 of
         // etw-internals.md (10.0-1607 0x5FD8, 1703 0x60D0).
-        assert_eq!(kprcb(19041, true), Some((0xAF00, Some(0x8328))));
-        assert_eq!(kprcb(18362, true), Some((0x8F00, Some(0x6028))));
-        assert_eq!(kprcb(17763, true), Some((0x7EC0, Some(0x6028))));
-        assert_eq!(kprcb(10240, true), Some((0x6900, Some(0x5FD8))));
-        assert_eq!(kprcb(14393, true).unwrap().1, Some(0x5FD8));
-        assert_eq!(kprcb(15063, true), Some((0x6A40, Some(0x60D0))));
-        assert_eq!(kprcb(20348, true), Some((0xBF00, Some(0x8668))));
-        assert_eq!(kprcb(22000, true), Some((0xBF00, Some(0x86A8))));
-        assert_eq!(kprcb(7601, true), Some((0x4D00, Some(0x49F0))));
-        assert_eq!(kprcb(6000, true), Some((0x3A20, Some(0x39B0))));
-        assert_eq!(kprcb(3790, true), Some((0x2480, None)));
+        assert_eq!(kprcb(19041, X64), Some((0xAF00, Some(0x8328))));
+        assert_eq!(kprcb(18362, X64), Some((0x8F00, Some(0x6028))));
+        assert_eq!(kprcb(17763, X64), Some((0x7EC0, Some(0x6028))));
+        assert_eq!(kprcb(10240, X64), Some((0x6900, Some(0x5FD8))));
+        assert_eq!(kprcb(14393, X64).unwrap().1, Some(0x5FD8));
+        assert_eq!(kprcb(15063, X64), Some((0x6A40, Some(0x60D0))));
+        assert_eq!(kprcb(20348, X64), Some((0xBF00, Some(0x8668))));
+        assert_eq!(kprcb(22000, X64), Some((0xBF00, Some(0x86A8))));
+        assert_eq!(kprcb(7601, X64), Some((0x4D00, Some(0x49F0))));
+        assert_eq!(kprcb(6000, X64), Some((0x3A20, Some(0x39B0))));
+        assert_eq!(kprcb(3790, X64), Some((0x2480, None)));
         // x86
-        assert_eq!(kprcb(2195, false), Some((0x9F0, None)));
-        assert_eq!(kprcb(2600, false), Some((0xC50, None)));
-        assert_eq!(kprcb(3790, false), None);
-        assert_eq!(kprcb(6001, false), Some((0x2008, Some(0x1F84))));
-        assert_eq!(kprcb(7601, false), Some((0x3628, Some(0x34B4))));
-        assert_eq!(kprcb(9200, false), Some((0x4160, Some(0x3F08))));
-        assert_eq!(kprcb(9600, false), Some((0x4508, Some(0x3F50))));
-        assert_eq!(kprcb(15063, false), Some((0x4900, Some(0x3FD4))));
-        assert_eq!(kprcb(16299, false), Some((0x4940, Some(0x4014))));
-        assert_eq!(kprcb(18362, false), Some((0x5F00, Some(0x4014))));
-        assert_eq!(kprcb(19041, false), Some((0x5F00, Some(0x4054))));
+        assert_eq!(kprcb(2195, X86), Some((0x9F0, None)));
+        assert_eq!(kprcb(2600, X86), Some((0xC50, None)));
+        assert_eq!(kprcb(3790, X86), None);
+        assert_eq!(kprcb(6001, X86), Some((0x2008, Some(0x1F84))));
+        assert_eq!(kprcb(7601, X86), Some((0x3628, Some(0x34B4))));
+        assert_eq!(kprcb(9200, X86), Some((0x4160, Some(0x3F08))));
+        assert_eq!(kprcb(9600, X86), Some((0x4508, Some(0x3F50))));
+        assert_eq!(kprcb(15063, X86), Some((0x4900, Some(0x3FD4))));
+        assert_eq!(kprcb(16299, X86), Some((0x4940, Some(0x4014))));
+        assert_eq!(kprcb(18362, X86), Some((0x5F00, Some(0x4014))));
+        assert_eq!(kprcb(19041, X86), Some((0x5F00, Some(0x4054))));
     }
 }

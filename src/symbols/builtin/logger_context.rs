@@ -24,7 +24,7 @@
 
 use super::Era::{self, *};
 use super::Ty::{self, *};
-use super::{add_rows, lookup, Row, Span};
+use super::{add_rows, lookup, Row, Span, TableFamily};
 use crate::symbols::layout::{LayoutSource, StructLayout};
 
 const NAME: &str = "_WMI_LOGGER_CONTEXT";
@@ -69,11 +69,11 @@ const SIZE_X64: &[Span] = &[
 ];
 
 /// The layout for `era`, or `None` where the reference has no size for it.
-pub(super) fn layout(era: Era, x64: bool) -> Option<StructLayout> {
-    let size = lookup(if x64 { SIZE_X64 } else { SIZE_X86 }, era)?;
+pub(super) fn layout(era: Era, family: TableFamily) -> Option<StructLayout> {
+    let size = lookup(family.pick(SIZE_X86, SIZE_X64), era)?;
     let layout = StructLayout::new(NAME, size, LayoutSource::Builtin);
-    let layout = add_rows(layout, ROWS, era, x64);
-    Some(add_rows(layout, ROWS_2_3, era, x64))
+    let layout = add_rows(layout, ROWS, era, family);
+    Some(add_rows(layout, ROWS_2_3, era, family))
 }
 
 /// 20348 and 22000 (x64): the members crash-dump-format.md §2.3 lists. Types as in 2004.
@@ -320,13 +320,18 @@ const ROWS: &[Row] = &[
 mod tests {
     use super::super::layouts;
     use super::super::tests::off;
+    use super::super::TableFamily::{self, X64, X86};
 
-    fn at(build: u32, x64: bool, field: &str) -> Option<u64> {
-        off(&layouts(build, x64).unwrap(), "_WMI_LOGGER_CONTEXT", field)
+    fn at(build: u32, family: TableFamily, field: &str) -> Option<u64> {
+        off(
+            &layouts(build, family).unwrap(),
+            "_WMI_LOGGER_CONTEXT",
+            field,
+        )
     }
 
-    fn size(build: u32, x64: bool) -> u64 {
-        let l = layouts(build, x64).unwrap();
+    fn size(build: u32, family: TableFamily) -> u64 {
+        let l = layouts(build, family).unwrap();
         super::super::tests::get(&l, "_WMI_LOGGER_CONTEXT")
             .unwrap()
             .size
@@ -373,10 +378,10 @@ mod tests {
             (22000, 0x560),
         ];
         for (b, s) in x86 {
-            assert_eq!(size(b, false), s, "x86 {b}");
+            assert_eq!(size(b, X86), s, "x86 {b}");
         }
         for (b, s) in x64 {
-            assert_eq!(size(b, true), s, "x64 {b}");
+            assert_eq!(size(b, X64), s, "x64 {b}");
         }
     }
 
@@ -429,22 +434,22 @@ mod tests {
             ("CompressionOn", 0x4A0),
             ("BufferMdl", 0x540),
         ] {
-            assert_eq!(at(19041, true, f), Some(o), "{f}");
+            assert_eq!(at(19041, X64, f), Some(o), "{f}");
         }
     }
 
     #[test]
     fn x86_examples() {
-        assert_eq!(at(7601, false, "LoggerName"), Some(0x54));
-        assert_eq!(at(7601, false, "GlobalList"), Some(0x48));
-        assert_eq!(at(7601, false, "CurrentBuffer"), Some(0x50));
-        assert_eq!(at(7601, false, "NBQHead"), Some(0x34));
-        assert_eq!(at(7601, false, "BufferQueue"), None);
-        assert_eq!(at(19041, false, "LoggerName"), Some(0x5C));
-        assert_eq!(at(19041, false, "BufferMdl"), Some(0x394));
-        assert_eq!(at(2195, false, "ProcessorBuffers"), Some(0x5C));
-        assert_eq!(at(2195, false, "LoggerId"), Some(0x40));
-        assert_eq!(at(2195, false, "GetCpuClock"), None);
+        assert_eq!(at(7601, X86, "LoggerName"), Some(0x54));
+        assert_eq!(at(7601, X86, "GlobalList"), Some(0x48));
+        assert_eq!(at(7601, X86, "CurrentBuffer"), Some(0x50));
+        assert_eq!(at(7601, X86, "NBQHead"), Some(0x34));
+        assert_eq!(at(7601, X86, "BufferQueue"), None);
+        assert_eq!(at(19041, X86, "LoggerName"), Some(0x5C));
+        assert_eq!(at(19041, X86, "BufferMdl"), Some(0x394));
+        assert_eq!(at(2195, X86, "ProcessorBuffers"), Some(0x5C));
+        assert_eq!(at(2195, X86, "LoggerId"), Some(0x40));
+        assert_eq!(at(2195, X86, "GetCpuClock"), None);
     }
 
     /// etw-internals.md §3.1, "WMI_LOGGER_CONTEXT fields that matter": (field, build,
@@ -590,8 +595,8 @@ mod tests {
             ("SiloState", 19041, Some(0x2FC), Some(0x458)),
         ];
         for &(field, build, x86, x64) in table {
-            assert_eq!(at(build, false, field), x86, "x86 {build} {field}");
-            if let Some(l) = layouts(build, true) {
+            assert_eq!(at(build, X86, field), x86, "x86 {build} {field}");
+            if let Some(l) = layouts(build, X64) {
                 assert_eq!(
                     off(&l, "_WMI_LOGGER_CONTEXT", field),
                     x64,
@@ -605,21 +610,15 @@ mod tests {
     #[test]
     fn no_overlaps_except_the_current_buffer_union() {
         use crate::symbols::layout::TypeRef;
-        fn bytes(ty: &TypeRef, x64: bool) -> u64 {
-            let p = if x64 { 8 } else { 4 };
+        fn bytes(ty: &TypeRef, family: TableFamily) -> u64 {
+            let p = family.pick(4, 8);
             match ty {
                 TypeRef::Base { size, .. } | TypeRef::Enum { size, .. } => *size,
                 TypeRef::Pointer { .. } => p,
                 TypeRef::Union { .. } => 8,
                 TypeRef::Struct { name } => match name.as_str() {
                     "_UNICODE_STRING" | "_LIST_ENTRY" | "_ETW_BUFFER_QUEUE" => 2 * p,
-                    "_SLIST_HEADER" => {
-                        if x64 {
-                            16
-                        } else {
-                            8
-                        }
-                    }
+                    "_SLIST_HEADER" => family.pick(8, 16),
                     "_EX_FAST_REF" => p,
                     "_GUID" | "_ETW_REF_CLOCK" => 16,
                     "_WMI_BUFFER_HEADER" => 0x48,
@@ -629,8 +628,10 @@ mod tests {
             }
         }
         for &b in super::super::tests::BUILDS {
-            for x64 in [false, true] {
-                let Some(l) = layouts(b, x64) else { continue };
+            for family in [X86, X64] {
+                let Some(l) = layouts(b, family) else {
+                    continue;
+                };
                 let t = super::super::tests::get(&l, "_WMI_LOGGER_CONTEXT").unwrap();
                 for w in t.fields.windows(2) {
                     let union = w[0].offset == w[1].offset
@@ -638,8 +639,8 @@ mod tests {
                             == ["BatchedBufferList", "CurrentBuffer"];
                     if !union {
                         assert!(
-                            w[0].offset + bytes(&w[0].ty, x64) <= w[1].offset,
-                            "{b} x64={x64}: {} overlaps {}",
+                            w[0].offset + bytes(&w[0].ty, family) <= w[1].offset,
+                            "{b} {family:?}: {} overlaps {}",
                             w[0].name,
                             w[1].name
                         );

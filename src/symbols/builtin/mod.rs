@@ -48,6 +48,34 @@ mod logger_context;
 mod silo;
 
 use super::layout::{StructLayout, TypeRef};
+use crate::dump::Arch;
+
+/// Which family of the built-in tables a kernel's layouts come from: the x86 offsets or the
+/// x64 offsets (each [`Row`] has both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TableFamily {
+    X86,
+    X64,
+}
+
+impl TableFamily {
+    /// The family of the tables for a kernel of `arch`.
+    pub fn of(arch: Arch) -> TableFamily {
+        match arch {
+            Arch::X86 { .. } => TableFamily::X86,
+            Arch::X64 => TableFamily::X64,
+            Arch::Arm64 => TableFamily::X86, // ARM64 takes the x86 tables today
+        }
+    }
+
+    /// `x86` or `x64`, whichever is this family's.
+    fn pick<T>(self, x86: T, x64: T) -> T {
+        match self {
+            TableFamily::X86 => x86,
+            TableFamily::X64 => x64,
+        }
+    }
+}
 
 /// The layouts for one Windows version and architecture.
 #[derive(Clone, Debug)]
@@ -68,23 +96,23 @@ pub struct BuiltinLayouts {
     pub notes: Vec<String>,
 }
 
-/// Built-in layouts for NT build `build` on x64 (`x64 = true`) or x86.
+/// Built-in layouts for NT build `build` from the x64 or the x86 tables (`family`).
 /// `None` when the build is outside every table.
-pub fn layouts(build: u32, x64: bool) -> Option<BuiltinLayouts> {
+pub fn layouts(build: u32, family: TableFamily) -> Option<BuiltinLayouts> {
     let era = Era::from_build(build)?;
-    if x64 && era < Era::V52 {
+    if family == TableFamily::X64 && era < Era::V52 {
         return None; // no 64-bit Windows before 5.2
     }
-    if !x64 && era >= Era::B20348 {
+    if family == TableFamily::X86 && era >= Era::B20348 {
         return None; // no 32-bit x86 release of these; the references give x64 only
     }
     let mut types = vec![
-        logger_context::layout(era, x64)?,
-        buffer_header::layout(era, x64),
+        logger_context::layout(era, family)?,
+        buffer_header::layout(era, family),
         kdbg::layout(),
     ];
-    types.extend(silo::layout(era, x64));
-    types.extend(kprcb::layout(era, x64));
+    types.extend(silo::layout(era, family));
+    types.extend(kprcb::layout(era, family));
     for t in &mut types {
         t.normalize();
     }
@@ -92,7 +120,7 @@ pub fn layouts(build: u32, x64: bool) -> Option<BuiltinLayouts> {
         era: era.name(),
         variant: "release",
         types,
-        notes: notes(era, x64),
+        notes: notes(era, family),
     })
 }
 
@@ -123,12 +151,12 @@ pub fn kdbg_layout() -> StructLayout {
 /// builds of the same build number have (crash-dump-format.md §2.3: layouts change inside one
 /// build number, e.g. with the 2018 KPRCB growth). A service variant carries only the fields
 /// the reference states for it; which variant a dump has is for the caller to validate.
-pub fn variants(build: u32, x64: bool) -> Vec<BuiltinLayouts> {
-    let Some(base) = layouts(build, x64) else {
+pub fn variants(build: u32, family: TableFamily) -> Vec<BuiltinLayouts> {
+    let Some(base) = layouts(build, family) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    if x64 {
+    if family == TableFamily::X64 {
         for v in SERVICE_VARIANTS
             .iter()
             .filter(|v| v.builds.contains(&build))
@@ -464,9 +492,9 @@ struct Row {
 }
 
 /// Adds to `layout` every row that has an offset for `era` on the architecture.
-fn add_rows(mut layout: StructLayout, rows: &[Row], era: Era, x64: bool) -> StructLayout {
+fn add_rows(mut layout: StructLayout, rows: &[Row], era: Era, family: TableFamily) -> StructLayout {
     for row in rows {
-        let spans = if x64 { row.x64 } else { row.x86 };
+        let spans = family.pick(row.x86, row.x64);
         if let Some(offset) = lookup(spans, era) {
             layout = layout.with(row.name, offset, row.ty.type_ref());
         }
@@ -475,7 +503,8 @@ fn add_rows(mut layout: StructLayout, rows: &[Row], era: Era, x64: bool) -> Stru
 }
 
 /// The caveats for an era and architecture.
-fn notes(era: Era, x64: bool) -> Vec<String> {
+fn notes(era: Era, family: TableFamily) -> Vec<String> {
+    let x64 = family == TableFamily::X64;
     let mut n: Vec<&str> = vec![
         "built-in layouts (no PDB types): offsets are those of the version's release build \
          as published (Geoff Chappell's symbol-derived tables; crash-dump-format.md §2.3 for \
@@ -629,6 +658,7 @@ mod tests {
     use super::*;
     use crate::symbols::layout::LayoutSource;
     use std::collections::HashSet;
+    use TableFamily::{X64, X86};
 
     /// Representative builds of every era (and the boundaries).
     pub(super) const BUILDS: &[u32] = &[
@@ -646,23 +676,17 @@ mod tests {
 
     /// The size of a field's type as far as the tables know it (unknown structures count
     /// as one byte).
-    fn approx_size(ty: &TypeRef, x64: bool) -> u64 {
-        let p = if x64 { 8 } else { 4 };
+    fn approx_size(ty: &TypeRef, family: TableFamily) -> u64 {
+        let p = family.pick(4, 8);
         match ty {
             TypeRef::Base { size, .. } | TypeRef::Enum { size, .. } => *size,
             TypeRef::Pointer { .. } => p,
-            TypeRef::Array { element, count } => approx_size(element, x64) * count,
-            TypeRef::Bitfield { base, .. } => approx_size(base, x64),
+            TypeRef::Array { element, count } => approx_size(element, family) * count,
+            TypeRef::Bitfield { base, .. } => approx_size(base, family),
             TypeRef::Union { name } | TypeRef::Struct { name } => match name.as_str() {
                 "_LARGE_INTEGER" => 8,
                 "_UNICODE_STRING" | "_LIST_ENTRY" | "_ETW_BUFFER_QUEUE" => 2 * p,
-                "_SLIST_HEADER" => {
-                    if x64 {
-                        16
-                    } else {
-                        8
-                    }
-                }
+                "_SLIST_HEADER" => family.pick(8, 16),
                 "_SINGLE_LIST_ENTRY" | "_EX_FAST_REF" => p,
                 "_GUID" | "_ETW_REF_CLOCK" | "_LIST_ENTRY64" => 16,
                 "_WMI_BUFFER_HEADER" => 0x48,
@@ -677,58 +701,60 @@ mod tests {
 
     #[test]
     fn boundary_builds_pick_the_right_era() {
-        let era = |b: u32, x64: bool| layouts(b, x64).map(|l| l.era);
-        assert_eq!(era(2194, false), None);
-        assert_eq!(era(2195, false), Some("5.0"));
-        assert_eq!(era(2599, false), Some("5.0"));
-        assert_eq!(era(2600, false), Some("5.1"));
-        assert_eq!(era(2600, true), None);
-        assert_eq!(era(3790, false), Some("5.2"));
-        assert_eq!(era(3790, true), Some("5.2"));
-        assert_eq!(era(6000, true), Some("early 6.0"));
-        assert_eq!(era(6001, true), Some("late 6.0"));
-        assert_eq!(era(6002, false), Some("late 6.0"));
-        assert_eq!(era(7599, true), Some("late 6.0"));
-        assert_eq!(era(7600, true), Some("6.1"));
-        assert_eq!(era(7601, false), Some("6.1"));
-        assert_eq!(era(9200, true), Some("6.2"));
-        assert_eq!(era(9600, true), Some("6.3"));
-        assert_eq!(era(10239, true), Some("6.3"));
-        assert_eq!(era(10240, true), Some("1507"));
-        assert_eq!(era(10586, true), Some("1511"));
-        assert_eq!(era(14392, true), Some("1511"));
-        assert_eq!(era(14393, true), Some("1607"));
-        assert_eq!(era(15063, true), Some("1703"));
-        assert_eq!(era(16298, true), Some("1703"));
-        assert_eq!(era(16299, true), Some("1709"));
-        assert_eq!(era(17134, true), Some("1803"));
-        assert_eq!(era(17763, true), Some("1809"));
-        assert_eq!(era(18361, true), Some("1809"));
-        assert_eq!(era(18362, true), Some("1903"));
-        assert_eq!(era(18363, true), Some("1903"));
-        assert_eq!(era(19040, true), Some("1903"));
-        assert_eq!(era(19041, true), Some("2004"));
-        assert_eq!(era(19045, true), Some("2004"));
-        assert_eq!(era(19045, false), Some("2004"));
-        assert_eq!(era(20347, true), Some("2004"));
-        assert_eq!(era(20348, true), Some("20348"));
-        assert_eq!(era(20348, false), None);
-        assert_eq!(era(21999, true), Some("20348"));
-        assert_eq!(era(22000, true), Some("22000"));
-        assert_eq!(era(22000, false), None);
-        assert_eq!(era(22001, true), None);
-        assert_eq!(era(22621, true), None);
-        assert_eq!(era(0, true), None);
+        let era = |b: u32, f: TableFamily| layouts(b, f).map(|l| l.era);
+        assert_eq!(era(2194, X86), None);
+        assert_eq!(era(2195, X86), Some("5.0"));
+        assert_eq!(era(2599, X86), Some("5.0"));
+        assert_eq!(era(2600, X86), Some("5.1"));
+        assert_eq!(era(2600, X64), None);
+        assert_eq!(era(3790, X86), Some("5.2"));
+        assert_eq!(era(3790, X64), Some("5.2"));
+        assert_eq!(era(6000, X64), Some("early 6.0"));
+        assert_eq!(era(6001, X64), Some("late 6.0"));
+        assert_eq!(era(6002, X86), Some("late 6.0"));
+        assert_eq!(era(7599, X64), Some("late 6.0"));
+        assert_eq!(era(7600, X64), Some("6.1"));
+        assert_eq!(era(7601, X86), Some("6.1"));
+        assert_eq!(era(9200, X64), Some("6.2"));
+        assert_eq!(era(9600, X64), Some("6.3"));
+        assert_eq!(era(10239, X64), Some("6.3"));
+        assert_eq!(era(10240, X64), Some("1507"));
+        assert_eq!(era(10586, X64), Some("1511"));
+        assert_eq!(era(14392, X64), Some("1511"));
+        assert_eq!(era(14393, X64), Some("1607"));
+        assert_eq!(era(15063, X64), Some("1703"));
+        assert_eq!(era(16298, X64), Some("1703"));
+        assert_eq!(era(16299, X64), Some("1709"));
+        assert_eq!(era(17134, X64), Some("1803"));
+        assert_eq!(era(17763, X64), Some("1809"));
+        assert_eq!(era(18361, X64), Some("1809"));
+        assert_eq!(era(18362, X64), Some("1903"));
+        assert_eq!(era(18363, X64), Some("1903"));
+        assert_eq!(era(19040, X64), Some("1903"));
+        assert_eq!(era(19041, X64), Some("2004"));
+        assert_eq!(era(19045, X64), Some("2004"));
+        assert_eq!(era(19045, X86), Some("2004"));
+        assert_eq!(era(20347, X64), Some("2004"));
+        assert_eq!(era(20348, X64), Some("20348"));
+        assert_eq!(era(20348, X86), None);
+        assert_eq!(era(21999, X64), Some("20348"));
+        assert_eq!(era(22000, X64), Some("22000"));
+        assert_eq!(era(22000, X86), None);
+        assert_eq!(era(22001, X64), None);
+        assert_eq!(era(22621, X64), None);
+        assert_eq!(era(0, X64), None);
     }
 
     #[test]
     fn every_layout_is_sorted_unique_builtin_and_inside_its_size() {
         for &b in BUILDS {
-            for x64 in [false, true] {
-                let Some(l) = layouts(b, x64) else { continue };
+            for family in [X86, X64] {
+                let Some(l) = layouts(b, family) else {
+                    continue;
+                };
                 assert!(!l.notes.is_empty());
                 for t in &l.types {
-                    let ctx = format!("{} {} x64={x64} {}", b, l.era, t.name);
+                    let ctx = format!("{} {} {family:?} {}", b, l.era, t.name);
                     assert_eq!(t.source, LayoutSource::Builtin, "{ctx}");
                     assert!(t.size > 0, "{ctx}");
                     // _KPRCB is size-only before 6.0 (no EtwSupport yet)
@@ -736,7 +762,7 @@ mod tests {
                     let mut names = HashSet::new();
                     for f in &t.fields {
                         assert!(names.insert(f.name.as_str()), "{ctx}: duplicate {}", f.name);
-                        let end = f.offset + approx_size(&f.ty, x64);
+                        let end = f.offset + approx_size(&f.ty, family);
                         assert!(end <= t.size, "{ctx}: {} ends at {end:#x}", f.name);
                     }
                     for w in t.fields.windows(2) {
@@ -754,8 +780,10 @@ mod tests {
     #[test]
     fn expected_structures_per_era() {
         for &b in BUILDS {
-            for x64 in [false, true] {
-                let Some(l) = layouts(b, x64) else { continue };
+            for family in [X86, X64] {
+                let Some(l) = layouts(b, family) else {
+                    continue;
+                };
                 for name in [
                     "_WMI_LOGGER_CONTEXT",
                     "_WMI_BUFFER_HEADER",
@@ -767,9 +795,9 @@ mod tests {
             }
         }
         // KPRCB: from 6.0 on (EtwSupport); sizes only before.
-        let l = layouts(19041, true).unwrap();
+        let l = layouts(19041, X64).unwrap();
         assert_eq!(off(&l, "_KPRCB", "EtwSupport"), Some(0x8328));
-        assert!(get(&layouts(3790, false).unwrap(), "_KPRCB").is_none());
+        assert!(get(&layouts(3790, X86).unwrap(), "_KPRCB").is_none());
     }
 
     #[test]
@@ -799,7 +827,7 @@ mod tests {
             "InstanceGuid",
         ];
         for (build, want) in table {
-            let l = layouts(*build, true).unwrap();
+            let l = layouts(*build, X64).unwrap();
             for (name, want) in names.iter().zip(want) {
                 assert_eq!(
                     off(&l, "_WMI_LOGGER_CONTEXT", name),

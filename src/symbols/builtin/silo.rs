@@ -19,7 +19,7 @@
 
 use super::Era::{self, *};
 use super::Ty::*;
-use super::{add_rows, lookup, Row, Span};
+use super::{add_rows, lookup, Row, Span, TableFamily};
 use crate::symbols::layout::{LayoutSource, StructLayout};
 
 const NAME: &str = "_ETW_SILODRIVERSTATE";
@@ -44,13 +44,13 @@ const SIZE_X64: &[Span] = &[
 ];
 
 /// The layout for `era`, or `None` before 1511.
-pub(super) fn layout(era: Era, x64: bool) -> Option<StructLayout> {
-    let size = lookup(if x64 { SIZE_X64 } else { SIZE_X86 }, era)?;
+pub(super) fn layout(era: Era, family: TableFamily) -> Option<StructLayout> {
+    let size = lookup(family.pick(SIZE_X86, SIZE_X64), era)?;
     Some(add_rows(
         StructLayout::new(NAME, size, LayoutSource::Builtin),
         ROWS,
         era,
-        x64,
+        family,
     ))
 }
 
@@ -81,9 +81,14 @@ const ROWS: &[Row] = &[
 mod tests {
     use super::super::layouts;
     use super::super::tests::{get, off};
+    use super::super::TableFamily::{self, X64, X86};
 
-    fn at(build: u32, x64: bool, field: &str) -> Option<u64> {
-        off(&layouts(build, x64).unwrap(), "_ETW_SILODRIVERSTATE", field)
+    fn at(build: u32, family: TableFamily, field: &str) -> Option<u64> {
+        off(
+            &layouts(build, family).unwrap(),
+            "_ETW_SILODRIVERSTATE",
+            field,
+        )
     }
 
     /// (field, builds, x86 offset, x64 offset)
@@ -123,12 +128,12 @@ mod tests {
         ];
         for &(field, builds, x86, x64) in table {
             for &b in builds {
-                assert_eq!(at(b, false, field), x86, "x86 {b} {field}");
-                assert_eq!(at(b, true, field), x64, "x64 {b} {field}");
+                assert_eq!(at(b, X86, field), x86, "x86 {b} {field}");
+                assert_eq!(at(b, X64, field), x64, "x64 {b} {field}");
             }
         }
         // "last field: x64 0x13F0 (1703)"
-        assert_eq!(at(15063, true, "ProcessorBlocks"), Some(0x13F0));
+        assert_eq!(at(15063, X64, "ProcessorBlocks"), Some(0x13F0));
     }
 
     /// crash-dump-format.md §2.3: (size; MaxLoggers; EtwpLoggerContext; ProcessorBlocks),
@@ -142,19 +147,19 @@ mod tests {
             (20348, 0x1228, 0x10, 0x1C8, 0x1030),
             (22000, 0x1238, 0x10, 0x1C8, 0x1030),
         ] {
-            let l = layouts(b, true).unwrap();
+            let l = layouts(b, X64).unwrap();
             assert_eq!(get(&l, "_ETW_SILODRIVERSTATE").unwrap().size, size, "{b}");
-            assert_eq!(at(b, true, "MaxLoggers"), Some(max), "{b}");
-            assert_eq!(at(b, true, "EtwpLoggerContext"), Some(ctx), "{b}");
-            assert_eq!(at(b, true, "ProcessorBlocks"), Some(blocks), "{b}");
+            assert_eq!(at(b, X64, "MaxLoggers"), Some(max), "{b}");
+            assert_eq!(at(b, X64, "EtwpLoggerContext"), Some(ctx), "{b}");
+            assert_eq!(at(b, X64, "ProcessorBlocks"), Some(blocks), "{b}");
         }
-        let l = layouts(14393, true).unwrap();
+        let l = layouts(14393, X64).unwrap();
         assert_eq!(get(&l, "_ETW_SILODRIVERSTATE").unwrap().size, 0x13A8);
-        assert_eq!(at(14393, true, "WmipLoggerContext"), Some(0x390));
-        assert_eq!(at(14393, true, "EtwpGuidHashTable"), Some(0x590));
+        assert_eq!(at(14393, X64, "WmipLoggerContext"), Some(0x390));
+        assert_eq!(at(14393, X64, "EtwpGuidHashTable"), Some(0x590));
         // 20348 and 22000 carry only what §2.3 gives.
-        assert_eq!(at(22000, true, "EtwpGuidHashTable"), None);
-        assert_eq!(at(22000, true, "SystemLoggerSettings"), None);
+        assert_eq!(at(22000, X64, "EtwpGuidHashTable"), None);
+        assert_eq!(at(22000, X64, "SystemLoggerSettings"), None);
     }
 
     #[test]
@@ -169,13 +174,13 @@ mod tests {
             (18362, 0xA90, 0x11F8),
             (19041, 0xAA8, 0x1220),
         ] {
-            for (x64, size) in [(false, x86), (true, x64)] {
-                let l = layouts(b, x64).unwrap();
+            for (family, size) in [(X86, x86), (X64, x64)] {
+                let l = layouts(b, family).unwrap();
                 assert_eq!(get(&l, "_ETW_SILODRIVERSTATE").unwrap().size, size, "{b}");
             }
         }
-        assert!(get(&layouts(10240, true).unwrap(), "_ETW_SILODRIVERSTATE").is_none());
-        assert_eq!(at(19041, true, "SystemLoggerSettings"), Some(0x1070));
-        assert_eq!(at(16299, false, "SystemLoggerSettings"), Some(0x8F4));
+        assert!(get(&layouts(10240, X64).unwrap(), "_ETW_SILODRIVERSTATE").is_none());
+        assert_eq!(at(19041, X64, "SystemLoggerSettings"), Some(0x1070));
+        assert_eq!(at(16299, X86, "SystemLoggerSettings"), Some(0x8F4));
     }
 }
