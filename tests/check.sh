@@ -8,6 +8,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo doc (the library's documentation builds without a warning)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p etwdump
 echo "== cargo test"
 # --nocapture so that the tests' own SKIP lines (reference data in ../shared absent) reach the
 # log; they are repeated with a count at the end.

@@ -7,7 +7,7 @@
 //! (directly, as EX_FAST_REFs, or through one array indexed by LoggerId) and the pointers to its
 //! pending compact context-switch blocks ('CCsw'). Those contents are the evidence:
 //!
-//! * a candidate offset is **plausible** when on every CPU (KiProcessorBlock[cpu]) it holds a
+//! * a candidate offset is **plausible** when on every CPU (KiProcessorBlock\[cpu\]) it holds a
 //!   kernel address, aligned to the pool's allocation granularity, different from every other
 //!   CPU's value and not inside that CPU's KPRCB;
 //! * a CPU **testifies** for it when the first [`SCAN_BYTES`] of the block it points to hold a

@@ -5,7 +5,7 @@
 //! UserBufferListHead` (a `SINGLE_LIST_ENTRY *`) and `UserBufferCount` (a `ULONG *`), both
 //! user-mode pointers into the consumer process, and `ReservedBufferSpace` /
 //! `ReservedBufferSpaceSize`, a user-mode region. What the reference leaves open
-//! (etw-internals.md §3.4 [U]): what a list node is. etw-scan reads the node the head pointer
+//! (etw-internals.md §3.4 \[U\]): what a list node is. etw-scan reads the node the head pointer
 //! points at and each following `Next`, taking the pointer 0x28 bytes into a node as the
 //! buffer; the kernel links its own buffers through `_WMI_BUFFER_HEADER.SlistEntry`. So
 //! nothing here assumes one reading: from each node of the list (the one UserBufferListHead

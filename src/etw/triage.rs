@@ -8,7 +8,7 @@
 //!   `KiCurrentErrLogBufferBase`/`KiCurrentErrLogBufferOffset` (the "Offset" globals hold an
 //!   end address). Found through those globals with symbols, else by what the data blocks
 //!   hold: a window followed by two pointer blocks whose values are the buffer's base and the
-//!   window's own end, in either order and at any spacing of the globals ([`block_pattern`];
+//!   window's own end, in either order and at any spacing of the globals (`block_pattern`;
 //!   §4.1 step 3 generalised after the ARM64 22000 dump, whose end global lies below the base);
 //! * the **ETW secondary data** blob tagged `nt!EtwSecondaryDumpDataGuid` after SizeOfDump
 //!   (§1.3): a header (KeMaximumIncrement, NtBuildNumber, EtwCPUSpeedInMHz, EtwpBootTime,

@@ -51,7 +51,7 @@ use super::layout::{StructLayout, TypeRef};
 use crate::dump::Arch;
 
 /// Which family of the built-in tables a kernel's layouts come from: the x86 offsets or the
-/// x64 offsets (each [`Row`] has both).
+/// x64 offsets (each `Row` has both).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TableFamily {
     X86,
