@@ -240,6 +240,30 @@ fn input_text_is_untrusted_and_escaped_in_one_place() {
             "pub base_name: Option<crate::text::Untrusted>,",
         ),
         ("symbols/identity.rs", "pub name: Untrusted,"),
+        // Type, field and structure names from a PDB or an ISF file.
+        ("symbols/layout.rs", "pub name: Untrusted,"),
+        (
+            "symbols/layout.rs",
+            "        name: Untrusted,\n        size: u64,\n        signed: bool,",
+        ),
+        (
+            "symbols/layout.rs",
+            "    Struct {\n        name: Untrusted,",
+        ),
+        ("symbols/layout.rs", "    Union {\n        name: Untrusted,"),
+        ("symbols/layout.rs", "    Enum {\n        name: Untrusted,"),
+        (
+            "kernel/view.rs",
+            "MissingField { ty: Untrusted, field: String }",
+        ),
+        (
+            "report/symbols.rs",
+            "pub fields: BTreeMap<Untrusted, FieldInfo>,",
+        ),
+        (
+            "report/symbols.rs",
+            "pub symbols: BTreeMap<Untrusted, String>,",
+        ),
         ("etw/loggers.rs", "pub name: Option<Untrusted>,"),
         ("etw/loggers.rs", "pub log_file: Option<Untrusted>,"),
         (

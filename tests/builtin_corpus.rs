@@ -77,7 +77,7 @@ fn convert(t: &Value, enums: &serde_json::Map<String, Value>) -> TypeRef {
         "base" => {
             let (size, signed) = base_type(t["name"].as_str().unwrap());
             TypeRef::Base {
-                name: name(),
+                name: name().into(),
                 size,
                 signed,
             }
@@ -89,13 +89,17 @@ fn convert(t: &Value, enums: &serde_json::Map<String, Value>) -> TypeRef {
             element: Box::new(convert(&t["subtype"], enums)),
             count: t["count"].as_u64().unwrap(),
         },
-        "struct" | "class" => TypeRef::Struct { name: name() },
-        "union" => TypeRef::Union { name: name() },
+        "struct" | "class" => TypeRef::Struct {
+            name: name().into(),
+        },
+        "union" => TypeRef::Union {
+            name: name().into(),
+        },
         "enum" => TypeRef::Enum {
             size: enums
                 .get(&name())
                 .map_or(4, |e| e["size"].as_u64().unwrap()),
-            name: name(),
+            name: name().into(),
         },
         "bitfield" => TypeRef::Bitfield {
             base: Box::new(convert(&t["type"], enums)),
@@ -137,7 +141,7 @@ fn corpus_size(
 /// Structures a field type holds by value.
 fn embedded(t: &TypeRef) -> Option<&str> {
     match t {
-        TypeRef::Struct { name } | TypeRef::Union { name } => Some(name),
+        TypeRef::Struct { name } | TypeRef::Union { name } => Some(name.raw()),
         TypeRef::Array { element, .. } => embedded(element),
         _ => None,
     }
@@ -191,7 +195,7 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
     for l in e.layouts() {
         let cx = format!("{ctx} {}", l.name);
         assert_eq!(l.source, LayoutSource::BuiltinExact, "{cx}");
-        let h = b["types"][&l.name]
+        let h = b["types"][l.name.raw()]
             .as_str()
             .unwrap_or_else(|| panic!("{cx}: not in the corpus build"));
         let c = &corpus["types"][h];
@@ -201,7 +205,7 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
         for f in &l.fields {
             let fx = format!("{cx}.{}", f.name);
             let g = cf
-                .get(&f.name)
+                .get(f.name.raw())
                 .unwrap_or_else(|| panic!("{fx}: not in the corpus"));
             assert_eq!(f.offset, g["offset"].as_u64().unwrap(), "{fx}: offset");
             assert_eq!(f.ty, convert(&g["type"], &enums), "{fx}: type");
@@ -215,11 +219,11 @@ fn check_build(b: &Value, corpus: &Value, t: &corpus::CorpusTable) -> (usize, us
             }
             fields += 1;
         }
-        let ours: BTreeSet<&str> = l.fields.iter().map(|f| f.name.as_str()).collect();
+        let ours: BTreeSet<&str> = l.fields.iter().map(|f| f.name.raw()).collect();
         let theirs: BTreeSet<&str> = cf.keys().map(String::as_str).collect();
-        if is_etw(&l.name) {
+        if is_etw(l.name.raw()) {
             assert_eq!(ours, theirs, "{cx}: an ETW type keeps every field");
-        } else if let Some(kept) = t.kept_fields.get(&l.name) {
+        } else if let Some(kept) = t.kept_fields.get(l.name.raw()) {
             let want: BTreeSet<&str> = kept
                 .iter()
                 .map(String::as_str)
@@ -1142,8 +1146,8 @@ fn the_26100_variant() {
     // layout's; that the two logger contexts are equal is checked above by hand.
     let borrowed: Vec<(&str, &str, Option<&str>)> = corpus::borrowed(b)
         .into_iter()
-        .filter(|(l, _)| ["_WMI_LOGGER_CONTEXT", "_KPRCB", "_EPROCESS"].contains(&l.name.as_str()))
-        .map(|(l, e)| (l.name.as_str(), e.version.as_str(), e.variant.as_deref()))
+        .filter(|(l, _)| ["_WMI_LOGGER_CONTEXT", "_KPRCB", "_EPROCESS"].contains(&l.name.raw()))
+        .map(|(l, e)| (l.name.raw(), e.version.as_str(), e.variant.as_deref()))
         .collect();
     assert_eq!(
         borrowed,

@@ -47,7 +47,7 @@ fn compare(b: &StructLayout, i: &StructLayout) -> Vec<String> {
         out.push(format!("{}: size {:#x}, ISF {:#x}", b.name, b.size, i.size));
     }
     for f in &b.fields {
-        match i.field(&f.name) {
+        match i.field(f.name.raw()) {
             None => out.push(format!(
                 "{}.{}: at {:#x} built-in, absent from the ISF",
                 b.name, f.name, f.offset
@@ -102,7 +102,7 @@ fn builtin_layouts_equal_the_real_isfs() {
                 if b.name == "_KDDEBUGGER_DATA64" {
                     continue; // not a PDB type; checked against the real dump instead
                 }
-                match isf.own_types().get(&b.name) {
+                match isf.own_types().get(b.name.raw()) {
                     Some(i) => {
                         compared += b.fields.len();
                         dis.extend(compare(b, i))

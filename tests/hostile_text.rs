@@ -332,3 +332,60 @@ fn impossible_dump_times_are_flagged() {
 fn common_sample() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sample-x64.dmp")
 }
+
+/// Type, field and symbol names of a symbol file are input too: `symbols` shows them escaped
+/// in its table (the type text of a field and the global symbol list included) and exactly in
+/// JSON.
+#[test]
+fn symbol_file_names_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    // JSON escapes for ESC, BEL, CR, U+009B, U+202E.
+    let bad = r"\u001b[2J\u0007\r\u009b\u202e";
+    let isf = format!(
+        r#"{{"metadata": {{}},
+            "base_types": {{"unsigned long{bad}": {{"kind": "int", "size": 4, "signed": false, "endian": "little"}}}},
+            "user_types": {{
+              "_LIST_ENTRY": {{"kind": "struct", "size": 16, "fields": {{
+                "Flink{bad}": {{"offset": 0, "type": {{"kind": "pointer", "subtype": {{"kind": "struct", "name": "_X{bad}"}}}}}},
+                "Count": {{"offset": 8, "type": {{"kind": "base", "name": "unsigned long{bad}"}}}}}}}},
+              "_X{bad}": {{"kind": "struct", "size": 8, "fields": {{}}}}}},
+            "enums": {{}},
+            "symbols": {{"Sym{bad}": {{"address": 4096}}}}}}"#
+    );
+    let p = dir.path().join("hostile.json");
+    std::fs::write(&p, isf).unwrap();
+    let p = p.to_str().unwrap();
+    let shown = "\\u{1b}[2J\\u{7}\\u{d}\\u{9b}\\u{202e}";
+    let args = [
+        "symbols",
+        "--isf",
+        p,
+        "--types",
+        "_LIST_ENTRY",
+        "--all-symbols",
+    ];
+    let r = etwdump(&args);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let out = text(&r.stdout);
+    assert_eq!(raw_controls(&out), Vec::<char>::new(), "{out}");
+    assert!(out.contains(&format!("Flink{shown}")), "{out}");
+    assert!(out.contains(&format!("struct _X{shown}*")), "{out}");
+    assert!(out.contains(&format!("unsigned long{shown}")), "{out}");
+    assert!(out.contains(&format!("0x1000 Sym{shown}")), "{out}");
+    // JSON: the exact names.
+    let r = etwdump(&[&args[..], &["--format", "json"]].concat());
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    assert_eq!(raw_controls(&text(&r.stdout)), Vec::<char>::new());
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let exact = "\u{1b}[2J\u{7}\r\u{9b}\u{202e}";
+    let fields = &j["types"]["_LIST_ENTRY"]["fields"];
+    assert_eq!(
+        fields[format!("Flink{exact}")]["type"]["target"]["name"],
+        format!("_X{exact}")
+    );
+    assert_eq!(
+        fields["Count"]["type"]["name"],
+        format!("unsigned long{exact}")
+    );
+    assert_eq!(j["symbols"][format!("Sym{exact}")], "0x1000");
+}

@@ -61,7 +61,7 @@ fn same_shape(a: &TypeRef, b: &TypeRef) -> Result<(), String> {
         ) if c1 == c2 => same_shape(e1, e2),
         (TypeRef::Struct { name: x }, TypeRef::Struct { name: y })
         | (TypeRef::Union { name: x }, TypeRef::Union { name: y })
-            if x == y || anon(x) || anon(y) =>
+            if x == y || anon(x.raw()) || anon(y.raw()) =>
         {
             Ok(())
         }
@@ -131,7 +131,7 @@ fn fixture_pdbs_equal_their_isf() {
             assert_eq!(p.is_union, i.is_union, "{name}: {t} union-ness");
             for f in &i.fields {
                 let g = p
-                    .field(&f.name)
+                    .field(f.name.raw())
                     .unwrap_or_else(|| panic!("{name}: {t}.{} missing from the PDB", f.name));
                 assert_eq!(g.offset, f.offset, "{name}: {t}.{}", f.name);
                 if let Err(e) = same_shape(&g.ty, &f.ty) {
@@ -150,8 +150,8 @@ fn fixture_pdbs_equal_their_isf() {
                     TypeRef::Struct { name: y } | TypeRef::Union { name: y },
                 ) = (a, b)
                 {
-                    if isf.own_types().get(x).is_some() {
-                        todo.push((x.clone(), y.clone()));
+                    if isf.own_types().get(x.raw()).is_some() {
+                        todo.push((x.raw().to_string(), y.raw().to_string()));
                     }
                 }
                 fields += 1;
@@ -159,7 +159,7 @@ fn fixture_pdbs_equal_their_isf() {
             // Anything the PDB has beyond the ISF is the generator's explicit padding.
             for g in &p.fields {
                 assert!(
-                    i.field(&g.name).is_some() || g.name.starts_with("__pad"),
+                    i.field(g.name.raw()).is_some() || g.name.raw().starts_with("__pad"),
                     "{name}: {t}.{} only in the PDB",
                     g.name
                 );
@@ -411,14 +411,16 @@ fn real_isf_offsets() {
         // The registration-handle globals `check` examines: the 14 `Etw*RegHandle` of this
         // build and EtwpRegTraceHandle (Kernel-Registry), whose name breaks the pattern.
         let r = etwdump::report::symbols::report(&s, WANTED_TYPES, false);
-        let handles: Vec<&String> = r
+        let handles: Vec<&etwdump::text::Untrusted> = r
             .symbols
             .keys()
-            .filter(|k| etwdump::symbols::is_reg_handle(k))
+            .filter(|k| etwdump::symbols::is_reg_handle(k.raw()))
             .collect();
         assert_eq!(handles.len(), 15, "{handles:?}");
         assert_eq!(
-            r.symbols.get("EtwpRegTraceHandle").map(String::as_str),
+            r.symbols
+                .get(&etwdump::text::Untrusted::from("EtwpRegTraceHandle"))
+                .map(String::as_str),
             Some("0xd2c018")
         );
     }

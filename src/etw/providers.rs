@@ -229,12 +229,14 @@ fn locate(
         let (count, stride, lists, heads_offset) = match &f.ty {
             TypeRef::Array { element, count } => {
                 let stride = match element.as_ref() {
-                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name).map(|b| b.size),
+                    TypeRef::Struct { name } => {
+                        crate::etw::silo::layout(ctx, name.raw()).map(|b| b.size)
+                    }
                     _ => None,
                 }
                 .unwrap_or(7 * ptr);
                 let lists = match element.as_ref() {
-                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name)
+                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name.raw())
                         .and_then(|b| b.field("ListHead"))
                         .and_then(|h| match &h.ty {
                             TypeRef::Array { count, .. } => Some(*count),
@@ -244,7 +246,7 @@ fn locate(
                     _ => 3,
                 };
                 let heads_offset = match element.as_ref() {
-                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name)
+                    TypeRef::Struct { name } => crate::etw::silo::layout(ctx, name.raw())
                         .and_then(|b| b.field("ListHead"))
                         .map_or(0, |h| h.offset),
                     _ => 0,

@@ -4,23 +4,24 @@
 use crate::addr::VirtAddr;
 use crate::mem::{AddressSpace, MemError};
 use crate::symbols::{Field, StructLayout, TypeRef};
+use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ViewError {
     #[error("{ty} has no field {field} in the layout in use")]
-    MissingField { ty: String, field: String },
+    MissingField { ty: Untrusted, field: String },
     #[error("{ty}.{field} at {va}: {source}")]
     Memory {
-        ty: String,
+        ty: Untrusted,
         field: String,
         va: VirtAddr,
         source: MemError,
     },
     #[error("{ty}.{field} is a {found}, not {wanted}")]
     Shape {
-        ty: String,
+        ty: Untrusted,
         field: String,
         found: String,
         wanted: &'static str,

@@ -29,7 +29,7 @@ impl SymbolsReport {
                 t.source
             );
             let mut fields: Vec<_> = t.fields.iter().collect();
-            fields.sort_by_key(|(n, f)| (f.offset, n.as_str()));
+            fields.sort_by_key(|&(n, f)| (f.offset, n));
             for (n, f) in fields {
                 let _ = writeln!(o, "  +{:#06x} {n:<32} {}", f.offset, type_text(&f.ty));
             }

@@ -2,6 +2,7 @@
 //! reads them (for checking etwdump against other readers of the same file).
 
 use crate::symbols::{PdbIdentity, StructLayout, Symbols, TypeRef};
+use crate::text::Untrusted;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -23,7 +24,8 @@ pub struct TypeInfo {
     pub size: u64,
     pub source: &'static str,
     pub is_union: bool,
-    pub fields: BTreeMap<String, FieldInfo>,
+    /// Field names as the symbol file gives them (untrusted text).
+    pub fields: BTreeMap<Untrusted, FieldInfo>,
 }
 
 #[derive(Debug, Serialize)]
@@ -34,8 +36,8 @@ pub struct SymbolsReport {
     pub types: BTreeMap<String, TypeInfo>,
     /// Types asked for that neither the symbols nor the built-in tables have.
     pub missing_types: Vec<String>,
-    /// Global symbol → RVA.
-    pub symbols: BTreeMap<String, String>,
+    /// Global symbol → RVA (names as the symbol file gives them: untrusted text).
+    pub symbols: BTreeMap<Untrusted, String>,
 }
 
 fn type_info(l: &StructLayout) -> TypeInfo {
@@ -74,17 +76,17 @@ pub fn report(sym: &Symbols, types: &[&str], all_symbols: bool) -> SymbolsReport
     }
     let symbols = if all_symbols {
         sym.all_symbols()
-            .map(|(k, v)| (k.to_string(), format!("{v:#x}")))
+            .map(|(k, v)| (Untrusted::from(k), format!("{v:#x}")))
             .collect()
     } else {
         crate::symbols::WANTED_SYMBOLS
             .iter()
-            .filter_map(|n| sym.rva(n).map(|v| (n.to_string(), format!("{v:#x}"))))
+            .filter_map(|n| sym.rva(n).map(|v| (Untrusted::from(*n), format!("{v:#x}"))))
             .chain(
                 sym.all_symbols()
                     .chain(sym.builtin_symbols())
                     .filter(|(k, _)| crate::symbols::is_reg_handle(k))
-                    .map(|(k, v)| (k.to_string(), format!("{v:#x}"))),
+                    .map(|(k, v)| (Untrusted::from(k), format!("{v:#x}"))),
             )
             .collect()
     };
@@ -101,10 +103,11 @@ pub fn report(sym: &Symbols, types: &[&str], all_symbols: bool) -> SymbolsReport
     }
 }
 
-/// C-like rendering of a type reference.
+/// C-like rendering of a type reference, terminal-safe (the names from the symbol file are
+/// shown escaped).
 pub fn type_text(t: &TypeRef) -> String {
     match t {
-        TypeRef::Base { name, .. } => name.clone(),
+        TypeRef::Base { name, .. } => name.to_string(),
         TypeRef::Pointer { target } => format!("{}*", type_text(target)),
         TypeRef::Array { element, count } => format!("{}[{count}]", type_text(element)),
         TypeRef::Struct { name } => format!("struct {name}"),

@@ -162,7 +162,7 @@ pub fn from_json(path: &Path, json: &[u8], wanted: &[&str]) -> Result<IsfContent
         for (fname, f) in &ut.fields {
             let ty = convert(&isf, &f.ty, 0, &mut queue);
             layout.fields.push(Field {
-                name: fname.clone(),
+                name: fname.as_str().into(),
                 offset: f.offset,
                 ty,
             });
@@ -206,7 +206,7 @@ fn convert(isf: &Isf, t: &IsfType, depth: u32, embedded: &mut VecDeque<String>) 
             TypeRef::Base {
                 size: b.map_or(0, |b| b.size),
                 signed: b.is_some_and(|b| b.signed),
-                name: n,
+                name: n.into(),
             }
         }
         "pointer" => {
@@ -230,15 +230,19 @@ fn convert(isf: &Isf, t: &IsfType, depth: u32, embedded: &mut VecDeque<String>) 
         },
         "struct" | "class" => {
             embedded.push_back(name());
-            TypeRef::Struct { name: name() }
+            TypeRef::Struct {
+                name: name().into(),
+            }
         }
         "union" => {
             embedded.push_back(name());
-            TypeRef::Union { name: name() }
+            TypeRef::Union {
+                name: name().into(),
+            }
         }
         "enum" => TypeRef::Enum {
             size: isf.enums.get(&name()).map_or(4, |e| e.size),
-            name: name(),
+            name: name().into(),
         },
         "bitfield" => TypeRef::Bitfield {
             base: Box::new(

@@ -5,6 +5,7 @@
 //! overlap. Field types are [`TypeRef`]s; nested structures are referenced by name and
 //! resolved in the [`TypeStore`].
 
+use crate::text::Untrusted;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -52,7 +53,7 @@ impl LayoutSource {
 pub enum TypeRef {
     /// An integer, character, float or other primitive of `size` bytes.
     Base {
-        name: String,
+        name: Untrusted,
         size: u64,
         signed: bool,
     },
@@ -66,13 +67,13 @@ pub enum TypeRef {
         count: u64,
     },
     Struct {
-        name: String,
+        name: Untrusted,
     },
     Union {
-        name: String,
+        name: Untrusted,
     },
     Enum {
-        name: String,
+        name: Untrusted,
         size: u64,
     },
     /// `length` bits at bit `position` of an integer of `base`'s size.
@@ -145,7 +146,9 @@ impl TypeRef {
             TypeRef::Array { element, count } => {
                 element.size(pointer_size, store)?.checked_mul(*count)
             }
-            TypeRef::Struct { name } | TypeRef::Union { name } => store.get(name).map(|s| s.size),
+            TypeRef::Struct { name } | TypeRef::Union { name } => {
+                store.get(name.raw()).map(|s| s.size)
+            }
             TypeRef::Bitfield { base, .. } => base.size(pointer_size, store),
             TypeRef::Function | TypeRef::Void => None,
         }
@@ -160,7 +163,7 @@ impl TypeRef {
 /// One field of a structure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Field {
-    pub name: String,
+    pub name: Untrusted,
     pub offset: u64,
     #[serde(rename = "type")]
     pub ty: TypeRef,
@@ -169,7 +172,7 @@ pub struct Field {
 /// A structure or union.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StructLayout {
-    pub name: String,
+    pub name: Untrusted,
     pub size: u64,
     pub is_union: bool,
     /// Sorted by offset (then by name); anonymous members flattened.
@@ -219,7 +222,7 @@ pub struct TypeStore {
 impl TypeStore {
     pub fn insert(&mut self, mut s: StructLayout) {
         s.normalize();
-        self.types.insert(s.name.clone(), s);
+        self.types.insert(s.name.raw().to_string(), s);
     }
 
     pub fn get(&self, name: &str) -> Option<&StructLayout> {

@@ -329,7 +329,7 @@ impl Symbols {
         }
         let borrowed: Vec<String> = borrowed_from
             .iter()
-            .filter(|(l, _)| WANTED_TYPES.contains(&l.name.as_str()))
+            .filter(|(l, _)| WANTED_TYPES.contains(&l.name.raw()))
             .map(|(l, b)| format!("{} ({})", l.name, b.version))
             .collect();
         let total = builtin::corpus::entries().len();

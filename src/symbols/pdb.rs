@@ -349,7 +349,7 @@ impl<'t> Converter<'_, 't> {
                     if let TypeData::Member(m) = f {
                         let ty = self.type_ref(m.field_type, 0, &mut embedded)?;
                         layout.fields.push(Field {
-                            name: m.name.to_string().into_owned(),
+                            name: m.name.to_string().into_owned().into(),
                             offset: m.offset,
                             ty,
                         });
@@ -422,15 +422,15 @@ impl<'t> Converter<'_, 't> {
             TypeData::Class(c) => {
                 let name = self.aggregate_name(&c.name.to_string(), idx);
                 embedded.push((name.clone(), self.definition(idx)));
-                TypeRef::Struct { name }
+                TypeRef::Struct { name: name.into() }
             }
             TypeData::Union(u) => {
                 let name = self.aggregate_name(&u.name.to_string(), idx);
                 embedded.push((name.clone(), self.definition(idx)));
-                TypeRef::Union { name }
+                TypeRef::Union { name: name.into() }
             }
             TypeData::Enumeration(e) => TypeRef::Enum {
-                name: e.name.to_string().into_owned(),
+                name: e.name.to_string().into_owned().into(),
                 size: self.size_of(e.underlying_type, depth + 1)?,
             },
             TypeData::Bitfield(b) => TypeRef::Bitfield {

@@ -233,12 +233,12 @@ pub fn borrowed(entry: &CorpusBuild) -> Vec<(&'static StructLayout, &'static Cor
     let Some(pos) = all.iter().position(|b| std::ptr::eq(b, entry)) else {
         return Vec::new();
     };
-    let mut have: Vec<&str> = entry.layouts().map(|l| l.name.as_str()).collect();
+    let mut have: Vec<&str> = entry.layouts().map(|l| l.name.raw()).collect();
     let mut out = Vec::new();
     for earlier in all[..pos].iter().rev() {
         for l in earlier.layouts() {
-            if !have.contains(&l.name.as_str()) {
-                have.push(l.name.as_str());
+            if !have.contains(&l.name.raw()) {
+                have.push(l.name.raw());
                 out.push((l, earlier));
             }
         }
@@ -358,7 +358,7 @@ fn from_raw(raw: RawTable) -> Result<CorpusTable, String> {
             let ty =
                 parse_type(&ty, &raw.base_types, 0).map_err(|e| ctx(format!("{fname}: {e}")))?;
             l.fields.push(Field {
-                name: fname,
+                name: fname.into(),
                 offset,
                 ty,
             });
@@ -539,16 +539,20 @@ fn parse_type(
             .get(n)
             .ok_or_else(|| format!("unknown base type {n:?}"))?;
         return Ok(TypeRef::Base {
-            name: n.to_string(),
+            name: n.into(),
             size,
             signed,
         });
     }
     if let Some(n) = s.strip_prefix("s:") {
-        return Ok(TypeRef::Struct { name: named(n)? });
+        return Ok(TypeRef::Struct {
+            name: named(n)?.into(),
+        });
     }
     if let Some(n) = s.strip_prefix("u:") {
-        return Ok(TypeRef::Union { name: named(n)? });
+        return Ok(TypeRef::Union {
+            name: named(n)?.into(),
+        });
     }
     if let Some(rest) = s.strip_prefix('e') {
         let (size, n) = rest.split_once(':').ok_or_else(bad)?;
@@ -557,7 +561,7 @@ fn parse_type(
             return Err(bad());
         }
         return Ok(TypeRef::Enum {
-            name: named(n)?,
+            name: named(n)?.into(),
             size,
         });
     }

@@ -616,7 +616,7 @@ mod tests {
                 TypeRef::Base { size, .. } | TypeRef::Enum { size, .. } => *size,
                 TypeRef::Pointer { .. } => p,
                 TypeRef::Union { .. } => 8,
-                TypeRef::Struct { name } => match name.as_str() {
+                TypeRef::Struct { name } => match name.raw() {
                     "_UNICODE_STRING" | "_LIST_ENTRY" | "_ETW_BUFFER_QUEUE" => 2 * p,
                     "_SLIST_HEADER" => family.pick(8, 16),
                     "_EX_FAST_REF" => p,
@@ -635,7 +635,7 @@ mod tests {
                 let t = super::super::tests::get(&l, "_WMI_LOGGER_CONTEXT").unwrap();
                 for w in t.fields.windows(2) {
                     let union = w[0].offset == w[1].offset
-                        && [w[0].name.as_str(), w[1].name.as_str()]
+                        && [w[0].name.raw(), w[1].name.raw()]
                             == ["BatchedBufferList", "CurrentBuffer"];
                     if !union {
                         assert!(

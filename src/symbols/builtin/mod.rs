@@ -272,7 +272,7 @@ impl ServiceVariant {
                     t.size = sz;
                 }
                 if let Some(keep) = keep {
-                    t.fields.retain(|f| keep.contains(&f.name.as_str()));
+                    t.fields.retain(|f| keep.contains(&f.name.raw()));
                 }
                 for &(field, off) in set {
                     if let Some(f) = t.fields.iter_mut().find(|f| f.name == field) {
@@ -683,7 +683,7 @@ mod tests {
             TypeRef::Pointer { .. } => p,
             TypeRef::Array { element, count } => approx_size(element, family) * count,
             TypeRef::Bitfield { base, .. } => approx_size(base, family),
-            TypeRef::Union { name } | TypeRef::Struct { name } => match name.as_str() {
+            TypeRef::Union { name } | TypeRef::Struct { name } => match name.raw() {
                 "_LARGE_INTEGER" => 8,
                 "_UNICODE_STRING" | "_LIST_ENTRY" | "_ETW_BUFFER_QUEUE" => 2 * p,
                 "_SLIST_HEADER" => family.pick(8, 16),
@@ -761,7 +761,7 @@ mod tests {
                     assert!(!t.fields.is_empty() || t.name == "_KPRCB", "{ctx}");
                     let mut names = HashSet::new();
                     for f in &t.fields {
-                        assert!(names.insert(f.name.as_str()), "{ctx}: duplicate {}", f.name);
+                        assert!(names.insert(f.name.raw()), "{ctx}: duplicate {}", f.name);
                         let end = f.offset + approx_size(&f.ty, family);
                         assert!(end <= t.size, "{ctx}: {} ends at {end:#x}", f.name);
                     }
