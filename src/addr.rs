@@ -29,6 +29,7 @@ pub struct PhysAddr(u64);
 pub struct Pfn(u64);
 
 impl VirtAddr {
+    /// A virtual address (any 64-bit value; canonical form is not checked here).
     pub const fn new(v: u64) -> VirtAddr {
         VirtAddr(v)
     }
@@ -80,30 +81,38 @@ impl VirtAddr {
 }
 
 impl PhysAddr {
+    /// A physical address.
     pub const fn new(v: u64) -> PhysAddr {
         PhysAddr(v)
     }
+    /// The address as a number.
     pub const fn get(self) -> u64 {
         self.0
     }
+    /// The number of the page that holds it.
     pub fn pfn(self) -> Pfn {
         Pfn(self.0 >> PAGE_SHIFT)
     }
+    /// Its offset in its page (0-4095).
     pub fn page_offset(self) -> u64 {
         self.0 & (PAGE_SIZE - 1)
     }
+    /// The address `n` bytes further on (wrapping at 2^64).
     pub fn offset(self, n: u64) -> PhysAddr {
         PhysAddr(self.0.wrapping_add(n))
     }
 }
 
 impl Pfn {
+    /// A page frame number.
     pub const fn new(v: u64) -> Pfn {
         Pfn(v)
     }
+    /// The page frame number as a number.
     pub const fn get(self) -> u64 {
         self.0
     }
+    /// The physical address of the page's first byte.
     pub fn addr(self) -> PhysAddr {
         PhysAddr(self.0 << PAGE_SHIFT)
     }

@@ -4,10 +4,15 @@
 
 /// Little-endian reader over a byte slice.
 pub trait LeBytes {
+    /// The byte at `off`, if in bounds.
     fn u8_at(&self, off: usize) -> Option<u8>;
+    /// The little-endian u16 at `off`, if all its bytes are in bounds.
     fn u16_at(&self, off: usize) -> Option<u16>;
+    /// The little-endian u32 at `off`, if all its bytes are in bounds.
     fn u32_at(&self, off: usize) -> Option<u32>;
+    /// The little-endian u64 at `off`, if all its bytes are in bounds.
     fn u64_at(&self, off: usize) -> Option<u64>;
+    /// The little-endian i64 at `off`, if all its bytes are in bounds.
     fn i64_at(&self, off: usize) -> Option<i64> {
         self.u64_at(off).map(|v| v as i64)
     }

@@ -159,6 +159,7 @@ impl Untrusted {
         Untrusted(f(&self.0))
     }
 
+    /// The text is empty.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -63,6 +63,7 @@ pub struct Warning {
 }
 
 impl Warning {
+    /// A warning of `kind`.
     pub fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
         Warning {
             kind,
@@ -75,26 +76,31 @@ impl Warning {
         }
     }
 
+    /// About logger `id`.
     pub fn logger(mut self, id: u64) -> Self {
         self.logger_id = Some(id);
         self
     }
 
+    /// About logger-array slot `slot`.
     pub fn slot(mut self, slot: u64) -> Self {
         self.slot = Some(slot);
         self
     }
 
+    /// About CPU `cpu`.
     pub fn cpu(mut self, cpu: u64) -> Self {
         self.cpu = Some(cpu);
         self
     }
 
+    /// About the object at `address`.
     pub fn at(mut self, address: VirtAddr) -> Self {
         self.address = Some(address);
         self
     }
 
+    /// About the field `field` (`STRUCT.Field`).
     pub fn field(mut self, field: impl Into<String>) -> Self {
         self.field = Some(field.into());
         self

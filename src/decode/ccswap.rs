@@ -25,6 +25,7 @@ pub enum Packet {
 }
 
 impl Packet {
+    /// The name as the output shows it.
     pub fn name(self) -> &'static str {
         match self {
             Packet::IdleShort => "idle_short",

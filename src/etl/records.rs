@@ -175,15 +175,21 @@ impl Record {
 /// `EtwpParseTraceEvent`): sequence, component id *or* GUID (component id wins), timestamp,
 /// system information (thread id, then process id).
 pub mod message_flags {
+    /// A sequence number follows.
     pub const SEQUENCE: u16 = 0x0001;
+    /// A message GUID follows (unless COMPONENTID is also set).
     pub const GUID: u16 = 0x0002;
+    /// A component id follows (it wins over GUID).
     pub const COMPONENTID: u16 = 0x0004;
+    /// A timestamp follows.
     pub const TIMESTAMP: u16 = 0x0008;
     /// Obsolete: adds no field (the session's clock decides).
     pub const PERFORMANCE_TIMESTAMP: u16 = 0x0010;
+    /// Thread id then process id follow.
     pub const SYSTEMINFO: u16 = 0x0020;
     /// The writer's pointer size; add no field.
     pub const POINTER32: u16 = 0x0040;
+    /// Written by a 64-bit writer; adds no field.
     pub const POINTER64: u16 = 0x0080;
 }
 
@@ -353,6 +359,7 @@ impl Walk {
     }
 }
 
+/// `x` rounded up to a multiple of 8 (records are 8-byte aligned).
 pub fn align8(x: usize) -> usize {
     (x + 7) & !7
 }

@@ -29,7 +29,9 @@ pub use super::writer::{partition_info, HOOK_PARTITION_INFO};
 
 /// Hooks written here.
 pub const HOOK_PROCESS_DCSTART: u16 = 0x0303;
+/// Thread DCStart (0x0503, version 3).
 pub const HOOK_THREAD_DCSTART: u16 = 0x0503;
+/// Image DCStart (0x1403, version 3).
 pub const HOOK_IMAGE_DCSTART: u16 = 0x1403;
 
 /// The SID written as a process's user: S-1-0-0 (the null SID), as the user is not read.

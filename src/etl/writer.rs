@@ -359,6 +359,7 @@ impl EtlFileWriter {
         self.len
     }
 
+    /// No buffer written yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -41,6 +41,7 @@ pub enum Converter {
 }
 
 impl Converter {
+    /// The FILETIME (UTC) of a raw timestamp in this clock, if it can be converted.
     pub fn to_filetime(&self, ts: u64) -> Option<u64> {
         match self {
             Converter::FileTime => Some(ts),

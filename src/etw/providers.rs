@@ -99,6 +99,7 @@ pub enum RegKind {
 }
 
 impl RegKind {
+    /// The name as the output shows it.
     pub fn name(self) -> &'static str {
         match self {
             RegKind::Kernel => "kernel",

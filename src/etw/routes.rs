@@ -37,6 +37,7 @@ pub enum Route {
 }
 
 impl Route {
+    /// What the route reads, for the output.
     pub fn describe(self) -> &'static str {
         match self {
             Route::SiloPointer => "EtwpHostSiloState -> _ETW_SILODRIVERSTATE.EtwpLoggerContext",

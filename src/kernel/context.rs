@@ -54,6 +54,7 @@ pub enum KernelBaseSource {
 }
 
 impl KernelBaseSource {
+    /// The name as the output shows it.
     pub fn name(self) -> &'static str {
         match self {
             KernelBaseSource::ModuleList => "PsLoadedModuleList",

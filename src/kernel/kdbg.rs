@@ -147,22 +147,28 @@ impl KdDebuggerData {
         self.bytes.u64_at(offset)
     }
 
+    /// KernBase: the kernel image's base.
     pub fn kern_base(&self) -> Option<VirtAddr> {
         self.u64_field(off("KernBase")).map(VirtAddr::new)
     }
+    /// PsLoadedModuleList: the head of the loaded-module list.
     pub fn ps_loaded_module_list(&self) -> Option<VirtAddr> {
         self.u64_field(off("PsLoadedModuleList")).map(VirtAddr::new)
     }
+    /// PsActiveProcessHead: the head of the process list.
     pub fn ps_active_process_head(&self) -> Option<VirtAddr> {
         self.u64_field(off("PsActiveProcessHead"))
             .map(VirtAddr::new)
     }
+    /// MmPfnDatabase: the address of the PFN database pointer.
     pub fn mm_pfn_database(&self) -> Option<VirtAddr> {
         self.u64_field(off("MmPfnDatabase")).map(VirtAddr::new)
     }
+    /// NtBuildLab: the build-lab string.
     pub fn nt_build_lab(&self) -> Option<VirtAddr> {
         self.u64_field(off("NtBuildLab")).map(VirtAddr::new)
     }
+    /// KiProcessorBlock: the array of KPRCB pointers.
     pub fn ki_processor_block(&self) -> Option<VirtAddr> {
         self.u64_field(off("KiProcessorBlock")).map(VirtAddr::new)
     }
@@ -174,6 +180,7 @@ impl KdDebuggerData {
         }
         self.bytes.u16_at(o).map(u64::from).filter(|&v| v != 0)
     }
+    /// EtwpDebuggerData: the ETW debugger data (its logger-array route).
     pub fn etwp_debugger_data(&self) -> Option<VirtAddr> {
         self.u64_field(off("EtwpDebuggerData")).map(VirtAddr::new)
     }

@@ -7,7 +7,9 @@ use crate::bytes::LeBytes;
 use crate::dump::Arch;
 use crate::mem::{AddressSpace, MemError};
 
+/// KUSER_SHARED_DATA on x64 (and ARM64).
 pub const KUSER_X64: VirtAddr = VirtAddr::new(0xFFFF_F780_0000_0000);
+/// KUSER_SHARED_DATA on x86.
 pub const KUSER_X86: VirtAddr = VirtAddr::new(0xFFDF_0000);
 
 mod field {
@@ -40,6 +42,7 @@ pub struct KUserSharedData {
 }
 
 impl KUserSharedData {
+    /// Where KUSER_SHARED_DATA is mapped on `arch`.
     pub fn address(arch: Arch) -> VirtAddr {
         if arch.is_64bit() {
             KUSER_X64
@@ -48,6 +51,8 @@ impl KUserSharedData {
         }
     }
 
+    /// Read the fields the tool uses (build number and version, product type, system and
+    /// interrupt time).
     pub fn read(space: &AddressSpace<'_>) -> Result<KUserSharedData, MemError> {
         let va = Self::address(space.arch());
         let mut b = vec![0u8; field::END];

@@ -65,6 +65,8 @@ pub struct KernelImage {
 }
 
 impl KernelImage {
+    /// The kernel image at `base`: its PE headers and CodeView (PDB) identity, each or why not
+    /// (a triage dump may hold less than a page of the header).
     pub fn read(space: &AddressSpace<'_>, base: VirtAddr) -> KernelImage {
         // Triage dumps may hold less than a page of the header (the real ARM64 one: 256
         // bytes); parse what is there.

@@ -23,6 +23,7 @@ pub struct Process {
     pub threads: Vec<(VirtAddr, u64)>,
 }
 
+/// The processes on the active-process list, and the problems met walking it.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessList {
     pub processes: Vec<Process>,

@@ -8,6 +8,7 @@ use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use thiserror::Error;
 
+/// Why a field could not be read through a [`View`]: named by structure and field.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ViewError {
     #[error("{ty} has no field {field} in the layout in use")]
@@ -60,10 +61,12 @@ pub struct View<'a, 'd> {
 }
 
 impl<'a, 'd> View<'a, 'd> {
+    /// The structure `layout` at `va`.
     pub fn new(space: &'a AddressSpace<'d>, layout: &'a StructLayout, va: VirtAddr) -> Self {
         View { space, layout, va }
     }
 
+    /// The field `name` of the layout, or why not.
     pub fn field(&self, name: &str) -> Result<&'a Field, ViewError> {
         self.layout
             .field(name)
@@ -73,6 +76,7 @@ impl<'a, 'd> View<'a, 'd> {
             })
     }
 
+    /// The layout has the field `name`.
     pub fn has(&self, name: &str) -> bool {
         self.layout.field(name).is_some()
     }

@@ -32,6 +32,9 @@ impl fmt::Display for PagingLevel {
     }
 }
 
+/// Why memory could not be read: an entry of the page-table walk that is not present (its
+/// level, value and address), a table or page the dump does not hold or holds past its
+/// truncated end, an address outside the architecture or outside a triage dump's blocks.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum MemError {
     #[error("virtual address {va} is not a valid address for this architecture")]

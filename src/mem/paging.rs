@@ -190,6 +190,7 @@ impl MmuSpec {
 pub struct Pte(pub u64);
 
 impl Pte {
+    /// P: the entry maps something.
     pub const PRESENT: u64 = 1;
     /// PS: a large page at the PDPT / PD level.
     pub const LARGE: u64 = 1 << 7;
@@ -198,9 +199,11 @@ impl Pte {
     /// Windows: a transition PTE (the page is on the standby or modified list).
     pub const TRANSITION: u64 = 1 << 11;
 
+    /// The present bit is set.
     pub fn present(self) -> bool {
         self.0 & Self::PRESENT != 0
     }
+    /// The large-page bit (PS) is set.
     pub fn large(self) -> bool {
         self.0 & Self::LARGE != 0
     }

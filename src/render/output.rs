@@ -28,10 +28,12 @@ pub struct Renderer {
 }
 
 impl Renderer {
+    /// A renderer for `format`.
     pub fn new(format: RowFormat) -> Self {
         Renderer { format }
     }
 
+    /// The format it renders.
     pub fn format(&self) -> RowFormat {
         self.format
     }

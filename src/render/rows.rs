@@ -33,6 +33,7 @@ pub struct Envelope<'a, T: Serialize> {
 }
 
 impl<'a, T: Serialize> Envelope<'a, T> {
+    /// The JSON envelope of `command` around `records` and `warnings`.
     pub fn new(command: &'a str, records: &'a [T], warnings: &'a [Warning]) -> Self {
         Envelope {
             format_version: FORMAT_VERSION,
@@ -168,6 +169,7 @@ impl<W: Write, R: Row> RowWriter<W, R> {
         self.rows
     }
 
+    /// Write one row (streamed: nothing is kept).
     pub fn row(&mut self, r: &R) -> io::Result<()> {
         match self.format {
             // Input text in a row is escaped where the row is formatted (`Untrusted`'s

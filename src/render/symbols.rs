@@ -5,6 +5,7 @@ use crate::report::RowFormat;
 use std::fmt::Write as _;
 
 impl SymbolsReport {
+    /// The table form.
     pub fn to_table(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(

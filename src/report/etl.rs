@@ -13,6 +13,7 @@ pub struct EtlReport {
 }
 
 impl EtlReport {
+    /// The model of the .etl file `file`.
     pub fn new(file: String, f: EtlFile) -> Self {
         EtlReport {
             file,

@@ -7,6 +7,7 @@ use serde::Serialize;
 /// Largest read the command accepts.
 pub const MAX_LEN: usize = 16 << 20;
 
+/// `read`: the bytes at a virtual or physical address (as hex).
 #[derive(Debug, Serialize)]
 pub struct ReadReport {
     pub address: String,

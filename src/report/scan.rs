@@ -62,6 +62,7 @@ impl Scan {
         }
     }
 
+    /// The problems met.
     pub fn warnings(&self) -> &[Warning] {
         &self.report.warnings
     }

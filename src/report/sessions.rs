@@ -69,6 +69,7 @@ pub struct Sessions<'c, 'd> {
 }
 
 impl<'c, 'd> Sessions<'c, 'd> {
+    /// The sessions of `ctx`'s dump, from its ETW source.
     pub fn open(ctx: &'c KernelContext<'d>) -> Self {
         let src = EtwSource::open_sessions(ctx);
         let mut warnings = src.memory().map_or_else(Vec::new, |l| l.warnings.clone());

@@ -6,12 +6,14 @@ use crate::text::Untrusted;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// Where the symbols came from (PDB, ISF, built-in) and the file.
 #[derive(Debug, Serialize)]
 pub struct SourceInfo {
     pub kind: &'static str,
     pub path: Option<String>,
 }
 
+/// A field: its offset and type.
 #[derive(Debug, Serialize)]
 pub struct FieldInfo {
     pub offset: u64,
@@ -19,6 +21,7 @@ pub struct FieldInfo {
     pub ty: TypeRef,
 }
 
+/// A structure or union as etwdump reads it.
 #[derive(Debug, Serialize)]
 pub struct TypeInfo {
     pub size: u64,
@@ -28,6 +31,7 @@ pub struct TypeInfo {
     pub fields: BTreeMap<Untrusted, FieldInfo>,
 }
 
+/// `symbols`: the layouts and global symbols the tool reads from a symbol source.
 #[derive(Debug, Serialize)]
 pub struct SymbolsReport {
     pub symbol_source: SourceInfo,

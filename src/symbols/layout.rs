@@ -28,6 +28,7 @@ pub enum LayoutSource {
 }
 
 impl LayoutSource {
+    /// The name as the output shows it.
     pub fn name(self) -> &'static str {
         match self {
             LayoutSource::Pdb => "pdb",
@@ -181,6 +182,7 @@ pub struct StructLayout {
 }
 
 impl StructLayout {
+    /// An empty structure of `size` bytes.
     pub fn new(name: &str, size: u64, source: LayoutSource) -> StructLayout {
         StructLayout {
             name: name.into(),
@@ -201,6 +203,7 @@ impl StructLayout {
         self
     }
 
+    /// The field `name`, if the layout has it.
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
@@ -220,23 +223,28 @@ pub struct TypeStore {
 }
 
 impl TypeStore {
+    /// Add (or replace) a structure, its fields sorted.
     pub fn insert(&mut self, mut s: StructLayout) {
         s.normalize();
         self.types.insert(s.name.raw().to_string(), s);
     }
 
+    /// The structure `name`.
     pub fn get(&self, name: &str) -> Option<&StructLayout> {
         self.types.get(name)
     }
 
+    /// Number of structures.
     pub fn len(&self) -> usize {
         self.types.len()
     }
 
+    /// No structure.
     pub fn is_empty(&self) -> bool {
         self.types.is_empty()
     }
 
+    /// The structures' names.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.types.keys().map(String::as_str)
     }

@@ -27,6 +27,7 @@ pub struct Server {
 }
 
 impl Server {
+    /// A symbol server at `url`, downloads cached under `cache`.
     pub fn new(url: &str, cache: PathBuf) -> Server {
         Server {
             url: url.trim_end_matches('/').to_string(),
@@ -151,6 +152,8 @@ pub enum FilePtr {
 }
 
 impl FilePtr {
+    /// Parse a `file.ptr` body: `PATH:<file>`, else a message (after `MSG:`, or the whole text;
+    /// at most 200 characters); at most 4096 bytes of the body are read.
     pub fn parse(body: &[u8]) -> FilePtr {
         let t = Untrusted::from_utf8_lossy(&body[..body.len().min(4096)]);
         let text = t.raw().trim();
