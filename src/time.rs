@@ -193,6 +193,76 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     Ok(total / div)
 }
 
+/// Parse a UTC time given on the command line into a FILETIME: `YYYY-MM-DD`, or
+/// `YYYY-MM-DDTHH:MM:SS` with up to seven fractional digits and an optional `Z` (as the
+/// output prints times; a space may stand for the `T`). Years 1601-30827; no time zones other
+/// than UTC (an offset is refused, not guessed).
+pub fn parse_utc(text: &str) -> Result<u64, String> {
+    // The value itself is quoted by the caller's error.
+    let bad = || "not a UTC time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.fffffff][Z])".to_string();
+    let t = text.trim();
+    let t = t.strip_suffix('Z').unwrap_or(t);
+    let (date, clock) = match t.split_once(['T', ' ']) {
+        Some((d, c)) => (d, Some(c)),
+        None => (t, None),
+    };
+    let num = |s: &str, len: usize| -> Result<u64, String> {
+        if s.len() == len && s.bytes().all(|b| b.is_ascii_digit()) {
+            s.parse().map_err(|_| bad())
+        } else {
+            Err(bad())
+        }
+    };
+    let mut d = date.split('-');
+    let (Some(y), Some(m), Some(dd), None) = (d.next(), d.next(), d.next(), d.next()) else {
+        return Err(bad());
+    };
+    let (y, m, dd) = (num(y, y.len().clamp(4, 5))?, num(m, 2)?, num(dd, 2)?);
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1601..=30827).contains(&y)
+        || !(1..=12).contains(&m)
+        || dd == 0
+        || dd > month_days[m as usize - 1]
+    {
+        return Err(bad());
+    }
+    let mut ticks: u64 = 0;
+    if let Some(c) = clock {
+        let (hms, frac) = c.split_once('.').unwrap_or((c, ""));
+        let mut p = hms.split(':');
+        let (Some(h), Some(mi), Some(sec), None) = (p.next(), p.next(), p.next(), p.next()) else {
+            return Err(bad());
+        };
+        let (h, mi, sec) = (num(h, 2)?, num(mi, 2)?, num(sec, 2)?);
+        if h > 23 || mi > 59 || sec > 59 || frac.len() > 7 || (c.contains('.') && frac.is_empty()) {
+            return Err(bad());
+        }
+        let f = if frac.is_empty() {
+            0
+        } else {
+            num(frac, frac.len())?
+        };
+        ticks = ((h * 60 + mi) * 60 + sec) * 10_000_000 + f * 10u64.pow(7 - frac.len() as u32);
+    }
+    let days_before_month: u64 = month_days[..m as usize - 1].iter().sum();
+    let day_of_year = days_before_month + dd - 1;
+    Ok(filetime_of_year(y as i64) + day_of_year * 86_400 * 10_000_000 + ticks)
+}
+
 /// Howard Hinnant's days → civil date, days counted from 1970-01-01.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -210,6 +280,38 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_times_parse_back() {
+        for t in [
+            "2021-02-21T01:38:22.9877657Z",
+            "1601-01-01T00:00:00.0000000Z",
+            "2024-02-29T23:59:59.0000001Z",
+            "30827-12-31T23:59:59.9999999Z",
+        ] {
+            assert_eq!(filetime_to_iso8601(parse_utc(t).unwrap()), t);
+        }
+        assert_eq!(parse_utc("1601-01-01"), Ok(0));
+        assert_eq!(
+            parse_utc("2021-02-21 01:38:22.5"),
+            parse_utc("2021-02-21T01:38:22.5000000Z")
+        );
+        assert_eq!(parse_utc("2021-02-21T01:38:22Z").unwrap() % 10_000_000, 0);
+        for bad in [
+            "2021-02-29",
+            "2021-13-01",
+            "1600-12-31",
+            "2021-02-21T24:00:00",
+            "2021-02-21T01:38:22.12345678",
+            "2021-02-21T01:38:22.",
+            "2021-02-21T01:38:22+01:00",
+            "21-02-21",
+            "",
+            "2021-02-21T01:38",
+        ] {
+            assert!(parse_utc(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations() {

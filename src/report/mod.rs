@@ -7,6 +7,7 @@ pub mod cswitch;
 pub mod etl;
 pub mod events;
 pub mod extract;
+pub mod filter;
 pub mod info;
 pub mod overview;
 pub mod providers;
