@@ -10,7 +10,8 @@ as a crash dump, a raw image, a .vmem + .vmss pair and an ELF core. --symbols: v
 ISFs (vol.sh's conversion of the fixture PDBs; the x64-19041 one is used).
 
 On every file F volatility3 opens (dump, raw, .vmem, ELF):
-1. `vol -r json windows.etw.Sessions`, `windows.etw.Buffers`, `windows.etw.CSwitch` run, and
+1. `vol -r json windows.etw.Sessions`, `windows.etw.Buffers`, `windows.etw.CSwitch`,
+   `windows.etw.Events` (also with filters), `windows.etw.Providers`, `windows.etw.Check` run, and
    every row equals, column by column, the row this script derives from `etwdump sessions |
    buffers | cswitch F --isf ISF --format json` run directly on F (etwdump's own reading of
    the file: its own discovery of the page-table root, no layout). Text is compared escaped
@@ -128,6 +129,17 @@ def expect_switch(r):
     }
 
 
+def expect_event(r):
+    return {
+        "LoggerId": r["logger_id"], "Source": r["source"], "Buffer": addr(r["buffer"]),
+        "Offset": r["offset"], "HeaderType": r["header_type"], "Hook": r["hook"],
+        "HookName": r["hook_name"], "Provider": r["provider"], "EventId": r["event_id"],
+        "Version": r["version"], "Time": utc(r["time"]), "RawTimestamp": r["raw_timestamp"],
+        "TimeFlag": r["time_flag"], "Cpu": r["cpu"], "Pid": r["pid"], "Tid": r["tid"],
+        "Size": r["size"], "Routine": r["routine_symbol"] or r["routine"],
+    }
+
+
 def source_text(x):
     """A record of a switch as the plugin's Sources column writes it."""
     parts = [x["source"]]
@@ -241,6 +253,10 @@ def main():
             for plugin, cmd, make, extra in (("windows.etw.Sessions", "sessions", None, []),
                                              ("windows.etw.Buffers", "buffers", expect_buffer, []),
                                              ("windows.etw.CSwitch", "cswitch", expect_switch, []),
+                                             ("windows.etw.Events", "events", expect_event, []),
+                                             # Filters pass through: etwdump applies them.
+                                             ("windows.etw.Events", "events", expect_event,
+                                              ["--hook", "CONTEXTSWAP", "--since", "2021-02-21T01:38:22.72879Z"]),
                                              ("windows.etw.Providers", "providers", expect_provider, ["--all"]),
                                              ("windows.etw.Check", "check", expect_finding, [])):
                 recs, err = etwdump(cmd, path, isf, extra)
