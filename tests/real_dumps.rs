@@ -202,3 +202,55 @@ fn builtin_kdbg_layout_on_the_real_dump() {
         assert_eq!(v.uint(field).unwrap(), base + rva, "KDBG.{field}");
     }
 }
+
+/// Issue 29 item 2: EVENT_HEADER records name their provider from the table `providers`
+/// uses; a TRACE_MESSAGE's GUID (a message GUID, not a provider) never gets a name, nor does
+/// an EVENT_HEADER provider the table does not know.
+#[test]
+fn real_event_providers_are_named() {
+    use std::collections::BTreeMap;
+    for (dump, want) in [
+        (
+            "triage_x64.dmp",
+            &[
+                ("Microsoft-Windows-VolumeSnapshot-Driver", 29),
+                ("Microsoft-Windows-StorPort", 21),
+                ("Microsoft-Windows-Kernel-Boot", 14),
+                ("Microsoft-Windows-Kernel-ShimEngine", 10),
+            ][..],
+        ),
+        (
+            "triage_arm64.dmp",
+            &[("Microsoft-Windows-WLAN-AutoConfig", 351)][..],
+        ),
+    ] {
+        let Some(p) = shared_dump(dump) else {
+            return;
+        };
+        let r = etwdump(&["events", p.to_str().unwrap(), "--format", "json"]);
+        assert!(r.status.success());
+        let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        let mut names: BTreeMap<String, u64> = BTreeMap::new();
+        for row in j["records"].as_array().unwrap() {
+            let name = row["provider_name"].as_str();
+            if row["header_type"] == "message"
+                || !row["header_type"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("event_header")
+            {
+                assert!(name.is_none(), "{dump}: {row}");
+            }
+            if let Some(n) = name {
+                *names.entry(n.to_string()).or_default() += 1;
+            }
+        }
+        for (n, count) in want {
+            assert_eq!(names.get(*n), Some(count), "{dump}: {n} in {names:?}");
+        }
+        // The Timesketch message names the provider.
+        let r = etwdump(&["events", p.to_str().unwrap(), "--format", "jsonl"]);
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert!(text.contains(&format!("provider {} ", want[0].0)), "{dump}");
+    }
+}

@@ -20,6 +20,9 @@ pub struct Fields {
     pub pid: Option<u32>,
     /// Provider GUID (EVENT_HEADER) or event GUID (FULL), lower case.
     pub provider: Option<String>,
+    /// The provider GUID's bytes, for EVENT_HEADER records only (the one kind whose GUID is
+    /// the provider's: FULL records carry an event class GUID, MESSAGE records a message GUID).
+    pub provider_id: Option<[u8; 16]>,
     pub event_id: Option<u16>,
     pub version: Option<u16>,
     pub level: Option<u8>,
@@ -60,6 +63,7 @@ pub fn fields(buf: &[u8], r: &Record) -> Fields {
             tid: h.u32_at(8),
             pid: h.u32_at(0xC),
             provider: guid(0x18),
+            provider_id: h.bytes_at(0x18, 16).and_then(|g| g.try_into().ok()),
             event_id: h.u16_at(0x28),
             version: h.u8_at(0x2A).map(u16::from),
             level: h.u8_at(0x2C),

@@ -136,7 +136,9 @@ impl Row for EventRow {
             (Some(n), _, _) => n.to_string(),
             (None, Some(h), _) => format!("hook {h}"),
             (None, None, Some(p)) => format!(
-                "provider {p} event {}",
+                "provider {}{p} event {}",
+                r.provider_name
+                    .map_or_else(String::new, |n| format!("{n} ")),
                 r.event_id.map_or_else(|| "?".into(), |e| e.to_string())
             ),
             _ => r.header_type.to_string(),

@@ -36,6 +36,9 @@ pub struct EventRow {
     pub hook: Option<String>,
     pub hook_name: Option<&'static str>,
     pub provider: Option<String>,
+    /// The provider's name, from the table `providers` uses (EVENT_HEADER records whose
+    /// provider GUID it knows; null otherwise: never guessed).
+    pub provider_name: Option<&'static str>,
     pub event_id: Option<u16>,
     pub version: Option<u16>,
     /// Raw timestamp in the session's clock (`raw_timestamp` in JSON and CSV).
@@ -221,6 +224,10 @@ fn push_rows(
             hook: r.hook.map(|h| format!("{h:#06x}")),
             hook_name: r.hook.and_then(hook_name),
             provider: f.provider,
+            provider_name: f
+                .provider_id
+                .as_ref()
+                .and_then(crate::etw::provider_names::provider_name),
             event_id: f.event_id,
             version: f.version,
             timestamp: f.timestamp,

@@ -133,7 +133,8 @@ def expect_event(r):
     return {
         "LoggerId": r["logger_id"], "Source": r["source"], "Buffer": addr(r["buffer"]),
         "Offset": r["offset"], "HeaderType": r["header_type"], "Hook": r["hook"],
-        "HookName": r["hook_name"], "Provider": r["provider"], "EventId": r["event_id"],
+        "HookName": r["hook_name"], "Provider": r["provider"], "ProviderName": r["provider_name"],
+        "EventId": r["event_id"],
         "Version": r["version"], "Time": utc(r["time"]), "RawTimestamp": r["raw_timestamp"],
         "TimeFlag": r["time_flag"], "Cpu": r["cpu"], "Pid": r["pid"], "Tid": r["tid"],
         "Size": r["size"], "Routine": r["routine_symbol"] or r["routine"],

@@ -763,6 +763,7 @@ class Events(_Etwdump, timeliner.TimeLinerInterface):
         ("Hook", str),
         ("HookName", str),
         ("Provider", str),
+        ("ProviderName", str),
         ("EventId", int),
         ("Version", int),
         ("Time", datetime.datetime),
@@ -796,6 +797,7 @@ class Events(_Etwdump, timeliner.TimeLinerInterface):
                 text_or_absent(r.get("hook"), napp()),
                 text_or_absent(r.get("hook_name"), napp()),
                 text_or_absent(r.get("provider"), napp()),
+                text_or_absent(r.get("provider_name"), na()),
                 int_or_absent(r.get("event_id")),
                 int_or_absent(r.get("version")),
                 iso_time(r.get("time")),
@@ -810,14 +812,15 @@ class Events(_Etwdump, timeliner.TimeLinerInterface):
 
     def generate_timeline(self):
         for _depth, row in self._generator():
-            if isinstance(row[10], datetime.datetime):
+            if isinstance(row[11], datetime.datetime):
+                name = row[8] + " " if isinstance(row[8], str) else ""
                 what = row[6] if isinstance(row[6], str) else (
-                    "provider %s event %s" % (row[7], row[8]) if isinstance(row[7], str) else row[4])
+                    "provider %s%s event %s" % (name, row[7], row[9]) if isinstance(row[7], str) else row[4])
                 # Buffer and offset make each description unique (Timeliner keys rows by it).
                 yield (
                     f"ETW record {what}, logger {row[0]}, buffer {row[2]} +{row[3]}",
                     timeliner.TimeLinerType.CREATED,
-                    row[10],
+                    row[11],
                 )
 
     def run(self):
