@@ -4,4 +4,5 @@ pub mod ccswap;
 pub mod cswitch;
 pub mod fields;
 pub mod hooks;
+pub mod mof;
 pub mod names;

@@ -90,7 +90,7 @@ impl Row for SwitchRow {
 impl Row for EventRow {
     fn table_header() -> String {
         format!(
-            "{:>3} {:<14} {:>7} {:<14} {:<7} {:<22} {:<36} {:>5} {:>4} {:<30} {:>6} {:>6}  routine",
+            "{:>3} {:<14} {:>7} {:<14} {:<7} {:<22} {:<36} {:>5} {:>4} {:<30} {:>6} {:>6}  details",
             "ID",
             "source",
             "offset",
@@ -126,6 +126,7 @@ impl Row for EventRow {
             r.routine_symbol
                 .clone()
                 .or(r.routine.clone())
+                .or_else(|| payload_summary(r))
                 .unwrap_or_default()
         )
     }
@@ -153,6 +154,9 @@ impl Row for EventRow {
         }
         if let (Some(p), Some(t)) = (r.pid, r.tid) {
             message.push_str(&format!(" pid {p} tid {t}"));
+        }
+        if let Some(s) = payload_summary(r) {
+            message.push_str(&format!(": {s}"));
         }
         Timesketch {
             datetime: r.time.clone(),
@@ -249,4 +253,54 @@ impl Row for crate::report::scan::ScanRow {
             ),
         }
     }
+}
+
+/// One line for a decoded payload (`decode::mof`): what happened to which process, thread or
+/// image; text from the record escaped; `(decoding stopped: …)` when the payload did not fit.
+fn payload_summary(r: &EventRow) -> Option<String> {
+    use crate::decode::mof::Value;
+    let p = r.payload.as_ref()?;
+    let v = |name: &str| match p.get(name) {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Address(a)) => a.clone(),
+        Some(Value::Text(t)) => t.to_string(),
+        None => "?".into(),
+    };
+    let what = r.hook_name.unwrap_or(p.class);
+    let mut s = match p.class {
+        "Process_V4_TypeGroup1" => {
+            let mut s = format!(
+                "{what} {} (pid {}, parent {}, session {})",
+                v("ImageFileName"),
+                v("ProcessId"),
+                v("ParentId"),
+                v("SessionId")
+            );
+            if p.text("CommandLine").is_some_and(|c| !c.is_empty()) {
+                s.push_str(&format!(" \"{}\"", v("CommandLine")));
+            }
+            if r.hook.as_deref() == Some("0x0302") {
+                s.push_str(&format!(" exit status {}", v("ExitStatus")));
+            }
+            s
+        }
+        "Thread_V3_TypeGroup1" => format!(
+            "{what} tid {} in pid {}, start {}",
+            v("TThreadId"),
+            v("ProcessId"),
+            v("Win32StartAddr")
+        ),
+        "Image_Load" => format!(
+            "{what} {} at {} size {} (pid {})",
+            v("FileName"),
+            v("ImageBase"),
+            v("ImageSize"),
+            v("ProcessId")
+        ),
+        other => other.to_string(),
+    };
+    if let Some(why) = &p.problem {
+        s.push_str(&format!(" (decoding stopped: {why})"));
+    }
+    Some(s)
 }

@@ -67,6 +67,9 @@ pub struct EventRow {
     pub message_flags: Option<String>,
     pub sequence: Option<u32>,
     pub component_id: Option<u32>,
+    /// The decoded payload of a kernel event whose class and version have a known layout
+    /// (`decode::mof`): its class, fields in wire order, and what did not fit; null otherwise.
+    pub payload: Option<crate::decode::mof::Payload>,
 }
 
 /// The rows and the problems met.
@@ -243,6 +246,7 @@ fn push_rows(
             message_flags: f.message_flags.map(|x| format!("{x:#06x}")),
             sequence: f.sequence,
             component_id: f.component_id,
+            payload: crate::decode::mof::decode(buf, r),
         });
     })
 }
