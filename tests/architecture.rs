@@ -676,24 +676,39 @@ fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<(Vec<String>, Vec<Strin
     out
 }
 
+/// The functions of src/ allowed past 150 lines, as (file under src/, function name): being
+/// split on the containers branch.
+const LONG_FUNCTIONS_ALLOWED: [(&str, &str); 2] = [
+    ("etw/source.rs", "open_triage"),
+    ("dump/triage.rs", "parse"),
+];
+
 /// The binary stays thin (issue 28): main.rs is the command list and the exit code, under 300
-/// lines; each command is a unit in cli/, and no function of main.rs or cli/ runs past 150
-/// lines (a function is counted from its `fn` line to the line that closes its braces).
+/// lines; each command is a unit in cli/, and no function anywhere in src/ runs past 150 lines
+/// (a function is counted from its `fn` line to the line that closes its braces), but for the
+/// few named in [`LONG_FUNCTIONS_ALLOWED`].
 #[test]
 fn the_binary_is_thin_and_its_functions_short() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let main = std::fs::read_to_string(src.join("main.rs")).unwrap();
     let n = main.lines().count();
     assert!(n < 300, "src/main.rs has {n} lines (at most 299)");
-    let mut files = vec![src.join("main.rs")];
-    rust_files(&src.join("cli"), &mut files);
-    assert!(files.len() > 10, "the commands live in src/cli/: {files:?}");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(
+        files
+            .iter()
+            .filter(|f| f.starts_with(src.join("cli")))
+            .count()
+            > 10,
+        "the commands live in src/cli/: {files:?}"
+    );
     let mut long = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).unwrap().display().to_string();
         let text = std::fs::read_to_string(f).unwrap();
         for (name, start, lines) in functions(&text) {
-            if lines > 150 {
+            if lines > 150 && !LONG_FUNCTIONS_ALLOWED.contains(&(rel.as_str(), name.as_str())) {
                 long.push(format!("{rel}:{start}: fn {name} has {lines} lines"));
             }
         }

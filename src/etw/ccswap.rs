@@ -392,75 +392,74 @@ fn fit(
     Fit::Fits(tests)
 }
 
-/// Give every search-found block a clock type, from the evidence (module doc), and check every
-/// block's timestamps against the dump's time range.
-pub fn infer_clocks(
-    ctx: &KernelContext<'_>,
-    facts: &ClockFacts,
-    sessions: &[Session],
-    list: &mut PendingList,
-) {
-    let psize = ctx.space.arch().pointer_size();
-    // 0. Candidate clocks: a block of clock c exists only while a kernel session of clock c
-    // takes compact context switches (§4.1: EtwpCCSwapStart, CCSwapNumLoggersPerClockType),
-    // so the clock types of the kernel sessions listed; all four when none is listed.
+/// The clocks a search-found block may have: the clock types of the kernel sessions listed
+/// (0-3), all four when none is listed.
+fn candidate_clocks(sessions: &[Session]) -> Vec<u64> {
     let in_use: std::collections::BTreeSet<u64> = sessions
         .iter()
         .filter(|s| crate::etw::loggers::is_kernel_session(s))
         .filter_map(|s| s.clock_type)
         .filter(|&c| c <= 3)
         .collect();
-    let candidates: Vec<u64> = if in_use.is_empty() {
+    if in_use.is_empty() {
         (0..=3).collect()
     } else {
         in_use.into_iter().collect()
-    };
-    // 1. Timestamps, per block: a clock is excluded only by a failed test; an untestable clock
-    // (raw, or a rate that is unknown) cannot be excluded.
-    let mut by_time: Vec<Option<u64>> = Vec::with_capacity(list.blocks.len());
-    let mut notes: Vec<String> = Vec::with_capacity(list.blocks.len());
-    for p in &list.blocks {
-        if p.clock.is_some() {
-            by_time.push(None);
-            notes.push(String::new());
-            continue;
-        }
-        let fits: Vec<(u64, Fit)> = candidates
-            .iter()
-            .map(|&c| {
-                let f = if c == 0 {
-                    Fit::Untestable("raw timestamps cannot be converted or tested".into())
-                } else {
-                    fit(ctx, facts, sessions, &p.decoded, c)
-                };
-                (c, f)
-            })
-            .collect();
-        let possible: Vec<u64> = fits
-            .iter()
-            .filter(|(_, f)| !matches!(f, Fit::Fails(_)))
-            .map(|&(c, _)| c)
-            .collect();
-        let text = format!(
-            "kernel sessions use clocks {candidates:?}; {}",
-            fits.iter()
-                .map(|(c, f)| {
-                    let (verdict, why) = match f {
-                        Fit::Fits(w) => ("fits", w),
-                        Fit::Fails(w) => ("fails", w),
-                        Fit::Untestable(w) => ("cannot be excluded", w),
-                    };
-                    format!("clock {c} {verdict}: {why}")
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        by_time.push((possible.len() == 1).then(|| possible[0]));
-        notes.push(text);
     }
-    // 2. The pointer group: each timed block implies the group's base (offset − slot·psize).
+}
+
+/// The clock block `b`'s timestamps leave among `candidates` (None unless exactly one), and
+/// the note saying how each candidate fared.
+fn clock_by_time(
+    ctx: &KernelContext<'_>,
+    facts: &ClockFacts,
+    sessions: &[Session],
+    b: &PendingBlock,
+    candidates: &[u64],
+) -> (Option<u64>, String) {
+    let fits: Vec<(u64, Fit)> = candidates
+        .iter()
+        .map(|&c| {
+            let f = if c == 0 {
+                Fit::Untestable("raw timestamps cannot be converted or tested".into())
+            } else {
+                fit(ctx, facts, sessions, b, c)
+            };
+            (c, f)
+        })
+        .collect();
+    let possible: Vec<u64> = fits
+        .iter()
+        .filter(|(_, f)| !matches!(f, Fit::Fails(_)))
+        .map(|&(c, _)| c)
+        .collect();
+    let text = format!(
+        "kernel sessions use clocks {candidates:?}; {}",
+        fits.iter()
+            .map(|(c, f)| {
+                let (verdict, why) = match f {
+                    Fit::Fits(w) => ("fits", w),
+                    Fit::Fails(w) => ("fails", w),
+                    Fit::Untestable(w) => ("cannot be excluded", w),
+                };
+                format!("clock {c} {verdict}: {why}")
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    ((possible.len() == 1).then(|| possible[0]), text)
+}
+
+/// The pointer group the timed blocks imply: each block whose clock is known (`p.clock`) or
+/// told by its timestamps (`by_time`) gives the group's base (its offset − slot·`psize`). Returns
+/// how many blocks imply each base, and the base when they agree (a warning when they do not).
+fn pointer_group(
+    list: &mut PendingList,
+    by_time: &[Option<u64>],
+    psize: u64,
+) -> (BTreeMap<u64, usize>, Option<u64>) {
     let mut bases: BTreeMap<u64, usize> = BTreeMap::new();
-    for (p, c) in list.blocks.iter().zip(&by_time) {
+    for (p, c) in list.blocks.iter().zip(by_time) {
         let slot = p.clock.or(*c);
         if let Some(base) = slot.and_then(|c| p.found_by.offset().checked_sub(c * psize)) {
             *bases.entry(base).or_default() += 1;
@@ -480,6 +479,38 @@ pub fn infer_clocks(
                 .join(", ")
         )));
     }
+    (bases, group)
+}
+
+/// Give every search-found block a clock type, from the evidence (module doc), and check every
+/// block's timestamps against the dump's time range.
+pub fn infer_clocks(
+    ctx: &KernelContext<'_>,
+    facts: &ClockFacts,
+    sessions: &[Session],
+    list: &mut PendingList,
+) {
+    let psize = ctx.space.arch().pointer_size();
+    // 0. Candidate clocks: a block of clock c exists only while a kernel session of clock c
+    // takes compact context switches (§4.1: EtwpCCSwapStart, CCSwapNumLoggersPerClockType),
+    // so the clock types of the kernel sessions listed; all four when none is listed.
+    let candidates = candidate_clocks(sessions);
+    // 1. Timestamps, per block: a clock is excluded only by a failed test; an untestable clock
+    // (raw, or a rate that is unknown) cannot be excluded.
+    let mut by_time: Vec<Option<u64>> = Vec::with_capacity(list.blocks.len());
+    let mut notes: Vec<String> = Vec::with_capacity(list.blocks.len());
+    for p in &list.blocks {
+        if p.clock.is_some() {
+            by_time.push(None);
+            notes.push(String::new());
+            continue;
+        }
+        let (c, text) = clock_by_time(ctx, facts, sessions, &p.decoded, &candidates);
+        by_time.push(c);
+        notes.push(text);
+    }
+    // 2. The pointer group: each timed block implies the group's base (offset − slot·psize).
+    let (bases, group) = pointer_group(list, &by_time, psize);
     // 3. Decide.
     for (i, p) in list.blocks.iter_mut().enumerate() {
         if p.clock.is_some() {

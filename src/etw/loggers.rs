@@ -567,6 +567,9 @@ impl NameDescriptor {
 /// KUSER_SHARED_DATA update interval): 1 s.
 const START_TIME_SLACK: u64 = 10_000_000;
 
+/// The session of the logger context at `va` (`layout`), in slot `slot` of `arr`: its
+/// fields, what is odd about them, its names and consumers; rejected when the context does not
+/// look like one.
 fn read_session(
     ctx: &KernelContext<'_>,
     layout: &StructLayout,
@@ -580,112 +583,13 @@ fn read_session(
     let name_desc = NameDescriptor::read(&v, "LoggerName");
     let identity = identity(ctx, &v, arr, slot, buffer_size, &name_desc)?;
     let mut warnings = Vec::new();
-    let mut anomalies = Vec::new();
-    let mut opt = |name: &str| -> Option<u64> {
-        if !v.has(name) {
-            return None;
-        }
-        match v.uint(name) {
-            Ok(x) => Some(x),
-            Err(e) => {
-                warnings.push(e.warning());
-                None
-            }
-        }
-    };
-    let maximum_event_size = opt("MaximumEventSize");
-    let clock_type = opt("ClockType");
-    let number_of_buffers = opt("NumberOfBuffers");
-    let maximum_buffers = opt("MaximumBuffers");
-    let logger_mode = opt("LoggerMode");
-    let minimum_buffers = opt("MinimumBuffers");
-    let buffers_written = opt("BuffersWritten");
-    let events_lost = opt("EventsLost");
-    let log_buffers_lost = opt("LogBuffersLost");
-    let real_time_buffers_lost = opt("RealTimeBuffersLost");
-    let start_time_raw = opt("StartTime");
-    let pool_type = opt("PoolType");
+    let c = ContextCounts::read(&v, &mut warnings);
     if buffer_size.is_none() {
         if let Err(e) = v.uint("BufferSize") {
             warnings.push(e.warning());
         }
     }
-    let mut odd = |field: &'static str, value: u64, why: String| {
-        anomalies.push(Anomaly { field, value, why })
-    };
-    if let Some(b) = buffer_size {
-        if !plausible_buffer_size(b) {
-            odd(
-                "BufferSize",
-                b,
-                format!(
-                    "{b:#x} is outside 1 KiB-64 MiB: buffers are checked by their own BufferSize"
-                ),
-            );
-        } else if b % 0x400 != 0 {
-            odd(
-                "BufferSize",
-                b,
-                format!("{b:#x} is not a multiple of 1 KiB"),
-            );
-        }
-        if let Some(m) = maximum_event_size.filter(|&m| m > b) {
-            odd(
-                "MaximumEventSize",
-                m,
-                format!("{m:#x} exceeds BufferSize {b:#x}"),
-            );
-        }
-    }
-    if let Some(c) = clock_type.filter(|&c| c > 3) {
-        odd(
-            "ClockType",
-            c,
-            format!("{c} is not a clock type (0-3): times are not converted"),
-        );
-    }
-    if let (Some(n), Some(m)) = (number_of_buffers, maximum_buffers) {
-        if n > m {
-            odd(
-                "NumberOfBuffers",
-                n,
-                format!("{n} exceeds MaximumBuffers {m} (a count caught mid-update, limits changed while the session ran, or damage); the buffer walks do not rely on it"),
-            );
-        }
-    }
-    if let (Some(n), Some(m)) = (minimum_buffers, maximum_buffers) {
-        if n > m {
-            odd(
-                "MinimumBuffers",
-                n,
-                format!("{n} exceeds MaximumBuffers {m}"),
-            );
-        }
-    }
-    if let (Some(t), Some(now)) = (start_time_raw.filter(|&t| t != 0), dump_system_time(ctx)) {
-        if t > now.saturating_add(START_TIME_SLACK) {
-            odd(
-                "StartTime",
-                t,
-                format!(
-                    "{} is after the dump's SystemTime {}",
-                    filetime_to_iso8601(t),
-                    filetime_to_iso8601(now)
-                ),
-            );
-        }
-    }
-    let tag = crate::kernel::pool::tag_before(space, va);
-    if let Some(t) = tag.filter(|t| t != LOGGER_POOL_TAG) {
-        odd(
-            "PoolTag",
-            u64::from(u32::from_le_bytes(t)),
-            format!(
-                "the pool header before the context says '{}', not 'EtwL'",
-                crate::bytes::tag_text(&t)
-            ),
-        );
-    }
+    let mut anomalies = c.anomalies(ctx, buffer_size, va);
     let name = name_desc.text(&v, "LoggerName", &mut warnings, &mut anomalies);
     let log_file = NameDescriptor::read(&v, "LogFileName").text(
         &v,
@@ -712,30 +616,174 @@ fn read_session(
         log_file: log_file.filter(|s| !s.is_empty()),
         instance_guid,
         address: va,
-        logger_mode,
-        logger_mode_flags: logger_mode
+        logger_mode: c.logger_mode,
+        logger_mode_flags: c
+            .logger_mode
             .map(|m| logger_mode_flags(m as u32))
             .unwrap_or_default(),
-        clock_type,
-        clock_type_name: clock_type.and_then(clock_type_name),
+        clock_type: c.clock_type,
+        clock_type_name: c.clock_type.and_then(clock_type_name),
         buffer_size,
-        minimum_buffers,
-        maximum_buffers,
-        number_of_buffers,
-        buffers_written,
-        events_lost,
-        log_buffers_lost,
-        real_time_buffers_lost,
-        start_time: start_time_raw.filter(|&t| t != 0).map(filetime_to_iso8601),
-        pool_type,
+        minimum_buffers: c.minimum_buffers,
+        maximum_buffers: c.maximum_buffers,
+        number_of_buffers: c.number_of_buffers,
+        buffers_written: c.buffers_written,
+        events_lost: c.events_lost,
+        log_buffers_lost: c.log_buffers_lost,
+        real_time_buffers_lost: c.real_time_buffers_lost,
+        start_time: c
+            .start_time_raw
+            .filter(|&t| t != 0)
+            .map(filetime_to_iso8601),
+        pool_type: c.pool_type,
         layout_source: layout.source.name(),
-        maximum_event_size,
-        start_time_raw,
+        maximum_event_size: c.maximum_event_size,
+        start_time_raw: c.start_time_raw,
         consumers,
         identity,
         anomalies,
         warnings,
     })
+}
+
+/// The numeric fields of a logger context (None: not in the layout, or unreadable).
+struct ContextCounts {
+    maximum_event_size: Option<u64>,
+    clock_type: Option<u64>,
+    number_of_buffers: Option<u64>,
+    maximum_buffers: Option<u64>,
+    logger_mode: Option<u64>,
+    minimum_buffers: Option<u64>,
+    buffers_written: Option<u64>,
+    events_lost: Option<u64>,
+    log_buffers_lost: Option<u64>,
+    real_time_buffers_lost: Option<u64>,
+    start_time_raw: Option<u64>,
+    pool_type: Option<u64>,
+}
+
+impl ContextCounts {
+    /// Read them from the context `v`; a field the layout has but the dump cannot give is a
+    /// warning.
+    fn read(v: &View<'_, '_>, warnings: &mut Vec<Warning>) -> ContextCounts {
+        let mut opt = |name: &str| -> Option<u64> {
+            if !v.has(name) {
+                return None;
+            }
+            match v.uint(name) {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    warnings.push(e.warning());
+                    None
+                }
+            }
+        };
+        ContextCounts {
+            maximum_event_size: opt("MaximumEventSize"),
+            clock_type: opt("ClockType"),
+            number_of_buffers: opt("NumberOfBuffers"),
+            maximum_buffers: opt("MaximumBuffers"),
+            logger_mode: opt("LoggerMode"),
+            minimum_buffers: opt("MinimumBuffers"),
+            buffers_written: opt("BuffersWritten"),
+            events_lost: opt("EventsLost"),
+            log_buffers_lost: opt("LogBuffersLost"),
+            real_time_buffers_lost: opt("RealTimeBuffersLost"),
+            start_time_raw: opt("StartTime"),
+            pool_type: opt("PoolType"),
+        }
+    }
+
+    /// What is odd about them (with the context's `buffer_size`) and about the pool tag
+    /// before the context at `va`.
+    fn anomalies(
+        &self,
+        ctx: &KernelContext<'_>,
+        buffer_size: Option<u64>,
+        va: VirtAddr,
+    ) -> Vec<Anomaly> {
+        let mut anomalies = Vec::new();
+        let mut odd = |field: &'static str, value: u64, why: String| {
+            anomalies.push(Anomaly { field, value, why })
+        };
+        if let Some(b) = buffer_size {
+            if !plausible_buffer_size(b) {
+                odd(
+                    "BufferSize",
+                    b,
+                    format!(
+                        "{b:#x} is outside 1 KiB-64 MiB: buffers are checked by their own BufferSize"
+                    ),
+                );
+            } else if b % 0x400 != 0 {
+                odd(
+                    "BufferSize",
+                    b,
+                    format!("{b:#x} is not a multiple of 1 KiB"),
+                );
+            }
+            if let Some(m) = self.maximum_event_size.filter(|&m| m > b) {
+                odd(
+                    "MaximumEventSize",
+                    m,
+                    format!("{m:#x} exceeds BufferSize {b:#x}"),
+                );
+            }
+        }
+        if let Some(c) = self.clock_type.filter(|&c| c > 3) {
+            odd(
+                "ClockType",
+                c,
+                format!("{c} is not a clock type (0-3): times are not converted"),
+            );
+        }
+        if let (Some(n), Some(m)) = (self.number_of_buffers, self.maximum_buffers) {
+            if n > m {
+                odd(
+                    "NumberOfBuffers",
+                    n,
+                    format!("{n} exceeds MaximumBuffers {m} (a count caught mid-update, limits changed while the session ran, or damage); the buffer walks do not rely on it"),
+                );
+            }
+        }
+        if let (Some(n), Some(m)) = (self.minimum_buffers, self.maximum_buffers) {
+            if n > m {
+                odd(
+                    "MinimumBuffers",
+                    n,
+                    format!("{n} exceeds MaximumBuffers {m}"),
+                );
+            }
+        }
+        if let (Some(t), Some(now)) = (
+            self.start_time_raw.filter(|&t| t != 0),
+            dump_system_time(ctx),
+        ) {
+            if t > now.saturating_add(START_TIME_SLACK) {
+                odd(
+                    "StartTime",
+                    t,
+                    format!(
+                        "{} is after the dump's SystemTime {}",
+                        filetime_to_iso8601(t),
+                        filetime_to_iso8601(now)
+                    ),
+                );
+            }
+        }
+        let tag = crate::kernel::pool::tag_before(&ctx.space, va);
+        if let Some(t) = tag.filter(|t| t != LOGGER_POOL_TAG) {
+            odd(
+                "PoolTag",
+                u64::from(u32::from_le_bytes(t)),
+                format!(
+                    "the pool header before the context says '{}', not 'EtwL'",
+                    crate::bytes::tag_text(&t)
+                ),
+            );
+        }
+        anomalies
+    }
 }
 
 /// The dump's SystemTime: KUSER_SHARED_DATA, else the dump header.

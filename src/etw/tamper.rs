@@ -80,6 +80,92 @@ pub fn handle_globals(ctx: &KernelContext<'_>) -> Vec<(String, VirtAddr)> {
         .collect()
 }
 
+/// The provider whose registration handle the global `name` should hold (when the kernel's
+/// list of handles names it) and how a finding says what was expected.
+fn expected_registration(name: &str) -> (Option<[u8; 16]>, String) {
+    let expected_guid = crate::etw::provider_names::KERNEL_REG_HANDLES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, g)| *g);
+    let expect_text = match expected_guid {
+        Some(g) => format!(
+            "the address of the kernel's _ETW_REG_ENTRY of {{{}}}{}",
+            crate::bytes::guid_text(&g).to_uppercase(),
+            crate::etw::provider_names::provider_name(&g)
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ),
+        None => "the address of the kernel's _ETW_REG_ENTRY of this provider".into(),
+    };
+    (expected_guid, expect_text)
+}
+
+/// The finding for the NULL handle `name` at `va` when the kernel's registration of its
+/// provider (`expected_guid`) is still on the GUID table: the handle was cleared under it.
+/// None when the provider has no kernel registration there (never registered on this system,
+/// or unregistered: not told apart).
+fn cleared_handle(
+    table: &ProviderTable,
+    name: &str,
+    va: VirtAddr,
+    expected_guid: Option<[u8; 16]>,
+    expect_text: String,
+) -> Option<Finding> {
+    let still = expected_guid.and_then(|g| {
+        table.providers.iter().find(|p| {
+            p.guid_bytes == Some(g) && p.registrations.iter().any(|x| x.kind == RegKind::Kernel)
+        })
+    });
+    let p = still?;
+    let evidence = format!(
+        "{name} at {va} is NULL while the kernel's registration of {} is still on the GUID table ({}): the handle was cleared, the provider's kernel events are not written",
+        provider_label(p),
+        p.registrations
+            .iter()
+            .filter(|x| x.kind == RegKind::Kernel)
+            .map(|x| x.address.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Some(Finding {
+        check: CheckId::RegHandleNull.as_str(),
+        severity: Severity::Alert,
+        subject: name.to_string(),
+        address: Some(va),
+        field: Some(name.to_string()),
+        logger_id: None,
+        evidence,
+        expected: expect_text,
+    })
+}
+
+/// Why the handle `name` at `va`, holding `v`, points at the wrong thing: at no registration
+/// of the GUID table (`regs`), or at one of another provider than `expected_guid`. None when
+/// it is right.
+fn wrong_target(
+    regs: &HashMap<VirtAddr, &Provider>,
+    name: &str,
+    va: VirtAddr,
+    v: VirtAddr,
+    expected_guid: Option<[u8; 16]>,
+) -> Option<String> {
+    match regs.get(&v) {
+        None => Some(format!(
+            "{name} at {va} holds {v}, which is no registration on any GUID entry of the GUID table"
+        )),
+        Some(p) => match (expected_guid, p.guid_bytes) {
+            (Some(want), Some(have)) if want != have => Some(format!(
+                "{name} at {va} holds {v}, a registration of {} instead",
+                provider_label(p)
+            )),
+            _ => None,
+        },
+    }
+}
+
+/// The registration-handle checks: each `Etw*RegHandle` global the symbols name is NULL while
+/// its provider's kernel registration is still on the GUID `table` (`reg-handle-null`), or
+/// points at no registration, or at another provider's (`reg-handle-invalid`).
 fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperReport) {
     let before = r.findings.len();
     let handles = handle_globals(ctx);
@@ -121,20 +207,7 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
                 continue;
             }
         };
-        let expected_guid = crate::etw::provider_names::KERNEL_REG_HANDLES
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, g)| *g);
-        let expect_text = match expected_guid {
-            Some(g) => format!(
-                "the address of the kernel's _ETW_REG_ENTRY of {{{}}}{}",
-                crate::bytes::guid_text(&g).to_uppercase(),
-                crate::etw::provider_names::provider_name(&g)
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default()
-            ),
-            None => "the address of the kernel's _ETW_REG_ENTRY of this provider".into(),
-        };
+        let (expected_guid, expect_text) = expected_registration(name);
         if v.is_null() {
             // A NULL handle is tampering when the kernel's registration of that provider is
             // still on the table (the handle was cleared under it); where the table cannot be
@@ -144,53 +217,16 @@ fn reg_handles(ctx: &KernelContext<'_>, table: &ProviderTable, r: &mut TamperRep
                 null_unjudged += 1;
                 continue;
             }
-            let still = expected_guid.and_then(|g| {
-                table.providers.iter().find(|p| {
-                    p.guid_bytes == Some(g)
-                        && p.registrations.iter().any(|x| x.kind == RegKind::Kernel)
-                })
-            });
-            let Some(p) = still else {
-                unregistered.push(name.clone());
-                continue;
-            };
-            let evidence = format!(
-                "{name} at {va} is NULL while the kernel's registration of {} is still on the GUID table ({}): the handle was cleared, the provider's kernel events are not written",
-                provider_label(p),
-                p.registrations
-                    .iter()
-                    .filter(|x| x.kind == RegKind::Kernel)
-                    .map(|x| x.address.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            r.findings.push(Finding {
-                check: CheckId::RegHandleNull.as_str(),
-                severity: Severity::Alert,
-                subject: name.clone(),
-                address: Some(*va),
-                field: Some(name.clone()),
-                logger_id: None,
-                evidence,
-                expected: expect_text,
-            });
+            match cleared_handle(table, name, *va, expected_guid, expect_text) {
+                Some(f) => r.findings.push(f),
+                None => unregistered.push(name.clone()),
+            }
             continue;
         }
         if !walked {
             continue;
         }
-        let wrong = match regs.get(&v) {
-            None => Some(format!(
-                "{name} at {va} holds {v}, which is no registration on any GUID entry of the GUID table"
-            )),
-            Some(p) => match (expected_guid, p.guid_bytes) {
-                (Some(want), Some(have)) if want != have => Some(format!(
-                    "{name} at {va} holds {v}, a registration of {} instead",
-                    provider_label(p)
-                )),
-                _ => None,
-            },
-        };
+        let wrong = wrong_target(&regs, name, *va, v, expected_guid);
         if let Some(evidence) = wrong {
             invalid.push(Finding {
                 check: CheckId::RegHandleInvalid.as_str(),

@@ -8,17 +8,27 @@ use std::fmt::Write as _;
 impl InfoReport {
     /// The human-readable rendering.
     pub fn to_table(&self) -> String {
-        let mut o = String::new();
-        let mut row = |k: &str, v: String| {
-            let _ = writeln!(o, "{k:<26}{v}");
-        };
-        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-        row("Architecture", self.arch.into());
-        row(
+        let mut t = Table(String::new());
+        self.machine_rows(&mut t);
+        self.kernel_rows(&mut t);
+        self.symbol_rows(&mut t);
+        self.etw_root_rows(&mut t);
+        self.memory_rows(&mut t);
+        for w in &self.warnings {
+            t.row("Warning", super::text::printable(&w.message));
+        }
+        t.0
+    }
+
+    /// The dump and the machine: architecture, dump type, Windows version, header version,
+    /// processors, bug check and times.
+    fn machine_rows(&self, t: &mut Table) {
+        t.row("Architecture", self.arch.into());
+        t.row(
             "Dump type",
             format!("{} ({})", self.dump_type.name, self.dump_type.value),
         );
-        row("File size", format!("{} bytes", self.file_size));
+        t.row("File size", format!("{} bytes", self.file_size));
         let w = &self.windows;
         let ver = match (w.nt_major_version, w.nt_minor_version) {
             (Some(a), Some(b)) => format!(
@@ -35,8 +45,8 @@ impl InfoReport {
                 w.kuser_shared_data_unavailable.clone().unwrap_or_default()
             ),
         };
-        row("Windows version", ver);
-        row(
+        t.row("Windows version", ver);
+        t.row(
             "Header version",
             if self.dump_type.value == 0 {
                 "none (a memory image has no header; see DTB and Kernel base for how they were found)".into()
@@ -54,9 +64,9 @@ impl InfoReport {
             },
         );
         if let Some(l) = &w.build_lab {
-            row("Build lab", l.to_string());
+            t.row("Build lab", l.to_string());
         }
-        row(
+        t.row(
             "Processors",
             if self.processors == 0 {
                 "unknown".into()
@@ -64,7 +74,7 @@ impl InfoReport {
                 self.processors.to_string()
             },
         );
-        row(
+        t.row(
             "Bug check",
             format!(
                 "{} ({})",
@@ -72,20 +82,25 @@ impl InfoReport {
                 self.bugcheck.parameters.join(", ")
             ),
         );
-        row("System time (UTC)", self.system_time.clone());
-        row("System up time", self.system_up_time.clone());
-        row(
+        t.row("System time (UTC)", self.system_time.clone());
+        t.row("System up time", self.system_up_time.clone());
+    }
+
+    /// Where the kernel was found: DTB, the kernel globals, KDBG, the kernel base, its image
+    /// and PDB.
+    fn kernel_rows(&self, t: &mut Table) {
+        t.row(
             "DTB",
             match self.found_by.get("dtb") {
                 Some(how) if how != "dump header" => format!("{} ({how})", self.dtb),
                 _ => self.dtb.clone(),
             },
         );
-        row("PfnDataBase", self.pfn_database.clone());
-        row("PsLoadedModuleList", self.ps_loaded_module_list.clone());
-        row("PsActiveProcessHead", self.ps_active_process_head.clone());
+        t.row("PfnDataBase", self.pfn_database.clone());
+        t.row("PsLoadedModuleList", self.ps_loaded_module_list.clone());
+        t.row("PsActiveProcessHead", self.ps_active_process_head.clone());
         let k = &self.kd_debugger_data_block;
-        row(
+        t.row(
             "KdDebuggerDataBlock",
             format!(
                 "{} (decoded KDBG: {}{})",
@@ -99,7 +114,7 @@ impl InfoReport {
             ),
         );
         let b = &self.kernel_base;
-        row(
+        t.row(
             "Kernel base",
             match &b.address {
                 Some(a) => format!(
@@ -116,7 +131,7 @@ impl InfoReport {
             },
         );
         if let Some(i) = &self.kernel_image {
-            row(
+            t.row(
                 "Kernel image",
                 format!(
                     "TimeDateStamp {}, SizeOfImage {}, {} sections",
@@ -126,20 +141,25 @@ impl InfoReport {
         }
         match &self.kernel_pdb {
             Some(p) => {
-                row("Kernel PDB", p.name.to_string());
-                row("PDB GUID / age", format!("{} / {}", p.guid, p.age));
-                row(
+                t.row("Kernel PDB", p.name.to_string());
+                t.row("PDB GUID / age", format!("{} / {}", p.guid, p.age));
+                t.row(
                     "Symbol store key",
                     format!("{}/{}/{}", p.name, p.store_key, p.name),
                 );
             }
-            None => row(
+            None => t.row(
                 "Kernel PDB",
                 format!("unknown: {}", opt(&self.kernel_pdb_unavailable)),
             ),
         }
+    }
+
+    /// The symbols: where they came from, how they match the kernel, the built-in table, the
+    /// layouts used and their checks.
+    fn symbol_rows(&self, t: &mut Table) {
         let sy = &self.symbols;
-        row(
+        t.row(
             "Symbols",
             match sy.source {
                 "none" => "none (built-in layouts; give --pdb, --isf or --symbols)".into(),
@@ -154,7 +174,7 @@ impl InfoReport {
             },
         );
         if sy.source != "none" {
-            row(
+            t.row(
                 "Symbol match",
                 match &sy.matched {
                     SymbolMatch::NoSymbols => "-".into(),
@@ -174,7 +194,7 @@ impl InfoReport {
             );
         }
         if let Some(c) = &sy.builtin_corpus {
-            row(
+            t.row(
                 "Built-in table",
                 format!(
                     "{}{}",
@@ -187,7 +207,7 @@ impl InfoReport {
                 ),
             );
         }
-        row(
+        t.row(
             "Layouts",
             format!(
                 "{}{}",
@@ -204,7 +224,7 @@ impl InfoReport {
             ),
         );
         for c in &self.layout_checks {
-            row(
+            t.row(
                 "Layout check",
                 format!(
                     "{} [{}]: {}",
@@ -217,8 +237,12 @@ impl InfoReport {
                 ),
             );
         }
+    }
+
+    /// The ETW roots and the loaded-module list.
+    fn etw_root_rows(&self, t: &mut Table) {
         for r in &self.etw_roots {
-            row(
+            t.row(
                 "ETW root",
                 match r.address {
                     None => format!("{}: not located ({})", r.name, r.note),
@@ -237,7 +261,7 @@ impl InfoReport {
             );
         }
         let m = &self.loaded_modules;
-        row(
+        t.row(
             "Loaded modules",
             match &m.problem {
                 None => format!(
@@ -248,9 +272,14 @@ impl InfoReport {
                 Some(p) => format!("{} read; {p}", m.count),
             },
         );
+    }
+
+    /// The dump's memory: what it stores, its image format and ranges, paging, and a triage
+    /// dump's contents.
+    fn memory_rows(&self, t: &mut Table) {
         let mem = &self.memory;
         if self.triage.is_none() {
-            row(
+            t.row(
                 "Memory",
                 format!(
                     "{}: {} pages ({} bytes){}{}",
@@ -268,7 +297,7 @@ impl InfoReport {
             );
         }
         if let Some(f) = mem.format {
-            row(
+            t.row(
                 "Image format",
                 match &mem.metadata_file {
                     Some(m) => format!("{f} (layout from {m})"),
@@ -277,7 +306,7 @@ impl InfoReport {
             );
         }
         for r in mem.ranges.iter().flatten() {
-            row(
+            t.row(
                 "  physical range",
                 format!(
                     "{} + {} at file offset {}",
@@ -286,37 +315,52 @@ impl InfoReport {
             );
         }
         if let Some(p) = mem.paging {
-            row("Paging", p.into());
+            t.row("Paging", p.into());
         }
         if let Some(u) = &mem.translation_unsupported {
-            row("Address translation", u.clone());
+            t.row("Address translation", u.clone());
         }
-        if let Some(t) = &self.triage {
-            row("Triage memory", t.summary.clone());
-            row(
+        if let Some(tri) = &self.triage {
+            t.row("Triage memory", tri.summary.clone());
+            t.row(
                 "Triage VA range",
-                format!("{} - {}", opt(&t.lowest_address), opt(&t.highest_address)),
+                format!(
+                    "{} - {}",
+                    opt(&tri.lowest_address),
+                    opt(&tri.highest_address)
+                ),
             );
-            row(
+            t.row(
                 "Triage contents",
                 format!(
                     "context {}, exception {}, KPRCB {}, process {}, thread {}, call stack {} bytes, kernel header {} bytes, secondary data {} bytes",
-                    yes(t.context),
-                    yes(t.exception),
-                    yes(t.prcb),
-                    yes(t.process),
-                    yes(t.thread),
-                    t.call_stack_bytes,
-                    t.kernel_header_bytes,
-                    t.secondary_data_bytes
+                    yes(tri.context),
+                    yes(tri.exception),
+                    yes(tri.prcb),
+                    yes(tri.process),
+                    yes(tri.thread),
+                    tri.call_stack_bytes,
+                    tri.kernel_header_bytes,
+                    tri.secondary_data_bytes
                 ),
             );
         }
-        for w in &self.warnings {
-            row("Warning", super::text::printable(&w.message));
-        }
-        o
     }
+}
+
+/// Rows of the table being written: a 26-column key, then its value.
+struct Table(String);
+
+impl Table {
+    /// One row.
+    fn row(&mut self, k: &str, v: String) {
+        let _ = writeln!(self.0, "{k:<26}{v}");
+    }
+}
+
+/// An optional value, or "-".
+fn opt(v: &Option<String>) -> String {
+    v.clone().unwrap_or_else(|| "-".into())
 }
 
 fn yes(b: bool) -> &'static str {

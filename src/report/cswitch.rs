@@ -45,7 +45,7 @@ use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::cswitch;
 use crate::decode::names::{thread_state, wait_mode, wait_reason};
 use crate::etl::records;
-use crate::etw::ccswap::{maximum_wait_reason_of, FoundBy};
+use crate::etw::ccswap::{maximum_wait_reason_of, FoundBy, PendingFound};
 use crate::etw::clock::{self, ClockFacts, TimeFlags};
 use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
@@ -358,6 +358,8 @@ fn note(w: &mut Vec<Warning>, what: Warning) {
     crate::warning::push_once(w, what);
 }
 
+/// The [`Plan`] of `src`'s switches (of CPU `cpu_filter`, all when None): a clock group per
+/// pending block and per converter of the units, a stream per block and unit with switches.
 fn plan<'c, 'd>(
     ctx: &'c KernelContext<'d>,
     src: EtwSource<'c, 'd>,
@@ -389,177 +391,27 @@ fn plan<'c, 'd>(
         .clock_facts()
         .cloned()
         .unwrap_or_else(|| ClockFacts::gather(ctx, sessions));
-    let mut groups = Vec::new();
-    let mut streams = Vec::new();
-    let wanted = |cpu: Option<u64>| cpu_filter.is_none_or(|c| cpu == Some(c));
+    let mut gather = Gather {
+        ctx,
+        facts: &facts,
+        cpu_filter,
+        groups: Vec::new(),
+        streams: Vec::new(),
+        warnings,
+    };
     // Pending blocks.
     let pending = src.pending().unwrap_or_default();
-    warnings.extend(pending.warnings);
+    gather.warnings.extend(pending.warnings);
     for p in &pending.blocks {
-        let conv = match p.clock {
-            Some(c) => clock::for_clock(ctx, &facts, sessions, c),
-            None => clock::Converter::Unknown(format!("the block's clock type is {}", p.clock_how)),
-        };
-        if let (Some(c), true) = (p.clock, matches!(p.found_by, FoundBy::Search { .. })) {
-            if p.decoded
-                .batch
-                .as_ref()
-                .is_some_and(|b| !b.switches.is_empty())
-            {
-                note(
-                    &mut warnings,
-                    Warning::new(
-                        WarningKind::Inferred,
-                        format!(
-                            "pending block {} (CPU {}): clock {c} {}",
-                            p.block, p.cpu, p.clock_how
-                        ),
-                    )
-                    .cpu(p.cpu)
-                    .at(p.block),
-                );
-            }
-        }
-        if let Some(why) = conv.problem() {
-            note(
-                &mut warnings,
-                Warning::new(
-                    WarningKind::Time,
-                    format!(
-                        "pending block {} (CPU {}): times not converted: {why}",
-                        p.block, p.cpu
-                    ),
-                )
-                .cpu(p.cpu)
-                .at(p.block),
-            );
-        }
-        let mut rows = Vec::new();
-        if let Some(b) = &p.decoded.batch {
-            warnings.extend(b.warnings.iter().map(|w| {
-                Warning::new(
-                    WarningKind::Decode,
-                    format!("pending block {} (CPU {}): {w}", p.block, p.cpu),
-                )
-                .cpu(p.cpu)
-                .at(p.block)
-            }));
-            // The last switch's new thread is the CPU's current thread (§4.3), when the
-            // block is the CPU's newest (an open batch).
-            let mut current = None;
-            if b.switches.last().is_some_and(|s| s.new_tid.is_none()) {
-                match processes::current_thread(ctx, p.cpu) {
-                    Ok((_, tid)) => current = u32::try_from(tid).ok(),
-                    Err(why) => note(
-                        &mut warnings,
-                        Warning::new(
-                            WarningKind::NotFound,
-                            format!("last pending switch's new thread unknown: {why}"),
-                        )
-                        .cpu(p.cpu),
-                    ),
-                }
-            }
-            rows = b
-                .switches
-                .iter()
-                .enumerate()
-                .map(|(i, s)| compact_raw(s, Kind::Pending, 0, i))
-                .collect();
-            if let Some(last) = rows.last_mut().filter(|r| r.new_tid.is_none()) {
-                last.new_tid = current;
-            }
-        }
-        groups.push(Group {
-            resolution: resolution(&conv, ctx.build),
-            conv,
-            whose: format!("pending block {} (CPU {})", p.block, p.cpu),
-            logger_id: None,
-            clock: p.clock,
-            clock_type: p.clock,
-            found_by: Some(p.found_by),
-            block: Some(p.block),
-            rows: 0,
-            flags: TimeFlags::default(),
-        });
-        if wanted(Some(p.cpu)) && !rows.is_empty() {
-            let g = groups.len() - 1;
-            for r in &mut rows {
-                r.key = key_of(&groups[g].conv, g, r.ts);
-            }
-            rows.sort_by_key(|r| r.key);
-            streams.push(Stream {
-                cpu: Some(p.cpu),
-                group: g,
-                first_key: rows[0].key,
-                last_ts: rows.iter().map(|r| r.ts).max().unwrap_or(0),
-                source: Source::Rows(rows),
-            });
-        }
+        gather.pending_block(p, sessions);
     }
-    // Events and batches in the units of the dump's ETW source (the sessions' buffers in
-    // memory, a triage dump's saved windows and secondary data): each unit is decoded once
-    // here for its time range (nothing is kept), and again when the merge reaches it. One
-    // group per clock.
-    for w in src.warnings() {
-        note(&mut warnings, w.clone());
-    }
-    let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
-    for (i, u) in src
-        .all_units()
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| u.skip.is_none())
-    {
-        let g = *group_of.entry(src.converter_index(u)).or_insert_with(|| {
-            let conv = src.converter(u).clone();
-            let clock_type = src
-                .sessions()
-                .iter()
-                .find(|s| s.logger_id.is_some() && s.logger_id == u.logger_id)
-                .and_then(|s| s.context.as_ref())
-                .and_then(|c| c.clock_type);
-            groups.push(Group {
-                resolution: resolution(&conv, ctx.build),
-                conv,
-                whose: match u.logger_id {
-                    Some(id) => format!("logger {id}"),
-                    None => u.origin.to_string(),
-                },
-                logger_id: u.logger_id,
-                clock: None,
-                clock_type,
-                found_by: None,
-                block: None,
-                rows: 0,
-                flags: TimeFlags::default(),
-            });
-            groups.len() - 1
-        });
-        let cpu = u.processor;
-        if !wanted(cpu) {
-            continue;
-        }
-        let Some(data) = src.bytes(u) else {
-            continue;
-        };
-        let rows = buffer_switches(&data, u.first_record, u.valid, mwr);
-        // The smallest key (a time that cannot be converted keys after every timed one, so
-        // the smallest raw value need not have it).
-        let (Some(first), Some(last)) = (
-            rows.iter().map(|r| key_of(&groups[g].conv, g, r.ts)).min(),
-            rows.iter().map(|r| r.ts).max(),
-        ) else {
-            continue;
-        };
-        streams.push(Stream {
-            cpu,
-            group: g,
-            source: Source::Unit(i),
-            first_key: first,
-            last_ts: last,
-        });
-    }
+    gather.units(&src, mwr);
+    let Gather {
+        groups,
+        streams,
+        warnings,
+        ..
+    } = gather;
     // Thread id → process, from the process list.
     let procs = processes::walk(ctx);
     let by_tid = procs
@@ -577,6 +429,206 @@ fn plan<'c, 'd>(
         mwr,
         warnings,
         late_warnings: procs.warnings,
+    }
+}
+
+/// The clock groups and streams [`plan`] gathers (of the CPU `cpu_filter` chooses, all when
+/// None), with the warnings met.
+struct Gather<'f, 'c, 'd> {
+    ctx: &'c KernelContext<'d>,
+    facts: &'f ClockFacts,
+    cpu_filter: Option<u64>,
+    groups: Vec<Group>,
+    streams: Vec<Stream>,
+    warnings: Vec<Warning>,
+}
+
+impl Gather<'_, '_, '_> {
+    /// Are the switches of `cpu` wanted?
+    fn wanted(&self, cpu: Option<u64>) -> bool {
+        self.cpu_filter.is_none_or(|c| cpu == Some(c))
+    }
+
+    /// Pending block `p`: a group of its own (its clock), and a stream of its switches when
+    /// its CPU is wanted and it has some.
+    fn pending_block(&mut self, p: &PendingFound, sessions: &[crate::etw::loggers::Session]) {
+        let ctx = self.ctx;
+        let conv = match p.clock {
+            Some(c) => clock::for_clock(ctx, self.facts, sessions, c),
+            None => clock::Converter::Unknown(format!("the block's clock type is {}", p.clock_how)),
+        };
+        if let (Some(c), true) = (p.clock, matches!(p.found_by, FoundBy::Search { .. })) {
+            if p.decoded
+                .batch
+                .as_ref()
+                .is_some_and(|b| !b.switches.is_empty())
+            {
+                note(
+                    &mut self.warnings,
+                    Warning::new(
+                        WarningKind::Inferred,
+                        format!(
+                            "pending block {} (CPU {}): clock {c} {}",
+                            p.block, p.cpu, p.clock_how
+                        ),
+                    )
+                    .cpu(p.cpu)
+                    .at(p.block),
+                );
+            }
+        }
+        if let Some(why) = conv.problem() {
+            note(
+                &mut self.warnings,
+                Warning::new(
+                    WarningKind::Time,
+                    format!(
+                        "pending block {} (CPU {}): times not converted: {why}",
+                        p.block, p.cpu
+                    ),
+                )
+                .cpu(p.cpu)
+                .at(p.block),
+            );
+        }
+        let mut rows = self.pending_rows(p);
+        self.groups.push(Group {
+            resolution: resolution(&conv, ctx.build),
+            conv,
+            whose: format!("pending block {} (CPU {})", p.block, p.cpu),
+            logger_id: None,
+            clock: p.clock,
+            clock_type: p.clock,
+            found_by: Some(p.found_by),
+            block: Some(p.block),
+            rows: 0,
+            flags: TimeFlags::default(),
+        });
+        if self.wanted(Some(p.cpu)) && !rows.is_empty() {
+            let g = self.groups.len() - 1;
+            for r in &mut rows {
+                r.key = key_of(&self.groups[g].conv, g, r.ts);
+            }
+            rows.sort_by_key(|r| r.key);
+            self.streams.push(Stream {
+                cpu: Some(p.cpu),
+                group: g,
+                first_key: rows[0].key,
+                last_ts: rows.iter().map(|r| r.ts).max().unwrap_or(0),
+                source: Source::Rows(rows),
+            });
+        }
+    }
+
+    /// The switches of pending block `p`'s batch (none without one), the last one's new
+    /// thread filled in from the CPU's current thread when the batch leaves it open.
+    fn pending_rows(&mut self, p: &PendingFound) -> Vec<Raw> {
+        let Some(b) = &p.decoded.batch else {
+            return Vec::new();
+        };
+        self.warnings.extend(b.warnings.iter().map(|w| {
+            Warning::new(
+                WarningKind::Decode,
+                format!("pending block {} (CPU {}): {w}", p.block, p.cpu),
+            )
+            .cpu(p.cpu)
+            .at(p.block)
+        }));
+        // The last switch's new thread is the CPU's current thread (§4.3), when the
+        // block is the CPU's newest (an open batch).
+        let mut current = None;
+        if b.switches.last().is_some_and(|s| s.new_tid.is_none()) {
+            match processes::current_thread(self.ctx, p.cpu) {
+                Ok((_, tid)) => current = u32::try_from(tid).ok(),
+                Err(why) => note(
+                    &mut self.warnings,
+                    Warning::new(
+                        WarningKind::NotFound,
+                        format!("last pending switch's new thread unknown: {why}"),
+                    )
+                    .cpu(p.cpu),
+                ),
+            }
+        }
+        let mut rows: Vec<Raw> = b
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| compact_raw(s, Kind::Pending, 0, i))
+            .collect();
+        if let Some(last) = rows.last_mut().filter(|r| r.new_tid.is_none()) {
+            last.new_tid = current;
+        }
+        rows
+    }
+
+    /// Events and batches in the units of the dump's ETW source (the sessions' buffers in
+    /// memory, a triage dump's saved windows and secondary data): each unit is decoded once
+    /// here for its time range (nothing is kept), and again when the merge reaches it. One
+    /// group per clock.
+    fn units(&mut self, src: &EtwSource<'_, '_>, mwr: Option<u8>) {
+        let ctx = self.ctx;
+        for w in src.warnings() {
+            note(&mut self.warnings, w.clone());
+        }
+        let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+        for (i, u) in src
+            .all_units()
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.skip.is_none())
+        {
+            let g = *group_of.entry(src.converter_index(u)).or_insert_with(|| {
+                let conv = src.converter(u).clone();
+                let clock_type = src
+                    .sessions()
+                    .iter()
+                    .find(|s| s.logger_id.is_some() && s.logger_id == u.logger_id)
+                    .and_then(|s| s.context.as_ref())
+                    .and_then(|c| c.clock_type);
+                self.groups.push(Group {
+                    resolution: resolution(&conv, ctx.build),
+                    conv,
+                    whose: match u.logger_id {
+                        Some(id) => format!("logger {id}"),
+                        None => u.origin.to_string(),
+                    },
+                    logger_id: u.logger_id,
+                    clock: None,
+                    clock_type,
+                    found_by: None,
+                    block: None,
+                    rows: 0,
+                    flags: TimeFlags::default(),
+                });
+                self.groups.len() - 1
+            });
+            let cpu = u.processor;
+            if !self.wanted(cpu) {
+                continue;
+            }
+            let Some(data) = src.bytes(u) else {
+                continue;
+            };
+            let rows = buffer_switches(&data, u.first_record, u.valid, mwr);
+            // The smallest key (a time that cannot be converted keys after every timed one, so
+            // the smallest raw value need not have it).
+            let (Some(first), Some(last)) = (
+                rows.iter()
+                    .map(|r| key_of(&self.groups[g].conv, g, r.ts))
+                    .min(),
+                rows.iter().map(|r| r.ts).max(),
+            ) else {
+                continue;
+            };
+            self.streams.push(Stream {
+                cpu,
+                group: g,
+                source: Source::Unit(i),
+                first_key: first,
+                last_ts: last,
+            });
+        }
     }
 }
 

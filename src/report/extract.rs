@@ -25,7 +25,7 @@ use crate::etw::ccswap::PendingFound;
 use crate::etw::clock::Converter;
 use crate::etw::loggers::Session;
 use crate::etw::mode::NO_PER_PROCESSOR_BUFFERING;
-use crate::etw::source::{file_buffer_size, EtwSource, HeaderFacts, TraceUnit};
+use crate::etw::source::{file_buffer_size, EtwSource, HeaderFacts, SourceSession, TraceUnit};
 use crate::kernel::context::KernelContext;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
@@ -285,90 +285,11 @@ fn rundown_buffers(
     room: u64,
     warnings: &mut Vec<Warning>,
 ) -> Vec<SyntheticBuffer> {
-    use crate::etl::rundown::{
-        image_dcstart, process_dcstart, thread_dcstart, ImageRundown, ProcessRundown, ThreadRundown,
-    };
-    use crate::kernel::processes;
-    let arch = ctx.space.arch();
     let buffer_size = s.buffer_size.unwrap_or(0x10000) as usize;
-    let (_, hpid, htid) = header_event(ctx, s);
-    let procs = processes::walk(ctx);
-    for w in &procs.warnings {
-        let mut w = w.clone();
-        w.message = format!("rundown: {}", w.message);
-        warnings.push(w);
-    }
     // Records are built only up to what the output bound lets be written (plus one buffer):
     // a dump whose lists are long (or alias pages) cannot make the rundown grow without bound.
     let cap = room.saturating_add(buffer_size as u64);
-    let mut records = BoundedRecords {
-        records: Vec::new(),
-        bytes: 0,
-        cap,
-    };
-    'build: for p in &procs.processes {
-        let d = processes::details(ctx, p);
-        let pid = u32::try_from(p.pid).unwrap_or(u32::MAX);
-        if !records.push(process_dcstart(
-            arch,
-            ts,
-            &ProcessRundown {
-                key: p.eprocess.get(),
-                pid,
-                parent_pid: d.parent_pid.map_or(0, |v| v as u32),
-                session_id: u32::MAX,
-                exit_status: d.exit_status.unwrap_or(0),
-                directory_table_base: d.directory_table_base.unwrap_or(0),
-                image_file_name: p.name.raw().as_bytes(),
-            },
-        )) {
-            break 'build;
-        }
-        for &(ethread, tid) in &p.threads {
-            let t = processes::thread_details(ctx, ethread);
-            if !records.push(thread_dcstart(
-                arch,
-                ts,
-                &ThreadRundown {
-                    pid,
-                    tid: u32::try_from(tid).unwrap_or(u32::MAX),
-                    stack_base: t.stack_base.unwrap_or(0),
-                    stack_limit: t.stack_limit.unwrap_or(0),
-                    teb: t.teb.unwrap_or(0),
-                    win32_start: t.win32_start.unwrap_or(0),
-                    base_priority: t.base_priority.unwrap_or(0),
-                },
-            )) {
-                break 'build;
-            }
-        }
-    }
-    if let (Ok(mods), true) = (&ctx.modules, records.bytes <= cap) {
-        for m in &mods.modules {
-            let pe = crate::kernel::pe::KernelImage::read(&ctx.space, m.base).headers;
-            let name = m
-                .full_name
-                .as_ref()
-                .or(m.base_name.as_ref())
-                .map_or("", |n| n.raw());
-            if !records.push(image_dcstart(
-                arch,
-                htid,
-                hpid,
-                ts,
-                &ImageRundown {
-                    base: m.base.get(),
-                    size: u64::from(m.size),
-                    pid: 0,
-                    check_sum: pe.as_ref().map_or(0, |h| h.check_sum),
-                    time_date_stamp: pe.as_ref().map_or(0, |h| h.time_date_stamp),
-                    file_name: name,
-                },
-            )) {
-                break;
-            }
-        }
-    }
+    let records = rundown_records(ctx, s, ts, cap, warnings);
     let cut_while_building = records.bytes > cap;
     let records = records.records;
     // Pack: records back to back, 8-aligned, as many per buffer as fit.
@@ -439,6 +360,99 @@ fn rundown_buffers(
         );
     }
     out
+}
+
+/// The rundown records of session `s`'s file, stamped `ts`: a Process DCStart per process of
+/// the dump's process list, each followed by a Thread DCStart per thread, then an Image DCStart
+/// per loaded kernel module; built until their bytes pass `cap`.
+fn rundown_records(
+    ctx: &KernelContext<'_>,
+    s: &Session,
+    ts: u64,
+    cap: u64,
+    warnings: &mut Vec<Warning>,
+) -> BoundedRecords {
+    use crate::etl::rundown::{
+        image_dcstart, process_dcstart, thread_dcstart, ImageRundown, ProcessRundown, ThreadRundown,
+    };
+    use crate::kernel::processes;
+    let arch = ctx.space.arch();
+    let (_, hpid, htid) = header_event(ctx, s);
+    let procs = processes::walk(ctx);
+    for w in &procs.warnings {
+        let mut w = w.clone();
+        w.message = format!("rundown: {}", w.message);
+        warnings.push(w);
+    }
+    let mut records = BoundedRecords {
+        records: Vec::new(),
+        bytes: 0,
+        cap,
+    };
+    'build: for p in &procs.processes {
+        let d = processes::details(ctx, p);
+        let pid = u32::try_from(p.pid).unwrap_or(u32::MAX);
+        if !records.push(process_dcstart(
+            arch,
+            ts,
+            &ProcessRundown {
+                key: p.eprocess.get(),
+                pid,
+                parent_pid: d.parent_pid.map_or(0, |v| v as u32),
+                session_id: u32::MAX,
+                exit_status: d.exit_status.unwrap_or(0),
+                directory_table_base: d.directory_table_base.unwrap_or(0),
+                image_file_name: p.name.raw().as_bytes(),
+            },
+        )) {
+            break 'build;
+        }
+        for &(ethread, tid) in &p.threads {
+            let t = processes::thread_details(ctx, ethread);
+            if !records.push(thread_dcstart(
+                arch,
+                ts,
+                &ThreadRundown {
+                    pid,
+                    tid: u32::try_from(tid).unwrap_or(u32::MAX),
+                    stack_base: t.stack_base.unwrap_or(0),
+                    stack_limit: t.stack_limit.unwrap_or(0),
+                    teb: t.teb.unwrap_or(0),
+                    win32_start: t.win32_start.unwrap_or(0),
+                    base_priority: t.base_priority.unwrap_or(0),
+                },
+            )) {
+                break 'build;
+            }
+        }
+    }
+    if let (Ok(mods), true) = (&ctx.modules, records.bytes <= cap) {
+        for m in &mods.modules {
+            let pe = crate::kernel::pe::KernelImage::read(&ctx.space, m.base).headers;
+            let name = m
+                .full_name
+                .as_ref()
+                .or(m.base_name.as_ref())
+                .map_or("", |n| n.raw());
+            if !records.push(image_dcstart(
+                arch,
+                htid,
+                hpid,
+                ts,
+                &ImageRundown {
+                    base: m.base.get(),
+                    size: u64::from(m.size),
+                    pid: 0,
+                    check_sum: pe.as_ref().map_or(0, |h| h.check_sum),
+                    time_date_stamp: pe.as_ref().map_or(0, |h| h.time_date_stamp),
+                    file_name: name,
+                },
+            )) {
+                break;
+            }
+        }
+    }
+    records
 }
 
 /// Rundown records collected up to `cap` bytes: `push` refuses (false) once the bytes kept
@@ -624,6 +638,58 @@ pub fn extract(
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut warnings: Vec<Warning> = src.memory().map_or_else(Vec::new, |l| l.warnings.clone());
     warnings.extend(src.warnings().iter().cloned());
+    let plan = plan_files(&src, dir, session, force)?;
+    let manifest_path = dir.join("manifest.json");
+    if manifest_path.exists() && !force {
+        return Err(ExtractError::Exists(manifest_path));
+    }
+    let pending = pending_batches(&src, &plan, &mut warnings);
+    let mut x = Extraction {
+        ctx,
+        src: &src,
+        facts,
+        dir,
+        pending,
+        warnings,
+        unbacked_allowance: MAX_UNBACKED_OUTPUT,
+        output_budget: ctx
+            .dump
+            .len()
+            .saturating_mul(2)
+            .saturating_add(MAX_UNBACKED_OUTPUT),
+    };
+    let mut sessions = Vec::new();
+    for f in plan {
+        if let Some(m) = x.session_file(f)? {
+            sessions.push(m);
+        }
+    }
+    let mut warnings = x.warnings;
+    if let Some(what) = src.unknowable() {
+        warnings.push(Warning::new(
+            WarningKind::Unknowable,
+            format!("not known: {what}"),
+        ));
+    }
+    write_manifest(dump_name, sessions, warnings, &manifest_path)
+}
+
+/// A session that gets a file: the source's session, its logger context and the file's name.
+struct PlannedFile<'s> {
+    source: &'s SourceSession,
+    context: &'s Session,
+    name: String,
+}
+
+/// The files to write, one per selected session with a logger: each named after its logger
+/// (made unique, case-insensitively, by a `-2`, `-3`… suffix). An error when a file exists
+/// and `force` is not given.
+fn plan_files<'s>(
+    src: &'s EtwSource<'_, '_>,
+    dir: &Path,
+    session: Option<&str>,
+    force: bool,
+) -> Result<Vec<PlannedFile<'s>>, ExtractError> {
     let mut used = HashSet::new();
     let mut plan = Vec::new();
     for s in src.sessions().iter().filter(|s| s.selected(session)) {
@@ -644,16 +710,25 @@ pub fn extract(
         if path.exists() && !force {
             return Err(ExtractError::Exists(path));
         }
-        plan.push((s, context, name));
+        plan.push(PlannedFile {
+            source: s,
+            context,
+            name,
+        });
     }
-    let manifest_path = dir.join("manifest.json");
-    if manifest_path.exists() && !force {
-        return Err(ExtractError::Exists(manifest_path));
-    }
-    // Pending compact cswitch batches (only looked for when a kernel session is extracted).
-    let pending = match plan
+    Ok(plan)
+}
+
+/// Pending compact cswitch batches, only looked for when a kernel session is extracted; the
+/// search's warnings go to `warnings`.
+fn pending_batches(
+    src: &EtwSource<'_, '_>,
+    plan: &[PlannedFile<'_>],
+    warnings: &mut Vec<Warning>,
+) -> Vec<PendingFound> {
+    match plan
         .iter()
-        .any(|(_, c, _)| crate::etw::loggers::is_kernel_session(c))
+        .any(|f| crate::etw::loggers::is_kernel_session(f.context))
         .then(|| src.pending())
         .flatten()
     {
@@ -665,19 +740,120 @@ pub fn extract(
             p.blocks
         }
         None => Vec::new(),
-    };
-    let mut sessions = Vec::new();
-    let mut unbacked_allowance = MAX_UNBACKED_OUTPUT;
-    let mut output_budget = ctx
-        .dump
-        .len()
-        .saturating_mul(2)
-        .saturating_add(MAX_UNBACKED_OUTPUT);
-    for (s, context, name) in plan {
-        let logger_id = context.logger_id;
-        // Pass 1 (cheap): which units go into the file: those whose first record is complete
-        // (exactly when a full walk would count a record); the others are listed with why.
+    }
+}
+
+/// An `extract` under way: the source, what every file shares (header facts, pending
+/// batches), the warnings so far and what is left of the output bounds.
+struct Extraction<'x, 'c, 'd> {
+    ctx: &'c KernelContext<'d>,
+    src: &'x EtwSource<'c, 'd>,
+    facts: HeaderFacts,
+    dir: &'x Path,
+    pending: Vec<PendingFound>,
+    warnings: Vec<Warning>,
+    /// Bytes not read from the dump that may still be written (header and synthetic buffers
+    /// beyond what a session's recovered buffers occupy).
+    unbacked_allowance: u64,
+    /// Bytes that may still be written in all.
+    output_budget: u64,
+}
+
+/// What goes into one session's file: its logger context with the file's BufferSize, the
+/// units in file order and those left out with why.
+struct FileContents<'u> {
+    sess: Session,
+    buffer_size: u64,
+    data: Vec<&'u TraceUnit>,
+    skipped: Vec<Skipped>,
+    /// The first record time of the file's data.
+    first_time: Option<u64>,
+}
+
+impl FileContents<'_> {
+    /// Bytes of the recovered buffers the file holds.
+    fn backed(&self) -> u64 {
+        self.buffer_size.saturating_mul(self.data.len() as u64)
+    }
+}
+
+impl<'x, 'c, 'd> Extraction<'x, 'c, 'd> {
+    /// Write session `f`'s file; None when it gets none (a triage session without records, or
+    /// an output bound reached).
+    fn session_file(
+        &mut self,
+        f: PlannedFile<'x>,
+    ) -> Result<Option<ManifestSession>, ExtractError> {
+        let s = f.source;
+        let Some(mut file) = self.contents(s, f.context) else {
+            return Ok(None);
+        };
+        let Some(synthetic) = self.synthetic_buffers(&file) else {
+            return Ok(None);
+        };
+        if !self.within_output_budget(&mut file, synthetic.len()) {
+            return Ok(None);
+        }
+        // A session without a logger context (triage): the file carries etwdump's own clock
+        // anchors, those of its first unit whose clock is known.
+        let anchor = if s.source == "logger_context" {
+            None
+        } else {
+            self.anchor(&file)
+        };
+        self.write_file(s, f.name, file, synthetic, anchor)
+            .map(Some)
+    }
+
+    /// The units of `context`'s logger that go into its file, in file order, with the file's
+    /// BufferSize; None when a session known only from what a triage dump saved has no records
+    /// (one with a logger context in memory always gets a file: its header says what the
+    /// session was).
+    fn contents(&mut self, s: &SourceSession, context: &Session) -> Option<FileContents<'x>> {
         let mut skipped = Vec::new();
+        let (mut data, first_time) = self.units_in_order(context.logger_id, &mut skipped);
+        // An ETL file's buffers are all one size (§6.1); buffers of another cannot go in.
+        let (buffer_size, anomaly) = file_buffer_size(s, &data);
+        self.warnings.extend(anomaly);
+        data.retain(|u| {
+            let own = u.header.map(|h| h.buffer_size);
+            let keep =
+                u.origin != "memory" && u.origin != "secondary_data" || own == Some(buffer_size);
+            if !keep {
+                skipped.push(Skipped {
+                    address: place(u),
+                    reason: format!(
+                        "BufferSize {:#x} differs from the file's {buffer_size:#x}",
+                        own.unwrap_or(0)
+                    ),
+                });
+            }
+            keep
+        });
+        if data.is_empty() && s.source != "logger_context" {
+            return None;
+        }
+        let mut sess = context.clone();
+        sess.buffer_size = Some(buffer_size);
+        Some(FileContents {
+            sess,
+            buffer_size,
+            data,
+            skipped,
+            first_time,
+        })
+    }
+
+    /// The units of logger `logger_id` whose first record is complete (exactly when a full
+    /// walk would count a record), in time order, and the first record time among them; the
+    /// others go to `skipped` with why.
+    fn units_in_order(
+        &self,
+        logger_id: u64,
+        skipped: &mut Vec<Skipped>,
+    ) -> (Vec<&'x TraceUnit>, Option<u64>) {
+        let src = self.src;
+        // Pass 1 (cheap): which units go into the file; the others are listed with why.
         let mut data: Vec<&TraceUnit> = Vec::new();
         for u in src
             .all_units()
@@ -722,50 +898,32 @@ pub fn extract(
         keyed.sort_by_key(|(k, _)| *k);
         // The rundown is stamped with the first record time of the file's data.
         let first_time = keyed.iter().find(|(k, _)| !k.0).map(|(k, _)| k.1);
-        let mut data: Vec<&TraceUnit> = keyed.into_iter().map(|(_, u)| u).collect();
-        // An ETL file's buffers are all one size (§6.1); buffers of another cannot go in.
-        let (buffer_size, anomaly) = file_buffer_size(s, &data);
-        warnings.extend(anomaly);
-        data.retain(|u| {
-            let own = u.header.map(|h| h.buffer_size);
-            let keep =
-                u.origin != "memory" && u.origin != "secondary_data" || own == Some(buffer_size);
-            if !keep {
-                skipped.push(Skipped {
-                    address: place(u),
-                    reason: format!(
-                        "BufferSize {:#x} differs from the file's {buffer_size:#x}",
-                        own.unwrap_or(0)
-                    ),
-                });
-            }
-            keep
-        });
-        // A session known only from what a triage dump saved gets a file only when it has
-        // records; one with a logger context in memory always does (its header says what the
-        // session was).
-        if data.is_empty() && s.source != "logger_context" {
-            continue;
-        }
-        let mut sess = context.clone();
-        sess.buffer_size = Some(buffer_size);
-        let sess = &sess;
+        (keyed.into_iter().map(|(_, u)| u).collect(), first_time)
+    }
+
+    /// The synthetic buffers of `file` (a kernel session's rundown, then its pending batches),
+    /// as many as the unbacked-output allowance keeps, which they then use up; None (with a
+    /// warning) when not even the header buffer fits the allowance.
+    fn synthetic_buffers(&mut self, file: &FileContents<'_>) -> Option<Vec<SyntheticBuffer>> {
+        let (ctx, sess, buffer_size) = (self.ctx, &file.sess, file.buffer_size);
+        let logger_id = sess.logger_id;
         // Pending batches for this session, as synthetic CTX_SWAP buffers after the others.
-        let next_seq = data
+        let next_seq = file
+            .data
             .iter()
             .filter_map(|u| u.header.map(|h| h.sequence_number))
             .max()
             .map_or(1, |m| m.saturating_add(1));
-        let backed = buffer_size.saturating_mul(data.len() as u64);
+        let backed = file.backed();
         // Built at most as many as the output bound below can keep (each is BufferSize bytes
         // in memory until written: fuzz finding 5).
-        let room = unbacked_allowance.saturating_add(backed);
+        let room = self.unbacked_allowance.saturating_add(backed);
         // A kernel session's file starts with the rundown of the dump's processes, threads
         // and modules (stamped with its data's first time, else the header event's), then
         // come the pending batches: synthetic buffers, the rundown first.
         let mut synthetic = if crate::etw::loggers::is_kernel_session(sess) {
-            let ts = first_time.or(header_event(ctx, sess).0).unwrap_or(0);
-            rundown_buffers(ctx, sess, ts, next_seq, room, &mut warnings)
+            let ts = file.first_time.or(header_event(ctx, sess).0).unwrap_or(0);
+            rundown_buffers(ctx, sess, ts, next_seq, room, &mut self.warnings)
         } else {
             Vec::new()
         };
@@ -773,15 +931,16 @@ pub fn extract(
         synthetic.extend(pending_buffers(
             ctx,
             sess,
-            &pending,
+            &self.pending,
             next_seq.saturating_add(rundown_len),
             room.saturating_sub(rundown_len.saturating_mul(buffer_size)),
-            &mut warnings,
+            &mut self.warnings,
         ));
         // Output bound: bytes not read from the dump (the header buffer and the synthetic
         // pending buffers, each BufferSize long) may exceed what the session's recovered
         // buffers occupy only by the extract-wide allowance, so a small dump whose loggers claim
         // 64 MiB buffers cannot make `extract` write gigabytes.
+        let unbacked_allowance = self.unbacked_allowance;
         let extra = |n: usize| {
             buffer_size
                 .saturating_mul(n as u64 + 1)
@@ -792,7 +951,7 @@ pub fn extract(
                 Some(p) if p.source == "rundown" => "a rundown buffer",
                 _ => "a pending batch",
             };
-            warnings.push(
+            self.warnings.push(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
@@ -803,7 +962,7 @@ pub fn extract(
             );
         }
         if extra(synthetic.len()) > unbacked_allowance {
-            warnings.push(
+            self.warnings.push(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
@@ -812,27 +971,35 @@ pub fn extract(
                 )
                 .logger(logger_id),
             );
-            continue;
+            return None;
         }
-        unbacked_allowance -= extra(synthetic.len());
+        self.unbacked_allowance -= extra(synthetic.len());
+        Some(synthetic)
+    }
+
+    /// Keep `file` (with its `synthetic` buffers) within the extract's total output bound,
+    /// dropping its last units as needed, and take its bytes from the budget; false (with a
+    /// warning) when not even the rest fits.
+    fn within_output_budget(&mut self, file: &mut FileContents<'_>, synthetic: usize) -> bool {
+        let (logger_id, buffer_size) = (file.sess.logger_id, file.buffer_size);
         // Total bound: page tables that map many buffers onto the same stored pages could
         // otherwise make a small dump yield unbounded output. A real dump's buffers are distinct
         // memory, so twice the file plus the unbacked allowance never cuts a genuine one.
-        let fixed_part = buffer_size.saturating_mul(synthetic.len() as u64 + 1);
-        let mut total = fixed_part.saturating_add(backed);
+        let fixed_part = buffer_size.saturating_mul(synthetic as u64 + 1);
+        let mut total = fixed_part.saturating_add(file.backed());
         let mut dropped = 0usize;
-        while total > output_budget {
-            let Some(u) = data.pop() else { break };
+        while total > self.output_budget {
+            let Some(u) = file.data.pop() else { break };
             total -= buffer_size;
             dropped += 1;
-            skipped.push(Skipped {
+            file.skipped.push(Skipped {
                 address: place(u),
                 reason: "not written: the extract's output bound is reached".into(),
             });
         }
-        let bound = 2 * ctx.dump.len() + MAX_UNBACKED_OUTPUT;
+        let bound = 2 * self.ctx.dump.len() + MAX_UNBACKED_OUTPUT;
         if dropped > 0 {
-            warnings.push(
+            self.warnings.push(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
@@ -842,8 +1009,8 @@ pub fn extract(
                 .logger(logger_id),
             );
         }
-        if total > output_budget {
-            warnings.push(
+        if total > self.output_budget {
+            self.warnings.push(
                 Warning::new(
                     WarningKind::OutputBound,
                     format!(
@@ -852,50 +1019,78 @@ pub fn extract(
                 )
                 .logger(logger_id),
             );
-            continue;
+            return false;
         }
-        output_budget -= total;
+        self.output_budget -= total;
+        true
+    }
+
+    /// The clock anchors of a file whose session has no logger context: those of its first
+    /// unit whose clock is known (warned about when its units' clocks differ or none is).
+    fn anchor(&mut self, file: &FileContents<'_>) -> Option<ClockAnchor> {
+        let logger_id = file.sess.logger_id;
+        let fallback = file
+            .sess
+            .start_time_raw
+            .filter(|&t| t > 0)
+            .or(file.first_time);
+        let anchors: Vec<ClockAnchor> = file
+            .data
+            .iter()
+            .filter_map(|u| ClockAnchor::of(self.src.converter(u), fallback))
+            .collect();
+        if anchors
+            .iter()
+            .any(|a| a.clock_type != anchors[0].clock_type)
+        {
+            self.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!("logger {logger_id}: its buffers use different clocks; the file's header carries the first one's, so a reader dates the others wrongly"),
+                )
+                .logger(logger_id),
+            );
+        }
+        if anchors.is_empty() && !file.data.is_empty() {
+            self.warnings.push(
+                Warning::new(
+                    WarningKind::Time,
+                    format!("logger {logger_id}: its clock is not known, so the file's StartTime and header event carry none and a reader cannot date its events"),
+                )
+                .logger(logger_id),
+            );
+        }
+        anchors.first().copied()
+    }
+
+    /// Write the file `name` of session `s`: the header buffer, the rundown, each unit read
+    /// again and fixed up, then the pending batches; the header rewritten when a unit could
+    /// not be read again. Returns its manifest entry.
+    fn write_file(
+        &self,
+        s: &SourceSession,
+        name: String,
+        file: FileContents<'_>,
+        synthetic: Vec<SyntheticBuffer>,
+        anchor: Option<ClockAnchor>,
+    ) -> Result<ManifestSession, ExtractError> {
+        let (ctx, src, facts) = (self.ctx, self.src, &self.facts);
+        let FileContents {
+            sess,
+            buffer_size,
+            data,
+            mut skipped,
+            ..
+        } = file;
+        let sess = &sess;
         let planned = data.len() + synthetic.len();
-        // A session without a logger context (triage): the file carries etwdump's own clock
-        // anchors, those of its first unit whose clock is known.
-        let anchor = if s.source == "logger_context" {
-            None
-        } else {
-            let fallback = sess.start_time_raw.filter(|&t| t > 0).or(first_time);
-            let anchors: Vec<ClockAnchor> = data
-                .iter()
-                .filter_map(|u| ClockAnchor::of(src.converter(u), fallback))
-                .collect();
-            if anchors
-                .iter()
-                .any(|a| a.clock_type != anchors[0].clock_type)
-            {
-                warnings.push(
-                    Warning::new(
-                        WarningKind::Time,
-                        format!("logger {logger_id}: its buffers use different clocks; the file's header carries the first one's, so a reader dates the others wrongly"),
-                    )
-                    .logger(logger_id),
-                );
-            }
-            if anchors.is_empty() && !data.is_empty() {
-                warnings.push(
-                    Warning::new(
-                        WarningKind::Time,
-                        format!("logger {logger_id}: its clock is not known, so the file's StartTime and header event carry none and a reader cannot date its events"),
-                    )
-                    .logger(logger_id),
-                );
-            }
-            anchors.first().copied()
-        };
-        let header = header_buffer(ctx, sess, &facts, planned as u32 + 1, anchor.as_ref());
-        let mut file = SessionFile::create(dir, &name, header)?;
+        let header = header_buffer(ctx, sess, facts, planned as u32 + 1, anchor.as_ref());
+        let mut out = SessionFile::create(self.dir, &name, header)?;
         // The rundown right after the header buffer.
         let (rundown, synthetic): (Vec<_>, Vec<_>) =
             synthetic.into_iter().partition(|p| p.source == "rundown");
         for p in rundown {
-            p.push_to(&mut file)?;
+            p.push_to(&mut out)?;
         }
         // Each unit read again (one at a time) into a buffer the file's hashing thread hands
         // back, walked, fixed up and written; the next PREFETCH units' pages are asked for
@@ -908,7 +1103,7 @@ pub fn extract(
             if let Some(next) = data.get(i + PREFETCH) {
                 src.prefetch(next);
             }
-            match src.file_buffer(u, buffer_size as usize, file.spare()) {
+            match src.file_buffer(u, buffer_size as usize, out.spare()) {
                 Ok((bytes, w)) => {
                     let entry = ManifestBuffer {
                         source: u.origin,
@@ -919,7 +1114,7 @@ pub fn extract(
                         records: w.count,
                         file_offset: 0,
                     };
-                    file.push(entry, bytes, &w)?;
+                    out.push(entry, bytes, &w)?;
                 }
                 Err(reason) => skipped.push(Skipped {
                     address: place(u),
@@ -928,41 +1123,40 @@ pub fn extract(
             }
         }
         for p in synthetic {
-            p.push_to(&mut file)?;
+            p.push_to(&mut out)?;
         }
-        if file.data_buffers() != planned {
+        if out.data_buffers() != planned {
             // A buffer vanished between the reads: BuffersWritten in the header must match.
-            file.rewrite_header(&header_buffer(
+            out.rewrite_header(&header_buffer(
                 ctx,
                 sess,
-                &facts,
-                file.data_buffers() as u32 + 1,
+                facts,
+                out.data_buffers() as u32 + 1,
                 anchor.as_ref(),
             ))?;
         }
-        sessions.push(file.finish(logger_id, s.name().cloned(), name, skipped, &facts)?);
+        out.finish(sess.logger_id, s.name().cloned(), name, skipped, facts)
     }
-    if let Some(what) = src.unknowable() {
-        warnings.push(Warning::new(
-            WarningKind::Unknowable,
-            format!("not known: {what}"),
-        ));
-    }
+}
+
+/// Write DIR/manifest.json (at `path`, through a temporary name): the manifest of dump
+/// `dump_name`'s `sessions`, with `warnings`. Returns it.
+pub(crate) fn write_manifest(
+    dump_name: &str,
+    sessions: Vec<ManifestSession>,
+    warnings: Vec<Warning>,
+    path: &Path,
+) -> Result<Manifest, ExtractError> {
     let m = Manifest {
         dump: dump_name.to_string(),
         sessions,
         warnings,
     };
-    write_manifest(&m, &manifest_path)?;
-    Ok(m)
-}
-
-/// Write DIR/manifest.json through a temporary name.
-pub(crate) fn write_manifest(m: &Manifest, path: &Path) -> Result<(), ExtractError> {
     let tmp = path.with_file_name(format!(".manifest.json.tmp-{}", std::process::id()));
-    let text = serde_json::to_vec_pretty(m).unwrap_or_default();
+    let text = serde_json::to_vec_pretty(&m).unwrap_or_default();
     std::fs::write(&tmp, text).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    Ok(m)
 }
 
 /// One session's .etl being written (full and triage dumps alike): the header buffer, then

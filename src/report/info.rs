@@ -220,124 +220,22 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
     let kdbg_info = kdbg_info(space, &ctx.kdbg);
 
     let build_lab = kdbg.and_then(|k| k.read_build_lab(space));
-    let windows = match &ctx.kuser {
-        Ok(k) => {
-            let has_build = k.nt_major_version >= 10 && k.build_number() != 0;
-            WindowsVersion {
-                nt_major_version: Some(k.nt_major_version),
-                nt_minor_version: Some(k.nt_minor_version),
-                nt_build_number: has_build.then(|| k.build_number()),
-                nt_build_number_raw: has_build.then(|| hex(u64::from(k.nt_build_number_raw))),
-                kuser_shared_data_unavailable: (!has_build).then(|| {
-                    "NtBuildNumber is not kept in KUSER_SHARED_DATA before Windows 10".into()
-                }),
-                build_lab,
-                build: ctx.build,
-            }
-        }
-        Err(e) => WindowsVersion {
-            nt_major_version: None,
-            nt_minor_version: None,
-            nt_build_number: None,
-            nt_build_number_raw: None,
-            kuser_shared_data_unavailable: Some(format!(
-                "KUSER_SHARED_DATA at {} is not readable: {e}",
-                KUserSharedData::address(ctx.machine.arch)
-            )),
-            build_lab,
-            build: ctx.build,
-        },
-    };
+    let windows = windows_version(ctx, build_lab);
 
-    let loaded_modules = match &ctx.modules {
-        Ok(l) => ModulesInfo {
-            count: l.modules.len(),
-            first: l.modules.first().and_then(|m| m.full_name.clone()),
-            problem: l.incomplete.clone(),
-        },
-        Err(e) => ModulesInfo {
-            count: 0,
-            first: None,
-            problem: Some(format!(
-                "the list head PsLoadedModuleList {} is not readable: {e}",
-                h.ps_loaded_module_list
-            )),
-        },
-    };
-    let kdbg_agrees = match (ctx.base, ctx.kdbg_base, ctx.base_source) {
-        (Some(b), Some(k), Some(s)) if s != KernelBaseSource::Kdbg => Some(b == k),
-        _ => None,
-    };
-    let kernel_base = KernelBase {
-        address: ctx.base.map(|b| b.to_string()),
-        source: ctx.base_source,
-        kdbg_kern_base: ctx.kdbg_base.map(|b| b.to_string()),
-        kdbg_agrees,
-    };
+    let loaded_modules = modules_info(ctx);
+    let kernel_base = kernel_base(ctx);
 
-    let (kernel_image, kernel_pdb, kernel_pdb_unavailable) = match &ctx.image {
-        Some(img) => {
-            let image = img.headers.as_ref().ok().map(|p| ImageInfo {
-                time_date_stamp: hex(u64::from(p.time_date_stamp)),
-                size_of_image: hex(u64::from(p.size_of_image)),
-                number_of_sections: p.number_of_sections,
-                machine: hex(u64::from(p.machine)),
-            });
-            match &img.pdb {
-                Ok(p) => (image, Some(p.clone()), None),
-                Err(e) => (image, None, Some(e.to_string())),
-            }
-        }
-        None => (None, None, Some("the kernel base is unknown".into())),
-    };
+    let (kernel_image, kernel_pdb, kernel_pdb_unavailable) = kernel_image(ctx);
 
     let memory = memory_info(dump, ctx.machine.arch, space);
     let triage = triage_info(dump, ctx.base);
     let image = dump.image().is_some();
-    let mut found_by = BTreeMap::new();
-    let header_or = |image_how: &str| {
-        if image {
-            image_how.to_string()
-        } else {
-            "dump header".to_string()
-        }
-    };
-    found_by.insert(
-        "dtb",
-        match (ctx.machine.found_by(), ctx.machine.problem()) {
-            (Some(how), _) => how.to_string(),
-            (None, Some(why)) => format!("not found: {why}"),
-            (None, None) => header_or("not found"),
-        },
-    );
-    found_by.insert(
-        "processors",
-        match ctx.processors_known() {
-            Some(_) => header_or("KeNumberProcessors (symbols)"),
-            None => "unknown (no KeNumberProcessors)".into(),
-        },
-    );
-    found_by.insert(
-        "system_time",
-        header_or("KUSER_SHARED_DATA.SystemTime; up time: InterruptTime"),
-    );
     let module_head = if image {
         ctx.global("PsLoadedModuleList")
     } else {
         Some(h.ps_loaded_module_list)
     };
-    found_by.insert(
-        "ps_loaded_module_list",
-        header_or("PsLoadedModuleList (symbols)"),
-    );
-    found_by.insert(
-        "ps_active_process_head",
-        header_or("PsActiveProcessHead (symbols)"),
-    );
-    found_by.insert(
-        "kd_debugger_data_block",
-        header_or("KdDebuggerDataBlock (symbols)"),
-    );
+    let found_by = found_by(ctx, image);
 
     InfoReport {
         file_size: dump.len(),
@@ -397,6 +295,141 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         found_by,
         warnings,
     }
+}
+
+/// The Windows version: from KUSER_SHARED_DATA (NtBuildNumber from Windows 10), with the
+/// build lab KDBG gives and the build the context uses.
+fn windows_version(
+    ctx: &KernelContext<'_>,
+    build_lab: Option<crate::text::Untrusted>,
+) -> WindowsVersion {
+    match &ctx.kuser {
+        Ok(k) => {
+            let has_build = k.nt_major_version >= 10 && k.build_number() != 0;
+            WindowsVersion {
+                nt_major_version: Some(k.nt_major_version),
+                nt_minor_version: Some(k.nt_minor_version),
+                nt_build_number: has_build.then(|| k.build_number()),
+                nt_build_number_raw: has_build.then(|| hex(u64::from(k.nt_build_number_raw))),
+                kuser_shared_data_unavailable: (!has_build).then(|| {
+                    "NtBuildNumber is not kept in KUSER_SHARED_DATA before Windows 10".into()
+                }),
+                build_lab,
+                build: ctx.build,
+            }
+        }
+        Err(e) => WindowsVersion {
+            nt_major_version: None,
+            nt_minor_version: None,
+            nt_build_number: None,
+            nt_build_number_raw: None,
+            kuser_shared_data_unavailable: Some(format!(
+                "KUSER_SHARED_DATA at {} is not readable: {e}",
+                KUserSharedData::address(ctx.machine.arch)
+            )),
+            build_lab,
+            build: ctx.build,
+        },
+    }
+}
+
+/// The loaded-module list: how many modules, the first one's name, and what cut it short.
+fn modules_info(ctx: &KernelContext<'_>) -> ModulesInfo {
+    let h = ctx.dump.header();
+    match &ctx.modules {
+        Ok(l) => ModulesInfo {
+            count: l.modules.len(),
+            first: l.modules.first().and_then(|m| m.full_name.clone()),
+            problem: l.incomplete.clone(),
+        },
+        Err(e) => ModulesInfo {
+            count: 0,
+            first: None,
+            problem: Some(format!(
+                "the list head PsLoadedModuleList {} is not readable: {e}",
+                h.ps_loaded_module_list
+            )),
+        },
+    }
+}
+
+/// The kernel base, where it was found, and whether KDBG's KernBase agrees.
+fn kernel_base(ctx: &KernelContext<'_>) -> KernelBase {
+    let kdbg_agrees = match (ctx.base, ctx.kdbg_base, ctx.base_source) {
+        (Some(b), Some(k), Some(s)) if s != KernelBaseSource::Kdbg => Some(b == k),
+        _ => None,
+    };
+    KernelBase {
+        address: ctx.base.map(|b| b.to_string()),
+        source: ctx.base_source,
+        kdbg_kern_base: ctx.kdbg_base.map(|b| b.to_string()),
+        kdbg_agrees,
+    }
+}
+
+/// The kernel image's headers and its PDB identity, or why the PDB is not known.
+fn kernel_image(
+    ctx: &KernelContext<'_>,
+) -> (Option<ImageInfo>, Option<PdbIdentity>, Option<String>) {
+    match &ctx.image {
+        Some(img) => {
+            let image = img.headers.as_ref().ok().map(|p| ImageInfo {
+                time_date_stamp: hex(u64::from(p.time_date_stamp)),
+                size_of_image: hex(u64::from(p.size_of_image)),
+                number_of_sections: p.number_of_sections,
+                machine: hex(u64::from(p.machine)),
+            });
+            match &img.pdb {
+                Ok(p) => (image, Some(p.clone()), None),
+                Err(e) => (image, None, Some(e.to_string())),
+            }
+        }
+        None => (None, None, Some("the kernel base is unknown".into())),
+    }
+}
+
+/// How each of the machine's facts was found (`image`: a memory image, which has no header).
+fn found_by(ctx: &KernelContext<'_>, image: bool) -> BTreeMap<&'static str, String> {
+    let mut found_by = BTreeMap::new();
+    let header_or = |image_how: &str| {
+        if image {
+            image_how.to_string()
+        } else {
+            "dump header".to_string()
+        }
+    };
+    found_by.insert(
+        "dtb",
+        match (ctx.machine.found_by(), ctx.machine.problem()) {
+            (Some(how), _) => how.to_string(),
+            (None, Some(why)) => format!("not found: {why}"),
+            (None, None) => header_or("not found"),
+        },
+    );
+    found_by.insert(
+        "processors",
+        match ctx.processors_known() {
+            Some(_) => header_or("KeNumberProcessors (symbols)"),
+            None => "unknown (no KeNumberProcessors)".into(),
+        },
+    );
+    found_by.insert(
+        "system_time",
+        header_or("KUSER_SHARED_DATA.SystemTime; up time: InterruptTime"),
+    );
+    found_by.insert(
+        "ps_loaded_module_list",
+        header_or("PsLoadedModuleList (symbols)"),
+    );
+    found_by.insert(
+        "ps_active_process_head",
+        header_or("PsActiveProcessHead (symbols)"),
+    );
+    found_by.insert(
+        "kd_debugger_data_block",
+        header_or("KdDebuggerDataBlock (symbols)"),
+    );
+    found_by
 }
 
 /// The layout checks of a memory dump (none for a triage dump, which holds no logger context

@@ -231,12 +231,6 @@ impl Scan {
             );
             sessions.push(file.finish(g.logger_id, g.name.clone(), name, skipped, &facts)?);
         }
-        let m = Manifest {
-            dump: dump_name.to_string(),
-            sessions,
-            warnings,
-        };
-        write_manifest(&m, &manifest_path)?;
-        Ok(m)
+        write_manifest(dump_name, sessions, warnings, &manifest_path)
     }
 }

@@ -335,94 +335,9 @@ impl Symbols {
         let total = builtin::corpus::entries().len();
         let mut notes = Vec::new();
         let description = match kind {
-            CorpusMatch::Exact => {
-                for (name, constants) in entry.enums() {
-                    self.builtin.insert_enum(name, constants.to_vec());
-                }
-                self.builtin_rvas = entry.symbols().clone().into_iter().collect();
-                notes.push(format!(
-                    "built-in exact match: the kernel's PDB GUID and age are those of \
-                     {} in the built-in table of {total} ntkrnlmp.pdb builds; its layouts, \
-                     global RVAs and enums are used",
-                    entry.version
-                ));
-                if build != entry.major {
-                    notes.push(format!(
-                        "the dump says build {build}; its kernel binary is {} (one kernel \
-                         can serve several build numbers, e.g. 19041-19045)",
-                        entry.version
-                    ));
-                }
-                format!("built-in exact match: {}", entry.version)
-            }
+            CorpusMatch::Exact => self.use_exact(entry, build, total, &mut notes),
             CorpusMatch::Nearest => {
-                let variants: Vec<String> =
-                    ["_WMI_LOGGER_CONTEXT", "_ETW_SILODRIVERSTATE", "_KPRCB"]
-                        .iter()
-                        .map(|t| (t, builtin::corpus::variants_in_major(entry.major, t)))
-                        .filter(|(_, n)| *n > 1)
-                        .map(|(t, n)| format!("{n} of {t}"))
-                        .collect();
-                notes.push(format!(
-                    "built-in nearest earlier layout: the kernel (build {build}{}) is not among \
-                     the {total} builds of the built-in table; the layouts of {}{}, the newest \
-                     build of {} there, are used{}; global RVAs are not (they differ between \
-                     builds): give the kernel's PDB or ISF for exact layouts and globals",
-                    kernel.map(|k| format!(", {k}")).unwrap_or_default(),
-                    entry.version,
-                    entry
-                        .source
-                        .as_ref()
-                        .map(|s| format!(
-                            " (public layouts from {s}, see tools/public_layouts/SOURCES.md)"
-                        ))
-                        .unwrap_or_default(),
-                    entry.major,
-                    if variants.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            " (the table has several layouts within {}: {})",
-                            entry.major,
-                            variants.join(", ")
-                        )
-                    }
-                ));
-                let others = builtin::corpus::variants(entry);
-                if !others.is_empty() {
-                    notes.push(format!(
-                        "the table has another layout of {} too, chosen only by evidence in memory: {} (see \
-                         tools/public_layouts/SOURCES.md); `info` (Layout check, \
-                         _ETW_SILODRIVERSTATE) says which one the dump has",
-                        entry.version,
-                        others
-                            .iter()
-                            .map(|b| format!(
-                                "{} ({})",
-                                b.variant.as_deref().unwrap_or("?"),
-                                b.release.as_deref().unwrap_or("?")
-                            ))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
-                if !borrowed.is_empty() {
-                    notes.push(format!(
-                        "the public layouts of {} lack {}: taken from the newest earlier build \
-                         of the table that has them",
-                        entry.version,
-                        borrowed.join(", ")
-                    ));
-                }
-                format!(
-                    "built-in nearest earlier layout: {} ({}not an exact match)",
-                    entry.version,
-                    match (&entry.source, &entry.release) {
-                        (Some(s), Some(r)) => format!("{r}, public layouts from {s}; "),
-                        (Some(s), None) => format!("public layouts from {s}; "),
-                        _ => String::new(),
-                    }
-                )
+                nearest_notes(entry, build, kernel, total, &borrowed, &mut notes)
             }
         };
         // The hand-written caveats describe layouts the corpus has replaced; only the KDBG
@@ -445,6 +360,36 @@ impl Symbols {
             description,
         });
         self
+    }
+
+    /// Use corpus entry `entry`, an exact match of the kernel (the dump says build `build`; the
+    /// table has `total` builds): its enums and global RVAs too. Adds what it says to `notes`;
+    /// returns the description.
+    fn use_exact(
+        &mut self,
+        entry: &builtin::corpus::CorpusBuild,
+        build: u32,
+        total: usize,
+        notes: &mut Vec<String>,
+    ) -> String {
+        for (name, constants) in entry.enums() {
+            self.builtin.insert_enum(name, constants.to_vec());
+        }
+        self.builtin_rvas = entry.symbols().clone().into_iter().collect();
+        notes.push(format!(
+            "built-in exact match: the kernel's PDB GUID and age are those of \
+             {} in the built-in table of {total} ntkrnlmp.pdb builds; its layouts, \
+             global RVAs and enums are used",
+            entry.version
+        ));
+        if build != entry.major {
+            notes.push(format!(
+                "the dump says build {build}; its kernel binary is {} (one kernel \
+                 can serve several build numbers, e.g. 19041-19045)",
+                entry.version
+            ));
+        }
+        format!("built-in exact match: {}", entry.version)
     }
 
     /// Drop the built-in corpus RVAs when a global the dump itself reveals (`known`: name and
@@ -530,4 +475,81 @@ impl Symbols {
     pub fn own_types(&self) -> &TypeStore {
         &self.types
     }
+}
+
+/// What to say of corpus entry `entry` used as the nearest earlier layout for a kernel of
+/// build `build` (identity `kernel`; the table has `total` builds; `borrowed`: the structures
+/// taken from earlier entries): notes added to `notes`; returns the description.
+fn nearest_notes(
+    entry: &builtin::corpus::CorpusBuild,
+    build: u32,
+    kernel: Option<&PdbIdentity>,
+    total: usize,
+    borrowed: &[String],
+    notes: &mut Vec<String>,
+) -> String {
+    let variants: Vec<String> = ["_WMI_LOGGER_CONTEXT", "_ETW_SILODRIVERSTATE", "_KPRCB"]
+        .iter()
+        .map(|t| (t, builtin::corpus::variants_in_major(entry.major, t)))
+        .filter(|(_, n)| *n > 1)
+        .map(|(t, n)| format!("{n} of {t}"))
+        .collect();
+    notes.push(format!(
+        "built-in nearest earlier layout: the kernel (build {build}{}) is not among \
+         the {total} builds of the built-in table; the layouts of {}{}, the newest \
+         build of {} there, are used{}; global RVAs are not (they differ between \
+         builds): give the kernel's PDB or ISF for exact layouts and globals",
+        kernel.map(|k| format!(", {k}")).unwrap_or_default(),
+        entry.version,
+        entry
+            .source
+            .as_ref()
+            .map(|s| format!(" (public layouts from {s}, see tools/public_layouts/SOURCES.md)"))
+            .unwrap_or_default(),
+        entry.major,
+        if variants.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (the table has several layouts within {}: {})",
+                entry.major,
+                variants.join(", ")
+            )
+        }
+    ));
+    let others = builtin::corpus::variants(entry);
+    if !others.is_empty() {
+        notes.push(format!(
+            "the table has another layout of {} too, chosen only by evidence in memory: {} (see \
+             tools/public_layouts/SOURCES.md); `info` (Layout check, \
+             _ETW_SILODRIVERSTATE) says which one the dump has",
+            entry.version,
+            others
+                .iter()
+                .map(|b| format!(
+                    "{} ({})",
+                    b.variant.as_deref().unwrap_or("?"),
+                    b.release.as_deref().unwrap_or("?")
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !borrowed.is_empty() {
+        notes.push(format!(
+            "the public layouts of {} lack {}: taken from the newest earlier build \
+             of the table that has them",
+            entry.version,
+            borrowed.join(", ")
+        ));
+    }
+    format!(
+        "built-in nearest earlier layout: {} ({}not an exact match)",
+        entry.version,
+        match (&entry.source, &entry.release) {
+            (Some(s), Some(r)) => format!("{r}, public layouts from {s}; "),
+            (Some(s), None) => format!("public layouts from {s}; "),
+            _ => String::new(),
+        }
+    )
 }

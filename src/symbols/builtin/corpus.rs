@@ -339,33 +339,11 @@ fn from_raw(raw: RawTable) -> Result<CorpusTable, String> {
             raw.build_count
         ));
     }
-    let mut layouts = Vec::with_capacity(raw.types.len());
-    for (name, kind, size, fields) in raw.types {
-        let ctx = |e: String| format!("type {name}: {e}");
-        if size == 0 || size > MAX_STRUCT_SIZE {
-            return Err(ctx(format!("size {size:#x}")));
-        }
-        let mut l = StructLayout::new(&name, size, LayoutSource::BuiltinExact);
-        l.is_union = match kind.as_str() {
-            "s" => false,
-            "u" => true,
-            k => return Err(ctx(format!("kind {k:?}"))),
-        };
-        for (fname, offset, ty) in fields.unwrap_or_default() {
-            if offset >= size {
-                return Err(ctx(format!("{fname} at {offset:#x} is past the size")));
-            }
-            let ty =
-                parse_type(&ty, &raw.base_types, 0).map_err(|e| ctx(format!("{fname}: {e}")))?;
-            l.fields.push(Field {
-                name: fname.into(),
-                offset,
-                ty,
-            });
-        }
-        l.normalize();
-        layouts.push(Arc::new(l));
-    }
+    let layouts = raw
+        .types
+        .into_iter()
+        .map(|t| raw_layout(t, &raw.base_types).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
     let enums: Vec<Arc<Enum>> = raw
         .enums
         .into_iter()
@@ -373,85 +351,7 @@ fn from_raw(raw: RawTable) -> Result<CorpusTable, String> {
         .collect();
     let mut builds = Vec::with_capacity(raw.builds.len());
     for b in raw.builds {
-        let ctx = |e: String| format!("build {}: {e}", b.version);
-        match (&b.guid, b.age, &b.source) {
-            (Some(g), Some(_), None) => {
-                if g.len() != 32 || !g.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Err(ctx(format!("GUID {g:?}")));
-                }
-            }
-            (None, None, Some(s)) => {
-                if s.is_empty() {
-                    return Err(ctx("empty source".into()));
-                }
-                if b.symbols.iter().any(Option::is_some) {
-                    return Err(ctx("a public layout with RVAs".into()));
-                }
-            }
-            _ => {
-                return Err(ctx(
-                    "needs a GUID and an age (corpus build) or a source (public layout)".into(),
-                ))
-            }
-        }
-        let parts: Vec<u32> = b
-            .version
-            .split('.')
-            .map(|p| p.parse::<u32>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| ctx("version is not numeric".into()))?;
-        if parts.len() != 4 || parts[2] != b.major {
-            return Err(ctx(format!("version does not match major {}", b.major)));
-        }
-        let mut types = Vec::with_capacity(b.types.len());
-        for &i in &b.types {
-            let l = layouts
-                .get(i)
-                .ok_or_else(|| ctx(format!("type index {i} out of range")))?;
-            if types
-                .iter()
-                .any(|(_, t): &(usize, Arc<StructLayout>)| t.name == l.name)
-            {
-                return Err(ctx(format!("two layouts of {}", l.name)));
-            }
-            types.push((i, Arc::clone(l)));
-        }
-        let mut benums: Vec<Arc<Enum>> = Vec::with_capacity(b.enums.len());
-        for &i in &b.enums {
-            let e = enums
-                .get(i)
-                .ok_or_else(|| ctx(format!("enum index {i} out of range")))?;
-            if benums.iter().any(|x| x.0 == e.0) {
-                return Err(ctx(format!("two variants of enum {}", e.0)));
-            }
-            benums.push(Arc::clone(e));
-        }
-        if b.symbols.len() != raw.kept_symbols.len() {
-            return Err(ctx(format!(
-                "{} RVAs for {} globals",
-                b.symbols.len(),
-                raw.kept_symbols.len()
-            )));
-        }
-        let symbols = raw
-            .kept_symbols
-            .iter()
-            .zip(&b.symbols)
-            .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
-            .collect();
-        builds.push(CorpusBuild {
-            guid: b.guid.map(|g| g.to_ascii_uppercase()),
-            age: b.age,
-            source: b.source,
-            release: b.release,
-            variant: b.variant,
-            version: b.version,
-            major: b.major,
-            revision: parts[3],
-            types,
-            enums: benums,
-            symbols,
-        });
+        builds.push(b.into_build(&layouts, &enums, &raw.kept_symbols)?);
     }
     builds.sort_by(|a, b| {
         (a.major, a.revision, &a.guid, a.age, &a.variant)
@@ -478,6 +378,127 @@ fn from_raw(raw: RawTable) -> Result<CorpusTable, String> {
         builds,
         by_identity,
     })
+}
+
+/// One layout of the table's `types`, its size, kind and field offsets checked.
+fn raw_layout(
+    t: RawType,
+    base_types: &BTreeMap<String, (u64, bool)>,
+) -> Result<StructLayout, String> {
+    let (name, kind, size, fields) = t;
+    let ctx = |e: String| format!("type {name}: {e}");
+    if size == 0 || size > MAX_STRUCT_SIZE {
+        return Err(ctx(format!("size {size:#x}")));
+    }
+    let mut l = StructLayout::new(&name, size, LayoutSource::BuiltinExact);
+    l.is_union = match kind.as_str() {
+        "s" => false,
+        "u" => true,
+        k => return Err(ctx(format!("kind {k:?}"))),
+    };
+    for (fname, offset, ty) in fields.unwrap_or_default() {
+        if offset >= size {
+            return Err(ctx(format!("{fname} at {offset:#x} is past the size")));
+        }
+        let ty = parse_type(&ty, base_types, 0).map_err(|e| ctx(format!("{fname}: {e}")))?;
+        l.fields.push(Field {
+            name: fname.into(),
+            offset,
+            ty,
+        });
+    }
+    l.normalize();
+    Ok(l)
+}
+
+impl RawBuild {
+    /// The build, its identity (or public-layout source), version, layouts, enums and RVAs
+    /// checked against the table's `layouts`, `enums` and `kept_symbols`.
+    fn into_build(
+        self,
+        layouts: &[Arc<StructLayout>],
+        enums: &[Arc<Enum>],
+        kept_symbols: &[String],
+    ) -> Result<CorpusBuild, String> {
+        let ctx = |e: String| format!("build {}: {e}", self.version);
+        match (&self.guid, self.age, &self.source) {
+            (Some(g), Some(_), None) => {
+                if g.len() != 32 || !g.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(ctx(format!("GUID {g:?}")));
+                }
+            }
+            (None, None, Some(s)) => {
+                if s.is_empty() {
+                    return Err(ctx("empty source".into()));
+                }
+                if self.symbols.iter().any(Option::is_some) {
+                    return Err(ctx("a public layout with RVAs".into()));
+                }
+            }
+            _ => {
+                return Err(ctx(
+                    "needs a GUID and an age (corpus build) or a source (public layout)".into(),
+                ))
+            }
+        }
+        let parts: Vec<u32> = self
+            .version
+            .split('.')
+            .map(|p| p.parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| ctx("version is not numeric".into()))?;
+        if parts.len() != 4 || parts[2] != self.major {
+            return Err(ctx(format!("version does not match major {}", self.major)));
+        }
+        let mut types = Vec::with_capacity(self.types.len());
+        for &i in &self.types {
+            let l = layouts
+                .get(i)
+                .ok_or_else(|| ctx(format!("type index {i} out of range")))?;
+            if types
+                .iter()
+                .any(|(_, t): &(usize, Arc<StructLayout>)| t.name == l.name)
+            {
+                return Err(ctx(format!("two layouts of {}", l.name)));
+            }
+            types.push((i, Arc::clone(l)));
+        }
+        let mut benums: Vec<Arc<Enum>> = Vec::with_capacity(self.enums.len());
+        for &i in &self.enums {
+            let e = enums
+                .get(i)
+                .ok_or_else(|| ctx(format!("enum index {i} out of range")))?;
+            if benums.iter().any(|x| x.0 == e.0) {
+                return Err(ctx(format!("two variants of enum {}", e.0)));
+            }
+            benums.push(Arc::clone(e));
+        }
+        if self.symbols.len() != kept_symbols.len() {
+            return Err(ctx(format!(
+                "{} RVAs for {} globals",
+                self.symbols.len(),
+                kept_symbols.len()
+            )));
+        }
+        let symbols = kept_symbols
+            .iter()
+            .zip(&self.symbols)
+            .filter_map(|(n, v)| v.map(|v| (n.clone(), v)))
+            .collect();
+        Ok(CorpusBuild {
+            guid: self.guid.map(|g| g.to_ascii_uppercase()),
+            age: self.age,
+            source: self.source,
+            release: self.release,
+            variant: self.variant,
+            version: self.version,
+            major: self.major,
+            revision: parts[3],
+            types,
+            enums: benums,
+            symbols,
+        })
+    }
 }
 
 /// A type string of the table: `b:NAME` (base), `v` (void), `f` (function), `*T` (pointer),
