@@ -39,6 +39,8 @@ struct Class {
     hooks: &'static [u16],
     version: u8,
     fields: &'static [(&'static str, Ty)],
+    /// Fields newer builds append: decoded only when the payload goes on after `fields`.
+    tail: &'static [(&'static str, Ty)],
 }
 
 /// The classes decoded, one home for their layouts (etl::rundown writes the same fields).
@@ -61,6 +63,7 @@ const CLASSES: &[Class] = &[
             ("PackageFullName", Ty::Utf16Z),
             ("ApplicationId", Ty::Utf16Z),
         ],
+        tail: &[],
     },
     Class {
         name: "Thread_V3_TypeGroup1",
@@ -82,6 +85,9 @@ const CLASSES: &[Class] = &[
             ("IoPriority", Ty::U8),
             ("ThreadFlags", Ty::U8),
         ],
+        // The real ShutdownPerfDiagLogger.etl (shared/data) has it on every thread event:
+        // an empty name is its 2-byte NUL (records of 0x6a bytes), a named thread longer.
+        tail: &[("ThreadName", Ty::Utf16Z)],
     },
     Class {
         name: "Image_Load",
@@ -103,6 +109,7 @@ const CLASSES: &[Class] = &[
             ("Reserved4", Ty::U32),
             ("FileName", Ty::Utf16Z),
         ],
+        tail: &[],
     },
 ];
 
@@ -207,7 +214,13 @@ fn decode_fields(class: &Class, p: &[u8], ptr: usize) -> Payload {
         ..Payload::default()
     };
     let mut at = 0usize;
-    for &(name, ty) in class.fields {
+    let mut last = "";
+    for (i, &(name, ty)) in class.fields.iter().chain(class.tail).enumerate() {
+        // A field of the tail is there only if the payload goes on.
+        if i >= class.fields.len() && at == p.len() {
+            break;
+        }
+        last = name;
         match read(ty, p, at, ptr) {
             Ok((v, n)) => {
                 out.fields.push((name, v));
@@ -221,9 +234,8 @@ fn decode_fields(class: &Class, p: &[u8], ptr: usize) -> Payload {
     }
     if at < p.len() {
         out.problem = Some(format!(
-            "{} bytes after the last field ({})",
-            p.len() - at,
-            class.fields.last().map_or("", |f| f.0)
+            "{} bytes after the last field ({last})",
+            p.len() - at
         ));
     }
     out
