@@ -211,3 +211,100 @@ fn bad_filter_values_are_refused() {
         assert!(err.contains(msg), "{args:?}: {err}");
     }
 }
+
+fn switches(extra: &[&str]) -> (Vec<Value>, Vec<String>) {
+    let mut args = vec!["cswitch", DUMP, "--pdb", PDB, "--format", "json"];
+    args.extend_from_slice(extra);
+    let r = etwdump(&args);
+    assert!(
+        r.status.success(),
+        "{extra:?}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let j: Value = serde_json::from_slice(&r.stdout).unwrap();
+    let warnings = j["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["message"].as_str().unwrap().to_string())
+        .collect();
+    (j["records"].as_array().unwrap().clone(), warnings)
+}
+
+/// `cswitch` filters: a switch is kept when its old or new thread (process) matches; each
+/// filter gives exactly the unfiltered rows its definition selects; `old_pid`/`new_pid` agree
+/// with the process column's "name (pid)".
+#[test]
+fn cswitch_filters_select_either_side() {
+    let (all, _) = switches(&[]);
+    assert_eq!(all.len(), 1435);
+    for r in &all {
+        for side in ["old", "new"] {
+            let (pid, name) = (&r[format!("{side}_pid")], &r[format!("{side}_process")]);
+            match (pid.as_u64(), name.as_str()) {
+                (Some(0), Some(n)) => assert_eq!(n, "Idle"),
+                (Some(p), Some(n)) => assert!(n.ends_with(&format!(" ({p})")), "{n} {p}"),
+                (None, n) => assert!(n.is_none(), "{r}"),
+                (Some(p), None) => panic!("pid {p} without a process name: {r}"),
+            }
+        }
+    }
+    let pid = 4836u64;
+    let tid = all[all.len() / 2]["new_tid"].as_u64().unwrap();
+    let mut times: Vec<String> = all
+        .iter()
+        .filter_map(|r| r["time"].as_str().map(str::to_string))
+        .collect();
+    times.sort();
+    let (t0, t1) = (
+        times[times.len() / 3].clone(),
+        times[2 * times.len() / 3].clone(),
+    );
+    let (f0, f1) = (filetime(&t0), filetime(&t1));
+    type Pick<'a> = Box<dyn Fn(&Value) -> bool + 'a>;
+    let cases: Vec<(Vec<String>, Pick)> = vec![
+        (
+            vec!["--pid".into(), pid.to_string()],
+            Box::new(|r| r["old_pid"] == pid || r["new_pid"] == pid),
+        ),
+        (
+            vec!["--tid".into(), tid.to_string()],
+            Box::new(|r| r["old_tid"] == tid || r["new_tid"] == tid),
+        ),
+        (
+            vec!["--since".into(), t0.clone(), "--until".into(), t1.clone()],
+            Box::new(|r| {
+                r["time_flag"].is_null()
+                    && r["time"]
+                        .as_str()
+                        .is_some_and(|t| (f0..=f1).contains(&filetime(t)))
+            }),
+        ),
+    ];
+    for (args, pick) in &cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (got, _) = switches(&a);
+        let want: Vec<&Value> = all.iter().filter(|r| pick(r)).collect();
+        assert!(
+            !want.is_empty() && want.len() < all.len(),
+            "{args:?}: {}",
+            want.len()
+        );
+        assert_eq!(got.iter().collect::<Vec<_>>(), want, "{args:?}");
+    }
+    // Switches between two threads the thread list does not know are counted, not matched.
+    let (_, w) = switches(&["--pid", &pid.to_string()]);
+    let unknown = all
+        .iter()
+        .filter(|r| {
+            !(r["old_pid"] == pid || r["new_pid"] == pid)
+                && (r["old_pid"].is_null() || r["new_pid"].is_null())
+        })
+        .count();
+    assert!(unknown > 0);
+    assert!(
+        w.iter()
+            .any(|m| m.starts_with(&format!("{unknown} switches left out by --pid"))),
+        "{w:?}"
+    );
+}

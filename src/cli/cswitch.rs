@@ -7,6 +7,7 @@ use etwdump::kernel::context::KernelContext;
 use etwdump::render::output::Renderer;
 use etwdump::render::svg;
 use etwdump::report::cswitch::{self, Last, SwitchRow};
+use etwdump::report::filter::{FilterStats, SwitchFilter};
 use etwdump::warning::{Warning, WarningKind};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,18 @@ pub struct Args {
     /// Only this CPU
     #[arg(long)]
     cpu: Option<u64>,
+    /// Only switches from or to a thread of these processes (the dump's thread list)
+    #[arg(long, value_delimiter = ',', value_name = "PID")]
+    pid: Vec<u32>,
+    /// Only switches from or to these threads
+    #[arg(long, value_delimiter = ',', value_name = "TID")]
+    tid: Vec<u32>,
+    /// Only switches at or after this UTC time (YYYY-MM-DD[THH:MM:SS[.fffffff]][Z])
+    #[arg(long, value_name = "TIME", value_parser = etwdump::time::parse_utc)]
+    since: Option<u64>,
+    /// Only switches at or before this UTC time
+    #[arg(long, value_name = "TIME", value_parser = etwdump::time::parse_utc)]
+    until: Option<u64>,
     /// Only the switches of the last DURATION before the dump (e.g. 250ms, 2s, 1.5s)
     #[arg(long, value_name = "DURATION", value_parser = etwdump::time::parse_duration)]
     last: Option<u64>,
@@ -63,7 +76,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     })
 }
 
-/// The switches of the source `a` asks for, each given to `row`; the warnings.
+/// The switches of the source `a` asks for that its filters keep, each given to `row`; the
+/// warnings (with the count of switches left out for an unknown process or time).
 fn stream(
     a: &Args,
     ctx: &KernelContext<'_>,
@@ -71,14 +85,22 @@ fn stream(
     row: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
 ) -> anyhow::Result<Vec<Warning>> {
     let src = source(ctx, a.carved);
-    Ok(cswitch::stream_with(
-        ctx,
-        src,
-        a.cpu,
-        last,
-        a.per_record,
-        row,
-    )?)
+    let filter = SwitchFilter {
+        pids: a.pid.clone(),
+        tids: a.tid.clone(),
+        since: a.since,
+        until: a.until,
+    };
+    let mut stats = FilterStats::default();
+    let mut w = cswitch::stream_with(ctx, src, a.cpu, last, a.per_record, &mut |s| {
+        if filter.keeps(s, &mut stats) {
+            row(s)
+        } else {
+            Ok(())
+        }
+    })?;
+    w.extend(stats.warnings("switches"));
+    Ok(w)
 }
 
 /// `--svg`: the chart needs every row at once: collect them, draw, then list them.

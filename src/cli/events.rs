@@ -114,7 +114,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 Ok(())
             }
         })?;
-        warnings.extend(stats.warnings());
+        warnings.extend(stats.warnings("records"));
         warnings.extend(rows.untimed_warning());
         finish(r, rows, &warnings)
     })

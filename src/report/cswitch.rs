@@ -72,8 +72,14 @@ pub struct SwitchRow {
     pub time_flag: Option<&'static str>,
     pub old_tid: u32,
     pub old_process: Option<crate::text::Untrusted>,
+    /// The process id of the old thread's process, as the process column names it (the
+    /// dump's thread list: the process the thread belongs to when the memory was taken; 0 for
+    /// the idle thread); null when the thread is not in the list.
+    pub old_pid: Option<u32>,
     pub new_tid: Option<u32>,
     pub new_process: Option<crate::text::Untrusted>,
+    /// The new thread's process id (as `old_pid`).
+    pub new_pid: Option<u32>,
     pub old_priority: Option<i8>,
     pub new_priority: Option<i8>,
     pub old_state: Option<String>,
@@ -633,6 +639,16 @@ impl Gather<'_, '_, '_> {
 }
 
 impl Plan<'_, '_> {
+    /// The process id of thread `tid` (0 for the idle thread), from the thread list.
+    fn pid(&self, tid: u32) -> Option<u32> {
+        if tid == 0 {
+            return Some(0);
+        }
+        self.by_tid
+            .get(&u64::from(tid))
+            .and_then(|(pid, _)| u32::try_from(*pid).ok())
+    }
+
     fn process(&self, tid: u32) -> Option<crate::text::Untrusted> {
         if tid == 0 {
             return Some("Idle".into());
@@ -682,8 +698,10 @@ impl Plan<'_, '_> {
             time_flag,
             old_tid: r.old_tid,
             old_process: self.process(r.old_tid),
+            old_pid: self.pid(r.old_tid),
             new_tid: r.new_tid,
             new_process: r.new_tid.and_then(|t| self.process(t)),
+            new_pid: r.new_tid.and_then(|t| self.pid(t)),
             old_priority: r.old_priority,
             new_priority: r.new_priority,
             old_state: self.names.state(r.old_state),

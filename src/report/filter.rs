@@ -1,6 +1,6 @@
-//! Filters on the per-record listing of `events` (issue 29 item 3): by process, thread,
-//! provider, event id, kernel hook and UTC time, applied to each row as it is streamed (no
-//! row is held).
+//! Filters on the per-record listings (issue 29 item 3): `events` by process, thread,
+//! provider, event id, kernel hook and UTC time; `cswitch` by process, thread and UTC time
+//! (either side of the switch). Applied to each row as it is streamed (no row is held).
 //!
 //! A row is kept only when every given filter is established for it. A row whose value is not
 //! known (no process id in its header, no UTC time, or a time flagged as impossible:
@@ -8,6 +8,7 @@
 //! many were left out that way, so that an empty result is never mistaken for "nothing
 //! happened".
 
+use super::cswitch::SwitchRow;
 use super::events::EventRow;
 use crate::bytes::guid_text;
 use crate::etw::provider_names::PROVIDER_NAMES;
@@ -124,9 +125,64 @@ impl EventFilter {
     }
 }
 
+/// What `cswitch` keeps: a switch matches `pids`/`tids` when its old or its new thread does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchFilter {
+    pub pids: Vec<u32>,
+    pub tids: Vec<u32>,
+    /// FILETIME bounds, inclusive.
+    pub since: Option<u64>,
+    pub until: Option<u64>,
+}
+
+impl SwitchFilter {
+    /// No filter given.
+    pub fn is_empty(&self) -> bool {
+        *self == SwitchFilter::default()
+    }
+
+    /// Whether `r` is kept, counted in `stats` (as [`EventFilter::keeps`]: a switch whose
+    /// process or time is unknown is counted only when nothing else excludes it).
+    pub fn keeps(&self, r: &SwitchRow, stats: &mut FilterStats) -> bool {
+        let tid = self.tids.is_empty()
+            || self.tids.contains(&r.old_tid)
+            || r.new_tid.is_some_and(|t| self.tids.contains(&t));
+        // Pid: matched by either side; unknown when no side matches and a side is unknown.
+        let pid_match = self.pids.is_empty()
+            || [r.old_pid, r.new_pid]
+                .iter()
+                .any(|p| p.is_some_and(|p| self.pids.contains(&p)));
+        let pid_unknown = !pid_match && (r.old_pid.is_none() || r.new_pid.is_none());
+        let timed = self.since.is_some() || self.until.is_some();
+        let time = r.filetime.filter(|_| r.time_flag.is_none());
+        let time_no = timed
+            && time.is_some_and(|t| {
+                self.since.is_some_and(|s| t < s) || self.until.is_some_and(|u| t > u)
+            });
+        let keep = if !tid || time_no || (!pid_match && !pid_unknown) {
+            false
+        } else if timed && time.is_none() {
+            stats.unknown_time += 1;
+            false
+        } else if !pid_match {
+            stats.unknown_pid += 1;
+            false
+        } else {
+            true
+        };
+        if keep {
+            stats.kept += 1;
+        } else {
+            stats.dropped += 1;
+        }
+        keep
+    }
+}
+
 impl FilterStats {
-    /// One warning per kind of row left out for a value it does not have.
-    pub fn warnings(&self) -> Vec<Warning> {
+    /// One warning per kind of row left out for a value it does not have; `rows` names them
+    /// (`records`, `switches`).
+    pub fn warnings(&self, rows: &str) -> Vec<Warning> {
         let mut w = Vec::new();
         for (n, what, why) in [
             (
@@ -134,13 +190,17 @@ impl FilterStats {
                 "--since/--until/--last",
                 "have no UTC time (their clock cannot be converted) or a time flagged as impossible",
             ),
-            (self.unknown_pid, "--pid", "carry no process id"),
+            (
+                self.unknown_pid,
+                "--pid",
+                "carry no process id (cswitch: a thread not in the dump's thread list)",
+            ),
             (self.unknown_tid, "--tid", "carry no thread id"),
         ] {
             if n > 0 {
                 w.push(Warning::new(
                     WarningKind::Other,
-                    format!("{n} records left out by {what}: they {why}, so they cannot be shown to match"),
+                    format!("{n} {rows} left out by {what}: they {why}, so they cannot be shown to match"),
                 ));
             }
         }
@@ -308,6 +368,6 @@ mod tests {
                 unknown_tid: 1,
             }
         );
-        assert_eq!(s.warnings().len(), 2);
+        assert_eq!(s.warnings("records").len(), 2);
     }
 }

@@ -119,7 +119,8 @@ def expect_switch(r):
     return {
         "Cpu": r["cpu"], "Time": utc(r["time"]), "RawTimestamp": r["raw_timestamp"],
         "TimeFlag": r["time_flag"], "OldTid": r["old_tid"], "OldProcess": esc(r["old_process"]),
-        "NewTid": r["new_tid"], "NewProcess": esc(r["new_process"]),
+        "OldPid": r["old_pid"], "NewTid": r["new_tid"], "NewProcess": esc(r["new_process"]),
+        "NewPid": r["new_pid"],
         "OldPriority": r["old_priority"], "NewPriority": r["new_priority"],
         "OldState": r["old_state"], "OldWaitReason": r["old_wait_reason"],
         "OldWaitMode": r["old_wait_mode"], "NewThreadWaitTime": r["new_thread_wait_time"],
@@ -254,6 +255,8 @@ def main():
             for plugin, cmd, make, extra in (("windows.etw.Sessions", "sessions", None, []),
                                              ("windows.etw.Buffers", "buffers", expect_buffer, []),
                                              ("windows.etw.CSwitch", "cswitch", expect_switch, []),
+                                             ("windows.etw.CSwitch", "cswitch", expect_switch,
+                                              ["--tid", "0", "--since", "2021-02-21T01:38:22.72879Z"]),
                                              ("windows.etw.Events", "events", expect_event, []),
                                              # Filters pass through: etwdump applies them.
                                              ("windows.etw.Events", "events", expect_event,

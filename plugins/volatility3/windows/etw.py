@@ -627,6 +627,24 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
                 description="Only the last DURATION before the dump (e.g. 250ms, 2s)",
                 optional=True,
             ),
+            requirements.ListRequirement(
+                name="pid",
+                element_type=int,
+                description="Only switches from or to threads of these processes",
+                optional=True,
+            ),
+            requirements.ListRequirement(
+                name="tid",
+                element_type=int,
+                description="Only switches from or to these threads",
+                optional=True,
+            ),
+            requirements.StringRequirement(
+                name="since", description="Only at or after this UTC time", optional=True
+            ),
+            requirements.StringRequirement(
+                name="until", description="Only at or before this UTC time", optional=True
+            ),
             requirements.BooleanRequirement(
                 name="per_record",
                 description="One row per record (a switch traced by two sessions is two rows)",
@@ -642,8 +660,10 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
         ("TimeFlag", str),
         ("OldTid", int),
         ("OldProcess", str),
+        ("OldPid", int),
         ("NewTid", int),
         ("NewProcess", str),
+        ("NewPid", int),
         ("OldPriority", int),
         ("NewPriority", int),
         ("OldState", str),
@@ -665,6 +685,12 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
             extra += ["--last", self.config["last"]]
         if self.config.get("per_record"):
             extra += ["--per-record"]
+        for name in ("pid", "tid"):
+            for v in self.config.get(name) or []:
+                extra += ["--" + name, str(v)]
+        for name in ("since", "until"):
+            if self.config.get(name):
+                extra += ["--" + name, self.config[name]]
         na = renderers.NotAvailableValue
         for r in self._records("cswitch", extra):
             yield 0, (
@@ -674,8 +700,10 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
                 text_or_absent(r.get("time_flag"), renderers.NotApplicableValue()),
                 int_or_absent(r.get("old_tid")),
                 text_or_absent(r.get("old_process"), na()),
+                int_or_absent(r.get("old_pid")),
                 int_or_absent(r.get("new_tid")),
                 text_or_absent(r.get("new_process"), na()),
+                int_or_absent(r.get("new_pid")),
                 int_or_absent(r.get("old_priority")),
                 int_or_absent(r.get("new_priority")),
                 text_or_absent(r.get("old_state"), na()),
@@ -693,14 +721,14 @@ class CSwitch(_Etwdump, timeliner.TimeLinerInterface):
         for _depth, row in self._generator():
             if isinstance(row[1], datetime.datetime):
                 old = row[5] if isinstance(row[5], str) else "?"
-                new = row[7] if isinstance(row[7], str) else "?"
+                new = row[8] if isinstance(row[8], str) else "?"
                 old_tid = row[4] if isinstance(row[4], int) else "?"
-                new_tid = row[6] if isinstance(row[6], int) else "?"
+                new_tid = row[7] if isinstance(row[7], int) else "?"
                 # The raw timestamp makes each description unique: Timeliner keys its
                 # rows by (plugin, description) and would merge equal ones.
                 yield (
                     f"ETW context switch, CPU {row[0]}, raw {row[2]}: {old} (TID {old_tid}) "
-                    f"-> {new} (TID {new_tid}) [{row[14]}]",
+                    f"-> {new} (TID {new_tid}) [{row[16]}]",
                     timeliner.TimeLinerType.CHANGED,
                     row[1],
                 )
