@@ -4,6 +4,7 @@ use super::common::{display, emit, with_session};
 use super::flags::{KernelArgs, SessionArg};
 use etwdump::render::extract::Written;
 use etwdump::render::output::Renderer;
+use etwdump::report::extract::ExtractError;
 use etwdump::report::RowFormat;
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,7 +26,12 @@ pub struct Args {
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     with_session(&a.kernel, &a.session, |ctx, session| {
         let name = display(&a.kernel.dump.dump);
-        let m = etwdump::report::extract::extract(ctx, &name, &a.output, session, a.overwrite)?;
+        let m = etwdump::report::extract::extract(ctx, &name, &a.output, session, a.overwrite)
+            .map_err(|e| match e {
+                // The next step that works: the option that replaces the files.
+                ExtractError::Exists(_) => anyhow::anyhow!("{e} (give --overwrite to replace it)"),
+                e => e.into(),
+            })?;
         let written = Written {
             dir: &a.output,
             manifest: &m,

@@ -40,7 +40,8 @@ pub enum ExtractError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0} already exists (use --force to overwrite)")]
+    /// The output exists and replacing it was not asked for (the CLI names its option).
+    #[error("{0} already exists")]
     Exists(PathBuf),
 }
 

@@ -1,0 +1,80 @@
+//! Errors that name a next step (issue 31 item 3): each suggested command is run and does
+//! what the message says. One row per error: the failing command, what its one-line error must
+//! say, and the command the error suggests, which must then succeed.
+
+mod common;
+use common::etwdump;
+
+const DUMP: &str = "tests/data/sample-x64-etw.dmp";
+const PDB: &str = "tests/fixtures/x64-19041/ntkrnlmp.pdb";
+
+/// The one error line of a failed run (exit 2), checked for the text it must contain.
+fn fails_with(args: &[&str], must: &str) -> String {
+    let r = etwdump(args);
+    assert_eq!(r.status.code(), Some(2), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&r.stderr).into_owned();
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("etwdump: error:"))
+        .unwrap_or_else(|| panic!("{args:?}: no error line in {err}"))
+        .to_string();
+    assert!(line.contains(must), "{args:?}: {line}");
+    line
+}
+
+#[test]
+fn extract_into_existing_output_suggests_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("out");
+    let o = o.to_str().unwrap();
+    let args = ["extract", DUMP, "--pdb", PDB, "-o", o];
+    assert!(etwdump(&args).status.success());
+    fails_with(&args, "already exists (give --overwrite to replace it)");
+    // The suggestion works, and replaces the files.
+    let r = etwdump(&[&args[..], &["--overwrite"]].concat());
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+#[test]
+fn mismatched_symbols_suggest_force() {
+    let other = "tests/fixtures/x64-17763/ntkrnlmp.pdb";
+    let args = ["sessions", DUMP, "--pdb", other, "--format", "json"];
+    fails_with(&args, "(use --force to use them anyway)");
+    let r = etwdump(&[&args[..], &["--force"]].concat());
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(j["records"].is_array());
+}
+
+#[test]
+fn unknown_session_lists_the_sessions_that_work() {
+    let line = fails_with(
+        &["events", DUMP, "--pdb", PDB, "--session", "nope"],
+        "no such session (by logger id or exact name); the sessions are: 0 NT Kernel Logger, ",
+    );
+    // Every listed id selects its session.
+    let list = line.split("the sessions are: ").nth(1).unwrap();
+    let ids: Vec<&str> = list
+        .split(", ")
+        .map(|s| s.split(' ').next().unwrap())
+        .filter(|s| *s != "?")
+        .collect();
+    assert!(ids.len() >= 5, "{ids:?}");
+    for id in ids {
+        let r = etwdump(&[
+            "events",
+            DUMP,
+            "--pdb",
+            PDB,
+            "--session",
+            id,
+            "--format",
+            "csv",
+        ]);
+        assert!(
+            r.status.success(),
+            "--session {id}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+}
