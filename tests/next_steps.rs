@@ -78,3 +78,64 @@ fn unknown_session_lists_the_sessions_that_work() {
         );
     }
 }
+
+/// The logger array without a route: without symbols the warning suggests --pdb, which then
+/// finds it; with symbols given it does not suggest them again, it says what they lack.
+#[test]
+fn no_route_suggests_symbols_only_when_none_were_given() {
+    let dir = tempfile::tempdir().unwrap();
+    // The sample with its KDBG's OwnerTag broken: no KDBG, so no symbol-less route.
+    let mut b = std::fs::read(DUMP).unwrap();
+    let at = b.windows(4).position(|w| w == b"KDBG").unwrap();
+    b[at..at + 4].copy_from_slice(b"XXXX");
+    let d = dir.path().join("nokdbg.dmp");
+    std::fs::write(&d, b).unwrap();
+    let d = d.to_str().unwrap();
+    let warns = |args: &[&str]| {
+        let r = etwdump(args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        let sessions = j["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "session")
+            .count();
+        let w: Vec<String> = j["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["message"].as_str().unwrap().to_string())
+            .collect();
+        (sessions, w)
+    };
+    let (n, w) = warns(&["sessions", d, "--format", "json"]);
+    assert_eq!(n, 0);
+    assert!(
+        w.iter()
+            .any(|m| m.contains("no route (give symbols with --pdb")),
+        "{w:?}"
+    );
+    // The suggestion works.
+    let (n, _) = warns(&["sessions", d, "--pdb", PDB, "--format", "json"]);
+    assert_eq!(n, 6);
+    // Symbols that name none of the routes' globals: no suggestion to give symbols.
+    let isf = dir.path().join("empty.json");
+    std::fs::write(&isf, br#"{"metadata": {}, "base_types": {}, "user_types": {"_LIST_ENTRY": {"kind": "struct", "size": 16, "fields": {}}}, "enums": {}, "symbols": {}}"#).unwrap();
+    let (n, w) = warns(&[
+        "sessions",
+        d,
+        "--isf",
+        isf.to_str().unwrap(),
+        "--force",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(n, 0);
+    assert!(!w.iter().any(|m| m.contains("give symbols")), "{w:?}");
+    assert!(
+        w.iter()
+            .any(|m| m.contains("no route (the isf names none of EtwpHostSiloState")),
+        "{w:?}"
+    );
+}

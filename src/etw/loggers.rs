@@ -11,7 +11,7 @@ use crate::etw::routes::LoggerArray;
 use crate::kernel::context::KernelContext;
 use crate::kernel::view::View;
 use crate::kernel::UnicodeString;
-use crate::symbols::StructLayout;
+use crate::symbols::{StructLayout, SymbolSource};
 use crate::text::Untrusted;
 use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
@@ -150,10 +150,14 @@ pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     let Some(primary) = routes.first().cloned() else {
         out.warnings.push(Warning::new(
             WarningKind::NotFound,
-            if out.warnings.is_empty() {
-                "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)"
-            } else {
-                "the logger-context array could not be located: every route above failed"
+            match (out.warnings.is_empty(), &ctx.symbols.source) {
+                (false, _) => "the logger-context array could not be located: every route above failed".to_string(),
+                // Symbols were given: asking for them again is no next step.
+                (true, SymbolSource::Pdb(_) | SymbolSource::Isf(_)) => format!(
+                    "the logger-context array could not be located: no route (the {} names none of EtwpHostSiloState, EtwpLoggerContext, WmipLoggerContext or EtwpDebuggerData, and no KDBG in the dump gives EtwpDebuggerData)",
+                    ctx.symbols.source.kind()
+                ),
+                (true, SymbolSource::None) => "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)".to_string(),
             },
         ));
         return out;
