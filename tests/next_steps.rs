@@ -139,3 +139,80 @@ fn no_route_suggests_symbols_only_when_none_were_given() {
         "{w:?}"
     );
 }
+
+/// A directory given as the dump says so (it said "No such device (os error 19)").
+#[test]
+fn a_directory_is_not_a_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for cmd in ["info", "sessions", "events"] {
+        fails_with(
+            &[cmd, d],
+            "a directory, not a dump: give the dump or memory image file itself",
+        );
+    }
+}
+
+/// A symbol store without the PDB: the error says the built-in layouts serve without the
+/// option, and the same command without it succeeds.
+#[test]
+fn missing_symbols_suggest_the_builtin_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_str().unwrap();
+    fails_with(
+        &["sessions", DUMP, "--symbols", store],
+        "in the symbol store (searched",
+    );
+    let line = fails_with(
+        &["sessions", DUMP, "--symbols", store],
+        "run without --symbols",
+    );
+    assert!(line.contains("built-in layouts"), "{line}");
+    let r = etwdump(&["sessions", DUMP, "--format", "json"]);
+    assert!(r.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let n = j["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "session")
+        .count();
+    assert_eq!(n, 6);
+}
+
+/// `cswitch --cpu N` for a CPU the machine does not have is an error naming the valid range,
+/// and each CPU of that range is accepted.
+#[test]
+fn a_cpu_the_machine_lacks_is_an_error() {
+    let line = fails_with(
+        &["cswitch", DUMP, "--pdb", PDB, "--cpu", "99"],
+        "--cpu 99: the machine has ",
+    );
+    let n: u64 = line
+        .split("the machine has ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(
+        line.ends_with(&format!("give --cpu 0 to {}", n - 1)),
+        "{line}"
+    );
+    for cpu in 0..n {
+        let r = etwdump(&[
+            "cswitch",
+            DUMP,
+            "--pdb",
+            PDB,
+            "--cpu",
+            &cpu.to_string(),
+            "--format",
+            "csv",
+        ]);
+        assert!(r.status.success(), "--cpu {cpu}");
+    }
+    fails_with(
+        &["cswitch", DUMP, "--pdb", PDB, "--cpu", &n.to_string()],
+        &format!("--cpu {n}: the machine has {n} processors"),
+    );
+}

@@ -11,6 +11,7 @@ use etwdump::render::output::{Render, Renderer};
 use etwdump::render::rows::{Row, RowWriter};
 use etwdump::render::text::{json_terminal_safe, printable};
 use etwdump::report::RowFormat;
+use etwdump::symbols::SymbolError;
 use etwdump::warning::Warning;
 use std::io::Write;
 use std::path::Path;
@@ -49,7 +50,14 @@ pub fn with_kernel_by<T>(
     body: impl FnOnce(&KernelContext<'_>) -> Result<T>,
 ) -> Result<T> {
     let d = open_with(dump, how)?;
-    let ctx = KernelContext::open_memory(&d, &symbols.options())?;
+    let ctx = KernelContext::open_memory(&d, &symbols.options()).map_err(|e| match e {
+        // A store or server that does not have the PDB: the next step that works is the
+        // built-in layouts, which every command uses without symbol options.
+        SymbolError::NotFetched { .. } | SymbolError::NotInStore { .. } => anyhow::anyhow!(
+            "{e} (run without --symbols/--symbol-server/--fetch-symbols to use the built-in layouts for this build; `info` says how each is checked against memory)"
+        ),
+        e => e.into(),
+    })?;
     body(&ctx)
 }
 
@@ -73,6 +81,12 @@ pub fn finish<W: Write, R: Row>(r: Renderer, rows: RowWriter<W, R>, w: &[Warning
 /// Open `a` with `how`; a truncated dump and a memory image's layout warnings are reported on
 /// stderr here, once per command.
 pub fn open_with(a: &DumpArgs, how: Opener) -> Result<Memory> {
+    if a.dump.is_dir() {
+        anyhow::bail!(
+            "{}: a directory, not a dump: give the dump or memory image file itself (.dmp, raw, ELF core, .vmem/.vmss/.vmsn)",
+            display(&a.dump)
+        );
+    }
     let opts = OpenOptions {
         allow_truncated: !a.strict || a.allow_truncated,
     };

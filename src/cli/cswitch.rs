@@ -58,6 +58,15 @@ pub struct Args {
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     let r = Renderer::from(a.format);
     with_kernel(&a.kernel, |ctx| {
+        // A CPU the machine does not have is a request that cannot be met, not an empty list.
+        if let (Some(cpu), Some(n)) = (a.cpu, ctx.processors_known()) {
+            if cpu >= u64::from(n) {
+                anyhow::bail!(
+                    "--cpu {cpu}: the machine has {n} processors (KeNumberProcessors): give --cpu 0 to {}",
+                    n.saturating_sub(1)
+                );
+            }
+        }
         let last = a.last.map(|window| Last {
             window,
             end: ctx.system_time(),
