@@ -984,3 +984,72 @@ fn no_x64_bool_is_left() {
         Vec::<usize>::new()
     );
 }
+
+/// No file-offset reads outside the containers (issue 28 step 2): above `src/dump/`, memory is
+/// read as pages by PFN (`DumpFile::page`, `read_physical_bulk`, `prefetch_pages`), a triage
+/// dump's blocks, saved KPRCB and blobs through its `TriageView`; no file outside
+/// `src/dump/` calls the APIs that take a file offset or hand out the whole file (kept public
+/// for tests and fuzzing only).
+#[test]
+fn no_file_offset_reads_outside_the_containers() {
+    const FILE_OFFSET_APIS: [&str; 9] = [
+        ".file_bytes(",
+        ".whole_file(",
+        ".page_file_offset(",
+        ".read_file_at(",
+        ".prefetch_file(",
+        ".file_offset(",
+        ".run_offset(",
+        "SecondaryData::parse(",
+        ".page_offset(file",
+    ];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        if rel.starts_with("dump/") || rel.starts_with("dump\\") {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for (i, l) in code.lines().enumerate() {
+            let compact: String = l.split_whitespace().collect();
+            for api in FILE_OFFSET_APIS {
+                if compact.contains(api) {
+                    found.push(format!("{rel}:{}: {api}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "file-offset reads outside src/dump/:\n{}",
+        found.join("\n")
+    );
+    // The scan sees calls split over lines by rustfmt (`.file_bytes(` after a line break).
+    let sample = code_only("let b = ctx\n    .dump\n    .file_bytes(o, n);\n// .whole_file()\n");
+    let hits: Vec<usize> = sample
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| FILE_OFFSET_APIS.iter().any(|a| l.trim().contains(a)))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(hits, [3]);
+    // The detection registry is the one place that picks a container.
+    let dump_mod = std::fs::read_to_string(src.join("dump/mod.rs")).unwrap();
+    for chain in [
+        "is_elf(",
+        "is_vmware_state(",
+        "is_raw_candidate(",
+        "DumpType::FULL",
+    ] {
+        assert!(
+            !dump_mod.contains(chain),
+            "dump/mod.rs detects formats itself: {chain}"
+        );
+    }
+    let registry = std::fs::read_to_string(src.join("dump/registry.rs")).unwrap();
+    assert!(registry.contains("pub(crate) static FORMATS: &[Format] = &["));
+}

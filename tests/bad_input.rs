@@ -4,7 +4,7 @@
 mod common;
 use common::etwdump;
 use etwdump::addr::{Pfn, VirtAddr};
-use etwdump::dump::{Contents, DumpError, DumpFile, OpenOptions, PageLookup};
+use etwdump::dump::{DumpError, DumpFile, OpenOptions, PageLookup, RunList};
 use etwdump::mem::{AddressSpace, MemError};
 use etwdump_forge::{forge, BitmapSig, Config, Expect, Layout};
 
@@ -131,7 +131,7 @@ fn truncated_body_full() {
         .iter()
         .any(|w| w.kind == etwdump::dump::TRUNCATION && w.message.starts_with("truncated dump")));
     // The last stored page lies past the cut: BeyondEof at its declared file offset.
-    let Contents::Runs(runs) = d.contents() else {
+    let Some(runs) = d.container::<RunList>() else {
         panic!("full dump")
     };
     let last_run = runs.runs().iter().max_by_key(|r| r.file_page).unwrap();

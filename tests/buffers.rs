@@ -232,13 +232,13 @@ fn extract_writes_the_extractable_buffers() {
 #[test]
 fn corrupted_buffers_still_give_consistent_etl() {
     use etwdump::addr::VirtAddr;
-    use etwdump::dump::Contents;
+    use etwdump::dump::RunList;
     let name = "x64-19041";
     let f = forge_buffers(name);
     let base = f.to_bytes();
     let d = DumpFile::from_bytes(base.clone(), OpenOptions::default()).unwrap();
     let space = etwdump::mem::AddressSpace::kernel(&d);
-    let Contents::Runs(runs) = d.contents() else {
+    let Some(runs) = d.container::<RunList>() else {
         panic!("full dump")
     };
     // File offsets of the first bytes of every forged buffer.
@@ -366,7 +366,8 @@ fn scratch_array_entries_are_validated() {
         let PageLookup::Present(page) = d.page(pa.pfn()) else {
             panic!("context page not stored")
         };
-        let off = page.as_ptr() as usize - d.bytes().as_ptr() as usize + pa.page_offset() as usize;
+        let off =
+            page.as_ptr() as usize - d.whole_file().as_ptr() as usize + pa.page_offset() as usize;
         (off, ct.get())
     };
     assert_eq!(
@@ -429,7 +430,7 @@ fn pre_61_global_lists() {
             let PageLookup::Present(p) = d.page(pa.pfn()) else {
                 panic!("KUSER page not stored")
             };
-            p.as_ptr() as usize - d.bytes().as_ptr() as usize
+            p.as_ptr() as usize - d.whole_file().as_ptr() as usize
         };
         let pg = &mut bytes[at..at + 0x1000];
         pg.fill(0);

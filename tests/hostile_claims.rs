@@ -123,7 +123,7 @@ fn a_bitmap_with_every_bit_set_is_trimmed_to_the_file() {
     bytes[0x2038..0x2038 + n].fill(0xFF);
     let len = bytes.len() as u64;
     let d = DumpFile::from_bytes(bytes, opts()).unwrap();
-    let first = u64::from_le_bytes(d.bytes()[0x2020..0x2028].try_into().unwrap());
+    let first = u64::from_le_bytes(d.whole_file()[0x2020..0x2028].try_into().unwrap());
     assert_eq!(d.stored_pages(), bits);
     assert_eq!(pass_pages(&d), (len - first) / PAGE);
     assert!(pass_pages(&d) >= held);

@@ -435,7 +435,7 @@ fn hostile_consumer_fields_are_warnings() {
 /// BufferSize) and lies in user space; nothing panics.
 #[test]
 fn random_damage_in_consumer_memory_stays_bounded() {
-    use etwdump::dump::Contents;
+    use etwdump::dump::RunList;
     let name = "x64-19041";
     let f = forge(&realtime_config(&fixture(name), 2, false));
     let clean = f.to_bytes();
@@ -457,7 +457,7 @@ fn random_damage_in_consumer_memory_stays_bounded() {
     spots.retain(|&(dtb, va)| va != 0 && f.user_physical_address(dtb, va).is_some());
     assert!(spots.len() > 20);
     let d0 = DumpFile::from_bytes(clean.clone(), OpenOptions::default()).unwrap();
-    let Contents::Runs(runs) = d0.contents() else {
+    let Some(runs) = d0.container::<RunList>() else {
         panic!("full dump expected")
     };
     let file_off = |pa: u64| {

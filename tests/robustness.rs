@@ -4,7 +4,7 @@
 mod common;
 use common::Rng;
 use etwdump::addr::VirtAddr;
-use etwdump::dump::{Contents, DumpFile, OpenOptions};
+use etwdump::dump::{DumpFile, OpenOptions, RunList};
 use etwdump::mem::AddressSpace;
 use etwdump_forge::{forge, Config};
 
@@ -13,7 +13,7 @@ fn file_offset(d: &DumpFile, va: u64) -> usize {
     let t = AddressSpace::kernel(d)
         .translate(VirtAddr::new(va))
         .unwrap();
-    let Contents::Runs(r) = d.contents() else {
+    let Some(r) = d.container::<RunList>() else {
         panic!("full dump expected")
     };
     (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize

@@ -19,7 +19,7 @@
 extern crate etwdump_fuzz;
 
 use etwdump::addr::Pfn;
-use etwdump::dump::{Contents, DumpError, DumpFile, OpenOptions, PageLookup, SecondaryData};
+use etwdump::dump::{Bitmap, DumpError, DumpFile, OpenOptions, PageLookup, PhysImage, RunList};
 use etwdump::etw::triage::{parse_blob, ETW_SECONDARY_DUMP_DATA_GUID};
 use etwdump::kernel::context::{KernelContext, SymbolMatch};
 use etwdump::kernel::kdbg::{KdDebuggerData, KdbgState};
@@ -39,56 +39,52 @@ fn exercise(d: &DumpFile, whole_kernel_layer: bool) {
         d.warnings().len(),
         d.has_physical_memory(),
     );
-    match d.contents() {
-        Contents::Runs(r) => {
-            for run in r.runs().iter().take(64) {
-                let _ = d.page(run.base);
-                let _ = d.page(Pfn::new(
-                    run.base.get().wrapping_add(run.count).wrapping_sub(1),
-                ));
-            }
-            let _ = r.data_end();
+    if let Some(r) = d.container::<RunList>() {
+        for run in r.runs().iter().take(64) {
+            let _ = d.page(run.base);
+            let _ = d.page(Pfn::new(
+                run.base.get().wrapping_add(run.count).wrapping_sub(1),
+            ));
         }
-        Contents::Bitmap(b) => {
-            for pfn in [
-                0,
-                1,
-                b.bits / 2,
-                b.bits.saturating_sub(1),
-                b.bits,
-                u64::MAX >> 12,
-            ] {
+        let _ = r.data_end();
+    } else if let Some(b) = d.container::<Bitmap>() {
+        for pfn in [
+            0,
+            1,
+            b.bits / 2,
+            b.bits.saturating_sub(1),
+            b.bits,
+            u64::MAX >> 12,
+        ] {
+            if let PageLookup::Present(p) = d.page(Pfn::new(pfn)) {
+                assert_eq!(p.len(), 4096);
+            }
+        }
+        let _ = b.data_end();
+    } else if let Some(v) = d.triage_view() {
+        let t = v.triage();
+        for s in t.segments().iter().take(256) {
+            let _ = v.bytes_at(s.va, s.len as usize);
+            let _ = t.segment(s.va);
+            let _ = t.segment(s.va.wrapping_add(s.len));
+        }
+        let sec = v.secondary_data();
+        if let Some(b) = sec.find(ETW_SECONDARY_DUMP_DATA_GUID) {
+            if let Some(bytes) = v.blob(b) {
+                let _ = parse_blob(bytes, b.data_offset);
+            }
+        }
+    } else if let Some(img) = d.container::<PhysImage>() {
+        // Every range's first and last page, and the pages just outside.
+        for r in img.ranges().iter().take(256) {
+            let (first, last) = (r.start >> 12, (r.start + r.size) >> 12);
+            for pfn in [first, last.saturating_sub(1), last, first.saturating_sub(1)] {
                 if let PageLookup::Present(p) = d.page(Pfn::new(pfn)) {
                     assert_eq!(p.len(), 4096);
                 }
             }
-            let _ = b.data_end();
         }
-        Contents::Triage(t) => {
-            for s in t.segments().iter().take(256) {
-                let _ = d.file_bytes(s.file_offset, s.len as usize);
-                let _ = t.segment(s.va);
-                let _ = t.segment(s.va.wrapping_add(s.len));
-            }
-            let sec = SecondaryData::parse(d.bytes(), u64::from(t.size_of_dump));
-            if let Some(b) = sec.find(ETW_SECONDARY_DUMP_DATA_GUID) {
-                if let Some(bytes) = d.file_bytes(b.data_offset, b.data_size as usize) {
-                    let _ = parse_blob(bytes, b.data_offset);
-                }
-            }
-        }
-        Contents::Image(img) => {
-            // Every range's first and last page, and the pages just outside.
-            for r in img.ranges().iter().take(256) {
-                let (first, last) = (r.start >> 12, (r.start + r.size) >> 12);
-                for pfn in [first, last.saturating_sub(1), last, first.saturating_sub(1)] {
-                    if let PageLookup::Present(p) = d.page(Pfn::new(pfn)) {
-                        assert_eq!(p.len(), 4096);
-                    }
-                }
-            }
-            let _ = img.data_end();
-        }
+        let _ = img.data_end();
     }
     // A few virtual reads through the header's pointers.
     let space = AddressSpace::kernel(d);

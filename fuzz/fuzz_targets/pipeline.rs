@@ -204,7 +204,7 @@ fn regions_of(f: &Forged, bytes: &[u8]) -> Vec<(u64, usize)> {
         while p <= last {
             if let Some(pa) = f.physical_address(p) {
                 if let PageLookup::Present(page) = d.page(etwdump::addr::Pfn::new(pa >> 12)) {
-                    let off = page.as_ptr() as usize - d.bytes().as_ptr() as usize;
+                    let off = page.as_ptr() as usize - d.whole_file().as_ptr() as usize;
                     if !out.iter().any(|&(_, o)| o == off) {
                         out.push((p, off));
                     }

@@ -2,9 +2,12 @@
 //! stored PFNs (crash-dump-format.md §1.2a). A rank index built once at open makes every
 //! PFN → file offset lookup O(1).
 
+use super::format::{self, Format};
+use super::header::DumpType;
 use super::DumpError;
 use crate::addr::{Pfn, PAGE_SIZE};
 use crate::bytes::{tag_text, LeBytes};
+use crate::warning::{Warning, WarningKind};
 
 const SUMMARY_HEADER_SIZE: usize = 0x38;
 
@@ -164,6 +167,73 @@ impl Bitmap {
             .checked_add(self.first_page)
     }
 }
+
+impl super::Container for Bitmap {
+    fn page_offset(&self, file: &[u8], pfn: Pfn) -> Option<u64> {
+        self.file_offset(file, pfn)
+    }
+
+    fn physical_runs(&self, file: &[u8]) -> Vec<(u64, u64)> {
+        // Stored in PFN order: the k-th set bit's page is at FirstPage + k pages.
+        let len = file.len() as u64;
+        let mut out = Vec::new();
+        let mut index = 0u64;
+        for (pfn, count) in self.runs(file) {
+            let at = index
+                .checked_mul(PAGE_SIZE)
+                .and_then(|o| o.checked_add(self.first_page));
+            let n = super::container::held(len, at, count);
+            if n > 0 {
+                out.push((pfn, n));
+            }
+            if n < count {
+                break; // every later page is further into the file
+            }
+            index += count;
+        }
+        out
+    }
+
+    fn stored_pages(&self) -> u64 {
+        self.present
+    }
+
+    fn storage(&self) -> super::Storage {
+        super::Storage {
+            kind: "physical (bitmap)",
+            runs: None,
+            bitmap_signature: Some(self.signature.clone()),
+            bitmap_bits: Some(self.bits),
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// DumpTypes 5 and 6: a bitmap of the stored pages after the header.
+pub(crate) const BITMAP_DUMP: Format = Format {
+    name: "bitmap crash dump",
+    probe: |i| {
+        i.dump_type()
+            .is_some_and(|t| t == DumpType::BITMAP_FULL || t == DumpType::BITMAP_KERNEL)
+    },
+    open: |input| {
+        let header = format::dump_header(&input)?;
+        let bm = Bitmap::parse(input.bytes(), header.header_size)?;
+        let mut warnings = Vec::new();
+        if bm.present != bm.declared_present {
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                "bitmap header TotalPresentPages is {:#x} but {:#x} bits are set; the bitmap is used",
+                bm.declared_present, bm.present
+            )));
+        }
+        let end = bm.data_end();
+        let what = format!("the page data of {:#x} bitmap pages", bm.present);
+        format::crash_dump(input, header, Box::new(bm), end, what, warnings)
+    },
+};
 
 #[cfg(test)]
 mod tests {

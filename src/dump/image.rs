@@ -23,8 +23,11 @@
 //! Every count, offset and size read here is bounded before it is used.
 
 use super::error::ImageError;
-use crate::addr::PAGE_SIZE;
+use super::format::{Format, Input, Opened};
+use super::DumpError;
+use crate::addr::{Pfn, PAGE_SIZE};
 use crate::bytes::LeBytes;
+use crate::warning::{Warning, WarningKind};
 
 /// Most ranges accepted from any table (ELF program headers, VMware regions, RDMP ranges).
 pub const MAX_RANGES: usize = 1 << 16;
@@ -579,6 +582,250 @@ pub fn rdmp(file: &[u8], dump_type: u32) -> Result<PhysImage, ImageError> {
         consumed = consumed.saturating_add(count);
     }
     PhysImage::new(ImageFormat::Rdmp, ranges)
+}
+
+impl super::Container for PhysImage {
+    fn page_offset(&self, _file: &[u8], pfn: Pfn) -> Option<u64> {
+        self.file_offset(pfn.get())
+    }
+
+    fn physical_runs(&self, file: &[u8]) -> Vec<(u64, u64)> {
+        // Ranges may place the same file bytes at several physical addresses: the pass reads
+        // at most as many pages as the file holds (a warning at open says so), so aliases
+        // cannot multiply its cost.
+        let len = file.len() as u64;
+        let mut budget = len / PAGE_SIZE;
+        let mut out = Vec::new();
+        for r in self.ranges() {
+            let n =
+                super::container::held(len, Some(r.file_offset), r.size / PAGE_SIZE).min(budget);
+            if n > 0 {
+                out.push((r.start / PAGE_SIZE, n));
+            }
+            budget -= n;
+        }
+        out
+    }
+
+    fn stored_pages(&self) -> u64 {
+        self.total_pages()
+    }
+
+    fn storage(&self) -> super::Storage {
+        super::Storage {
+            kind: "physical (ranges)",
+            runs: Some(self.ranges().len()),
+            ..Default::default()
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The VMware state-file error of `reason`.
+fn bad_vmware(reason: ImageError) -> DumpError {
+    DumpError::BadImage {
+        format: "VMware state",
+        reason,
+    }
+}
+
+/// A .vmss/.vmsn (by content). Opened by its path, its memory is inside it or in the .vmem
+/// beside it; held in memory, only the memory inside it can be read.
+pub(crate) const VMWARE_STATE: Format = Format {
+    name: "VMware state (.vmss/.vmsn)",
+    probe: |i| is_vmware_state(i.bytes()),
+    open: open_vmware_state,
+};
+
+fn open_vmware_state(input: Input<'_>) -> Result<Opened, DumpError> {
+    let layout = vmware_layout(input.bytes()).map_err(bad_vmware)?;
+    if let Some((at, len)) = layout.embedded {
+        let (img, missing) = vmware_ranges(ImageFormat::VmwareEmbedded, &layout.regions, at, len)
+            .map_err(bad_vmware)?;
+        return opened(input.backing, input.file, img, missing, input.opts);
+    }
+    let Some(path) = input.path else {
+        return Err(DumpError::Missing(
+            "a VMware state file without the memory: open the .vmss/.vmsn by its path, with its .vmem beside it".into(),
+        ));
+    };
+    let vmem = path.with_extension("vmem");
+    if !vmem.exists() {
+        return Err(DumpError::Missing(format!(
+            "{}: a VMware state file without the memory: its .vmem ({}) is not beside it",
+            path.display(),
+            vmem.display()
+        )));
+    }
+    let (mem, mem_file) = super::map_file(&vmem)?;
+    vmem_placed(mem, mem_file, &layout, path, input.opts)
+}
+
+/// A file named as VMware names its memory (*.vmem), with no signature, beside a
+/// .vmss/.vmsn: placed by that state file's layout. (A raw image that happens to sit beside
+/// one, x.raw beside x.vmss, is raw.)
+pub(crate) const VMWARE_VMEM: Format = Format {
+    name: "VMware memory (.vmem)",
+    probe: |i| {
+        i.path.is_some_and(|p| {
+            p.extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("vmem"))
+                && has_no_signature(i.bytes())
+                && vmware_state_beside(p).is_some()
+        })
+    },
+    open: open_vmem,
+};
+
+/// The first of `path`'s .vmss and .vmsn that exists and starts with a VMware magic.
+fn vmware_state_beside(path: &std::path::Path) -> Option<(std::path::PathBuf, memmap2::Mmap)> {
+    ["vmss", "vmsn"].into_iter().find_map(|ext| {
+        let meta = path.with_extension(ext);
+        let (m, _) = super::map_file(&meta).ok()?;
+        is_vmware_state(&m).then_some((meta, m))
+    })
+}
+
+fn open_vmem(input: Input<'_>) -> Result<Opened, DumpError> {
+    let Some((meta, m)) = input.path.and_then(vmware_state_beside) else {
+        return Err(DumpError::Missing(
+            "a .vmem without its VMware state file beside it".into(),
+        ));
+    };
+    let layout = vmware_layout(&m).map_err(|reason| {
+        bad_vmware(ImageError::VmwareAt {
+            path: meta.display().to_string(),
+            error: Box::new(reason),
+        })
+    })?;
+    let super::Backing::Map(mem) = input.backing else {
+        return Err(DumpError::Missing(
+            "a .vmem held in memory: open it by its path".into(),
+        ));
+    };
+    let Some(file) = input.file else {
+        return Err(DumpError::Missing("a .vmem without its open file".into()));
+    };
+    vmem_placed(mem, file, &layout, &meta, input.opts)
+}
+
+/// A .vmem (mapped, with its file) placed by the layout of the state file `meta`.
+fn vmem_placed(
+    mem: memmap2::Mmap,
+    file: std::fs::File,
+    layout: &VmwareLayout,
+    meta: &std::path::Path,
+    opts: super::OpenOptions,
+) -> Result<Opened, DumpError> {
+    let (mut img, missing) = vmware_ranges(
+        ImageFormat::VmwareVmem,
+        &layout.regions,
+        0,
+        mem.len() as u64,
+    )
+    .map_err(bad_vmware)?;
+    img.metadata = Some(meta.display().to_string().into());
+    opened(super::Backing::Map(mem), Some(file), img, missing, opts)
+}
+
+/// An ELF core (by its magic).
+pub(crate) const ELF_CORE: Format = Format {
+    name: "ELF core",
+    probe: |i| is_elf(i.bytes()),
+    open: |input| {
+        let img = elf(input.bytes()).map_err(|reason| DumpError::BadImage {
+            format: "ELF core",
+            reason,
+        })?;
+        opened(input.backing, input.file, img, 0, input.opts)
+    },
+};
+
+/// A raw image: no signature and at least [`MIN_RAW`] bytes.
+pub(crate) const RAW: Format = Format {
+    name: "raw",
+    probe: |i| is_raw_candidate(i.bytes()),
+    open: |input| {
+        let (img, partial) = raw(input.bytes().len() as u64);
+        let mut o = opened(input.backing, input.file, img, 0, input.opts)?;
+        if partial > 0 {
+            o.warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                "the raw image ends {partial:#x} bytes into a page: that partial page reads as missing"
+            )));
+        }
+        Ok(o)
+    },
+};
+
+/// A crash dump of DumpType 8, 9 or 0xA: page ranges after an RDMP header.
+pub(crate) const RDMP_DUMP: Format = Format {
+    name: "RDMP crash dump",
+    probe: |i| i.dump_type().is_some_and(|t| (8..=0xA).contains(&t.0)),
+    open: |input| {
+        let header = super::format::dump_header(&input)?;
+        let img =
+            rdmp(input.bytes(), header.dump_type.0).map_err(|reason| DumpError::BadImage {
+                format: "RDMP",
+                reason,
+            })?;
+        let end = img.data_end();
+        let what = format!(
+            "the page data of {} RDMP ranges ({:#x} pages)",
+            img.ranges().len(),
+            img.total_pages()
+        );
+        super::format::crash_dump(input, header, Box::new(img), Some(end), what, Vec::new())
+    },
+};
+
+/// A memory image over `backing`; `missing` bytes of its ranges lie past the memory's end.
+pub(super) fn opened(
+    backing: super::Backing,
+    file: Option<std::fs::File>,
+    img: PhysImage,
+    missing: u64,
+    opts: super::OpenOptions,
+) -> Result<Opened, DumpError> {
+    let file_len = backing.bytes().len() as u64;
+    let mut warnings = Vec::new();
+    if missing > 0 {
+        warnings.push(Warning::new(WarningKind::Anomaly, format!(
+            "the {} layout places {missing:#x} bytes of memory past the end of the memory data; they read as missing",
+            img.format.name()
+        )));
+    }
+    let aliased = img.aliased_bytes();
+    if aliased > 0 {
+        warnings.push(Warning::new(WarningKind::Anomaly, format!(
+            "the {} image's ranges place {aliased:#x} bytes of the file at more than one physical address; a pass over all memory (scan) reads at most the file's {:#x} pages",
+            img.format.name(),
+            file_len / PAGE_SIZE
+        )));
+    }
+    let end = img.data_end();
+    if end > file_len {
+        let what = format!(
+            "the data of the {} image's {} ranges",
+            img.format.name(),
+            img.ranges().len()
+        );
+        super::check_truncation(what, end, file_len, opts, &mut warnings)?;
+    }
+    let arch = match img.elf_machine {
+        Some(3) => super::Arch::X86 { pae: true },
+        _ => super::Arch::X64,
+    };
+    Ok(Opened {
+        format: "hosted layout",
+        backing,
+        file,
+        header: super::DumpHeader::none(arch),
+        container: Box::new(img),
+        warnings,
+    })
 }
 
 #[cfg(test)]

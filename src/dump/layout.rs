@@ -21,7 +21,7 @@
 //! and a warning says why. Everything from the file is bounded before use.
 
 use super::error::LayoutError;
-use super::image::{PhysRange, MAX_RANGES};
+use super::image::{ImageFormat, PhysImage, PhysRange, MAX_RANGES};
 use super::Arch;
 use crate::text::Untrusted;
 use serde::Deserialize;
@@ -133,6 +133,22 @@ impl Layout {
             .map_err(|e| LayoutError::Io(e.to_string()))?;
         Layout::parse(&bytes)
     }
+}
+
+/// A host framework's layout (`--layout`): the ranges it gave over the file; no signature
+/// is looked for (chosen by the caller, not detected).
+pub(crate) fn open_hosted(
+    input: super::format::Input<'_>,
+    layout: &Layout,
+) -> Result<super::format::Opened, super::DumpError> {
+    let mut img = PhysImage::new(ImageFormat::Hosted, layout.ranges.clone()).map_err(|reason| {
+        super::DumpError::BadImage {
+            format: "layout",
+            reason,
+        }
+    })?;
+    img.metadata = Some(layout.source.clone());
+    super::image::opened(input.backing, input.file, img, 0, input.opts)
 }
 
 #[cfg(test)]

@@ -10,24 +10,28 @@
 
 mod bitmap;
 mod blobs;
+mod container;
 mod error;
+mod format;
 mod header;
 pub mod image;
 pub mod layout;
 mod phys;
+mod registry;
 mod runs;
 mod triage;
 
 pub use bitmap::Bitmap;
 pub use blobs::{Blob, SecondaryData};
+pub use container::{Container, Storage};
 pub use error::{DumpError, ImageError, LayoutError};
 pub use header::{Arch, DumpHeader, DumpType, MACHINE_AMD64, MACHINE_ARM64, MACHINE_I386};
 pub use image::{ImageFormat, PhysImage, PhysRange};
 pub use phys::PhysicalMemory;
 pub use runs::{Run, RunList};
-pub use triage::{DataBlock, Segment, SegmentSource, Triage, TriageDriver};
+pub use triage::{DataBlock, Segment, SegmentSource, Triage, TriageDriver, TriageView};
 
-use crate::addr::{Pfn, PAGE_SIZE};
+use crate::addr::{Pfn, PhysAddr, PAGE_SIZE};
 use crate::bytes::LeBytes;
 use crate::warning::{Warning, WarningKind};
 use std::fs::File;
@@ -39,19 +43,6 @@ pub struct OpenOptions {
     /// Accept a dump whose page data is cut short: pages past the end of the file read as
     /// missing instead of failing the open.
     pub allow_truncated: bool,
-}
-
-/// What follows the header.
-#[derive(Clone, Debug)]
-pub enum Contents {
-    /// DumpType 1: physical memory runs.
-    Runs(RunList),
-    /// DumpType 5/6: bitmap of stored physical pages.
-    Bitmap(Bitmap),
-    /// DumpType 4: virtually addressed blocks.
-    Triage(Triage),
-    /// A memory image (raw, ELF core, VMware) or an RDMP dump: physical ranges.
-    Image(PhysImage),
 }
 
 /// A page's bytes: borrowed from the file where the container stores them, or shared from
@@ -84,13 +75,13 @@ pub enum PageLookup<'a> {
     BeyondEof { file_offset: u64 },
 }
 
-enum Backing {
+pub(crate) enum Backing {
     Map(memmap2::Mmap),
     Owned(Vec<u8>),
 }
 
 impl Backing {
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Backing::Map(m) => m,
             Backing::Owned(v) => v,
@@ -106,7 +97,9 @@ pub const TRUNCATION: WarningKind = WarningKind::Unreadable;
 pub struct DumpFile {
     backing: Backing,
     header: DumpHeader,
-    contents: Contents,
+    /// The format's container ([`registry`] chose it) and the format's name.
+    container: Box<dyn Container>,
+    format: &'static str,
     warnings: Vec<Warning>,
     /// Pages read since the resident set was last checked.
     pages_read: std::sync::atomic::AtomicU64,
@@ -140,67 +133,16 @@ impl std::fmt::Debug for DumpFile {
 }
 
 impl DumpFile {
-    /// Open and validate a dump file.
+    /// Open and validate a dump file: the first format of the detection registry
+    /// ([`registry`]) whose probe takes it opens it.
     ///
     /// The file is mapped read-only. Every extent is checked against the file's length at
     /// open; if the file is truncated *while* mapped, reads may fault (memmap2 #13): do not
     /// analyse a dump that another process is still writing.
     pub fn open(path: &Path, opts: OpenOptions) -> Result<DumpFile, DumpError> {
         let (map, file) = map_file(path)?;
-        let bytes: &[u8] = &map;
-        // VMware: a .vmss/.vmsn names the layout; its memory is inside it or in the .vmem
-        // beside it. A .vmem (no signature) takes the layout of the .vmss/.vmsn beside it.
-        if image::is_vmware_state(bytes) {
-            let layout = image::vmware_layout(bytes).map_err(|reason| DumpError::BadImage {
-                format: "VMware state",
-                reason,
-            })?;
-            if let Some((at, len)) = layout.embedded {
-                let (img, missing) =
-                    image::vmware_ranges(ImageFormat::VmwareEmbedded, &layout.regions, at, len)
-                        .map_err(|reason| DumpError::BadImage {
-                            format: "VMware state",
-                            reason,
-                        })?;
-                return Self::from_image(Backing::Map(map), img, missing, opts)
-                    .map(|d| d.with_file(file));
-            }
-            let vmem = path.with_extension("vmem");
-            if !vmem.exists() {
-                return Err(DumpError::Missing(format!(
-                    "{}: a VMware state file without the memory: its .vmem ({}) is not beside it",
-                    path.display(),
-                    vmem.display()
-                )));
-            }
-            let (mem, mem_file) = map_file(&vmem)?;
-            return Self::vmem((mem, mem_file), &layout, path, opts);
-        }
-        // Only a file named as VMware names its memory (*.vmem) takes the layout of a state
-        // file beside it: a raw image that happens to sit beside one (x.raw, x.vmss) is raw.
-        let vmem_named = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("vmem"));
-        if vmem_named && image::has_no_signature(bytes) {
-            for ext in ["vmss", "vmsn"] {
-                let meta = path.with_extension(ext);
-                let Ok((m, _)) = map_file(&meta) else {
-                    continue;
-                };
-                if !image::is_vmware_state(&m) {
-                    continue;
-                }
-                let layout = image::vmware_layout(&m).map_err(|reason| DumpError::BadImage {
-                    format: "VMware state",
-                    reason: ImageError::VmwareAt {
-                        path: meta.display().to_string(),
-                        error: Box::new(reason),
-                    },
-                })?;
-                return Self::vmem((map, file), &layout, &meta, opts);
-            }
-        }
-        Self::from_backing(Backing::Map(map), opts).map(|d| d.with_file(file))
+        let input = format::Input::new(Backing::Map(map), Some(file), Some(path), opts);
+        registry::open(input).map(Self::from_opened)
     }
 
     /// A file whose physical ranges a host framework gave ([`layout::Layout`]): no
@@ -212,48 +154,33 @@ impl DumpFile {
         opts: OpenOptions,
     ) -> Result<DumpFile, DumpError> {
         let (map, file) = map_file(path)?;
-        let mut img =
-            PhysImage::new(ImageFormat::Hosted, layout.ranges.clone()).map_err(|reason| {
-                DumpError::BadImage {
-                    format: "layout",
-                    reason,
-                }
-            })?;
-        img.metadata = Some(layout.source.clone());
-        Self::from_image(Backing::Map(map), img, 0, opts).map(|d| d.with_file(file))
+        let input = format::Input::new(Backing::Map(map), Some(file), Some(path), opts);
+        layout::open_hosted(input, layout).map(Self::from_opened)
     }
 
-    /// A .vmem (mapped, with its file) placed by the layout of the state file `meta`.
-    fn vmem(
-        (mem, file): (memmap2::Mmap, File),
-        layout: &image::VmwareLayout,
-        meta: &Path,
-        opts: OpenOptions,
-    ) -> Result<DumpFile, DumpError> {
-        let (mut img, missing) = image::vmware_ranges(
-            ImageFormat::VmwareVmem,
-            &layout.regions,
-            0,
-            mem.len() as u64,
-        )
-        .map_err(|reason| DumpError::BadImage {
-            format: "VMware state",
-            reason,
-        })?;
-        img.metadata = Some(meta.display().to_string().into());
-        Self::from_image(Backing::Map(mem), img, missing, opts).map(|d| d.with_file(file))
+    /// Parse a dump held in memory (detected like [`Self::open`], without a file name).
+    pub fn from_bytes(bytes: Vec<u8>, opts: OpenOptions) -> Result<DumpFile, DumpError> {
+        let input = format::Input::new(Backing::Owned(bytes), None, None, opts);
+        registry::open(input).map(Self::from_opened)
     }
 
-    /// Keep the open file for positioned reads ([`Self::read_file_at`]).
-    fn with_file(mut self, file: File) -> Self {
-        self.file = Some(file);
-        self
+    fn from_opened(o: format::Opened) -> DumpFile {
+        DumpFile {
+            backing: o.backing,
+            header: o.header,
+            container: o.container,
+            format: o.format,
+            warnings: o.warnings,
+            pages_read: Default::default(),
+            id: next_id(),
+            file: o.file,
+        }
     }
 
     /// Read `buf.len()` bytes of the file at `offset` with a positioned read (no mapping, so
     /// nothing to fault in or release: bulk copies of buffers). False when the dump is held
     /// in memory or the read falls short (then read through the mapping).
-    pub fn read_file_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+    fn read_file_at(&self, offset: u64, buf: &mut [u8]) -> bool {
         #[cfg(unix)]
         {
             use std::os::unix::fs::FileExt;
@@ -272,171 +199,62 @@ impl DumpFile {
         }
     }
 
-    /// Parse a dump held in memory.
-    pub fn from_bytes(bytes: Vec<u8>, opts: OpenOptions) -> Result<DumpFile, DumpError> {
-        Self::from_backing(Backing::Owned(bytes), opts)
-    }
-
-    /// A memory image over `backing`; `missing` bytes of its ranges lie past the memory's end.
-    fn from_image(
-        backing: Backing,
-        img: PhysImage,
-        missing: u64,
-        opts: OpenOptions,
-    ) -> Result<DumpFile, DumpError> {
-        let file_len = backing.bytes().len() as u64;
-        let mut warnings = Vec::new();
-        if missing > 0 {
-            warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                "the {} layout places {missing:#x} bytes of memory past the end of the memory data; they read as missing",
-                img.format.name()
-            )));
+    /// Copy physical memory into `buf` with positioned reads of the file (bulk copies of
+    /// trace buffers: no page of the mapping is faulted in and released again). `pieces` are
+    /// the physical addresses and lengths of the consecutive parts of `buf` (each inside one
+    /// page); pieces stored one after another in the file are read at once. False, before
+    /// anything is read, when a piece's page is not stored as plain file bytes; false also
+    /// when the dump is held in memory or a read falls short: the caller then reads page by
+    /// page, which reports the exact error.
+    pub fn read_physical_bulk(&self, pieces: &[(PhysAddr, usize)], buf: &mut [u8]) -> bool {
+        let file = self.backing.bytes();
+        let mut runs: Vec<(usize, u64, usize)> = Vec::new(); // (buf offset, file offset, len)
+        let mut done = 0usize;
+        for &(pa, n) in pieces {
+            let Some(off) = self
+                .container
+                .page_offset(file, pa.pfn())
+                .and_then(|o| o.checked_add(pa.page_offset()))
+            else {
+                return false;
+            };
+            match runs.last_mut() {
+                Some((b, f, l)) if *b + *l == done && f.checked_add(*l as u64) == Some(off) => {
+                    *l += n
+                }
+                _ => runs.push((done, off, n)),
+            }
+            done += n;
         }
-        let aliased = img.aliased_bytes();
-        if aliased > 0 {
-            warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                "the {} image's ranges place {aliased:#x} bytes of the file at more than one physical address; a pass over all memory (scan) reads at most the file's {:#x} pages",
-                img.format.name(),
-                file_len / PAGE_SIZE
-            )));
-        }
-        let end = img.data_end();
-        if end > file_len {
-            let what = format!(
-                "the data of the {} image's {} ranges",
-                img.format.name(),
-                img.ranges().len()
-            );
-            check_truncation(what, end, file_len, opts, &mut warnings)?;
-        }
-        let arch = match img.elf_machine {
-            Some(3) => Arch::X86 { pae: true },
-            _ => Arch::X64,
-        };
-        Ok(DumpFile {
-            backing,
-            header: DumpHeader::none(arch),
-            contents: Contents::Image(img),
-            warnings,
-            pages_read: Default::default(),
-            id: next_id(),
-            file: None,
+        runs.iter().all(|&(b, f, l)| {
+            buf.get_mut(b..b + l)
+                .is_some_and(|part| self.read_file_at(f, part))
         })
     }
 
-    fn from_backing(backing: Backing, opts: OpenOptions) -> Result<DumpFile, DumpError> {
-        let file = backing.bytes();
-        let file_len = file.len() as u64;
-        if image::is_elf(file) {
-            let img = image::elf(file).map_err(|reason| DumpError::BadImage {
-                format: "ELF core",
-                reason,
-            })?;
-            return Self::from_image(backing, img, 0, opts);
-        }
-        if image::is_vmware_state(file) {
-            let bad = |reason| DumpError::BadImage {
-                format: "VMware state",
-                reason,
-            };
-            let layout = image::vmware_layout(file).map_err(bad)?;
-            let Some((at, len)) = layout.embedded else {
-                return Err(DumpError::Missing(
-                    "a VMware state file without the memory: open the .vmss/.vmsn by its path, with its .vmem beside it".into(),
-                ));
-            };
-            let (img, missing) =
-                image::vmware_ranges(ImageFormat::VmwareEmbedded, &layout.regions, at, len)
-                    .map_err(bad)?;
-            return Self::from_image(backing, img, missing, opts);
-        }
-        if image::is_raw_candidate(file) {
-            let (img, partial) = image::raw(file_len);
-            let mut d = Self::from_image(backing, img, 0, opts)?;
-            if partial > 0 {
-                d.warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                    "the raw image ends {partial:#x} bytes into a page: that partial page reads as missing"
-                )));
-            }
-            return Ok(d);
-        }
-        let header = DumpHeader::parse(file)?;
-        let mut warnings = Vec::new();
-        let dt = header.dump_type;
-        let (contents, data_end, what) = match dt {
-            DumpType::FULL => {
-                let runs = RunList::parse(file, &header)?;
-                if runs.declared_pages != runs.total_pages() {
-                    warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                        "PhysicalMemoryBlock.NumberOfPages is {:#x} but the runs hold {:#x} pages; the runs are used",
-                        runs.declared_pages,
-                        runs.total_pages()
-                    )));
+    /// Ask the OS to read the stored pages `pages` ahead (asynchronously; `None` and pages
+    /// the file does not store as they are are skipped): pages stored one after another in
+    /// the file are asked for at once.
+    pub fn prefetch_pages(&self, pages: impl IntoIterator<Item = Option<Pfn>>) {
+        let file = self.backing.bytes();
+        let mut run: Option<(u64, u64)> = None;
+        for pfn in pages {
+            let off = pfn.and_then(|p| self.container.page_offset(file, p));
+            match (run, off) {
+                (Some((s, n)), Some(o)) if s.checked_add(n) == Some(o) => {
+                    run = Some((s, n + PAGE_SIZE))
                 }
-                let end = runs.data_end();
-                let what = format!(
-                    "the page data of {} runs ({:#x} pages)",
-                    runs.runs().len(),
-                    runs.total_pages()
-                );
-                (Contents::Runs(runs), end, what)
-            }
-            DumpType::BITMAP_FULL | DumpType::BITMAP_KERNEL => {
-                let bm = Bitmap::parse(file, header.header_size)?;
-                if bm.present != bm.declared_present {
-                    warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                        "bitmap header TotalPresentPages is {:#x} but {:#x} bits are set; the bitmap is used",
-                        bm.declared_present, bm.present
-                    )));
+                (r, o) => {
+                    if let Some((s, n)) = r {
+                        self.prefetch_file(s, n);
+                    }
+                    run = o.map(|o| (o, PAGE_SIZE));
                 }
-                let end = bm.data_end();
-                let what = format!("the page data of {:#x} bitmap pages", bm.present);
-                (Contents::Bitmap(bm), end, what)
             }
-            DumpType::TRIAGE => {
-                let t = Triage::parse(file, &header, opts.allow_truncated)?;
-                warnings.extend(t.warnings.iter().cloned());
-                (Contents::Triage(t), Some(0), String::new())
-            }
-            DumpType(v @ 8..=0xA) => {
-                let img = image::rdmp(file, v).map_err(|reason| DumpError::BadImage {
-                    format: "RDMP",
-                    reason,
-                })?;
-                let end = img.data_end();
-                let what = format!(
-                    "the page data of {} RDMP ranges ({:#x} pages)",
-                    img.ranges().len(),
-                    img.total_pages()
-                );
-                (Contents::Image(img), Some(end), what)
-            }
-            other => {
-                return Err(match other.name() {
-                    Some(name) => DumpError::UnsupportedDumpType {
-                        value: other.0,
-                        name,
-                    },
-                    None => DumpError::UnknownDumpType {
-                        value: other.0,
-                        offset: header.dump_type_offset(),
-                    },
-                })
-            }
-        };
-        match data_end {
-            Some(end) if end <= file_len => {}
-            end => check_truncation(what, end.unwrap_or(u64::MAX), file_len, opts, &mut warnings)?,
         }
-        Ok(DumpFile {
-            backing,
-            header,
-            contents,
-            warnings,
-            pages_read: Default::default(),
-            id: next_id(),
-            file: None,
-        })
+        if let Some((s, n)) = run {
+            self.prefetch_file(s, n);
+        }
     }
 
     /// This dump's id, unique in the process.
@@ -446,10 +264,25 @@ impl DumpFile {
 
     /// A memory image's container (None for a crash dump with a DUMP_HEADER, RDMP included).
     pub fn image(&self) -> Option<&PhysImage> {
-        match &self.contents {
-            Contents::Image(i) if i.format != ImageFormat::Rdmp => Some(i),
-            _ => None,
-        }
+        self.container::<PhysImage>()
+            .filter(|i| i.format != ImageFormat::Rdmp)
+    }
+
+    /// The container if it is a `T` (a full dump's [`RunList`], a bitmap dump's [`Bitmap`], a
+    /// triage dump's [`Triage`], an image's or RDMP dump's [`PhysImage`], ...).
+    pub fn container<T: Container>(&self) -> Option<&T> {
+        self.container.as_any().downcast_ref::<T>()
+    }
+
+    /// The name of the format that opened the file (the detection registry's entry, e.g.
+    /// "full crash dump", "ELF core"; "hosted layout" for a host framework's layout).
+    pub fn format(&self) -> &'static str {
+        self.format
+    }
+
+    /// How the container stores memory (for `info`).
+    pub fn storage(&self) -> Storage {
+        self.container.storage()
     }
 
     /// When the file was last written (its modification time, a FILETIME); None for a dump
@@ -461,10 +294,6 @@ impl DumpFile {
 
     pub fn header(&self) -> &DumpHeader {
         &self.header
-    }
-
-    pub fn contents(&self) -> &Contents {
-        &self.contents
     }
 
     /// The truncation warning, when the file is shorter than what the header declares: the
@@ -488,16 +317,25 @@ impl DumpFile {
         self.len() == 0
     }
 
-    /// `len` bytes of the file at `offset`, if they are all inside it.
+    /// `len` bytes of the file at `offset`, if they are all inside it. For the containers,
+    /// tests and fuzzing: the analysis above `src/dump/` reads pages, triage blocks and blobs
+    /// ([`Self::page`], [`Self::triage_view`]), never file offsets (tests/architecture.rs).
     pub fn file_bytes(&self, offset: u64, len: usize) -> Option<&[u8]> {
         self.backing
             .bytes()
             .bytes_at(usize::try_from(offset).ok()?, len)
     }
 
-    /// The whole file (mapped: pages are read only when touched).
-    pub fn bytes(&self) -> &[u8] {
+    /// The whole file (mapped: pages are read only when touched). Like [`Self::file_bytes`],
+    /// not for the analysis above `src/dump/`.
+    pub fn whole_file(&self) -> &[u8] {
         self.backing.bytes()
+    }
+
+    /// The file's first bytes (at most 4): its signature, or what stands where one would.
+    pub fn signature(&self) -> &[u8] {
+        let b = self.backing.bytes();
+        &b[..b.len().min(4)]
     }
 
     /// Say that `pages` pages of the dump were just read. Every 512 pages the process's
@@ -546,15 +384,17 @@ impl DumpFile {
 
     /// The triage part, for DumpType 4.
     pub fn triage(&self) -> Option<&Triage> {
-        match &self.contents {
-            Contents::Triage(t) => Some(t),
-            _ => None,
-        }
+        self.container::<Triage>()
+    }
+
+    /// The triage dump's memory and saved data (DumpType 4), read in its own terms.
+    pub fn triage_view(&self) -> Option<TriageView<'_>> {
+        Some(TriageView::new(self.triage()?, self.backing.bytes()))
     }
 
     /// Whether the dump holds physical memory (full or bitmap).
     pub fn has_physical_memory(&self) -> bool {
-        !matches!(self.contents, Contents::Triage(_))
+        self.container.has_physical_memory()
     }
 
     /// Tell the OS how the file will be read: sequentially (a pass over all memory: large
@@ -572,18 +412,14 @@ impl DumpFile {
         let _ = sequential;
     }
 
-    /// The file offset of stored physical page `pfn` (None when the dump does not hold it).
+    /// The file offset of stored physical page `pfn` (None when the dump does not hold it as
+    /// plain file bytes). Like [`Self::file_bytes`], not for the analysis above `src/dump/`.
     pub fn page_file_offset(&self, pfn: Pfn) -> Option<u64> {
-        match &self.contents {
-            Contents::Runs(r) => r.file_offset(pfn),
-            Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), pfn),
-            Contents::Image(i) => i.file_offset(pfn.get()),
-            Contents::Triage(_) => None,
-        }
+        self.container.page_offset(self.backing.bytes(), pfn)
     }
 
     /// Ask the OS to read `len` bytes of the file at `offset` ahead (asynchronously).
-    pub fn prefetch_file(&self, offset: u64, len: u64) {
+    fn prefetch_file(&self, offset: u64, len: u64) {
         #[cfg(unix)]
         if let Backing::Map(m) = &self.backing {
             let end = offset.saturating_add(len).min(m.len() as u64);
@@ -603,20 +439,14 @@ impl DumpFile {
     /// [`Self::physical_runs`], so one stretch of the file): a pass over all memory reads at
     /// disk speed instead of faulting one page at a time. No effect on an in-memory dump.
     pub fn prefetch(&self, first: u64, count: u64) {
-        let Some(off) = (match self.page(Pfn::new(first)) {
-            PageLookup::Present(_) | PageLookup::BeyondEof { .. } => match &self.contents {
-                Contents::Runs(r) => r.file_offset(Pfn::new(first)),
-                Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), Pfn::new(first)),
-                Contents::Image(i) => i.file_offset(first),
-                Contents::Triage(_) => None,
-            },
-            PageLookup::NotInDump => None,
-        }) else {
+        let Some(off) = self.page_file_offset(Pfn::new(first)) else {
             return;
         };
         #[cfg(unix)]
         if let Backing::Map(m) = &self.backing {
-            let len = (count * PAGE_SIZE).min(m.len() as u64 - off.min(m.len() as u64));
+            let len = count
+                .saturating_mul(PAGE_SIZE)
+                .min(m.len() as u64 - off.min(m.len() as u64));
             let _ = m.advise_range(memmap2::Advice::WillNeed, off as usize, len as usize);
         }
         #[cfg(not(unix))]
@@ -629,81 +459,17 @@ impl DumpFile {
     /// end of the file is trimmed to those it holds (the truncation warning says so), so a
     /// pass costs time in proportion to the file, not to what its header claims.
     pub fn physical_runs(&self) -> Vec<(u64, u64)> {
-        let len = self.len();
-        let held = |offset: Option<u64>, count: u64| match offset {
-            Some(o) if o < len => ((len - o) / PAGE_SIZE).min(count),
-            _ => 0,
-        };
-        let mut out = Vec::new();
-        match &self.contents {
-            Contents::Runs(r) => {
-                for run in r.runs() {
-                    let n = held(r.run_offset(run), run.count);
-                    if n > 0 {
-                        out.push((run.base.get(), n));
-                    }
-                }
-            }
-            Contents::Bitmap(b) => {
-                // Stored in PFN order: the k-th set bit's page is at FirstPage + k pages.
-                let mut index = 0u64;
-                for (pfn, count) in b.runs(self.backing.bytes()) {
-                    let at = index
-                        .checked_mul(PAGE_SIZE)
-                        .and_then(|o| o.checked_add(b.first_page));
-                    let n = held(at, count);
-                    if n > 0 {
-                        out.push((pfn, n));
-                    }
-                    if n < count {
-                        break; // every later page is further into the file
-                    }
-                    index += count;
-                }
-            }
-            Contents::Triage(_) => {}
-            Contents::Image(i) => {
-                // Ranges may place the same file bytes at several physical addresses: the
-                // pass reads at most as many pages as the file holds (a warning at open says
-                // so), so aliases cannot multiply its cost.
-                let mut budget = len / PAGE_SIZE;
-                for r in i.ranges() {
-                    let n = held(Some(r.file_offset), r.size / PAGE_SIZE).min(budget);
-                    if n > 0 {
-                        out.push((r.start / PAGE_SIZE, n));
-                    }
-                    budget -= n;
-                }
-            }
-        }
-        out
+        self.container.physical_runs(self.backing.bytes())
     }
 
     /// Number of physical pages the header says are stored.
     pub fn stored_pages(&self) -> u64 {
-        match &self.contents {
-            Contents::Runs(r) => r.total_pages(),
-            Contents::Bitmap(b) => b.present,
-            Contents::Triage(_) => 0,
-            Contents::Image(i) => i.total_pages(),
-        }
+        self.container.stored_pages()
     }
 
     /// Look up one physical page.
     pub fn page(&self, pfn: Pfn) -> PageLookup<'_> {
-        let off = match &self.contents {
-            Contents::Runs(r) => r.file_offset(pfn),
-            Contents::Bitmap(b) => b.file_offset(self.backing.bytes(), pfn),
-            Contents::Triage(_) => None,
-            Contents::Image(i) => i.file_offset(pfn.get()),
-        };
-        match off {
-            None => PageLookup::NotInDump,
-            Some(o) => match self.file_bytes(o, PAGE_SIZE as usize) {
-                Some(p) => PageLookup::Present(PageRef::Borrowed(p)),
-                None => PageLookup::BeyondEof { file_offset: o },
-            },
-        }
+        self.container.page(self.backing.bytes(), pfn)
     }
 }
 

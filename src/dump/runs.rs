@@ -1,10 +1,12 @@
 //! DumpType 1 (full): the PHYSICAL_MEMORY_DESCRIPTOR in the header lists runs of physical
 //! pages; page data is stored run after run right after the header (crash-dump-format.md §1.2).
 
-use super::header::{DumpHeader, PAGE_FILL, PHYSICAL_MEMORY_BLOCK_SIZE};
+use super::format::{self, Format};
+use super::header::{DumpHeader, DumpType, PAGE_FILL, PHYSICAL_MEMORY_BLOCK_SIZE};
 use super::DumpError;
 use crate::addr::{Pfn, PAGE_SIZE};
 use crate::bytes::LeBytes;
+use crate::warning::{Warning, WarningKind};
 
 /// One run: `count` pages from `base`, stored from file page index `file_page`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,3 +144,62 @@ impl RunList {
         self.total_pages
     }
 }
+
+impl super::Container for RunList {
+    fn page_offset(&self, _file: &[u8], pfn: Pfn) -> Option<u64> {
+        self.file_offset(pfn)
+    }
+
+    fn physical_runs(&self, file: &[u8]) -> Vec<(u64, u64)> {
+        let len = file.len() as u64;
+        let mut out = Vec::new();
+        for run in self.runs() {
+            let n = super::container::held(len, self.run_offset(run), run.count);
+            if n > 0 {
+                out.push((run.base.get(), n));
+            }
+        }
+        out
+    }
+
+    fn stored_pages(&self) -> u64 {
+        self.total_pages()
+    }
+
+    fn storage(&self) -> super::Storage {
+        super::Storage {
+            kind: "physical (runs)",
+            runs: Some(self.runs().len()),
+            ..Default::default()
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// DumpType 1: a full dump, physical memory runs after the header.
+pub(crate) const FULL_DUMP: Format = Format {
+    name: "full crash dump",
+    probe: |i| i.dump_type() == Some(DumpType::FULL),
+    open: |input| {
+        let header = format::dump_header(&input)?;
+        let runs = RunList::parse(input.bytes(), &header)?;
+        let mut warnings = Vec::new();
+        if runs.declared_pages != runs.total_pages() {
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                "PhysicalMemoryBlock.NumberOfPages is {:#x} but the runs hold {:#x} pages; the runs are used",
+                runs.declared_pages,
+                runs.total_pages()
+            )));
+        }
+        let end = runs.data_end();
+        let what = format!(
+            "the page data of {} runs ({:#x} pages)",
+            runs.runs().len(),
+            runs.total_pages()
+        );
+        format::crash_dump(input, header, Box::new(runs), end, what, warnings)
+    },
+};

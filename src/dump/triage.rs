@@ -2,6 +2,7 @@
 //! blocks of memory tagged with their virtual address. There are no page tables: the blocks
 //! are the whole address space (crash-dump-format.md §1.3, verified on the real dumps).
 
+use super::format::{self, Format};
 use super::header::{Arch, DumpHeader};
 use super::DumpError;
 use crate::bytes::LeBytes;
@@ -188,59 +189,16 @@ impl Triage {
         let blocks_offset = f(l.data_blocks_offset);
         let blocks_count = f(l.data_blocks_offset + 4);
 
-        let table_end = u64::from(blocks_offset) + u64::from(blocks_count) * l.block_size as u64;
-        if blocks_count > 0 && table_end > file_len {
-            return Err(DumpError::BadTriage {
-                field: "DataBlocksCount",
-                reason: format!(
-                    "{blocks_count} blocks of {} bytes from file offset {blocks_offset:#x} end at {table_end:#x}, past the end of the file ({file_len:#x})",
-                    l.block_size
-                ),
-            });
-        }
-        let mut raw = Vec::with_capacity(blocks_count as usize + 2);
-        let mut blocks = Vec::with_capacity(blocks_count as usize);
-        let mut blocks_bytes = 0u64;
-        for i in 0..blocks_count as usize {
-            let e = blocks_offset as usize + i * l.block_size;
-            let (va, off, size) = if header.arch.is_64bit() {
-                (
-                    file.u64_at(e).unwrap_or(0),
-                    file.u32_at(e + 8).unwrap_or(0),
-                    file.u32_at(e + 12).unwrap_or(0),
-                )
-            } else {
-                (
-                    u64::from(file.u32_at(e).unwrap_or(0)),
-                    file.u32_at(e + 4).unwrap_or(0),
-                    file.u32_at(e + 8).unwrap_or(0),
-                )
-            };
-            let in_file = u64::from(off) + u64::from(size) <= file_len;
-            blocks.push(DataBlock {
-                index: i,
-                va,
-                file_offset: u64::from(off),
-                size,
-                in_file,
-            });
-            if !in_file {
-                warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                    "data block {i} (VA {va:#x}, {size:#x} bytes at file offset {off:#x}) runs past the end of the file; skipped"
-                )));
-                continue;
-            }
-            blocks_bytes += u64::from(size);
-            raw.push(Segment {
-                va,
-                file_offset: u64::from(off),
-                len: u64::from(size),
-                source: SegmentSource::DataBlock,
-            });
-        }
+        let (blocks, mut raw, blocks_bytes) = Self::block_table(
+            file,
+            header.arch,
+            (blocks_offset, blocks_count),
+            &mut warnings,
+        )?;
         let kdbg = header.kd_debugger_data_block.get();
+        let fits = |offset: u32, size: u32| u64::from(offset) + u64::from(size) <= file_len;
         if debugger_data_size > 0 && kdbg != 0 {
-            if u64::from(debugger_data_offset) + u64::from(debugger_data_size) <= file_len {
+            if fits(debugger_data_offset, debugger_data_size) {
                 raw.push(Segment {
                     va: kdbg,
                     file_offset: u64::from(debugger_data_offset),
@@ -254,7 +212,7 @@ impl Triage {
             }
         }
         if data_page_size > 0 && data_page_address != 0 {
-            if u64::from(data_page_offset) + u64::from(data_page_size) <= file_len {
+            if fits(data_page_offset, data_page_size) {
                 raw.push(Segment {
                     va: data_page_address,
                     file_offset: u64::from(data_page_offset),
@@ -292,6 +250,73 @@ impl Triage {
             segments,
             warnings,
         })
+    }
+
+    /// The data-block table (`(offset, count)` from the TRIAGE_DUMP header): every entry as
+    /// stored, the segments of those inside the file, and their bytes.
+    fn block_table(
+        file: &[u8],
+        arch: Arch,
+        (blocks_offset, blocks_count): (u32, u32),
+        warnings: &mut Vec<Warning>,
+    ) -> Result<(Vec<DataBlock>, Vec<Segment>, u64), DumpError> {
+        let l = if arch.is_64bit() {
+            &TRIAGE64
+        } else {
+            &TRIAGE32
+        };
+        let file_len = file.len() as u64;
+        let table_end = u64::from(blocks_offset) + u64::from(blocks_count) * l.block_size as u64;
+        if blocks_count > 0 && table_end > file_len {
+            return Err(DumpError::BadTriage {
+                field: "DataBlocksCount",
+                reason: format!(
+                    "{blocks_count} blocks of {} bytes from file offset {blocks_offset:#x} end at {table_end:#x}, past the end of the file ({file_len:#x})",
+                    l.block_size
+                ),
+            });
+        }
+        let mut raw = Vec::with_capacity(blocks_count as usize + 2);
+        let mut blocks = Vec::with_capacity(blocks_count as usize);
+        let mut blocks_bytes = 0u64;
+        for i in 0..blocks_count as usize {
+            let e = blocks_offset as usize + i * l.block_size;
+            let (va, off, size) = if arch.is_64bit() {
+                (
+                    file.u64_at(e).unwrap_or(0),
+                    file.u32_at(e + 8).unwrap_or(0),
+                    file.u32_at(e + 12).unwrap_or(0),
+                )
+            } else {
+                (
+                    u64::from(file.u32_at(e).unwrap_or(0)),
+                    file.u32_at(e + 4).unwrap_or(0),
+                    file.u32_at(e + 8).unwrap_or(0),
+                )
+            };
+            let in_file = u64::from(off) + u64::from(size) <= file_len;
+            blocks.push(DataBlock {
+                index: i,
+                va,
+                file_offset: u64::from(off),
+                size,
+                in_file,
+            });
+            if !in_file {
+                warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                    "data block {i} (VA {va:#x}, {size:#x} bytes at file offset {off:#x}) runs past the end of the file; skipped"
+                )));
+                continue;
+            }
+            blocks_bytes += u64::from(size);
+            raw.push(Segment {
+                va,
+                file_offset: u64::from(off),
+                len: u64::from(size),
+                source: SegmentSource::DataBlock,
+            });
+        }
+        Ok((blocks, raw, blocks_bytes))
     }
 
     /// Sort the segments and clip overlaps (the first one listed wins), so that a lookup is
@@ -403,5 +428,109 @@ impl Triage {
 
     pub fn segments(&self) -> &[Segment] {
         &self.segments
+    }
+}
+
+impl super::Container for Triage {
+    /// A triage dump holds no physical pages.
+    fn page_offset(&self, _file: &[u8], _pfn: crate::addr::Pfn) -> Option<u64> {
+        None
+    }
+
+    fn physical_runs(&self, _file: &[u8]) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
+
+    fn stored_pages(&self) -> u64 {
+        0
+    }
+
+    fn storage(&self) -> super::Storage {
+        super::Storage {
+            kind: "virtual blocks (triage)",
+            ..Default::default()
+        }
+    }
+
+    fn has_physical_memory(&self) -> bool {
+        false
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// DumpType 4: a triage dump, virtually addressed blocks after the TRIAGE_DUMP header.
+pub(crate) const TRIAGE_DUMP: Format = Format {
+    name: "triage crash dump",
+    probe: |i| i.dump_type() == Some(super::DumpType::TRIAGE),
+    open: |input| {
+        let header = format::dump_header(&input)?;
+        let t = Triage::parse(input.bytes(), &header, input.opts.allow_truncated)?;
+        let warnings = t.warnings.clone();
+        format::crash_dump(input, header, Box::new(t), Some(0), String::new(), warnings)
+    },
+};
+
+/// A triage dump's memory and saved data in its own terms (issue 28 step 2: nothing above
+/// the containers reads a file offset): the bytes behind a virtual address, a data block's
+/// bytes, the crashing CPU's saved KPRCB, the secondary data and a blob's data.
+#[derive(Clone, Copy, Debug)]
+pub struct TriageView<'d> {
+    triage: &'d Triage,
+    file: &'d [u8],
+}
+
+impl<'d> TriageView<'d> {
+    pub(super) fn new(triage: &'d Triage, file: &'d [u8]) -> TriageView<'d> {
+        TriageView { triage, file }
+    }
+
+    /// The parsed triage dump.
+    pub fn triage(&self) -> &'d Triage {
+        self.triage
+    }
+
+    /// The bytes stored contiguously from virtual address `va` (one segment), at most
+    /// `len`; None when no segment holds `va`.
+    pub fn bytes_at(&self, va: u64, len: usize) -> Option<&'d [u8]> {
+        let s = self.triage.segment(va)?;
+        let skip = va - s.va;
+        let n = usize::try_from(s.len - skip).unwrap_or(usize::MAX).min(len);
+        self.at(s.file_offset.checked_add(skip)?, n)
+    }
+
+    /// A data block's bytes (None when it runs past the end of the file).
+    pub fn block(&self, b: &DataBlock) -> Option<&'d [u8]> {
+        self.at(b.file_offset, b.size as usize)
+    }
+
+    /// Whether the dump saved the crashing CPU's KPRCB (TRIAGE_DUMP.PrcbOffset is set).
+    pub fn has_saved_prcb(&self) -> bool {
+        self.triage.prcb_offset != 0
+    }
+
+    /// `len` bytes at `offset` into the crashing CPU's saved KPRCB (None: not saved, or past
+    /// the end of the file).
+    pub fn saved_prcb(&self, offset: u64, len: usize) -> Option<&'d [u8]> {
+        if !self.has_saved_prcb() {
+            return None;
+        }
+        self.at(u64::from(self.triage.prcb_offset).checked_add(offset)?, len)
+    }
+
+    /// The secondary data after SizeOfDump (its blobs; empty when there is none).
+    pub fn secondary_data(&self) -> super::SecondaryData {
+        super::SecondaryData::parse(self.file, u64::from(self.triage.size_of_dump))
+    }
+
+    /// A blob's data (None when it runs past the end of the file).
+    pub fn blob(&self, b: &super::Blob) -> Option<&'d [u8]> {
+        self.at(b.data_offset, b.data_size as usize)
+    }
+
+    fn at(&self, offset: u64, len: usize) -> Option<&'d [u8]> {
+        self.file.bytes_at(usize::try_from(offset).ok()?, len)
     }
 }

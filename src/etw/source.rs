@@ -21,6 +21,7 @@
 //! they are not converted.
 
 use crate::addr::VirtAddr;
+use crate::bytes::LeBytes;
 use crate::decode::fields::fields;
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
 use crate::etl::records::{walk_from, Walk};
@@ -70,8 +71,8 @@ enum UnitData {
     Memory(Box<FoundBuffer>),
     /// `TriageEtw::windows[i]`.
     Window(usize),
-    /// A buffer of the ETW secondary data (its bytes are in the file).
-    Blob,
+    /// A buffer of the ETW secondary data, `offset` bytes into the blob's data.
+    Blob { offset: u64 },
     /// A buffer found by the pass over physical memory that nothing leads to.
     Carved(Box<CarvedBuffer>),
 }
@@ -506,9 +507,11 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     .ok_or(UnitError::NoWindow)?;
                 Ok(Cow::Owned(w.data.clone()))
             }
-            UnitData::Blob => u
-                .file_offset
-                .and_then(|o| self.ctx.dump.file_bytes(o, u.valid))
+            UnitData::Blob { offset } => self
+                .triage
+                .as_ref()
+                .and_then(|t| self.blob_data(t))
+                .and_then(|d| d.bytes_at(usize::try_from(*offset).ok()?, u.valid))
                 .map(Cow::Borrowed)
                 .ok_or(UnitError::NotInFile),
             UnitData::Carved(b) => buffer_bytes(self.ctx, b)
@@ -625,7 +628,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 };
                 made.ok_or(UnitError::WindowTooLarge(size))?
             }
-            UnitData::Blob | UnitData::Carved(_) => {
+            UnitData::Blob { .. } | UnitData::Carved(_) => {
                 let d = self.bytes(u).ok_or(UnitError::NotInFile)?;
                 let d = &d[..u.valid.min(d.len())];
                 saved_buffer(size, u.processor, d).ok_or(UnitError::TooLong(size))?
@@ -901,6 +904,21 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                 data: UnitData::Window(i),
             });
         }
+        self.blob_units(&t, sel, need, (perf_freq, mhz));
+        self.triage = Some(t);
+    }
+
+    /// The units of the ETW secondary data's buffers (triage dumps), for the sessions `sel`
+    /// selects.
+    fn blob_units(
+        &mut self,
+        t: &TriageEtw,
+        sel: Option<&str>,
+        need: Need,
+        (perf_freq, mhz): (u64, u64),
+    ) {
+        let blob_sessions: &[BlobSession] = t.blob.as_ref().map_or(&[], |b| &b.sessions);
+        let blob_data = self.blob_data(t);
         for s in blob_sessions {
             if !selects(Some(s.logger_id), Some(s.name.raw()), sel) {
                 continue;
@@ -913,9 +931,8 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             };
             let per_cpu = s.logger_mode & NO_PER_PROCESSOR_BUFFERING == 0;
             for b in &s.buffers {
-                let in_file = ctx
-                    .dump
-                    .file_bytes(b.file_offset, b.valid as usize)
+                let in_file = blob_data
+                    .and_then(|d| d.bytes_at(usize::try_from(b.offset).ok()?, b.valid as usize))
                     .is_some();
                 self.units.push(TraceUnit {
                     logger_id: Some(s.logger_id),
@@ -936,11 +953,16 @@ impl<'c, 'd> EtwSource<'c, 'd> {
                     via: None,
                     window: None,
                     converter,
-                    data: UnitData::Blob,
+                    data: UnitData::Blob { offset: b.offset },
                 });
             }
         }
-        self.triage = Some(t);
+    }
+
+    /// The bytes of the secondary-data blob the ETW blob of `t` was parsed from.
+    fn blob_data(&self, t: &TriageEtw) -> Option<&'c [u8]> {
+        let stored = t.blob.as_ref()?.stored.as_ref()?;
+        self.ctx.dump.triage_view()?.blob(stored)
     }
 }
 

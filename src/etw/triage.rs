@@ -23,7 +23,7 @@
 
 use crate::addr::VirtAddr;
 use crate::bytes::LeBytes;
-use crate::dump::{DataBlock, SecondaryData};
+use crate::dump::{Blob, DataBlock, TriageView};
 use crate::etl::header::BufferHeader;
 use crate::etl::header::BUFFER_HEADER_SIZE;
 use crate::etl::records::{resync, walk_from};
@@ -133,6 +133,9 @@ pub struct BlobHeader {
 #[derive(Clone, Debug, Serialize)]
 pub struct BlobBuffer {
     pub file_offset: u64,
+    /// Where the buffer starts in the blob's data (what it is read by).
+    #[serde(skip)]
+    pub offset: u64,
     pub header: BufferHeader,
     /// Bytes stored (the valid length).
     pub valid: u64,
@@ -161,6 +164,9 @@ pub struct BlobSession {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct EtwBlob {
     pub file_offset: u64,
+    /// The secondary-data blob it was parsed from (None: parsed from bytes alone).
+    #[serde(skip)]
+    pub stored: Option<Blob>,
     pub size: u64,
     pub header: Option<BlobHeader>,
     pub sessions: Vec<BlobSession>,
@@ -329,6 +335,7 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
         }
         s.buffers.push(BlobBuffer {
             file_offset: at(o),
+            offset: o as u64,
             header: h,
             valid,
         });
@@ -339,18 +346,16 @@ pub fn parse_blob(b: &[u8], file_offset: u64) -> EtwBlob {
 }
 
 /// Read the KPRCB copy of the crashing CPU.
-fn crash_cpu(ctx: &KernelContext<'_>, prcb_offset: u32) -> Option<CrashCpu> {
+fn crash_cpu(ctx: &KernelContext<'_>, view: &TriageView<'_>) -> Option<CrashCpu> {
     let l = ctx.symbols.layout("_KPRCB")?;
-    if prcb_offset == 0 {
+    if !view.has_saved_prcb() {
         return None;
     }
     let field = |name: &str| -> Option<u64> {
         let f = l.field(name)?;
         let size =
             f.ty.size(ctx.symbols.pointer_size, ctx.symbols.own_types())?;
-        let b = ctx
-            .dump
-            .file_bytes(u64::from(prcb_offset) + f.offset, size as usize)?;
+        let b = view.saved_prcb(f.offset, size as usize)?;
         Some(match size {
             1 => u64::from(b[0]),
             2 => u64::from(b.u16_at(0)?),
@@ -370,19 +375,21 @@ fn crash_cpu(ctx: &KernelContext<'_>, prcb_offset: u32) -> Option<CrashCpu> {
 /// Recover the windows and the blob of a triage dump. Empty for other dump types.
 pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
     let mut out = TriageEtw::default();
-    let Some(t) = ctx.dump.triage() else {
+    let Some(view) = ctx.dump.triage_view() else {
         return out;
     };
-    out.crash_cpu = crash_cpu(ctx, t.prcb_offset);
+    let t = view.triage();
+    out.crash_cpu = crash_cpu(ctx, &view);
     // The secondary data and the ETW blob.
-    let sd = SecondaryData::parse(ctx.dump.bytes(), u64::from(t.size_of_dump));
+    let sd = view.secondary_data();
     out.warnings.extend(sd.warnings.iter().cloned());
+    let mut blob_data: Option<&[u8]> = None;
     if let Some(blob) = sd.find(ETW_SECONDARY_DUMP_DATA_GUID) {
-        if let Some(bytes) = ctx
-            .dump
-            .file_bytes(blob.data_offset, blob.data_size as usize)
-        {
-            out.blob = Some(parse_blob(bytes, blob.data_offset));
+        if let Some(bytes) = view.blob(blob) {
+            let mut parsed = parse_blob(bytes, blob.data_offset);
+            parsed.stored = Some(blob.clone());
+            out.blob = Some(parsed);
+            blob_data = Some(bytes);
         }
     }
     // The saved windows.
@@ -457,8 +464,11 @@ pub fn read(ctx: &KernelContext<'_>) -> TriageEtw {
                     if b.valid != w.valid {
                         continue;
                     }
-                    let from = b.file_offset + b.valid - w.data.len() as u64;
-                    if ctx.dump.file_bytes(from, w.data.len()) == Some(&w.data[..]) {
+                    let tail = (b.offset + b.valid)
+                        .checked_sub(w.data.len() as u64)
+                        .and_then(|from| usize::try_from(from).ok())
+                        .and_then(|from| blob_data?.bytes_at(from, w.data.len()));
+                    if tail == Some(&w.data[..]) {
                         w.duplicate_of = Some(BlobBufferRef {
                             session: si,
                             buffer: bi,
@@ -551,11 +561,14 @@ struct Triple {
 /// the error-log session); one that does not is cut at its limit, and the limit (0x2000 or
 /// 0x1000) says it.
 fn block_pattern(ctx: &KernelContext<'_>, blocks: &[DataBlock], psize: u64) -> Vec<Triple> {
+    let Some(view) = ctx.dump.triage_view() else {
+        return Vec::new();
+    };
     let value = |b: &DataBlock| -> Option<u64> {
         if !b.in_file || u64::from(b.size) != psize {
             return None;
         }
-        let x = ctx.dump.file_bytes(b.file_offset, psize as usize)?;
+        let x = view.block(b)?;
         if psize == 4 {
             x.u32_at(0).map(u64::from)
         } else {
@@ -590,9 +603,9 @@ fn block_pattern(ctx: &KernelContext<'_>, blocks: &[DataBlock], psize: u64) -> V
         }
         let kind = if w.va == base {
             // The window holds the buffer's start: its header names the logger.
-            let header = ctx
-                .dump
-                .file_bytes(w.file_offset, (w.size as usize).min(BUFFER_HEADER_SIZE))
+            let header = view
+                .block(w)
+                .and_then(|b| b.get(..b.len().min(BUFFER_HEADER_SIZE)))
                 .and_then(BufferHeader::from_bytes);
             match header {
                 Some(h) if h.logger_id == 2 => WindowKind::CurrentBuffer,

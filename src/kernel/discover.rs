@@ -252,7 +252,7 @@ pub fn machine(dump: &DumpFile) -> Result<Machine, DumpError> {
             Ok(found)
         }
         Some(Err(reason)) if format == "raw" => Err(DumpError::NotMemory {
-            signature: crate::bytes::tag_text(dump.bytes().get(..4).unwrap_or_default()),
+            signature: crate::bytes::tag_text(dump.signature()),
             reason,
         }),
         Some(Err(reason)) => Err(DumpError::NoWindows { format, reason }),

@@ -165,68 +165,44 @@ impl<'d> AddressSpace<'d> {
         }
     }
 
-    /// Read `buf.len()` bytes at `va` like [`Self::read`], copying from the file with
-    /// positioned reads of each run of pages that lie one after another in the file (bulk
-    /// copies of trace buffers: no page of the mapping is faulted in and released again).
-    /// Anything but mapped pages stored in the file takes [`Self::read`], which reports the
-    /// exact error.
+    /// Read `buf.len()` bytes at `va` like [`Self::read`], copying from the container with
+    /// positioned reads of each run of pages that lie one after another in the file
+    /// ([`DumpFile::read_physical_bulk`]: bulk copies of trace buffers, no page of the mapping
+    /// faulted in and released again). Anything but mapped pages stored as they are takes
+    /// [`Self::read`], which reports the exact error.
     pub fn read_bulk(&self, va: VirtAddr, buf: &mut [u8]) -> Result<(), MemError> {
         if buf.len() < 2 * PAGE_SIZE as usize || !matches!(self.kind, Kind::Paged { .. }) {
             return self.read(va, buf);
         }
         let start = self.normalize(va)?;
-        let mut runs: Vec<(usize, u64, usize)> = Vec::new(); // (buf offset, file offset, len)
+        let mut pieces: Vec<(PhysAddr, usize)> = Vec::new();
         let mut done = 0usize;
         while done < buf.len() {
             let cur = start.offset(done as u64);
             let n = ((PAGE_SIZE - cur.page_offset()) as usize).min(buf.len() - done);
-            let off = self.translate(cur).ok().and_then(|t| {
-                self.dump
-                    .page_file_offset(t.pa.pfn())
-                    .map(|o| o + t.pa.page_offset())
-            });
-            let Some(off) = off else {
+            let Ok(t) = self.translate(cur) else {
                 return self.read(va, buf);
             };
-            match runs.last_mut() {
-                Some((b, f, l)) if *b + *l == done && *f + *l as u64 == off => *l += n,
-                _ => runs.push((done, off, n)),
-            }
+            pieces.push((t.pa, n));
             done += n;
         }
-        for &(b, f, l) in &runs {
-            if !self.dump.read_file_at(f, &mut buf[b..b + l]) {
-                return self.read(va, buf);
-            }
+        if !self.dump.read_physical_bulk(&pieces, buf) {
+            return self.read(va, buf);
         }
         Ok(())
     }
 
     /// Ask the OS to read the pages behind `[va, va + len)` ahead (asynchronously; what is not
-    /// mapped is skipped): file ranges of consecutive pages are asked for at once.
+    /// mapped is skipped): pages stored one after another are asked for at once
+    /// ([`DumpFile::prefetch_pages`]).
     pub fn prefetch(&self, va: VirtAddr, len: u64) {
-        let mut run: Option<(u64, u64)> = None;
-        let mut page = va.get() & !(PAGE_SIZE - 1);
+        let first = va.get() & !(PAGE_SIZE - 1);
         let end = va.get().saturating_add(len);
-        while page < end {
-            let off = self
-                .translate(VirtAddr::new(page))
-                .ok()
-                .and_then(|t| self.dump.page_file_offset(t.pa.pfn()));
-            match (run, off) {
-                (Some((s, n)), Some(o)) if s + n == o => run = Some((s, n + PAGE_SIZE)),
-                (r, o) => {
-                    if let Some((s, n)) = r {
-                        self.dump.prefetch_file(s, n);
-                    }
-                    run = o.map(|o| (o, PAGE_SIZE));
-                }
-            }
-            page += PAGE_SIZE;
-        }
-        if let Some((s, n)) = run {
-            self.dump.prefetch_file(s, n);
-        }
+        let pages = (0u64..)
+            .map(move |i| first.saturating_add(i.saturating_mul(PAGE_SIZE)))
+            .take_while(move |&page| page < end)
+            .map(|page| self.translate(VirtAddr::new(page)).ok().map(|t| t.pa.pfn()));
+        self.dump.prefetch_pages(pages);
     }
 
     /// The page-table root in use (None for triage dumps).
@@ -360,14 +336,12 @@ impl<'d> AddressSpace<'d> {
     fn read_chunk(&self, va: VirtAddr, out: &mut [u8]) -> Result<usize, MemError> {
         match self.kind {
             Kind::Triage => {
-                let t = self.dump.triage().ok_or(MemError::NotInTriage { va })?;
-                let s = t.segment(va.get()).ok_or(MemError::NotInTriage { va })?;
-                let skip = va.get() - s.va;
-                let n = ((s.len - skip) as usize).min(out.len());
                 let src = self
                     .dump
-                    .file_bytes(s.file_offset + skip, n)
+                    .triage_view()
+                    .and_then(|t| t.bytes_at(va.get(), out.len()))
                     .ok_or(MemError::NotInTriage { va })?;
+                let n = src.len();
                 out[..n].copy_from_slice(src);
                 Ok(n)
             }

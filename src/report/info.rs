@@ -2,7 +2,7 @@
 
 use super::hex;
 use crate::addr::VirtAddr;
-use crate::dump::{Arch, Contents, DumpFile};
+use crate::dump::{Arch, DumpFile, PhysImage};
 use crate::etw::routes::{resolve_logger_array, EtwRoot};
 use crate::kernel::context::{KernelBaseSource, KernelContext, SymbolMatch};
 use crate::kernel::kdbg::KdbgState;
@@ -557,21 +557,14 @@ fn memory_info(dump: &DumpFile, arch: Arch, space: &AddressSpace<'_>) -> MemoryI
         _ => None,
     };
     let pages = dump.stored_pages();
-    let (kind, runs, sig, bits) = match dump.contents() {
-        Contents::Runs(r) => ("physical (runs)", Some(r.runs().len()), None, None),
-        Contents::Bitmap(b) => (
-            "physical (bitmap)",
-            None,
-            Some(b.signature.clone()),
-            Some(b.bits),
-        ),
-        Contents::Triage(_) => ("virtual blocks (triage)", None, None, None),
-        Contents::Image(i) => ("physical (ranges)", Some(i.ranges().len()), None, None),
-    };
-    let image = match dump.contents() {
-        Contents::Image(i) => Some(i),
-        _ => None,
-    };
+    let storage = dump.storage();
+    let (kind, runs, sig, bits) = (
+        storage.kind,
+        storage.runs,
+        storage.bitmap_signature,
+        storage.bitmap_bits,
+    );
+    let image = dump.container::<PhysImage>();
     MemoryInfo {
         kind,
         physical_pages_stored: pages,

@@ -91,11 +91,11 @@ pub fn pdb_of(name: &str) -> PathBuf {
 
 /// File offset of the byte behind a kernel VA in a full forge dump.
 pub fn file_offset(d: &etwdump::dump::DumpFile, va: u64) -> usize {
-    use etwdump::dump::Contents;
+    use etwdump::dump::RunList;
     let t = etwdump::mem::AddressSpace::kernel(d)
         .translate(etwdump::addr::VirtAddr::new(va))
         .unwrap();
-    let Contents::Runs(r) = d.contents() else {
+    let Some(r) = d.container::<RunList>() else {
         panic!("full dump expected")
     };
     (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
