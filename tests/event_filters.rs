@@ -4,7 +4,7 @@
 //! bad filter values are refused before anything is listed.
 
 mod common;
-use common::etwdump;
+use common::{etwdump, listing_json};
 use serde_json::Value;
 
 const DUMP: &str = "tests/data/sample-x64-etw.dmp";
@@ -13,20 +13,7 @@ const PDB: &str = "tests/fixtures/x64-19041/ntkrnlmp.pdb";
 fn listing(extra: &[&str]) -> (Vec<Value>, Vec<String>) {
     let mut args = vec!["events", DUMP, "--pdb", PDB, "--format", "json"];
     args.extend_from_slice(extra);
-    let r = etwdump(&args);
-    assert!(
-        r.status.success(),
-        "{extra:?}: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    let j: Value = serde_json::from_slice(&r.stdout).unwrap();
-    let warnings = j["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["message"].as_str().unwrap().to_string())
-        .collect();
-    (j["records"].as_array().unwrap().clone(), warnings)
+    listing_json(&args)
 }
 
 /// The FILETIME of an ISO-8601 time as the rows print it (independent of the tool's parser).

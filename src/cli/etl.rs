@@ -1,26 +1,99 @@
-//! `etwdump etl`: the buffers and records of an .etl file.
+//! `etwdump etl`: the buffers and records of an .etl file; with `--events`, one row per
+//! record of every file given, as `events` lists those of a dump.
 
-use super::common::{display, emit};
-use super::flags::FormatArg;
+use super::common::{display, emit, finish};
+use super::flags::{FilterArgs, FormatArg, RowFormatArg};
 use etwdump::etl::reader;
+use etwdump::render::output::Renderer;
 use etwdump::report::etl::EtlReport;
+use etwdump::report::events::{self, EventRow};
+use etwdump::report::filter::FilterStats;
 use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The .etl file
-    file: PathBuf,
+    /// The .etl file (several with --events)
+    #[arg(required = true, num_args = 1..)]
+    file: Vec<PathBuf>,
+    /// One row per record of each file's buffers (the columns, filters and formats of
+    /// `events`; times converted with the file's own header), instead of the buffer list
+    #[arg(long)]
+    events: bool,
+    /// JSON Lines (--events): keep records without a known time
+    #[arg(long, requires = "events")]
+    keep_untimed: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// table, json (and csv, jsonl with --events)
     #[arg(long, value_enum, default_value = "table")]
-    format: FormatArg,
+    format: RowFormatArg,
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let name = display(&a.file);
-    let bytes = std::fs::read(&a.file).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    if a.events {
+        return run_events(a, out);
+    }
+    if a.file.len() > 1 {
+        anyhow::bail!("several files are read with --events only");
+    }
+    if a.filter.any() {
+        anyhow::bail!("the record filters apply with --events only");
+    }
+    let format = FormatArg::try_from(a.format)
+        .map_err(|f| anyhow::anyhow!("--format {f}: with --events only"))?;
+    let name = display(&a.file[0]);
+    let bytes = std::fs::read(&a.file[0]).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     let f = reader::read(&bytes);
     if let Some(why) = reader::not_an_etl(&bytes, &f) {
         anyhow::bail!("{name}: not an ETL file: {why}");
     }
-    emit(out, a.format.into(), &EtlReport::new(name, f))
+    emit(out, format.into(), &EtlReport::new(name, f))
+}
+
+/// `--events`: every file's records, streamed through the filters.
+fn run_events(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let r = Renderer::from(a.format);
+    let filter = a.filter.filter(Err(
+        "an .etl file has no dump SystemTime to count back from".to_string(),
+    ))?;
+    let mut stats = FilterStats::default();
+    let mut rows = r
+        .listing::<_, EventRow>(out, "etl")?
+        .keep_untimed(a.keep_untimed);
+    let mut warnings = Vec::new();
+    let mut failed = None;
+    for path in &a.file {
+        let name = display(path);
+        let mut each = |e: &EventRow| {
+            if filter.keeps(e, &mut stats) {
+                rows.row(e)
+            } else {
+                Ok(())
+            }
+        };
+        match stream_file(path, &name, &mut each) {
+            Ok(w) => warnings.extend(w),
+            Err(e) => {
+                failed = Some(anyhow::anyhow!("{name}: {e}"));
+                break;
+            }
+        }
+    }
+    warnings.extend(stats.warnings());
+    warnings.extend(rows.untimed_warning());
+    // The rows so far are closed properly (valid JSON) before a failed file's error.
+    finish(r, rows, &warnings)?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// The records of the .etl file at `path`, streamed to `each`.
+fn stream_file(
+    path: &std::path::Path,
+    name: &str,
+    each: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<etwdump::warning::Warning>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    events::stream_etl(name, &mut file, len, each)
 }

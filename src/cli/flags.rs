@@ -3,6 +3,7 @@
 
 use etwdump::kernel::context::SymbolOptions;
 use etwdump::render::output::Renderer;
+use etwdump::report::filter::{self, EventFilter};
 use etwdump::report::RowFormat;
 use std::path::PathBuf;
 
@@ -124,6 +125,21 @@ impl From<FormatArg> for Renderer {
     }
 }
 
+/// A row format as a model format: table and JSON are both; CSV and JSON Lines (given by
+/// name in the error) are for listings only.
+impl TryFrom<RowFormatArg> for FormatArg {
+    type Error = &'static str;
+
+    fn try_from(f: RowFormatArg) -> Result<FormatArg, &'static str> {
+        match f {
+            RowFormatArg::Table => Ok(FormatArg::Table),
+            RowFormatArg::Json => Ok(FormatArg::Json),
+            RowFormatArg::Jsonl => Err("jsonl"),
+            RowFormatArg::Csv => Err("csv"),
+        }
+    }
+}
+
 /// `--format` of `sessions` and `buffers`.
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum ListFormatArg {
@@ -193,4 +209,77 @@ pub fn parse_u64(s: &str) -> Result<u64, String> {
         None => t.parse(),
     };
     r.map_err(|e| format!("not a number: {s} ({e})"))
+}
+
+/// Which records to list (all given filters must hold; a record whose value is not known
+/// cannot be shown to match and is left out, counted in a warning).
+#[derive(clap::Args)]
+pub struct FilterArgs {
+    /// Only records of these process ids (comma-separated or repeated)
+    #[arg(long, value_delimiter = ',', value_name = "PID")]
+    pid: Vec<u32>,
+    /// Only records of these thread ids
+    #[arg(long, value_delimiter = ',', value_name = "TID")]
+    tid: Vec<u32>,
+    /// Only records of these providers: a GUID or a name `providers` shows
+    #[arg(long, value_name = "NAME|GUID")]
+    provider: Vec<String>,
+    /// Only records with these event ids (EVENT_HEADER) or message numbers (TRACE_MESSAGE)
+    #[arg(long, value_delimiter = ',', value_name = "ID")]
+    event_id: Vec<u16>,
+    /// Only kernel records with these hook ids (0x0524, 1316) or names (CONTEXTSWAP)
+    #[arg(long, value_delimiter = ',', value_name = "HOOK")]
+    hook: Vec<String>,
+    /// Only records at or after this UTC time (YYYY-MM-DD[THH:MM:SS[.fffffff]][Z])
+    #[arg(long, value_name = "TIME", value_parser = etwdump::time::parse_utc)]
+    since: Option<u64>,
+    /// Only records at or before this UTC time
+    #[arg(long, value_name = "TIME", value_parser = etwdump::time::parse_utc)]
+    until: Option<u64>,
+    /// Only records of the last DURATION before the dump's SystemTime (e.g. 250ms, 2s, 5m)
+    #[arg(long, value_name = "DURATION", value_parser = etwdump::time::parse_duration,
+          conflicts_with = "since")]
+    last: Option<u64>,
+}
+
+impl FilterArgs {
+    /// Any filter given.
+    pub fn any(&self) -> bool {
+        !(self.pid.is_empty()
+            && self.tid.is_empty()
+            && self.provider.is_empty()
+            && self.event_id.is_empty()
+            && self.hook.is_empty())
+            || self.since.is_some()
+            || self.until.is_some()
+            || self.last.is_some()
+    }
+
+    /// The library filter; `--last` counts back from `dump_time` (the dump's SystemTime, or
+    /// why there is none to count from).
+    pub fn filter(&self, dump_time: Result<u64, String>) -> anyhow::Result<EventFilter> {
+        let mut providers = Vec::new();
+        for p in &self.provider {
+            providers.extend(filter::provider_guids(p)?);
+        }
+        let hooks = self
+            .hook
+            .iter()
+            .map(|h| filter::hook_id(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let since = match (self.last, dump_time) {
+            (None, _) => self.since,
+            (Some(window), Ok(t)) => Some(t.saturating_sub(window)),
+            (Some(_), Err(why)) => anyhow::bail!("--last: {why}; give --since instead"),
+        };
+        Ok(EventFilter {
+            pids: self.pid.clone(),
+            tids: self.tid.clone(),
+            providers,
+            event_ids: self.event_id.clone(),
+            hooks,
+            since,
+            until: self.until,
+        })
+    }
 }

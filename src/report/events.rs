@@ -10,6 +10,7 @@
 
 use crate::decode::fields::{fields, kind_name};
 use crate::decode::hooks::{has_routine, hook_name};
+use crate::etl::logfile::LogfileInfo;
 use crate::etl::records::{walk_from, Record};
 use crate::etw::clock::{ClockFacts, Converter, TimeFlags};
 use crate::etw::source::EtwSource;
@@ -23,13 +24,15 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct EventRow {
     pub logger_id: Option<u64>,
-    /// `memory`, `current_buffer`, `errlog_tail` or `secondary_data`.
+    /// `memory`, `current_buffer`, `errlog_tail`, `secondary_data`, or `etl_file` (a
+    /// record of an .etl file, `etwdump etl --events`).
     pub source: &'static str,
-    /// The buffer's virtual address (null for the secondary data, which has none).
+    /// The buffer's virtual address (null for the secondary data, which has none); for an
+    /// .etl file, the buffer's file offset.
     pub buffer: Option<String>,
     /// Offset of the record in its buffer.
     pub offset: usize,
-    /// File offset of the record (triage dumps).
+    /// File offset of the record (triage dumps and .etl files).
     pub file_offset: Option<u64>,
     pub header_type: &'static str,
     /// Kernel hook id ("0x0f44"); null for EVENT_HEADER and other hook-less records.
@@ -89,6 +92,15 @@ struct Resolver {
 }
 
 impl Resolver {
+    /// No modules and no symbols (an .etl file): routines are shown, not resolved.
+    fn none() -> Resolver {
+        Resolver {
+            modules: Vec::new(),
+            kernel_base: None,
+            kernel_symbols: Vec::new(),
+        }
+    }
+
     fn new(ctx: &KernelContext<'_>) -> Resolver {
         let mut modules = ctx.loaded_modules();
         modules.sort_by_key(|m| m.0);
@@ -142,7 +154,8 @@ struct BufferCtx<'a> {
     cpu: Option<u64>,
     conv: &'a Converter,
     pointer_size: usize,
-    facts: &'a ClockFacts,
+    /// The dump's time range converted times are checked against (none for .etl files).
+    facts: Option<&'a ClockFacts>,
 }
 
 /// Converted times of one logger, and those that cannot be right.
@@ -208,8 +221,8 @@ fn push_rows(
         }
         let filetime = f.timestamp.and_then(|t| bc.conv.to_filetime(t));
         flagged.rows += u64::from(filetime.is_some());
-        let time_flag = filetime.and_then(|ft| {
-            flagged.flags.check(bc.facts, ft, bc.conv, |why| {
+        let time_flag = filetime.zip(bc.facts).and_then(|(ft, facts)| {
+            flagged.flags.check(facts, ft, bc.conv, |why| {
                 format!(
                     "{} +{:#x}: {why}",
                     bc.buffer.as_deref().unwrap_or("buffer"),
@@ -304,7 +317,7 @@ pub fn stream_from(
             cpu: u.cpu,
             conv,
             pointer_size,
-            facts: &facts,
+            facts: Some(&facts),
         };
         let fl = flagged.entry((u.logger_id, u.origin)).or_default();
         fl.how.get_or_insert_with(|| {
@@ -356,6 +369,195 @@ pub fn stream_from(
             w.logger_id = logger;
             warnings.push(w);
         }
+    }
+    Ok(warnings)
+}
+
+/// The converter of an .etl file's timestamps, from its TRACE_LOGFILE_HEADER, as its readers
+/// date them (Microsoft's WNODE_HEADER rule, which dissect.etl follows): system time
+/// (ReservedFlags 2, and 0 in a pre-6.0 file) is already a FILETIME; QPC (1) and CPU cycles (3)
+/// are `StartTime + (TimeStamp − the header event's TimeStamp) × scale`, the scale 10⁷ /
+/// PerfFreq or 10 / CpuSpeedInMHz. Where the header lacks a fact the conversion needs, no
+/// time is given and the converter says why (the raw clock 0 cannot be converted at all).
+pub fn etl_converter(h: &LogfileInfo) -> Converter {
+    let clock = match h.clock_type {
+        0 if (1..6).contains(&h.os_major) => 2,
+        c => c,
+    };
+    let (num, den, rate) = match clock {
+        2 => return Converter::FileTime,
+        0 => {
+            return Converter::Unknown(
+                "the header's ReservedFlags is 0, the raw clock (EVENT_TRACE_CLOCK_RAW): its timestamps cannot be converted".into(),
+            )
+        }
+        1 => (10_000_000, h.perf_freq, format!("PerfFreq {} Hz", h.perf_freq)),
+        3 => (
+            10,
+            u64::from(h.cpu_speed_mhz),
+            format!("CpuSpeedInMHz {}", h.cpu_speed_mhz),
+        ),
+        c => {
+            return Converter::Unknown(format!(
+                "the header's ReservedFlags {c} is no known clock type"
+            ))
+        }
+    };
+    let missing = if den == 0 {
+        Some(format!(
+            "its {} is 0",
+            rate.split(' ').next().unwrap_or("rate")
+        ))
+    } else if h.start_time == 0 {
+        Some("its StartTime is 0".to_string())
+    } else if h.header_timestamp == 0 {
+        Some("the header event's TimeStamp is 0".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = missing {
+        return Converter::Unknown(format!(
+            "clock type {clock} ({}), but {why}: no anchor or rate to convert with",
+            if clock == 1 { "QPC" } else { "CPU cycles" }
+        ));
+    }
+    Converter::Scaled {
+        start: h.start_time,
+        raw_start: h.header_timestamp,
+        num,
+        den,
+        how: format!(
+            "the file's header (StartTime {} at the header event's TimeStamp {}, {rate})",
+            filetime_to_iso8601(h.start_time),
+            h.header_timestamp
+        ),
+    }
+}
+
+/// An .etl file that cannot be read as one: an error of kind `InvalidData` saying why.
+fn not_an_etl(why: String) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("not an ETL file: {why}"),
+    )
+}
+
+/// The clock of the .etl file whose header buffer is `buf`: its converter, pointer size and,
+/// when the times cannot be converted, the warning that says why.
+fn etl_clock(name: &str, buf: &[u8]) -> std::io::Result<(Converter, usize, Option<Warning>)> {
+    let f = crate::etl::reader::read(buf);
+    if let Some(why) = crate::etl::reader::not_an_etl(buf, &f) {
+        return Err(not_an_etl(why));
+    }
+    let (conv, pointer_size) = match crate::etl::logfile::parse(buf) {
+        Ok(h) => (etl_converter(&h), h.pointer_size as usize),
+        Err(why) => (Converter::Unknown(why), 8),
+    };
+    let warning = conv.problem().map(|why| {
+        Warning::new(
+            WarningKind::Time,
+            format!("{name}: record times are not converted: {why}"),
+        )
+    });
+    Ok((conv, pointer_size, warning))
+}
+
+/// Stream one row per record of the .etl file read from `file` (`len` bytes; `name` as given,
+/// in warnings): buffers in file order, records in buffer order, source `etl_file`, times from
+/// the file's own header ([`etl_converter`]). One buffer in memory at a time, each at most
+/// what is left of the file; a buffer that does not fit ends the walk with a warning, as for
+/// `etl`. An error of kind `InvalidData` when the file is not an .etl file at all.
+pub fn stream_etl(
+    name: &str,
+    file: &mut dyn std::io::Read,
+    len: u64,
+    emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<Warning>> {
+    use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE, FLAG_PROCESSOR_INDEX};
+    let mut sink = Sink { emit, err: None };
+    let res = Resolver::none();
+    let mut warnings = Vec::new();
+    let mut clock: Option<(Converter, usize)> = None;
+    let mut flagged = Flagged::default();
+    let mut buf = Vec::new();
+    let mut off = 0u64;
+    if len == 0 {
+        return Err(not_an_etl("the file is empty".into()));
+    }
+    while off < len {
+        let rest = len - off;
+        let mut head = [0u8; 8];
+        let size = if rest >= 8 {
+            file.read_exact(&mut head)?;
+            u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]))
+        } else {
+            0
+        };
+        if size < BUFFER_HEADER_SIZE as u64 || size > rest {
+            let why = if rest < 8 {
+                format!("a buffer header at file offset {off:#x} is cut off")
+            } else {
+                format!("the buffer at file offset {off:#x} has BufferSize {size:#x}, which does not fit the file")
+            };
+            if off == 0 {
+                return Err(not_an_etl(why));
+            }
+            warnings.push(Warning::new(
+                WarningKind::Bound,
+                format!("{name}: records stop: {why}"),
+            ));
+            break;
+        }
+        buf.clear();
+        buf.extend_from_slice(&head);
+        buf.resize(size as usize, 0);
+        file.read_exact(&mut buf[8..])?;
+        if clock.is_none() {
+            let (conv, pointer_size, w) = etl_clock(name, &buf)?;
+            warnings.extend(w);
+            clock = Some((conv, pointer_size));
+        }
+        let Some((conv, pointer_size)) = clock.as_ref() else {
+            break;
+        };
+        let h = BufferHeader::from_bytes(&buf);
+        let saved = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        let bc = BufferCtx {
+            logger_id: h.map(|h| h.logger_id),
+            source: "etl_file",
+            buffer: Some(format!("{off:#x}")),
+            file_base: Some(off),
+            cpu: h.map(|h| {
+                if h.buffer_flag & u64::from(FLAG_PROCESSOR_INDEX) != 0 {
+                    h.processor_index
+                } else {
+                    h.processor_index & 0xFF
+                }
+            }),
+            conv,
+            pointer_size: *pointer_size,
+            facts: None,
+        };
+        let valid = saved.min(buf.len());
+        let walk = push_rows(
+            &mut sink,
+            &res,
+            &bc,
+            &mut flagged,
+            &buf,
+            (BUFFER_HEADER_SIZE, valid, 0),
+        );
+        sink.check()?;
+        if let Some(torn) = walk.torn {
+            warnings.push(Warning::new(
+                WarningKind::Decode,
+                format!(
+                    "{name}: buffer at file offset {off:#x}: records stop at +{:#x}: {}",
+                    torn.offset, torn.reason
+                ),
+            ));
+        }
+        off += size;
     }
     Ok(warnings)
 }

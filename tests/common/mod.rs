@@ -100,3 +100,22 @@ pub fn file_offset(d: &etwdump::dump::DumpFile, va: u64) -> usize {
     };
     (r.file_offset(t.pa.pfn()).unwrap() + t.pa.page_offset()) as usize
 }
+
+/// Run a listing command with `--format json` among `args`: its records and its warnings'
+/// messages (the run must succeed).
+pub fn listing_json(args: &[&str]) -> (Vec<serde_json::Value>, Vec<String>) {
+    let r = etwdump(args);
+    assert!(
+        r.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let warnings = j["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["message"].as_str().unwrap().to_string())
+        .collect();
+    (j["records"].as_array().unwrap().clone(), warnings)
+}

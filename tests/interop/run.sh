@@ -33,6 +33,9 @@
 #    every record of the header and rundown buffers, the header buffer holds the header event
 #    and the 0x0050 partition record, a kernel session's rundown names each forged process
 #    (name, parent), thread and module, and each processor's buffers are in time order.
+# 7d. events_check.py: `$ETWDUMP etl FILE --events` on the real ShutdownPerfDiagLogger.etl (when
+#    present) and on the .etl files `extract` writes from the plugin set: every decoded process,
+#    thread and image field against etl-parser's and dissect.etl's, record by record.
 # 8. triage_check.py: `$ETWDUMP extract` on the forge triage scenarios and the real triage dump.
 # 9. qemu_check.py: a real QEMU (Debian qemu-system-x86) `dump-guest-memory` ELF core of a paused
 #    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
@@ -153,6 +156,11 @@ echo "== etl_check.py (ETW buffers: forge vs etwdump buffers/extract; etl-parser
 echo "== etl_viewers_check.py (extracted .etl files of the sample's memory through etl-parser 1.0.1 and dissect.etl 3.14: header records, rundown, time order)"
 (cd "$out" && "$venv/bin/python" "$here/etl_viewers_check.py" "$out/plugins" \
     --pdb "$root/tests/fixtures/x64-19041/ntkrnlmp.pdb") || status=1
+
+echo "== events_check.py (etl --events payloads, field by field, vs etl-parser 1.0.1 and dissect.etl 3.14: the real ShutdownPerfDiagLogger.etl and the plugin set's extracted files)"
+(cd "$out" && "$venv/bin/python" "$here/events_check.py" \
+    --real "$root/../shared/data/etl/ShutdownPerfDiagLogger.etl" \
+    --set "$out/plugins" --pdb "$root/tests/fixtures/x64-19041/ntkrnlmp.pdb") || status=1
 
 echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the .etl files, forge expectations)"
 "$target/debug/forge" --triage "$out/triage" >/dev/null

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""The kernel payloads `etwdump etl FILE --events` decodes, field by field against two
+independent readers from PyPI (issue 29 item 5).
+
+usage: events_check.py [--real ETL]... [--set SETDIR --pdb PDB]
+
+--real: real .etl files (../shared/data/etl/ShutdownPerfDiagLogger.etl; skipped, said so, when
+absent). --set: `forge --plugin-set` (the sample's memory with processes, threads and modules):
+`$ETWDUMP extract DUMP --pdb PDB -o DIR` on each dump, then every .etl file it writes.
+
+For every file, `$ETWDUMP etl FILE --events --format json`; every row with a decoded payload
+(Process_V4_TypeGroup1, Thread_V3_TypeGroup1, Image_Load) is matched with the same record of
+1. etl-parser 1.0.1 (`EtlLogFile` chunks, `ChunkParser`, the class's `source` container): the
+   record at the same index of the same buffer;
+2. dissect.etl 3.14 (`ETL(...)` iterated, `Event.event_values()`): the record at the same index
+   of the file,
+and every field both decode is compared (integers as integers, strings as text, the SID as
+S-1-...). A field the other reader does not decode is counted, not compared (both stop
+Thread_V3 at ThreadFlags: its ThreadName is ours alone). Prints ok/FAIL lines with counts; exits
+1 on a disagreement.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from vol_check import Checker  # noqa: E402
+
+# etl-parser's names for our fields, where they differ.
+EP_NAMES = {"TThreadId": "ThreadId", "ImageCheckSum": "ImageChecksum", "UserSID": "Sid"}
+# dissect.etl's, likewise.
+DIS_NAMES = {"ImageCheckSum": "ImageChecksum"}
+
+
+def ours_value(v):
+    """A JSON payload value as Python compares it: "0x..." integers as integers."""
+    if isinstance(v, str) and v.startswith("0x"):
+        try:
+            return int(v, 16)
+        except ValueError:
+            return v
+    return v
+
+
+def sid_text(revision, authority, subs):
+    a = int.from_bytes(bytes(authority), "big")
+    return "S-%d-%d%s" % (revision, a, "".join("-%d" % s for s in subs))
+
+
+def ep_value(v):
+    """An etl-parser (construct) value as Python compares it."""
+    t = getattr(v, "type", None)
+    if t is not None and hasattr(v, "string"):
+        raw = bytes(v.string)
+        if t == "WString":
+            s = raw.decode("utf-16-le", "replace")
+        else:
+            s = raw.decode("utf-8", "replace")
+        return s.split("\0", 1)[0]
+    if hasattr(v, "SubAuthority") and hasattr(v, "IdentifierAuthority"):
+        return sid_text(v.Revision, v.IdentifierAuthority, list(v.SubAuthority))
+    return v
+
+
+def dis_value(v):
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).split(b"\0", 1)[0].decode("utf-8", "replace")
+    if isinstance(v, str):
+        return v.split("\0", 1)[0]
+    return v
+
+
+def etl_parser_chunks(path):
+    """etl-parser: per buffer, the list of (hook, source container or None) of its records, or
+    a string saying why the buffer could not be read."""
+    from etl.etl import ChunkParser, EtlLogFile
+    from etl.perf import PerfInfo
+    from etl.system import System
+    with open(path, "rb") as f:
+        chunks = EtlLogFile.parse(f.read())
+    out = []
+    for ch in chunks:
+        try:
+            evs = ChunkParser.parse(ch.payload) if len(ch.payload) else []
+        except Exception as e:  # noqa: BLE001
+            out.append("%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            continue
+        recs = []
+        for ev in evs:
+            wrap = {"SystemTraceRecord": System, "PerfInfoTraceRecord": PerfInfo}.get(ev.type)
+            if wrap is None:
+                recs.append((None, None))
+                continue
+            obj = wrap(ev.value)
+            try:
+                mof = obj.get_mof()
+                recs.append((type(mof).__name__, mof.source))
+            except Exception:  # noqa: BLE001
+                recs.append((None, None))
+        out.append(recs)
+    return out
+
+
+def dissect_records(path):
+    """dissect.etl: every record's decoded values, or None where it decodes none. Its own
+    `Event.event_values()` fails with the dissect.cstruct it installs (the structure has no
+    `_values`: dissect.etl's bug), so the structure's members are read as it would: a SID
+    member through dissect.util's read_sid."""
+    from dissect.etl.etl import ETL
+    from dissect.util.sid import read_sid
+    out = []
+    with open(path, "rb") as f:
+        for rec in ETL(f):
+            try:
+                st = rec.event._struct
+                vals = None
+                if st is not None:
+                    vals = {k: (read_sid(v.sid.dumps()) if hasattr(v, "sid") else v)
+                            for k, v in vars(st).items() if not k.startswith("_")}
+            except Exception:  # noqa: BLE001
+                vals = None
+            out.append(vals)
+    return out
+
+
+class Tally:
+    def __init__(self):
+        self.events = 0
+        self.fields = 0
+        self.refused = 0
+        self.missing = {}
+        self.diffs = []
+
+
+def compare(tally, tag, row, other, names, conv):
+    """Our payload of `row` against the other reader's values `other` (None: it decoded none).
+    A payload we flag with a problem (a record that does not fit its class's layout: the
+    forge's random payloads) may be refused by the other reader too; where it is not, the
+    fields we did decode must agree."""
+    if other is None:
+        if row["payload"]["problem"]:
+            tally.refused += 1
+        else:
+            tally.diffs.append("%s +%s %s: not decoded" % (row["buffer"], hex(row["offset"]), row["hook"]))
+        return
+    tally.events += 1
+    for k, v in row["payload"]["fields"].items():
+        ok = names.get(k, k)
+        if ok not in other:
+            tally.missing[k] = tally.missing.get(k, 0) + 1
+            continue
+        a, b = ours_value(v), conv(other[ok])
+        tally.fields += 1
+        if a != b:
+            tally.diffs.append("%s +%s %s %s: ours %r, theirs %r" % (row["buffer"], hex(row["offset"]), row["hook"], k, a, b))
+
+
+def check_file(c, etwdump, path, tag, own=None):
+    """`own`: the file offsets of the buffers the extract wrote itself (header, rundown), whose
+    payloads must all decode; None: every payload of the file must (a real file)."""
+    r = subprocess.run([etwdump, "etl", path, "--events", "--format", "json"], capture_output=True, text=True)
+    if not c.check(r.returncode == 0, "%s: etwdump etl --events" % tag, r.stderr[-300:] if r.returncode else ""):
+        return
+    rows = json.loads(r.stdout)["records"]
+    decoded = [x for x in rows if x["payload"] is not None]
+    problems = [x for x in decoded if x["payload"]["problem"]]
+    if own is None:
+        c.check(not problems, "%s: %d payloads decoded by etwdump, none with a problem" % (tag, len(decoded)),
+                "" if not problems else str(problems[0]["payload"]))
+    else:
+        mine = [x for x in decoded if int(x["buffer"], 16) in own]
+        bad = [x for x in mine if x["payload"]["problem"]]
+        c.check(not bad, "%s: the %d payloads of the extract's header and rundown buffers decode with no problem"
+                % (tag, len(mine)), "" if not bad else str(bad[0]["payload"]))
+        if problems:
+            c.note("%s: %d payloads of the forge's memory buffers (random bytes under kernel hooks) do not fit "
+                   "their class's layout: etwdump says why" % (tag, len(problems)))
+    if not decoded:
+        return
+    # etl-parser: by buffer and index within it.
+    ep = etl_parser_chunks(path)
+    size = int.from_bytes(open(path, "rb").read(4), "little")
+    index, per_buffer = [], {}
+    for x in rows:
+        b = int(x["buffer"], 16) // size
+        index.append((b, per_buffer.get(b, 0)))
+        per_buffer[b] = per_buffer.get(b, 0) + 1
+    bad_chunks = [b for b, n in per_buffer.items()
+                  if b >= len(ep) or isinstance(ep[b], str) or len(ep[b]) != n]
+    c.check(not bad_chunks, "%s: etl-parser reads the %d records of the %d buffers as etwdump does"
+            % (tag, len(rows), len(per_buffer)), "buffers %s" % bad_chunks[:5] if bad_chunks else "")
+    t = Tally()
+    for x, (b, i) in zip(rows, index):
+        if x["payload"] is None or b in bad_chunks:
+            continue
+        compare(t, tag, x, ep[b][i][1], EP_NAMES, ep_value)
+    c.check(not t.diffs, "%s: etl-parser agrees on %d fields of %d events%s"
+            % (tag, t.fields, t.events, missing_text(t)), "; ".join(t.diffs[:3]))
+    # dissect.etl: by index in the file.
+    dis = dissect_records(path)
+    c.check(len(dis) == len(rows), "%s: dissect.etl reads %d records (etwdump %d)" % (tag, len(dis), len(rows)))
+    t = Tally()
+    for x, d in zip(rows, dis):
+        if x["payload"] is not None:
+            compare(t, tag, x, d, DIS_NAMES, dis_value)
+    c.check(not t.diffs, "%s: dissect.etl agrees on %d fields of %d events%s"
+            % (tag, t.fields, t.events, missing_text(t)), "; ".join(t.diffs[:3]))
+
+
+def missing_text(t):
+    parts = []
+    if t.missing:
+        parts.append("not decoded by it: %s" % ", ".join("%s in %d" % kv for kv in sorted(t.missing.items())))
+    if t.refused:
+        parts.append("%d payloads etwdump flags refused by it too" % t.refused)
+    return " (%s)" % "; ".join(parts) if parts else ""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--real", action="append", default=[])
+    ap.add_argument("--set")
+    ap.add_argument("--pdb")
+    a = ap.parse_args()
+    c = Checker()
+    etwdump = os.environ["ETWDUMP"]
+    for p in a.real:
+        if not os.path.isfile(p):
+            c.skip("%s is not present (it lives outside the repository)" % p)
+            continue
+        check_file(c, etwdump, p, os.path.basename(p))
+    if a.set:
+        with open(os.path.join(a.set, "manifest.json")) as f:
+            entries = json.load(f)
+        for e in entries:
+            dump = os.path.join(a.set, e["file"])
+            with tempfile.TemporaryDirectory() as out:
+                r = subprocess.run([etwdump, "extract", dump, "--pdb", a.pdb, "-o", out], capture_output=True, text=True)
+                if not c.check(r.returncode == 0, "%s: etwdump extract" % e["file"], r.stderr[-300:] if r.returncode else ""):
+                    continue
+                with open(os.path.join(out, "manifest.json")) as f:
+                    man = json.load(f)
+                for s in man["sessions"]:
+                    own = {b["file_offset"] for b in s["buffer_list"] if b["source"] in ("header", "rundown")}
+                    check_file(c, etwdump, os.path.join(out, s["file"]), "%s %s" % (e["file"], s["file"]), own)
+    print("== events_check: %d checks, %d failed" % (c.count, c.failures))
+    return 1 if c.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
