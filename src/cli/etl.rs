@@ -80,7 +80,7 @@ fn run_events(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
             }
         }
     }
-    warnings.extend(stats.warnings());
+    warnings.extend(stats.warnings("records"));
     warnings.extend(rows.untimed_warning());
     // The rows so far are closed properly (valid JSON) before a failed file's error.
     finish(r, rows, &warnings)?;

@@ -2,7 +2,10 @@
 
 pub mod ccswap;
 pub mod cswitch;
+pub mod dispatch;
 pub mod fields;
 pub mod hooks;
 pub mod mof;
 pub mod names;
+pub mod payload;
+pub mod tracelogging;

@@ -11,10 +11,11 @@
 //! version is not decoded (no guess), a payload too short for a field stops the decoding there
 //! and says so, and bytes after the last field are reported; nothing reads past the record.
 
-use crate::bytes::LeBytes;
 use crate::etl::records::{Record, RecordKind};
 use crate::text::Untrusted;
-use serde::Serialize;
+
+use super::payload::sid;
+pub use super::payload::{Payload, Value};
 
 /// A field's wire type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,75 +114,6 @@ const CLASSES: &[Class] = &[
     },
 ];
 
-/// A decoded value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Value {
-    /// Integers.
-    Number(u64),
-    /// Pointers, as `0x…` text like every address etwdump prints.
-    Address(String),
-    /// Strings from the record: untrusted text.
-    Text(Untrusted),
-}
-
-/// A record's payload, decoded. In JSON: `{"class", "fields": {name: value, ...} in wire
-/// order, "problem"}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Payload {
-    /// The MOF class whose layout was used.
-    pub class: &'static str,
-    /// The fields in wire order, as far as the payload holds them.
-    pub fields: Vec<(&'static str, Value)>,
-    /// Why decoding stopped before the last field, or what follows it (None: exactly the
-    /// layout's fields).
-    pub problem: Option<String>,
-}
-
-impl Serialize for Payload {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        struct Fields<'a>(&'a [(&'static str, Value)]);
-        impl Serialize for Fields<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(self.0.len()))?;
-                for (k, v) in self.0 {
-                    m.serialize_entry(k, v)?;
-                }
-                m.end()
-            }
-        }
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("class", self.class)?;
-        m.serialize_entry("fields", &Fields(&self.fields))?;
-        m.serialize_entry("problem", &self.problem)?;
-        m.end()
-    }
-}
-
-impl Payload {
-    /// The value of field `name`, if decoded.
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.fields.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
-    }
-
-    /// An integer field.
-    pub fn number(&self, name: &str) -> Option<u64> {
-        match self.get(name)? {
-            Value::Number(n) => Some(*n),
-            _ => None,
-        }
-    }
-
-    /// A string field.
-    pub fn text(&self, name: &str) -> Option<&Untrusted> {
-        match self.get(name)? {
-            Value::Text(t) => Some(t),
-            _ => None,
-        }
-    }
-}
-
 /// The payload of a SYSTEM, COMPACT or PERFINFO record (after its header), and its pointer
 /// width; None for other header kinds or a record `buf` does not hold.
 fn kernel_payload<'a>(buf: &'a [u8], r: &Record) -> Option<(&'a [u8], usize)> {
@@ -223,7 +155,7 @@ fn decode_fields(class: &Class, p: &[u8], ptr: usize) -> Payload {
         last = name;
         match read(ty, p, at, ptr) {
             Ok((v, n)) => {
-                out.fields.push((name, v));
+                out.fields.push((Untrusted::from(name), v));
                 at += n;
             }
             Err(why) => {
@@ -286,30 +218,6 @@ fn read(ty: Ty, p: &[u8], at: usize, ptr: usize) -> Result<(Value, usize), Strin
             )
         }
     })
-}
-
-/// A SID at `p[at..]` in its binary form (revision 1, at most 15 sub-authorities) as
-/// `S-1-…` text, and its size.
-fn sid(p: &[u8], at: usize) -> Result<(String, usize), String> {
-    let rev = p.u8_at(at).ok_or("no SID before the end of the record")?;
-    let count = p
-        .u8_at(at + 1)
-        .ok_or("no SID before the end of the record")?;
-    if rev != 1 || count > 15 {
-        return Err(format!(
-            "not a SID (revision {rev}, {count} sub-authorities; a SID has revision 1 and at most 15)"
-        ));
-    }
-    let size = 8 + 4 * usize::from(count);
-    let b = p
-        .get(at..at + size)
-        .ok_or_else(|| format!("a SID of {size} bytes runs past the end of the record"))?;
-    let authority = b[2..8].iter().fold(0u64, |a, &x| (a << 8) | u64::from(x));
-    let mut s = format!("S-1-{authority}");
-    for i in 0..usize::from(count) {
-        s.push_str(&format!("-{}", b.u32_at(8 + 4 * i).unwrap_or(0)));
-    }
-    Ok((s, size))
 }
 
 #[cfg(test)]

@@ -255,17 +255,12 @@ impl Row for crate::report::scan::ScanRow {
     }
 }
 
-/// One line for a decoded payload (`decode::mof`): what happened to which process, thread or
-/// image; text from the record escaped; `(decoding stopped: …)` when the payload did not fit.
+/// One line for a decoded payload (`decode::payload`): what happened to which process, thread
+/// or image; a TraceLogging event's provider, name and first fields; text from the record
+/// escaped; `(decoding stopped: …)` when the payload did not fit.
 fn payload_summary(r: &EventRow) -> Option<String> {
-    use crate::decode::mof::Value;
     let p = r.payload.as_ref()?;
-    let v = |name: &str| match p.get(name) {
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::Address(a)) => a.clone(),
-        Some(Value::Text(t)) => t.to_string(),
-        None => "?".into(),
-    };
+    let v = |name: &str| p.get(name).map_or_else(|| "?".into(), |v| v.to_string());
     let what = r.hook_name.unwrap_or(p.class);
     let mut s = match p.class {
         "Process_V4_TypeGroup1" => {
@@ -297,10 +292,34 @@ fn payload_summary(r: &EventRow) -> Option<String> {
             v("ImageSize"),
             v("ProcessId")
         ),
+        crate::decode::tracelogging::CLASS => tracelogging_summary(p),
         other => other.to_string(),
     };
     if let Some(why) = &p.problem {
         s.push_str(&format!(" (decoding stopped: {why})"));
     }
     Some(s)
+}
+
+/// `provider/event Field=value, …`: the first fields of a TraceLogging event, each value cut
+/// to a few dozen characters (already escaped by its Display).
+fn tracelogging_summary(p: &crate::decode::payload::Payload) -> String {
+    const FIELDS: usize = 3;
+    const CHARS: usize = 60;
+    let name = |t: Option<&crate::text::Untrusted>| crate::text::shown_or(t, "?");
+    let mut s = match &p.provider {
+        Some(_) => format!("{}/{}", name(p.provider.as_ref()), name(p.event.as_ref())),
+        None => name(p.event.as_ref()),
+    };
+    for (i, (k, v)) in p.fields.iter().take(FIELDS).enumerate() {
+        let mut shown: String = v.to_string();
+        if shown.chars().count() > CHARS {
+            shown = shown.chars().take(CHARS).collect::<String>() + "…";
+        }
+        s.push_str(&format!("{}{k}={shown}", if i == 0 { " " } else { ", " }));
+    }
+    if p.fields.len() > FIELDS {
+        s.push_str(&format!(", … {} fields", p.fields.len()));
+    }
+    s
 }

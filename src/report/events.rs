@@ -259,7 +259,7 @@ fn push_rows(
             message_flags: f.message_flags.map(|x| format!("{x:#06x}")),
             sequence: f.sequence,
             component_id: f.component_id,
-            payload: crate::decode::mof::decode(buf, r),
+            payload: crate::decode::dispatch::decode(buf, r),
         });
     })
 }

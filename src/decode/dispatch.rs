@@ -1,0 +1,12 @@
+//! The one entry point `report::events` calls for an event's payload: whichever decoder knows
+//! the record's kind decodes it into [`Payload`].
+
+use super::payload::Payload;
+use crate::etl::records::Record;
+
+/// The payload of `r`, decoded by whichever decoder knows its kind: a kernel event whose
+/// class and version have a known layout ([`super::mof`]), an EVENT_HEADER event that carries
+/// its TraceLogging metadata ([`super::tracelogging`]); None otherwise.
+pub fn decode(buf: &[u8], r: &Record) -> Option<Payload> {
+    super::mof::decode(buf, r).or_else(|| super::tracelogging::decode(buf, r))
+}
