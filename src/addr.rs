@@ -6,7 +6,7 @@ use std::fmt;
 /// Size of a small page on every architecture the tool reads.
 pub const PAGE_SIZE: u64 = 0x1000;
 /// `log2(PAGE_SIZE)`.
-pub const PAGE_SHIFT: u32 = 12;
+pub(crate) const PAGE_SHIFT: u32 = 12;
 
 /// The dumped machine's pointer width: what an address's kernel half and an EX_FAST_REF's
 /// reference-count bits depend on (`dump::Arch::width` gives it for an architecture).
@@ -44,10 +44,6 @@ impl VirtAddr {
     /// Offset of the address inside its 4 KiB page.
     pub fn page_offset(self) -> u64 {
         self.0 & (PAGE_SIZE - 1)
-    }
-    /// Start of the 4 KiB page holding the address.
-    pub fn page_base(self) -> VirtAddr {
-        VirtAddr(self.0 & !(PAGE_SIZE - 1))
     }
     /// The start of the record whose member at `field_offset` is at this address
     /// (CONTAINING_RECORD), wrapping like the CPU does.
@@ -162,7 +158,6 @@ mod tests {
     fn page_math() {
         let va = VirtAddr(0xFFFF_F804_7BA0_1234);
         assert_eq!(va.page_offset(), 0x234);
-        assert_eq!(va.page_base(), VirtAddr(0xFFFF_F804_7BA0_1000));
         assert_eq!(PhysAddr(0x1AD_123).pfn(), Pfn(0x1AD));
         assert_eq!(Pfn(0x1AD).addr(), PhysAddr(0x1AD_000));
         assert_eq!(format!("{}", va), "0xfffff8047ba01234");

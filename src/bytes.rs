@@ -3,7 +3,7 @@
 //! the tool.
 
 /// Little-endian reader over a byte slice.
-pub trait LeBytes {
+pub(crate) trait LeBytes {
     /// The byte at `off`, if in bounds.
     fn u8_at(&self, off: usize) -> Option<u8>;
     /// The little-endian u16 at `off`, if all its bytes are in bounds.
@@ -39,7 +39,7 @@ impl LeBytes for [u8] {
 }
 
 /// Four-character tag as text, with non-printable bytes escaped (for error messages).
-pub fn tag_text(bytes: &[u8]) -> String {
+pub(crate) fn tag_text(bytes: &[u8]) -> String {
     bytes
         .iter()
         .map(|&b| {

@@ -49,7 +49,7 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 /// other character of [`needs_escape`] escaped. The last guard of the table outputs: text
 /// from the input is escaped where it is formatted (`Untrusted`'s Display); this makes sure
 /// no row type or page can put a raw control character on the terminal.
-pub fn escape_lines(s: &str) -> Cow<'_, str> {
+pub(crate) fn escape_lines(s: &str) -> Cow<'_, str> {
     if !s.chars().any(|c| c != '\n' && needs_escape(c)) {
         return Cow::Borrowed(s);
     }
@@ -65,7 +65,7 @@ pub fn escape_lines(s: &str) -> Cow<'_, str> {
 }
 
 /// Push `c`, escaped if it [`needs_escape`].
-pub fn push_escaped(o: &mut String, c: char) {
+pub(crate) fn push_escaped(o: &mut String, c: char) {
     use fmt::Write;
     if needs_escape(c) {
         let _ = write!(o, "{}", c.escape_unicode());
@@ -128,13 +128,13 @@ impl Untrusted {
     }
 
     /// Bytes up to the first NUL (or all), as UTF-8 (invalid sequences replaced).
-    pub fn from_utf8_z(b: &[u8]) -> Untrusted {
+    pub(crate) fn from_utf8_z(b: &[u8]) -> Untrusted {
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
         Untrusted::from_utf8_lossy(&b[..end])
     }
 
     /// UTF-16LE bytes, invalid units replaced, up to the first NUL unit.
-    pub fn from_utf16le_z(bytes: &[u8]) -> Untrusted {
+    pub(crate) fn from_utf16le_z(bytes: &[u8]) -> Untrusted {
         let units: Vec<u16> = bytes
             .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
@@ -172,7 +172,7 @@ impl Untrusted {
     /// The exact text as one cell of a CSV row that goes through `render::csv::csv_line` /
     /// `csv_field` (which escape every cell as [`escape`] does and defuse formulas); only for
     /// building CSV rows.
-    pub fn csv_cell(&self) -> String {
+    pub(crate) fn csv_cell(&self) -> String {
         self.0.clone()
     }
 

@@ -25,11 +25,11 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
 /// signed 64-bit counts to Windows, `FileTimeToSystemTime` refuses anything at or above 2^63).
 /// Every u64 is on or after 1601-01-01, so a FILETIME is outside 1601..=30828-09-14 exactly
 /// when it is past this.
-pub const MAX_FILETIME: u64 = 0x7FFF_FFFF_FFFF_FFFF;
+pub(crate) const MAX_FILETIME: u64 = 0x7FFF_FFFF_FFFF_FFFF;
 
 /// A FILETIME as text: ISO-8601 UTC when it is a valid FILETIME ([`MAX_FILETIME`]), else
 /// `not a valid FILETIME (raw 0x...)`: an impossible time is never shown as a date.
-pub fn filetime_text(ft: u64) -> String {
+pub(crate) fn filetime_text(ft: u64) -> String {
     if ft > MAX_FILETIME {
         format!("not a valid FILETIME (raw {ft:#x})")
     } else {
@@ -38,7 +38,7 @@ pub fn filetime_text(ft: u64) -> String {
 }
 
 /// The FILETIME of `y`-01-01 00:00 UTC (1601 ≤ y).
-pub fn filetime_of_year(y: i64) -> u64 {
+pub(crate) fn filetime_of_year(y: i64) -> u64 {
     // Days from 1601-01-01 to y-01-01, proleptic Gregorian.
     let days = |y: i64| {
         let p = y - 1;
@@ -49,7 +49,7 @@ pub fn filetime_of_year(y: i64) -> u64 {
 
 /// The earliest year a kernel of NT build `build` can have run in: the year of the first
 /// preview builds of its release (Windows 2000's 2195 for anything older or unknown).
-pub fn build_first_year(build: u32) -> i64 {
+pub(crate) fn build_first_year(build: u32) -> i64 {
     const YEARS: &[(u32, i64)] = &[
         (26100, 2024),
         (22621, 2022),
@@ -77,7 +77,7 @@ pub fn build_first_year(build: u32) -> i64 {
 /// Why the dump's SystemTime `ft` cannot be right: not a FILETIME, before kernel build
 /// `build` existed ([`build_first_year`]), or after the file holding it was written
 /// (`written`, a FILETIME; a day of slack for clocks). None when it is plausible.
-pub fn implausible_dump_time(
+pub(crate) fn implausible_dump_time(
     ft: u64,
     build: u32,
     written: Option<u64>,
@@ -115,7 +115,7 @@ pub fn implausible_dump_time(
 }
 
 /// A `SystemTime` (a file's modification time) as a FILETIME.
-pub fn filetime_of_system_time(t: std::time::SystemTime) -> Option<u64> {
+pub(crate) fn filetime_of_system_time(t: std::time::SystemTime) -> Option<u64> {
     let s = t.duration_since(std::time::UNIX_EPOCH).ok()?;
     (s.as_nanos() / 100)
         .try_into()
@@ -123,13 +123,8 @@ pub fn filetime_of_system_time(t: std::time::SystemTime) -> Option<u64> {
         .and_then(|v: u64| v.checked_add(EPOCH_DIFF_100NS))
 }
 
-/// Seconds since the Unix epoch for a FILETIME, if it is not before 1970.
-pub fn filetime_to_unix_seconds(ft: u64) -> Option<u64> {
-    ft.checked_sub(EPOCH_DIFF_100NS).map(|v| v / 10_000_000)
-}
-
 /// Format a duration in 100 ns units as `Dd HH:MM:SS.fffffff`.
-pub fn duration_100ns(v: u64) -> String {
+pub(crate) fn duration_100ns(v: u64) -> String {
     let frac = v % 10_000_000;
     let s = v / 10_000_000;
     format!(
@@ -352,10 +347,6 @@ mod tests {
         assert_eq!(
             filetime_to_iso8601(u64::MAX),
             "60056-05-28T05:36:10.9551615Z"
-        );
-        assert_eq!(
-            filetime_to_unix_seconds(132583451029877657),
-            Some(1613871502)
         );
         assert_eq!(duration_100ns(37470697), "0d 00:00:03.7470697");
         assert_eq!(

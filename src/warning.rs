@@ -108,7 +108,7 @@ impl Warning {
 
     /// The same warning about logger `id` with `prefix` before its message (a lower layer's
     /// warning placed in a session's context), keeping its kind and fields.
-    pub fn in_logger(mut self, id: u64) -> Self {
+    pub(crate) fn in_logger(mut self, id: u64) -> Self {
         if self.logger_id.is_none() {
             self.logger_id = Some(id);
             self.message = format!("logger {id}: {}", self.message);
@@ -125,12 +125,15 @@ impl fmt::Display for Warning {
 
 /// Warnings serialized as their messages only (models whose JSON has always carried their
 /// warnings as text: a session's, a consumer's).
-pub fn serialize_messages<S: serde::Serializer>(list: &[Warning], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize_messages<S: serde::Serializer>(
+    list: &[Warning],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_seq(list.iter().map(|w| &w.message))
 }
 
 /// Push `w` unless an equal warning is already there (many slots or blocks can raise the same).
-pub fn push_once(list: &mut Vec<Warning>, w: Warning) {
+pub(crate) fn push_once(list: &mut Vec<Warning>, w: Warning) {
     if !list.contains(&w) {
         list.push(w);
     }

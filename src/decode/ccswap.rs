@@ -9,11 +9,11 @@
 //! old thread of switch i+1.
 
 /// Size of PERFINFO_CCSWAP_BUFFER.
-pub const HEADER_SIZE: usize = 0x58;
+pub(crate) const HEADER_SIZE: usize = 0x58;
 /// Size of a pending block (pool tag 'CCsw').
 pub const PENDING_BLOCK_SIZE: usize = 0x400;
 /// Offset of PERFINFO_CCSWAP_BUFFER in a pending block.
-pub const PENDING_HEADER: usize = 0x10;
+pub(crate) const PENDING_HEADER: usize = 0x10;
 
 /// The packet form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

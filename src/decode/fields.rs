@@ -7,7 +7,7 @@
 //! | PERFINFO (PERFINFO_TRACE_HEADER) | marker, Size @4, HookId @6, timestamp u64 @8 (no thread or process id) |
 //! | EVENT_HEADER | Size u16 @0, HeaderType @2, Flags @4, EventProperty @6, ThreadId u32 @8, ProcessId u32 @0xC, TimeStamp @0x10, ProviderId GUID @0x18, EventDescriptor {Id u16 @0x28, Version u8 @0x2A, Channel, Level @0x2C, Opcode, Task, Keyword} |
 //! | FULL / INSTANCE (EVENT_TRACE_HEADER) | Size @0, Class {Type u8 @4, Level @5, Version u16 @6}, ThreadId @8, ProcessId @0xC, TimeStamp @0x10, Guid @0x18 (FULL) |
-//! | MESSAGE (MESSAGE_TRACE_HEADER) | Size u16 @0, 0x90 @3, MessageNumber u16 @4 (as the event id), OptionFlags u16 @6, then by flag: sequence, component id or GUID (as the provider), timestamp, ThreadId, ProcessId ([`MessageHeader`]) |
+//! | MESSAGE (MESSAGE_TRACE_HEADER) | Size u16 @0, 0x90 @3, MessageNumber u16 @4 (as the event id), OptionFlags u16 @6, then by flag: sequence, component id or GUID (as the provider), timestamp, ThreadId, ProcessId (`MessageHeader`) |
 
 use crate::bytes::{guid_text, LeBytes};
 use crate::etl::records::{MessageHeader, Record, RecordKind};

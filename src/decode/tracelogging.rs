@@ -1,6 +1,6 @@
 //! TraceLogging (self-describing) events (issue 29 item 1): an EVENT_HEADER record that
 //! carries its own metadata in an extended data item, decoded field by field from it into the
-//! [`Payload`] model the MOF decoder uses. `class` is [`CLASS`] (`TraceLogging`), `event` the
+//! [`Payload`] model the MOF decoder uses. `class` is `CLASS` (`TraceLogging`), `event` the
 //! event name from the metadata and `provider` the provider name from the provider traits:
 //! names read from the record are untrusted text, so they are not the class (a name etwdump
 //! knows) but fields beside it.
@@ -58,7 +58,7 @@
 //!
 //! Hostile input: every size and count is checked against the record; a field that does not
 //! fit, an unknown InType, a custom-schema field, metadata that does not parse, structures
-//! nested deeper than [`MAX_DEPTH`] or more than [`MAX_VALUES`] values stop the decoding with
+//! nested deeper than `MAX_DEPTH` or more than `MAX_VALUES` values stop the decoding with
 //! a `problem`, keeping the fields decoded so far; nothing reads past the record.
 
 use super::payload::{sid, Fields, Float, Payload, Value};
@@ -68,7 +68,7 @@ use crate::text::Untrusted;
 use crate::time::filetime_text;
 
 /// The `class` of every payload this module decodes.
-pub const CLASS: &str = "TraceLogging";
+pub(crate) const CLASS: &str = "TraceLogging";
 /// EVENT_HEADER size.
 const HEADER: usize = 0x50;
 /// EVENT_HEADER_FLAG_EXTENDED_INFO.
@@ -76,10 +76,10 @@ const FLAG_EXTENDED_INFO: u16 = 0x0001;
 const EXT_SCHEMA_TL: u16 = 11;
 const EXT_PROV_TRAITS: u16 = 12;
 /// Structures nested deeper than this are not decoded.
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 /// Values decoded from one record at most (a constant-count array of structures whose members
 /// take no byte could otherwise multiply without bound).
-pub const MAX_VALUES: usize = 65_536;
+pub(crate) const MAX_VALUES: usize = 65_536;
 
 const IN_STRUCT: u8 = 24;
 const OUT_STRING: u8 = 0x02;

@@ -42,7 +42,7 @@ impl Arch {
             Arch::Arm64 => "ARM64",
         }
     }
-    pub fn is_64bit(self) -> bool {
+    pub(crate) fn is_64bit(self) -> bool {
         self.pointer_size() == 8
     }
     /// The pointer width (64-bit on x64 and ARM64).
@@ -61,8 +61,8 @@ pub struct DumpType(pub u32);
 impl DumpType {
     pub const FULL: DumpType = DumpType(1);
     pub const TRIAGE: DumpType = DumpType(4);
-    pub const BITMAP_FULL: DumpType = DumpType(5);
-    pub const BITMAP_KERNEL: DumpType = DumpType(6);
+    pub(crate) const BITMAP_FULL: DumpType = DumpType(5);
+    pub(crate) const BITMAP_KERNEL: DumpType = DumpType(6);
 
     /// Name as in mindumpdef.h (1-7) and kdmp-parser (8-0xA); `None` for unknown values.
     pub fn name(self) -> Option<&'static str> {
@@ -158,9 +158,9 @@ const LAYOUT64: HeaderLayout = HeaderLayout {
 /// x86 only: PaeEnabled byte.
 const PAE_ENABLED_32: usize = 0x5C;
 /// Size of the PhysicalMemoryBlock union in both headers.
-pub const PHYSICAL_MEMORY_BLOCK_SIZE: usize = 700;
+pub(crate) const PHYSICAL_MEMORY_BLOCK_SIZE: usize = 700;
 /// Unused header words hold the string "PAGE".
-pub const PAGE_FILL: u32 = u32::from_le_bytes(*SIG_PAGE);
+pub(crate) const PAGE_FILL: u32 = u32::from_le_bytes(*SIG_PAGE);
 
 /// The parsed dump header.
 #[derive(Clone, Debug)]
@@ -320,7 +320,7 @@ impl DumpHeader {
     }
 
     /// File offset of the DumpType field (for error messages).
-    pub fn dump_type_offset(&self) -> u64 {
+    pub(crate) fn dump_type_offset(&self) -> u64 {
         if self.arch.is_64bit() {
             LAYOUT64.dump_type as u64
         } else {

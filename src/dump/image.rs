@@ -30,14 +30,14 @@ use crate::bytes::LeBytes;
 use crate::warning::{Warning, WarningKind};
 
 /// Most ranges accepted from any table (ELF program headers, VMware regions, RDMP ranges).
-pub const MAX_RANGES: usize = 1 << 16;
+pub(crate) const MAX_RANGES: usize = 1 << 16;
 /// Most VMware tags walked in one group.
 const MAX_TAGS: usize = 1 << 20;
 /// Highest physical address accepted (52-bit physical addressing).
 const MAX_PHYS: u64 = 1 << 52;
 
 /// The VMware state-file magics (volatility3 `layers/vmware.py`).
-pub const VMWARE_MAGICS: [[u8; 4]; 4] = [
+pub(crate) const VMWARE_MAGICS: [[u8; 4]; 4] = [
     [0xD0, 0xBE, 0xD2, 0xBE],
     [0xD1, 0xBA, 0xD1, 0xBA],
     [0xD2, 0xBE, 0xD2, 0xBE],
@@ -156,7 +156,7 @@ impl PhysImage {
 
     /// Bytes of the file that more than one range places (ranges sorted by file offset; the
     /// overlap of each with the furthest end before it).
-    pub fn aliased_bytes(&self) -> u64 {
+    pub(crate) fn aliased_bytes(&self) -> u64 {
         let mut by_file: Vec<(u64, u64)> = self
             .ranges
             .iter()
@@ -204,16 +204,16 @@ pub fn raw(len: u64) -> (PhysImage, u64) {
 
 /// Smallest file taken as a raw image when it has no signature (1 MiB): smaller files are
 /// reported as "not a crash dump" instead.
-pub const MIN_RAW: u64 = 1 << 20;
+pub(crate) const MIN_RAW: u64 = 1 << 20;
 
 /// Could this be a raw image: no crash-dump, minidump, ELF or VMware signature, and at least
-/// [`MIN_RAW`] bytes? (Whether it is memory is decided by finding page tables in it.)
+/// `MIN_RAW` bytes? (Whether it is memory is decided by finding page tables in it.)
 pub fn is_raw_candidate(file: &[u8]) -> bool {
     file.len() as u64 >= MIN_RAW && has_no_signature(file)
 }
 
 /// No crash-dump, minidump, ELF or VMware signature at the start.
-pub fn has_no_signature(file: &[u8]) -> bool {
+pub(crate) fn has_no_signature(file: &[u8]) -> bool {
     !file.starts_with(b"PAGE")
         && !file.starts_with(b"MDMP")
         && !is_elf(file)
@@ -443,13 +443,13 @@ fn vmware_memory_tags(
 /// What a VMware state file says of the memory: the regions (physical address, offset in the
 /// memory's bytes, size), and where the memory is when the file holds it.
 #[derive(Debug)]
-pub struct VmwareLayout {
+pub(crate) struct VmwareLayout {
     pub regions: Vec<(u64, u64, u64)>,
     pub embedded: Option<(u64, u64)>,
 }
 
 /// Parse a VMware .vmss/.vmsn's memory group.
-pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, ImageError> {
+pub(crate) fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, ImageError> {
     if !is_vmware_state(file) {
         return Err(ImageError::VmwareMagic);
     }
@@ -497,7 +497,7 @@ pub fn vmware_layout(file: &[u8]) -> Result<VmwareLayout, ImageError> {
 /// The ranges of memory bytes `mem_len` long at file offset `base`, placed by `regions` (flat
 /// when there are none), cut to the bytes there are. Returns the image and the bytes the
 /// regions claim beyond the memory's end.
-pub fn vmware_ranges(
+pub(crate) fn vmware_ranges(
     format: ImageFormat,
     regions: &[(u64, u64, u64)],
     base: u64,

@@ -4,7 +4,7 @@
 //! for any image whose physical layer is a file placed by linear segments (raw, LiME, ELF
 //! core, VMware, QEMU, ...), so that etwdump reads exactly the memory Volatility reads.
 //!
-//! The file is JSON, at most [`MAX_LAYOUT_BYTES`]:
+//! The file is JSON, at most `MAX_LAYOUT_BYTES`:
 //!
 //! ```json
 //! {"etwdump_layout": 1,
@@ -14,7 +14,7 @@
 //! ```
 //!
 //! `ranges` are physical runs (page aligned, not overlapping, at most
-//! [`image::MAX_RANGES`](super::image::MAX_RANGES)); `arch` is `x64`, `x86-pae` or `x86`, and
+//! `image::MAX_RANGES`); `arch` is `x64`, `x86-pae` or `x86`, and
 //! with `dtb` (the kernel's page-table root; for PAE the PDPT) replaces the search for them.
 //! A given root is used only when KUSER_SHARED_DATA read through it looks like Windows
 //! (checked by the caller, [`crate::kernel::discover::open_with_layout`]); otherwise the search runs
@@ -27,9 +27,9 @@ use crate::text::Untrusted;
 use serde::Deserialize;
 
 /// Largest layout file read (a 2^16-range layout is about 4 MiB of JSON).
-pub const MAX_LAYOUT_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_LAYOUT_BYTES: u64 = 16 << 20;
 /// The layout format this build reads.
-pub const LAYOUT_VERSION: u64 = 1;
+pub(crate) const LAYOUT_VERSION: u64 = 1;
 
 /// A parsed, bounded layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Layout {
         })
     }
 
-    /// Read and parse a layout file, reading at most [`MAX_LAYOUT_BYTES`] + 1 bytes.
+    /// Read and parse a layout file, reading at most `MAX_LAYOUT_BYTES` + 1 bytes.
     pub fn read(path: &std::path::Path) -> Result<Layout, LayoutError> {
         use std::io::Read;
         let f = std::fs::File::open(path).map_err(|e| LayoutError::Io(e.to_string()))?;

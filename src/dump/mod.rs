@@ -134,7 +134,7 @@ impl std::fmt::Debug for DumpFile {
 
 impl DumpFile {
     /// Open and validate a dump file: the first format of the detection registry
-    /// ([`registry`]) whose probe takes it opens it.
+    /// (`registry`) whose probe takes it opens it.
     ///
     /// The file is mapped read-only. Every extent is checked against the file's length at
     /// open; if the file is truncated *while* mapped, reads may fault (memmap2 #13): do not
@@ -345,7 +345,7 @@ impl DumpFile {
     /// folios, often many times the bytes read, when a page is touched). The pages stay in the
     /// page cache; a later read maps them again. Where the resident set cannot be read (not
     /// Linux), the pages are released every 16384 pages read.
-    pub fn note_read(&self, pages: u64) {
+    pub(crate) fn note_read(&self, pages: u64) {
         use std::sync::atomic::Ordering;
         if !matches!(self.backing, Backing::Map(_)) {
             return;
@@ -371,7 +371,7 @@ impl DumpFile {
     }
 
     /// Release the mapping's resident pages now (no effect on a dump held in memory).
-    pub fn release_resident(&self) {
+    pub(crate) fn release_resident(&self) {
         #[cfg(unix)]
         if let Backing::Map(m) = &self.backing {
             // SAFETY: the mapping is private and read-only: after MADV_DONTNEED its pages
@@ -399,7 +399,7 @@ impl DumpFile {
 
     /// Tell the OS how the file will be read: sequentially (a pass over all memory: large
     /// read-ahead) or at random (the default: no read-ahead for scattered field reads).
-    pub fn advise_sequential(&self, sequential: bool) {
+    pub(crate) fn advise_sequential(&self, sequential: bool) {
         #[cfg(unix)]
         if let Backing::Map(m) = &self.backing {
             let _ = m.advise(if sequential {
@@ -438,7 +438,7 @@ impl DumpFile {
     /// Ask the OS to read the stored pages `[first, first + count)` ahead (they are one run of
     /// [`Self::physical_runs`], so one stretch of the file): a pass over all memory reads at
     /// disk speed instead of faulting one page at a time. No effect on an in-memory dump.
-    pub fn prefetch(&self, first: u64, count: u64) {
+    pub(crate) fn prefetch(&self, first: u64, count: u64) {
         let Some(off) = self.page_file_offset(Pfn::new(first)) else {
             return;
         };

@@ -507,13 +507,13 @@ impl<'d> TriageView<'d> {
     }
 
     /// Whether the dump saved the crashing CPU's KPRCB (TRIAGE_DUMP.PrcbOffset is set).
-    pub fn has_saved_prcb(&self) -> bool {
+    pub(crate) fn has_saved_prcb(&self) -> bool {
         self.triage.prcb_offset != 0
     }
 
     /// `len` bytes at `offset` into the crashing CPU's saved KPRCB (None: not saved, or past
     /// the end of the file).
-    pub fn saved_prcb(&self, offset: u64, len: usize) -> Option<&'d [u8]> {
+    pub(crate) fn saved_prcb(&self, offset: u64, len: usize) -> Option<&'d [u8]> {
         if !self.has_saved_prcb() {
             return None;
         }

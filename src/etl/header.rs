@@ -19,36 +19,34 @@ pub mod offsets {
     use crate::symbols::builtin::buffer_header::newest_offset;
 
     /// BufferSize (u32): the buffer's size in bytes.
-    pub const BUFFER_SIZE: usize = newest_offset("BufferSize");
+    pub(crate) const BUFFER_SIZE: usize = newest_offset("BufferSize");
     /// SavedOffset (u32): the valid end of a buffer written to a file.
     pub const SAVED_OFFSET: usize = newest_offset("SavedOffset");
     /// CurrentOffset (u32): the valid end of a buffer being filled.
-    pub const CURRENT_OFFSET: usize = newest_offset("CurrentOffset");
+    pub(crate) const CURRENT_OFFSET: usize = newest_offset("CurrentOffset");
     /// TimeStamp (i64): when the buffer was flushed or last used, in the session's clock.
-    pub const TIME_STAMP: usize = newest_offset("TimeStamp");
+    pub(crate) const TIME_STAMP: usize = newest_offset("TimeStamp");
     /// SequenceNumber (i64): the buffer's position in its session's sequence.
     pub const SEQUENCE_NUMBER: usize = newest_offset("SequenceNumber");
     /// ETW_BUFFER_CONTEXT {ProcessorIndex: 11 bits (or ProcessorNumber u8 + Alignment u8);
     /// LoggerId: u16 at +2}.
     pub const CLIENT_CONTEXT: usize = newest_offset("ClientContext");
-    /// ClientContext.LoggerId (u16).
-    pub const LOGGER_ID: usize = CLIENT_CONTEXT + 2;
     /// State (ETW_BUFFER_STATE: free, general logging, CSwitch, flush, ...).
-    pub const STATE: usize = newest_offset("State");
+    pub(crate) const STATE: usize = newest_offset("State");
     /// Offset (u32): the next free byte while the buffer is filled.
-    pub const OFFSET: usize = newest_offset("Offset");
+    pub(crate) const OFFSET: usize = newest_offset("Offset");
     /// BufferFlag (u16).
-    pub const BUFFER_FLAG: usize = newest_offset("BufferFlag");
+    pub(crate) const BUFFER_FLAG: usize = newest_offset("BufferFlag");
     /// BufferType (u16): generic, rundown, CTX_SWAP, header, ...
-    pub const BUFFER_TYPE: usize = newest_offset("BufferType");
+    pub(crate) const BUFFER_TYPE: usize = newest_offset("BufferType");
 }
 
 /// ETW_BUFFER_STATE Flush: what a buffer written to a file says (§2.4).
 pub const STATE_FLUSH: u32 = 3;
 /// BufferFlag FLUSH_MARKER | ... : the processor index in ClientContext is valid (0x20).
-pub const FLAG_PROCESSOR_INDEX: u16 = 0x20;
+pub(crate) const FLAG_PROCESSOR_INDEX: u16 = 0x20;
 /// BufferType HEADER (the first buffer of a file) and CTX_SWAP (§2.5).
-pub const BUFFER_TYPE_HEADER: u16 = 4;
+pub(crate) const BUFFER_TYPE_HEADER: u16 = 4;
 /// BufferType CTX_SWAP: a buffer of compact context switches.
 pub const BUFFER_TYPE_CTX_SWAP: u16 = 2;
 
@@ -115,7 +113,7 @@ impl BufferHeader {
 }
 
 /// ETW_BUFFER_STATE names (§2.4).
-pub fn state_name(s: u64) -> &'static str {
+pub(crate) fn state_name(s: u64) -> &'static str {
     match s {
         0 => "Free",
         1 => "GeneralLogging",

@@ -145,7 +145,7 @@ impl Record {
 
     /// MESSAGE records: the decoded header (`None` for other kinds, or when the record is
     /// shorter than the fields its option flags announce).
-    pub fn message_header(&self, buf: &[u8]) -> Option<MessageHeader> {
+    pub(crate) fn message_header(&self, buf: &[u8]) -> Option<MessageHeader> {
         if self.kind != RecordKind::Message {
             return None;
         }
@@ -198,7 +198,7 @@ pub mod message_flags {
 /// fields the flags announce (see [`message_flags`]). The payload that follows stays raw: its
 /// meaning is in the provider's TMF data, which no dump holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct MessageHeader {
+pub(crate) struct MessageHeader {
     pub message_number: u16,
     pub option_flags: u16,
     pub sequence: Option<u32>,

@@ -28,11 +28,11 @@ use crate::dump::Arch;
 pub use super::writer::{partition_info, HOOK_PARTITION_INFO};
 
 /// Hooks written here.
-pub const HOOK_PROCESS_DCSTART: u16 = 0x0303;
+pub(crate) const HOOK_PROCESS_DCSTART: u16 = 0x0303;
 /// Thread DCStart (0x0503, version 3).
 pub const HOOK_THREAD_DCSTART: u16 = 0x0503;
 /// Image DCStart (0x1403, version 3).
-pub const HOOK_IMAGE_DCSTART: u16 = 0x1403;
+pub(crate) const HOOK_IMAGE_DCSTART: u16 = 0x1403;
 
 /// The SID written as a process's user: S-1-0-0 (the null SID), as the user is not read.
 const NULL_SID: [u8; 12] = [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -84,7 +84,7 @@ impl Payload {
 
 /// One process for the rundown.
 #[derive(Clone, Debug, Default)]
-pub struct ProcessRundown<'a> {
+pub(crate) struct ProcessRundown<'a> {
     /// UniqueProcessKey: the EPROCESS address.
     pub key: u64,
     pub pid: u32,
@@ -98,7 +98,7 @@ pub struct ProcessRundown<'a> {
 }
 
 /// The 0x0303 Process DCStart record.
-pub fn process_dcstart(arch: Arch, ts: u64, p: &ProcessRundown<'_>) -> Vec<u8> {
+pub(crate) fn process_dcstart(arch: Arch, ts: u64, p: &ProcessRundown<'_>) -> Vec<u8> {
     let mut b = Payload::new(arch);
     b.ptr(p.key)
         .u32(p.pid)
@@ -124,7 +124,7 @@ pub fn process_dcstart(arch: Arch, ts: u64, p: &ProcessRundown<'_>) -> Vec<u8> {
 
 /// One thread for the rundown.
 #[derive(Clone, Debug, Default)]
-pub struct ThreadRundown {
+pub(crate) struct ThreadRundown {
     pub pid: u32,
     pub tid: u32,
     pub stack_base: u64,
@@ -135,7 +135,7 @@ pub struct ThreadRundown {
 }
 
 /// The 0x0503 Thread DCStart record.
-pub fn thread_dcstart(arch: Arch, ts: u64, t: &ThreadRundown) -> Vec<u8> {
+pub(crate) fn thread_dcstart(arch: Arch, ts: u64, t: &ThreadRundown) -> Vec<u8> {
     let mut b = Payload::new(arch);
     b.u32(t.pid)
         .u32(t.tid)
@@ -156,7 +156,7 @@ pub fn thread_dcstart(arch: Arch, ts: u64, t: &ThreadRundown) -> Vec<u8> {
 
 /// One image (a kernel module: ProcessId 0) for the rundown.
 #[derive(Clone, Debug, Default)]
-pub struct ImageRundown<'a> {
+pub(crate) struct ImageRundown<'a> {
     pub base: u64,
     pub size: u64,
     pub pid: u32,
@@ -167,11 +167,17 @@ pub struct ImageRundown<'a> {
 
 /// Most UTF-16 units of an image's file name written (a record's Size is 16 bits; real
 /// paths are far shorter): a longer name from memory is cut there.
-pub const MAX_FILE_NAME_UNITS: usize = 4096;
+pub(crate) const MAX_FILE_NAME_UNITS: usize = 4096;
 
 /// The 0x1403 Image DCStart record (header thread/process: the writer's, as for the header
 /// event). The file name is cut at [`MAX_FILE_NAME_UNITS`].
-pub fn image_dcstart(arch: Arch, tid: u32, pid: u32, ts: u64, i: &ImageRundown<'_>) -> Vec<u8> {
+pub(crate) fn image_dcstart(
+    arch: Arch,
+    tid: u32,
+    pid: u32,
+    ts: u64,
+    i: &ImageRundown<'_>,
+) -> Vec<u8> {
     let mut units = 0;
     let name: String = i
         .file_name

@@ -4,7 +4,7 @@
 //! of the last complete record, the rest 0xFF, State Flush, the processor index).
 //!
 //! This module owns the bytes; what goes into them (which buffers, which clock facts) is the
-//! caller's. [`EtlFileWriter`] writes one file to a temporary name, hashes it on a second
+//! caller's. `EtlFileWriter` writes one file to a temporary name, hashes it on a second
 //! thread and renames it into place only when it is complete.
 
 use super::header::{
@@ -88,7 +88,7 @@ pub(crate) fn wide(arch: Arch) -> bool {
 }
 
 /// A SYSTEM_TRACE_HEADER record (0x20 bytes + payload; 32-bit form 0xC001, 64-bit 0xC002).
-pub fn system_record(
+pub(crate) fn system_record(
     arch: Arch,
     version: u16,
     hook: u16,
@@ -126,7 +126,13 @@ pub fn partition_info(arch: Arch, tid: u32, pid: u32, ts: u64) -> Vec<u8> {
 }
 
 /// A PERFINFO_TRACE_HEADER record (0x10 bytes + payload; 32-bit form 0xC010, 64-bit 0xC011).
-pub fn perfinfo_record(arch: Arch, version: u16, hook: u16, ts: u64, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn perfinfo_record(
+    arch: Arch,
+    version: u16,
+    hook: u16,
+    ts: u64,
+    payload: &[u8],
+) -> Vec<u8> {
     let size = 0x10 + payload.len();
     let mut r = Vec::with_capacity(size);
     let form = if wide(arch) {
@@ -208,7 +214,7 @@ pub fn header_buffer(h: &LogfileHeader<'_>) -> Vec<u8> {
 
 /// What a synthetic WMI_BUFFER_HEADER says.
 #[derive(Clone, Debug)]
-pub struct SyntheticHeader {
+pub(crate) struct SyntheticHeader {
     pub size: usize,
     pub logger_id: u64,
     pub sequence_number: u64,
@@ -221,7 +227,7 @@ pub struct SyntheticHeader {
 /// TimeStamp, SequenceNumber, ClientContext.LoggerId, BufferType), then `records` from 0x48
 /// (laid out as in a buffer), the valid end 8-aligned with a zero pad, fixed up like a
 /// recovered buffer. None when the records do not fit.
-pub fn synthetic_buffer(h: &SyntheticHeader, records: &[u8]) -> Option<(Vec<u8>, Walk)> {
+pub(crate) fn synthetic_buffer(h: &SyntheticHeader, records: &[u8]) -> Option<(Vec<u8>, Walk)> {
     let end = BUFFER_HEADER_SIZE + records.len().next_multiple_of(8);
     if end > h.size {
         return None;
@@ -240,7 +246,11 @@ pub fn synthetic_buffer(h: &SyntheticHeader, records: &[u8]) -> Option<(Vec<u8>,
 
 /// A file buffer of `size` bytes from a saved buffer start (`saved` = its header and its
 /// valid bytes), fixed up like a recovered buffer. None when `saved` is longer than `size`.
-pub fn saved_buffer(size: usize, processor: Option<u64>, saved: &[u8]) -> Option<(Vec<u8>, Walk)> {
+pub(crate) fn saved_buffer(
+    size: usize,
+    processor: Option<u64>,
+    saved: &[u8],
+) -> Option<(Vec<u8>, Walk)> {
     let mut b = vec![0u8; size];
     b.get_mut(..saved.len())?.copy_from_slice(saved);
     let w = walk(&b, saved.len());
@@ -251,7 +261,7 @@ pub fn saved_buffer(size: usize, processor: Option<u64>, saved: &[u8]) -> Option
 /// Fix a buffer up for the file, in place: SavedOffset = CurrentOffset = Offset = `end` (the
 /// end of its last complete record), State Flush, the processor index (with the BufferFlag bit
 /// saying it is valid) when known, and 0xFF after `end`.
-pub fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
+pub(crate) fn fix_up(d: &mut [u8], processor: Option<u64>, end: usize) {
     put32(d, offsets::SAVED_OFFSET, end as u32);
     put32(d, offsets::CURRENT_OFFSET, end as u32);
     put32(d, offsets::STATE, STATE_FLUSH);
@@ -301,7 +311,7 @@ type Shared = Arc<Vec<u8>>;
 /// reuse ([`EtlFileWriter::spare`]: no zero-fill, no new page faults); [`EtlFileWriter::commit`]
 /// renames the file into place. Dropped without a commit, the temporary file is removed, so a
 /// partial file never carries the final name.
-pub struct EtlFileWriter {
+pub(crate) struct EtlFileWriter {
     tmp: PathBuf,
     path: PathBuf,
     file: Option<File>,
@@ -359,11 +369,6 @@ impl EtlFileWriter {
         self.len
     }
 
-    /// No buffer written yet.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Append one buffer.
     pub fn push(&mut self, bytes: Vec<u8>) -> std::io::Result<()> {
         let file = self.file.as_mut().ok_or_else(closed)?;
@@ -379,7 +384,7 @@ impl EtlFileWriter {
 
     /// Replace the file's first bytes (the header buffer, when BuffersWritten changed after it
     /// was written); the hash is then computed again from the file at commit.
-    pub fn rewrite_start(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn rewrite_start(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let file = self.file.as_mut().ok_or_else(closed)?;
         file.seek(SeekFrom::Start(0))?;
         file.write_all(bytes)?;
@@ -389,7 +394,7 @@ impl EtlFileWriter {
     }
 
     /// Finish: rename the file into place. Returns (bytes, SHA-256 in hex).
-    pub fn commit(mut self) -> std::io::Result<(u64, String)> {
+    pub(crate) fn commit(mut self) -> std::io::Result<(u64, String)> {
         drop(self.to_hash.take()); // ends the hasher's loop
         let hasher = self
             .hasher

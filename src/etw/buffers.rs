@@ -21,7 +21,7 @@ use thiserror::Error;
 const MAX_CPUS: u64 = 2048;
 /// Entries walked per buffer list at most (a million buffers is 4 GiB of 4 KiB buffers; no
 /// count read from memory raises or lowers it).
-pub const MAX_BUFFERS_PER_LIST: u64 = 1 << 20;
+pub(crate) const MAX_BUFFERS_PER_LIST: u64 = 1 << 20;
 
 /// The lists a buffer can be found on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -119,7 +119,7 @@ impl<'a, 'd> Finder<'a, 'd> {
 
 /// Why an address holds no buffer header of the session.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum NotABuffer {
+pub(crate) enum NotABuffer {
     #[error("not an aligned {} address", if *.user { "user-mode" } else { "kernel" })]
     Unaligned { user: bool },
     #[error("{0}")]
@@ -913,14 +913,14 @@ pub fn search_per_cpu(ctx: &KernelContext<'_>, session: &Session) -> Vec<(u64, V
 }
 
 /// The address space a buffer is in: the kernel's, or its consumer process's.
-pub fn space_of<'d>(ctx: &KernelContext<'d>, b: &FoundBuffer) -> AddressSpace<'d> {
+pub(crate) fn space_of<'d>(ctx: &KernelContext<'d>, b: &FoundBuffer) -> AddressSpace<'d> {
     match &b.owner {
         None => ctx.space,
         Some(o) => ctx.space.with_root(o.directory_table_base),
     }
 }
 
-/// Read a buffer's `BufferSize` bytes (in [`space_of`] it).
+/// Read a buffer's `BufferSize` bytes (in `space_of` it).
 pub fn read_buffer(ctx: &KernelContext<'_>, b: &FoundBuffer) -> Result<Vec<u8>, MemError> {
     let size = b.header.buffer_size.min(MAX_BUFFER_SIZE) as usize;
     let mut v = vec![0u8; size];

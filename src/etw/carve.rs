@@ -54,7 +54,7 @@ const MAX_LOGGER_ID: u64 = 1024;
 /// WMI_BUFFER_STATE bits Free 1, InUse 2, Flush 4 combine to at most 7).
 const MAX_BUFFER_STATE: u64 = 7;
 /// Most candidates of each kind kept (a hostile image cannot make the scan hold more).
-pub const MAX_CANDIDATES: usize = 1 << 20;
+pub(crate) const MAX_CANDIDATES: usize = 1 << 20;
 /// Pages per work unit handed to a thread.
 const CHUNK_PAGES: u64 = 1 << 14;
 

@@ -74,7 +74,7 @@ pub struct PendingList {
 /// The build's `MaximumWaitReason` (the CCSWAP state bias, etw-internals.md §4.3): the
 /// `_KWAIT_REASON` enum of the symbols when they have it, else the per-build table. The second
 /// value says where it came from.
-pub fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static str) {
+pub(crate) fn maximum_wait_reason_of(ctx: &KernelContext<'_>) -> (Option<u8>, &'static str) {
     if let Some(v) = ctx
         .symbols
         .enum_value("_KWAIT_REASON", "MaximumWaitReason")

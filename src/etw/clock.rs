@@ -10,7 +10,7 @@
 //! * CPU speed: the global `EtwCPUSpeedInMHz`, else `KPRCB.MHz` (by the symbols' `_KPRCB`
 //!   layout, or the KDBG's `OffsetPrcbMhz`), else inferred from two cycle-clock sessions.
 //!
-//! Every converted time can be checked against the dump ([`ClockFacts::implausible`]): after
+//! Every converted time can be checked against the dump (`ClockFacts::implausible`): after
 //! the dump's SystemTime or before boot (with a small slack) is flagged, never hidden.
 
 use crate::addr::VirtAddr;
@@ -97,7 +97,7 @@ impl Converter {
 /// Converted times of one session or block that cannot be right ([`ClockFacts::implausible`]):
 /// how many fall after the dump and before boot, and the first example.
 #[derive(Clone, Debug, Default)]
-pub struct TimeFlags {
+pub(crate) struct TimeFlags {
     pub after: usize,
     pub before: usize,
     pub example: Option<String>,
@@ -170,7 +170,7 @@ pub enum NoCpuSpeed {
 
 /// Why no clock type fits a span of raw timestamps ([`infer_clock`]).
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum NoClock {
+pub(crate) enum NoClock {
     #[error(
         "the dump's SystemTime or boot time is unknown, so no clock type can be tested against it"
     )]
@@ -229,7 +229,7 @@ impl ClockFacts {
 
     /// Why a time `ft` converted by `conv` cannot be right: after the dump's SystemTime or
     /// before boot, by more than the converter's [`Converter::slack`].
-    pub fn implausible(&self, ft: u64, conv: &Converter) -> Option<String> {
+    pub(crate) fn implausible(&self, ft: u64, conv: &Converter) -> Option<String> {
         let slack = conv.slack(ft);
         if let Some(now) = self.system_time {
             if ft > now.saturating_add(slack) {
@@ -253,7 +253,7 @@ impl ClockFacts {
     }
 
     /// The CPU-speed value for an ETL header: the rate, or 0 when unknown.
-    pub fn cpu_mhz_value(&self) -> u32 {
+    pub(crate) fn cpu_mhz_value(&self) -> u32 {
         self.cpu_mhz
             .as_ref()
             .ok()
@@ -418,7 +418,7 @@ fn prcb_mhz(ctx: &KernelContext<'_>) -> Result<Rate, NoCpuSpeed> {
 }
 
 /// The converter for a session's clock.
-pub fn for_session(ctx: &KernelContext<'_>, facts: &ClockFacts, s: &Session) -> Converter {
+pub(crate) fn for_session(ctx: &KernelContext<'_>, facts: &ClockFacts, s: &Session) -> Converter {
     let clock = s.clock_type.unwrap_or(1);
     match clock {
         2 => return Converter::FileTime,
@@ -494,7 +494,7 @@ pub fn reference_time(ctx: &KernelContext<'_>, s: &Session) -> Option<(u64, u64)
 /// The converter for timestamps of clock type `clock` that belong to no session (pending
 /// blocks): that of a session using the same clock type (the lowest logger id first); for QPC
 /// and cycles without such a session, counted from boot (approximate, said so).
-pub fn for_clock(
+pub(crate) fn for_clock(
     ctx: &KernelContext<'_>,
     facts: &ClockFacts,
     sessions: &[Session],
@@ -540,7 +540,7 @@ pub fn for_clock(
 /// cycles) whose conversion ([`for_clock`]) puts both ends inside the dump's time range, from
 /// boot to its SystemTime. Exactly one must fit; otherwise the reason (none fits, or several
 /// do: early timestamps of a QPC and of a cycle clock can both look plausible).
-pub fn infer_clock(
+pub(crate) fn infer_clock(
     ctx: &KernelContext<'_>,
     facts: &ClockFacts,
     sessions: &[Session],

@@ -13,7 +13,7 @@ use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Most consumers walked per session (a real session has a handful).
-pub const MAX_CONSUMERS: u64 = 256;
+pub(crate) const MAX_CONSUMERS: u64 = 256;
 
 /// One real-time consumer.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub struct Consumer {
 impl Consumer {
     /// Does the consumer point at a queue in its process's memory (a user buffer list or a
     /// reserved buffer space)?
-    pub fn has_queue(&self) -> bool {
+    pub(crate) fn has_queue(&self) -> bool {
         [self.user_buffer_list_head, self.reserved_buffer_space]
             .iter()
             .any(|p| p.is_some_and(|p| !p.is_null()))

@@ -10,7 +10,7 @@
 //! * a candidate offset is **plausible** when on every CPU (KiProcessorBlock\[cpu\]) it holds a
 //!   kernel address, aligned to the pool's allocation granularity, different from every other
 //!   CPU's value and not inside that CPU's KPRCB;
-//! * a CPU **testifies** for it when the first [`SCAN_BYTES`] of the block it points to hold a
+//! * a CPU **testifies** for it when the first `SCAN_BYTES` of the block it points to hold a
 //!   pointer (low EX_FAST_REF bits masked) to a WMI_BUFFER_HEADER whose ProcessorIndex is that
 //!   CPU (directly or through one array of such pointers), or to a block tagged 'CCsw'.
 //!
@@ -29,7 +29,7 @@ use crate::kernel::context::{KernelContext, Located, LocatedHow};
 use crate::symbols::LayoutSource;
 
 /// Bytes of a tracing block read for evidence.
-pub const SCAN_BYTES: usize = 0x1000;
+pub(crate) const SCAN_BYTES: usize = 0x1000;
 /// Most CPUs examined (the rest are not needed to decide).
 const MAX_CPUS: u64 = 64;
 /// KPRCB bytes searched when the layout gives no size.

@@ -45,8 +45,13 @@ pub struct Session {
     pub start_time_raw: Option<u64>,
     /// Real-time consumers on the context's `Consumers` list ([`super::consumers`]).
     pub consumers: Vec<super::consumers::Consumer>,
-    /// The evidence that made the slot a session (see [`IDENTITY_RULE`]): "logger_id",
-    /// "silo_state", "buffer_size", "logger_name", "pool_tag".
+    /// The evidence that made the slot a session: "logger_id", "silo_state", "buffer_size",
+    /// "logger_name", "pool_tag". A slot is a session when the context has a logger's identity,
+    /// and only then (README "sessions"): a canonical, pointer-aligned kernel address whose
+    /// LoggerId is readable and equals the slot; on 1607+ (reached through a silo state) a
+    /// SiloState equal to that silo state; and at least one more piece of evidence (SiloState
+    /// match, a plausible BufferSize of 1 KiB-64 MiB, a sane non-empty LoggerName descriptor, or
+    /// the 'EtwL' pool tag). Odd counts, times, modes and sizes are anomalies.
     pub identity: Vec<&'static str>,
     /// Values that are odd for a live logger (reported; never a reason to drop the session).
     pub anomalies: Vec<Anomaly>,
@@ -54,10 +59,6 @@ pub struct Session {
     #[serde(serialize_with = "crate::warning::serialize_messages")]
     pub warnings: Vec<Warning>,
 }
-
-/// How a slot's pointer is judged (README "sessions"): a slot is a session when the context
-/// has a logger's identity, and only then; odd counts, times, modes and sizes are anomalies.
-pub const IDENTITY_RULE: &str = "a canonical, pointer-aligned kernel address whose LoggerId is readable and equals the slot; on 1607+ (reached through a silo state) a SiloState equal to that silo state; and at least one more piece of evidence: SiloState match, a plausible BufferSize (1 KiB-64 MiB), a sane non-empty LoggerName descriptor, or the 'EtwL' pool tag";
 
 /// A value that is odd for a live logger: the field, its value and why it is odd.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -80,11 +81,11 @@ pub struct RejectedSlot {
 
 /// Largest buffer read (`etw::buffers`, `etw::triage`) (BufferSize is validated against the session's; this bounds a crafted
 /// session too).
-pub const MAX_BUFFER_SIZE: u64 = 64 << 20;
+pub(crate) const MAX_BUFFER_SIZE: u64 = 64 << 20;
 
 /// A BufferSize a logger can have: 1 KiB to 64 MiB (`MAX_ETW_BUFFERSIZE` is 1 MiB before 6.2
 /// and larger in 2.0-format loggers; etw-internals.md §1.3).
-pub fn plausible_buffer_size(size: u64) -> bool {
+pub(crate) fn plausible_buffer_size(size: u64) -> bool {
     (0x400..=MAX_BUFFER_SIZE).contains(&size)
 }
 
@@ -402,7 +403,8 @@ fn read_slots(
 /// Reason a slot is not a logger: the field that denied it (if one did) and why.
 type Rejection = (Option<&'static str>, String);
 
-/// The identity of a logger context ([`IDENTITY_RULE`]): the evidence found, or why not.
+/// The identity of a logger context (the rule: `Session::identity`): the evidence found, or
+/// why not.
 fn identity(
     ctx: &KernelContext<'_>,
     v: &View<'_, '_>,
@@ -791,7 +793,7 @@ impl ContextCounts {
 }
 
 /// The dump's SystemTime: KUSER_SHARED_DATA, else the dump header.
-pub fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
+pub(crate) fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
     ctx.kuser
         .as_ref()
         .ok()
@@ -802,7 +804,7 @@ pub fn dump_system_time(ctx: &KernelContext<'_>) -> Option<u64> {
 
 /// A kernel session (etw-internals.md §4.1): the NT Kernel Logger (logger 0 or its name) or a
 /// crate::etw::mode::SYSTEM_LOGGER_MODE session; these are the ones pending CCSWAP batches are flushed to.
-pub fn is_kernel_session(s: &Session) -> bool {
+pub(crate) fn is_kernel_session(s: &Session) -> bool {
     s.logger_id == 0
         || s.name.as_ref().is_some_and(|n| n == "NT Kernel Logger")
         || s.logger_mode

@@ -10,7 +10,7 @@ pub mod etw_support;
 pub mod findings;
 pub mod loggers;
 pub mod mode;
-pub mod provider_names;
+pub(crate) mod provider_names;
 pub mod providers;
 pub mod realtime;
 pub mod routes;

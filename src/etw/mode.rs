@@ -6,7 +6,7 @@ pub const SYSTEM_LOGGER_MODE: u64 = 0x0200_0000;
 pub const NO_PER_PROCESSOR_BUFFERING: u64 = 0x1000_0000;
 
 /// EVENT_TRACE_* logging-mode flags (evntrace.h; learn.microsoft.com "Logging Mode Constants").
-pub const LOGGER_MODE_FLAGS: &[(u32, &str)] = &[
+pub(crate) const LOGGER_MODE_FLAGS: &[(u32, &str)] = &[
     (0x0000_0001, "EVENT_TRACE_FILE_MODE_SEQUENTIAL"),
     (0x0000_0002, "EVENT_TRACE_FILE_MODE_CIRCULAR"),
     (0x0000_0004, "EVENT_TRACE_FILE_MODE_APPEND"),

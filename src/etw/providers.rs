@@ -15,7 +15,7 @@
 //! Identity decides, consistency warns: an entry on a bucket's list is a provider and an entry
 //! on its `RegListHead` a registration (the lists are their identity); a back-pointer that
 //! disagrees, an unreadable field, a count or a walk that stops are warnings on what is still
-//! reported. Every walk is bounded ([`MAX_GUID_ENTRIES`], [`MAX_REGISTRATIONS`]).
+//! reported. Every walk is bounded (`MAX_GUID_ENTRIES`, [`MAX_REGISTRATIONS`]).
 
 use crate::addr::VirtAddr;
 use crate::bytes::guid_text;
@@ -26,7 +26,7 @@ use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Most GUID entries walked on one list (a busy system has a few thousand in all).
-pub const MAX_GUID_ENTRIES: u64 = 16_384;
+pub(crate) const MAX_GUID_ENTRIES: u64 = 16_384;
 /// Most GUID entries walked in the whole table.
 pub const MAX_PROVIDERS: usize = 65_536;
 /// Most registrations walked per GUID entry.
@@ -34,10 +34,10 @@ pub const MAX_REGISTRATIONS: u64 = 4096;
 /// `EnableInfo[8]`: one slot per session enabling the provider (MAX_ENABLE_INFO in the kernel).
 pub const ENABLE_SLOTS: u64 = 8;
 /// Buckets of the table (etw-internals.md: `EtwpGuidHashTable[64]`).
-pub const BUCKETS: u64 = 64;
+pub(crate) const BUCKETS: u64 = 64;
 
 /// The names of the lists of a bucket, by `_ETW_GUID_TYPE` value.
-pub fn guid_type_name(t: u64) -> &'static str {
+pub(crate) fn guid_type_name(t: u64) -> &'static str {
     match t {
         0 => "trace",
         1 => "notification",
@@ -648,7 +648,7 @@ fn in_kernel_code(ctx: &KernelContext<'_>, va: VirtAddr) -> bool {
 }
 
 /// One `_ETW_REG_ENTRY` at `at` on the list of the GUID entry `owner`.
-pub fn read_registration(
+pub(crate) fn read_registration(
     ctx: &KernelContext<'_>,
     rl: &StructLayout,
     at: VirtAddr,

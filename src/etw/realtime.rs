@@ -10,10 +10,10 @@
 //! buffer; the kernel links its own buffers through `_WMI_BUFFER_HEADER.SlistEntry`. So
 //! nothing here assumes one reading: from each node of the list (the one UserBufferListHead
 //! points at included), a buffer is *searched* — the node as the buffer's own `SlistEntry`,
-//! then every pointer in the node's first [`NODE_SPAN`] bytes — and kept only when it has the
+//! then every pointer in the node's first `NODE_SPAN` bytes — and kept only when it has the
 //! identity of this session's buffer (BufferSize and `ClientContext.LoggerId` the session's,
 //! checked by the caller). How each was found is reported. `ReservedBufferSpace` is searched
-//! too (a buffer header every [`SCAN_STEP`] bytes), so copies that no readable node leads to
+//! too (a buffer header every `SCAN_STEP` bytes), so copies that no readable node leads to
 //! are still found. `UserBufferCount` is a consistency value only: it never bounds a walk.
 
 use crate::addr::VirtAddr;
@@ -26,15 +26,15 @@ use thiserror::Error;
 
 /// Most nodes followed on one consumer's user buffer list (a consumer keeps a few hundred
 /// buffers at most; the value UserBufferCount holds does not raise it).
-pub const MAX_USER_NODES: u64 = 1 << 16;
+pub(crate) const MAX_USER_NODES: u64 = 1 << 16;
 /// Bytes of a list node searched for a pointer to its buffer.
-pub const NODE_SPAN: u64 = 0x40;
+pub(crate) const NODE_SPAN: u64 = 0x40;
 /// Largest ReservedBufferSpace searched (a larger ReservedBufferSpaceSize is cut to this, with
 /// a warning).
-pub const MAX_RESERVED_SPACE: u64 = 256 << 20;
+pub(crate) const MAX_RESERVED_SPACE: u64 = 256 << 20;
 /// ReservedBufferSpace is searched for a buffer header every this many bytes (ETW buffer
 /// sizes are whole KiB); after a buffer, the search goes on past its end.
-pub const SCAN_STEP: u64 = 0x400;
+pub(crate) const SCAN_STEP: u64 = 0x400;
 
 /// How a queued buffer was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -18,9 +18,9 @@ use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
 /// Largest MaxLoggers accepted (the registry allows 32-256).
-pub const MAX_CAPACITY: u64 = 1024;
+pub(crate) const MAX_CAPACITY: u64 = 1024;
 /// Capacity used when nothing says otherwise (MAXLOGGERS).
-pub const DEFAULT_CAPACITY: u64 = 64;
+pub(crate) const DEFAULT_CAPACITY: u64 = 64;
 
 /// How the array was reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -573,7 +573,7 @@ pub const ETW_SUPPORT_ROUTES: &[EtwSupportRoute] = &[
 
 /// The documented EtwSupport layout of this kernel: by its `_KPRCB.EtwSupport` offset, else
 /// by build number. None on x86 (no documented offsets) and on other builds (searched).
-pub fn etw_support_route(
+pub(crate) fn etw_support_route(
     arch: Arch,
     build: u32,
     kprcb_offset: u64,

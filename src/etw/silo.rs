@@ -45,7 +45,7 @@ pub fn layout<'a>(ctx: &'a KernelContext<'_>, name: &str) -> Option<&'a StructLa
 }
 
 /// The logger array the KDBG names (`KDDEBUGGER_DATA64.EtwpDebuggerData + 0x10`).
-pub fn kdbg_logger_array(ctx: &KernelContext<'_>) -> Option<VirtAddr> {
+pub(crate) fn kdbg_logger_array(ctx: &KernelContext<'_>) -> Option<VirtAddr> {
     let d = ctx.kdbg()?.etwp_debugger_data()?;
     let d = ctx.space.normalize(d).ok()?;
     let arr = ctx.space.read_ptr(d.offset(0x10)).ok()?;

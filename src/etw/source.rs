@@ -62,7 +62,7 @@ pub fn selects(id: Option<u64>, name: Option<&str>, sel: Option<&str>) -> bool {
 }
 
 /// What a minidump cannot tell, said once with every command on a triage dump.
-pub const TRIAGE_UNKNOWABLE: &str = "a minidump holds no logger contexts: sessions that were not started with EVENT_TRACE_ADDTO_TRIAGE_DUMP (0x80000000) and whose buffers the kernel did not save at bug check cannot be known from it; nor can the buffer counts, events lost or log files of any session";
+pub(crate) const TRIAGE_UNKNOWABLE: &str = "a minidump holds no logger contexts: sessions that were not started with EVENT_TRACE_ADDTO_TRIAGE_DUMP (0x80000000) and whose buffers the kernel did not save at bug check cannot be known from it; nor can the buffer counts, events lost or log files of any session";
 
 /// Where a unit's bytes are.
 #[derive(Clone, Debug)]
@@ -145,7 +145,7 @@ enum NoHeaderFact {
 
 /// Why a unit's bytes cannot be read, or the unit cannot be a buffer of an .etl file.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum UnitError {
+pub(crate) enum UnitError {
     #[error("{0}")]
     Memory(MemError),
     #[error("window not found")]
@@ -244,7 +244,7 @@ impl SourceSession {
 
 /// Clock and machine facts for an .etl file header (TRACE_LOGFILE_HEADER), with where each
 /// came from (the manifest's `header_sources`).
-pub struct HeaderFacts {
+pub(crate) struct HeaderFacts {
     pub perf_freq: u64,
     pub cpu_mhz: u32,
     pub timer_resolution: u32,
@@ -355,7 +355,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
 
     /// What this dump kind cannot tell about the sessions (a triage dump: everything that was
     /// not saved at bug check), said once by the commands that list sessions or write them.
-    pub fn unknowable(&self) -> Option<&'static str> {
+    pub(crate) fn unknowable(&self) -> Option<&'static str> {
         self.triage.as_ref().map(|_| TRIAGE_UNKNOWABLE)
     }
 
@@ -387,7 +387,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     }
 
     /// Which converter a unit uses (units with the same index share a clock).
-    pub fn converter_index(&self, u: &TraceUnit) -> usize {
+    pub(crate) fn converter_index(&self, u: &TraceUnit) -> usize {
         u.converter
     }
 
@@ -397,7 +397,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     }
 
     /// Memory dumps opened with clocks: the clock facts gathered.
-    pub fn clock_facts(&self) -> Option<&ClockFacts> {
+    pub(crate) fn clock_facts(&self) -> Option<&ClockFacts> {
         self.memory.as_ref().and_then(|(_, f)| f.as_ref())
     }
 
@@ -416,7 +416,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     /// clock facts (QPC frequency, CPU speed) and KeMaximumIncrement; a triage dump's ETW
     /// secondary data header (EtwPerfFreq, EtwCPUSpeedInMHz, KeMaximumIncrement), else the
     /// crashing CPU's KPRCB.MHz; documented defaults where neither is known.
-    pub fn header_facts(&self) -> HeaderFacts {
+    pub(crate) fn header_facts(&self) -> HeaderFacts {
         let mut sources = BTreeMap::new();
         let (perf_freq, cpu_mhz, timer): (Result<(u64, String), NoHeaderFact>, _, _) =
             if let Some(t) = &self.triage {
@@ -494,7 +494,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     }
 
     /// The unit's bytes, or why they cannot be read.
-    pub fn try_bytes(&self, u: &TraceUnit) -> Result<Cow<'c, [u8]>, UnitError> {
+    pub(crate) fn try_bytes(&self, u: &TraceUnit) -> Result<Cow<'c, [u8]>, UnitError> {
         match &u.data {
             UnitData::Memory(b) => read_buffer(self.ctx, b)
                 .map(Cow::Owned)
@@ -522,7 +522,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
 
     /// Ask the OS to read a memory unit's pages ahead (a pass over many buffers overlaps their
     /// reads with the work on the previous ones).
-    pub fn prefetch(&self, u: &TraceUnit) {
+    pub(crate) fn prefetch(&self, u: &TraceUnit) {
         if let (UnitData::Memory(b), Some(va)) = (&u.data, u.address) {
             space_of(self.ctx, b).prefetch(va, b.header.buffer_size);
         }
@@ -530,7 +530,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
 
     /// Does the unit's first record end inside its valid bytes (reading only its start)?
     /// Exactly when a walk would count a record: what makes a buffer worth a place in a file.
-    pub fn has_record(&self, u: &TraceUnit) -> Result<bool, UnitError> {
+    pub(crate) fn has_record(&self, u: &TraceUnit) -> Result<bool, UnitError> {
         if u.skip.is_some() {
             return Ok(false);
         }
@@ -579,7 +579,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     /// buffer is kept as it is; a window that holds its buffer's start likewise; a window that
     /// starts inside its buffer gets a synthetic header before its first complete record. Err
     /// says why the unit cannot be such a buffer.
-    pub fn file_buffer(
+    pub(crate) fn file_buffer(
         &self,
         u: &TraceUnit,
         size: usize,
@@ -970,7 +970,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
 /// etw-internals.md §6.1): the session's BufferSize when plausible, else the first of its
 /// units' own plausible BufferSize (an anomaly the Warning says), else the smallest 4 KiB
 /// multiple that holds each window with a header.
-pub fn file_buffer_size(s: &SourceSession, units: &[&TraceUnit]) -> (u64, Option<Warning>) {
+pub(crate) fn file_buffer_size(s: &SourceSession, units: &[&TraceUnit]) -> (u64, Option<Warning>) {
     let own = s.context.as_ref().and_then(|c| c.buffer_size);
     if let Some(b) = own.filter(|&b| plausible_buffer_size(b)) {
         return (b, None);

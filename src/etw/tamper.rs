@@ -33,7 +33,7 @@ pub use crate::symbols::CLOCK_ROUTINES;
 /// (RDTSC), and calls `__fastfail(0x3D)` on anything greater (public decompilations of
 /// EtwpGetLoggerTimeStamp of Windows 10/11 builds, e.g. code-index file 65661481785). A value
 /// above it was not written by the kernel's clock setup.
-pub const MAX_CLOCK_INDEX: u64 = 3;
+pub(crate) const MAX_CLOCK_INDEX: u64 = 3;
 
 fn provider_label(p: &Provider) -> String {
     format!(
@@ -63,7 +63,7 @@ pub fn check(ctx: &KernelContext<'_>, sessions: &[Session], table: &ProviderTabl
 
 /// The kernel's global provider registration handles the symbols name: `Etw*ProvRegHandle`,
 /// `Etw*RegHandle`.
-pub fn handle_globals(ctx: &KernelContext<'_>) -> Vec<(String, VirtAddr)> {
+pub(crate) fn handle_globals(ctx: &KernelContext<'_>) -> Vec<(String, VirtAddr)> {
     let mut names: Vec<String> = ctx
         .symbols
         .all_symbols()

@@ -6,7 +6,7 @@
 //! every process that did not write to a code page maps the *same physical page* (the
 //! section's); a patch is a write, which gives the patching process a private copy-on-write
 //! page. Per function, the physical page mapped by the most processes (at least two) is the
-//! image's; a process whose page is another and whose first [`PROLOGUE`] bytes differ is a
+//! image's; a process whose page is another and whose first `PROLOGUE` bytes differ is a
 //! finding, with both byte strings, both physical addresses and how many processes share
 //! the image's page. A private page holding the image's bytes is not a finding (counted).
 //! Where no page is shared by two processes (one process checked, or all copies private), a
@@ -20,7 +20,7 @@ use crate::kernel::context::KernelContext;
 use std::collections::HashMap;
 
 /// The functions compared: ntdll's event-writing exports and the system-call stub behind them.
-pub const FUNCTIONS: &[&str] = &[
+pub(crate) const FUNCTIONS: &[&str] = &[
     "EtwEventWrite",
     "EtwEventWriteEx",
     "EtwEventWriteFull",
@@ -32,15 +32,15 @@ pub const FUNCTIONS: &[&str] = &[
 ];
 
 /// Bytes compared at each function's entry.
-pub const PROLOGUE: usize = 16;
+pub(crate) const PROLOGUE: usize = 16;
 /// Most processes looked at.
-pub const MAX_PROCESSES: usize = 16_384;
+pub(crate) const MAX_PROCESSES: usize = 16_384;
 
 /// The check's id.
-pub const CHECK: CheckId = CheckId::EtwWritePatch;
+pub(crate) const CHECK: CheckId = CheckId::EtwWritePatch;
 
 /// What the first bytes of a function do when they return at once (None: they do not).
-pub fn returns_at_once(b: &[u8]) -> Option<&'static str> {
+pub(crate) fn returns_at_once(b: &[u8]) -> Option<&'static str> {
     match b {
         [0xC3, ..] => Some("ret"),
         [0xC2, _, _, ..] => Some("ret n"),

@@ -299,7 +299,7 @@ impl<'d> KernelContext<'d> {
     }
 
     /// PsActiveProcessHead: the dump header's, else (memory images) from the symbols.
-    pub fn process_head(&self) -> Option<VirtAddr> {
+    pub(crate) fn process_head(&self) -> Option<VirtAddr> {
         let h = self.dump.header().ps_active_process_head;
         if !h.is_null() {
             return Some(h);
@@ -436,7 +436,7 @@ impl<'d> KernelContext<'d> {
 
     /// Why the dump's SystemTime ([`Self::system_time`]) cannot be right, with its flag
     /// (`not_a_filetime`, `before_build`, `after_file_written`): see
-    /// [`crate::time::implausible_dump_time`].
+    /// `crate::time::implausible_dump_time`.
     pub fn system_time_flag(&self) -> Option<(&'static str, String)> {
         crate::time::implausible_dump_time(self.system_time()?, self.build, self.dump.written())
     }
@@ -493,7 +493,7 @@ impl<'d> KernelContext<'d> {
     }
 
     /// A ULONG kernel global's value, if the symbols name it and the dump holds it.
-    pub fn global_u32(&self, name: &str) -> Option<u32> {
+    pub(crate) fn global_u32(&self, name: &str) -> Option<u32> {
         self.space.read_u32(self.global(name)?).ok()
     }
 
@@ -506,7 +506,7 @@ impl<'d> KernelContext<'d> {
     }
 
     /// RVAs of globals the dump itself reveals (header and KDBG), for matching symbols.
-    pub fn known_rvas(&self) -> Vec<(&'static str, u64)> {
+    pub(crate) fn known_rvas(&self) -> Vec<(&'static str, u64)> {
         let Some(base) = self.base else {
             return Vec::new();
         };

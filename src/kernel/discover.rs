@@ -14,7 +14,7 @@
 //! Every physical page is looked at once, in address order; a candidate is accepted when
 //! KUSER_SHARED_DATA read through it looks right (NtMajorVersion 5, 6 or 10, NtMinorVersion at
 //! most 3). The first accepted candidate is used; other accepted roots seen in the next
-//! [`TIE_WINDOW`] pages (other processes' page tables map the same kernel) are reported.
+//! `TIE_WINDOW` pages (other processes' page tables map the same kernel) are reported.
 //!
 //! **Kernel base.** The kernel-image region (x64 0xFFFFF800'00000000-0xFFFFF80F'FFFFFFFF,
 //! x86 0x80000000-0xBFFFFFFF) is walked page by page through the page tables, skipping every
@@ -33,7 +33,7 @@ use crate::warning::{Warning, WarningKind};
 use std::path::Path;
 
 /// Pages looked at after the first accepted root for other accepted roots (16 MiB).
-pub const TIE_WINDOW: u64 = 4096;
+pub(crate) const TIE_WINDOW: u64 = 4096;
 /// Most accepted roots reported.
 const MAX_OTHERS: usize = 16;
 /// Most pages the kernel-base walk looks at (1 GiB of mapped pages; a real kernel-image
@@ -43,7 +43,7 @@ const MAX_KERNEL_STEPS: u64 = 1 << 18;
 /// Most PAE candidates for which the PDPT is looked for (each look is a pass over memory).
 const MAX_PAE_SEARCHES: usize = 4;
 /// The kernel image's file names (their CodeView PDB names).
-pub const KERNEL_PDB_NAMES: [&str; 4] = [
+pub(crate) const KERNEL_PDB_NAMES: [&str; 4] = [
     "ntkrnlmp.pdb",
     "ntoskrnl.pdb",
     "ntkrnlpa.pdb",
@@ -52,7 +52,7 @@ pub const KERNEL_PDB_NAMES: [&str; 4] = [
 
 /// The machine found in an image.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MachineFound {
+pub(crate) struct MachineFound {
     pub arch: Arch,
     /// The DTB (x64/non-PAE: the root page; PAE: the PDPT).
     pub dtb: u64,
@@ -179,7 +179,7 @@ fn test(dump: &DumpFile, c: Candidate, pae_searches: &mut usize) -> Option<(Arch
 }
 
 /// Find the kernel's page-table root in an image (None when the dump has a header).
-pub fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, String>> {
+pub(crate) fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, String>> {
     let img = dump.image()?;
     let mut found: Option<(MachineFound, u64)> = None;
     let mut looked = 0u64;

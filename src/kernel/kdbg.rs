@@ -28,7 +28,7 @@ const MIN_SIZE: u32 = 0x80;
 
 /// Decode an encoded KDBG (whole qwords) with `keys` = (KiWaitNever, KiWaitAlways, the VA of
 /// KdpDataBlockEncoded); see [`KdDebuggerData::read_encoded`].
-pub fn decode_block(raw: &[u8], keys: (u64, u64, u64)) -> Vec<u8> {
+pub(crate) fn decode_block(raw: &[u8], keys: (u64, u64, u64)) -> Vec<u8> {
     let (never, always, flag_va) = keys;
     raw.chunks_exact(8)
         .flat_map(|c| {
@@ -105,7 +105,7 @@ impl KdDebuggerData {
     /// KiWaitNever & 0x3F))`. `keys` = (KiWaitNever, KiWaitAlways, the VA of
     /// KdpDataBlockEncoded). The result is accepted only when it then has the `KDBG` tag and a
     /// plausible Size.
-    pub fn read_encoded(
+    pub(crate) fn read_encoded(
         space: &AddressSpace<'_>,
         va: VirtAddr,
         keys: (u64, u64, u64),
@@ -140,7 +140,7 @@ impl KdDebuggerData {
     }
 
     /// A 64-bit field, if the block is large enough to have it and it was readable.
-    pub fn u64_field(&self, offset: usize) -> Option<u64> {
+    pub(crate) fn u64_field(&self, offset: usize) -> Option<u64> {
         if offset + 8 > self.size as usize {
             return None;
         }
@@ -173,7 +173,7 @@ impl KdDebuggerData {
         self.u64_field(off("KiProcessorBlock")).map(VirtAddr::new)
     }
     /// `OffsetPrcbMhz`: where the KPRCB keeps the CPU speed in MHz (a 16-bit offset).
-    pub fn offset_prcb_mhz(&self) -> Option<u64> {
+    pub(crate) fn offset_prcb_mhz(&self) -> Option<u64> {
         let o = off("OffsetPrcbMhz");
         if o + 2 > self.size as usize {
             return None;
@@ -186,7 +186,10 @@ impl KdDebuggerData {
     }
 
     /// The NtBuildLab string (e.g. "19041.1.amd64fre.vb_release.191206-1406"), if readable.
-    pub fn read_build_lab(&self, space: &AddressSpace<'_>) -> Option<crate::text::Untrusted> {
+    pub(crate) fn read_build_lab(
+        &self,
+        space: &AddressSpace<'_>,
+    ) -> Option<crate::text::Untrusted> {
         let va = self.nt_build_lab().filter(|v| v.get() != 0)?;
         super::read_ascii_z(space, va, 128)
     }

@@ -8,22 +8,22 @@ use crate::dump::Arch;
 use crate::mem::{AddressSpace, MemError};
 
 /// KUSER_SHARED_DATA on x64 (and ARM64).
-pub const KUSER_X64: VirtAddr = VirtAddr::new(0xFFFF_F780_0000_0000);
+pub(crate) const KUSER_X64: VirtAddr = VirtAddr::new(0xFFFF_F780_0000_0000);
 /// KUSER_SHARED_DATA on x86.
-pub const KUSER_X86: VirtAddr = VirtAddr::new(0xFFDF_0000);
+pub(crate) const KUSER_X86: VirtAddr = VirtAddr::new(0xFFDF_0000);
 
 mod field {
     /// KSYSTEM_TIME InterruptTime: 100 ns since boot.
-    pub const INTERRUPT_TIME: usize = 0x08;
+    pub(crate) const INTERRUPT_TIME: usize = 0x08;
     pub const SYSTEM_TIME: usize = 0x14;
-    pub const NT_BUILD_NUMBER: usize = 0x260;
-    pub const NT_PRODUCT_TYPE: usize = 0x264;
-    pub const PRODUCT_TYPE_IS_VALID: usize = 0x268;
-    pub const NT_MAJOR_VERSION: usize = 0x26C;
-    pub const NT_MINOR_VERSION: usize = 0x270;
-    pub const END: usize = 0x274;
+    pub(crate) const NT_BUILD_NUMBER: usize = 0x260;
+    pub(crate) const NT_PRODUCT_TYPE: usize = 0x264;
+    pub(crate) const PRODUCT_TYPE_IS_VALID: usize = 0x268;
+    pub(crate) const NT_MAJOR_VERSION: usize = 0x26C;
+    pub(crate) const NT_MINOR_VERSION: usize = 0x270;
+    pub(crate) const END: usize = 0x274;
     /// 6.3+ (checked against the real 9600-22000 layouts).
-    pub const QPC_FREQUENCY: u64 = 0x300;
+    pub(crate) const QPC_FREQUENCY: u64 = 0x300;
 }
 
 /// The fields `info` reports.
@@ -76,7 +76,7 @@ impl KUserSharedData {
     }
 
     /// KUSER_SHARED_DATA.QpcFrequency at `offset` (the `_KUSER_SHARED_DATA` layout's, or
-    /// [`Self::qpc_frequency_offset`]); `None` when the page is not in the dump or the value
+    /// `Self::qpc_frequency_offset`); `None` when the page is not in the dump or the value
     /// is 0.
     pub fn qpc_frequency(space: &AddressSpace<'_>, offset: u64) -> Option<u64> {
         let va = Self::address(space.arch()).offset(offset);
@@ -85,13 +85,13 @@ impl KUserSharedData {
 
     /// Where QpcFrequency is when no layout says: 0x300 from 6.3 (9600) on — measured in the
     /// real 9600 to 22000 layouts; 7601 has no such field.
-    pub fn qpc_frequency_offset(build: u32) -> Option<u64> {
+    pub(crate) fn qpc_frequency_offset(build: u32) -> Option<u64> {
         (build >= 9600).then_some(field::QPC_FREQUENCY)
     }
 
     /// Does the page at `va` in `space` look like KUSER_SHARED_DATA (NtMajorVersion 5, 6 or
     /// 10, NtMinorVersion at most 3)? Discovery's test of a page-table candidate.
-    pub fn plausible_at(space: &AddressSpace<'_>) -> Option<(u32, u32)> {
+    pub(crate) fn plausible_at(space: &AddressSpace<'_>) -> Option<(u32, u32)> {
         let va = Self::address(space.arch());
         let major = space
             .read_u32(va.offset(field::NT_MAJOR_VERSION as u64))

@@ -12,7 +12,7 @@ pub mod modules;
 pub mod pe;
 pub mod pool;
 pub mod processes;
-pub mod userland;
+pub(crate) mod userland;
 pub mod view;
 
 use crate::addr::VirtAddr;
@@ -22,7 +22,11 @@ use crate::text::Untrusted;
 
 /// Read a NUL-terminated ASCII string of at most `max` bytes, page by page. `None` when the
 /// first byte is unreadable; a string cut by a missing page ends there.
-pub fn read_ascii_z(space: &AddressSpace<'_>, va: VirtAddr, max: usize) -> Option<Untrusted> {
+pub(crate) fn read_ascii_z(
+    space: &AddressSpace<'_>,
+    va: VirtAddr,
+    max: usize,
+) -> Option<Untrusted> {
     let mut out = Vec::new();
     let mut cur = va;
     while out.len() < max {
@@ -43,22 +47,13 @@ pub fn read_ascii_z(space: &AddressSpace<'_>, va: VirtAddr, max: usize) -> Optio
 
 /// A UNICODE_STRING as stored: byte length and buffer address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnicodeString {
+pub(crate) struct UnicodeString {
     pub length: u16,
     pub maximum_length: u16,
     pub buffer: VirtAddr,
 }
 
 impl UnicodeString {
-    /// Size of a UNICODE_STRING on the architecture.
-    pub fn size(space: &AddressSpace<'_>) -> u64 {
-        if space.arch().is_64bit() {
-            16
-        } else {
-            8
-        }
-    }
-
     /// Read the descriptor at `va`.
     pub fn read(space: &AddressSpace<'_>, va: VirtAddr) -> Result<UnicodeString, MemError> {
         let length = space.read_u16(va)?;

@@ -8,7 +8,7 @@ use crate::mem::{AddressSpace, ListStop, MemError};
 use serde::Serialize;
 
 /// Upper bound on entries walked (real systems load a few hundred modules).
-pub const MAX_MODULES: usize = 8192;
+pub(crate) const MAX_MODULES: usize = 8192;
 
 struct LdrLayout {
     dll_base: u64,

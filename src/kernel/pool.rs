@@ -7,7 +7,7 @@ use crate::dump::Arch;
 use crate::mem::AddressSpace;
 
 /// Size of the POOL_HEADER on `arch` (also its alignment).
-pub fn header_size_on(arch: Arch) -> u64 {
+pub(crate) fn header_size_on(arch: Arch) -> u64 {
     match arch {
         Arch::X86 { .. } => 8,
         Arch::X64 => 0x10,
@@ -23,7 +23,7 @@ pub fn header_size(space: &AddressSpace<'_>) -> u64 {
 /// The pool tag in front of the allocation at `va`, when its header is readable. `None` for a
 /// page-aligned address (a big-pool allocation has no header in front of it, and the bytes
 /// before it belong to another page) and for an unreadable header.
-pub fn tag_before(space: &AddressSpace<'_>, va: VirtAddr) -> Option<[u8; 4]> {
+pub(crate) fn tag_before(space: &AddressSpace<'_>, va: VirtAddr) -> Option<[u8; 4]> {
     if va.page_offset() == 0 {
         return None;
     }
@@ -35,7 +35,7 @@ pub fn tag_before(space: &AddressSpace<'_>, va: VirtAddr) -> Option<[u8; 4]> {
 /// 16-byte units; x86: bits 0-8 of the second USHORT, 8-byte units), header excluded. An upper
 /// bound of the size asked for (the pool rounds up). `None` when the header is unreadable or
 /// the address is page aligned (big pool).
-pub fn block_bytes(space: &AddressSpace<'_>, va: VirtAddr) -> Option<u64> {
+pub(crate) fn block_bytes(space: &AddressSpace<'_>, va: VirtAddr) -> Option<u64> {
     if va.page_offset() == 0 {
         return None;
     }

@@ -185,7 +185,10 @@ fn image_file_name(v: &View<'_, '_>) -> Result<Untrusted, super::view::ViewError
 
 /// The process id and image name of the EPROCESS at `eprocess` (a pointer met elsewhere, e.g.
 /// a real-time consumer's ProcessObject), or what could not be read.
-pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, Untrusted), String> {
+pub(crate) fn identify(
+    ctx: &KernelContext<'_>,
+    eprocess: VirtAddr,
+) -> Result<(u64, Untrusted), String> {
     let ep = ctx
         .symbols
         .layout("_EPROCESS")
@@ -200,7 +203,7 @@ pub fn identify(ctx: &KernelContext<'_>, eprocess: VirtAddr) -> Result<(u64, Unt
 /// `_ETW_REG_ENTRY.Process`): its EPROCESS, PID and image, and what was wrong (the pointer
 /// NULL or unreadable, the EPROCESS unreadable) with the warning's kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProcessRef {
+pub(crate) struct ProcessRef {
     pub eprocess: Option<VirtAddr>,
     pub pid: Option<u64>,
     pub image: Option<Untrusted>,
@@ -208,7 +211,7 @@ pub struct ProcessRef {
 }
 
 /// Follow the pointer field `field` of `v` (`owner` names the object in messages).
-pub fn process_field(
+pub(crate) fn process_field(
     ctx: &KernelContext<'_>,
     v: &View<'_, '_>,
     field: &str,
@@ -279,7 +282,7 @@ pub fn current_thread(ctx: &KernelContext<'_>, cpu: u64) -> Result<(VirtAddr, u6
 }
 
 /// ETHREAD.Cid of `thread`: (UniqueProcess, UniqueThread), or what could not be read.
-pub fn thread_cid(ctx: &KernelContext<'_>, thread: VirtAddr) -> Result<(u64, u64), String> {
+pub(crate) fn thread_cid(ctx: &KernelContext<'_>, thread: VirtAddr) -> Result<(u64, u64), String> {
     let sym = &ctx.symbols;
     let space = &ctx.space;
     let et = sym.layout("_ETHREAD").ok_or("no _ETHREAD layout")?;
@@ -315,7 +318,7 @@ pub struct ProcessDetails {
 
 /// What a thread rundown says of a thread beyond its ids; `None` as for [`ProcessDetails`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ThreadDetails {
+pub(crate) struct ThreadDetails {
     /// KTHREAD.StackBase / StackLimit (the kernel stack).
     pub stack_base: Option<u64>,
     pub stack_limit: Option<u64>,
@@ -353,7 +356,7 @@ pub fn details(ctx: &KernelContext<'_>, p: &Process) -> ProcessDetails {
 }
 
 /// [`ThreadDetails`] of the ETHREAD at `ethread`.
-pub fn thread_details(ctx: &KernelContext<'_>, ethread: VirtAddr) -> ThreadDetails {
+pub(crate) fn thread_details(ctx: &KernelContext<'_>, ethread: VirtAddr) -> ThreadDetails {
     let sym = &ctx.symbols;
     let mut d = ThreadDetails::default();
     if let Some(et) = sym.layout("_ETHREAD") {

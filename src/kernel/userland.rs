@@ -20,7 +20,7 @@ use crate::dump::Arch;
 use crate::mem::AddressSpace;
 
 /// Most names of an export table looked at (ntdll exports about 2,500).
-pub const MAX_EXPORT_NAMES: u32 = 1 << 16;
+pub(crate) const MAX_EXPORT_NAMES: u32 = 1 << 16;
 /// Longest export name compared.
 const MAX_NAME: usize = 128;
 
@@ -34,18 +34,14 @@ fn peb_offsets(arch: Arch) -> (u64, u64) {
 }
 
 /// The user-mode side of a process: its address space, PEB and loaded modules.
-pub struct UserProcess<'d> {
+pub(crate) struct UserProcess<'d> {
     pub space: AddressSpace<'d>,
-    pub directory_table_base: u64,
-    pub peb: VirtAddr,
     pub modules: Vec<LoadedModule>,
-    /// Why the module list is incomplete (it did not get back to its head).
-    pub incomplete: Option<String>,
 }
 
 /// Why a process's user-mode side cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum UserError {
+pub(crate) enum UserError {
     /// EPROCESS.Peb is NULL: a process without user mode (System, Registry, minimal
     /// processes) — nothing is missing.
     NoPeb,
@@ -97,10 +93,7 @@ pub fn open<'d>(ctx: &KernelContext<'d>, eprocess: VirtAddr) -> Result<UserProce
         .map_err(|e| format!("PEB_LDR_DATA.InLoadOrderModuleList at {head}: {e}"))?;
     Ok(UserProcess {
         space,
-        directory_table_base: dtb,
-        peb,
         modules: list.modules,
-        incomplete: list.incomplete,
     })
 }
 
@@ -155,7 +148,7 @@ pub fn image_size(space: &AddressSpace<'_>, base: VirtAddr) -> Result<u32, Strin
 /// `space`: its header page's and its export directory's. Two processes whose image maps both
 /// to the same frames (an image section's shared pages) have the same exports, so a caller can
 /// resolve them once.
-pub fn export_pages(space: &AddressSpace<'_>, base: VirtAddr) -> Option<(u64, u64)> {
+pub(crate) fn export_pages(space: &AddressSpace<'_>, base: VirtAddr) -> Option<(u64, u64)> {
     let (lf, page) = header(space, base).ok()?;
     let dd = match page.u16_at(lf + 24)? {
         0x20B => lf + 24 + 112,

@@ -82,7 +82,7 @@ impl<'a, 'd> View<'a, 'd> {
     }
 
     /// Address of a field.
-    pub fn field_va(&self, name: &str) -> Result<VirtAddr, ViewError> {
+    pub(crate) fn field_va(&self, name: &str) -> Result<VirtAddr, ViewError> {
         Ok(self.va.offset(self.field(name)?.offset))
     }
 

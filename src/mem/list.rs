@@ -100,7 +100,7 @@ impl<'d> AddressSpace<'d> {
     /// A LIST_ENTRY list: Flink from `head` until it comes back to `head`, at most `bound`
     /// entries. Err when the head itself is unreadable. Links are normalized (x86 values
     /// sign-extended to 64 bits become 32-bit).
-    pub fn list_entries(
+    pub(crate) fn list_entries(
         &self,
         head: VirtAddr,
         bound: u64,

@@ -66,7 +66,7 @@ impl Machine {
     }
 
     /// Whether virtual memory can be read through it.
-    pub fn is_known(&self) -> bool {
+    pub(crate) fn is_known(&self) -> bool {
         !matches!(self.source, MachineSource::Unknown(_))
     }
 

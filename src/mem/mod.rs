@@ -53,7 +53,7 @@ mod tlb {
 
 /// Largest single read the memory layer accepts; bigger reads are a caller bug or hostile
 /// input (a length taken from memory).
-pub const MAX_READ: usize = 256 << 20;
+pub(crate) const MAX_READ: usize = 256 << 20;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -146,7 +146,7 @@ impl<'d> AddressSpace<'d> {
 
     /// Every present mapping with a virtual address in `[start, end)`: `f(va, pa, size)` per
     /// leaf, in address order, reading at most `max_tables` tables (none for triage dumps).
-    pub fn for_each_mapping(
+    pub(crate) fn for_each_mapping(
         &self,
         (start, end): (u64, u64),
         max_tables: u64,
@@ -170,7 +170,7 @@ impl<'d> AddressSpace<'d> {
     /// ([`DumpFile::read_physical_bulk`]: bulk copies of trace buffers, no page of the mapping
     /// faulted in and released again). Anything but mapped pages stored as they are takes
     /// [`Self::read`], which reports the exact error.
-    pub fn read_bulk(&self, va: VirtAddr, buf: &mut [u8]) -> Result<(), MemError> {
+    pub(crate) fn read_bulk(&self, va: VirtAddr, buf: &mut [u8]) -> Result<(), MemError> {
         if buf.len() < 2 * PAGE_SIZE as usize || !matches!(self.kind, Kind::Paged { .. }) {
             return self.read(va, buf);
         }
@@ -195,7 +195,7 @@ impl<'d> AddressSpace<'d> {
     /// Ask the OS to read the pages behind `[va, va + len)` ahead (asynchronously; what is not
     /// mapped is skipped): pages stored one after another are asked for at once
     /// ([`DumpFile::prefetch_pages`]).
-    pub fn prefetch(&self, va: VirtAddr, len: u64) {
+    pub(crate) fn prefetch(&self, va: VirtAddr, len: u64) {
         let first = va.get() & !(PAGE_SIZE - 1);
         let end = va.get().saturating_add(len);
         let pages = (0u64..)
@@ -214,7 +214,7 @@ impl<'d> AddressSpace<'d> {
     }
 
     /// Whether virtual reads can work at all (false for ARM64 full/bitmap dumps).
-    pub fn translation_supported(&self) -> bool {
+    pub(crate) fn translation_supported(&self) -> bool {
         !matches!(self.kind, Kind::Unsupported { .. })
     }
 
@@ -387,7 +387,7 @@ impl<'d> AddressSpace<'d> {
         }
     }
 
-    /// Read `len` bytes into a new vector (bounded by [`MAX_READ`]).
+    /// Read `len` bytes into a new vector (bounded by `MAX_READ`).
     pub fn read_vec(&self, va: VirtAddr, len: usize) -> Result<Vec<u8>, MemError> {
         if len > MAX_READ {
             return Err(MemError::TooLarge {

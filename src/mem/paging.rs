@@ -103,7 +103,7 @@ pub const X64: MmuSpec = MmuSpec {
 };
 
 /// x64, 5 levels (LA57): a PML5 above the 4-level walk, 57-bit canonical addresses.
-pub const X64_LA57: MmuSpec = MmuSpec {
+pub(crate) const X64_LA57: MmuSpec = MmuSpec {
     levels: &[
         level(PagingLevel::Pml5, 48, 512, false),
         X64_LEVELS[0],
@@ -129,7 +129,7 @@ pub const PAE: MmuSpec = MmuSpec {
 };
 
 /// x86 without PAE: PD (4 MiB pages) → PT, 4-byte entries.
-pub const NON_PAE: MmuSpec = MmuSpec {
+pub(crate) const NON_PAE: MmuSpec = MmuSpec {
     levels: &[
         level(PagingLevel::Pd, 22, 1024, true),
         level(PagingLevel::Pt, 12, 1024, false),
@@ -147,7 +147,7 @@ impl MmuSpec {
     }
 
     /// Whether `va` is a valid address of this mode.
-    pub fn is_canonical(&self, va: u64) -> bool {
+    pub(crate) fn is_canonical(&self, va: u64) -> bool {
         match self.canonical_bit {
             Some(b) => {
                 let top = va >> b;
@@ -191,9 +191,9 @@ pub struct Pte(pub u64);
 
 impl Pte {
     /// P: the entry maps something.
-    pub const PRESENT: u64 = 1;
+    pub(crate) const PRESENT: u64 = 1;
     /// PS: a large page at the PDPT / PD level.
-    pub const LARGE: u64 = 1 << 7;
+    pub(crate) const LARGE: u64 = 1 << 7;
     /// Windows: a prototype PTE (not a hardware mapping).
     pub const PROTOTYPE: u64 = 1 << 10;
     /// Windows: a transition PTE (the page is on the standby or modified list).
@@ -340,7 +340,7 @@ fn leaf_maps(spec: &MmuSpec, pte: Pte) -> Option<(u64, bool)> {
 /// x64: the leaf page table (PT) that maps `va`'s 2 MiB region, as the dump stores it, when
 /// the walk down to it succeeds and the region is not a large page. Lets multi-page reads look
 /// the following PTEs up directly (their entries decide exactly as [`translate`] would).
-pub fn leaf_table_x64(
+pub(crate) fn leaf_table_x64(
     mem: &dyn PhysicalMemory,
     dtb: PhysAddr,
     va: VirtAddr,
@@ -356,7 +356,7 @@ pub fn leaf_table_x64(
 
 /// The physical address an x64 leaf PTE maps (present, or transition at the last level), as
 /// [`translate`] decides it; None otherwise.
-pub fn pte_maps(pte: u64) -> Option<PhysAddr> {
+pub(crate) fn pte_maps(pte: u64) -> Option<PhysAddr> {
     leaf_maps(&X64, Pte(pte)).map(|(f, _)| PhysAddr::new(f))
 }
 
@@ -395,7 +395,7 @@ pub fn entry_large(e: u64) -> bool {
 /// `f(va, pa, page_size)` per present leaf (4 KiB pages, and 2 MiB / 4 MiB / 1 GiB large
 /// pages as one call), in address order. At most `max_tables` tables are read (each a page,
 /// the PAE PDPT 32 bytes); the walk stops there. Returns the number of tables read.
-pub fn walk_mappings(
+pub(crate) fn walk_mappings(
     mem: &dyn PhysicalMemory,
     mode: PagingMode,
     dtb: PhysAddr,

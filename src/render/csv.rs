@@ -7,7 +7,7 @@ use crate::text::{needs_escape, push_escaped};
 /// for a formula (first character `=`, `+`, `-` or `@`, or a leading tab or CR), unless it is a
 /// plain number, gets a `'` in front (the OWASP "CSV injection" advice); then RFC 4180 quoting
 /// (fields with `,`, `"` or line breaks in double quotes, `"` doubled).
-pub fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     let formula = matches!(s.chars().next(), Some('=' | '+' | '-' | '@' | '\t' | '\r'))
         && s.parse::<f64>().is_err();
     // Control characters are escaped below, so only `,` and `"` call for quotes.
@@ -36,7 +36,7 @@ pub fn csv_field(s: &str) -> String {
 }
 
 /// One CSV line: every field through [`csv_field`], comma separated, newline terminated.
-pub fn csv_line<S: AsRef<str>>(fields: &[S]) -> String {
+pub(crate) fn csv_line<S: AsRef<str>>(fields: &[S]) -> String {
     let mut o = fields
         .iter()
         .map(|f| csv_field(f.as_ref()))

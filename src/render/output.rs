@@ -1,7 +1,7 @@
 //! One renderer for every command (issue 28): the output format is chosen once, from
 //! `--format`, as a [`Renderer`]; a model the command holds whole is printed through
 //! [`Render`], a listing streamed row by row through [`Row`] ([`Renderer::listing`]; a listing
-//! held whole is a [`Listing`], which renders through [`Render`] as well).
+//! held whole is a `Listing`, which renders through [`Render`] as well).
 
 use super::rows::{Envelope, Row, RowWriter};
 use crate::report::RowFormat;
@@ -60,7 +60,7 @@ impl Renderer {
 
 /// A listing held whole: its rows and warnings, rendered as [`RowWriter`] streams them
 /// (warnings on stderr in every format but JSON, whose envelope carries them).
-pub struct Listing<'a, R: Row> {
+pub(crate) struct Listing<'a, R: Row> {
     pub command: &'static str,
     pub rows: &'a [R],
     pub warnings: &'a [Warning],

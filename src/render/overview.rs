@@ -100,7 +100,7 @@ pub fn to_table(o: &Overview) -> String {
 }
 
 /// The overview as pretty JSON (terminal-safe).
-pub fn to_json(o: &Overview) -> serde_json::Result<String> {
+pub(crate) fn to_json(o: &Overview) -> serde_json::Result<String> {
     let mut v = serde_json::to_vec_pretty(o)?;
     json_terminal_safe(&mut v);
     Ok(String::from_utf8_lossy(&v).into_owned())

@@ -1,7 +1,7 @@
 //! `read` as a hex dump.
 
 /// Classic 16-bytes-per-line hex dump.
-pub fn hexdump(addr: u64, bytes: &[u8]) -> String {
+pub(crate) fn hexdump(addr: u64, bytes: &[u8]) -> String {
     let mut out = String::new();
     for (i, chunk) in bytes.chunks(16).enumerate() {
         let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();

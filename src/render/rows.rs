@@ -3,11 +3,11 @@
 //! in memory.
 //!
 //! CSV columns are the row's JSON fields, in the same order (nested values as compact JSON
-//! text), every field made inert by [`csv_field`]; JSON Lines adds the Timesketch fields
+//! text), every field made inert by `csv_field`; JSON Lines adds the Timesketch fields
 //! (`datetime`, `timestamp_desc`, `message`, and for timeline rows `timestamp` in microseconds
 //! since 1970) to each row's object, and leaves out timeline rows without a known time unless
 //! asked to keep them ([`RowWriter::keep_untimed`]); JSON is the envelope of
-//! [`Envelope`] (README "Output contract"), the same text `serde_json::to_string_pretty`
+//! `Envelope` (README "Output contract"), the same text `serde_json::to_string_pretty`
 //! gives for it.
 
 use super::csv::{csv_field, csv_line};
@@ -20,12 +20,12 @@ use std::io::{self, Write};
 /// Version of the JSON output contract (README "Output contract").
 /// 2: `cswitch` and `events` rows give the raw clock value as `raw_timestamp` (was
 /// `timestamp`), and their JSON Lines carry Timesketch's `timestamp` (µs since 1970).
-pub const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// The JSON output of every listing command: `{"format_version", "command", "records",
 /// "warnings"}`; `jq '.records[]'` gives the rows, `jq '.warnings[]'` the typed warnings.
 #[derive(Serialize)]
-pub struct Envelope<'a, T: Serialize> {
+pub(crate) struct Envelope<'a, T: Serialize> {
     pub format_version: u32,
     pub command: &'a str,
     pub records: &'a [T],
@@ -54,7 +54,7 @@ pub struct Timesketch {
 
 impl Timesketch {
     /// Microseconds since 1970-01-01 UTC of a FILETIME (Timesketch's `timestamp`).
-    pub fn micros(filetime: u64) -> i64 {
+    pub(crate) fn micros(filetime: u64) -> i64 {
         (filetime as i64 - FILETIME_UNIX_EPOCH) / 10
     }
 }
@@ -146,12 +146,8 @@ impl<W: Write, R: Row> RowWriter<W, R> {
         self
     }
 
-    /// Timeline rows left out of JSON Lines for want of a time.
-    pub fn untimed_left_out(&self) -> u64 {
-        self.untimed_left_out
-    }
-
-    /// The warning about [`Self::untimed_left_out`], if any were.
+    /// The warning about the timeline rows left out of JSON Lines for want of a time, if any
+    /// were.
     pub fn untimed_warning(&self) -> Option<Warning> {
         (self.untimed_left_out > 0).then(|| {
             Warning::new(
@@ -273,7 +269,7 @@ fn pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
 }
 
 /// Terminal-safe pretty JSON of a whole value (the envelope of the listing commands).
-pub fn to_json_pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
+pub(crate) fn to_json_pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
     pretty(v)
 }
 
@@ -382,7 +378,7 @@ mod tests {
         for r in &rows {
             w.row(r).unwrap();
         }
-        assert_eq!(w.untimed_left_out(), 1);
+        assert_eq!(w.untimed_left_out, 1);
         assert!(w
             .untimed_warning()
             .unwrap()
@@ -399,7 +395,7 @@ mod tests {
         for r in &rows {
             w.row(r).unwrap();
         }
-        assert_eq!(w.untimed_left_out(), 0);
+        assert_eq!(w.untimed_left_out, 0);
         assert!(w.untimed_warning().is_none());
         let text = String::from_utf8(w.finish(&[]).unwrap()).unwrap();
         assert_eq!(text.lines().count(), 2);

@@ -8,7 +8,7 @@ use crate::text::Untrusted;
 use std::fmt::Write as _;
 
 /// CSV columns: the JSON keys, in order (session keys, then those of a rejected slot).
-pub const CSV_COLUMNS: &[&str] = &[
+pub(crate) const CSV_COLUMNS: &[&str] = &[
     "kind",
     "logger_id",
     "name",

@@ -29,8 +29,8 @@ const PALETTE: [&str; 20] = [
     "#8DB600", "#654522", "#E25822", "#2B3D26",
 ];
 /// The idle thread, processes past the palette, and unknown spans.
-pub const IDLE_COLOUR: &str = "#D9D9D9";
-pub const OTHER_COLOUR: &str = "#BBBBBB";
+pub(crate) const IDLE_COLOUR: &str = "#D9D9D9";
+pub(crate) const OTHER_COLOUR: &str = "#BBBBBB";
 pub const UNKNOWN_FILL: &str = "url(#unknown)";
 
 /// The axis step in ms: the smallest 1-2-5 × 10^k (k ≥ −2) giving at most [`MAX_TICKS`] steps

@@ -127,7 +127,7 @@ pub struct SwitchSource {
 
 impl SwitchRow {
     /// The sources for a table: `event`, or `event+pending` for a switch seen twice.
-    pub fn source_label(&self) -> String {
+    pub(crate) fn source_label(&self) -> String {
         if self.sources.len() <= 1 {
             return self.source.to_string();
         }

@@ -24,14 +24,6 @@ pub enum Format {
     Json,
 }
 
-/// Output format of a listing command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListFormat {
-    Table,
-    Json,
-    Csv,
-}
-
 /// Output format of a per-record listing (`cswitch`, `events`): JSON Lines adds the
 /// Timesketch fields `datetime`, `timestamp_desc` and `message` to every row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most switches kept per CPU (`--switches` is capped here).
-pub const MAX_SWITCHES_PER_CPU: usize = 1000;
+pub(crate) const MAX_SWITCHES_PER_CPU: usize = 1000;
 
 /// The dump in one line's worth of facts.
 #[derive(Debug, Serialize)]
@@ -65,7 +65,7 @@ pub struct Overview {
 
 impl Overview {
     /// The overview of `ctx`'s dump, keeping the last `per_cpu` switches of each CPU (at most
-    /// [`MAX_SWITCHES_PER_CPU`]).
+    /// `MAX_SWITCHES_PER_CPU`).
     pub fn build(ctx: &KernelContext<'_>, per_cpu: usize) -> std::io::Result<Overview> {
         let per_cpu = per_cpu.min(MAX_SWITCHES_PER_CPU);
         let info = crate::report::info::info_with(ctx);

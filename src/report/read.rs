@@ -5,7 +5,7 @@ use crate::mem::{AddressSpace, MemError};
 use serde::Serialize;
 
 /// Largest read the command accepts.
-pub const MAX_LEN: usize = 16 << 20;
+pub(crate) const MAX_LEN: usize = 16 << 20;
 
 /// `read`: the bytes at a virtual or physical address (as hex).
 #[derive(Debug, Serialize)]

@@ -109,7 +109,7 @@ pub fn report(sym: &Symbols, types: &[&str], all_symbols: bool) -> SymbolsReport
 
 /// C-like rendering of a type reference, terminal-safe (the names from the symbol file are
 /// shown escaped).
-pub fn type_text(t: &TypeRef) -> String {
+pub(crate) fn type_text(t: &TypeRef) -> String {
     match t {
         TypeRef::Base { name, .. } => name.to_string(),
         TypeRef::Pointer { target } => format!("{}*", type_text(target)),

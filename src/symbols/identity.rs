@@ -37,7 +37,12 @@ impl PdbIdentity {
     /// From the 16 GUID bytes. `big_endian`: the bytes are in textual order (as `uuid`
     /// gives them); otherwise they are the Windows in-memory GUID (Data1..3 little-endian),
     /// as stored in a CodeView RSDS record.
-    pub fn from_guid_bytes(name: Untrusted, raw: &[u8; 16], age: u32, big_endian: bool) -> Self {
+    pub(crate) fn from_guid_bytes(
+        name: Untrusted,
+        raw: &[u8; 16],
+        age: u32,
+        big_endian: bool,
+    ) -> Self {
         let mut b = *raw;
         if !big_endian {
             b[0..4].reverse();
@@ -80,7 +85,7 @@ impl PdbIdentity {
 
     /// Same GUID and age (names are compared case-insensitively by callers if at all:
     /// ntkrnlmp/ntkrpamp/ntoskrnl are the same kernel under different names).
-    pub fn same_build(&self, other: &PdbIdentity) -> bool {
+    pub(crate) fn same_build(&self, other: &PdbIdentity) -> bool {
         self.guid == other.guid && self.age == other.age
     }
 }

@@ -131,7 +131,11 @@ pub fn load(path: &Path, wanted: &[&str]) -> Result<IsfContents, SymbolError> {
 }
 
 /// Parse ISF JSON text.
-pub fn from_json(path: &Path, json: &[u8], wanted: &[&str]) -> Result<IsfContents, SymbolError> {
+pub(crate) fn from_json(
+    path: &Path,
+    json: &[u8],
+    wanted: &[&str],
+) -> Result<IsfContents, SymbolError> {
     let isf: Isf = serde_json::from_slice(json).map_err(|e| SymbolError::BadIsf {
         path: path.to_path_buf(),
         detail: e.to_string(),

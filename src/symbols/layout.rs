@@ -38,14 +38,6 @@ impl LayoutSource {
             LayoutSource::BuiltinNearest => "builtin-nearest",
         }
     }
-
-    /// Any of the built-in sources (hand-written or corpus).
-    pub fn is_builtin(self) -> bool {
-        matches!(
-            self,
-            LayoutSource::Builtin | LayoutSource::BuiltinExact | LayoutSource::BuiltinNearest
-        )
-    }
 }
 
 /// The type of a field.
@@ -121,14 +113,14 @@ impl TypeRef {
     }
 
     /// Shorthand for a pointer to a named structure.
-    pub fn ptr_to(name: &str) -> TypeRef {
+    pub(crate) fn ptr_to(name: &str) -> TypeRef {
         TypeRef::Pointer {
             target: Box::new(TypeRef::Struct { name: name.into() }),
         }
     }
 
     /// Shorthand for `void *`.
-    pub fn void_ptr() -> TypeRef {
+    pub(crate) fn void_ptr() -> TypeRef {
         TypeRef::Pointer {
             target: Box::new(TypeRef::Void),
         }
@@ -250,7 +242,7 @@ impl TypeStore {
     }
 
     /// Record an enumeration's constants (name, value), in declaration order.
-    pub fn insert_enum(&mut self, name: &str, constants: Vec<(String, i64)>) {
+    pub(crate) fn insert_enum(&mut self, name: &str, constants: Vec<(String, i64)>) {
         self.enums.insert(name.to_string(), constants);
     }
 
@@ -273,7 +265,7 @@ impl TypeStore {
     }
 
     /// Whether enumeration `name` is known.
-    pub fn has_enum(&self, name: &str) -> bool {
+    pub(crate) fn has_enum(&self, name: &str) -> bool {
         self.enums.contains_key(name)
     }
 }

@@ -97,10 +97,10 @@ pub const CLOCK_ROUTINES: &[&str] = &[
 /// Microsoft-Windows-Kernel-Registry (`EtwRegister(&RegistryProvGuid, EtwpRegTraceEnableCallback,
 /// NULL, &EtwpRegTraceHandle)` in EtwpInitialize; tools/provider_names/generate.py cites the
 /// sources).
-pub const OTHER_REG_HANDLES: &[&str] = &["EtwpRegTraceHandle"];
+pub(crate) const OTHER_REG_HANDLES: &[&str] = &["EtwpRegTraceHandle"];
 
 /// A kernel global provider registration handle (`Etw*ProvRegHandle`, `Etw*RegHandle`, and
-/// [`OTHER_REG_HANDLES`]): the tool uses every one the symbols name (the tamper checks).
+/// `OTHER_REG_HANDLES`): the tool uses every one the symbols name (the tamper checks).
 pub fn is_reg_handle(name: &str) -> bool {
     (name.starts_with("Etw") && name.ends_with("RegHandle")) || OTHER_REG_HANDLES.contains(&name)
 }
@@ -448,7 +448,7 @@ impl Symbols {
     }
 
     /// The global RVAs of the built-in table in use (exact corpus match only).
-    pub fn builtin_symbols(&self) -> impl Iterator<Item = (&str, u64)> {
+    pub(crate) fn builtin_symbols(&self) -> impl Iterator<Item = (&str, u64)> {
         self.builtin_rvas.iter().map(|(k, v)| (k.as_str(), *v))
     }
 

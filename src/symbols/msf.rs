@@ -22,7 +22,7 @@ const TPI_HEADER: u32 = 56;
 const DBI_HEADER: u32 = 64;
 
 /// Why the file is not a PDB the `pdb` crate may be given.
-pub type Reject = String;
+pub(crate) type Reject = String;
 
 struct Msf<'f, F> {
     file: &'f mut F,

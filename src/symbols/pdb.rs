@@ -176,17 +176,17 @@ const NAMED_TYPE_KINDS: &[u16] = &[
 
 /// CodeView leaf kinds (cvinfo.h).
 mod pdb_kinds {
-    pub const LF_ARGLIST: u16 = 0x1201;
-    pub const LF_CLASS: u16 = 0x1504;
-    pub const LF_STRUCTURE: u16 = 0x1505;
-    pub const LF_UNION: u16 = 0x1506;
+    pub(crate) const LF_ARGLIST: u16 = 0x1201;
+    pub(crate) const LF_CLASS: u16 = 0x1504;
+    pub(crate) const LF_STRUCTURE: u16 = 0x1505;
+    pub(crate) const LF_UNION: u16 = 0x1506;
     pub const LF_ENUM: u16 = 0x1507;
-    pub const LF_INTERFACE: u16 = 0x1519;
-    pub const LF_CLASS_ST: u16 = 0x1004;
-    pub const LF_STRUCTURE_ST: u16 = 0x1005;
-    pub const LF_UNION_ST: u16 = 0x1006;
-    pub const LF_ENUM_ST: u16 = 0x1007;
-    pub const LF_STRUCTURE19: u16 = 0x1609;
+    pub(crate) const LF_INTERFACE: u16 = 0x1519;
+    pub(crate) const LF_CLASS_ST: u16 = 0x1004;
+    pub(crate) const LF_STRUCTURE_ST: u16 = 0x1005;
+    pub(crate) const LF_UNION_ST: u16 = 0x1006;
+    pub(crate) const LF_ENUM_ST: u16 = 0x1007;
+    pub(crate) const LF_STRUCTURE19: u16 = 0x1609;
 }
 
 fn read_types<'s, S: pdb::Source<'s> + 's>(

@@ -15,7 +15,7 @@ pub enum Found {
 /// The local directories of an `_NT_SYMBOL_PATH` value: `srv*DIR*https://...` and
 /// `cache*DIR` give DIR; `symsrv*symsrv.dll*DIR*...` gives DIR; plain entries are
 /// directories. URLs are ignored (the tool never downloads).
-pub fn nt_symbol_path_dirs(value: &str) -> Vec<PathBuf> {
+pub(crate) fn nt_symbol_path_dirs(value: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in value.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let parts: Vec<&str> = entry.split('*').collect();
@@ -39,7 +39,7 @@ pub fn nt_symbol_path_dirs(value: &str) -> Vec<PathBuf> {
 /// The symbol servers of an `_NT_SYMBOL_PATH` value: each `srv*[CACHE*...]*URL` entry's URL
 /// (http or https) with its first directory as the cache (None for `srv*URL`). Used only when
 /// the user asks for downloads (`--fetch-symbols`).
-pub fn nt_symbol_path_servers(value: &str) -> Vec<(Option<PathBuf>, String)> {
+pub(crate) fn nt_symbol_path_servers(value: &str) -> Vec<(Option<PathBuf>, String)> {
     let mut out = Vec::new();
     for entry in value.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let parts: Vec<&str> = entry.split('*').collect();

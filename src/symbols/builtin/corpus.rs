@@ -31,7 +31,7 @@ use std::sync::{Arc, OnceLock};
 static TABLE_JSON: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/corpus.json"));
 
 /// The table's format tag (the generator's `FORMAT`).
-pub const FORMAT: &str = "etwdump-builtin-corpus/2";
+pub(crate) const FORMAT: &str = "etwdump-builtin-corpus/2";
 
 /// Largest decompressed table accepted (the real one is about 230 KB).
 const MAX_JSON: u64 = 16 << 20;
@@ -247,7 +247,7 @@ pub fn borrowed(entry: &CorpusBuild) -> Vec<(&'static StructLayout, &'static Cor
 }
 
 /// How many distinct layouts of `name` the corpus has among the builds of `major`.
-pub fn variants_in_major(major: u32, name: &str) -> usize {
+pub(crate) fn variants_in_major(major: u32, name: &str) -> usize {
     let mut seen: Vec<usize> = entries()
         .iter()
         .filter(|b| b.major == major)

@@ -136,12 +136,12 @@ pub fn era_start(build: u32) -> Option<u32> {
 }
 
 /// The caveat about the fixed `_KDDEBUGGER_DATA64` layout (shown whenever it is built in).
-pub const KDBG_NOTE: &str = "_KDDEBUGGER_DATA64 is the fixed public layout (WDBGEXTS.H); \
+pub(crate) const KDBG_NOTE: &str = "_KDDEBUGGER_DATA64 is the fixed public layout (WDBGEXTS.H); \
      members past the block's own Size (0x340 in old kernels, 0x380 on 19041) are absent";
 
 /// The public, fixed KDDEBUGGER_DATA64 layout (WDBGEXTS.H; the same for every version and
 /// for x86 and x64; which fields a kernel has is given by the block's Size).
-pub fn kdbg_layout() -> StructLayout {
+pub(crate) fn kdbg_layout() -> StructLayout {
     let mut l = kdbg::layout();
     l.normalize();
     l
