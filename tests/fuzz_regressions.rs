@@ -201,3 +201,59 @@ fn records_reproducers() {
     }
     println!("records: {} reproducers", all.len());
 }
+
+/// symsrv: an HTTP answer (inputs whose selector byte is 2: the rest is the whole response)
+/// served once per request on 127.0.0.1 to `fetch`, which must end — a PDB, or an error whose
+/// text is terminal-safe — without a panic (finding 12: a `343` status with a Location made
+/// ureq 3.5.2 panic in `consume_redirect_body`, "remote to have signaled redirect").
+#[test]
+fn symsrv_reproducers() {
+    use etwdump::symbols::server::{fetch, Server};
+    use std::io::{BufRead, BufReader, Write};
+    let all = reproducers("symsrv");
+    let id = etwdump::symbols::PdbIdentity::from_guid_text(
+        "ntkrnlmp.pdb",
+        "5278AFF8-6C34-1677-D7D7-835C85B7B844",
+        1,
+    )
+    .unwrap();
+    let mut ran = 0;
+    for (name, bytes) in &all {
+        if bytes.first() != Some(&2) {
+            continue;
+        }
+        let answer = bytes[1..].to_vec();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                let mut rd = BufReader::new(c.try_clone().unwrap());
+                for _ in 0..64 {
+                    let mut line = String::new();
+                    if rd.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                }
+                let _ = c.write_all(&answer);
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let mut srv = Server::new(&format!("http://127.0.0.1:{port}"), cache.path().into());
+        srv.timeout = std::time::Duration::from_secs(2);
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fetch(&srv, &id)));
+        let r = got.unwrap_or_else(|_| panic!("{name}: fetch panicked"));
+        if let Err(e) = r {
+            let text = e.to_string();
+            assert!(
+                !text.chars().any(etwdump::text::needs_escape),
+                "{name}: {text:?}"
+            );
+        }
+        ran += 1;
+    }
+    assert!(ran >= 1, "no symsrv HTTP reproducer");
+    println!("symsrv: {ran} HTTP reproducers");
+}

@@ -70,9 +70,11 @@ pub struct EventRow {
     pub message_flags: Option<String>,
     pub sequence: Option<u32>,
     pub component_id: Option<u32>,
-    /// The decoded payload of a kernel event whose class and version have a known layout
-    /// (`decode::mof`): its class, fields in wire order, and what did not fit; null otherwise.
-    pub payload: Option<crate::decode::mof::Payload>,
+    /// The decoded payload (`decode::dispatch`): a kernel event whose MOF class and version
+    /// have an established layout, or a TraceLogging event decoded from its own metadata; its
+    /// class (and event and provider names), fields in wire order, and what did not fit; null
+    /// when no decoder knows the record.
+    pub payload: Option<crate::decode::payload::Payload>,
 }
 
 /// The rows and the problems met.

@@ -70,7 +70,21 @@ enum Got {
     Missing,
 }
 
+/// GET `url`. A panic of the HTTP client on a hostile answer is contained and reported as a
+/// network error (finding 12: ureq 3.5.2 panics in `consume_redirect_body` on a 3xx status it
+/// treats as a redirect in one place and not in another, e.g. `343` with a Location).
 fn get(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
+    super::pdb::contained(|| get_unguarded(agent, url, secs)).unwrap_or_else(|why| {
+        Err(FetchError::Network {
+            url: url.to_string(),
+            why: Untrusted::new(format!(
+                "the HTTP client failed on the server's answer ({why})"
+            )),
+        })
+    })
+}
+
+fn get_unguarded(agent: &ureq::Agent, url: &str, secs: u64) -> Result<Got, FetchError> {
     let mut resp = match agent.get(url).call() {
         Ok(r) => r,
         Err(ureq::Error::Timeout(_)) => {
