@@ -216,3 +216,38 @@ fn a_cpu_the_machine_lacks_is_an_error() {
         &format!("--cpu {n}: the machine has {n} processors"),
     );
 }
+
+/// `scan -o` into an output that exists suggests --overwrite too, which then works.
+#[test]
+fn scan_into_existing_output_suggests_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("carved");
+    let o = o.to_str().unwrap();
+    let args = ["scan", DUMP, "--pdb", PDB, "-o", o, "--threads", "1"];
+    assert!(etwdump(&args).status.success());
+    fails_with(&args, "already exists (give --overwrite to replace it)");
+    let r = etwdump(&[&args[..], &["--overwrite"]].concat());
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}
+
+/// A dump cut short before the kernel's image: with the PDB given, the warning says why the
+/// symbols cannot lead to the array (the kernel base is unknown), not to give symbols.
+#[test]
+fn truncated_dump_does_not_ask_for_the_symbols_it_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.dmp");
+    std::fs::write(&cut, &std::fs::read(DUMP).unwrap()[..100_000]).unwrap();
+    let r = etwdump(&["sessions", cut.to_str().unwrap(), "--pdb", PDB]);
+    let out = String::from_utf8_lossy(&r.stdout);
+    let line = out
+        .lines()
+        .chain(String::from_utf8_lossy(&r.stderr).lines())
+        .find(|l| l.contains("could not be located"))
+        .map(str::to_string)
+        .expect("the no-route warning");
+    assert!(!line.contains("give symbols"), "{line}");
+    assert!(
+        line.contains("the kernel's base address is unknown"),
+        "{line}"
+    );
+}

@@ -10,6 +10,7 @@ use etwdump::mem::Memory;
 use etwdump::render::output::{Render, Renderer};
 use etwdump::render::rows::{Row, RowWriter};
 use etwdump::render::text::{json_terminal_safe, printable};
+use etwdump::report::extract::ExtractError;
 use etwdump::report::RowFormat;
 use etwdump::symbols::SymbolError;
 use etwdump::warning::Warning;
@@ -160,6 +161,14 @@ pub fn source<'c, 'd>(ctx: &'c KernelContext<'d>, carved: bool) -> EtwSource<'c,
         EtwSource::open_carved(ctx, threads)
     } else {
         EtwSource::open(ctx, None)
+    }
+}
+
+/// An output that exists and was not to be replaced: the error with the option that works.
+pub fn overwrite_hint(e: ExtractError) -> anyhow::Error {
+    match e {
+        ExtractError::Exists(_) => anyhow::anyhow!("{e} (give --overwrite to replace it)"),
+        e => e.into(),
     }
 }
 

@@ -1,10 +1,9 @@
 //! `etwdump extract`: each session's buffers as an .etl file, plus manifest.json.
 
-use super::common::{display, emit, with_session};
+use super::common::{display, emit, overwrite_hint, with_session};
 use super::flags::{KernelArgs, SessionArg};
 use etwdump::render::extract::Written;
 use etwdump::render::output::Renderer;
-use etwdump::report::extract::ExtractError;
 use etwdump::report::RowFormat;
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,11 +26,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     with_session(&a.kernel, &a.session, |ctx, session| {
         let name = display(&a.kernel.dump.dump);
         let m = etwdump::report::extract::extract(ctx, &name, &a.output, session, a.overwrite)
-            .map_err(|e| match e {
-                // The next step that works: the option that replaces the files.
-                ExtractError::Exists(_) => anyhow::anyhow!("{e} (give --overwrite to replace it)"),
-                e => e.into(),
-            })?;
+            .map_err(overwrite_hint)?;
         let written = Written {
             dir: &a.output,
             manifest: &m,

@@ -1,7 +1,7 @@
 //! `etwdump scan`: one pass over all physical memory for buffers, pending blocks and logger
 //! contexts, live or not; optionally the orphans written as .etl files.
 
-use super::common::{display, finish, with_kernel};
+use super::common::{display, finish, overwrite_hint, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
 use etwdump::etw::carve::Progress;
 use etwdump::render::output::Renderer;
@@ -49,7 +49,9 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         finish(r, rows, scan.warnings())?;
         let Some(dir) = &a.output else { return Ok(()) };
-        let m = scan.extract(ctx, &display(&a.kernel.dump.dump), dir, a.overwrite)?;
+        let m = scan
+            .extract(ctx, &display(&a.kernel.dump.dump), dir, a.overwrite)
+            .map_err(overwrite_hint)?;
         for s in &m.sessions {
             eprintln!(
                 "{}: {} carved buffers, {} records, sha256 {}",

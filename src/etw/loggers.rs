@@ -142,6 +142,40 @@ pub struct SessionList {
     pub layout_check: Option<LayoutCheck>,
 }
 
+/// Why no route gave the logger array, with the next step that works: the failures warned
+/// above; roots the symbols name whose memory the dump does not hold; symbols that name none
+/// of the routes' globals; or, with no symbols at all, to give them.
+fn no_route(
+    ctx: &KernelContext<'_>,
+    warned: bool,
+    roots: &[crate::etw::routes::EtwRoot],
+) -> String {
+    if warned {
+        return "every route above failed".into();
+    }
+    let absent: Vec<String> = roots
+        .iter()
+        .filter(|r| !r.present)
+        .filter_map(|r| r.address.map(|a| format!("{} at {a}", r.name)))
+        .collect();
+    match &ctx.symbols.source {
+        _ if !absent.is_empty() => format!(
+            "no route (not in the dump: {}; the memory that holds it is missing)",
+            absent.join(", ")
+        ),
+        SymbolSource::Pdb(_) | SymbolSource::Isf(_) if ctx.base.is_none() => format!(
+            "no route (the kernel's base address is unknown, so the {}'s globals cannot be placed in memory, and no KDBG in the dump gives EtwpDebuggerData)",
+            ctx.symbols.source.kind()
+        ),
+        // Symbols were given: asking for them again is no next step.
+        SymbolSource::Pdb(_) | SymbolSource::Isf(_) => format!(
+            "no route (the {} names none of EtwpHostSiloState, EtwpLoggerContext, WmipLoggerContext or EtwpDebuggerData, and no KDBG in the dump gives EtwpDebuggerData)",
+            ctx.symbols.source.kind()
+        ),
+        SymbolSource::None => "no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)".into(),
+    }
+}
+
 /// Find the array and read every session in it.
 pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     let mut out = SessionList::default();
@@ -149,17 +183,10 @@ pub fn list_sessions(ctx: &KernelContext<'_>) -> SessionList {
     out.warnings = resolution.warnings;
     let routes = resolution.arrays;
     let Some(primary) = routes.first().cloned() else {
+        let why = no_route(ctx, !out.warnings.is_empty(), &resolution.roots);
         out.warnings.push(Warning::new(
             WarningKind::NotFound,
-            match (out.warnings.is_empty(), &ctx.symbols.source) {
-                (false, _) => "the logger-context array could not be located: every route above failed".to_string(),
-                // Symbols were given: asking for them again is no next step.
-                (true, SymbolSource::Pdb(_) | SymbolSource::Isf(_)) => format!(
-                    "the logger-context array could not be located: no route (the {} names none of EtwpHostSiloState, EtwpLoggerContext, WmipLoggerContext or EtwpDebuggerData, and no KDBG in the dump gives EtwpDebuggerData)",
-                    ctx.symbols.source.kind()
-                ),
-                (true, SymbolSource::None) => "the logger-context array could not be located: no route (give symbols with --pdb, --isf or --symbols; without them only KDBG.EtwpDebuggerData can lead to it)".to_string(),
-            },
+            format!("the logger-context array could not be located: {why}"),
         ));
         return out;
     };
