@@ -4,7 +4,7 @@
 #
 # The commands of the README's benchmarks, each run RUNS times (default 7) per build, the two
 # builds alternating run by run so that a change in the machine's load hits both alike. For
-# each it prints the median CPU time (user + system, from /usr/bin/time: the figure least
+# each it prints the median CPU time per invocation (user + system, from /usr/bin/time: the figure least
 # disturbed by other processes on a shared machine), the median wall time and the peak RSS,
 # and after/before as a ratio of CPU time.
 # WORKDIR (default /tmp/etwdump-compare) receives, once: the forge's x64 19041 scan image and
@@ -28,37 +28,47 @@ fi
 img=$(ls "$work"/forge/scan-x64-19041*.raw | head -1)
 full=$(ls "$work"/forge/*x64-19041*etw-ccswap*.dmp 2>/dev/null | head -1)
 s=$work/stream.dmp
+# Each entry: how many back-to-back invocations make one timed run (the small dumps' commands
+# take milliseconds, below /usr/bin/time's 10 ms resolution), then the command.
 cmds=(
-  "info $full --format json"
-  "sessions $full --pdb $pdb --format json"
-  "buffers $full --pdb $pdb --format csv"
-  "providers $full --pdb $pdb --format csv"
-  "check $full --pdb $pdb"
-  "scan $img --threads 1 --format csv"
-  "cswitch $s --pdb $pdb --format jsonl"
-  "events $s --pdb $pdb --format jsonl"
-  "extract $s --pdb $pdb -o $work/out"
+  "40|info $full --format json"
+  "40|sessions $full --pdb $pdb --format json"
+  "40|buffers $full --pdb $pdb --format csv"
+  "40|providers $full --pdb $pdb --format csv"
+  "40|check $full --pdb $pdb"
+  "1|scan $img --threads 1 --format csv"
+  "1|cswitch $s --pdb $pdb --format jsonl"
+  "1|events $s --pdb $pdb --format jsonl"
+  "1|extract $s --pdb $pdb -o $work/out"
 )
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-# "cpu_seconds wall_seconds peak_kib" of one run, output discarded.
-one() { rm -rf "$work/out"; /usr/bin/time -f "%U %S %e %M" -o "$work/t.txt" "$@" >/dev/null 2>&1 || true
-  awk '{printf "%.3f %.3f %d\n", $1 + $2, $3, $4}' "$work/t.txt"; }
-printf "| command | before CPU s | after CPU s | after/before | before wall s | after wall s | before RSS MiB | after RSS MiB |\n"
-printf "|---|---|---|---|---|---|---|---|\n"
-for c in "${cmds[@]}"; do
+# "cpu_seconds wall_seconds peak_kib" of one run (K invocations, output discarded), per
+# invocation.
+one() {
+  local k=$1; shift
+  rm -rf "$work/out"
+  /usr/bin/time -q -f "%U %S %e %M" -o "$work/t.txt" bash -c \
+    'k=$1; shift; for _ in $(seq "$k"); do rm -rf '"$work/out"'; "$@" >/dev/null 2>&1; done' _ "$k" "$@" || true
+  awk -v k="$k" '{printf "%.4f %.4f %d\n", ($1 + $2) / k, $3 / k, $4}' "$work/t.txt"
+}
+printf "| command | runs x invocations | before CPU s | after CPU s | after/before | before wall s | after wall s | before peak RSS MiB | after peak RSS MiB |\n"
+printf "|---|---|---|---|---|---|---|---|---|\n"
+for entry in "${cmds[@]}"; do
+  k=${entry%%|*}; c=${entry#*|}
   : >"$work/b.txt"; : >"$work/a.txt"
   for _ in $(seq "$runs"); do
     # shellcheck disable=SC2086
-    one "$before" $c >>"$work/b.txt"
+    one "$k" "$before" $c >>"$work/b.txt"
     # shellcheck disable=SC2086
-    one "$after" $c >>"$work/a.txt"
+    one "$k" "$after" $c >>"$work/a.txt"
   done
   bc_=$(cut -d' ' -f1 "$work/b.txt" | median); ac=$(cut -d' ' -f1 "$work/a.txt" | median)
   bw=$(cut -d' ' -f2 "$work/b.txt" | median); aw=$(cut -d' ' -f2 "$work/a.txt" | median)
   br=$(cut -d' ' -f3 "$work/b.txt" | median); ar=$(cut -d' ' -f3 "$work/a.txt" | median)
   ratio=$(awk -v a="$ac" -v b="$bc_" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-  name=$(echo "$c" | awk '{print $1}'); fmt=$(echo "$c" | grep -oE -- "--format [a-z]+|-o" | head -1)
+  name=$(echo "$c" | awk '{print $1}')
+  opt=$(echo "$c" | grep -oE -- "--format [a-z]+| -o " | head -1 || true)
   file=$(basename "$(echo "$c" | awk '{print $2}')")
-  printf "| \`%s %s\` (%s) | %s | %s | %s | %s | %s | %.1f | %.1f |\n" "$name" "$fmt" "$file" \
-    "$bc_" "$ac" "$ratio" "$bw" "$aw" "$(echo "$br/1024" | bc -l)" "$(echo "$ar/1024" | bc -l)"
+  printf "| \`%s%s\` (%s) | %s x %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n" "$name" "${opt:+ ${opt# }}" "$file" \
+    "$runs" "$k" "$bc_" "$ac" "$ratio" "$bw" "$aw" "$(echo "$br/1024" | bc -l)" "$(echo "$ar/1024" | bc -l)"
 done
