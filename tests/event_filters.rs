@@ -202,20 +202,7 @@ fn bad_filter_values_are_refused() {
 fn switches(extra: &[&str]) -> (Vec<Value>, Vec<String>) {
     let mut args = vec!["cswitch", DUMP, "--pdb", PDB, "--format", "json"];
     args.extend_from_slice(extra);
-    let r = etwdump(&args);
-    assert!(
-        r.status.success(),
-        "{extra:?}: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    let j: Value = serde_json::from_slice(&r.stdout).unwrap();
-    let warnings = j["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["message"].as_str().unwrap().to_string())
-        .collect();
-    (j["records"].as_array().unwrap().clone(), warnings)
+    listing_json(&args)
 }
 
 /// `cswitch` filters: a switch is kept when its old or new thread (process) matches; each
