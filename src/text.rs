@@ -33,9 +33,24 @@ pub fn needs_escape(c: char) -> bool {
         )
 }
 
+/// Whether every byte of `b` is printable ASCII (U+0020-U+007E): then no character of it
+/// [`needs_escape`]. The fast path of the escaping functions (a byte loop the compiler
+/// vectorizes; decoding characters costs about a fifth of a JSON Lines listing's time).
+fn printable_ascii(b: &[u8]) -> bool {
+    // 0x20..=0x7e is c - 0x20 <= 0x5e; 32-byte chunks folded without a branch per byte.
+    let outside = |c: &u8| u8::from(c.wrapping_sub(0x20) > 0x5e);
+    let mut chunks = b.chunks_exact(32);
+    for ch in &mut chunks {
+        if ch.iter().map(outside).fold(0, |a, x| a | x) != 0 {
+            return false;
+        }
+    }
+    chunks.remainder().iter().map(outside).fold(0, |a, x| a | x) == 0
+}
+
 /// `s` made safe for a terminal: each character of [`needs_escape`] as `\u{..}`.
 pub fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(needs_escape) {
+    if printable_ascii(s.as_bytes()) || !s.chars().any(needs_escape) {
         return Cow::Borrowed(s);
     }
     let mut o = String::with_capacity(s.len() + 16);
@@ -50,7 +65,9 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 /// from the input is escaped where it is formatted (`Untrusted`'s Display); this makes sure
 /// no row type or page can put a raw control character on the terminal.
 pub(crate) fn escape_lines(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c != '\n' && needs_escape(c)) {
+    if s.split('\n').all(|l| printable_ascii(l.as_bytes()))
+        || !s.chars().any(|c| c != '\n' && needs_escape(c))
+    {
         return Cow::Borrowed(s);
     }
     let mut o = String::with_capacity(s.len() + 16);
@@ -85,6 +102,9 @@ pub fn printable(s: &str) -> String {
 /// `\u009b`, `\u202e`... escapes (still the same JSON string). They can only occur inside
 /// strings, where the escape is valid.
 pub fn json_terminal_safe(text: &mut Vec<u8>) {
+    if printable_ascii(text) {
+        return;
+    }
     let Ok(s) = std::str::from_utf8(text) else {
         return;
     };
@@ -236,6 +256,37 @@ mod tests {
     /// Every class of dangerous character, as it arrives and as it leaves.
     const HOSTILE: &str =
         "a\u{1b}[31m\u{7}\r\n\u{0}\u{7f}\u{9b}\u{85}\u{202e}\u{2066}\u{200f}\u{61c}\u{2028}z";
+
+    /// The printable-ASCII fast path changes no result: every byte value, at every position
+    /// of a 32-byte chunk and of the tail, in otherwise clean text, gives what the
+    /// character-by-character path gives (the oracle is `needs_escape` itself).
+    #[test]
+    fn fast_path_agrees_with_the_character_walk() {
+        for len in [1usize, 31, 32, 33, 64, 70] {
+            for pos in 0..len {
+                for b in 0u8..=0x7f {
+                    let mut v = vec![b'a'; len];
+                    v[pos] = b;
+                    let s = std::str::from_utf8(&v).unwrap();
+                    let hit = needs_escape(char::from(b));
+                    assert_eq!(!printable_ascii(&v), hit, "{b:#x} at {pos}/{len}");
+                    assert_eq!(matches!(escape(s), Cow::Owned(_)), hit, "{b:#x}");
+                    let lines_hit = hit && b != b'\n';
+                    assert_eq!(
+                        matches!(escape_lines(s), Cow::Owned(_)),
+                        lines_hit,
+                        "{b:#x} at {pos}/{len}"
+                    );
+                }
+            }
+        }
+        // Non-ASCII text leaves the fast path: a C1 control after 40 clean bytes is found.
+        let mut j = format!("\"{}\u{9b}\"", "x".repeat(40)).into_bytes();
+        json_terminal_safe(&mut j);
+        assert_eq!(j, format!("\"{}\\u009b\"", "x".repeat(40)).into_bytes());
+        // CR in a multi-line page is escaped (a `lines()` split would have dropped it).
+        assert_eq!(escape_lines("a\r\nb\n"), "a\\u{d}\nb\n");
+    }
 
     #[test]
     fn display_escapes_c0_del_c1_bidi() {

@@ -13,12 +13,38 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
     let sod = secs_since_1601 % 86_400;
     // Days from 1601-01-01 to 1970-01-01.
     let (y, m, d) = civil_from_days(days - 134_774);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:07}Z",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60
-    )
+    // Written digit by digit (a listing formats millions of these; `format!` was a tenth of
+    // its time); the same text as `{y:04}-{m:02}-{d:02}T{h:02}:{m:02}:{s:02}.{frac:07}Z`.
+    let mut o = String::with_capacity(30);
+    push_digits(&mut o, y.unsigned_abs(), 4);
+    o.push('-');
+    push_digits(&mut o, u64::from(m), 2);
+    o.push('-');
+    push_digits(&mut o, u64::from(d), 2);
+    o.push('T');
+    push_digits(&mut o, sod / 3600, 2);
+    o.push(':');
+    push_digits(&mut o, (sod / 60) % 60, 2);
+    o.push(':');
+    push_digits(&mut o, sod % 60, 2);
+    o.push('.');
+    push_digits(&mut o, frac, 7);
+    o.push('Z');
+    o
+}
+
+/// Push `v` in decimal, zero-padded to at least `width` digits.
+fn push_digits(o: &mut String, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut n = 0;
+    while v > 0 || n == 0 {
+        buf[n] = b'0' + (v % 10) as u8;
+        v /= 10;
+        n += 1;
+    }
+    for &c in buf[..n.max(width).min(20)].iter().rev() {
+        o.push(char::from(c));
+    }
 }
 
 /// The last valid FILETIME: 30828-09-14T02:48:05.4775807Z (0x7FFFFFFFFFFFFFFF: FILETIMEs are
@@ -325,6 +351,44 @@ mod tests {
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("99999999999999999999s").is_err());
         assert!(parse_duration("9999999999999h").is_err());
+    }
+
+    /// The digit-by-digit formatter gives the text of the `format!` it replaced, over the
+    /// whole u64 range (every u64 is on or after 1601: years 1601 to 60056).
+    #[test]
+    fn iso8601_matches_format() {
+        let reference = |ft: u64| {
+            let frac = ft % 10_000_000;
+            let secs = ft / 10_000_000;
+            let sod = secs % 86_400;
+            let (y, m, d) = civil_from_days((secs / 86_400) as i64 - 134_774);
+            format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:07}Z",
+                sod / 3600,
+                (sod / 60) % 60,
+                sod % 60
+            )
+        };
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut cases = vec![
+            0,
+            1,
+            9_999_999,
+            10_000_000,
+            u64::MAX,
+            MAX_FILETIME,
+            132583451029877657,
+        ];
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x);
+            cases.push(x >> (x % 64));
+        }
+        for ft in cases {
+            assert_eq!(filetime_to_iso8601(ft), reference(ft), "{ft:#x}");
+        }
     }
 
     #[test]

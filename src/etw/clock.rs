@@ -94,6 +94,34 @@ impl Converter {
     }
 }
 
+/// A converted time that cannot be right ([`ClockFacts::implausible`]); FILETIMEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Implausible {
+    /// `ft` is after the dump's SystemTime `now`.
+    AfterDump { ft: u64, now: u64 },
+    /// `ft` is before boot.
+    BeforeBoot { ft: u64, boot: u64 },
+}
+
+impl std::fmt::Display for Implausible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Implausible::AfterDump { ft, now } => write!(
+                f,
+                "{} is after the dump's SystemTime {}",
+                filetime_to_iso8601(ft),
+                filetime_to_iso8601(now)
+            ),
+            Implausible::BeforeBoot { ft, boot } => write!(
+                f,
+                "{} is before boot ({})",
+                filetime_to_iso8601(ft),
+                filetime_to_iso8601(boot)
+            ),
+        }
+    }
+}
+
 /// Converted times of one session or block that cannot be right ([`ClockFacts::implausible`]):
 /// how many fall after the dump and before boot, and the first example.
 #[derive(Clone, Debug, Default)]
@@ -114,13 +142,15 @@ impl TimeFlags {
         at: impl FnOnce(String) -> String,
     ) -> Option<&'static str> {
         let why = facts.implausible(ft, conv)?;
-        let late = facts.system_time.is_some_and(|now| ft > now);
+        let late = matches!(why, Implausible::AfterDump { .. });
+        if self.example.is_none() {
+            self.example = Some(at(why.to_string()));
+        }
         if late {
             self.after += 1;
         } else {
             self.before += 1;
         }
-        self.example.get_or_insert_with(|| at(why));
         Some(if late { "after_dump" } else { "before_boot" })
     }
 
@@ -228,25 +258,18 @@ impl ClockFacts {
     }
 
     /// Why a time `ft` converted by `conv` cannot be right: after the dump's SystemTime or
-    /// before boot, by more than the converter's [`Converter::slack`].
-    pub(crate) fn implausible(&self, ft: u64, conv: &Converter) -> Option<String> {
+    /// before boot, by more than the converter's [`Converter::slack`]. The reason is text only
+    /// when shown (a listing checks millions of times and keeps one example).
+    pub(crate) fn implausible(&self, ft: u64, conv: &Converter) -> Option<Implausible> {
         let slack = conv.slack(ft);
         if let Some(now) = self.system_time {
             if ft > now.saturating_add(slack) {
-                return Some(format!(
-                    "{} is after the dump's SystemTime {}",
-                    filetime_to_iso8601(ft),
-                    filetime_to_iso8601(now)
-                ));
+                return Some(Implausible::AfterDump { ft, now });
             }
         }
         if let Some(boot) = self.boot_time {
             if ft.saturating_add(slack) < boot {
-                return Some(format!(
-                    "{} is before boot ({})",
-                    filetime_to_iso8601(ft),
-                    filetime_to_iso8601(boot)
-                ));
+                return Some(Implausible::BeforeBoot { ft, boot });
             }
         }
         None

@@ -107,6 +107,8 @@ pub struct RowWriter<W: Write, R: Row> {
     rows: u64,
     keep_untimed: bool,
     untimed_left_out: u64,
+    /// The JSON Lines line being built, kept between rows (one allocation per listing).
+    line: Vec<u8>,
     _row: std::marker::PhantomData<fn(&R)>,
 }
 
@@ -135,6 +137,7 @@ impl<W: Write, R: Row> RowWriter<W, R> {
             rows: 0,
             keep_untimed: false,
             untimed_left_out: 0,
+            line: Vec::new(),
             _row: std::marker::PhantomData,
         })
     }
@@ -193,7 +196,9 @@ impl<W: Write, R: Row> RowWriter<W, R> {
                     self.untimed_left_out += 1;
                     return Ok(());
                 }
-                let mut line = serde_json::to_vec(r).map_err(io::Error::other)?;
+                let mut line = std::mem::take(&mut self.line);
+                line.clear();
+                serde_json::to_writer(&mut line, r).map_err(io::Error::other)?;
                 if line.last() == Some(&b'}') {
                     line.pop();
                     if line.len() > 1 {
@@ -218,7 +223,9 @@ impl<W: Write, R: Row> RowWriter<W, R> {
                 }
                 super::text::json_terminal_safe(&mut line);
                 line.push(b'\n');
-                self.out.write_all(&line)?;
+                let written = self.out.write_all(&line);
+                self.line = line;
+                written?;
             }
             RowFormat::Json => {
                 // As to_string_pretty of the envelope: each record indented by four spaces,
