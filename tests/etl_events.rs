@@ -98,12 +98,33 @@ fn real_files_list_every_record_with_its_time() {
         // The header event itself is dated StartTime exactly.
         assert_eq!(rows[0].hook.as_deref(), Some("0x0000"));
         assert_eq!(rows[0].filetime, Some(h.start_time), "{name}");
-        let with_payload: Vec<_> = rows.iter().filter_map(|r| r.payload.as_ref()).collect();
+        // Every record has a payload: decoded, or raw with why (never null for a whole record).
+        assert!(rows.iter().all(|r| r.payload.is_some()), "{name}");
+        let with_payload: Vec<_> = rows
+            .iter()
+            .filter_map(|r| r.payload.as_ref())
+            .filter(|p| p.class != "raw")
+            .collect();
         assert_eq!(with_payload.len(), decoded, "{name}");
         assert!(
             with_payload.iter().all(|p| p.problem.is_none()),
             "{name}: a payload with a problem"
         );
+        // The others are raw: the last `size` bytes of the record in the file, as hex.
+        let mut raw = 0;
+        for r in &rows {
+            let p = r.payload.as_ref().unwrap();
+            if p.class != "raw" {
+                continue;
+            }
+            raw += 1;
+            let n = p.number("size").unwrap() as usize;
+            let end = r.file_offset.unwrap() as usize + r.size;
+            let want: String = b[end - n..end].iter().map(|x| format!("{x:02x}")).collect();
+            assert_eq!(p.get("hex").unwrap().to_string(), want, "{name} {r:?}");
+            assert!(p.problem.as_deref().unwrap().starts_with("not decoded: "));
+        }
+        assert_eq!(raw, records - decoded, "{name}");
         eprintln!(
             "{name}: {} rows, {} decoded, {} .. {}",
             rows.len(),
@@ -369,7 +390,7 @@ fn extracted_files_date_records_as_events_does() {
     assert_eq!(file_rows.len(), 2984);
     assert!(dated > 2800, "{dated}");
     for r in &extra {
-        if !r["payload"].is_null() {
+        if !r["payload"].is_null() && r["payload"]["class"] != "raw" {
             assert!(r["payload"]["problem"].is_null(), "{r}");
         }
     }

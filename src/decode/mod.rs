@@ -8,4 +8,5 @@ pub mod hooks;
 pub mod mof;
 pub mod names;
 pub mod payload;
+pub mod raw;
 pub mod tracelogging;

@@ -116,7 +116,7 @@ const CLASSES: &[Class] = &[
 
 /// The payload of a SYSTEM, COMPACT or PERFINFO record (after its header), and its pointer
 /// width; None for other header kinds or a record `buf` does not hold.
-fn kernel_payload<'a>(buf: &'a [u8], r: &Record) -> Option<(&'a [u8], usize)> {
+pub(crate) fn kernel_payload<'a>(buf: &'a [u8], r: &Record) -> Option<(&'a [u8], usize)> {
     let (header, ptr) = match r.kind {
         RecordKind::System32 => (0x20, 4),
         RecordKind::System64 => (0x20, 8),

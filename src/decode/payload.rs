@@ -201,6 +201,17 @@ impl Payload {
     }
 }
 
+/// Bytes as lower-case hex digits, two per byte.
+pub(crate) fn hex_digits(b: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * b.len());
+    for &x in b {
+        s.push(char::from(DIGITS[usize::from(x >> 4)]));
+        s.push(char::from(DIGITS[usize::from(x & 15)]));
+    }
+    s
+}
+
 /// A SID at `p[at..]` in its binary form (revision 1, at most 15 sub-authorities) as
 /// `S-1-…` text, and its size.
 pub(crate) fn sid(p: &[u8], at: usize) -> Result<(String, usize), String> {

@@ -61,7 +61,7 @@
 //! nested deeper than `MAX_DEPTH` or more than `MAX_VALUES` values stop the decoding with
 //! a `problem`, keeping the fields decoded so far; nothing reads past the record.
 
-use super::payload::{sid, Fields, Float, Payload, Value};
+use super::payload::{hex_digits, sid, Fields, Float, Payload, Value};
 use crate::bytes::{guid_text, LeBytes};
 use crate::etl::records::{align8, Record, RecordKind};
 use crate::text::Untrusted;
@@ -111,6 +111,16 @@ struct Extended<'a> {
     traits: Option<&'a [u8]>,
     /// Where the event data starts (record-relative), or why it cannot be found.
     payload_at: Result<usize, String>,
+}
+
+/// Where the event data of the EVENT_HEADER record `rec` starts (record-relative): after the
+/// 0x50-byte header and the extended items its Flags announce.
+pub(crate) fn data_at(rec: &[u8]) -> Result<usize, String> {
+    match rec.u16_at(4) {
+        Some(flags) if flags & FLAG_EXTENDED_INFO != 0 => extended(rec).payload_at,
+        Some(_) if rec.len() >= HEADER => Ok(HEADER),
+        _ => Err("the record is shorter than its 0x50-byte header".into()),
+    }
 }
 
 /// The extended data items after the header of `rec` (whose Flags announce them).
@@ -484,11 +494,6 @@ fn scalar(m: &FieldMeta, rd: &mut Reader<'_>) -> Result<Value, String> {
         16 => return Err("InType 16 (a pointer of unstated size) is not decoded".into()),
         t => return Err(format!("unknown InType {t}")),
     })
-}
-
-/// Bytes as lower-case hex digits.
-fn hex_digits(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// A SYSTEMTIME's 16 bytes as `YYYY-MM-DDTHH:MM:SS.mmm`, `Z` appended when `utc`.

@@ -155,7 +155,12 @@ impl Row for EventRow {
         if let (Some(p), Some(t)) = (r.pid, r.tid) {
             message.push_str(&format!(" pid {p} tid {t}"));
         }
-        if let Some(s) = payload_summary(r) {
+        // A raw payload's hex stays out of the message (the row's `payload` has it).
+        let raw = r
+            .payload
+            .as_ref()
+            .is_some_and(|p| p.class == crate::decode::raw::CLASS);
+        if let Some(s) = payload_summary(r).filter(|_| !raw) {
             message.push_str(&format!(": {s}"));
         }
         Timesketch {
@@ -293,12 +298,37 @@ fn payload_summary(r: &EventRow) -> Option<String> {
             v("ProcessId")
         ),
         crate::decode::tracelogging::CLASS => tracelogging_summary(p),
+        crate::decode::raw::CLASS => return Some(raw_summary(p)),
         other => other.to_string(),
     };
     if let Some(why) = &p.problem {
         s.push_str(&format!(" (decoding stopped: {why})"));
     }
     Some(s)
+}
+
+/// `N bytes not decoded (why): 0011…`: a raw payload's size, the reason and its first bytes.
+fn raw_summary(p: &crate::decode::payload::Payload) -> String {
+    /// Hex digits shown (16 bytes).
+    const SHOWN: usize = 32;
+    let size = p.number("size").unwrap_or(0);
+    let hex = match p.get("hex") {
+        Some(crate::decode::payload::Value::Formatted(h)) => h.as_str(),
+        _ => "",
+    };
+    let why = p
+        .problem
+        .as_deref()
+        .and_then(|w| w.strip_prefix("not decoded: "))
+        .unwrap_or("?");
+    if size == 0 && p.fields.len() == 2 {
+        return "no event data".into();
+    }
+    let more = if hex.len() > SHOWN { "…" } else { "" };
+    format!(
+        "{size} bytes not decoded ({why}): {}{more}",
+        &hex[..hex.len().min(SHOWN)]
+    )
 }
 
 /// `provider/event Field=value, …`: the first fields of a TraceLogging event, each value cut

@@ -136,6 +136,11 @@ class Tally:
         self.diffs = []
 
 
+def decoded(row):
+    """A payload etwdump decoded (not one it gives raw: class "raw", hex and why)."""
+    return row["payload"] is not None and row["payload"]["class"] != "raw"
+
+
 def compare(tally, tag, row, other, names, conv):
     """Our payload of `row` against the other reader's values `other` (None: it decoded none).
     A payload we flag with a problem (a record that does not fit its class's layout: the
@@ -166,20 +171,20 @@ def check_file(c, etwdump, path, tag, own=None):
     if not c.check(r.returncode == 0, "%s: etwdump etl --events" % tag, r.stderr[-300:] if r.returncode else ""):
         return
     rows = json.loads(r.stdout)["records"]
-    decoded = [x for x in rows if x["payload"] is not None]
-    problems = [x for x in decoded if x["payload"]["problem"]]
+    decoded_rows = [x for x in rows if decoded(x)]
+    problems = [x for x in decoded_rows if x["payload"]["problem"]]
     if own is None:
-        c.check(not problems, "%s: %d payloads decoded by etwdump, none with a problem" % (tag, len(decoded)),
+        c.check(not problems, "%s: %d payloads decoded by etwdump, none with a problem" % (tag, len(decoded_rows)),
                 "" if not problems else str(problems[0]["payload"]))
     else:
-        mine = [x for x in decoded if int(x["buffer"], 16) in own]
+        mine = [x for x in decoded_rows if int(x["buffer"], 16) in own]
         bad = [x for x in mine if x["payload"]["problem"]]
         c.check(not bad, "%s: the %d payloads of the extract's header and rundown buffers decode with no problem"
                 % (tag, len(mine)), "" if not bad else str(bad[0]["payload"]))
         if problems:
             c.note("%s: %d payloads of the forge's memory buffers (random bytes under kernel hooks) do not fit "
                    "their class's layout: etwdump says why" % (tag, len(problems)))
-    if not decoded:
+    if not decoded_rows:
         return
     # etl-parser: by buffer and index within it.
     ep = etl_parser_chunks(path)
@@ -195,7 +200,7 @@ def check_file(c, etwdump, path, tag, own=None):
             % (tag, len(rows), len(per_buffer)), "buffers %s" % bad_chunks[:5] if bad_chunks else "")
     t = Tally()
     for x, (b, i) in zip(rows, index):
-        if x["payload"] is None or b in bad_chunks:
+        if not decoded(x) or b in bad_chunks:
             continue
         compare(t, tag, x, ep[b][i][1], EP_NAMES, ep_value)
     c.check(not t.diffs, "%s: etl-parser agrees on %d fields of %d events%s"
@@ -205,7 +210,7 @@ def check_file(c, etwdump, path, tag, own=None):
     c.check(len(dis) == len(rows), "%s: dissect.etl reads %d records (etwdump %d)" % (tag, len(dis), len(rows)))
     t = Tally()
     for x, d in zip(rows, dis):
-        if x["payload"] is not None:
+        if decoded(x):
             compare(t, tag, x, d, DIS_NAMES, dis_value)
     c.check(not t.diffs, "%s: dissect.etl agrees on %d fields of %d events%s"
             % (tag, t.fields, t.events, missing_text(t)), "; ".join(t.diffs[:3]))
