@@ -17,6 +17,11 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Also print notes: how etwdump found what it reports (values inferred from other
+    /// evidence, routes taken). Warnings, which change what the output means, are always
+    /// printed; JSON outputs keep both, each with its `level`
+    #[arg(short, long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Subcommand)]
@@ -69,6 +74,7 @@ enum Command {
 /// Run one command, its output buffered (listings of millions of rows are written as they
 /// are decoded).
 fn run(cli: Cli) -> anyhow::Result<()> {
+    etwdump::render::output::show_notes(cli.verbose);
     let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let out: &mut dyn Write = &mut stdout;
     match cli.command {

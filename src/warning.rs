@@ -39,10 +39,36 @@ pub enum WarningKind {
     Other,
 }
 
+impl WarningKind {
+    /// The level a problem of this kind has unless its site says otherwise: `inferred` (a
+    /// value found from other evidence, the message saying how) is a [`Level::Note`], every
+    /// other kind changes what the output means or how far it goes ([`Level::Warning`]).
+    pub fn default_level(self) -> Level {
+        match self {
+            WarningKind::Inferred => Level::Note,
+            _ => Level::Warning,
+        }
+    }
+}
+
+/// Whether a user must know a problem to read the output right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// It changes what the output means or how far it goes (data missing, a value unknown or
+    /// unconfirmed, sources that disagree): printed by default.
+    Warning,
+    /// How etwdump found something (a value inferred from other evidence, a route taken, a
+    /// duplicate left out): printed with `-v`; kept in every JSON output.
+    Note,
+}
+
 /// One warning.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Warning {
     pub kind: WarningKind,
+    /// Printed by default (`warning`) or only with `-v` (`note`).
+    pub level: Level,
     /// The session (logger id) it concerns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logger_id: Option<u64>,
@@ -67,6 +93,7 @@ impl Warning {
     pub fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
         Warning {
             kind,
+            level: kind.default_level(),
             logger_id: None,
             slot: None,
             cpu: None,
@@ -74,6 +101,17 @@ impl Warning {
             field: None,
             message: message.into(),
         }
+    }
+
+    /// A note: how etwdump found something, not needed to read the output right.
+    pub fn note(mut self) -> Self {
+        self.level = Level::Note;
+        self
+    }
+
+    /// A note ([`Level::Note`]).
+    pub fn is_note(&self) -> bool {
+        self.level == Level::Note
     }
 
     /// About logger `id`.
@@ -153,6 +191,7 @@ mod tests {
             serde_json::to_value(&w).unwrap(),
             serde_json::json!({
                 "kind": "anomaly",
+                "level": "warning",
                 "logger_id": 3,
                 "address": "0xffff800000001000",
                 "field": "_WMI_LOGGER_CONTEXT.BufferSize",
@@ -160,6 +199,13 @@ mod tests {
             })
         );
         assert_eq!(w.to_string(), "BufferSize is odd");
+        let n = Warning::new(
+            WarningKind::Inferred,
+            "clock 1 inferred from its timestamps",
+        );
+        assert_eq!(serde_json::to_value(&n).unwrap()["level"], "note");
+        assert!(n.is_note() && !Warning::new(WarningKind::Time, "t").is_note());
+        assert!(Warning::new(WarningKind::Anomaly, "a").note().is_note());
         let w = Warning::new(WarningKind::Decode, "x").in_logger(2);
         assert_eq!(
             (w.kind, w.logger_id, w.message.as_str()),

@@ -7,7 +7,7 @@ use etwdump::dump::OpenOptions;
 use etwdump::etw::source::EtwSource;
 use etwdump::kernel::context::KernelContext;
 use etwdump::mem::Memory;
-use etwdump::render::output::{Render, Renderer};
+use etwdump::render::output::{self, Render, Renderer};
 use etwdump::render::rows::{Row, RowWriter};
 use etwdump::render::text::{json_terminal_safe, printable};
 use etwdump::report::extract::ExtractError;
@@ -181,17 +181,23 @@ pub fn warn(w: &str) {
     eprintln!("warning: {}", printable(w));
 }
 
-/// Warnings on stderr: `warning: <message>` lines, or (JSON Lines output) one JSON object
-/// per warning, machine-readable like the rows on stdout.
+/// Warnings on stderr: `warning: <message>` lines (notes as `note:` lines with `-v`, else one
+/// line counting them), or (JSON Lines output) one JSON object per warning and note,
+/// machine-readable like the rows on stdout.
 pub fn warn_all(warnings: &[Warning], json: bool) {
-    for w in warnings {
-        if json {
+    if json {
+        for w in warnings {
             if let Ok(mut line) = serde_json::to_vec(w) {
                 json_terminal_safe(&mut line);
                 eprintln!("{}", String::from_utf8_lossy(&line));
             }
-        } else {
-            warn(&w.message);
         }
+        return;
+    }
+    for w in warnings.iter().filter(|w| output::shown(w)) {
+        eprintln!("{}", output::text_line(w));
+    }
+    if let Some(line) = output::hidden_notes_line(warnings) {
+        eprintln!("{line}");
     }
 }

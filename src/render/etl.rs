@@ -8,7 +8,7 @@ use std::io::{self, Write};
 impl Render for EtlReport {
     fn render(&self, out: &mut dyn Write, format: RowFormat) -> io::Result<()> {
         if format == RowFormat::Json {
-            return output::json(out, self);
+            return output::json(out, &crate::report::Document::new("etl", self));
         }
         writeln!(
             out,

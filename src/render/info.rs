@@ -374,7 +374,9 @@ fn yes(b: bool) -> &'static str {
 impl super::output::Render for InfoReport {
     fn render(&self, out: &mut dyn std::io::Write, format: RowFormat) -> std::io::Result<()> {
         match format {
-            RowFormat::Json => super::output::json(out, self),
+            RowFormat::Json => {
+                super::output::json(out, &crate::report::Document::new("info", self))
+            }
             _ => super::output::table(out, &self.to_table()),
         }
     }

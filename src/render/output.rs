@@ -9,6 +9,40 @@ use crate::warning::Warning;
 use serde::Serialize;
 use std::io::{self, Write};
 
+/// Whether notes ([`crate::warning::Level::Note`]) are printed in text outputs (`-v`); set
+/// once by the command line. JSON outputs carry every warning and note whatever it says.
+static SHOW_NOTES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Print notes in text outputs too (`-v`).
+pub fn show_notes(on: bool) {
+    SHOW_NOTES.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `w` is printed in a text output: a warning always, a note with `-v`.
+pub fn shown(w: &Warning) -> bool {
+    !w.is_note() || SHOW_NOTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The text line of `w`: `warning: …` or `note: …`, terminal-safe.
+pub fn text_line(w: &Warning) -> String {
+    format!(
+        "{}: {}",
+        if w.is_note() { "note" } else { "warning" },
+        crate::text::printable(&w.message)
+    )
+}
+
+/// The line that says how many notes a text output left out (None when none were).
+pub fn hidden_notes_line(warnings: &[Warning]) -> Option<String> {
+    let hidden = warnings.iter().filter(|w| !shown(w)).count();
+    (hidden > 0).then(|| {
+        format!(
+            "note: {hidden} note{} on how etwdump found what it reports not shown (-v shows them)",
+            if hidden == 1 { "" } else { "s" }
+        )
+    })
+}
+
 /// A command's model as text in one of the formats its command offers.
 pub trait Render {
     /// Write the model in `format` (a format the command does not offer is never asked).

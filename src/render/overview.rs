@@ -101,7 +101,7 @@ pub fn to_table(o: &Overview) -> String {
 
 /// The overview as pretty JSON (terminal-safe).
 pub(crate) fn to_json(o: &Overview) -> serde_json::Result<String> {
-    let mut v = serde_json::to_vec_pretty(o)?;
+    let mut v = serde_json::to_vec_pretty(&crate::report::Document::new("overview", o))?;
     json_terminal_safe(&mut v);
     Ok(String::from_utf8_lossy(&v).into_owned())
 }

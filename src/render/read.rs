@@ -43,7 +43,8 @@ impl super::output::Render for Read<'_> {
             _ => writeln!(
                 out,
                 "{}",
-                serde_json::to_string(self.report).map_err(std::io::Error::other)?
+                serde_json::to_string(&crate::report::Document::new("read", self.report))
+                    .map_err(std::io::Error::other)?
             ),
         }
     }

@@ -17,10 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::io::{self, Write};
 
-/// Version of the JSON output contract (README "Output contract").
-/// 2: `cswitch` and `events` rows give the raw clock value as `raw_timestamp` (was
-/// `timestamp`), and their JSON Lines carry Timesketch's `timestamp` (µs since 1970).
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) use crate::report::FORMAT_VERSION;
 
 /// The JSON output of every listing command: `{"format_version", "command", "records",
 /// "warnings"}`; `jq '.records[]'` gives the rows, `jq '.warnings[]'` the typed warnings.

@@ -208,8 +208,11 @@ fn saved_table(sessions: &[SavedSession], warnings: &[crate::warning::Warning]) 
             n(s.start_time.clone())
         );
     }
-    for w in warnings {
-        let _ = writeln!(o, "warning: {}", printable(&w.message));
+    for w in warnings.iter().filter(|w| super::output::shown(w)) {
+        let _ = writeln!(o, "{}", super::output::text_line(w));
+    }
+    if let Some(line) = super::output::hidden_notes_line(warnings) {
+        let _ = writeln!(o, "{line}");
     }
     o
 }
@@ -297,17 +300,27 @@ fn list_table(list: &SessionList) -> String {
                 printable(&a.why)
             );
         }
-        for w in &s.warnings {
+        for w in s.warnings.iter().filter(|w| super::output::shown(w)) {
             let _ = writeln!(
                 o,
-                "warning: logger {}: {}",
+                "{}: logger {}: {}",
+                if w.is_note() { "note" } else { "warning" },
                 s.logger_id,
                 printable(&w.message)
             );
         }
     }
-    for w in &list.warnings {
-        let _ = writeln!(o, "warning: {}", printable(&w.message));
+    for w in list.warnings.iter().filter(|w| super::output::shown(w)) {
+        let _ = writeln!(o, "{}", super::output::text_line(w));
+    }
+    let all: Vec<crate::warning::Warning> = list
+        .sessions
+        .iter()
+        .flat_map(|s| s.warnings.iter().cloned())
+        .chain(list.warnings.iter().cloned())
+        .collect();
+    if let Some(line) = super::output::hidden_notes_line(&all) {
+        let _ = writeln!(o, "{line}");
     }
     o
 }

@@ -51,7 +51,9 @@ impl SymbolsReport {
 impl super::output::Render for SymbolsReport {
     fn render(&self, out: &mut dyn std::io::Write, format: RowFormat) -> std::io::Result<()> {
         match format {
-            RowFormat::Json => super::output::json(out, self),
+            RowFormat::Json => {
+                super::output::json(out, &crate::report::Document::new("symbols", self))
+            }
             _ => super::output::table(out, &self.to_table()),
         }
     }

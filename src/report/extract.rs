@@ -91,6 +91,10 @@ pub struct ManifestSession {
 
 #[derive(Debug, Serialize)]
 pub struct Manifest {
+    /// The output contract's version ([`super::FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// The command that wrote it: `extract` or `scan`.
+    pub command: &'static str,
     pub dump: String,
     pub sessions: Vec<ManifestSession>,
     pub warnings: Vec<Warning>,
@@ -672,7 +676,7 @@ pub fn extract(
             format!("not known: {what}"),
         ));
     }
-    write_manifest(dump_name, sessions, warnings, &manifest_path)
+    write_manifest("extract", dump_name, sessions, warnings, &manifest_path)
 }
 
 /// A session that gets a file: the source's session, its logger context and the file's name.
@@ -1141,14 +1145,17 @@ impl<'x, 'c, 'd> Extraction<'x, 'c, 'd> {
 }
 
 /// Write DIR/manifest.json (at `path`, through a temporary name): the manifest of dump
-/// `dump_name`'s `sessions`, with `warnings`. Returns it.
+/// `dump_name`'s `sessions`, with `warnings`, written by `command`. Returns it.
 pub(crate) fn write_manifest(
+    command: &'static str,
     dump_name: &str,
     sessions: Vec<ManifestSession>,
     warnings: Vec<Warning>,
     path: &Path,
 ) -> Result<Manifest, ExtractError> {
     let m = Manifest {
+        format_version: super::FORMAT_VERSION,
+        command,
         dump: dump_name.to_string(),
         sessions,
         warnings,

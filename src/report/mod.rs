@@ -24,6 +24,33 @@ pub enum Format {
     Json,
 }
 
+/// Version of the JSON output contract (README "Output contract"), carried with `command` by
+/// every JSON document etwdump writes.
+/// 2: `cswitch` and `events` rows give the raw clock value as `raw_timestamp` (was
+/// `timestamp`), and their JSON Lines carry Timesketch's `timestamp` (µs since 1970).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// A command's JSON document that is not a listing: `{"format_version", "command", ...}`, the
+/// model's own fields after those two.
+#[derive(serde::Serialize)]
+pub struct Document<'a, T: serde::Serialize> {
+    pub format_version: u32,
+    pub command: &'a str,
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+impl<'a, T: serde::Serialize> Document<'a, T> {
+    /// `body` as the JSON document of `command`.
+    pub fn new(command: &'a str, body: &'a T) -> Self {
+        Document {
+            format_version: FORMAT_VERSION,
+            command,
+            body,
+        }
+    }
+}
+
 /// Output format of a per-record listing (`cswitch`, `events`): JSON Lines adds the
 /// Timesketch fields `datetime`, `timestamp_desc` and `message` to every row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -231,6 +231,6 @@ impl Scan {
             );
             sessions.push(file.finish(g.logger_id, g.name.clone(), name, skipped, &facts)?);
         }
-        write_manifest(dump_name, sessions, warnings, &manifest_path)
+        write_manifest("scan", dump_name, sessions, warnings, &manifest_path)
     }
 }
