@@ -2,7 +2,7 @@
 # Before/after comparison of two etwdump builds, same machine, same run (issue 28: "no
 # measured slowdown"). usage: benches/compare.sh BEFORE_BIN AFTER_BIN [RUNS] [WORKDIR]
 #
-# The commands of the README's benchmarks, each run RUNS times (default 7) per build, the two
+# The commands of docs/performance.md's benchmarks, each run RUNS times (default 7) per build, the two
 # builds alternating run by run so that a change in the machine's load hits both alike. For
 # each it prints the median CPU time per invocation (user + system, from /usr/bin/time: the figure least
 # disturbed by other processes on a shared machine), the median wall time and the peak RSS,

@@ -53,7 +53,7 @@
 //! What is public and what is not: the items above, the models and everything the CLI uses
 //! (the CLI is a client of this library like any other: `src/cli/` only calls it) are public;
 //! an item that nothing outside the library uses is `pub(crate)` (`tools/pub_sweep.py` finds
-//! them). The models' fields are the output contract (README, "Output contract").
+//! them). The models' fields are the output contract (docs/output-contract.md).
 //!
 //! # Layers
 //!

@@ -46,7 +46,7 @@ enum Command {
     Providers(cli::providers::Args),
     /// Tamper checks: the kernel's provider handles, provider enable state, sessions'
     /// GetCpuClock and consumers, and each process's ntdll EtwEventWrite family, against what
-    /// a clean system holds (README "Providers and tamper checks")
+    /// a clean system holds (docs/reference.md "Providers and tamper checks")
     Check(cli::check::Args),
     /// Write each session's in-memory buffers as an .etl file, plus manifest.json
     Extract(cli::extract::Args),

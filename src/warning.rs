@@ -1,6 +1,6 @@
 //! Typed warnings: what went wrong or looks odd, with the session, slot, CPU, address and
 //! field it concerns, kept in the models and carried machine-readably by the JSON and JSON
-//! Lines outputs (README "Output contract"). The message is the human text printed on stderr.
+//! Lines outputs (docs/output-contract.md). The message is the human text printed on stderr.
 
 use crate::addr::VirtAddr;
 use serde::Serialize;

@@ -1,5 +1,5 @@
 //! The module graph (issue 12): each top-level module of the library may use only modules of
-//! its own or a lower layer. The layers, lowest first, are those of README "Architecture".
+//! its own or a lower layer. The layers, lowest first, are those of docs/architecture.md.
 //! No two files of src/ import each other, directly or through others (issue 28 step 6).
 //! `cargo test --test architecture -- --nocapture` prints who uses whom.
 

@@ -14,7 +14,7 @@
 //! * `overview`'s last N switches of each CPU are the N latest timed rows of `cswitch`.
 //!
 //! The expected merges are worked out here from the forge's truth (its UTC times, threads and
-//! recorders) with the rule of README "Context switches", over all records at once (the
+//! recorders) with the rule of docs/reference.md "Context switches", over all records at once (the
 //! reader decides in a sliding window).
 
 mod common;

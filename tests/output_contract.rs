@@ -1,4 +1,4 @@
-//! The output contract's identity (README "Output contract"): every JSON document etwdump
+//! The output contract's identity (docs/output-contract.md): every JSON document etwdump
 //! writes starts with `format_version` (the contract's version) and `command` (the command that
 //! wrote it) — the listings' envelopes, the documents of `info`, `overview`, `symbols`, `etl`
 //! and `read`, and the `manifest.json` of `extract` and `scan -o`.

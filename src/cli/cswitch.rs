@@ -48,7 +48,7 @@ pub struct Args {
     /// One row per record, as before issue 26: a switch traced by two sessions (a CSwitch
     /// event and a compact batch or pending block) is two rows. By default it is one row
     /// whose `sources` list every record that saw it (same CPU, same old and new thread,
-    /// UTC times within the clocks' resolutions; README "Context switches")
+    /// UTC times within the clocks' resolutions; docs/reference.md "Context switches")
     #[arg(long)]
     per_record: bool,
     #[arg(long, value_enum, default_value = "table")]

@@ -38,7 +38,7 @@ pub struct DumpArgs {
     pub allow_truncated: bool,
     /// Read the file as placed by this physical-memory layout (JSON, written by a host
     /// framework such as the Volatility 3 plugins: physical ranges, and optionally the
-    /// architecture and page-table root it found; README "Layouts from a host framework")
+    /// architecture and page-table root it found; docs/reference.md "Layouts from a host framework")
     #[arg(long, value_name = "FILE")]
     pub layout: Option<PathBuf>,
 }
@@ -144,7 +144,7 @@ impl TryFrom<RowFormatArg> for FormatArg {
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum ListFormatArg {
     Table,
-    /// {format_version, command, records, warnings} (README "Output contract")
+    /// {format_version, command, records, warnings} (docs/output-contract.md)
     Json,
     Csv,
 }
@@ -163,7 +163,7 @@ impl From<ListFormatArg> for Renderer {
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum RowFormatArg {
     Table,
-    /// {format_version, command, records, warnings} (README "Output contract")
+    /// {format_version, command, records, warnings} (docs/output-contract.md)
     Json,
     /// One JSON object per row with the Timesketch fields; warnings as JSON lines on stderr
     Jsonl,

@@ -1041,13 +1041,13 @@ mod tests {
 
     #[test]
     fn no_buffer_in_random_pages() {
-        // 64 MiB of xorshift bytes (the README's 1 GiB figure is the release run of
+        // 64 MiB of xorshift bytes (docs/performance.md's 1 GiB figure is the release run of
         // `random_gib`, ignored here for its time in debug builds).
         assert_eq!(hits_in_random(64 << 20), (0, 0));
     }
 
     #[test]
-    #[ignore = "1 GiB of random data: run with --release --ignored (README figure)"]
+    #[ignore = "1 GiB of random data: run with --release --ignored (docs/performance.md figure)"]
     fn random_gib() {
         assert_eq!(hits_in_random(1 << 30), (0, 0));
     }

@@ -47,7 +47,7 @@ pub struct Session {
     pub consumers: Vec<super::consumers::Consumer>,
     /// The evidence that made the slot a session: "logger_id", "silo_state", "buffer_size",
     /// "logger_name", "pool_tag". A slot is a session when the context has a logger's identity,
-    /// and only then (README "sessions"): a canonical, pointer-aligned kernel address whose
+    /// and only then (docs/reference.md "`sessions`"): a canonical, pointer-aligned kernel address whose
     /// LoggerId is readable and equals the slot; on 1607+ (reached through a silo state) a
     /// SiloState equal to that silo state; and at least one more piece of evidence (SiloState
     /// match, a plausible BufferSize of 1 KiB-64 MiB, a sane non-empty LoggerName descriptor, or

@@ -7,7 +7,7 @@
 //! (`datetime`, `timestamp_desc`, `message`, and for timeline rows `timestamp` in microseconds
 //! since 1970) to each row's object, and leaves out timeline rows without a known time unless
 //! asked to keep them ([`RowWriter::keep_untimed`]); JSON is the envelope of
-//! `Envelope` (README "Output contract"), the same text `serde_json::to_string_pretty`
+//! `Envelope` (docs/output-contract.md), the same text `serde_json::to_string_pretty`
 //! gives for it.
 
 use super::csv::{csv_field, csv_line};

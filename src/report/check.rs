@@ -45,7 +45,7 @@ pub struct CheckReport {
     pub warnings: Vec<Warning>,
 }
 
-/// The JSON of `check`: the listing envelope (README "Output contract") with each check's
+/// The JSON of `check`: the listing envelope (docs/output-contract.md) with each check's
 /// run (`checks`: examined, findings, limit) between the records and the warnings.
 #[derive(Serialize)]
 pub struct CheckJson<'a> {

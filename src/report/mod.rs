@@ -24,7 +24,7 @@ pub enum Format {
     Json,
 }
 
-/// Version of the JSON output contract (README "Output contract"), carried with `command` by
+/// Version of the JSON output contract (docs/output-contract.md), carried with `command` by
 /// every JSON document etwdump writes.
 /// 2: `cswitch` and `events` rows give the raw clock value as `raw_timestamp` (was
 /// `timestamp`), and their JSON Lines carry Timesketch's `timestamp` (µs since 1970).

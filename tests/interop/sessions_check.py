@@ -124,7 +124,7 @@ def run_etwdump(etwdump, dump, pdb):
     if r.returncode == 0:
         try:
             env = json.loads(r.stdout)
-            # The output contract (README): {"format_version": 2, "command", "records", "warnings"}.
+            # The output contract (docs/output-contract.md): {"format_version": 2, "command", "records", "warnings"}.
             if env.get("format_version") == 2 and env.get("command") == "sessions":
                 out = env["records"]
         except (ValueError, AttributeError, KeyError):

@@ -650,7 +650,7 @@ fn draw_start_time(
 impl EtwSpec {
     /// A drawn spec for a fixture (or corpus kernel) of `build`, reproducible from `seed`.
     /// Use it through [`Config::with_variation`], which also sets the dump's times from the
-    /// drawn clock model (the forge checks that they agree). See the README "Variation mode".
+    /// drawn clock model (the forge checks that they agree). See the tests/forge/README.md "Variation mode".
     pub fn varied(build: u32, x64: bool, seed: u64) -> EtwSpec {
         let _ = x64; // the per-arch parts are drawn at forge time
         let mut rng = VarRng::new(seed ^ SALT_SPEC ^ (u64::from(build) << 40));
