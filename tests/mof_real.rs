@@ -232,4 +232,17 @@ fn real_etl_kernel_records() {
     for r in by("0x0008") {
         assert_eq!(r["payload"]["fields"], serde_json::json!({}));
     }
+    // The table and the Timesketch lines name the hook and show the first fields.
+    let f = p.to_str().unwrap();
+    for (format, want) in [
+        ("table", "IMAGE_KERNEL_BASE ImageBase=0xfffff802424ab000"),
+        (
+            "jsonl",
+            "IMAGE_KERNEL_BASE: IMAGE_KERNEL_BASE ImageBase=0xfffff802424ab000",
+        ),
+    ] {
+        let r = etwdump(&["etl", f, "--events", "--hook", "0x1421", "--format", format]);
+        let out = String::from_utf8_lossy(&r.stdout);
+        assert!(out.contains(want), "{format}: {out}");
+    }
 }
