@@ -261,14 +261,18 @@ impl Row for crate::report::scan::ScanRow {
 }
 
 /// One line for a decoded payload (`decode::payload`): what happened to which process, thread
-/// or image; a TraceLogging event's provider, name and first fields; text from the record
-/// escaped; `(decoding stopped: …)` when the payload did not fit.
+/// or image; a TraceLogging event's provider, name and first fields; any other kernel event's
+/// hook name (or class) and first fields; text from the record escaped; `(decoding stopped:
+/// …)` when the payload did not fit.
 fn payload_summary(r: &EventRow) -> Option<String> {
     let p = r.payload.as_ref()?;
     let v = |name: &str| p.get(name).map_or_else(|| "?".into(), |v| v.to_string());
     let what = r.hook_name.unwrap_or(p.class);
     let mut s = match p.class {
-        "Process_V4_TypeGroup1" => {
+        "Process_V2_TypeGroup1"
+        | "Process_V3_TypeGroup1"
+        | "Process_V4_TypeGroup1"
+        | "Process_Defunct_TypeGroup1" => {
             let mut s = format!(
                 "{what} {} (pid {}, parent {}, session {})",
                 v("ImageFileName"),
@@ -284,13 +288,13 @@ fn payload_summary(r: &EventRow) -> Option<String> {
             }
             s
         }
-        "Thread_V3_TypeGroup1" => format!(
+        "Thread_V2_TypeGroup1" | "Thread_V3_TypeGroup1" => format!(
             "{what} tid {} in pid {}, start {}",
             v("TThreadId"),
             v("ProcessId"),
             v("Win32StartAddr")
         ),
-        "Image_Load" => format!(
+        "Image_Load" | "Image_Load_V2" => format!(
             "{what} {} at {} size {} (pid {})",
             v("FileName"),
             v("ImageBase"),
@@ -299,7 +303,7 @@ fn payload_summary(r: &EventRow) -> Option<String> {
         ),
         crate::decode::tracelogging::CLASS => tracelogging_summary(p),
         crate::decode::raw::CLASS => return Some(raw_summary(p)),
-        other => other.to_string(),
+        _ => what.to_string() + &first_fields(p),
     };
     if let Some(why) = &p.problem {
         s.push_str(&format!(" (decoding stopped: {why})"));
@@ -331,16 +335,22 @@ fn raw_summary(p: &crate::decode::payload::Payload) -> String {
     )
 }
 
-/// `provider/event Field=value, …`: the first fields of a TraceLogging event, each value cut
-/// to a few dozen characters (already escaped by its Display).
+/// `provider/event Field=value, …`: a TraceLogging event's names and first fields.
 fn tracelogging_summary(p: &crate::decode::payload::Payload) -> String {
-    const FIELDS: usize = 3;
-    const CHARS: usize = 60;
     let name = |t: Option<&crate::text::Untrusted>| crate::text::shown_or(t, "?");
-    let mut s = match &p.provider {
+    let s = match &p.provider {
         Some(_) => format!("{}/{}", name(p.provider.as_ref()), name(p.event.as_ref())),
         None => name(p.event.as_ref()),
     };
+    s + &first_fields(p)
+}
+
+/// ` Field=value, …`: the first fields of a payload, each value cut to a few dozen characters
+/// (already escaped by its Display); empty for a payload without fields.
+fn first_fields(p: &crate::decode::payload::Payload) -> String {
+    const FIELDS: usize = 3;
+    const CHARS: usize = 60;
+    let mut s = String::new();
     for (i, (k, v)) in p.fields.iter().take(FIELDS).enumerate() {
         let mut shown: String = v.to_string();
         if shown.chars().count() > CHARS {

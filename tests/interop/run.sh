@@ -33,9 +33,11 @@
 #    every record of the header and rundown buffers, the header buffer holds the header event
 #    and the 0x0050 partition record, a kernel session's rundown names each forged process
 #    (name, parent), thread and module, and each processor's buffers are in time order.
-# 7d. events_check.py: `$ETWDUMP etl FILE --events` on the real ShutdownPerfDiagLogger.etl (when
-#    present) and on the .etl files `extract` writes from the plugin set: every decoded process,
-#    thread and image field against etl-parser's and dissect.etl's, record by record.
+# 7d. events_check.py: `$ETWDUMP etl FILE --events` on the real ShutdownPerfDiagLogger.etl, on
+#    the .etl files `extract` writes from the real triage dumps (when present) and from the
+#    plugin set: every decoded classic kernel field (process, thread, image, header extension,
+#    DPC, ISR, ...) against etl-parser's and dissect.etl's, record by record; records a reader
+#    has no class for, and its known bugs, counted and named.
 # 8. triage_check.py: `$ETWDUMP extract` on the forge triage scenarios and the real triage dump.
 # 9. qemu_check.py: a real QEMU (Debian qemu-system-x86) `dump-guest-memory` ELF core of a paused
 #    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
@@ -157,9 +159,11 @@ echo "== etl_viewers_check.py (extracted .etl files of the sample's memory throu
 (cd "$out" && "$venv/bin/python" "$here/etl_viewers_check.py" "$out/plugins" \
     --pdb "$root/tests/fixtures/x64-19041/ntkrnlmp.pdb") || status=1
 
-echo "== events_check.py (etl --events payloads, field by field, vs etl-parser 1.0.1 and dissect.etl 3.14: the real ShutdownPerfDiagLogger.etl and the plugin set's extracted files)"
+echo "== events_check.py (etl --events payloads, field by field, vs etl-parser 1.0.1 and dissect.etl 3.14: the real ShutdownPerfDiagLogger.etl, the real triage dumps' and the plugin set's extracted files)"
 (cd "$out" && "$venv/bin/python" "$here/events_check.py" \
     --real "$root/../shared/data/etl/ShutdownPerfDiagLogger.etl" \
+    --dump "$root/../shared/data/dumps/triage_x64.dmp" \
+    --dump "$root/../shared/data/dumps/triage_arm64.dmp" \
     --set "$out/plugins" --pdb "$root/tests/fixtures/x64-19041/ntkrnlmp.pdb") || status=1
 
 echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the .etl files, forge expectations)"

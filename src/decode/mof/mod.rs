@@ -1,15 +1,27 @@
-//! Payloads of classic kernel (MOF) events (issue 29 item 1, first classes): the process,
-//! thread and image events of the NT Kernel Logger and the system loggers, decoded field by
-//! field with names and typed values.
+//! Payloads of classic kernel (MOF) events (issue 29 item 1): the events of the NT Kernel
+//! Logger and the system loggers, decoded field by field with names and typed values.
 //!
-//! Only the (hook, version) pairs whose layouts are established are decoded: the layouts
-//! `etl::rundown` writes, which were checked against the real ShutdownPerfDiagLogger.etl of
-//! shared/data and are read back field by field by etl-parser and dissect.etl
-//! (tests/interop/etl_viewers_check.py). One layout serves a class's event types (the
-//! documented MOF classes `Process_V4_TypeGroup1`: Start, End, DCStart, DCEnd;
-//! `Thread_V3_TypeGroup1`; `Image_Load` version 3: Load, Unload, DCStart, DCEnd). Any other
-//! version is not decoded (no guess), a payload too short for a field stops the decoding there
-//! and says so, and bytes after the last field are reported; nothing reads past the record.
+//! A record's hook is `group << 8 | type`; its version is the header's low byte; its pointer
+//! width is its header type's (SYSTEM32/COMPACT32/PERFINFO32 four bytes, the 64-bit kinds
+//! eight). Each group's classes are a table in a submodule, one home per layout, fields in wire
+//! order, each class with the sources its layout comes from:
+//!
+//! - `process`: process, thread and image events (group 0x03, 0x05, 0x14);
+//! - `perfinfo`: the trace header group's extension records (0x00) and PerfInfo (0x0F):
+//!   DPC, ISR, sampled profile, system calls;
+//! - `io`: DiskIo (0x01) and FileIo (0x04);
+//! - `net`: TcpIp (0x06) and UdpIp (0x08);
+//! - `system`: PageFault (0x02), Registry (0x09) and SystemConfig (0x0B).
+//!
+//! Only the (hook, version) pairs whose layouts are established are decoded; any other version
+//! is not decoded (no guess). A payload too short for a field stops the decoding there and
+//! says so, and bytes after the last field are reported; nothing reads past the record.
+
+mod io;
+mod net;
+mod perfinfo;
+mod process;
+mod system;
 
 use crate::etl::records::{Record, RecordKind};
 use crate::text::Untrusted;
@@ -23,8 +35,25 @@ enum Ty {
     U8,
     U16,
     U32,
-    /// A kernel pointer or pointer-sized count (the record's width).
+    U64,
+    /// A signed 16-bit integer (MOF sint16).
+    I16,
+    /// A signed 64-bit integer (MOF sint64).
+    I64,
+    /// A 32-bit status (NTSTATUS), shown in hexadecimal.
+    Hex32,
+    /// A kernel pointer (the record's width), shown as an address.
     Ptr,
+    /// A pointer-sized count (MOF `extension("SizeT")`), shown as a number.
+    SizeT,
+    /// A TCP/UDP port: 16 bits in network byte order (MOF `extension("Port")`).
+    Port,
+    /// An IPv4 address, four bytes in network order (MOF `extension("IPAddrV4")`).
+    Ipv4,
+    /// An IPv6 address, sixteen bytes (MOF `extension("IPAddrV6")`).
+    Ipv6,
+    /// A fixed array of `n` UTF-16 code units (MOF `char16 Name[n]`), text up to its first NUL.
+    Utf16Fixed(u16),
     /// TOKEN_USER as the kernel copies it (two pointer-sized slots: the SID pointer and the
     /// attributes, padded) followed by the SID itself.
     TokenUserSid,
@@ -34,85 +63,40 @@ enum Ty {
     Utf16Z,
 }
 
-/// One decodable class.
+/// A named field.
+type Field = (&'static str, Ty);
+
+/// One decodable class: a layout, the event types (the hook's low byte) of its group that use
+/// it, and the version.
 struct Class {
     name: &'static str,
-    hooks: &'static [u16],
+    types: &'static [u8],
     version: u8,
-    fields: &'static [(&'static str, Ty)],
+    /// The fields in wire order, as runs that are concatenated (layouts that share a prefix
+    /// share its run).
+    fields: &'static [&'static [Field]],
     /// Fields newer builds append: decoded only when the payload goes on after `fields`.
-    tail: &'static [(&'static str, Ty)],
+    tail: &'static [Field],
 }
 
-/// The classes decoded, one home for their layouts (etl::rundown writes the same fields).
-const CLASSES: &[Class] = &[
-    Class {
-        name: "Process_V4_TypeGroup1",
-        hooks: &[0x0301, 0x0302, 0x0303, 0x0304],
-        version: 4,
-        fields: &[
-            ("UniqueProcessKey", Ty::Ptr),
-            ("ProcessId", Ty::U32),
-            ("ParentId", Ty::U32),
-            ("SessionId", Ty::U32),
-            ("ExitStatus", Ty::U32),
-            ("DirectoryTableBase", Ty::Ptr),
-            ("Flags", Ty::U32),
-            ("UserSID", Ty::TokenUserSid),
-            ("ImageFileName", Ty::AnsiZ),
-            ("CommandLine", Ty::Utf16Z),
-            ("PackageFullName", Ty::Utf16Z),
-            ("ApplicationId", Ty::Utf16Z),
-        ],
-        tail: &[],
-    },
-    Class {
-        name: "Thread_V3_TypeGroup1",
-        hooks: &[0x0501, 0x0502, 0x0503, 0x0504],
-        version: 3,
-        fields: &[
-            ("ProcessId", Ty::U32),
-            ("TThreadId", Ty::U32),
-            ("StackBase", Ty::Ptr),
-            ("StackLimit", Ty::Ptr),
-            ("UserStackBase", Ty::Ptr),
-            ("UserStackLimit", Ty::Ptr),
-            ("Affinity", Ty::Ptr),
-            ("Win32StartAddr", Ty::Ptr),
-            ("TebBase", Ty::Ptr),
-            ("SubProcessTag", Ty::U32),
-            ("BasePriority", Ty::U8),
-            ("PagePriority", Ty::U8),
-            ("IoPriority", Ty::U8),
-            ("ThreadFlags", Ty::U8),
-        ],
-        // The real ShutdownPerfDiagLogger.etl (shared/data) has it on every thread event:
-        // an empty name is its 2-byte NUL (records of 0x6a bytes), a named thread longer.
-        tail: &[("ThreadName", Ty::Utf16Z)],
-    },
-    Class {
-        name: "Image_Load",
-        hooks: &[0x140a, 0x1402, 0x1403, 0x1404],
-        version: 3,
-        fields: &[
-            ("ImageBase", Ty::Ptr),
-            ("ImageSize", Ty::Ptr),
-            ("ProcessId", Ty::U32),
-            ("ImageCheckSum", Ty::U32),
-            ("TimeDateStamp", Ty::U32),
-            ("SignatureLevel", Ty::U8),
-            ("SignatureType", Ty::U8),
-            ("Reserved0", Ty::U16),
-            ("DefaultBase", Ty::Ptr),
-            ("Reserved1", Ty::U32),
-            ("Reserved2", Ty::U32),
-            ("Reserved3", Ty::U32),
-            ("Reserved4", Ty::U32),
-            ("FileName", Ty::Utf16Z),
-        ],
-        tail: &[],
-    },
-];
+/// The classes of hook group `group`.
+fn classes(group: u8) -> &'static [Class] {
+    match group {
+        0x00 => perfinfo::HEADER,
+        0x01 => io::DISK_IO,
+        0x02 => system::PAGE_FAULT,
+        0x03 => process::PROCESS,
+        0x04 => io::FILE_IO,
+        0x05 => process::THREAD,
+        0x06 => net::TCP_IP,
+        0x08 => net::UDP_IP,
+        0x09 => system::REGISTRY,
+        0x0B => system::SYSTEM_CONFIG,
+        0x0F => perfinfo::PERFINFO,
+        0x14 => process::IMAGE,
+        _ => &[],
+    }
+}
 
 /// The payload of a SYSTEM, COMPACT or PERFINFO record (after its header), and its pointer
 /// width; None for other header kinds or a record `buf` does not hold.
@@ -129,12 +113,17 @@ pub(crate) fn kernel_payload<'a>(buf: &'a [u8], r: &Record) -> Option<(&'a [u8],
     Some((buf.get(r.offset + header..r.offset + r.size)?, ptr))
 }
 
+/// The class that decodes (hook, version), if any.
+fn class_of(hook: u16, version: u8) -> Option<&'static Class> {
+    let [ty, group] = hook.to_le_bytes();
+    classes(group)
+        .iter()
+        .find(|c| c.version == version && c.types.contains(&ty))
+}
+
 /// Decode `r`'s payload when its hook and version have a known layout.
 pub fn decode(buf: &[u8], r: &Record) -> Option<Payload> {
-    let hook = r.hook?;
-    let class = CLASSES
-        .iter()
-        .find(|c| c.version == r.version && c.hooks.contains(&hook))?;
+    let class = class_of(r.hook?, r.version)?;
     let (p, ptr) = kernel_payload(buf, r)?;
     Some(decode_fields(class, p, ptr))
 }
@@ -147,9 +136,11 @@ fn decode_fields(class: &Class, p: &[u8], ptr: usize) -> Payload {
     };
     let mut at = 0usize;
     let mut last = "";
-    for (i, &(name, ty)) in class.fields.iter().chain(class.tail).enumerate() {
+    let fixed: usize = class.fields.iter().map(|run| run.len()).sum();
+    let fields = class.fields.iter().flat_map(|run| run.iter());
+    for (i, &(name, ty)) in fields.chain(class.tail).enumerate() {
         // A field of the tail is there only if the payload goes on.
-        if i >= class.fields.len() && at == p.len() {
+        if i >= fixed && at == p.len() {
             break;
         }
         last = name;
@@ -165,10 +156,12 @@ fn decode_fields(class: &Class, p: &[u8], ptr: usize) -> Payload {
         }
     }
     if at < p.len() {
-        out.problem = Some(format!(
-            "{} bytes after the last field ({last})",
-            p.len() - at
-        ));
+        let n = p.len() - at;
+        out.problem = Some(if last.is_empty() {
+            format!("{n} bytes where the class has no fields")
+        } else {
+            format!("{n} bytes after the last field ({last})")
+        });
     }
     out
 }
@@ -181,15 +174,48 @@ fn read(ty: Ty, p: &[u8], at: usize, ptr: usize) -> Result<(Value, usize), Strin
             p.len().saturating_sub(at)
         )
     };
+    let bytes = |n: usize| p.get(at..at.saturating_add(n)).ok_or_else(|| short(n));
     let num = |n: usize| -> Result<u64, String> {
-        let b = p.get(at..at.saturating_add(n)).ok_or_else(|| short(n))?;
-        Ok(b.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+        Ok(bytes(n)?
+            .iter()
+            .rev()
+            .fold(0u64, |a, &x| (a << 8) | u64::from(x)))
     };
     Ok(match ty {
         Ty::U8 => (Value::Number(num(1)?), 1),
         Ty::U16 => (Value::Number(num(2)?), 2),
         Ty::U32 => (Value::Number(num(4)?), 4),
+        Ty::U64 => (Value::Number(num(8)?), 8),
+        Ty::I16 => (Value::Signed(i64::from(num(2)? as u16 as i16)), 2),
+        Ty::I64 => (Value::Signed(num(8)? as i64), 8),
+        Ty::Hex32 => (Value::Address(format!("{:#x}", num(4)?)), 4),
         Ty::Ptr => (Value::Address(format!("{:#x}", num(ptr)?)), ptr),
+        Ty::SizeT => (Value::Number(num(ptr)?), ptr),
+        Ty::Port => {
+            let b = bytes(2)?;
+            (
+                Value::Number(u64::from(u16::from_be_bytes([b[0], b[1]]))),
+                2,
+            )
+        }
+        Ty::Ipv4 => {
+            let b = bytes(4)?;
+            (
+                Value::Formatted(format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])),
+                4,
+            )
+        }
+        Ty::Ipv6 => {
+            let b: [u8; 16] = bytes(16)?.try_into().map_err(|_| short(16))?;
+            (
+                Value::Formatted(std::net::Ipv6Addr::from(b).to_string()),
+                16,
+            )
+        }
+        Ty::Utf16Fixed(n) => {
+            let b = bytes(2 * usize::from(n))?;
+            (Value::Text(Untrusted::from_utf16le_z(b)), b.len())
+        }
         Ty::TokenUserSid => {
             let sid_at = at.saturating_add(2 * ptr);
             let (sid, n) = sid(p, sid_at)?;
@@ -219,6 +245,9 @@ fn read(ty: Ty, p: &[u8], at: usize, ptr: usize) -> Result<(Value, usize), Strin
         }
     })
 }
+
+#[cfg(test)]
+mod table_tests;
 
 #[cfg(test)]
 mod tests {
@@ -365,9 +394,9 @@ mod tests {
         let p = one(&open);
         assert_eq!(p.fields.len(), 11);
         assert!(p.problem.unwrap().starts_with("ApplicationId at payload +"));
-        // Version 3 of the process class: not decoded.
+        // Version 6 of the process class: not decoded (no layout is known).
         let mut v3 = rec.clone();
-        v3[0] = 3;
+        v3[0] = 6;
         let mut buf = v3.clone();
         buf.resize(crate::etl::records::align8(v3.len()), 0);
         let mut got = Some(Payload::default());
