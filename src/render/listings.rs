@@ -293,6 +293,9 @@ fn payload_summary(r: &EventRow) -> Option<String> {
             v("ProcessId")
         ),
         crate::decode::tracelogging::CLASS => tracelogging_summary(p),
+        // The row names the provider and event id: the fields say the rest.
+        crate::decode::manifest::CLASS if p.fields.is_empty() => "no fields".into(),
+        crate::decode::manifest::CLASS => first_fields(p).trim_start().to_string(),
         other => other.to_string(),
     };
     if let Some(why) = &p.problem {
@@ -301,16 +304,23 @@ fn payload_summary(r: &EventRow) -> Option<String> {
     Some(s)
 }
 
-/// `provider/event Field=value, …`: the first fields of a TraceLogging event, each value cut
-/// to a few dozen characters (already escaped by its Display).
+/// `provider/event Field=value, …`: a TraceLogging event's names and first fields.
 fn tracelogging_summary(p: &crate::decode::payload::Payload) -> String {
-    const FIELDS: usize = 3;
-    const CHARS: usize = 60;
     let name = |t: Option<&crate::text::Untrusted>| crate::text::shown_or(t, "?");
     let mut s = match &p.provider {
         Some(_) => format!("{}/{}", name(p.provider.as_ref()), name(p.event.as_ref())),
         None => name(p.event.as_ref()),
     };
+    s.push_str(&first_fields(p));
+    s
+}
+
+/// ` Field=value, …`: a payload's first fields, each value cut to a few dozen characters
+/// (already escaped by its Display).
+fn first_fields(p: &crate::decode::payload::Payload) -> String {
+    const FIELDS: usize = 3;
+    const CHARS: usize = 60;
+    let mut s = String::new();
     for (i, (k, v)) in p.fields.iter().take(FIELDS).enumerate() {
         let mut shown: String = v.to_string();
         if shown.chars().count() > CHARS {
