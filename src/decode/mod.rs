@@ -5,6 +5,8 @@ pub mod cswitch;
 pub mod dispatch;
 pub mod fields;
 pub mod hooks;
+pub mod manifest;
+mod manifest_schemas;
 pub mod mof;
 pub mod names;
 pub mod payload;

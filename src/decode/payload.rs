@@ -235,3 +235,25 @@ pub(crate) fn sid(p: &[u8], at: usize) -> Result<(String, usize), String> {
     }
     Ok((s, size))
 }
+
+/// A NUL-terminated UTF-16LE string at `p[at..]` (the terminator a whole 16-bit unit at an even
+/// distance from `at`), as text without the NUL, and its size with the NUL.
+pub(crate) fn utf16_z(p: &[u8], at: usize) -> Result<(Untrusted, usize), &'static str> {
+    let rest = p.get(at..).unwrap_or_default();
+    let units = rest
+        .chunks_exact(2)
+        .position(|u| u == [0, 0])
+        .ok_or("no terminating NUL (UTF-16) before the end of the record")?;
+    Ok((Untrusted::from_utf16le_z(&rest[..2 * units]), 2 * units + 2))
+}
+
+/// A NUL-terminated 8-bit string at `p[at..]`, as text without the NUL (UTF-8, invalid bytes
+/// replaced), and its size with the NUL.
+pub(crate) fn ansi_z(p: &[u8], at: usize) -> Result<(Untrusted, usize), &'static str> {
+    let rest = p.get(at..).unwrap_or_default();
+    let end = rest
+        .iter()
+        .position(|&c| c == 0)
+        .ok_or("no terminating NUL before the end of the record")?;
+    Ok((Untrusted::from_utf8_lossy(&rest[..end]), end + 1))
+}

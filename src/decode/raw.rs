@@ -82,7 +82,12 @@ pub fn decode(buf: &[u8], r: &Record) -> Option<Payload> {
             rec.len()
         )));
     };
-    Some(Payload {
+    Some(of(data, &why))
+}
+
+/// `data` given raw, not decoded because of `why`.
+pub(crate) fn of(data: &[u8], why: &str) -> Payload {
+    Payload {
         class: CLASS,
         fields: vec![
             (Untrusted::from("size"), Value::Number(data.len() as u64)),
@@ -90,7 +95,7 @@ pub fn decode(buf: &[u8], r: &Record) -> Option<Payload> {
         ],
         problem: Some(format!("not decoded: {why}")),
         ..Payload::default()
-    })
+    }
 }
 
 /// A record whose event data cannot be placed: no fields, and why.

@@ -106,11 +106,12 @@ struct FieldMeta {
 }
 
 /// What the extended items hold.
-struct Extended<'a> {
-    schema: Option<&'a [u8]>,
+pub(crate) struct Extended<'a> {
+    /// EVENT_SCHEMA_TL data: the record carries its TraceLogging metadata.
+    pub(crate) schema: Option<&'a [u8]>,
     traits: Option<&'a [u8]>,
     /// Where the event data starts (record-relative), or why it cannot be found.
-    payload_at: Result<usize, String>,
+    pub(crate) payload_at: Result<usize, String>,
 }
 
 /// Where the event data of the EVENT_HEADER record `rec` starts (record-relative): after the
@@ -124,7 +125,7 @@ pub(crate) fn data_at(rec: &[u8]) -> Result<usize, String> {
 }
 
 /// The extended data items after the header of `rec` (whose Flags announce them).
-fn extended(rec: &[u8]) -> Extended<'_> {
+pub(crate) fn extended(rec: &[u8]) -> Extended<'_> {
     let mut out = Extended {
         schema: None,
         traits: None,
@@ -497,7 +498,7 @@ fn scalar(m: &FieldMeta, rd: &mut Reader<'_>) -> Result<Value, String> {
 }
 
 /// A SYSTEMTIME's 16 bytes as `YYYY-MM-DDTHH:MM:SS.mmm`, `Z` appended when `utc`.
-fn system_time(b: &[u8], utc: bool) -> String {
+pub(crate) fn system_time(b: &[u8], utc: bool) -> String {
     let w = |i: usize| b.u16_at(2 * i).unwrap_or(0);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}{}",
@@ -563,7 +564,7 @@ pub fn decode(buf: &[u8], r: &Record) -> Option<Payload> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! Records built by hand from the format above (TraceLoggingDynamic.h, etl-parser's
     //! `EventRecord`), not from this decoder's output.
     use super::*;
@@ -633,14 +634,16 @@ mod tests {
         run(&rec).expect("a TraceLogging payload")
     }
 
-    fn utf16z(s: &str) -> Vec<u8> {
+    /// `s` as UTF-16LE with its NUL.
+    pub(crate) fn utf16z(s: &str) -> Vec<u8> {
         s.encode_utf16()
             .chain([0])
             .flat_map(u16::to_le_bytes)
             .collect()
     }
 
-    fn fields_json(p: &Payload) -> serde_json::Value {
+    /// A payload's `fields` as JSON.
+    pub(crate) fn fields_json(p: &Payload) -> serde_json::Value {
         serde_json::to_value(p).unwrap()["fields"].clone()
     }
 

@@ -303,6 +303,9 @@ fn payload_summary(r: &EventRow) -> Option<String> {
         ),
         crate::decode::tracelogging::CLASS => tracelogging_summary(p),
         crate::decode::raw::CLASS => return Some(raw_summary(p)),
+        // The row names the provider and event id: the fields say the rest.
+        crate::decode::manifest::CLASS if p.fields.is_empty() => "no fields".into(),
+        crate::decode::manifest::CLASS => first_fields(p).trim_start().to_string(),
         _ => what.to_string() + &first_fields(p),
     };
     if let Some(why) = &p.problem {

@@ -84,21 +84,31 @@ def dis_value(v):
     return v
 
 
-def etl_parser_chunks(path):
-    """etl-parser: per buffer, the list of (hook, source container or None) of its records, or
-    a string saying why the buffer could not be read."""
-    from etl.error import EventTypeNotFound, GroupNotFound, VersionNotFound
+def etl_parser_buffers(path):
+    """etl-parser (`EtlLogFile`, then `ChunkParser` chunk by chunk): per buffer, its records
+    (construct containers: `.type`, `.value`), or a string saying why it could not be read."""
     from etl.etl import ChunkParser, EtlLogFile
-    from etl.perf import PerfInfo
-    from etl.system import System
     with open(path, "rb") as f:
         chunks = EtlLogFile.parse(f.read())
     out = []
     for ch in chunks:
         try:
-            evs = ChunkParser.parse(ch.payload) if len(ch.payload) else []
+            out.append(ChunkParser.parse(ch.payload) if len(ch.payload) else [])
         except Exception as e:  # noqa: BLE001
             out.append("%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+    return out
+
+
+def etl_parser_chunks(path):
+    """etl-parser: per buffer, the list of (hook, source container or None) of its records, or
+    a string saying why the buffer could not be read."""
+    from etl.error import EventTypeNotFound, GroupNotFound, VersionNotFound
+    from etl.perf import PerfInfo
+    from etl.system import System
+    out = []
+    for evs in etl_parser_buffers(path):
+        if isinstance(evs, str):
+            out.append(evs)
             continue
         recs = []
         for ev in evs:

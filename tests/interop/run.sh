@@ -39,6 +39,11 @@
 #    DPC, ISR, ...) against etl-parser's and dissect.etl's, record by record; records a reader
 #    has no class for, and its known bugs, counted and named.
 # 8. triage_check.py: `$ETWDUMP extract` on the forge triage scenarios and the real triage dump.
+# 8b. manifest_check.py: `$ETWDUMP extract` on the real triage dumps (when present) and the forge
+#    triage scenarios, then `$ETWDUMP etl --events` on every .etl: each payload decoded from the
+#    manifest schema table (class "manifest") field by field against etl-parser 1.0.1's decoding
+#    of the same record; every event etl-parser decodes that etwdump does not is one the table
+#    leaves out on purpose.
 # 9. qemu_check.py: a real QEMU (Debian qemu-system-x86) `dump-guest-memory` ELF core of a paused
 #    32 MiB guest: `$ETWDUMP info` reports exactly its PT_LOAD layout, physical reads equal the
 #    file's bytes, and `sessions` fails in one line (no Windows in it). Skipped, said so,
@@ -171,6 +176,12 @@ echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the
 "$venv/bin/python" "$here/triage_check.py" "$out/triage" \
     --real "$root/../shared/data/dumps/triage_x64.dmp" \
     --real-isf "$root/../shared/isf/5278AFF86C341677D7D7835C85B7B844-1.json.xz" || status=1
+
+echo "== manifest_check.py (manifest-based event payloads vs etl-parser 1.0.1, field by field: the real triage dumps and the forge's triage scenarios)"
+"$venv/bin/python" "$here/manifest_check.py" \
+    --real "$root/../shared/data/dumps/triage_x64.dmp" \
+    --real "$root/../shared/data/dumps/triage_arm64.dmp" \
+    --triage "$out/triage" || status=1
 
 echo "== timesketch_check.py (cswitch/events JSON Lines through timesketch-import-client 20261014's line handling)"
 "$venv/bin/python" "$here/timesketch_check.py" "$out/manifest.json" || status=1
