@@ -1,7 +1,7 @@
 //! Manifest-based events (issue 29 item 1): an EVENT_HEADER record of a provider whose
-//! (provider GUID, event id, version) the schema table of [`super::manifest_schemas`] knows,
+//! (provider GUID, event id, version) the schema table of `manifest_schemas` knows,
 //! decoded field by field from that table into the [`Payload`] model the MOF and TraceLogging
-//! decoders use. `class` is [`CLASS`] (`manifest`) for every event (the row already names the
+//! decoders use. `class` is `manifest` for every event (the row already names the
 //! provider, the event id and the version); `event` and `provider` stay empty, so the JSON is
 //! `{"class": "manifest", "fields": {...}, "problem": ...}`.
 //!
@@ -54,7 +54,7 @@ use crate::etl::records::{Record, RecordKind};
 use crate::text::Untrusted;
 
 /// The `class` of every payload this module decodes.
-pub(crate) const CLASS: &str = "manifest";
+pub const CLASS: &str = "manifest";
 /// EVENT_HEADER size.
 const HEADER: usize = 0x50;
 const FLAG_EXTENDED_INFO: u16 = 0x0001;

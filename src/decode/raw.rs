@@ -36,13 +36,17 @@ pub fn decode(buf: &[u8], r: &Record) -> Option<Payload> {
         | RecordKind::PerfInfo64 => {
             let (p, _) = super::mof::kernel_payload(buf, r)?;
             let hook = r.hook.map_or_else(|| "?".into(), |h| format!("{h:#06x}"));
-            (
-                r.size - p.len(),
+            let why = if r.hook == Some(0x0525) {
+                // Its layout is known: a packed batch whose switches `cswitch` lists.
+                "a compact context-switch batch (CCSWAP): `etwdump cswitch` lists its switches"
+                    .to_string()
+            } else {
                 format!(
                     "no established layout for hook {hook} version {}",
                     r.version
-                ),
-            )
+                )
+            };
+            (r.size - p.len(), why)
         }
         RecordKind::EventHeader32 | RecordKind::EventHeader64 => match super::tracelogging::data_at(
             rec,
