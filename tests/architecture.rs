@@ -151,7 +151,7 @@ fn commands_do_not_branch_on_the_dump_kind() {
         ("report/buffers.rs", "EtwSource::open_units"),
         ("report/extract.rs", "EtwSource::open"),
         ("report/events.rs", "EtwSource::open"),
-        ("report/cswitch.rs", "EtwSource::open"),
+        ("report/cswitch/mod.rs", "EtwSource::open"),
     ] {
         let text = std::fs::read_to_string(src.join(cmd)).unwrap();
         assert!(text.contains(needle), "{cmd} does not use {needle}");
@@ -282,11 +282,11 @@ fn input_text_is_untrusted_and_escaped_in_one_place() {
             "pub metadata: Option<crate::text::Untrusted>,",
         ),
         (
-            "report/cswitch.rs",
+            "report/cswitch/mod.rs",
             "pub old_process: Option<crate::text::Untrusted>,",
         ),
         (
-            "report/cswitch.rs",
+            "report/cswitch/mod.rs",
             "pub new_process: Option<crate::text::Untrusted>,",
         ),
         (

@@ -255,6 +255,31 @@ impl FilterArgs {
             || self.last.is_some()
     }
 
+    /// The filters a context-switch listing can apply (`etl --cswitch`): pid, tid, since,
+    /// until and the `--last` window (100 ns units); an error naming a filter that applies
+    /// to records only.
+    pub fn switch_filter(
+        &self,
+    ) -> anyhow::Result<(etwdump::report::filter::SwitchFilter, Option<u64>)> {
+        let only_events = [
+            ("--provider", !self.provider.is_empty()),
+            ("--event-id", !self.event_id.is_empty()),
+            ("--hook", !self.hook.is_empty()),
+        ];
+        if let Some((name, _)) = only_events.iter().find(|(_, given)| *given) {
+            anyhow::bail!("{name} selects records: it applies with --events, not --cswitch");
+        }
+        Ok((
+            etwdump::report::filter::SwitchFilter {
+                pids: self.pid.clone(),
+                tids: self.tid.clone(),
+                since: self.since,
+                until: self.until,
+            },
+            self.last,
+        ))
+    }
+
     /// The library filter; `--last` counts back from `dump_time` (the dump's SystemTime, or
     /// why there is none to count from).
     pub fn filter(&self, dump_time: Result<u64, String>) -> anyhow::Result<EventFilter> {

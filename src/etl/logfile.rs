@@ -14,6 +14,8 @@ use serde::Serialize;
 pub struct LogfileInfo {
     /// VersionDetail.MajorVersion (the traced OS's major version).
     pub os_major: u8,
+    /// ProviderVersion: the traced OS's build number (e.g. 19041).
+    pub build: u32,
     /// PointerSize: 4 or 8.
     pub pointer_size: u32,
     /// ReservedFlags: the logger's ClockType (1 QPC, 2 system time, 3 CPU cycles; before 6.0,
@@ -65,6 +67,7 @@ pub fn parse(buf: &[u8]) -> Result<LogfileInfo, String> {
     let u64_ = |o: usize| b.u64_at(o).unwrap_or(0);
     Ok(LogfileInfo {
         os_major: b.get(4).copied().unwrap_or(0),
+        build: u32_(8),
         pointer_size,
         clock_type: u32_(tail + 0x18),
         perf_freq: u64_(tail + 8),

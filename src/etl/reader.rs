@@ -103,3 +103,35 @@ pub fn not_an_etl(bytes: &[u8], f: &EtlFile) -> Option<String> {
     }
     None
 }
+
+/// Read the buffer at offset `off` of an .etl file of `len` bytes from `file` (positioned at
+/// `off`: buffers are read in file order) into `buf` (its BufferSize bytes). `Ok(Err(why))`
+/// when the buffer's header does not fit the file (cut off, or a BufferSize smaller than a
+/// buffer header or past the end): the walk stops there, and `why` names the offset. At most
+/// what is left of the file is ever allocated.
+pub fn read_buffer(
+    file: &mut dyn std::io::Read,
+    off: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Result<(), String>> {
+    let rest = len.saturating_sub(off);
+    if rest < 8 {
+        return Ok(Err(format!(
+            "a buffer header at file offset {off:#x} is cut off"
+        )));
+    }
+    let mut head = [0u8; 8];
+    file.read_exact(&mut head)?;
+    let size = u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
+    if size < BUFFER_HEADER_SIZE as u64 || size > rest {
+        return Ok(Err(format!(
+            "the buffer at file offset {off:#x} has BufferSize {size:#x}, which does not fit the file"
+        )));
+    }
+    buf.clear();
+    buf.extend_from_slice(&head);
+    buf.resize(size as usize, 0);
+    file.read_exact(&mut buf[8..])?;
+    Ok(Ok(()))
+}

@@ -446,7 +446,10 @@ fn not_an_etl(why: String) -> std::io::Error {
 
 /// The clock of the .etl file whose header buffer is `buf`: its converter, pointer size and,
 /// when the times cannot be converted, the warning that says why.
-fn etl_clock(name: &str, buf: &[u8]) -> std::io::Result<(Converter, usize, Option<Warning>)> {
+pub(crate) fn etl_clock(
+    name: &str,
+    buf: &[u8],
+) -> std::io::Result<(Converter, usize, Option<Warning>)> {
     let f = crate::etl::reader::read(buf);
     if let Some(why) = crate::etl::reader::not_an_etl(buf, &f) {
         return Err(not_an_etl(why));
@@ -487,20 +490,7 @@ pub fn stream_etl(
         return Err(not_an_etl("the file is empty".into()));
     }
     while off < len {
-        let rest = len - off;
-        let mut head = [0u8; 8];
-        let size = if rest >= 8 {
-            file.read_exact(&mut head)?;
-            u64::from(u32::from_le_bytes([head[0], head[1], head[2], head[3]]))
-        } else {
-            0
-        };
-        if size < BUFFER_HEADER_SIZE as u64 || size > rest {
-            let why = if rest < 8 {
-                format!("a buffer header at file offset {off:#x} is cut off")
-            } else {
-                format!("the buffer at file offset {off:#x} has BufferSize {size:#x}, which does not fit the file")
-            };
+        if let Err(why) = crate::etl::reader::read_buffer(file, off, len, &mut buf)? {
             if off == 0 {
                 return Err(not_an_etl(why));
             }
@@ -510,10 +500,7 @@ pub fn stream_etl(
             ));
             break;
         }
-        buf.clear();
-        buf.extend_from_slice(&head);
-        buf.resize(size as usize, 0);
-        file.read_exact(&mut buf[8..])?;
+        let size = buf.len() as u64;
         if clock.is_none() {
             let (conv, pointer_size, w) = etl_clock(name, &buf)?;
             warnings.extend(w);
@@ -523,7 +510,7 @@ pub fn stream_etl(
             break;
         };
         let h = BufferHeader::from_bytes(&buf);
-        let saved = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        let saved = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]) as usize;
         let bc = BufferCtx {
             logger_id: h.map(|h| h.logger_id),
             source: "etl_file",

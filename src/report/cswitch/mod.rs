@@ -55,6 +55,9 @@ use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
 
+mod etl;
+pub use etl::{stream_etl, EtlCswitchFile};
+
 /// One context switch.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct SwitchRow {
@@ -123,6 +126,11 @@ pub struct SwitchSource {
     pub block: Option<VirtAddr>,
     /// The switch's index in its batch or pending block (0-based; null for events).
     pub index: Option<u32>,
+    /// An .etl file's record (`etl --cswitch`): the file as named on the command line (a
+    /// file name is shown escaped, like text from the input); `offset` is then the record's
+    /// offset in the file (absent from a dump's rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<crate::text::Untrusted>,
 }
 
 impl SwitchRow {
@@ -142,14 +150,15 @@ impl SwitchRow {
 /// Names of thread states and wait reasons: the symbol file's enums when it has them (they
 /// follow the build), else the built-in tables; unknown values stay numbers.
 struct Names<'a> {
-    symbols: &'a Symbols,
+    /// None for an .etl file: the built-in tables only.
+    symbols: Option<&'a Symbols>,
 }
 
 impl Names<'_> {
     fn named(&self, v: Option<u8>, en: &str, f: fn(u8) -> Option<&'static str>) -> Option<String> {
         v.map(|x| {
             self.symbols
-                .enum_name(en, i64::from(x))
+                .and_then(|s| s.enum_name(en, i64::from(x)))
                 .map(String::from)
                 .or_else(|| f(x).map(String::from))
                 .unwrap_or_else(|| x.to_string())
@@ -308,6 +317,13 @@ fn resolution(conv: &clock::Converter, build: u32) -> Option<u64> {
     }
 }
 
+/// Where the units of [`Source::Unit`] are: the dump's ETW source, or .etl files.
+enum Feed<'c, 'd> {
+    /// One per listing (never moved while rows stream): its size does not matter.
+    Dump(Box<EtwSource<'c, 'd>>),
+    Etl(etl::EtlFeed),
+}
+
 /// Where a stream's switches come from.
 enum Source {
     /// Already decoded (a pending block: at most a few hundred switches).
@@ -350,8 +366,9 @@ pub struct Last {
 /// Everything `stream` needs decided before the first row: groups, streams, names.
 struct Plan<'c, 'd> {
     names: Names<'c>,
-    src: EtwSource<'c, 'd>,
-    facts: ClockFacts,
+    feed: Feed<'c, 'd>,
+    /// The dump's clock facts (which converted times cannot be right); None for .etl files.
+    facts: Option<ClockFacts>,
     groups: Vec<Group>,
     streams: Vec<Stream>,
     by_tid: std::collections::HashMap<u64, (u64, crate::text::Untrusted)>,
@@ -373,7 +390,7 @@ fn plan<'c, 'd>(
 ) -> Plan<'c, 'd> {
     let mut warnings = Vec::new();
     let names = Names {
-        symbols: &ctx.symbols,
+        symbols: Some(&ctx.symbols),
     };
     let (mwr, _) = maximum_wait_reason_of(ctx);
     if mwr.is_none() {
@@ -427,8 +444,8 @@ fn plan<'c, 'd>(
         .collect();
     Plan {
         names,
-        src,
-        facts,
+        feed: Feed::Dump(Box::new(src)),
+        facts: Some(facts),
         groups,
         streams,
         by_tid,
@@ -663,8 +680,10 @@ impl Plan<'_, '_> {
         let (cpu, g) = (self.streams[s].cpu, self.streams[s].group);
         let group = &mut self.groups[g];
         let filetime = group.conv.to_filetime(r.ts);
-        let time_flag =
-            filetime.and_then(|ft| group.flags.check(&self.facts, ft, &group.conv, |why| why));
+        let time_flag = match (&self.facts, filetime) {
+            (Some(facts), Some(ft)) => group.flags.check(facts, ft, &group.conv, |why| why),
+            _ => None,
+        };
         group.rows += 1;
         let (logger_id, clock, found_by) = match r.kind {
             Kind::Pending => (None, group.clock, group.found_by),
@@ -683,9 +702,18 @@ impl Plan<'_, '_> {
                 source.index = Some(r.index);
             }
             (Source::Unit(i), kind) => {
-                let u = &self.src.all_units()[*i];
-                source.buffer = u.address;
-                source.offset = Some(u.shift as u64 + u64::from(r.offset));
+                match &self.feed {
+                    Feed::Dump(src) => {
+                        let u = &src.all_units()[*i];
+                        source.buffer = u.address;
+                        source.offset = Some(u.shift as u64 + u64::from(r.offset));
+                    }
+                    Feed::Etl(f) => {
+                        let b = &f.buffers[*i];
+                        source.file = Some(f.files[b.file].name.as_str().into());
+                        source.offset = Some(b.offset + u64::from(r.offset));
+                    }
+                }
                 source.index = (kind == Kind::Batch).then_some(r.index);
             }
             (Source::Rows(_), _) => {}
@@ -722,13 +750,16 @@ impl Plan<'_, '_> {
         let g = self.streams[s].group;
         let mut rows = match &self.streams[s].source {
             Source::Rows(r) => r.clone(),
-            Source::Unit(i) => {
-                let u = &self.src.all_units()[*i];
-                match self.src.bytes(u) {
-                    Some(data) => buffer_switches(&data, u.first_record, u.valid, self.mwr),
-                    None => Vec::new(),
+            Source::Unit(i) => match &self.feed {
+                Feed::Dump(src) => {
+                    let u = &src.all_units()[*i];
+                    match src.bytes(u) {
+                        Some(data) => buffer_switches(&data, u.first_record, u.valid, self.mwr),
+                        None => Vec::new(),
+                    }
                 }
-            }
+                Feed::Etl(f) => f.switches(*i, self.mwr),
+            },
         };
         for r in &mut rows {
             r.key = key_of(&self.groups[g].conv, g, r.ts);
@@ -784,7 +815,16 @@ pub fn stream_with<'c, 'd>(
     per_record: bool,
     emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
-    let mut p = plan(ctx, src, cpu_filter);
+    run(plan(ctx, src, cpu_filter), last, per_record, emit)
+}
+
+/// Merge, name and give the switches `p` planned ([`stream_with`]).
+fn run(
+    mut p: Plan<'_, '_>,
+    last: Option<Last>,
+    per_record: bool,
+    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+) -> std::io::Result<Vec<Warning>> {
     let max_res = p
         .groups
         .iter()
@@ -1000,9 +1040,13 @@ impl MergeSource for Emitting<'_, '_, '_> {
         }
         let row = self.plan.row(sid, r);
         let g = &self.plan.groups[self.plan.streams[sid].group];
-        let recorder = match (r.kind, g.logger_id) {
-            (Kind::Pending, _) | (_, None) => Recorder::Group(self.plan.streams[sid].group),
-            (_, Some(id)) => Recorder::Logger(id),
+        // An .etl file is one recorder (the same buffer kept in two files, e.g. a session's
+        // log file and `extract`'s copy of memory, is then one switch with two sources).
+        let recorder = match (r.kind, g.logger_id, &self.plan.feed) {
+            (Kind::Pending, ..) | (_, None, _) | (_, _, Feed::Etl(_)) => {
+                Recorder::Group(self.plan.streams[sid].group)
+            }
+            (_, Some(id), Feed::Dump(_)) => Recorder::Logger(id),
         };
         let res = g.resolution;
         let Some(d) = self.dedup.as_deref_mut() else {
