@@ -38,6 +38,11 @@
 #    plugin set: every decoded classic kernel field (process, thread, image, header extension,
 #    DPC, ISR, ...) against etl-parser's and dissect.etl's, record by record; records a reader
 #    has no class for, and its known bugs, counted and named.
+# 7e. events_check.py --payload-set: `forge --payloads` (the NT Kernel Logger's buffers of an x64
+#    dump and a session of an x86 dump with realistic payloads of every decoded kernel class,
+#    written from wmicore.mof and the Learn class pages): every payload of those sessions decodes
+#    with no problem and every field etl-parser / dissect.etl decode agrees (their 32-bit limits
+#    and known bugs counted and named).
 # 8. triage_check.py: `$ETWDUMP extract` on the forge triage scenarios and the real triage dump.
 # 8b. manifest_check.py: `$ETWDUMP extract` on the real triage dumps (when present) and the forge
 #    triage scenarios, then `$ETWDUMP etl --events` on every .etl: each payload decoded from the
@@ -170,6 +175,10 @@ echo "== events_check.py (etl --events payloads, field by field, vs etl-parser 1
     --dump "$root/../shared/data/dumps/triage_x64.dmp" \
     --dump "$root/../shared/data/dumps/triage_arm64.dmp" \
     --set "$out/plugins" --pdb "$root/tests/fixtures/x64-19041/ntkrnlmp.pdb") || status=1
+
+echo "== events_check.py --payload-set (forge --payloads: realistic payloads of every decoded kernel class, x64 and x86, vs etl-parser 1.0.1 and dissect.etl 3.14)"
+"$target/debug/forge" --payloads "$out/payloads" >/dev/null 2>&1
+(cd "$out" && "$venv/bin/python" "$here/events_check.py" --payload-set "$out/payloads") || status=1
 
 echo "== triage_check.py (triage dumps: etwdump extract, etl-parser 1.0.1 on the .etl files, forge expectations)"
 "$target/debug/forge" --triage "$out/triage" >/dev/null

@@ -65,6 +65,7 @@ pub use etw::message::{
     TRACE_MESSAGE_PERFORMANCE_TIMESTAMP, TRACE_MESSAGE_POINTER32, TRACE_MESSAGE_POINTER64,
     TRACE_MESSAGE_SEQUENCE, TRACE_MESSAGE_SYSTEMINFO, TRACE_MESSAGE_TIMESTAMP,
 };
+pub use etw::payloads;
 pub use etw::providers::{
     guid_hash_bucket, BucketRule, EnableSpec, ExpectedEnableInfo, ExpectedGuidTable,
     ExpectedProvider, ExpectedRegHandle, ExpectedRegistration, ProviderSet, ProviderSpec,

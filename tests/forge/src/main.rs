@@ -902,6 +902,30 @@ fn write_plugin_set(outdir: &Path) -> std::io::Result<()> {
     std::fs::write(outdir.join("manifest.json"), text + "\n")
 }
 
+/// `--payloads OUTDIR`: the dumps of `etwdump_forge::payloads::payload_set` (buffers with
+/// realistic payloads of every class of `etwdump_forge::payloads`, x64 and x86), with
+/// manifest.json (entries as for the standard set, plus "pdb": the fixture's PDB, and
+/// "payload_sessions": the logger ids whose buffers hold the payloads).
+fn write_payload_set(outdir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(outdir)?;
+    let mut entries = Vec::new();
+    for (stem, cfg) in etwdump_forge::payloads::payload_set() {
+        let f = forge(&cfg);
+        let file = format!("{stem}.dmp");
+        f.write_to(&outdir.join(&file))?;
+        let mut entry = manifest_entry(&file, &f);
+        let dir = &cfg.fixture.as_ref().expect("fixture").dir;
+        let pdb = dir.join(&f.config.pdb_name);
+        entry["pdb"] = Value::String(pdb.to_string_lossy().into_owned());
+        let spec = cfg.etw.as_ref().expect("etw");
+        entry["payload_sessions"] = Value::from(etwdump_forge::payloads::payload_slots(spec));
+        entries.push(entry);
+        eprintln!("wrote {file}: {} bytes", f.file_len());
+    }
+    let text = serde_json::to_string_pretty(&Value::Array(entries)).expect("json");
+    std::fs::write(outdir.join("manifest.json"), text + "\n")
+}
+
 /// `--triage OUTDIR` / `--triage-arm64 OUTDIR`: one directory per triage scenario with the
 /// dump, its ISF and expected.json, and `OUTDIR/manifest.json` (`triage_manifest_entry` per
 /// scenario).
@@ -991,7 +1015,7 @@ fn triage_manifest_entry(
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -1065,6 +1089,7 @@ fn main() -> ExitCode {
         ),
         [flag, path] if flag == "--sample-realtime" => write_realtime_sample(&PathBuf::from(path)),
         [flag, dir] if flag == "--plugin-set" => write_plugin_set(&PathBuf::from(dir)),
+        [flag, dir] if flag == "--payloads" => write_payload_set(&PathBuf::from(dir)),
         [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {
             let mib = rest.first().map(|v| v.parse::<u64>());
             let seed = rest.get(1).map(|v| v.parse::<u64>());

@@ -42,6 +42,7 @@ pub mod variation;
 pub(crate) use loggers::build;
 pub(crate) use pending::*;
 pub(crate) mod message;
+pub mod payloads;
 pub use pending::{late_win11_etw_support, CCSWAP_LATE_WIN11_OFFSET, LATE_WIN11_BUFFERS_OFFSET};
 pub(crate) mod wmi_buffer;
 

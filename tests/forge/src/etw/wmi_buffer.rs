@@ -273,6 +273,10 @@ pub enum RecSpec {
         key: String,
         bytes: Vec<u8>,
     },
+    /// A SYSTEM or PERFINFO record with a realistic payload and its truth
+    /// ([`super::payloads`]); key `"0x%04x"` of its hook. The header's timestamp is the
+    /// record's time in the buffer, its ThreadId / ProcessId the record's.
+    Payload(Box<super::payloads::PayloadRec>),
 }
 
 pub(crate) fn align8(v: usize) -> usize {
@@ -309,6 +313,7 @@ impl RecSpec {
                 0x50 + ext.iter().map(|&(_, n)| align8(8 + n)).sum::<usize>() + data
             }
             RecSpec::Raw { bytes, .. } => bytes.len(),
+            RecSpec::Payload(p) => p.size(),
         }
     }
 
@@ -323,6 +328,7 @@ impl RecSpec {
             RecSpec::Message { .. } | RecSpec::TraceMessage(_) => "message".to_string(),
             RecSpec::EventHeader { .. } => "event_header".to_string(),
             RecSpec::Raw { key, .. } => key.clone(),
+            RecSpec::Payload(p) => format!("0x{:04x}", p.hook),
         }
     }
 
@@ -334,6 +340,7 @@ impl RecSpec {
         match self {
             RecSpec::Raw { bytes, .. } => return bytes.clone(),
             RecSpec::TraceMessage(m) => return m.encode(),
+            RecSpec::Payload(p) => return encode_payload(p, ts, rng),
             _ => {}
         }
         let mut r = vec![0u8; size];
@@ -365,7 +372,9 @@ impl RecSpec {
             RecSpec::Instance { x64, .. } => encode_trace_header(&mut r, true, *x64, ids, rng),
             RecSpec::Message { .. } => encode_message(&mut r, tid, pid, rng),
             RecSpec::EventHeader { x64, ext, .. } => encode_event(&mut r, *x64, ext, ids, rng),
-            RecSpec::Raw { .. } | RecSpec::TraceMessage(_) => unreachable!("returned above"),
+            RecSpec::Raw { .. } | RecSpec::TraceMessage(_) | RecSpec::Payload(_) => {
+                unreachable!("returned above")
+            }
         }
         r
     }
@@ -459,6 +468,35 @@ fn encode_system(
         put_u32(r, 0x18, (rng.next_u64() % 5000) as u32);
         put_u32(r, 0x1C, (rng.next_u64() % 5000) as u32);
     }
+}
+
+/// A record of [`RecSpec::Payload`]: its SYSTEM32/64 header (marker with the class version,
+/// Size, HookId, ThreadId, ProcessId, SystemTime = `ts`, KernelTime, UserTime) or PERFINFO32/64
+/// header (marker, Size, HookId, TimeStamp = `ts`), then the payload's bytes.
+fn encode_payload(p: &super::payloads::PayloadRec, ts: u64, rng: &mut Rng) -> Vec<u8> {
+    use super::payloads::PayloadHeader;
+    let size = p.size();
+    assert!(size <= 0xFFFF, "record size {size:#x}");
+    let mut r = vec![0u8; size];
+    let hdr = match p.header {
+        PayloadHeader::System => {
+            let ty: u32 = if p.x64 { 2 } else { 1 };
+            put_u32(&mut r, 0, 0xC000_0000 | (ty << 16) | u32::from(p.version));
+            put_u16(&mut r, 4, size as u16);
+            put_u16(&mut r, 6, p.hook);
+            put_ids(&mut r, (p.tid, p.pid, ts));
+            put_u32(&mut r, 0x18, (rng.next_u64() % 5000) as u32);
+            put_u32(&mut r, 0x1C, (rng.next_u64() % 5000) as u32);
+            0x20
+        }
+        PayloadHeader::PerfInfo => {
+            let marker = perfinfo_marker(p.x64, p.version, 0, false);
+            put_perfinfo_header(&mut r, marker, size as u16, p.hook, ts);
+            0x10
+        }
+    };
+    r[hdr..].copy_from_slice(&p.data);
+    r
 }
 
 /// A PERFINFO payload with meaning: a CSwitch's WMI_CONTEXTSWAP (§5.2), or a 0x0525 batch
