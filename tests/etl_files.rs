@@ -115,7 +115,10 @@ fn real_kernel_events_decode_exactly() {
     assert_eq!(r.number("ProcessId"), Some(88));
     assert_eq!(r.number("ParentId"), Some(4));
     assert_eq!(r.number("SessionId"), Some(0xFFFF_FFFF));
-    assert_eq!(r.number("ExitStatus"), Some(259));
+    assert_eq!(
+        r.get("ExitStatus"),
+        Some(&etwdump::decode::payload::Value::Signed(259))
+    );
     assert_eq!(r.text("UserSID"), Some(&Untrusted::from("S-1-5-18")));
     assert_eq!(
         r.get("UniqueProcessKey"),

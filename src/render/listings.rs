@@ -284,7 +284,14 @@ fn payload_summary(r: &EventRow) -> Option<String> {
                 s.push_str(&format!(" \"{}\"", v("CommandLine")));
             }
             if r.hook.as_deref() == Some("0x0302") {
-                s.push_str(&format!(" exit status {}", v("ExitStatus")));
+                // An NTSTATUS (MOF sint32): shown as Windows shows status codes.
+                let status = match p.get("ExitStatus") {
+                    Some(crate::decode::payload::Value::Signed(x)) => {
+                        format!("{:#010x}", *x as i32 as u32)
+                    }
+                    _ => v("ExitStatus"),
+                };
+                s.push_str(&format!(" exit status {status}"));
             }
             s
         }

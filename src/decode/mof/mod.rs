@@ -38,6 +38,8 @@ enum Ty {
     U64,
     /// A signed 16-bit integer (MOF sint16).
     I16,
+    /// A signed 32-bit integer (MOF sint32).
+    I32,
     /// A signed 64-bit integer (MOF sint64).
     I64,
     /// A 32-bit status (NTSTATUS), shown in hexadecimal.
@@ -187,6 +189,7 @@ fn read(ty: Ty, p: &[u8], at: usize, ptr: usize) -> Result<(Value, usize), Strin
         Ty::U32 => (Value::Number(num(4)?), 4),
         Ty::U64 => (Value::Number(num(8)?), 8),
         Ty::I16 => (Value::Signed(i64::from(num(2)? as u16 as i16)), 2),
+        Ty::I32 => (Value::Signed(i64::from(num(4)? as u32 as i32)), 4),
         Ty::I64 => (Value::Signed(num(8)? as i64), 8),
         Ty::Hex32 => (Value::Address(format!("{:#x}", num(4)?)), 4),
         Ty::Ptr => (Value::Address(format!("{:#x}", num(ptr)?)), ptr),
@@ -288,7 +291,7 @@ mod tests {
             assert_eq!(p.problem, None);
             assert_eq!(p.number("ProcessId"), Some(4312));
             assert_eq!(p.number("ParentId"), Some(4100));
-            assert_eq!(p.number("ExitStatus"), Some(259));
+            assert_eq!(p.get("ExitStatus"), Some(&Value::Signed(259)));
             assert_eq!(
                 p.get("DirectoryTableBase"),
                 Some(&Value::Address("0x1aa000".into()))

@@ -20,7 +20,8 @@ const PROCESS_HEAD: &[Field] = &[
     ("ProcessId", Ty::U32),
     ("ParentId", Ty::U32),
     ("SessionId", Ty::U32),
-    ("ExitStatus", Ty::U32),
+    // MOF sint32 (an NTSTATUS: 0xC000013A is -1073741510, as etl-parser and dissect.etl give it).
+    ("ExitStatus", Ty::I32),
 ];
 
 /// Version 3 and later: the page directory base follows ExitStatus.

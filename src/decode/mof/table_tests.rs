@@ -55,17 +55,17 @@ const SPECS: &[(&str, u8, &[u16], &str)] = &[
      "FileObject:ptr DeviceChar:u32 FileChar:u16 LoadFlags:u16"),
     // Process.
     ("Process_V2_TypeGroup1", 2, &[0x0301, 0x0302, 0x0303, 0x0304, 0x0327],
-     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:u32 UserSID:sid \
+     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:i32 UserSID:sid \
       ImageFileName:z8 CommandLine:z16"),
     ("Process_V3_TypeGroup1", 3, &[0x0301, 0x0302, 0x0303, 0x0304, 0x0327],
-     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:u32 \
+     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:i32 \
       DirectoryTableBase:ptr UserSID:sid ImageFileName:z8 CommandLine:z16"),
     ("Process_V4_TypeGroup1", 4, &[0x0301, 0x0302, 0x0303, 0x0304, 0x0327],
-     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:u32 \
+     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:i32 \
       DirectoryTableBase:ptr Flags:u32 UserSID:sid ImageFileName:z8 CommandLine:z16 \
       PackageFullName:z16 ApplicationId:z16"),
     ("Process_Defunct_TypeGroup1", 5, &[0x0327],
-     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:u32 \
+     "UniqueProcessKey:ptr ProcessId:u32 ParentId:u32 SessionId:u32 ExitStatus:i32 \
       DirectoryTableBase:ptr Flags:u32 UserSID:sid ImageFileName:z8 CommandLine:z16 \
       PackageFullName:z16 ApplicationId:z16 ExitTime:u64"),
     ("Process_Terminate_TypeGroup1", 2, &[0x030B],
@@ -274,6 +274,10 @@ fn sample(ty: &str, i: usize, w: usize) -> (Vec<u8>, Value) {
         }
         "i16" => {
             let v = -2 - i as i16;
+            (v.to_le_bytes().to_vec(), Value::Signed(i64::from(v)))
+        }
+        "i32" => {
+            let v = -0x3FFF_FEC6 - i as i32;
             (v.to_le_bytes().to_vec(), Value::Signed(i64::from(v)))
         }
         "i64" => {
