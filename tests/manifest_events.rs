@@ -173,7 +173,10 @@ fn triage_x64_manifest_events() {
     ]);
     let line = String::from_utf8_lossy(&r.stdout);
     assert!(
-        line.contains("event 153 pid 4 tid 8: Status=0, EnableDisableReason=100, VsmPolicy=643\""),
+        line.contains(
+            "\"message\":\"Microsoft-Windows-Kernel-Boot event 153: Status=0, \
+             EnableDisableReason=100, VsmPolicy=643 [logger 10 secondary_data, pid 4 tid 8]\""
+        ),
         "{line}"
     );
     let r = etwdump(&[

@@ -235,13 +235,15 @@ fn real_etl_kernel_records() {
     for r in by("0x0008") {
         assert_eq!(r["payload"]["fields"], serde_json::json!({}));
     }
-    // The table and the Timesketch lines name the hook and show the first fields.
+    // The table names the hook in its column and shows the first fields; the Timesketch
+    // message names the event in words, then the fields, then where it was recorded.
     let f = p.to_str().unwrap();
     for (format, want) in [
-        ("table", "IMAGE_KERNEL_BASE ImageBase=0xfffff802424ab000"),
+        ("table", " 0x1421  IMAGE_KERNEL_BASE "),
+        ("table", "  ImageBase=0xfffff802424ab000\n"),
         (
             "jsonl",
-            "IMAGE_KERNEL_BASE: IMAGE_KERNEL_BASE ImageBase=0xfffff802424ab000",
+            "\"message\":\"Image kernel base: ImageBase=0xfffff802424ab000 [logger 28 etl_file, CPU 0]\"",
         ),
     ] {
         let r = etwdump(&["etl", f, "--events", "--hook", "0x1421", "--format", format]);

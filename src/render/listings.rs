@@ -133,36 +133,45 @@ impl Row for EventRow {
 
     fn timesketch(&self) -> Timesketch {
         let r = self;
-        let what = match (&r.hook_name, &r.hook, &r.provider) {
-            (Some(n), _, _) => n.to_string(),
-            (None, Some(h), _) => format!("hook {h}"),
-            (None, None, Some(p)) => format!(
-                "provider {}{p} event {}",
-                r.provider_name
-                    .map_or_else(String::new, |n| format!("{n} ")),
-                r.event_id.map_or_else(|| "?".into(), |e| e.to_string())
-            ),
-            _ => r.header_type.to_string(),
+        // What happened first, then its details, then where it was recorded:
+        // `Process start: powershell.exe (pid 4312, parent 4100, session 1) "…" [logger 0
+        // current_buffer, CPU 1, pid 4100 tid 5012]`.
+        let tracelogging = r
+            .payload
+            .as_ref()
+            .filter(|p| p.class == crate::decode::tracelogging::CLASS);
+        // A TraceLogging event names its provider and event itself: that is the headline.
+        let mut message = match tracelogging {
+            Some(p) => tracelogging_summary(p),
+            None => headline(r),
         };
-        let mut message = format!(
-            "logger {} ({}): {what}",
-            r.logger_id.map_or_else(|| "?".into(), |l| l.to_string()),
-            r.source
-        );
-        if let Some(s) = r.routine_symbol.as_ref().or(r.routine.as_ref()) {
-            message.push_str(&format!(" routine {s}"));
-        }
-        if let (Some(p), Some(t)) = (r.pid, r.tid) {
-            message.push_str(&format!(" pid {p} tid {t}"));
-        }
-        // A raw payload's hex stays out of the message (the row's `payload` has it).
         let raw = r
             .payload
             .as_ref()
             .is_some_and(|p| p.class == crate::decode::raw::CLASS);
-        if let Some(s) = payload_summary(r).filter(|_| !raw) {
-            message.push_str(&format!(": {s}"));
+        let detail = match (&r.routine_symbol, &r.routine) {
+            (Some(s), _) | (None, Some(s)) => Some(s.clone()),
+            // A raw payload's hex stays out of the message (the row's `payload` has it).
+            _ if raw => r.payload.as_ref().map(raw_words),
+            _ if tracelogging.is_some() => None,
+            _ => payload_summary(r),
+        };
+        if let Some(d) = detail.filter(|d| !d.is_empty()) {
+            message.push_str(": ");
+            message.push_str(&d);
         }
+        message.push_str(&format!(
+            " [logger {} {}",
+            r.logger_id.map_or_else(|| "?".into(), |l| l.to_string()),
+            r.source
+        ));
+        if let Some(c) = r.cpu {
+            message.push_str(&format!(", CPU {c}"));
+        }
+        if let (Some(p), Some(t)) = (r.pid, r.tid) {
+            message.push_str(&format!(", pid {p} tid {t}"));
+        }
+        message.push(']');
         Timesketch {
             datetime: r.time.clone(),
             timestamp_desc: "ETW event",
@@ -267,14 +276,13 @@ impl Row for crate::report::scan::ScanRow {
 fn payload_summary(r: &EventRow) -> Option<String> {
     let p = r.payload.as_ref()?;
     let v = |name: &str| p.get(name).map_or_else(|| "?".into(), |v| v.to_string());
-    let what = r.hook_name.unwrap_or(p.class);
     let mut s = match p.class {
         "Process_V2_TypeGroup1"
         | "Process_V3_TypeGroup1"
         | "Process_V4_TypeGroup1"
         | "Process_Defunct_TypeGroup1" => {
             let mut s = format!(
-                "{what} {} (pid {}, parent {}, session {})",
+                "{} (pid {}, parent {}, session {})",
                 v("ImageFileName"),
                 v("ProcessId"),
                 v("ParentId"),
@@ -296,13 +304,13 @@ fn payload_summary(r: &EventRow) -> Option<String> {
             s
         }
         "Thread_V2_TypeGroup1" | "Thread_V3_TypeGroup1" => format!(
-            "{what} tid {} in pid {}, start {}",
+            "tid {} in pid {}, start {}",
             v("TThreadId"),
             v("ProcessId"),
             v("Win32StartAddr")
         ),
         "Image_Load" | "Image_Load_V2" => format!(
-            "{what} {} at {} size {} (pid {})",
+            "{} at {} size {} (pid {})",
             v("FileName"),
             v("ImageBase"),
             v("ImageSize"),
@@ -313,23 +321,71 @@ fn payload_summary(r: &EventRow) -> Option<String> {
         // The row names the provider and event id: the fields say the rest.
         crate::decode::manifest::CLASS if p.fields.is_empty() => "no fields".into(),
         crate::decode::manifest::CLASS => first_fields(p).trim_start().to_string(),
-        _ => what.to_string() + &first_fields(p),
+        // A kernel class: the hook name has its own column and leads the message.
+        _ if r.hook_name.is_some() && p.fields.is_empty() => String::new(),
+        _ if r.hook_name.is_some() => first_fields(p).trim_start().to_string(),
+        _ => p.class.to_string() + &first_fields(p),
     };
     if let Some(why) = &p.problem {
-        s.push_str(&format!(" (decoding stopped: {why})"));
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(&format!("(decoding stopped: {why})"));
     }
     Some(s)
 }
 
-/// `N bytes not decoded (why): 0011…`: a raw payload's size, the reason and its first bytes.
-fn raw_summary(p: &crate::decode::payload::Payload) -> String {
-    /// Hex digits shown (16 bytes).
-    const SHOWN: usize = 32;
+/// What a record is, in words, for the Timesketch message: a kernel hook's name as a phrase
+/// (`PROCESS_START` is "Process start", `MSI_INTERRUPT` "MSI interrupt"), else the hook id, a
+/// provider's event (`Microsoft-Windows-Kernel-Boot event 153`, the GUID when the provider has
+/// no known name; a TRACE_MESSAGE's message number), else the header type.
+fn headline(r: &EventRow) -> String {
+    match (&r.hook_name, &r.hook, &r.provider) {
+        (Some(n), _, _) => phrase(n),
+        (None, Some(h), _) => format!("Kernel event {h}"),
+        (None, None, Some(p)) => format!(
+            "{} event {}",
+            r.provider_name.unwrap_or(p),
+            r.event_id.map_or_else(|| "?".into(), |e| e.to_string())
+        ),
+        _ => r.header_type.to_string(),
+    }
+}
+
+/// `PROCESS_DC_START` as "Process DC start": the words of a hook name in lower case, the first
+/// capitalised, abbreviations kept.
+fn phrase(hook_name: &str) -> String {
+    const KEEP: &[&str] = &[
+        "DC", "DPC", "ISR", "MSI", "IO", "TCP", "UDP", "IP", "IPV4", "IPV6", "CPU", "PNP", "NIC",
+        "IRQ", "DPI", "WMI", "ETW", "PMC", "APC", "ALPC", "LPC", "CCSWAP", "WDF", "SMB", "TLB",
+        "PFN", "VM", "KE", "MM",
+    ];
+    let mut out = String::with_capacity(hook_name.len());
+    for (i, w) in hook_name.split('_').filter(|w| !w.is_empty()).enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if KEEP.contains(&w) {
+            out.push_str(w);
+            continue;
+        }
+        let lower = w.to_ascii_lowercase();
+        if i == 0 {
+            let mut c = lower.chars();
+            if let Some(f) = c.next() {
+                out.push(f.to_ascii_uppercase());
+                out.push_str(c.as_str());
+            }
+        } else {
+            out.push_str(&lower);
+        }
+    }
+    out
+}
+
+/// `N bytes not decoded (why)`: a raw payload in words, without its hex.
+fn raw_words(p: &crate::decode::payload::Payload) -> String {
     let size = p.number("size").unwrap_or(0);
-    let hex = match p.get("hex") {
-        Some(crate::decode::payload::Value::Formatted(h)) => h.as_str(),
-        _ => "",
-    };
     let why = p
         .problem
         .as_deref()
@@ -338,11 +394,23 @@ fn raw_summary(p: &crate::decode::payload::Payload) -> String {
     if size == 0 && p.fields.len() == 2 {
         return "no event data".into();
     }
+    format!("{size} bytes not decoded ({why})")
+}
+
+/// `N bytes not decoded (why): 0011…`: a raw payload's size, the reason and its first bytes.
+fn raw_summary(p: &crate::decode::payload::Payload) -> String {
+    /// Hex digits shown (16 bytes).
+    const SHOWN: usize = 32;
+    let words = raw_words(p);
+    let hex = match p.get("hex") {
+        Some(crate::decode::payload::Value::Formatted(h)) => h.as_str(),
+        _ => "",
+    };
+    if hex.is_empty() {
+        return words;
+    }
     let more = if hex.len() > SHOWN { "…" } else { "" };
-    format!(
-        "{size} bytes not decoded ({why}): {}{more}",
-        &hex[..hex.len().min(SHOWN)]
-    )
+    format!("{words}: {}{more}", &hex[..hex.len().min(SHOWN)])
 }
 
 /// `provider/event Field=value, …`: a TraceLogging event's names and first fields.
@@ -372,4 +440,94 @@ fn first_fields(p: &crate::decode::payload::Payload) -> String {
         s.push_str(&format!(", … {} fields", p.fields.len()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::payload::{Fields, Payload, Value};
+
+    #[test]
+    fn hook_names_read_as_phrases() {
+        for (name, want) in [
+            ("PROCESS_START", "Process start"),
+            ("PROCESS_DC_START", "Process DC start"),
+            ("MSI_INTERRUPT", "MSI interrupt"),
+            ("TIMERDPC", "Timerdpc"),
+            ("DPC", "DPC"),
+            ("SEND_IPV4", "Send IPV4"),
+            ("_ODD__NAME_", "Odd name"),
+            ("", ""),
+        ] {
+            assert_eq!(phrase(name), want, "{name}");
+        }
+    }
+
+    fn process_end() -> EventRow {
+        let fields = [
+            ("ImageFileName", Value::Text("powershell.exe".into())),
+            ("ProcessId", Value::Number(4312)),
+            ("ParentId", Value::Number(4100)),
+            ("SessionId", Value::Number(1)),
+            ("ExitStatus", Value::Signed(-1073741510)),
+            (
+                "CommandLine",
+                Value::Text("powershell -enc \u{1b}[2J".into()),
+            ),
+        ];
+        EventRow {
+            logger_id: Some(0),
+            source: "current_buffer",
+            header_type: "system64",
+            hook: Some("0x0302".into()),
+            hook_name: Some("PROCESS_END"),
+            cpu: Some(1),
+            pid: Some(4100),
+            tid: Some(5012),
+            payload: Some(Payload {
+                class: "Process_V4_TypeGroup1",
+                fields: Fields(fields.into_iter().map(|(k, v)| (k.into(), v)).collect()).0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn messages_say_what_happened_then_where() {
+        let r = process_end();
+        // Text from the record stays escaped (ESC as \u{1b}); the status as a status code.
+        assert_eq!(
+            r.timesketch().message,
+            "Process end: powershell.exe (pid 4312, parent 4100, session 1) \
+             \"powershell -enc \\u{1b}[2J\" exit status 0xc000013a \
+             [logger 0 current_buffer, CPU 1, pid 4100 tid 5012]"
+        );
+        // The table's details column: the same summary, the hook name in its own column.
+        assert!(r.table_line().ends_with(
+            "  powershell.exe (pid 4312, parent 4100, session 1) \"powershell -enc \\u{1b}[2J\" exit status 0xc000013a"
+        ));
+        // A provider's event without a decoded payload: its name and id, nothing invented.
+        let e = EventRow {
+            logger_id: Some(10),
+            source: "secondary_data",
+            header_type: "event_header64",
+            provider: Some("15ca44ff-4d7a-4baa-bba5-0998955e531e".into()),
+            provider_name: Some("Microsoft-Windows-Kernel-Boot"),
+            event_id: Some(153),
+            ..Default::default()
+        };
+        assert_eq!(
+            e.timesketch().message,
+            "Microsoft-Windows-Kernel-Boot event 153 [logger 10 secondary_data]"
+        );
+        let e = EventRow {
+            provider_name: None,
+            ..e
+        };
+        assert_eq!(
+            e.timesketch().message,
+            "15ca44ff-4d7a-4baa-bba5-0998955e531e event 153 [logger 10 secondary_data]"
+        );
+    }
 }
