@@ -350,10 +350,14 @@ fn key_of(conv: &clock::Converter, g: usize, ts: u64) -> Key {
     }
 }
 
-/// Rows held at once by the per-CPU merge before it gives up strict order (about 40 bytes
-/// each: 160 MB). Only buffers whose time ranges overlap are held together; real per-CPU
-/// buffers of a session follow each other in time, so this is reached only by crafted memory.
-const MAX_OPEN_ROWS: usize = 4 << 20;
+/// Bytes of decoded switches the per-CPU merge holds at once before it gives up strict order
+/// (issue 30: every command's resident set under 256 MiB). Only buffers whose time ranges
+/// overlap are held together; real per-CPU buffers of a session follow each other in time, so
+/// this is reached only by crafted memory (or the forge's benchmark session, whose buffers of a
+/// CPU share one time range: docs/performance.md).
+const MAX_OPEN_BYTES: usize = 96 << 20;
+/// [`MAX_OPEN_BYTES`] in switches (80 bytes each on 64-bit: 1,258,291).
+const MAX_OPEN_ROWS: usize = MAX_OPEN_BYTES / std::mem::size_of::<Raw>();
 
 /// The `--last` window: keep the switches of the last `window` (100 ns units) before `end`
 /// (a FILETIME: the dump's SystemTime, or, when it has none, the newest switch).
@@ -765,6 +769,10 @@ impl Plan<'_, '_> {
             r.key = key_of(&self.groups[g].conv, g, r.ts);
         }
         rows.sort_by_key(|r| r.key);
+        // Held until the merge passes them: no growth slack (a buffer's switches are pushed
+        // one by one, and doubling left up to twice their bytes allocated: 168 MB held on the
+        // benchmark dump, heaptrack).
+        rows.shrink_to_fit();
         rows
     }
 
