@@ -451,10 +451,11 @@ fn decode_payload(text: &str, fields: &[Field], p: &[u8]) -> Payload {
             } => super::raw::of(
                 p,
                 &format!(
-                    "the one of the {total} readings of its ambiguous fields ({}) that fits the \
-                     payload's {} bytes does not hold values of its types: {why}",
-                    named(),
-                    p.len()
+                    "the provider's schema (etl-parser's) fits the payload's {} bytes in one of \
+                     the {total} readings of its ambiguous fields ({}), whose values are not of \
+                     its types: {why}",
+                    p.len(),
+                    named()
                 ),
             ),
             mut decoded => {
@@ -1470,9 +1471,10 @@ mod tests {
         // A Boolean is 0 or 1: the one reading that fits, with 2 there, is not taken.
         assert_eq!(
             raw_why(&one(1, &[7, 0, 0, 0, 2, 0, 0, 0, 9, 0])),
-            "not decoded: the one of the 2 readings of its ambiguous fields (B (Int8ul)) that \
-             fits the payload's 10 bytes does not hold values of its types: B at payload +0x4: \
-             as a win:Boolean its 4 bytes say 0x2, and a Boolean is 0 or 1"
+            "not decoded: the provider's schema (etl-parser's) fits the payload's 10 bytes in one \
+             of the 2 readings of its ambiguous fields (B (Int8ul)), whose values are not of its \
+             types: B at payload +0x4: as a win:Boolean its 4 bytes say 0x2, and a Boolean is 0 \
+             or 1"
         );
         // 5 bytes: a Boolean then a UInt8, or a UInt8 then a Boolean: which is not known.
         assert_eq!(
