@@ -104,8 +104,8 @@ fn any_payload<'a>(rows: &'a [Value], provider: &str, id: u64, ts: u64) -> &'a V
     &r["payload"]
 }
 
-/// x64 (19041): 60 of the 107 EVENT_HEADER rows decode from the table, all exactly: 45 with
-/// unambiguous types, 15 by the one reading of their `Int8ul` / `Bytes(this.F)` fields that
+/// x64 (19041): 59 of the 107 EVENT_HEADER rows decode from the table, all exactly: 45 with
+/// unambiguous types, 14 by the one reading of their `Int8ul` / `Bytes(this.F)` fields that
 /// fits (before those were kept out of the table: 45 of 107). VolumeSnapshot 106: its two
 /// `Int8ul` are 4-byte win:Booleans (etl-parser's 1-byte reading misplaces CommitTime). Given
 /// raw: FilterManager 6 (no reading fits: these version-0 records carry version 1's
