@@ -42,8 +42,10 @@ fn event_rows(dump: &std::path::Path) -> Vec<Value> {
 /// Per provider: (manifest payloads, of them decoded by the one reading of their ambiguous
 /// types that fits, EVENT_HEADER rows, payloads given raw because their schema does not fit
 /// them in any reading, in several, or with values not of its types).
-fn per_provider(rows: &[Value]) -> BTreeMap<String, (u32, u32, u32, u32)> {
-    let mut m: BTreeMap<String, (u32, u32, u32, u32)> = BTreeMap::new();
+type Counts = (u32, u32, u32, u32);
+
+fn per_provider(rows: &[Value]) -> BTreeMap<String, Counts> {
+    let mut m: BTreeMap<String, Counts> = BTreeMap::new();
     for r in rows {
         let Some(name) = r["provider_name"].as_str() else {
             continue;
@@ -73,7 +75,7 @@ fn per_provider(rows: &[Value]) -> BTreeMap<String, (u32, u32, u32, u32)> {
 }
 
 /// A table of expected [`per_provider`] counts.
-fn counts(rows: &[(&str, (u32, u32, u32, u32))]) -> BTreeMap<String, (u32, u32, u32, u32)> {
+fn counts(rows: &[(&str, Counts)]) -> BTreeMap<String, Counts> {
     rows.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
