@@ -6,13 +6,24 @@
 //! `{"class": "manifest", "fields": {...}, "problem": ...}`.
 //!
 //! The table is generated from airbus-cert/etl-parser 1.0.1 (Apache-2.0) by
-//! `tools/manifest_schemas/generate.py`, which keeps only what etl-parser's types say
-//! faithfully: an event with an `Int8ul` field (win:UInt8 or a 4-byte win:Boolean) or a
-//! `Bytes(this.Field)` length other than the Event Log's `__binLength` (bytes, or UTF-16
-//! characters) is not in it. Each provider's block of the table is compressed on its own
+//! `tools/manifest_schemas/generate.py`. Two of etl-parser's types stand for two wire formats
+//! each, and the table says so: `Int8ul` is `u8|bool` (a 1-byte win:UInt8 or a 4-byte
+//! win:Boolean) and `Bytes(this.Field)`, but for the Event Log's `__binLength`, is
+//! `bytes|wchars(Field)` (that many bytes, or that many UTF-16 characters). An event with such
+//! fields (4,959 of 35,971, every Threat-Intelligence event and AMSI's among them) is decoded
+//! only by the one reading that consumes its payload exactly: every reading (each ambiguous
+//! field one way or the other; at most [`MAX_AMBIGUOUS`] fields, 4,096 readings) is measured
+//! against the payload, and if exactly one fits, and its values are of its types (a Boolean 0
+//! or 1; characters that are text: no NUL but a last one, no lone surrogate), the payload is
+//! decoded with it and a last field [`HOW`] says which reading it is and that it is the only
+//! one of the N that fits the payload's M bytes; none, several, or more fields than the bound:
+//! given raw ([`super::raw`]) with why (the fields and the count of fitting readings).
+//! Measured against dissect.etl's manifests, the reading so found is the manifest's type for
+//! all 227 ambiguous fields of the real triage dumps' payloads decoded this way
+//! (tools/manifest_schemas/README.md). Each provider's block of the table is compressed on its own
 //! (.lzma) and decompressed and parsed once, on the first lookup of that provider, so a dump
 //! pays for the few providers it has events of (about a millisecond each at most), not for all
-//! 764.
+//! 794.
 //!
 //! What is decoded, and what is not:
 //! - Only EVENT_HEADER records (header types 0x12 / 0x13) whose Flags say neither
@@ -26,7 +37,8 @@
 //! - The user data starts after the extended data items (the layout [`super::tracelogging`]
 //!   reads) or right after the 0x50-byte header.
 //!
-//! Values: `u16`..`u64` as numbers, `i8`..`i64` as signed numbers (etl-parser keeps no hex or
+//! Values: `u8`..`u64` as numbers, a win:Boolean as `true`/`false`, characters as text (up to
+//! a last NUL), `i8`..`i64` as signed numbers (etl-parser keeps no hex or
 //! pointer out-type: a pointer is a number), `f32`/`f64` as numbers, `wstr` (NUL-terminated
 //! UTF-16LE) and `cstr` (NUL-terminated 8-bit, as UTF-8 with invalid bytes replaced) as
 //! untrusted text without the NUL, `guid` as `xxxxxxxx-…` text, `systime` as
@@ -34,7 +46,9 @@
 //! as lower-case hex digits.
 //!
 //! Hostile input: every length is checked against the record before anything is read or
-//! allocated; a field that does not fit (payload too short, a string without its terminator, a
+//! allocated; trying the readings takes readings × fields steps, each in constant time (the
+//! table bounds both; the strings' terminators are found once per payload, two `u32` per
+//! byte); a field that does not fit (payload too short, a string without its terminator, a
 //! length past the end, a SID that is not one) stops the decoding there with a `problem`
 //! naming the field and its offset, keeping the fields before it; bytes after the last field
 //! are reported (`N bytes after the last field (Name); the schema does not cover them: …`):
@@ -73,6 +87,8 @@ const UNCOVERED: &str =
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ty {
     I8,
+    /// 1 byte (an etl-parser `Int8ul` that a later field's length names: a win:UInt8).
+    U8,
     U16,
     I16,
     U32,
@@ -96,12 +112,30 @@ enum Ty {
         field: u16,
         twice: bool,
     },
+    /// etl-parser's `Int8ul` (`u8|bool`): a 1-byte win:UInt8 or a 4-byte win:Boolean, which
+    /// of the two the payload's size decides ([`readings`]).
+    U8OrBool,
+    /// etl-parser's `Bytes(this.F)` (`bytes|wchars(F)`): as many bytes as the earlier integer
+    /// field F says, or as many UTF-16 characters (twice as many bytes); the payload's size
+    /// decides.
+    BytesOrWChars {
+        field: u16,
+    },
+    /// A reading of [`Ty::U8OrBool`] (never in the table): a 4-byte win:Boolean.
+    Bool,
+    /// A reading of [`Ty::BytesOrWChars`] (never in the table): as many UTF-16 characters as
+    /// the earlier integer field says, as text.
+    WChars {
+        field: u16,
+    },
 }
 
 impl Ty {
     fn parse(t: &str, earlier: &[Field], text: &str) -> Option<Ty> {
         Some(match t {
             "i8" => Ty::I8,
+            "u8" => Ty::U8,
+            "u8|bool" => Ty::U8OrBool,
             "u16" => Ty::U16,
             "i16" => Ty::I16,
             "u32" => Ty::U32,
@@ -116,6 +150,20 @@ impl Ty {
             "systime" => Ty::SystemTime,
             "sid" => Ty::Sid,
             _ => {
+                let length = |name: &str| {
+                    let i = earlier
+                        .iter()
+                        .position(|f| f.name(text) == name && f.ty.is_integer())?;
+                    u16::try_from(i).ok()
+                };
+                if let Some(arg) = t
+                    .strip_prefix("bytes|wchars(")
+                    .and_then(|a| a.strip_suffix(')'))
+                {
+                    return Some(Ty::BytesOrWChars {
+                        field: length(arg)?,
+                    });
+                }
                 let arg = t.strip_prefix("bytes(")?.strip_suffix(')')?;
                 if let Ok(n) = arg.parse::<u16>() {
                     return Some(Ty::Bytes(n));
@@ -124,22 +172,41 @@ impl Ty {
                     Some(n) => (n, true),
                     None => (arg, false),
                 };
-                let field = earlier
-                    .iter()
-                    .position(|f| f.name(text) == name && f.ty.is_integer())?;
                 Ty::BytesOf {
-                    field: u16::try_from(field).ok()?,
+                    field: length(name)?,
                     twice,
                 }
             }
         })
     }
 
+    /// An integer a later field's length may name (not an ambiguous `u8|bool`: a Boolean is
+    /// no length, and the generator writes an `Int8ul` named as a length as `u8`).
     fn is_integer(self) -> bool {
         matches!(
             self,
-            Ty::I8 | Ty::U16 | Ty::I16 | Ty::U32 | Ty::I32 | Ty::U64 | Ty::I64
+            Ty::I8 | Ty::U8 | Ty::U16 | Ty::I16 | Ty::U32 | Ty::I32 | Ty::U64 | Ty::I64
         )
+    }
+
+    fn is_ambiguous(self) -> bool {
+        matches!(self, Ty::U8OrBool | Ty::BytesOrWChars { .. })
+    }
+
+    /// This type in a reading: an ambiguous type read the narrow way (`other` false: win:UInt8,
+    /// bytes, etl-parser's own reading) or the other (win:Boolean, UTF-16 characters); any
+    /// other type as it is.
+    fn read_as(self, other: bool) -> Ty {
+        match (self, other) {
+            (Ty::U8OrBool, false) => Ty::U8,
+            (Ty::U8OrBool, true) => Ty::Bool,
+            (Ty::BytesOrWChars { field }, false) => Ty::BytesOf {
+                field,
+                twice: false,
+            },
+            (Ty::BytesOrWChars { field }, true) => Ty::WChars { field },
+            (t, _) => t,
+        }
     }
 }
 
@@ -321,18 +388,7 @@ fn decode_with<'s>(
             .ok_or_else(|| "the user data starts past the record".to_string())
     });
     Some(match user {
-        // A payload its schema does not fit exactly is not decoded: etl-parser's schemas can
-        // lack a field (six-byte MAC addresses), and a missing field shifts every field after
-        // it, so no value of such a decoding can be trusted.
-        Ok(p) => match decode_fields(&s.text, fields, p) {
-            Payload {
-                problem: Some(why), ..
-            } => super::raw::of(
-                p,
-                &format!("the provider's schema (etl-parser's) does not fit the payload: {why}"),
-            ),
-            decoded => decoded,
-        },
+        Ok(p) => decode_payload(&s.text, fields, p),
         Err(why) => Payload {
             class: CLASS,
             problem: Some(why),
@@ -341,8 +397,304 @@ fn decode_with<'s>(
     })
 }
 
-/// `fields` read from `p` in order.
-fn decode_fields(text: &str, fields: &[Field], p: &[u8]) -> Payload {
+/// The most fields with an ambiguous type whose readings are tried: 2^12 = 4,096 readings. Of
+/// the table's 4,959 events with such fields, 26 have more (CodeIntegrity 16, PersistentMemory-
+/// Nvdimm 4, Office-Word2 3, USB-MAUSBHOST 2, Partition 1); Threat-Intelligence's have at most
+/// 10, AMSI's 3.
+pub(crate) const MAX_AMBIGUOUS: usize = 12;
+
+/// The name of the last field of a payload decoded by the one reading of its ambiguous types
+/// that fits it: how the reading was found. Not a field name of any schema (those are
+/// `[A-Za-z0-9_]+`).
+pub const HOW: &str = "@how";
+
+/// A payload decoded from `fields`, exactly, or given raw with why. A payload its schema does
+/// not fit exactly is not decoded: etl-parser's schemas can lack a field (six-byte MAC
+/// addresses), and a missing field shifts every field after it, so no value of such a decoding
+/// can be trusted. With ambiguous types ([`Ty::U8OrBool`], [`Ty::BytesOrWChars`]), every
+/// reading is tried and the payload is decoded only by the one that consumes it exactly,
+/// saying so in a last field [`HOW`]; none or several: given raw with why.
+fn decode_payload(text: &str, fields: &[Field], p: &[u8]) -> Payload {
+    const UNFIT: &str = "the provider's schema (etl-parser's) does not fit the payload";
+    let ambiguous: Vec<&Field> = fields.iter().filter(|f| f.ty.is_ambiguous()).collect();
+    if ambiguous.is_empty() {
+        return match decode_fields(text, fields, p, 0) {
+            Payload {
+                problem: Some(why), ..
+            } => super::raw::of(p, &format!("{UNFIT}: {why}")),
+            decoded => decoded,
+        };
+    }
+    let k = ambiguous.len();
+    let named = || {
+        ambiguous
+            .iter()
+            .map(|f| format!("{} ({})", f.name(text), etl_parser_type(f.ty, fields, text)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if k > MAX_AMBIGUOUS {
+        return super::raw::of(
+            p,
+            &format!(
+                "the provider's schema (etl-parser's) leaves the wire types of {k} fields open \
+                 ({}), more than {MAX_AMBIGUOUS}: its readings are not tried",
+                named()
+            ),
+        );
+    }
+    let total = 1u32 << k;
+    let fit = readings(fields, p);
+    match fit {
+        Fit::One { reading: r, empty } => match decode_fields(text, fields, p, r) {
+            Payload {
+                problem: Some(why), ..
+            } => super::raw::of(
+                p,
+                &format!(
+                    "the provider's schema (etl-parser's) fits the payload's {} bytes in one of \
+                     the {total} readings of its ambiguous fields ({}), whose values are not of \
+                     its types: {why}",
+                    p.len(),
+                    named()
+                ),
+            ),
+            mut decoded => {
+                decoded.fields.push((
+                    Untrusted::from(HOW),
+                    Value::Formatted(how(text, fields, p.len(), r, empty, total)),
+                ));
+                decoded
+            }
+        },
+        Fit::None => {
+            let why = decode_fields(text, fields, p, 0)
+                .problem
+                .unwrap_or_default();
+            super::raw::of(
+                p,
+                &format!(
+                    "{UNFIT} in any of the {total} readings of its ambiguous fields ({}); \
+                     etl-parser's own reading (1-byte Int8ul, byte counts): {why}",
+                    named()
+                ),
+            )
+        }
+        Fit::Several(n) => super::raw::of(
+            p,
+            &format!(
+                "the provider's schema (etl-parser's) fits the payload's {} bytes in {n} of the \
+                 {total} readings of its ambiguous fields ({}): which one is right is not known",
+                p.len(),
+                named()
+            ),
+        ),
+    }
+}
+
+/// etl-parser's type of an ambiguous field, as its module writes it.
+fn etl_parser_type(ty: Ty, fields: &[Field], text: &str) -> String {
+    match ty {
+        Ty::BytesOrWChars { field } => format!(
+            "Bytes(this.{})",
+            fields.get(usize::from(field)).map_or("?", |f| f.name(text))
+        ),
+        _ => "Int8ul".into(),
+    }
+}
+
+/// The value of the [`HOW`] field of a `size`-byte payload decoded by reading `r`, the only
+/// one of `total` that fits (`empty`: its empty `bytes|wchars` fields).
+fn how(text: &str, fields: &[Field], size: usize, r: u32, empty: u32, total: u32) -> String {
+    let mut groups: [Vec<&str>; 5] = Default::default();
+    for (i, f) in fields.iter().filter(|f| f.ty.is_ambiguous()).enumerate() {
+        let bit = |m: u32| m.checked_shr(i as u32).unwrap_or(0) & 1 == 1;
+        let g = match f.ty {
+            Ty::U8OrBool if bit(r) => 0,
+            Ty::U8OrBool => 1,
+            _ if bit(empty) => 4,
+            _ if bit(r) => 2,
+            _ => 3,
+        };
+        groups[g].push(f.name(text));
+    }
+    const AS: [&str; 5] = [
+        "Int8ul read as win:Boolean (4 bytes)",
+        "Int8ul read as win:UInt8 (1 byte)",
+        "Bytes(this.F) read as UTF-16 characters (2 bytes each)",
+        "Bytes(this.F) read as bytes",
+        "Bytes(this.F) empty (F is 0: bytes or characters alike)",
+    ];
+    let said: Vec<String> = groups
+        .iter()
+        .zip(AS)
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, what)| format!("{what}: {}", g.join(", ")))
+        .collect();
+    format!(
+        "{}; the only one of the {total} readings of etl-parser's ambiguous types that \
+         consumes the payload's {size} bytes exactly",
+        said.join("; ")
+    )
+}
+
+/// Which readings of a field list's ambiguous types fit a payload exactly.
+#[derive(Debug, PartialEq, Eq)]
+enum Fit {
+    None,
+    /// The one that fits (bit i set: the i-th ambiguous field read the other way), and its
+    /// empty `bytes|wchars` fields (their bits are 0 in `reading`).
+    One {
+        reading: u32,
+        empty: u32,
+    },
+    /// How many fit.
+    Several(u32),
+}
+
+/// Every reading of `fields`' ambiguous types (at most 2^[`MAX_AMBIGUOUS`]) tried against `p`:
+/// those in which every field fits and no byte is left. Readings that differ only in a
+/// `bytes|wchars` field whose length is 0 are one (the field is empty either way). Time:
+/// readings × fields, each field in constant time (strings' terminators are found once for
+/// the whole payload).
+fn readings(fields: &[Field], p: &[u8]) -> Fit {
+    let k = fields.iter().filter(|f| f.ty.is_ambiguous()).count();
+    if k > MAX_AMBIGUOUS {
+        return Fit::None;
+    }
+    let strings = fields.iter().any(|f| matches!(f.ty, Ty::WStr | Ty::CStr));
+    let z = strings.then(|| Terminators::new(p));
+    let mut ints = Vec::with_capacity(fields.len());
+    let (mut fits, mut first) = (0u32, (0u32, 0u32));
+    for r in 0..1u32 << k {
+        if let Some((size, empty)) = measure(fields, p, r, z.as_ref(), &mut ints) {
+            // One reading per layout: an empty field's bit at 0.
+            if size == p.len() && r & empty == 0 {
+                if fits == 0 {
+                    first = (r, empty);
+                }
+                fits += 1;
+            }
+        }
+    }
+    match fits {
+        0 => Fit::None,
+        1 => Fit::One {
+            reading: first.0,
+            empty: first.1,
+        },
+        n => Fit::Several(n),
+    }
+}
+
+/// Where the NUL-terminated strings that start at each offset of a payload end: `z8[i]` the
+/// first NUL byte at or after `i`, `z16[i]` the first NUL 16-bit unit at `i`, `i + 2`, …
+/// ([`NONE`]: none before the end). Built in one pass; two `u32` per payload byte.
+struct Terminators {
+    z8: Vec<u32>,
+    z16: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Terminators {
+    fn new(p: &[u8]) -> Terminators {
+        let n = p.len();
+        let (mut z8, mut z16) = (vec![NONE; n + 2], vec![NONE; n + 2]);
+        // Offsets past u32 (not in a record: its size is 16-bit) find no terminator.
+        for i in (0..n.min(NONE as usize - 1)).rev() {
+            z8[i] = if p[i] == 0 { i as u32 } else { z8[i + 1] };
+            z16[i] = if p[i] == 0 && p.get(i + 1) == Some(&0) {
+                i as u32
+            } else {
+                z16[i + 2]
+            };
+        }
+        Terminators { z8, z16 }
+    }
+}
+
+/// The payload's bytes `fields` read as reading `r` takes (None: a field does not fit), and
+/// the reading bits of its `bytes|wchars` fields whose length is 0. The sizes [`read`] reads,
+/// without the values; `ints` (cleared) gets the integer fields' values as lengths. Without
+/// `z`, a string does not fit.
+fn measure(
+    fields: &[Field],
+    p: &[u8],
+    r: u32,
+    z: Option<&Terminators>,
+    ints: &mut Vec<Option<u64>>,
+) -> Option<(usize, u32)> {
+    ints.clear();
+    let (mut at, mut bit, mut empty) = (0usize, 0u32, 0u32);
+    for f in fields {
+        let mut other = false;
+        if f.ty.is_ambiguous() {
+            other = r.checked_shr(bit).unwrap_or(0) & 1 == 1;
+            bit += 1;
+        }
+        let rest = p.len().checked_sub(at)?;
+        let fixed = |n: usize| (n <= rest).then_some(n);
+        let le = |n: usize| {
+            p.bytes_at(at, n)
+                .map(|b| b.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+        };
+        let sized = |field: u16, unit: u64| {
+            let units = ints.get(usize::from(field)).copied().flatten()?;
+            let n = usize::try_from(units.checked_mul(unit)?).ok()?;
+            (n <= rest).then_some(n)
+        };
+        let signed = |n: usize| {
+            let bits = 8 * n as u32;
+            let v = ((le(n)? << (64 - bits)) as i64) >> (64 - bits);
+            Some((n, u64::try_from(v).ok()))
+        };
+        let (n, int) = match f.ty.read_as(other) {
+            Ty::I8 => signed(1)?,
+            Ty::I16 => signed(2)?,
+            Ty::I32 => signed(4)?,
+            Ty::I64 => signed(8)?,
+            Ty::U8 => (1, Some(le(1)?)),
+            Ty::U16 => (2, Some(le(2)?)),
+            Ty::U32 => (4, Some(le(4)?)),
+            Ty::U64 => (8, Some(le(8)?)),
+            Ty::Bool | Ty::F32 => (fixed(4)?, None),
+            Ty::F64 => (fixed(8)?, None),
+            Ty::Guid | Ty::SystemTime => (fixed(16)?, None),
+            Ty::Bytes(n) => (fixed(usize::from(n))?, None),
+            Ty::WStr => {
+                let end = *z?.z16.get(at)?;
+                (usize::try_from(end).ok()?.checked_sub(at)? + 2, None)
+            }
+            Ty::CStr => {
+                let end = *z?.z8.get(at)?;
+                (usize::try_from(end).ok()?.checked_sub(at)? + 1, None)
+            }
+            Ty::Sid => {
+                let (rev, count) = (p.u8_at(at)?, p.u8_at(at + 1)?);
+                if rev != 1 || count > 15 {
+                    return None;
+                }
+                (fixed(8 + 4 * usize::from(count))?, None)
+            }
+            Ty::BytesOf { field, twice } => (sized(field, if twice { 2 } else { 1 })?, None),
+            Ty::WChars { field } => (sized(field, 2)?, None),
+            Ty::U8OrBool | Ty::BytesOrWChars { .. } => return None,
+        };
+        if let Ty::BytesOrWChars { field } = f.ty {
+            if ints.get(usize::from(field)) == Some(&Some(0)) {
+                empty |= 1u32.checked_shl(bit - 1).unwrap_or(0);
+            }
+        }
+        ints.push(int);
+        at += n;
+    }
+    Some((at, empty))
+}
+
+/// `fields` read from `p` in order, the ambiguous ones as reading `r` says (bit i set: the
+/// i-th ambiguous field read the other way: win:Boolean, UTF-16 characters).
+fn decode_fields(text: &str, fields: &[Field], p: &[u8], r: u32) -> Payload {
     let mut out = Payload {
         class: CLASS,
         ..Payload::default()
@@ -351,9 +703,15 @@ fn decode_fields(text: &str, fields: &[Field], p: &[u8]) -> Payload {
     // negative).
     let mut ints: Vec<Option<u64>> = Vec::with_capacity(fields.len());
     let mut at = 0usize;
+    let mut bit = 0u32;
     for f in fields {
         let name = f.name(text);
-        match read(f.ty, p, at, &ints, fields, text) {
+        let mut other = false;
+        if f.ty.is_ambiguous() {
+            other = r.checked_shr(bit).unwrap_or(0) & 1 == 1;
+            bit += 1;
+        }
+        match read(f.ty.read_as(other), p, at, &ints, fields, text) {
             Ok((v, n, int)) => {
                 out.fields.push((Untrusted::from(name), v));
                 ints.push(int);
@@ -408,8 +766,39 @@ fn read(
         Ok((Value::Signed(v), n, u64::try_from(v).ok()))
     };
     let text_value = |v: Value, n: usize| Ok((v, n, None));
+    // The byte length of a field sized by the earlier integer field `field`, `unit` bytes per
+    // unit it counts.
+    let sized = |field: u16, unit: u64| {
+        let i = usize::from(field);
+        let len_name = fields.get(i).map_or("", |f| f.name(text));
+        let units = ints
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("its length field {len_name} is negative"))?;
+        units
+            .checked_mul(unit)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= p.len().saturating_sub(at))
+            .ok_or_else(|| {
+                format!(
+                    "its length field {len_name} says {units}{}, the payload has {} bytes",
+                    if unit == 2 { " UTF-16 units" } else { " bytes" },
+                    p.len().saturating_sub(at)
+                )
+            })
+    };
     match ty {
         Ty::I8 => signed(1),
+        Ty::U8 => unsigned(1),
+        // The readings the payload's size alone picked (`Ty::U8OrBool`, `Ty::BytesOrWChars`) must
+        // also hold values of their type, or the payload is not decoded.
+        Ty::Bool => match uint(4)? {
+            v @ (0 | 1) => text_value(Value::Bool(v == 1), 4),
+            v => Err(format!(
+                "as a win:Boolean its 4 bytes say {v:#x}, and a Boolean is 0 or 1"
+            )),
+        },
         Ty::U16 => unsigned(2),
         Ty::I16 => signed(2),
         Ty::U32 => unsigned(4),
@@ -458,26 +847,32 @@ fn read(
             text_value(Value::Formatted(hex_digits(take(n)?)), n)
         }
         Ty::BytesOf { field, twice } => {
-            let i = usize::from(field);
-            let len_name = fields.get(i).map_or("", |f| f.name(text));
-            let units = ints
-                .get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| format!("its length field {len_name} is negative"))?;
-            let n = units
-                .checked_mul(if twice { 2 } else { 1 })
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|&n| n <= p.len().saturating_sub(at))
-                .ok_or_else(|| {
-                    format!(
-                        "its length field {len_name} says {units}{}, the payload has {} bytes",
-                        if twice { " UTF-16 units" } else { " bytes" },
-                        p.len().saturating_sub(at)
-                    )
-                })?;
+            let n = sized(field, if twice { 2 } else { 1 })?;
             text_value(Value::Formatted(hex_digits(take(n)?)), n)
         }
+        Ty::WChars { field } => {
+            let n = sized(field, 2)?;
+            let b = take(n)?;
+            let units: Vec<u16> = b
+                .chunks_exact(2)
+                .map(|u| u16::from_le_bytes([u[0], u[1]]))
+                .collect();
+            let text = match units.split_last() {
+                Some((0, s)) => s,
+                _ => &units[..],
+            };
+            if let Some(i) = text.iter().position(|&u| u == 0) {
+                return Err(format!(
+                    "as UTF-16 text its character {i} of {} is NUL (a counted string may end \
+                     with one NUL, not hold one)",
+                    units.len()
+                ));
+            }
+            let s = String::from_utf16(text)
+                .map_err(|_| "as UTF-16 text it holds a lone surrogate (not text)".to_string())?;
+            text_value(Value::Text(Untrusted::new(s)), n)
+        }
+        Ty::U8OrBool | Ty::BytesOrWChars { .. } => Err("its type is ambiguous (no reading)".into()),
     }
 }
 
@@ -516,6 +911,10 @@ mod tests {
     const SCM: &str = "555908d1-a6d7-4695-8e1e-26931d2012f4";
     /// Microsoft-Windows-Threat-Intelligence.
     const THREAT_INTELLIGENCE: &str = "f4e1897c-bb5d-5668-f1d8-040f4d8dd344";
+    /// Microsoft-Antimalware-Scan-Interface.
+    const AMSI: &str = "2a576b87-09a7-520e-c21a-4942f0271d67";
+    /// Microsoft-Windows-VolumeSnapshot-Driver.
+    const VOLUME_SNAPSHOT: &str = "67fe2216-727a-40cb-94b2-c02211edb34a";
     /// Microsoft-Windows-Kernel-PnP.
     const KERNEL_PNP: &str = "9c205a39-1250-487d-abd7-e831c6290539";
 
@@ -586,7 +985,7 @@ mod tests {
     /// header) and parses, to the event and field list counts the generator printed.
     #[test]
     fn embedded_table_loads() {
-        assert_eq!(schemas::PROVIDERS.len(), 764);
+        assert_eq!(schemas::PROVIDERS.len(), 794);
         assert!(schemas::PROVIDERS.windows(2).all(|w| w[0].0 < w[1].0));
         assert_eq!(schemas::PROVIDERS[0].1, 0);
         assert!(schemas::PROVIDERS.windows(2).all(|w| w[0].2 == w[1].1));
@@ -595,7 +994,7 @@ mod tests {
             schemas::BLOB.len()
         );
         let mut all = Vec::new();
-        let (mut events, mut lists) = (0, 0);
+        let (mut events, mut lists, mut ambiguous) = (0, 0, 0);
         for (i, p) in schemas::PROVIDERS.iter().enumerate() {
             let text = block_text(i).unwrap();
             all.extend_from_slice(text.as_bytes());
@@ -603,6 +1002,16 @@ mod tests {
             assert!(!s.events.is_empty());
             events += s.events.len();
             lists += s.lists.len();
+            ambiguous += s
+                .events
+                .iter()
+                .filter(|e| {
+                    let (a, b) = s.lists[e.2 as usize];
+                    s.fields[a as usize..b as usize]
+                        .iter()
+                        .any(|f| f.ty.is_ambiguous())
+                })
+                .count();
             // The lookup finds the same block.
             assert_eq!(provider(&p.0).unwrap().events, s.events);
         }
@@ -611,6 +1020,10 @@ mod tests {
         let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, schemas::TEXT_SHA256);
         assert_eq!((events, lists), (schemas::EVENTS, schemas::FIELD_LISTS));
+        assert_eq!(ambiguous, schemas::AMBIGUOUS_EVENTS);
+        // What the generator printed (tools/manifest_schemas/README.md): every class of
+        // etl-parser, 4,959 of them with an ambiguous type.
+        assert_eq!((events, ambiguous), (35_971, 4_959));
         assert!(provider(&TEST_GUID).is_none());
     }
 
@@ -684,9 +1097,21 @@ mod tests {
         // Versions 0 to 3 of ProcessStart are declared, 4 is not.
         assert!(list(KERNEL_PROCESS, 1, 0).is_some());
         assert!(list(KERNEL_PROCESS, 1, 4).is_none());
-        // Left out: every Threat-Intelligence event (1 v0: `CallingProcessSignatureLevel` /
-        // Int8ul, a 1-byte UInt8 or a 4-byte Boolean, etl-parser does not say which).
-        assert!(provider(&guid(THREAT_INTELLIGENCE)).is_none());
+        // Every Threat-Intelligence event, with etl-parser's `Int8ul` as `u8|bool` (1 v0:
+        // `CallingProcessSignatureLevel` ..., nine of them).
+        let ti = list(guid(THREAT_INTELLIGENCE), 1, 0).unwrap();
+        assert_eq!(ti.len(), 24);
+        assert_eq!(ti[3], ("CallingProcessSignatureLevel".into(), Ty::U8OrBool));
+        assert_eq!(ti.iter().filter(|f| f.1 == Ty::U8OrBool).count(), 9);
+        assert_eq!(
+            provider(&guid(THREAT_INTELLIGENCE)).unwrap().events.len(),
+            30
+        );
+        // AMSI 1101 v0: `Bytes(lambda this: this.contentsize)` as `bytes|wchars(contentsize)`.
+        let amsi = list(guid(AMSI), 1101, 0).unwrap();
+        assert_eq!(amsi[1], ("scanStatus".into(), Ty::U8OrBool));
+        assert_eq!(amsi[7], ("content".into(), Ty::BytesOrWChars { field: 5 }));
+        assert_eq!(amsi[9], ("contentFiltered".into(), Ty::U8OrBool));
     }
 
     /// Every type, with values as the bytes say.
@@ -967,7 +1392,13 @@ mod tests {
     fn bad_table_text_is_refused() {
         for (text, why) in [
             ("E 1 0 0\n", "a field list not defined before"),
-            ("F A:u8\n", "unknown type"),
+            ("F A:u9\n", "unknown type"),
+            ("F A:bool\n", "unknown type"),
+            // A length naming an ambiguous field (the generator writes such a field `u8`).
+            ("F A:u8|bool B:bytes|wchars(A)\n", "unknown type"),
+            ("F A:u8|bool B:bytes(A)\n", "unknown type"),
+            ("F A:bytes|wchars(B)\n", "unknown type"),
+            ("F A:wstr B:bytes|wchars(A)\n", "unknown type"),
             ("F A:bytes(B)\n", "unknown type"),
             ("F A:wstr B:bytes(A)\n", "unknown type"),
             ("F A\n", "no type"),
@@ -983,5 +1414,417 @@ mod tests {
         let s = Schemas::parse("F A:u32 B:bytes(A)\nE 1 0 0\nE 1 1 0\nE 7 0 0\n".into()).unwrap();
         assert_eq!(s.event(1, 1).map(<[Field]>::len), Some(2));
         assert!(s.event(1, 2).is_none() && s.event(7, 0).is_some() && s.event(2, 0).is_none());
+    }
+
+    /// The `@how` of a payload decoded by its one fitting reading.
+    fn how_of(p: &Payload) -> String {
+        match p.get(HOW) {
+            Some(Value::Formatted(s)) => s.clone(),
+            other => panic!("no {HOW}: {other:?} in {p:?}"),
+        }
+    }
+
+    /// The problem of a payload given raw (its class checked).
+    fn raw_why(p: &Payload) -> String {
+        assert_eq!(p.class, super::super::raw::CLASS, "{p:?}");
+        p.problem.clone().unwrap()
+    }
+
+    /// `Int8ul` read as win:UInt8, as win:Boolean and both in one event, each the only reading
+    /// of its payload's size; two readings that fit: given raw with why.
+    #[test]
+    fn uint8_and_boolean_by_size() {
+        let t = test_table(&[
+            "A:u32 B:u8|bool C:u16",
+            "A:u8|bool B:u8|bool",
+            "A:u8|bool S:wstr B:u8|bool",
+        ]);
+        let one = |id: u16, d: &[u8]| run_with(&t, &record(0x13, 0, TEST_GUID, id, 0, d)).unwrap();
+        // UInt8: 4 + 1 + 2 = 7 bytes (the Boolean reading needs 10).
+        let p = one(1, &[7, 0, 0, 0, 5, 9, 0]);
+        assert_eq!((p.class, p.problem.as_deref()), (CLASS, None));
+        assert_eq!(
+            fields_json(&p),
+            json!({"A": 7, "B": 5, "C": 9, "@how": "Int8ul read as win:UInt8 (1 byte): B; the \
+                   only one of the 2 readings of etl-parser's ambiguous types that consumes the \
+                   payload's 7 bytes exactly"})
+        );
+        // Boolean: 4 + 4 + 2 = 10 bytes.
+        let p = one(1, &[7, 0, 0, 0, 1, 0, 0, 0, 9, 0]);
+        assert_eq!(
+            fields_json(&p),
+            json!({"A": 7, "B": true, "C": 9, "@how": "Int8ul read as win:Boolean (4 bytes): B; \
+                   the only one of the 2 readings of etl-parser's ambiguous types that consumes \
+                   the payload's 10 bytes exactly"})
+        );
+        assert_eq!(
+            one(1, &[7, 0, 0, 0, 0, 0, 0, 0, 9, 0]).get("B"),
+            Some(&Value::Bool(false))
+        );
+        // Neither: 8 bytes.
+        assert_eq!(
+            raw_why(&one(1, &[7, 0, 0, 0, 1, 0, 9, 0])),
+            "not decoded: the provider's schema (etl-parser's) does not fit the payload in any \
+             of the 2 readings of its ambiguous fields (B (Int8ul)); etl-parser's own reading \
+             (1-byte Int8ul, byte counts): 1 bytes after the last field (C); the schema does not \
+             cover them: a field it lacks shifts the fields after it"
+        );
+        // A Boolean is 0 or 1: the one reading that fits, with 2 there, is not taken.
+        assert_eq!(
+            raw_why(&one(1, &[7, 0, 0, 0, 2, 0, 0, 0, 9, 0])),
+            "not decoded: the provider's schema (etl-parser's) fits the payload's 10 bytes in one \
+             of the 2 readings of its ambiguous fields (B (Int8ul)), whose values are not of its \
+             types: B at payload +0x4: as a win:Boolean its 4 bytes say 0x2, and a Boolean is 0 \
+             or 1"
+        );
+        // 5 bytes: a Boolean then a UInt8, or a UInt8 then a Boolean: which is not known.
+        assert_eq!(
+            raw_why(&one(2, &[1, 0, 0, 0, 1])),
+            "not decoded: the provider's schema (etl-parser's) fits the payload's 5 bytes in 2 \
+             of the 4 readings of its ambiguous fields (A (Int8ul), B (Int8ul)): which one is \
+             right is not known"
+        );
+        assert_eq!(one(2, &[1, 0, 0, 0, 1]).number("size"), Some(5));
+        // 2 and 8 bytes: one reading each.
+        assert_eq!(
+            fields_json(&one(2, &[3, 4]))
+                .as_object()
+                .unwrap()
+                .iter()
+                .take(2)
+                .collect::<Vec<_>>(),
+            [(&"A".to_string(), &json!(3)), (&"B".to_string(), &json!(4))]
+        );
+        let p = one(2, &[1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            (p.get("A"), p.get("B")),
+            (Some(&Value::Bool(true)), Some(&Value::Bool(false)))
+        );
+        // Mixed: a Boolean, a string, a UInt8 (11 bytes). The other readings put the string at
+        // +1 (an empty string: the Boolean's zero bytes) and end at 4 or 7.
+        let mut d = vec![1, 0, 0, 0];
+        d.extend(utf16z("hi"));
+        d.push(7);
+        let p = one(3, &d);
+        assert_eq!(
+            fields_json(&p),
+            json!({"A": true, "S": "hi", "B": 7, "@how": "Int8ul read as win:Boolean (4 bytes): \
+                   A; Int8ul read as win:UInt8 (1 byte): B; the only one of the 4 readings of \
+                   etl-parser's ambiguous types that consumes the payload's 11 bytes exactly"})
+        );
+        assert_eq!(p.problem, None);
+    }
+
+    /// `Bytes(this.F)` read as bytes or as UTF-16 characters by size; an empty one is either;
+    /// characters that are not text (a NUL inside, a lone surrogate) are not taken.
+    #[test]
+    fn counted_bytes_or_characters_by_size() {
+        let t = test_table(&["N:u16 D:bytes|wchars(N) T:u32"]);
+        let one = |d: &[u8]| run_with(&t, &record(0x13, 0, TEST_GUID, 1, 0, d)).unwrap();
+        let with = |n: u16, data: &[u8]| {
+            let mut d = n.to_le_bytes().to_vec();
+            d.extend(data);
+            d.extend(5u32.to_le_bytes());
+            one(&d)
+        };
+        // 8 characters, 16 bytes (FilterManager 6's DeviceNameLength and DeviceName).
+        let name: Vec<u8> = "FileInfo"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let p = with(8, &name);
+        assert_eq!(
+            fields_json(&p),
+            json!({"N": 8, "D": "FileInfo", "T": 5, "@how": "Bytes(this.F) read as UTF-16 \
+                   characters (2 bytes each): D; the only one of the 2 readings of etl-parser's \
+                   ambiguous types that consumes the payload's 22 bytes exactly"})
+        );
+        // A trailing NUL is the string's own.
+        assert_eq!(
+            with(3, &[b'o', 0, b'k', 0, 0, 0])
+                .text("D")
+                .map(|s| s.raw()),
+            Some("ok")
+        );
+        // 4 bytes.
+        let p = with(4, b"abcd");
+        assert_eq!(p.get("D"), Some(&Value::Formatted("61626364".into())));
+        assert!(how_of(&p).starts_with("Bytes(this.F) read as bytes: D; the only one of the 2"));
+        // Empty: both readings are one layout.
+        let p = with(0, &[]);
+        assert_eq!(fields_json(&p)["D"], json!(""));
+        assert_eq!(
+            how_of(&p),
+            "Bytes(this.F) empty (F is 0: bytes or characters alike): D; the only one of the 2 \
+             readings of etl-parser's ambiguous types that consumes the payload's 6 bytes exactly"
+        );
+        // Not text: a NUL before the last character, a lone surrogate.
+        assert!(raw_why(&with(2, &[0, 0, b'A', 0])).ends_with(
+            "D at payload +0x2: as UTF-16 text its character 0 of 2 is NUL (a counted string may \
+             end with one NUL, not hold one)"
+        ));
+        assert!(raw_why(&with(2, &[0, 0xd8, b'A', 0]))
+            .ends_with("D at payload +0x2: as UTF-16 text it holds a lone surrogate (not text)"));
+        // Neither reading: 3 bytes where 2 or 4 are due.
+        assert!(raw_why(&with(2, &[1, 2, 3])).contains("in any of the 2 readings"));
+    }
+
+    /// At most 12 ambiguous fields (4,096 readings) are tried; more: given raw, saying why.
+    #[test]
+    fn ambiguous_fields_are_bounded() {
+        let list = |k: usize| {
+            (0..k)
+                .map(|i| format!("F{i}:u8|bool"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let t = test_table(&[&list(MAX_AMBIGUOUS), &list(MAX_AMBIGUOUS + 1)]);
+        let one = |id: u16, d: &[u8]| run_with(&t, &record(0x13, 0, TEST_GUID, id, 0, d)).unwrap();
+        // 12 Booleans (48 bytes) and 12 UInt8 (12 bytes): one reading each of 4,096.
+        let p = one(1, &[1, 0, 0, 0].repeat(12));
+        assert!(
+            how_of(&p).contains("the only one of the 4096 readings"),
+            "{p:?}"
+        );
+        assert_eq!(p.fields.len(), 13);
+        assert_eq!(one(1, &[9; 12]).number("F11"), Some(9));
+        // 15 bytes: 1 Boolean and 11 UInt8, 12 ways.
+        assert!(raw_why(&one(1, &[0; 15])).contains("in 12 of the 4096 readings"));
+        assert_eq!(
+            raw_why(&one(2, &[0; 13])),
+            format!(
+                "not decoded: the provider's schema (etl-parser's) leaves the wire types of 13 \
+                 fields open ({}), more than 12: its readings are not tried",
+                (0..13)
+                    .map(|i| format!("F{i} (Int8ul)"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        );
+    }
+
+    /// Every reading decoded in full by `decode_fields` (independent of `readings`' measuring),
+    /// with the values' own checks left out (a Boolean as 4 bytes, characters as twice as
+    /// many bytes): the readings that fit the payload's size (no field short, no byte left),
+    /// one per distinct decoding (an empty field read either way is one), each with its
+    /// reading.
+    fn oracle(t: &Schemas, p: &[u8]) -> Vec<u32> {
+        let fields = t.event(1, 0).unwrap();
+        let k = fields.iter().filter(|f| f.ty.is_ambiguous()).count();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for r in 0..1u32 << k {
+            let mut bit = 0;
+            let sized: Vec<Field> = fields
+                .iter()
+                .map(|f| {
+                    let mut other = false;
+                    if f.ty.is_ambiguous() {
+                        other = r >> bit & 1 == 1;
+                        bit += 1;
+                    }
+                    let ty = match f.ty.read_as(other) {
+                        Ty::Bool => Ty::Bytes(4),
+                        Ty::WChars { field } => Ty::BytesOf { field, twice: true },
+                        ty => ty,
+                    };
+                    Field { ty, ..*f }
+                })
+                .collect();
+            let d = decode_fields(&t.text, &sized, p, 0);
+            if d.problem.is_none() && seen.insert(serde_json::to_string(&d).unwrap()) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Random payloads, every truncation and byte change of good ones: never a panic, and a
+    /// payload is decoded only when exactly one reading fits it, with that reading's values.
+    #[test]
+    fn readings_never_decode_wrongly() {
+        let lists = [
+            "A:u8|bool S:wstr B:u8|bool",
+            "N:u16 D:bytes|wchars(N) F:u8|bool C:cstr",
+            "A:u8|bool B:u8|bool C:u8|bool X:sid L:u32 D:bytes|wchars(L) G:guid",
+            "L:u8 D:bytes|wchars(L) E:bytes|wchars(L) B:u8|bool",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut decoded, mut several, mut none) = (0, 0, 0);
+        for list in lists {
+            let t = test_table(&[list]);
+            let mut check = |d: &[u8]| {
+                let got = run_with(&t, &record(0x13, 0, TEST_GUID, 1, 0, d)).unwrap();
+                let fits = oracle(&t, d);
+                let fields = t.event(1, 0).unwrap();
+                match fits.as_slice() {
+                    &[r] if decode_fields(&t.text, fields, d, r).problem.is_none() => {
+                        let only = decode_fields(&t.text, fields, d, r);
+                        assert_eq!(got.class, CLASS, "{list} {d:?}: {got:?}");
+                        assert_eq!(&got.fields[..got.fields.len() - 1], &only.fields[..]);
+                        assert!(got.problem.is_none());
+                        decoded += 1;
+                    }
+                    other => {
+                        assert_eq!(got.class, super::super::raw::CLASS, "{list} {d:?}");
+                        if other.len() > 1 {
+                            let why = got.problem.unwrap();
+                            assert!(why.contains(&format!("in {} of the", other.len())), "{why}");
+                            several += 1;
+                        } else {
+                            none += 1;
+                        }
+                    }
+                }
+            };
+            for _ in 0..3000 {
+                let n = (rand() % 48) as usize;
+                // Bytes mostly 0 and 1 (Booleans, terminators, small lengths), some random.
+                let d: Vec<u8> = (0..n)
+                    .map(|_| match rand() % 4 {
+                        0 | 1 => 0,
+                        2 => 1,
+                        _ => rand() as u8,
+                    })
+                    .collect();
+                check(&d);
+            }
+        }
+        // A good mixed record, cut and changed.
+        let t = test_table(&[lists[0]]);
+        let mut good = vec![1, 0, 0, 0];
+        good.extend(utf16z("hi"));
+        good.push(7);
+        let mut variants: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+        for i in 0..good.len() {
+            for v in [0u8, 1, 0xff] {
+                let mut m = good.clone();
+                m[i] = v;
+                variants.push(m);
+            }
+        }
+        // A cut payload may be another one that fits (4 bytes: A 1, S "", B 0); whatever is
+        // decoded is the one reading that fits.
+        let mut cut_or_changed_decoded = 0;
+        for m in variants {
+            let got = run_with(&t, &record(0x13, 0, TEST_GUID, 1, 0, &m)).unwrap();
+            let fits = oracle(&t, &m);
+            if got.class == CLASS {
+                assert_eq!(fits.len(), 1);
+                let only = decode_fields(&t.text, t.event(1, 0).unwrap(), &m, fits[0]);
+                assert_eq!(&got.fields[..got.fields.len() - 1], &only.fields[..]);
+                cut_or_changed_decoded += 1;
+            }
+        }
+        assert!(cut_or_changed_decoded < 30, "{cut_or_changed_decoded}");
+        // The random payloads reach all three outcomes.
+        assert!(
+            decoded > 50 && several > 50 && none > 50,
+            "{decoded} {several} {none}"
+        );
+    }
+
+    /// Real field lists with ambiguous types, payloads as Windows writes them: VolumeSnapshot
+    /// 106 (values of the real x64 triage dump's record: `Deleted` and `Visible` 4-byte
+    /// Booleans, tests/manifest_events.rs), Threat-Intelligence 1 (signature levels and
+    /// protection, 1-byte UInt8), AMSI 1101 (`scanStatus` a UInt8, `content` binary,
+    /// `contentFiltered` a BOOL).
+    #[test]
+    fn real_ambiguous_schemas_decode() {
+        let mut d = Vec::new();
+        d.extend([0xbb, 0xf8, 0x02, 0x00, 0x80, 0x44, 0x02, 0xa0]);
+        d.extend([0x74, 0x1a, 0xd6, 0x01, 0x76, 0xf1, 0x05, 0x00]);
+        d.extend([0x61, 0xe0, 0x41, 0xb4, 0x1a, 0x67, 0xeb, 0x11]);
+        d.extend([0x86, 0x63, 0xa8, 0x5e, 0x45, 0x1e, 0xa2, 0xa0]);
+        d.extend([0; 8]); // Deleted, Visible
+        for w in [2021u16, 2, 4, 4, 16, 4, 52, 208] {
+            d.extend(w.to_le_bytes());
+        }
+        d.extend(1u32.to_le_bytes());
+        d.extend(20464u16.to_le_bytes());
+        d.extend(92u32.to_le_bytes());
+        let p = run(&record(0x13, 0, guid(VOLUME_SNAPSHOT), 106, 0, &d)).unwrap();
+        assert_eq!(
+            fields_json(&p),
+            json!({"TargetVolumeGuid": "0002f8bb-4480-a002-741a-d60176f10500",
+                   "SnapshotGuid": "b441e061-671a-11eb-8663-a85e451ea2a0", "Deleted": false,
+                   "Visible": false, "CommitTime": "2021-02-04T16:04:52.208", "SourceFile": 1,
+                   "SourceLine": 20464, "SourceTag": 92,
+                   "@how": "Int8ul read as win:Boolean (4 bytes): Deleted, Visible; the only one \
+                            of the 4 readings of etl-parser's ambiguous types that consumes the \
+                            payload's 66 bytes exactly"})
+        );
+
+        // Threat-Intelligence 1 v0 (ALLOCVM_REMOTE): 9 signature levels and protections.
+        let mut d = Vec::new();
+        for (pid, levels) in [
+            (4120u32, [12u8, 12, 0x31]),
+            (7312, [6, 6, 0]),
+            (4120, [12, 12, 0x31]),
+        ] {
+            d.extend(pid.to_le_bytes());
+            d.extend(132_583_450_998_617_254u64.to_le_bytes());
+            d.extend(u64::from(pid).to_le_bytes());
+            d.extend(levels);
+            if pid == 4120 && d.len() < 30 {
+                d.extend(5000u32.to_le_bytes()); // CallingThreadId
+                d.extend(132_583_450_998_617_300u64.to_le_bytes());
+            }
+        }
+        d.extend(0x1f0000u64.to_le_bytes()); // BaseAddress
+        d.extend(0x1000u64.to_le_bytes()); // RegionSize
+        d.extend(0x3000u32.to_le_bytes()); // MEM_COMMIT | MEM_RESERVE
+        d.extend(0x40u32.to_le_bytes()); // PAGE_EXECUTE_READWRITE
+        let p = run(&record(0x13, 0, guid(THREAT_INTELLIGENCE), 1, 0, &d)).unwrap();
+        assert_eq!(p.problem, None, "{p:?}");
+        assert_eq!(p.number("CallingProcessSignatureLevel"), Some(12));
+        assert_eq!(p.number("CallingProcessProtection"), Some(0x31));
+        assert_eq!(p.number("TargetProcessId"), Some(7312));
+        assert_eq!(p.number("ProtectionMask"), Some(0x40));
+        assert!(how_of(&p).starts_with(
+            "Int8ul read as win:UInt8 (1 byte): CallingProcessSignatureLevel, \
+             CallingProcessSectionSignatureLevel, CallingProcessProtection, \
+             TargetProcessSignatureLevel,"
+        ));
+        assert!(how_of(&p).ends_with("the only one of the 512 readings of etl-parser's ambiguous types that consumes the payload's 105 bytes exactly"));
+
+        // AMSI 1101 v0: a PowerShell scan.
+        let script: Vec<u8> = "Write-Host hi"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let mut d = 0x1234_5678u64.to_le_bytes().to_vec(); // session
+        d.push(1); // scanStatus
+        d.extend(1u32.to_le_bytes()); // scanResult: AMSI_RESULT_NOT_DETECTED
+        d.extend(utf16z(
+            "PowerShell_C:\\Windows\\System32\\powershell.exe_10.0.19041.1",
+        ));
+        d.extend(utf16z(""));
+        d.extend((script.len() as u32).to_le_bytes());
+        d.extend((script.len() as u32).to_le_bytes());
+        d.extend(&script);
+        d.extend([0xa5; 16]); // hash
+        d.extend(0u32.to_le_bytes()); // contentFiltered
+        let p = run(&record(0x13, 0, guid(AMSI), 1101, 0, &d)).unwrap();
+        assert_eq!(p.problem, None, "{p:?}");
+        assert_eq!(p.number("scanStatus"), Some(1));
+        assert_eq!(
+            p.get("content"),
+            Some(&Value::Formatted(hex_digits(&script)))
+        );
+        assert_eq!(p.get("contentFiltered"), Some(&Value::Bool(false)));
+        assert_eq!(
+            how_of(&p),
+            "Int8ul read as win:Boolean (4 bytes): contentFiltered; Int8ul read as win:UInt8 (1 \
+             byte): scanStatus; Bytes(this.F) read as bytes: content; the only one of the 8 \
+             readings of etl-parser's ambiguous types that consumes the payload's 187 bytes \
+             exactly"
+        );
     }
 }

@@ -15,13 +15,23 @@ For every (provider GUID, event id, version) both hold, field by field in order:
   array (the layout the decoder reads), an array read as one value, fields left out at the end,
   or names that differ before the end (a field left out or renamed in between).
 
-    python3 tools/manifest_schemas/audit.py --etl-parser ETL_PARSER_DIR --manifests XML_DIR
+With `--events FILE...` (the output of `etwdump events DUMP --format json`), also: for every
+`manifest` payload decoded by the one reading of its ambiguous types that fits it (its `@how`
+field says which), whether each ambiguous field's reading is the manifest's inType
+(win:Boolean / win:UInt8 for `Int8ul`; win:UnicodeString / win:Binary, win:AnsiString,
+win:SID for `Bytes(this.F)`), and whether the manifest's field names are etl-parser's (a field
+etl-parser lacks shifts the fields after it, whatever the reading); and, for the payloads given
+raw because no reading or several fit, what the manifest says.
+
+    python3 tools/manifest_schemas/audit.py --etl-parser ETL_PARSER_DIR --manifests XML_DIR \
+        [--events EVENTS_JSON ...]
 """
 
 import argparse
 import ast
 import collections
 import glob
+import json
 import os
 import re
 import sys
@@ -75,6 +85,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--etl-parser", required=True, metavar="DIR")
     ap.add_argument("--manifests", required=True, metavar="DIR")
+    ap.add_argument("--events", nargs="*", metavar="JSON",
+                    help="`etwdump events DUMP --format json` outputs whose accepted readings to check")
     a = ap.parse_args()
     man, bad = read_manifests(a.manifests)
     types = etl_parser_types(a.etl_parser)
@@ -121,6 +133,84 @@ def main():
         else:
             verdict["names differ before the end"] += 1
     print("kept events: %d; %s" % (len(kept), ", ".join("%s %d" % kv for kv in verdict.most_common())))
+    for path in a.events or []:
+        audit_readings(path, man, types)
+
+
+# The groups of an `@how` text: "<what>: A, B; <what>: C; the only one of ...".
+HOW_GROUPS = {
+    "Int8ul read as win:Boolean (4 bytes)": "win:Boolean",
+    "Int8ul read as win:UInt8 (1 byte)": "win:UInt8",
+    "Bytes(this.F) read as UTF-16 characters (2 bytes each)": "chars",
+    "Bytes(this.F) read as bytes": "bytes",
+    "Bytes(this.F) empty (F is 0: bytes or characters alike)": "empty",
+}
+
+
+def manifest_reading(in_type):
+    """What a manifest's inType says of an ambiguous field's reading."""
+    return {"win:Boolean": "win:Boolean", "win:UInt8": "win:UInt8",
+            "win:UnicodeString": "chars", "win:Binary": "bytes", "win:AnsiString": "bytes",
+            "win:SID": "bytes"}.get(in_type, in_type)
+
+
+def audit_readings(path, man, types):
+    """The accepted readings of one `etwdump events --format json` output against `man`."""
+    rows = json.load(open(path, encoding="utf-8"))["records"]
+    c = collections.Counter()
+    wrong, layouts, raws = [], collections.Counter(), collections.Counter()
+    for r in rows:
+        p = r.get("payload") or {}
+        if not r.get("provider") or r.get("event_id") is None or r.get("version") is None:
+            continue
+        key = (uuid.UUID(r["provider"].strip("{}")), r["event_id"], r["version"])
+        name = "%s %d v%d" % ((r.get("provider_name") or r["provider"]).replace("Microsoft-Windows-", ""),
+                              key[1], key[2])
+        if p.get("class") == "raw" and ("readings of its ambiguous" in (p.get("problem") or "")):
+            if key in man:
+                amb = [(n, d.get("inType")) for n, t in types.get(key, [])
+                       for d in man[key] if d.get("name") == n
+                       and (t == "Int8ul" or (t.startswith("Bytes(lambda this: this.") and "__binLength" not in t))]
+                raws["%s: %s" % (name, ", ".join("%s %s" % x for x in amb))] += 1
+            else:
+                raws["%s: no manifest" % name] += 1
+            continue
+        if p.get("class") != "manifest" or "@how" not in p.get("fields", {}):
+            continue
+        c["events"] += 1
+        if key not in man:
+            c["events without a manifest"] += 1
+            continue
+        c["events with a manifest"] += 1
+        theirs = {d.get("name"): d for d in man[key]}
+        ours = [n for n, _t in types.get(key, [])]
+        if ours != [d.get("name") for d in man[key]]:
+            layouts[name] += 1
+        for part in p["fields"]["@how"].split("; "):
+            what, _, names = part.partition(": ")
+            if what not in HOW_GROUPS:
+                continue
+            for f in names.split(", "):
+                c["fields"] += 1
+                got = HOW_GROUPS[what]
+                d = theirs.get(f)
+                if d is None:
+                    c["fields the manifest lacks"] += 1
+                    continue
+                want = manifest_reading(d.get("inType"))
+                if got == "empty" or got == want:
+                    c["fields read as the manifest says"] += 1
+                else:
+                    c["fields read otherwise"] += 1
+                    wrong.append("%s %s: read %s, manifest %s" % (name, f, got, d.get("inType")))
+    print("%s: payloads decoded by the one reading that fits: %s" % (
+        path, ", ".join("%s %d" % kv for kv in c.items())))
+    for w in wrong:
+        print("  READ OTHERWISE: %s" % w)
+    for n, k in sorted(layouts.items()):
+        print("  manifest field names differ from etl-parser's: %s (%d payloads)" % (n, k))
+    for n, k in sorted(raws.items()):
+        print("  given raw (no reading or several fit, or values not of the type): %s (%d)" % (n, k))
 
 
 if __name__ == "__main__":

@@ -18,33 +18,37 @@ Writes two files:
   it (provider GUID -> block), with the sources, the licence, the counts and the SHA-256 of
   the text in its header.
 
-Only what etl-parser's types say faithfully is kept. etl-parser flattened the manifests' types
-(established against real events: tools/manifest_schemas/README.md):
+What etl-parser's types say is kept as it is; where one of its types stands for two wire
+formats, the table says so with an ambiguous type and the decoder takes the reading the
+payload fits (established against real events: tools/manifest_schemas/README.md):
 
-* `Int8ul` is both win:UInt8 (1 byte) and win:Boolean (a 4-byte BOOL on the wire): an event
-  with an `Int8ul` field is left out (not decoded);
+* `Int8ul` is both win:UInt8 (1 byte) and win:Boolean (a 4-byte BOOL on the wire): `u8|bool`;
+  an `Int8ul` that a later field's length names is an integer, a win:UInt8 (a Boolean is no
+  length): `u8`;
 * `Bytes(lambda this: this.F)` is both a byte count (win:Binary, win:AnsiString, win:SID with
   `length=`) and a count of UTF-16 characters (win:UnicodeString with `length=`, 2 bytes each):
-  such an event is left out, except when F is `__binLength`, the length field of the template
-  the Event Log gives classic event sources (`paramN` strings, `__binLength`, binary data),
-  whose data is always win:Binary;
+  `bytes|wchars(F)`, except when F is `__binLength`, the length field of the template the
+  Event Log gives classic event sources (`paramN` strings, `__binLength`, binary data), whose
+  data is always win:Binary: `bytes(F)`;
 * `Int64ul` is also win:Pointer, 4 bytes in a 32-bit event: kept (8 bytes in a 64-bit event),
   and etwdump does not decode an event with a `u64` field from a 32-bit record (the decoder's
   rule, not the generator's);
 * any other type expression, a length that names no earlier integer field, two fields with one
   name: left out.
 
-Every left-out event is counted by reason and printed per provider with -v.
+Every left-out event is counted by reason, every kept event with an ambiguous type by the
+first such type, and both are printed per provider with -v.
 
 A provider's block (UTF-8 text, `\n` line ends, fields separated by one space):
 
     F <name>:<type> <name>:<type> ...     a field list; numbered from 0 in the block
     E <event id> <version> <field list number>    an event
 
-Types: i8 u16 i16 u32 i32 u64 i64 (little-endian integers), f32 f64, wstr (NUL-terminated
+Types: i8 u8 u16 i16 u32 i32 u64 i64 (little-endian integers), f32 f64, wstr (NUL-terminated
 UTF-16LE), cstr (NUL-terminated 8-bit), guid, systime (SYSTEMTIME, 16 bytes), sid (binary SID),
 bytes(N) (N bytes), bytes(F) / bytes(2*F) (as many bytes as the earlier integer field F says,
-or twice as many). Blocks are in the order of the provider GUIDs' bytes in memory (the index
+or twice as many); ambiguous: u8|bool (1 byte, or a 4-byte Boolean), bytes|wchars(F) (F bytes,
+or F UTF-16 characters: 2*F bytes). Blocks are in the order of the provider GUIDs' bytes in memory (the index
 is binary-searched), events by id then version (strictly increasing); a field list is written
 before its first event and once per block. `--text FILE` writes all blocks as one readable
 file, each after a `P <guid> <provider name>` line.
@@ -97,7 +101,10 @@ SCALARS = {
     ("etl.utils", "SystemTime"): "systime",
     ("etl.dtyp", "Sid"): "sid",
 }
-INTEGERS = {"i8", "u16", "i16", "u32", "i32", "u64", "i64"}
+INTEGERS = {"i8", "u8", "u16", "i16", "u32", "i32", "u64", "i64"}
+# etl-parser's ambiguous types, as the table writes them.
+U8_OR_BOOL = "u8|bool"
+BYTES_OR_WCHARS = "bytes|wchars(%s)"
 # The length field of the Event Log's template for classic event sources.
 BIN_LENGTH = "__binLength"
 
@@ -124,12 +131,14 @@ NAME_RE = re.compile(r"\A[A-Za-z0-9_]+\Z")
 PROVIDER_NAME_RE = re.compile(r"\A[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?\Z")
 
 # Why an event is left out.
-R_INT8UL = "Int8ul (win:UInt8, 1 byte, or win:Boolean, 4 bytes)"
-R_LENGTH = "Bytes(lambda this: this.F) (a byte count, or UTF-16 characters)"
 R_REF = "a length naming no earlier integer field"
 R_TYPE = "a type expression the generator does not know"
 R_DUPNAME = "two fields with one name"
-REASONS = [R_INT8UL, R_LENGTH, R_REF, R_TYPE, R_DUPNAME]
+REASONS = [R_REF, R_TYPE, R_DUPNAME]
+# Kept with an ambiguous type (counted under the first one).
+A_INT8UL = "Int8ul (u8|bool: win:UInt8, 1 byte, or win:Boolean, 4 bytes)"
+A_LENGTH = "Bytes(lambda this: this.F) (bytes|wchars(F): a byte count, or UTF-16 characters)"
+AMBIGUITIES = [A_INT8UL, A_LENGTH]
 
 
 def fail(msg):
@@ -179,7 +188,7 @@ def field_type(node, names, earlier):
     """(type text, None) or (None, reason) for one construct type expression."""
     if isinstance(node, ast.Name):
         if node.id == "Int8ul" and names.get("Int8ul") == "construct":
-            return None, R_INT8UL
+            return U8_OR_BOOL, None
         t = SCALARS.get((names.get(node.id), node.id))
         return (t, None) if t else (None, R_TYPE)
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Bytes"
@@ -191,10 +200,11 @@ def field_type(node, names, earlier):
         if ref is None:
             return None, R_TYPE
         name, factor = ref
-        if factor == 1 and name != BIN_LENGTH:
-            return None, R_LENGTH
-        if earlier.get(name) not in INTEGERS:
+        # An `Int8ul` named as a length is an integer (the caller makes it `u8`).
+        if earlier.get(name) not in INTEGERS | {U8_OR_BOOL}:
             return None, R_REF
+        if factor == 1 and name != BIN_LENGTH:
+            return BYTES_OR_WCHARS % name, None
         return ("bytes(%s)" % name) if factor == 1 else ("bytes(2*%s)" % name), None
     return None, R_TYPE
 
@@ -242,6 +252,10 @@ class Stats:
         self.declared = 0
         self.kept = 0
         self.left_out = collections.Counter()       # reason -> events
+        self.ambiguous = collections.Counter()      # first ambiguous type -> kept events
+        self.ambiguous_fields = collections.Counter()  # ambiguous fields per kept event -> events
+        self.u8_lengths = 0                         # Int8ul fields named as a length: u8
+        self.by_provider_ambiguous = collections.defaultdict(collections.Counter)
         self.by_provider = collections.defaultdict(lambda: [0, collections.Counter()])
         self.types = collections.Counter()          # type text (kept events) -> fields
 
@@ -310,6 +324,12 @@ def read_etl_parser(root, stats):
                     why = R_DUPNAME
                 if why:
                     break
+                m = re.fullmatch(r"bytes(?:\|wchars)?\((?:2\*)?(\w+)\)", t)
+                if m and earlier.get(m.group(1)) == U8_OR_BOOL:
+                    # A Boolean is no length: that Int8ul is a win:UInt8.
+                    earlier[m.group(1)] = "u8"
+                    fields = [(n, "u8" if n == m.group(1) else ft) for n, ft in fields]
+                    stats.u8_lengths += 1
                 earlier[fname] = t
                 fields.append((fname, t))
             entry = stats.by_provider[pname]
@@ -319,6 +339,12 @@ def read_etl_parser(root, stats):
                 continue
             stats.kept += 1
             entry[0] += 1
+            amb = [t for _n, t in fields if t == U8_OR_BOOL or t.startswith("bytes|wchars(")]
+            if amb:
+                first = A_INT8UL if amb[0] == U8_OR_BOOL else A_LENGTH
+                stats.ambiguous[first] += 1
+                stats.ambiguous_fields[len(amb)] += 1
+                stats.by_provider_ambiguous[pname][first] += 1
             for _n, t in fields:
                 stats.types[re.sub(r"\(.*\)", "()", t)] += 1
             events[k] = fields
@@ -384,7 +410,12 @@ def render_rust(stats, blocks, parts, etl_version):
         stats.modules, stats.declared))
     w.append("// Kept: %d events of %d providers, %d field lists (distinct within each provider)." % (
         stats.kept, len(blocks), n_lists))
-    w.append("// Left out (not decoded: a type etl-parser's schema does not give faithfully): %d," % left)
+    amb = sum(stats.ambiguous.values())
+    w.append("// Of them with an ambiguous type (decoded by the one reading the payload fits): %d," % amb)
+    for a in AMBIGUITIES:
+        w.append("//   %6d with %s first" % (stats.ambiguous.get(a, 0), a))
+    w.append("// and %d `Int8ul` fields a later field's length names (`u8`)." % stats.u8_lengths)
+    w.append("// Left out (not decoded: a schema the generator cannot transcribe): %d," % left)
     for r in REASONS:
         w.append("//   %6d with %s" % (stats.left_out.get(r, 0), r))
     w.append("// Table: %s, %d bytes of text (SHA-256 %s)," % (BLOB_NAME, len(text), sha))
@@ -409,6 +440,9 @@ def render_rust(stats, blocks, parts, etl_version):
     w.append("/// Events (`E` lines) in all blocks.")
     w.append("#[cfg(test)]")
     w.append("pub(crate) const EVENTS: usize = %d;" % stats.kept)
+    w.append("/// Events with an ambiguous type (`u8|bool`, `bytes|wchars(F)`).")
+    w.append("#[cfg(test)]")
+    w.append("pub(crate) const AMBIGUOUS_EVENTS: usize = %d;" % amb)
     w.append("/// Field lists (`F` lines) in all blocks.")
     w.append("#[cfg(test)]")
     w.append("pub(crate) const FIELD_LISTS: usize = %d;" % n_lists)
@@ -463,20 +497,32 @@ def main():
         sum(stats.left_out.values())))
     for r in REASONS:
         print("    left out, %s: %d" % (r, stats.left_out.get(r, 0)))
+    print("  kept with an ambiguous type: %d" % sum(stats.ambiguous.values()))
+    for a in AMBIGUITIES:
+        print("    first ambiguous type %s: %d" % (a, stats.ambiguous.get(a, 0)))
+    print("    ambiguous fields per event: %s" % ", ".join(
+        "%d: %d" % kv for kv in sorted(stats.ambiguous_fields.items())))
+    print("    Int8ul named as a length (u8): %d" % stats.u8_lengths)
     print("  field types of the kept events: %s" % ", ".join(
         "%s %d" % kv for kv in sorted(stats.types.items())))
-    print("  providers named by issue 29 (kept / left out):")
+    print("  providers named by issue 29 (kept, of them ambiguous / left out):")
     for name in NAMED:
         if name not in stats.by_provider:
             print("    %-40s not in etl-parser" % name)
             continue
         kept, left = stats.by_provider[name]
-        print("    %-40s %5d / %d%s" % (name, kept, sum(left.values()), "".join(
-            ", %s %d" % (r.split(" ")[0], n) for r, n in sorted(left.items()))))
+        amb = stats.by_provider_ambiguous[name]
+        print("    %-40s %5d, %d%s / %d%s" % (
+            name, kept, sum(amb.values()),
+            "".join(" (%s %d)" % (a.split(" ")[0], n) for a, n in sorted(amb.items())),
+            sum(left.values()), "".join(
+                ", %s %d" % (r.split(" ")[0], n) for r, n in sorted(left.items()))))
     if args.verbose:
         for name in sorted(stats.by_provider):
             kept, left = stats.by_provider[name]
-            print("  %s: kept %d, left out %d %s" % (name, kept, sum(left.values()), dict(left)))
+            amb = stats.by_provider_ambiguous[name]
+            print("  %s: kept %d (ambiguous %d %s), left out %d %s" % (
+                name, kept, sum(amb.values()), dict(amb), sum(left.values()), dict(left)))
 
 
 if __name__ == "__main__":
