@@ -57,7 +57,7 @@ fn per_provider(rows: &[Value]) -> BTreeMap<String, Counts> {
         if r["payload"]["class"] == "manifest" {
             e.0 += 1;
             assert!(r["payload"]["problem"].is_null(), "{r}");
-            if !r["payload"]["fields"]["@how"].is_null() {
+            if !r["payload"]["how"].is_null() {
                 e.1 += 1;
             }
         }
@@ -85,6 +85,16 @@ fn payload<'a>(rows: &'a [Value], provider: &str, id: u64, ts: u64) -> &'a Value
     let p = any_payload(rows, provider, id, ts);
     assert_eq!(p["class"], "manifest", "{p}");
     p
+}
+
+/// A payload's fields with its `how` (how the reading of ambiguous types was decided) under the
+/// key `"@how"` after them: one value to compare.
+fn with_how(p: &Value) -> Value {
+    let mut f = p["fields"].clone();
+    if let (Some(h), Some(m)) = (p["how"].as_str(), f.as_object_mut()) {
+        m.insert("@how".into(), Value::String(h.to_string()));
+    }
+    f
 }
 
 /// The payload of that record, given raw.
@@ -214,7 +224,7 @@ fn triage_x64_manifest_events() {
     // 6 bytes early (0000-00-2021T02:04:04.016).
     let p = payload(&rows, "VolumeSnapshot-Driver", 106, 132583451008670154);
     assert_eq!(
-        p["fields"],
+        with_how(p),
         json!({"TargetVolumeGuid": "0002f8bb-4480-a002-741a-d60176f10500",
                "SnapshotGuid": "b441e061-671a-11eb-8663-a85e451ea2a0", "Deleted": false,
                "Visible": false, "CommitTime": "2021-02-04T16:04:52.208", "SourceFile": 1,
@@ -301,10 +311,10 @@ fn triage_arm64_manifest_events() {
     let (mut booleans, mut uint8) = (0, 0);
     for r in &rows {
         let f = &r["payload"]["fields"];
-        let Some(how) = f["@how"].as_str() else {
+        let Some(how) = r["payload"]["how"].as_str() else {
             continue;
         };
-        let (last, v) = f.as_object().unwrap().iter().rev().nth(1).unwrap();
+        let (last, v) = f.as_object().unwrap().iter().next_back().unwrap();
         let u8s = how
             .split("; ")
             .find_map(|g| g.strip_prefix("Int8ul read as win:UInt8 (1 byte): "))
@@ -318,7 +328,7 @@ fn triage_arm64_manifest_events() {
     assert_eq!((booleans, uint8), (140, 15));
     let p = payload(&rows, "NCSI", 4014, 499163643);
     assert_eq!(
-        p["fields"],
+        with_how(p),
         json!({"InterfaceGuid": "de3a098d-fea9-49a7-a477-1014fa33978a", "Succeeded": true,
                "UsedDnsProbe": false, "UsedProxy": false, "ContentComparison": true,
                "WebCompleted": true, "WebRedirected": false, "LocalErrorOccured": false,
@@ -329,7 +339,7 @@ fn triage_arm64_manifest_events() {
     );
     let p = payload(&rows, "NWiFi", 10061, 464104857);
     assert_eq!(
-        p["fields"],
+        with_how(p),
         json!({"Index": 2, "CipherAlgoId": 4, "Direction": 1, "Len": 16,
                "@how": "Int8ul read as win:UInt8 (1 byte): Direction; the only one of the 2 \
                         readings of etl-parser's ambiguous types that consumes the payload's 13 \

@@ -15,8 +15,8 @@
 //! field one way or the other; at most [`MAX_AMBIGUOUS`] fields, 4,096 readings) is measured
 //! against the payload, and if exactly one fits, and its values are of its types (a Boolean 0
 //! or 1; characters that are text: no NUL but a last one, no lone surrogate), the payload is
-//! decoded with it and a last field [`HOW`] says which reading it is and that it is the only
-//! one of the N that fits the payload's M bytes; none, several, or more fields than the bound:
+//! decoded with it and its `how` ([`Payload::how`]) says which reading it is and that it is
+//! the only one of the N that fits the payload's M bytes; none, several, or more fields than the bound:
 //! given raw ([`super::raw`]) with why (the fields and the count of fitting readings).
 //! Measured against dissect.etl's manifests, the reading so found is the manifest's type for
 //! all 227 ambiguous fields of the real triage dumps' payloads decoded this way
@@ -403,17 +403,12 @@ fn decode_with<'s>(
 /// 10, AMSI's 3.
 pub(crate) const MAX_AMBIGUOUS: usize = 12;
 
-/// The name of the last field of a payload decoded by the one reading of its ambiguous types
-/// that fits it: how the reading was found. Not a field name of any schema (those are
-/// `[A-Za-z0-9_]+`).
-pub const HOW: &str = "@how";
-
 /// A payload decoded from `fields`, exactly, or given raw with why. A payload its schema does
 /// not fit exactly is not decoded: etl-parser's schemas can lack a field (six-byte MAC
 /// addresses), and a missing field shifts every field after it, so no value of such a decoding
 /// can be trusted. With ambiguous types ([`Ty::U8OrBool`], [`Ty::BytesOrWChars`]), every
 /// reading is tried and the payload is decoded only by the one that consumes it exactly,
-/// saying so in a last field [`HOW`]; none or several: given raw with why.
+/// saying so in its `how`; none or several: given raw with why.
 fn decode_payload(text: &str, fields: &[Field], p: &[u8]) -> Payload {
     const UNFIT: &str = "the provider's schema (etl-parser's) does not fit the payload";
     let ambiguous: Vec<&Field> = fields.iter().filter(|f| f.ty.is_ambiguous()).collect();
@@ -460,10 +455,7 @@ fn decode_payload(text: &str, fields: &[Field], p: &[u8]) -> Payload {
                 ),
             ),
             mut decoded => {
-                decoded.fields.push((
-                    Untrusted::from(HOW),
-                    Value::Formatted(how(text, fields, p.len(), r, empty, total)),
-                ));
+                decoded.how = Some(how(text, fields, p.len(), r, empty, total));
                 decoded
             }
         },
@@ -503,7 +495,7 @@ fn etl_parser_type(ty: Ty, fields: &[Field], text: &str) -> String {
     }
 }
 
-/// The value of the [`HOW`] field of a `size`-byte payload decoded by reading `r`, the only
+/// The `how` of a `size`-byte payload decoded by reading `r`, the only
 /// one of `total` that fits (`empty`: its empty `bytes|wchars` fields).
 fn how(text: &str, fields: &[Field], size: usize, r: u32, empty: u32, total: u32) -> String {
     let mut groups: [Vec<&str>; 5] = Default::default();
@@ -1416,12 +1408,22 @@ mod tests {
         assert!(s.event(1, 2).is_none() && s.event(7, 0).is_some() && s.event(2, 0).is_none());
     }
 
-    /// The `@how` of a payload decoded by its one fitting reading.
+    /// The `how` of a payload decoded by its one fitting reading.
     fn how_of(p: &Payload) -> String {
-        match p.get(HOW) {
-            Some(Value::Formatted(s)) => s.clone(),
-            other => panic!("no {HOW}: {other:?} in {p:?}"),
+        match &p.how {
+            Some(s) => s.clone(),
+            None => panic!("no how in {p:?}"),
         }
+    }
+
+    /// A payload's fields as JSON, with its `how` (when it has one) under the key `"@how"`
+    /// after them: one value to compare in the tests.
+    fn fields_and_how(p: &Payload) -> serde_json::Value {
+        let mut j = fields_json(p);
+        if let (Some(h), Some(m)) = (&p.how, j.as_object_mut()) {
+            m.insert("@how".into(), serde_json::Value::String(h.clone()));
+        }
+        j
     }
 
     /// The problem of a payload given raw (its class checked).
@@ -1444,7 +1446,7 @@ mod tests {
         let p = one(1, &[7, 0, 0, 0, 5, 9, 0]);
         assert_eq!((p.class, p.problem.as_deref()), (CLASS, None));
         assert_eq!(
-            fields_json(&p),
+            fields_and_how(&p),
             json!({"A": 7, "B": 5, "C": 9, "@how": "Int8ul read as win:UInt8 (1 byte): B; the \
                    only one of the 2 readings of etl-parser's ambiguous types that consumes the \
                    payload's 7 bytes exactly"})
@@ -1452,7 +1454,7 @@ mod tests {
         // Boolean: 4 + 4 + 2 = 10 bytes.
         let p = one(1, &[7, 0, 0, 0, 1, 0, 0, 0, 9, 0]);
         assert_eq!(
-            fields_json(&p),
+            fields_and_how(&p),
             json!({"A": 7, "B": true, "C": 9, "@how": "Int8ul read as win:Boolean (4 bytes): B; \
                    the only one of the 2 readings of etl-parser's ambiguous types that consumes \
                    the payload's 10 bytes exactly"})
@@ -1507,7 +1509,7 @@ mod tests {
         d.push(7);
         let p = one(3, &d);
         assert_eq!(
-            fields_json(&p),
+            fields_and_how(&p),
             json!({"A": true, "S": "hi", "B": 7, "@how": "Int8ul read as win:Boolean (4 bytes): \
                    A; Int8ul read as win:UInt8 (1 byte): B; the only one of the 4 readings of \
                    etl-parser's ambiguous types that consumes the payload's 11 bytes exactly"})
@@ -1534,7 +1536,7 @@ mod tests {
             .collect();
         let p = with(8, &name);
         assert_eq!(
-            fields_json(&p),
+            fields_and_how(&p),
             json!({"N": 8, "D": "FileInfo", "T": 5, "@how": "Bytes(this.F) read as UTF-16 \
                    characters (2 bytes each): D; the only one of the 2 readings of etl-parser's \
                    ambiguous types that consumes the payload's 22 bytes exactly"})
@@ -1586,7 +1588,7 @@ mod tests {
             how_of(&p).contains("the only one of the 4096 readings"),
             "{p:?}"
         );
-        assert_eq!(p.fields.len(), 13);
+        assert_eq!(p.fields.len(), 12);
         assert_eq!(one(1, &[9; 12]).number("F11"), Some(9));
         // 15 bytes: 1 Boolean and 11 UInt8, 12 ways.
         assert!(raw_why(&one(1, &[0; 15])).contains("in 12 of the 4096 readings"));
@@ -1667,7 +1669,8 @@ mod tests {
                     &[r] if decode_fields(&t.text, fields, d, r).problem.is_none() => {
                         let only = decode_fields(&t.text, fields, d, r);
                         assert_eq!(got.class, CLASS, "{list} {d:?}: {got:?}");
-                        assert_eq!(&got.fields[..got.fields.len() - 1], &only.fields[..]);
+                        assert_eq!(got.fields, only.fields);
+                        assert!(got.how.is_some());
                         assert!(got.problem.is_none());
                         decoded += 1;
                     }
@@ -1718,7 +1721,7 @@ mod tests {
             if got.class == CLASS {
                 assert_eq!(fits.len(), 1);
                 let only = decode_fields(&t.text, t.event(1, 0).unwrap(), &m, fits[0]);
-                assert_eq!(&got.fields[..got.fields.len() - 1], &only.fields[..]);
+                assert_eq!(got.fields, only.fields);
                 cut_or_changed_decoded += 1;
             }
         }
@@ -1751,7 +1754,7 @@ mod tests {
         d.extend(92u32.to_le_bytes());
         let p = run(&record(0x13, 0, guid(VOLUME_SNAPSHOT), 106, 0, &d)).unwrap();
         assert_eq!(
-            fields_json(&p),
+            fields_and_how(&p),
             json!({"TargetVolumeGuid": "0002f8bb-4480-a002-741a-d60176f10500",
                    "SnapshotGuid": "b441e061-671a-11eb-8663-a85e451ea2a0", "Deleted": false,
                    "Visible": false, "CommitTime": "2021-02-04T16:04:52.208", "SourceFile": 1,

@@ -155,12 +155,19 @@ pub struct Payload {
     /// Why decoding stopped before the last field, or what follows it (None: exactly the
     /// described fields).
     pub problem: Option<String>,
+    /// How the layout was decided when the schema alone did not say it (a manifest event
+    /// whose schema has ambiguous types: which reading, and that it is the only one that fits
+    /// the payload); in JSON only when present.
+    pub how: Option<String>,
 }
 
 impl Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let n = 3 + usize::from(self.event.is_some()) + usize::from(self.provider.is_some());
+        let n = 3
+            + usize::from(self.event.is_some())
+            + usize::from(self.provider.is_some())
+            + usize::from(self.how.is_some());
         let mut m = s.serialize_map(Some(n))?;
         m.serialize_entry("class", self.class)?;
         if let Some(e) = &self.event {
@@ -171,6 +178,9 @@ impl Serialize for Payload {
         }
         m.serialize_entry("fields", &Pairs(&self.fields))?;
         m.serialize_entry("problem", &self.problem)?;
+        if let Some(h) = &self.how {
+            m.serialize_entry("how", h)?;
+        }
         m.end()
     }
 }

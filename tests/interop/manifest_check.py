@@ -23,7 +23,7 @@ must be the row's.
    etwdump did decode must still agree. etl-parser ignores bytes after its last field, so a
    payload etwdump reports "N bytes after the last field" is compared field for field.
    etl-parser reads `Int8ul` as 1 byte and `Bytes(this.F)` as F bytes. Where etwdump's payload
-   says (its `@how` field) that the one reading of the payload's size is the other one (a
+   says (its `how`) that the one reading of the payload's size is the other one (a
    4-byte win:Boolean, F UTF-16 characters), etl-parser misreads by construction: its own
    decoding is counted as "etl-parser's known misreading" (the fields from the first such one
    on; the fields before it are compared), and every field is compared against etl-parser's
@@ -116,13 +116,13 @@ RAW_REASONS = [
     ("does not fit the payload", "the schema does not fit the payload (given raw)"),
 ]
 
-# The groups of a payload's `@how` text that read a field the other way than etl-parser.
+# The groups of a payload's `how` text that read a field the other way than etl-parser.
 HOW_BOOLEAN = "Int8ul read as win:Boolean (4 bytes)"
 HOW_CHARS = "Bytes(this.F) read as UTF-16 characters (2 bytes each)"
 
 
 def how_groups(how):
-    """{group: [field names]} of an `@how` text."""
+    """{group: [field names]} of a `how` text."""
     out = {}
     for part in how.split("; "):
         what, sep, names = part.partition(": ")
@@ -266,7 +266,7 @@ def check_file(c, etwdump, path, tag, t):
         singles = {sc.name for sc in cls.pattern.subcons if sc.subcon.__class__.__name__ == "FormatField"
                    and getattr(sc.subcon, "fmtstr", "") == "<f"}
         fields = dict(p["fields"])
-        groups = how_groups(fields.pop("@how", ""))
+        groups = how_groups(p.get("how") or "")
         booleans, chars = set(groups.get(HOW_BOOLEAN, [])), set(groups.get(HOW_CHARS, []))
         if booleans or chars:
             # etl-parser reads these fields (and so every field after the first) otherwise: its

@@ -16,7 +16,7 @@ For every (provider GUID, event id, version) both hold, field by field in order:
   or names that differ before the end (a field left out or renamed in between).
 
 With `--events FILE...` (the output of `etwdump events DUMP --format json`), also: for every
-`manifest` payload decoded by the one reading of its ambiguous types that fits it (its `@how`
+`manifest` payload decoded by the one reading of its ambiguous types that fits it (its `how`
 field says which), whether each ambiguous field's reading is the manifest's inType
 (win:Boolean / win:UInt8 for `Int8ul`; win:UnicodeString / win:Binary, win:AnsiString,
 win:SID for `Bytes(this.F)`), and whether the manifest's field names are etl-parser's (a field
@@ -137,7 +137,7 @@ def main():
         audit_readings(path, man, types)
 
 
-# The groups of an `@how` text: "<what>: A, B; <what>: C; the only one of ...".
+# The groups of a `how` text: "<what>: A, B; <what>: C; the only one of ...".
 HOW_GROUPS = {
     "Int8ul read as win:Boolean (4 bytes)": "win:Boolean",
     "Int8ul read as win:UInt8 (1 byte)": "win:UInt8",
@@ -175,7 +175,7 @@ def audit_readings(path, man, types):
             else:
                 raws["%s: no manifest" % name] += 1
             continue
-        if p.get("class") != "manifest" or "@how" not in p.get("fields", {}):
+        if p.get("class") != "manifest" or not p.get("how"):
             continue
         c["events"] += 1
         if key not in man:
@@ -186,7 +186,7 @@ def audit_readings(path, man, types):
         ours = [n for n, _t in types.get(key, [])]
         if ours != [d.get("name") for d in man[key]]:
             layouts[name] += 1
-        for part in p["fields"]["@how"].split("; "):
+        for part in p["how"].split("; "):
             what, _, names = part.partition(": ")
             if what not in HOW_GROUPS:
                 continue
