@@ -12,7 +12,7 @@
 //! `bytes|wchars(Field)` (that many bytes, or that many UTF-16 characters). An event with such
 //! fields (4,959 of 35,971, every Threat-Intelligence event and AMSI's among them) is decoded
 //! only by the one reading that consumes its payload exactly: every reading (each ambiguous
-//! field one way or the other; at most [`MAX_AMBIGUOUS`] fields, 4,096 readings) is measured
+//! field one way or the other; at most `MAX_AMBIGUOUS` fields, 4,096 readings) is measured
 //! against the payload, and if exactly one fits, and its values are of its types (a Boolean 0
 //! or 1; characters that are text: no NUL but a last one, no lone surrogate), the payload is
 //! decoded with it and its `how` ([`Payload::how`]) says which reading it is and that it is
