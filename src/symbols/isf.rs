@@ -97,7 +97,7 @@ pub struct IsfContents {
     pub pointer_size: u64,
     pub machine: Option<u16>,
     pub types: TypeStore,
-    pub symbols: HashMap<String, u64>,
+    pub symbols: super::SymbolMap,
 }
 
 /// Read `wanted` structures (and what they embed) and all symbols from an ISF file.

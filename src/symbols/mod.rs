@@ -18,6 +18,11 @@ pub use layout::{Field, LayoutSource, StructLayout, TypeRef, TypeStore};
 
 use serde::Serialize;
 use std::collections::HashMap;
+
+/// Global symbol name → RVA. foldhash (seeded per process, so a crafted symbol file cannot
+/// choose colliding names) instead of SipHash: a kernel PDB has tens of thousands of globals
+/// (issue 30 item 4).
+pub type SymbolMap = HashMap<String, u64, foldhash::quality::RandomState>;
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -205,10 +210,10 @@ pub struct Symbols {
     pub pointer_size: u64,
     pub machine: Option<u16>,
     types: TypeStore,
-    rvas: HashMap<String, u64>,
+    rvas: SymbolMap,
     builtin: TypeStore,
     /// Global RVAs from the built-in corpus (exact match, no symbol file only).
-    builtin_rvas: HashMap<String, u64>,
+    builtin_rvas: SymbolMap,
     /// The hand-written built-in era in use, if any, and the caveats of the built-in layouts.
     pub builtin_era: Option<&'static str>,
     pub builtin_notes: Vec<String>,
@@ -225,9 +230,9 @@ impl Symbols {
             pointer_size,
             machine: None,
             types: TypeStore::default(),
-            rvas: HashMap::new(),
+            rvas: SymbolMap::default(),
             builtin: TypeStore::default(),
-            builtin_rvas: HashMap::new(),
+            builtin_rvas: SymbolMap::default(),
             builtin_era: None,
             builtin_notes: Vec::new(),
             builtin_corpus: None,

@@ -27,7 +27,7 @@ pub struct PdbContents {
     pub machine: Option<u16>,
     pub types: TypeStore,
     /// Global symbol → RVA (x86 names without their leading underscore).
-    pub symbols: HashMap<String, u64>,
+    pub symbols: super::SymbolMap,
 }
 
 fn bad(path: &Path, e: impl std::fmt::Display) -> SymbolError {
@@ -197,7 +197,14 @@ fn read_types<'s, S: pdb::Source<'s> + 's>(
 ) -> Result<TypeStore, SymbolError> {
     let ti = pdb.type_information().map_err(|e| bad(path, e))?;
     let mut finder = ti.finder();
-    let mut defs: HashMap<String, TypeIndex> = HashMap::new();
+    // Names as the type stream holds them (no copy per record), hashed with foldhash: a large
+    // PDB has tens of thousands of structures, and SipHash and a String per name were a quarter
+    // of the load (issue 30 item 4). foldhash's quality hasher is seeded per process, so a
+    // crafted PDB cannot choose colliding names.
+    // Sized for the type stream (about one record in four is a named aggregate), bounded: the
+    // count is the file's word.
+    let mut defs: Defs<'_> =
+        Defs::with_capacity_and_hasher((ti.len() / 4).min(1 << 18), Default::default());
     // Wanted enumeration name -> its field list.
     let mut enum_lists: HashMap<String, TypeIndex> = HashMap::new();
     let mut iter = ti.iter();
@@ -222,8 +229,7 @@ fn read_types<'s, S: pdb::Source<'s> + 's>(
             _ => continue,
         };
         if !fwd {
-            defs.entry(name.to_string().into_owned())
-                .or_insert(t.index());
+            defs.entry(name.as_bytes()).or_insert(t.index());
         }
     }
     let mut conv = Converter {
@@ -235,7 +241,7 @@ fn read_types<'s, S: pdb::Source<'s> + 's>(
     let mut store = TypeStore::default();
     let mut queue: VecDeque<(String, TypeIndex)> = wanted
         .iter()
-        .filter_map(|w| defs.get(*w).map(|&i| (w.to_string(), i)))
+        .filter_map(|w| defs.get(w.as_bytes()).map(|&i| (w.to_string(), i)))
         .collect();
     let mut done = HashSet::new();
     while let Some((name, idx)) = queue.pop_front() {
@@ -283,9 +289,12 @@ fn enum_constants(finder: &TypeFinder<'_>, fields: TypeIndex) -> pdb::Result<Vec
     Ok(out)
 }
 
+/// Structure and union definitions by name (the type stream's bytes).
+type Defs<'t> = HashMap<&'t [u8], TypeIndex, foldhash::quality::RandomState>;
+
 struct Converter<'a, 't> {
     finder: &'a TypeFinder<'t>,
-    defs: &'a HashMap<String, TypeIndex>,
+    defs: &'a Defs<'t>,
     pointer_size: u64,
     /// Unnamed nested types get a synthetic name from their type index.
     anonymous: HashMap<TypeIndex, String>,
@@ -314,10 +323,10 @@ impl<'t> Converter<'_, 't> {
     fn definition(&self, idx: TypeIndex) -> TypeIndex {
         match self.parse(idx) {
             Ok(TypeData::Class(c)) if c.properties.forward_reference() => {
-                self.defs.get(&*c.name.to_string()).copied().unwrap_or(idx)
+                self.defs.get(c.name.as_bytes()).copied().unwrap_or(idx)
             }
             Ok(TypeData::Union(u)) if u.properties.forward_reference() => {
-                self.defs.get(&*u.name.to_string()).copied().unwrap_or(idx)
+                self.defs.get(u.name.as_bytes()).copied().unwrap_or(idx)
             }
             _ => idx,
         }
@@ -523,10 +532,10 @@ fn read_symbols<'s, S: pdb::Source<'s> + 's>(
     path: &Path,
     pdb: &mut pdb::PDB<'s, S>,
     x86: bool,
-) -> Result<HashMap<String, u64>, SymbolError> {
+) -> Result<super::SymbolMap, SymbolError> {
     let map = pdb.address_map().map_err(|e| bad(path, e))?;
     let globals = pdb.global_symbols().map_err(|e| bad(path, e))?;
-    let mut out = HashMap::new();
+    let mut out = super::SymbolMap::default();
     let mut it = globals.iter();
     while let Some(sym) = it.next().map_err(|e| bad(path, e))? {
         let (name, offset, public) = match sym.parse() {
