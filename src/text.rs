@@ -163,6 +163,11 @@ impl Untrusted {
         Untrusted(String::from_utf16_lossy(&units))
     }
 
+    /// UTF-16 code units as text, exactly: None when they hold a lone surrogate (not text).
+    pub(crate) fn from_utf16_exact(units: &[u16]) -> Option<Untrusted> {
+        String::from_utf16(units).ok().map(Untrusted)
+    }
+
     /// The exact text, for comparisons, lookups and parsing: never for printing (the
     /// printing layers may not call this; `tests/architecture.rs`).
     pub fn raw(&self) -> &str {

@@ -860,9 +860,9 @@ fn read(
                     units.len()
                 ));
             }
-            let s = String::from_utf16(text)
-                .map_err(|_| "as UTF-16 text it holds a lone surrogate (not text)".to_string())?;
-            text_value(Value::Text(Untrusted::new(s)), n)
+            let s = Untrusted::from_utf16_exact(text)
+                .ok_or_else(|| "as UTF-16 text it holds a lone surrogate (not text)".to_string())?;
+            text_value(Value::Text(s), n)
         }
         Ty::U8OrBool | Ty::BytesOrWChars { .. } => Err("its type is ambiguous (no reading)".into()),
     }

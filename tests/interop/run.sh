@@ -33,6 +33,9 @@
 #    every record of the header and rundown buffers, the header buffer holds the header event
 #    and the 0x0050 partition record, a kernel session's rundown names each forged process
 #    (name, parent), thread and module, and each processor's buffers are in time order.
+# 6b. wheel_check.sh: the Python package (pyproject.toml, maturin) built, installed with pip
+#    into a fresh venv beside volatility3: etwdump on PATH, the plugins found without -p, their
+#    Sessions rows equal etwdump's, and uninstalled again.
 # 7d. events_check.py: `$ETWDUMP etl FILE --events` on the real ShutdownPerfDiagLogger.etl, on
 #    the .etl files `extract` writes from the real triage dumps (when present) and from the
 #    plugin set: every decoded classic kernel field (process, thread, image, header extension,
@@ -153,6 +156,8 @@ echo "== sessions_check.py (ETW sessions: volatility3 plugin, forge, etwdump ses
 if [ "$run_vol" -eq 1 ]; then
     echo "== vol_plugins_check.py (the windows.etw plugin suite under volatility3: every row vs etwdump on dumps and images)"
     "$venv/bin/python" "$here/vol_plugins_check.py" "$out/plugins" --symbols "$out/vol/symbols" || status=1
+    echo "== wheel_check.sh (the Python package: maturin wheel, pip install into a fresh venv, etwdump on PATH, windows.etw.* found by Volatility without -p, uninstall)"
+    bash "$here/wheel_check.sh" "$out/vol/symbols" || status=1
 fi
 
 echo "== image_check.py (memory images of every dump: etwdump info/sessions; volatility3 windows.info on raw, .vmem, ELF)"

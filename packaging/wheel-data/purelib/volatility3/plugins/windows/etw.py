@@ -1,0 +1,1 @@
+../../../../../../plugins/volatility3/windows/etw.py
