@@ -248,9 +248,12 @@ fn real_event_providers_are_named() {
         for (n, count) in want {
             assert_eq!(names.get(*n), Some(count), "{dump}: {n} in {names:?}");
         }
-        // The Timesketch message names the provider.
+        // The Timesketch message starts with the provider's name and the event id.
         let r = etwdump(&["events", p.to_str().unwrap(), "--format", "jsonl"]);
         let text = String::from_utf8_lossy(&r.stdout);
-        assert!(text.contains(&format!("provider {} ", want[0].0)), "{dump}");
+        assert!(
+            text.contains(&format!("\"message\":\"{} event ", want[0].0)),
+            "{dump}"
+        );
     }
 }
