@@ -41,6 +41,10 @@ use std::io::{Read, Seek, SeekFrom};
 /// Entries kept in each name table (thread → process, process → name).
 const MAX_NAMES: usize = 1 << 20;
 
+/// Buffers with switches planned at most (about 90 bytes each, 90 MiB; 1 Mi buffers of 64 KiB
+/// are 64 GiB of trace data). Beyond it a warning says the rest is not listed.
+const MAX_STREAMS: usize = 1 << 20;
+
 /// One .etl file to read switches from: the name it is shown by, and the open file.
 pub struct EtlCswitchFile {
     pub name: String,
@@ -171,8 +175,10 @@ impl NameTables {
 fn plan_etl(
     files: Vec<EtlCswitchFile>,
     cpu_filter: Option<u64>,
+    max_streams: usize,
 ) -> std::io::Result<Plan<'static, 'static>> {
     let mut warnings = Vec::new();
+    let mut cut = false;
     let mut groups: Vec<Group> = Vec::new();
     let mut streams = Vec::new();
     let mut feed = EtlFeed {
@@ -242,13 +248,7 @@ fn plan_etl(
                     h.processor_index & 0xFF
                 }
             });
-            let bi = feed.buffers.len();
-            feed.buffers.push(Buf {
-                file: fi,
-                offset: off,
-                size: buf.len(),
-                valid,
-            });
+            let at = off;
             off += size;
             if cpu_filter.is_some_and(|c| cpu != Some(c)) {
                 continue;
@@ -261,6 +261,19 @@ fn plan_etl(
             ) else {
                 continue;
             };
+            // Only buffers with switches are kept, at most `max_streams` of them: a crafted
+            // file of many tiny buffers must not grow the plan without bound.
+            if streams.len() >= max_streams {
+                cut = true;
+                continue;
+            }
+            let bi = feed.buffers.len();
+            feed.buffers.push(Buf {
+                file: fi,
+                offset: at,
+                size: buf.len(),
+                valid,
+            });
             streams.push(Stream {
                 cpu,
                 group: gi,
@@ -270,6 +283,14 @@ fn plan_etl(
             });
         }
         feed.files.push(FileEntry { name, file, mwr });
+    }
+    if cut {
+        warnings.push(Warning::new(
+            WarningKind::Bound,
+            format!(
+                "the files hold more than {max_streams} buffers with context switches: the switches of the buffers after those are not listed"
+            ),
+        ));
     }
     let by_tid = name_warnings(&names, &mut warnings);
     Ok(Plan {
@@ -391,7 +412,7 @@ pub fn stream_etl(
     per_record: bool,
     emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
-    let p = plan_etl(files, cpu_filter)?;
+    let p = plan_etl(files, cpu_filter, MAX_STREAMS)?;
     let last = last.map(|window| Last { window, end: None });
     run(p, last, per_record, emit)
 }
@@ -443,6 +464,63 @@ mod tests {
         assert_eq!(w[0].kind, WarningKind::Inferred);
         let mut w = Vec::new();
         assert_eq!(file_mwr("f.etl", None, &mut w), None);
+    }
+
+    /// The plan keeps only buffers with switches, at most the bound: beyond it, one warning,
+    /// and the rows of the buffers within it (the sample's files, written by `extract`).
+    #[test]
+    fn the_plan_is_bounded() {
+        use crate::dump::{DumpFile, OpenOptions};
+        use crate::kernel::context::{KernelContext, SymbolOptions};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let d = DumpFile::open(
+            &root.join("tests/data/sample-x64-etw.dmp"),
+            OpenOptions::default(),
+        )
+        .unwrap();
+        let opts = SymbolOptions {
+            pdb: Some(root.join("tests/fixtures/x64-19041/ntkrnlmp.pdb")),
+            ..SymbolOptions::default()
+        };
+        let ctx = KernelContext::open(&d, &opts).unwrap();
+        let dir = std::env::temp_dir().join(format!("etwdump-plan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        crate::report::extract::extract(&ctx, "sample", &dir, None, false).unwrap();
+        let files = || {
+            let mut paths: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "etl"))
+                .collect();
+            paths.sort();
+            paths
+                .into_iter()
+                .map(|p| EtlCswitchFile {
+                    name: p.display().to_string(),
+                    file: std::fs::File::open(&p).unwrap(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let all = plan_etl(files(), None, MAX_STREAMS).unwrap();
+        // Every planned buffer has switches: one stream each.
+        let Feed::Etl(f) = &all.feed else {
+            panic!("an .etl plan")
+        };
+        assert_eq!(f.buffers.len(), all.streams.len());
+        assert!(all.streams.len() > 3, "{}", all.streams.len());
+        assert!(!all.warnings.iter().any(|w| w.kind == WarningKind::Bound));
+        let cut = plan_etl(files(), None, 3).unwrap();
+        assert_eq!(cut.streams.len(), 3);
+        let Feed::Etl(f) = &cut.feed else {
+            panic!("an .etl plan")
+        };
+        assert_eq!(f.buffers.len(), 3);
+        let w: Vec<&str> = cut.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert!(
+            w.contains(&"the files hold more than 3 buffers with context switches: the switches of the buffers after those are not listed"),
+            "{w:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
