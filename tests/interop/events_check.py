@@ -396,27 +396,16 @@ def main():
             for s in man["sessions"]:
                 check_file(c, etwdump, os.path.join(out, s["file"]),
                            "%s %s" % (os.path.basename(d), s["file"]))
-    if a.set:
-        with open(os.path.join(a.set, "manifest.json")) as f:
+    for base, payloads in ((a.set, False), (a.payload_set, True)):
+        if not base:
+            continue
+        with open(os.path.join(base, "manifest.json")) as f:
             entries = json.load(f)
         for e in entries:
-            dump = os.path.join(a.set, e["file"])
+            dump = os.path.join(base, e["file"])
+            pdb = e["pdb"] if payloads else a.pdb
             with tempfile.TemporaryDirectory() as out:
-                r = subprocess.run([etwdump, "extract", dump, "--pdb", a.pdb, "-o", out], capture_output=True, text=True)
-                if not c.check(r.returncode == 0, "%s: etwdump extract" % e["file"], r.stderr[-300:] if r.returncode else ""):
-                    continue
-                with open(os.path.join(out, "manifest.json")) as f:
-                    man = json.load(f)
-                for s in man["sessions"]:
-                    own = {b["file_offset"] for b in s["buffer_list"] if b["source"] in ("header", "rundown")}
-                    check_file(c, etwdump, os.path.join(out, s["file"]), "%s %s" % (e["file"], s["file"]), own)
-    if a.payload_set:
-        with open(os.path.join(a.payload_set, "manifest.json")) as f:
-            entries = json.load(f)
-        for e in entries:
-            dump = os.path.join(a.payload_set, e["file"])
-            with tempfile.TemporaryDirectory() as out:
-                r = subprocess.run([etwdump, "extract", dump, "--pdb", e["pdb"], "-o", out],
+                r = subprocess.run([etwdump, "extract", dump, "--pdb", pdb, "-o", out],
                                    capture_output=True, text=True)
                 if not c.check(r.returncode == 0, "%s: etwdump extract" % e["file"],
                                r.stderr[-300:] if r.returncode else ""):
@@ -426,11 +415,13 @@ def main():
                 for s in man["sessions"]:
                     tag = "%s %s" % (e["file"], s["file"])
                     path = os.path.join(out, s["file"])
-                    if s["logger_id"] in e["payload_sessions"]:
-                        # Every payload must decode (none is random): as for a real file.
+                    if payloads and s["logger_id"] in e["payload_sessions"]:
+                        # --payload-set: every payload of these sessions must decode (none is
+                        # random), as for a real file.
                         check_file(c, etwdump, path, tag)
                     else:
-                        # The standard sessions' buffers (random payloads, as in --set).
+                        # The standard sessions' buffers (random payloads): the extract's own
+                        # header and rundown buffers are checked apart.
                         own = {b["file_offset"] for b in s["buffer_list"] if b["source"] in ("header", "rundown")}
                         check_file(c, etwdump, path, tag, own)
     print("== events_check: %d checks, %d failed" % (c.count, c.failures))

@@ -219,7 +219,8 @@ fn plan_etl(
                     let (conv, _, w) = crate::report::events::etl_clock(&name, &buf)
                         .map_err(|e| std::io::Error::new(e.kind(), format!("{name}: {e}")))?;
                     warnings.extend(w);
-                    let build = crate::etl::logfile::parse(&buf).map(|h| h.build).ok();
+                    let header = crate::etl::logfile::parse(&buf).ok();
+                    let build = header.map(|h| h.build);
                     mwr = file_mwr(&name, build, &mut warnings);
                     groups.push(Group {
                         resolution: resolution(&conv, build.unwrap_or(0)),
@@ -227,9 +228,7 @@ fn plan_etl(
                         whose: name.clone(),
                         logger_id: None,
                         clock: None,
-                        clock_type: crate::etl::logfile::parse(&buf)
-                            .ok()
-                            .map(|h| u64::from(h.clock_type)),
+                        clock_type: header.map(|h| u64::from(h.clock_type)),
                         found_by: None,
                         block: None,
                         rows: 0,
