@@ -212,6 +212,13 @@ impl Untrusted {
     }
 }
 
+impl Untrusted {
+    /// Append the text as [`fmt::Display`] shows it (escaped), without `fmt`.
+    pub fn push_shown(&self, out: &mut String) {
+        out.push_str(&escape(&self.0));
+    }
+}
+
 impl fmt::Display for Untrusted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(&escape(&self.0))

@@ -134,13 +134,10 @@ fn amsi_trace_events_row_summary() {
                 Raw Script=msgbox \"Is VBScript Dead?\"\\u{d}\\u{a}";
     let line = row.table_line();
     assert!(line.ends_with(want), "{line}");
-    let ts = row.timesketch();
+    let message = row.message();
     // The event's own provider and event names lead the message; where it was recorded ends it.
-    assert_eq!(
-        ts.message,
-        format!("{want} [logger ? , pid 13532 tid 37384]")
-    );
-    assert!(ts.message.starts_with(want), "{}", ts.message);
+    assert_eq!(message, format!("{want} [logger ? , pid 13532 tid 37384]"));
+    assert!(message.starts_with(want), "{message}");
     // A long script is cut in the summary, whole in JSON.
     let p = all.iter().find(|(o, _)| *o == 0x109e8).unwrap().1.clone();
     let row = etwdump::report::events::EventRow {

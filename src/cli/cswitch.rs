@@ -78,7 +78,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
                     .listing::<_, SwitchRow>(out, "cswitch")?
                     .keep_untimed(a.keep_untimed);
                 let mut w = stream(&a, ctx, last, &mut |s| rows.row(s))?;
-                w.extend(rows.untimed_warning());
+                w.extend(rows.untimed_warning()?);
                 finish(r, rows, &w)
             }
         }
@@ -157,6 +157,6 @@ fn with_chart(
             ),
         ));
     }
-    w.extend(rows.untimed_warning());
+    w.extend(rows.untimed_warning()?);
     finish(r, rows, &w)
 }

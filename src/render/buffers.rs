@@ -72,18 +72,18 @@ impl Row for BufferRow {
         )
     }
 
-    fn timesketch(&self) -> Timesketch {
+    fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
         let r = self;
+        message.push_str(&format!(
+            "logger {} {} buffer {}: {} records",
+            opt(r.session_id),
+            r.source,
+            r.address.as_deref().unwrap_or("-"),
+            r.record_count
+        ));
         Timesketch {
             datetime: None,
             timestamp_desc: "ETW buffer (no time)",
-            message: format!(
-                "logger {} {} buffer {}: {} records",
-                opt(r.session_id),
-                r.source,
-                r.address.as_deref().unwrap_or("-"),
-                r.record_count
-            ),
         }
     }
 }

@@ -28,11 +28,14 @@ impl Row for FindingRow {
         )
     }
 
-    fn timesketch(&self) -> Timesketch {
+    fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
+        message.push_str(&format!(
+            "{} {}: {}",
+            self.check, self.subject, self.evidence
+        ));
         Timesketch {
             datetime: None,
             timestamp_desc: "ETW tamper check (no time)",
-            message: format!("{} {}: {}", self.check, self.subject, self.evidence),
         }
     }
 }

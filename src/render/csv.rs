@@ -8,15 +8,24 @@ use crate::text::{needs_escape, push_escaped};
 /// plain number, gets a `'` in front (the OWASP "CSV injection" advice); then RFC 4180 quoting
 /// (fields with `,`, `"` or line breaks in double quotes, `"` doubled).
 pub(crate) fn csv_field(s: &str) -> String {
-    let formula = matches!(s.chars().next(), Some('=' | '+' | '-' | '@' | '\t' | '\r'))
-        && s.parse::<f64>().is_err();
+    let mut t = String::with_capacity(s.len() + 2);
+    push_csv_field(&mut t, s);
+    t
+}
+
+/// [`csv_field`] appended to `t` (the listings' CSV rows: no allocation per field).
+pub(crate) fn push_csv_field(t: &mut String, s: &str) {
+    let formula = matches!(
+        s.as_bytes().first(),
+        Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r')
+    ) && s.parse::<f64>().is_err();
     // Control characters are escaped below, so only `,` and `"` call for quotes.
     let quote = s.contains([',', '"']);
     let plain = !formula && !quote && !s.chars().any(needs_escape);
     if plain {
-        return s.to_owned();
+        t.push_str(s);
+        return;
     }
-    let mut t = String::with_capacity(s.len() + 8);
     if quote {
         t.push('"');
     }
@@ -26,13 +35,12 @@ pub(crate) fn csv_field(s: &str) -> String {
     for c in s.chars() {
         match c {
             '"' => t.push_str("\"\""),
-            c => push_escaped(&mut t, c),
+            c => push_escaped(t, c),
         }
     }
     if quote {
         t.push('"');
     }
-    t
 }
 
 /// One CSV line: every field through [`csv_field`], comma separated, newline terminated.

@@ -59,30 +59,47 @@ impl Row for SwitchRow {
         self.filetime
     }
 
-    fn timesketch(&self) -> Timesketch {
+    fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
+        // `CPU 1: a.exe tid 4 -> b.exe tid 8; old thread Waiting (Executive) [event logger 0]`,
+        // written piece by piece (millions of rows).
         let r = self;
-        let who = |tid: Option<u32>, p: &Option<crate::text::Untrusted>| match (tid, p) {
-            (Some(t), Some(p)) => format!("{p} tid {t}"),
-            (Some(t), None) => format!("tid {t}"),
-            (None, _) => "unknown thread".into(),
-        };
-        let mut message = format!(
-            "CPU {}: {} -> {}",
-            r.cpu.map_or_else(|| "?".into(), |c| c.to_string()),
-            who(Some(r.old_tid), &r.old_process),
-            who(r.new_tid, &r.new_process)
-        );
+        let mut int = itoa::Buffer::new();
+        let mut who =
+            |m: &mut String, tid: Option<u32>, p: &Option<crate::text::Untrusted>| match (tid, p) {
+                (Some(t), p) => {
+                    if let Some(p) = p {
+                        p.push_shown(m);
+                        m.push(' ');
+                    }
+                    m.push_str("tid ");
+                    m.push_str(int.format(t));
+                }
+                (None, _) => m.push_str("unknown thread"),
+            };
+        message.push_str("CPU ");
+        match r.cpu {
+            Some(c) => message.push_str(itoa::Buffer::new().format(c)),
+            None => message.push('?'),
+        }
+        message.push_str(": ");
+        who(message, Some(r.old_tid), &r.old_process);
+        message.push_str(" -> ");
+        who(message, r.new_tid, &r.new_process);
         if let Some(st) = &r.old_state {
-            message.push_str(&format!("; old thread {st}"));
+            message.push_str("; old thread ");
+            message.push_str(st);
             if let Some(w) = &r.old_wait_reason {
-                message.push_str(&format!(" ({w})"));
+                message.push_str(" (");
+                message.push_str(w);
+                message.push(')');
             }
         }
-        message.push_str(&format!(" [{}]", r.source_label()));
+        message.push_str(" [");
+        r.push_source_label(message);
+        message.push(']');
         Timesketch {
-            datetime: r.time.clone(),
+            datetime: r.time.as_deref(),
             timestamp_desc: "Context switch",
-            message,
         }
     }
 }
@@ -131,7 +148,7 @@ impl Row for EventRow {
         )
     }
 
-    fn timesketch(&self) -> Timesketch {
+    fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
         let r = self;
         // What happened first, then its details, then where it was recorded:
         // `Process start: powershell.exe (pid 4312, parent 4100, session 1) "…" [logger 0
@@ -141,10 +158,10 @@ impl Row for EventRow {
             .as_ref()
             .filter(|p| p.class == crate::decode::tracelogging::CLASS);
         // A TraceLogging event names its provider and event itself: that is the headline.
-        let mut message = match tracelogging {
+        message.push_str(&match tracelogging {
             Some(p) => tracelogging_summary(p),
             None => headline(r),
-        };
+        });
         let raw = r
             .payload
             .as_ref()
@@ -160,22 +177,28 @@ impl Row for EventRow {
             message.push_str(": ");
             message.push_str(&d);
         }
-        message.push_str(&format!(
-            " [logger {} {}",
-            r.logger_id.map_or_else(|| "?".into(), |l| l.to_string()),
-            r.source
-        ));
+        let mut int = itoa::Buffer::new();
+        message.push_str(" [logger ");
+        match r.logger_id {
+            Some(l) => message.push_str(int.format(l)),
+            None => message.push('?'),
+        }
+        message.push(' ');
+        message.push_str(r.source);
         if let Some(c) = r.cpu {
-            message.push_str(&format!(", CPU {c}"));
+            message.push_str(", CPU ");
+            message.push_str(int.format(c));
         }
         if let (Some(p), Some(t)) = (r.pid, r.tid) {
-            message.push_str(&format!(", pid {p} tid {t}"));
+            message.push_str(", pid ");
+            message.push_str(int.format(p));
+            message.push_str(" tid ");
+            message.push_str(int.format(t));
         }
         message.push(']');
         Timesketch {
-            datetime: r.time.clone(),
+            datetime: r.time.as_deref(),
             timestamp_desc: "ETW event",
-            message,
         }
     }
 
@@ -250,21 +273,21 @@ impl Row for crate::report::scan::ScanRow {
         )
     }
 
-    fn timesketch(&self) -> Timesketch {
+    fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
+        message.push_str(&format!(
+            "{} {} at physical {}",
+            self.class.map_or("", |c| match c {
+                crate::etw::carve::Class::Live => "live",
+                crate::etw::carve::Class::Orphaned => "orphaned",
+                crate::etw::carve::Class::StaleCopy => "stale copy of a",
+                crate::etw::carve::Class::Unknown => "unclassified",
+            }),
+            self.kind,
+            self.physical_address.as_deref().unwrap_or("-")
+        ));
         Timesketch {
             datetime: None,
             timestamp_desc: "ETW object found by scan (no time)",
-            message: format!(
-                "{} {} at physical {}",
-                self.class.map_or("", |c| match c {
-                    crate::etw::carve::Class::Live => "live",
-                    crate::etw::carve::Class::Orphaned => "orphaned",
-                    crate::etw::carve::Class::StaleCopy => "stale copy of a",
-                    crate::etw::carve::Class::Unknown => "unclassified",
-                }),
-                self.kind,
-                self.physical_address.as_deref().unwrap_or("-")
-            ),
         }
     }
 }
@@ -498,7 +521,7 @@ mod tests {
         let r = process_end();
         // Text from the record stays escaped (ESC as \u{1b}); the status as a status code.
         assert_eq!(
-            r.timesketch().message,
+            r.message(),
             "Process end: powershell.exe (pid 4312, parent 4100, session 1) \
              \"powershell -enc \\u{1b}[2J\" exit status 0xc000013a \
              [logger 0 current_buffer, CPU 1, pid 4100 tid 5012]"
@@ -518,7 +541,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            e.timesketch().message,
+            e.message(),
             "Microsoft-Windows-Kernel-Boot event 153 [logger 10 secondary_data]"
         );
         let e = EventRow {
@@ -526,7 +549,7 @@ mod tests {
             ..e
         };
         assert_eq!(
-            e.timesketch().message,
+            e.message(),
             "15ca44ff-4d7a-4baa-bba5-0998955e531e event 153 [logger 10 secondary_data]"
         );
     }

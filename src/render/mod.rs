@@ -7,6 +7,7 @@ pub mod csv;
 pub mod etl;
 pub mod extract;
 pub mod info;
+pub mod json;
 pub mod listings;
 pub mod output;
 pub mod overview;

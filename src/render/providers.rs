@@ -78,17 +78,17 @@ impl Row for ProviderRow {
         )
     }
 
-    fn timesketch(&self) -> Timesketch {
+    fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
+        message.push_str(&format!(
+            "provider {} {} registered by {}; enabled by {}",
+            self.guid.as_deref().unwrap_or("-"),
+            self.name.unwrap_or("-"),
+            self.registrant(),
+            self.sessions_text()
+        ));
         Timesketch {
             datetime: None,
             timestamp_desc: "ETW provider registration (no time)",
-            message: format!(
-                "provider {} {} registered by {}; enabled by {}",
-                self.guid.as_deref().unwrap_or("-"),
-                self.name.unwrap_or("-"),
-                self.registrant(),
-                self.sessions_text()
-            ),
         }
     }
 }

@@ -136,14 +136,23 @@ pub struct SwitchSource {
 impl SwitchRow {
     /// The sources for a table: `event`, or `event+pending` for a switch seen twice.
     pub(crate) fn source_label(&self) -> String {
+        let mut l = String::new();
+        self.push_source_label(&mut l);
+        l
+    }
+
+    /// [`Self::source_label`] appended to `out`.
+    pub(crate) fn push_source_label(&self, out: &mut String) {
         if self.sources.len() <= 1 {
-            return self.source.to_string();
+            out.push_str(self.source);
+            return;
         }
-        self.sources
-            .iter()
-            .map(|s| s.source)
-            .collect::<Vec<_>>()
-            .join("+")
+        for (i, s) in self.sources.iter().enumerate() {
+            if i > 0 {
+                out.push('+');
+            }
+            out.push_str(s.source);
+        }
     }
 }
 

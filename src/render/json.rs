@@ -1,0 +1,1059 @@
+//! Compact JSON written straight into a reused byte buffer (issue 30 item 1): the listings'
+//! JSON Lines and CSV cells, millions of rows each.
+//!
+//! The text is byte for byte what `serde_json::to_writer` gives, and, in the terminal-safe
+//! mode, what [`crate::text::json_terminal_safe`] then makes of it (DEL, the C1 controls, the
+//! bidi controls and the line/paragraph separators as `\uXXXX`) — in one pass: a string is
+//! copied in runs of bytes that need nothing and only the rare byte that needs an escape is
+//! looked at, integers are written with `itoa` and floats with `zmij` (serde_json's own
+//! formatters), and nothing is allocated per value. `tests` compare both texts on random
+//! values and on real rows.
+
+use serde::ser::{self, Serialize};
+use std::fmt;
+
+/// Why a value has no JSON text (a map key that is not a string or a number; a model's own
+/// serialization error).
+#[derive(Debug)]
+pub struct Error(String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl ser::Error for Error {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Error(msg.to_string())
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        std::io::Error::other(e)
+    }
+}
+
+/// Append the compact JSON of `v` to `out`; `safe`: terminal-safe escapes as well.
+pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T, safe: bool) -> Result<(), Error> {
+    v.serialize(&mut Json { out, safe })
+}
+
+/// Append `s` as a JSON string (quotes included).
+pub fn write_str(out: &mut Vec<u8>, s: &str, safe: bool) {
+    out.push(b'"');
+    escape_into(out, s, safe);
+    out.push(b'"');
+}
+
+/// What a byte needs in a JSON string: 0 nothing, b'u' `\u00XX`, else the short escape's letter.
+/// Bytes from 0x80 are decided per character (`safe` mode only); DEL is decided in `escape_into`.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn push_u_escape(out: &mut Vec<u8>, c: u32) {
+    out.extend_from_slice(&[
+        b'\\',
+        b'u',
+        HEX[(c >> 12) as usize & 0xf],
+        HEX[(c >> 8) as usize & 0xf],
+        HEX[(c >> 4) as usize & 0xf],
+        HEX[c as usize & 0xf],
+    ]);
+}
+
+/// The contents of a JSON string for `s` (without quotes).
+fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
+    let b = s.as_bytes();
+    if plain(b) {
+        out.extend_from_slice(b);
+        return;
+    }
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let e = ESCAPE[c as usize];
+        // Printable ASCII other than `"` and `\` needs nothing in either mode.
+        if e == 0 && (c < 0x7f || !safe) {
+            i += 1;
+            continue;
+        }
+        if e != 0 {
+            out.extend_from_slice(&b[start..i]);
+            match e {
+                b'u' => push_u_escape(out, u32::from(c)),
+                letter => out.extend_from_slice(&[b'\\', letter]),
+            }
+            i += 1;
+            start = i;
+            continue;
+        }
+        // safe mode, DEL or a byte of a multi-byte character: the whole character decides.
+        let ch = s[i..].chars().next().unwrap_or('\0');
+        let n = ch.len_utf8();
+        if crate::text::needs_escape(ch) {
+            out.extend_from_slice(&b[start..i]);
+            push_u_escape(out, u32::from(ch));
+            start = i + n;
+        }
+        i += n;
+    }
+    out.extend_from_slice(&b[start..]);
+}
+
+/// Whether every byte of `b` is printable ASCII other than `"` and `\\` (nothing to escape
+/// in either mode): 32-byte chunks folded without a branch per byte, which the compiler
+/// vectorizes — most strings of a listing are such.
+fn plain(b: &[u8]) -> bool {
+    let needs = |c: &u8| u8::from(c.wrapping_sub(0x20) > 0x5e || *c == b'"' || *c == b'\\');
+    let mut chunks = b.chunks_exact(32);
+    for ch in &mut chunks {
+        if ch.iter().map(needs).fold(0, |a, x| a | x) != 0 {
+            return false;
+        }
+    }
+    chunks.remainder().iter().map(needs).fold(0, |a, x| a | x) == 0
+}
+
+struct Json<'a> {
+    out: &'a mut Vec<u8>,
+    safe: bool,
+}
+
+impl Json<'_> {
+    fn int(&mut self, v: impl itoa::Integer) -> Result<(), Error> {
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+}
+
+/// A sequence, map or struct being written: whether the next element is the first.
+pub struct Compound<'a, 'b> {
+    ser: &'b mut Json<'a>,
+    first: bool,
+    /// The closing bytes (`]`, `}`, or `}}` for an enum variant wrapped in an object).
+    close: &'static [u8],
+}
+
+impl Compound<'_, '_> {
+    fn comma(&mut self) {
+        if !self.first {
+            self.ser.out.push(b',');
+        }
+        self.first = false;
+    }
+    fn key(&mut self, k: &str) {
+        self.comma();
+        write_str(self.ser.out, k, self.ser.safe);
+        self.ser.out.push(b':');
+    }
+}
+
+impl<'a, 'b> ser::Serializer for &'b mut Json<'a> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, 'b>;
+    type SerializeTuple = Compound<'a, 'b>;
+    type SerializeTupleStruct = Compound<'a, 'b>;
+    type SerializeTupleVariant = Compound<'a, 'b>;
+    type SerializeMap = Compound<'a, 'b>;
+    type SerializeStruct = Compound<'a, 'b>;
+    type SerializeStructVariant = Compound<'a, 'b>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.int(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.int(v)
+    }
+    // serde_json: finite floats by ryu, the others as null.
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if v.is_finite() {
+            self.out
+                .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.out.extend_from_slice(b"null");
+        }
+        Ok(())
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if v.is_finite() {
+            self.out
+                .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            self.out.extend_from_slice(b"null");
+        }
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        write_str(self.out, v, self.safe);
+        Ok(())
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        let mut s = ser::Serializer::serialize_seq(self, Some(v.len()))?;
+        for b in v {
+            ser::SerializeSeq::serialize_element(&mut s, b)?;
+        }
+        ser::SerializeSeq::end(s)
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        self.serialize_none()
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        self.serialize_none()
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        self.out.push(b'{');
+        write_str(self.out, variant, self.safe);
+        self.out.push(b':');
+        v.serialize(&mut *self)?;
+        self.out.push(b'}');
+        Ok(())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Compound<'a, 'b>, Error> {
+        self.out.push(b'[');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"]",
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, 'b>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, 'b>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a, 'b>, Error> {
+        self.out.push(b'{');
+        write_str(self.out, variant, self.safe);
+        self.out.extend_from_slice(b":[");
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"]}",
+        })
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Compound<'a, 'b>, Error> {
+        self.out.push(b'{');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"}",
+        })
+    }
+    fn serialize_struct(self, _: &'static str, len: usize) -> Result<Compound<'a, 'b>, Error> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+        _: usize,
+    ) -> Result<Compound<'a, 'b>, Error> {
+        self.out.push(b'{');
+        write_str(self.out, variant, self.safe);
+        self.out.extend_from_slice(b":{");
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"}}",
+        })
+    }
+}
+
+impl ser::SerializeSeq for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
+        self.comma();
+        v.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.ser.out.extend_from_slice(self.close);
+        Ok(())
+    }
+}
+
+/// The tuple shapes: elements of a sequence (serde's traits differ only in the method's name).
+macro_rules! as_seq {
+    ($($tr:ident::$m:ident),*) => {$(
+        impl ser::$tr for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Error;
+            fn $m<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
+                ser::SerializeSeq::serialize_element(self, v)
+            }
+            fn end(self) -> Result<(), Error> {
+                ser::SerializeSeq::end(self)
+            }
+        }
+    )*};
+}
+
+as_seq!(
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
+
+impl ser::SerializeMap for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, k: &T) -> Result<(), Error> {
+        self.comma();
+        k.serialize(MapKey(&mut *self.ser))?;
+        self.ser.out.push(b':');
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
+        v.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.ser.out.extend_from_slice(self.close);
+        Ok(())
+    }
+}
+
+impl ser::SerializeStruct for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        k: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        self.key(k);
+        v.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result<(), Error> {
+        ser::SerializeMap::end(self)
+    }
+}
+
+impl ser::SerializeStructVariant for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        k: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        ser::SerializeStruct::serialize_field(self, k, v)
+    }
+    fn end(self) -> Result<(), Error> {
+        ser::SerializeMap::end(self)
+    }
+}
+
+/// A map key: strings as they are; integers, chars, booleans and finite floats quoted
+/// (serde_json's rules); anything else is an error, as in serde_json.
+struct MapKey<'s, 'a>(&'s mut Json<'a>);
+
+macro_rules! int_key {
+    ($($f:ident: $t:ty),*) => {$(
+        fn $f(self, v: $t) -> Result<(), Error> {
+            self.0.out.push(b'"');
+            self.0.int(v)?;
+            self.0.out.push(b'"');
+            Ok(())
+        }
+    )*};
+}
+
+fn key_error() -> Error {
+    Error("key must be a string".into())
+}
+
+impl ser::Serializer for MapKey<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = ser::Impossible<(), Error>;
+    type SerializeTuple = ser::Impossible<(), Error>;
+    type SerializeTupleStruct = ser::Impossible<(), Error>;
+    type SerializeTupleVariant = ser::Impossible<(), Error>;
+    type SerializeMap = ser::Impossible<(), Error>;
+    type SerializeStruct = ser::Impossible<(), Error>;
+    type SerializeStructVariant = ser::Impossible<(), Error>;
+
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        write_str(self.0.out, v, self.0.safe);
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    int_key!(serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128);
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.0
+            .out
+            .extend_from_slice(if v { b"\"true\"" } else { b"\"false\"" });
+        Ok(())
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(Error("float key must be finite".into()));
+        }
+        self.0.out.push(b'"');
+        ser::Serializer::serialize_f32(&mut *self.0, v)?;
+        self.0.out.push(b'"');
+        Ok(())
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(Error("float key must be finite".into()));
+        }
+        self.0.out.push(b'"');
+        ser::Serializer::serialize_f64(&mut *self.0, v)?;
+        self.0.out.push(b'"');
+        Ok(())
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(key_error())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_error())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_error())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_error())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_error())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_error())
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Error> {
+        Err(key_error())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_error())
+    }
+}
+
+/// The top-level fields of the struct `v` as CSV cell texts (the listings' CSV rows, the text
+/// `serde_json::to_value` then [`cell text`](Cell) gave): each field's text appended to
+/// `text`, its span put in `cells` at the index of the column named as the field (fields
+/// without a column are left out; a column without a field keeps `None`, an empty cell).
+pub fn cells<T: Serialize + ?Sized>(
+    v: &T,
+    columns: &[String],
+    text: &mut Vec<u8>,
+    cells: &mut [Option<std::ops::Range<usize>>],
+) -> Result<(), Error> {
+    v.serialize(Cells {
+        columns,
+        text,
+        cells,
+    })
+}
+
+struct Cells<'c> {
+    columns: &'c [String],
+    text: &'c mut Vec<u8>,
+    cells: &'c mut [Option<std::ops::Range<usize>>],
+}
+
+struct CellsStruct<'c> {
+    c: Cells<'c>,
+    /// The column after the last one written (fields come in column order).
+    next: usize,
+    /// A flattened map's pending key's column.
+    key: Option<usize>,
+}
+
+impl CellsStruct<'_> {
+    fn column(&mut self, k: &str) -> Option<usize> {
+        let cols = self.c.columns;
+        let i = if cols.get(self.next).is_some_and(|c| c == k) {
+            Some(self.next)
+        } else {
+            cols.iter().position(|c| c == k)
+        };
+        if let Some(i) = i {
+            self.next = i + 1;
+        }
+        i
+    }
+    fn field<T: Serialize + ?Sized>(&mut self, col: Option<usize>, v: &T) -> Result<(), Error> {
+        let Some(i) = col else { return Ok(()) };
+        let start = self.c.text.len();
+        v.serialize(Cell(&mut Json {
+            out: self.c.text,
+            safe: false,
+        }))?;
+        self.c.cells[i] = (self.c.text.len() > start).then_some(start..self.c.text.len());
+        Ok(())
+    }
+}
+
+impl ser::SerializeStruct for CellsStruct<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        k: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        let col = self.column(k);
+        self.field(col, v)
+    }
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeMap for CellsStruct<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, k: &T) -> Result<(), Error> {
+        let mut t = Vec::new();
+        k.serialize(MapKey(&mut Json {
+            out: &mut t,
+            safe: false,
+        }))?;
+        let name: String = serde_json::from_slice(&t).map_err(|e| Error(e.to_string()))?;
+        self.key = self.column(&name);
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
+        let col = self.key.take();
+        self.field(col, v)
+    }
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn not_a_row() -> Error {
+    Error("a CSV row is a struct or a map".into())
+}
+
+/// The serializer methods of a row that is not a struct or a map: an error.
+macro_rules! refuse {
+    ($($f:ident($($t:ty),*);)*) => {$(
+        fn $f(self, $(_: $t),*) -> Result<(), Error> {
+            Err(not_a_row())
+        }
+    )*};
+}
+
+impl<'c> ser::Serializer for Cells<'c> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = ser::Impossible<(), Error>;
+    type SerializeTuple = ser::Impossible<(), Error>;
+    type SerializeTupleStruct = ser::Impossible<(), Error>;
+    type SerializeTupleVariant = ser::Impossible<(), Error>;
+    type SerializeMap = CellsStruct<'c>;
+    type SerializeStruct = CellsStruct<'c>;
+    type SerializeStructVariant = ser::Impossible<(), Error>;
+
+    refuse! {
+        serialize_bool(bool); serialize_i8(i8); serialize_i16(i16); serialize_i32(i32);
+        serialize_i64(i64); serialize_u8(u8); serialize_u16(u16); serialize_u32(u32);
+        serialize_u64(u64); serialize_f32(f32); serialize_f64(f64); serialize_char(char);
+        serialize_str(&str); serialize_bytes(&[u8]); serialize_none(); serialize_unit();
+        serialize_unit_struct(&'static str);
+        serialize_unit_variant(&'static str, u32, &'static str);
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(not_a_row())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(not_a_row())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(not_a_row())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(not_a_row())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(not_a_row())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<CellsStruct<'c>, Error> {
+        Ok(CellsStruct {
+            c: self,
+            next: 0,
+            key: None,
+        })
+    }
+    fn serialize_struct(self, _: &'static str, len: usize) -> Result<CellsStruct<'c>, Error> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(not_a_row())
+    }
+}
+
+/// One cell's text, as `serde_json::to_value` then the CSV rule gave it: a string (or a char,
+/// or a unit variant's name) as it is, null (and a non-finite float, which serde_json's
+/// `Value` holds as null) as nothing, anything else as compact JSON.
+struct Cell<'b, 'a>(&'b mut Json<'a>);
+
+impl<'a, 'b> ser::Serializer for Cell<'b, 'a> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, 'b>;
+    type SerializeTuple = Compound<'a, 'b>;
+    type SerializeTupleStruct = Compound<'a, 'b>;
+    type SerializeTupleVariant = Compound<'a, 'b>;
+    type SerializeMap = Compound<'a, 'b>;
+    type SerializeStruct = Compound<'a, 'b>;
+    type SerializeStructVariant = Compound<'a, 'b>;
+
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.0.out.extend_from_slice(v.as_bytes());
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.serialize_str(variant)
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        Ok(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        v.serialize(self)
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if v.is_finite() {
+            ser::Serializer::serialize_f32(self.0, v)?;
+        }
+        Ok(())
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if v.is_finite() {
+            ser::Serializer::serialize_f64(self.0, v)?;
+        }
+        Ok(())
+    }
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.0.serialize_bool(v)
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.0.int(v)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        self.0.serialize_bytes(v)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        n: &'static str,
+        i: u32,
+        variant: &'static str,
+        v: &T,
+    ) -> Result<(), Error> {
+        self.0.serialize_newtype_variant(n, i, variant, v)
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_seq(len)
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_tuple(len)
+    }
+    fn serialize_tuple_struct(
+        self,
+        n: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_tuple_struct(n, len)
+    }
+    fn serialize_tuple_variant(
+        self,
+        n: &'static str,
+        i: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_tuple_variant(n, i, variant, len)
+    }
+    fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_map(len)
+    }
+    fn serialize_struct(self, n: &'static str, len: usize) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_struct(n, len)
+    }
+    fn serialize_struct_variant(
+        self,
+        n: &'static str,
+        i: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, 'b>, Error> {
+        self.0.serialize_struct_variant(n, i, variant, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// serde_json's text, then the terminal-safety pass when `safe`.
+    fn reference(v: &Value, safe: bool) -> Vec<u8> {
+        let mut t = serde_json::to_vec(v).unwrap();
+        if safe {
+            crate::text::json_terminal_safe(&mut t);
+        }
+        t
+    }
+
+    fn ours(v: &Value, safe: bool) -> Vec<u8> {
+        let mut t = Vec::new();
+        write(&mut t, v, safe).unwrap();
+        t
+    }
+
+    /// Characters every escape rule touches: C0, `"`, `\`, DEL, C1, bidi and separators,
+    /// other non-ASCII (kept), astral characters (kept).
+    fn tricky_char() -> impl Strategy<Value = char> {
+        prop_oneof![
+            (0u32..0x80).prop_map(|c| char::from_u32(c).unwrap()),
+            (0x80u32..0xa0).prop_map(|c| char::from_u32(c).unwrap()),
+            prop::sample::select(vec![
+                '\u{061C}',
+                '\u{200D}',
+                '\u{200E}',
+                '\u{200F}',
+                '\u{2028}',
+                '\u{2029}',
+                '\u{202A}',
+                '\u{202E}',
+                '\u{202F}',
+                '\u{2065}',
+                '\u{2066}',
+                '\u{2069}',
+                '\u{206A}',
+                'é',
+                'ß',
+                '字',
+                '\u{1F600}',
+                '\u{FEFF}',
+                '\u{A0}'
+            ]),
+            any::<char>(),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            prop::collection::vec(tricky_char(), 0..24)
+                .prop_map(|c| Value::from(c.into_iter().collect::<String>())),
+        ];
+        leaf.prop_recursive(3, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::vec((prop::collection::vec(tricky_char(), 0..8), inner), 0..6)
+                    .prop_map(|kv| Value::Object(
+                        kv.into_iter()
+                            .map(|(k, v)| (k.into_iter().collect(), v))
+                            .collect()
+                    )),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Byte for byte serde_json's text (and the terminal-safety pass's) on random values.
+        #[test]
+        fn same_text_as_serde_json(v in value()) {
+            prop_assert_eq!(ours(&v, false), reference(&v, false));
+            prop_assert_eq!(ours(&v, true), reference(&v, true));
+        }
+    }
+
+    #[derive(serde::Serialize)]
+    enum E {
+        Unit,
+        New(u8),
+        Tup(u8, &'static str),
+        Rec { a: Option<u8>, b: char },
+    }
+
+    #[derive(serde::Serialize)]
+    struct S<'a> {
+        e: Vec<E>,
+        bytes: &'a [u8],
+        t: (i8, f32),
+        m: std::collections::BTreeMap<u16, &'a str>,
+        c: std::collections::BTreeMap<char, ()>,
+        k: std::collections::BTreeMap<bool, Option<i8>>,
+        u: (),
+        x: u128,
+        nan: f64,
+    }
+
+    /// The serde data model's other shapes (enums, bytes, tuples, integer and char keys,
+    /// u128, non-finite floats) as serde_json writes them.
+    #[test]
+    fn every_shape_as_serde_json() {
+        let s = S {
+            e: vec![
+                E::Unit,
+                E::New(7),
+                E::Tup(1, "\u{1b}\u{85}"),
+                E::Rec {
+                    a: None,
+                    b: '\u{202e}',
+                },
+            ],
+            bytes: &[0, 255],
+            t: (-3, 1.5),
+            m: [(9, "x"), (65535, "\u{7f}")].into_iter().collect(),
+            c: [('k', ())].into_iter().collect(),
+            k: [(true, Some(-1)), (false, None)].into_iter().collect(),
+            u: (),
+            x: u128::MAX,
+            nan: f64::NAN,
+        };
+        for safe in [false, true] {
+            let mut want = serde_json::to_vec(&s).unwrap();
+            if safe {
+                crate::text::json_terminal_safe(&mut want);
+            }
+            let mut got = Vec::new();
+            write(&mut got, &s, safe).unwrap();
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
+        // A key serde_json refuses is refused here too.
+        let bad: std::collections::BTreeMap<(u8, u8), u8> = [((1, 2), 1)].into_iter().collect();
+        assert!(serde_json::to_vec(&bad).is_err());
+        assert!(write(&mut Vec::new(), &bad, true).is_err());
+        assert_eq!(ours(&json!("\u{7f}"), true), b"\"\\u007f\"");
+        assert_eq!(ours(&json!("\u{7f}"), false), "\"\u{7f}\"".as_bytes());
+    }
+}
