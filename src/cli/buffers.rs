@@ -1,8 +1,7 @@
 //! `etwdump buffers`: every trace buffer the sessions hold, streamed.
 
-use super::common::{finish, with_session};
+use super::common::{finish, renderer, with_session};
 use super::flags::{KernelArgs, RowFormatArg, SessionArg};
-use etwdump::render::output::Renderer;
 use etwdump::report::buffers::{self, BufferRow};
 use std::io::Write;
 
@@ -18,7 +17,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let r = Renderer::from(a.format);
+    let r = renderer(a.format);
     with_session(&a.kernel, &a.session, |ctx, session| {
         let mut rows = r.listing::<_, BufferRow>(out, "buffers")?;
         let warnings = buffers::stream(ctx, session, &mut |b| rows.row(b))?;

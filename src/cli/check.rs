@@ -1,6 +1,6 @@
 //! `etwdump check`: the tamper checks.
 
-use super::common::{emit, with_kernel};
+use super::common::{emit, renderer, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
 use std::io::Write;
 
@@ -14,7 +14,8 @@ pub struct Args {
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+    let r = renderer(a.format);
     with_kernel(&a.kernel, |ctx| {
-        emit(out, a.format.into(), &etwdump::report::check::run(ctx))
+        emit(out, r, &etwdump::report::check::run(ctx))
     })
 }

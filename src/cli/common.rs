@@ -1,7 +1,7 @@
 //! The sequence every command repeats: open the dump (its one-line warnings on stderr), build
 //! the [`KernelContext`], print the model with the run's [`Renderer`], then the warnings.
 
-use super::flags::{DumpArgs, KernelArgs, SessionArg, SymbolArgs};
+use super::flags::{DumpArgs, KernelArgs, RowFormatArg, SessionArg, SymbolArgs};
 use anyhow::Result;
 use etwdump::dump::OpenOptions;
 use etwdump::etw::source::EtwSource;
@@ -16,6 +16,20 @@ use etwdump::symbols::SymbolError;
 use etwdump::warning::Warning;
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The run's stderr carries only JSON warnings (`--format jsonl`): the dump-level warnings
+/// printed when the dump is opened are JSON lines too.
+static JSON_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// The renderer of a listing's `--format`; with JSON Lines, every warning on stderr is a JSON
+/// line, those printed when the dump is opened (TRUNCATED DUMP, IMAGE) included
+/// (docs/output-contract.md).
+pub fn renderer(f: RowFormatArg) -> Renderer {
+    let r = Renderer::from(f);
+    JSON_STDERR.store(r.json_warnings(), Ordering::Relaxed);
+    r
+}
 
 /// How a dump is opened: [`etwdump::kernel::discover::open`] (every command but `info` and
 /// `read`) or `open_container` (an ELF or VMware image without Windows is still described).
@@ -103,10 +117,13 @@ pub fn open_with(a: &DumpArgs, how: Opener) -> Result<Memory> {
     .map_err(|e| anyhow::anyhow!("{}: {e}", display(&a.dump)))?;
     // One prominent line per command, whatever it reads afterwards.
     if let Some(t) = d.truncation() {
-        warn(&format!(
-            "TRUNCATED DUMP ({}): {t}; whatever lies past the end is reported as not in the dump (--strict refuses such dumps)",
-            display(&a.dump)
-        ));
+        warn_opened(
+            t,
+            format!(
+                "TRUNCATED DUMP ({}): {t}; whatever lies past the end is reported as not in the dump (--strict refuses such dumps)",
+                display(&a.dump)
+            ),
+        );
     }
     // A memory image's layout warnings (a partial last page, memory a layout places past
     // the data, page tables naming pages beyond the image) concern every command.
@@ -117,7 +134,7 @@ pub fn open_with(a: &DumpArgs, how: Opener) -> Result<Memory> {
             .filter(|w| w.kind != etwdump::dump::TRUNCATION)
             .chain(&d.machine.warnings)
         {
-            warn(&format!("IMAGE ({}): {w}", display(&a.dump)));
+            warn_opened(w, format!("IMAGE ({}): {w}", display(&a.dump)));
         }
     }
     Ok(d)
@@ -179,6 +196,22 @@ pub fn display(p: &Path) -> String {
 /// One warning on stderr, with text from memory made safe for a terminal.
 pub fn warn(w: &str) {
     eprintln!("warning: {}", printable(w));
+}
+
+/// A warning met when the dump was opened, as `message` (what the dump is and what it means
+/// for every command): a `warning:` line, or a JSON line with JSON Lines output.
+fn warn_opened(w: &Warning, message: String) {
+    if JSON_STDERR.load(Ordering::Relaxed) {
+        warn_all(
+            &[Warning {
+                message,
+                ..w.clone()
+            }],
+            true,
+        );
+    } else {
+        warn(&message);
+    }
 }
 
 /// Warnings on stderr: `warning: <message>` lines (notes as `note:` lines with `-v`, else one

@@ -1,7 +1,7 @@
 //! `etwdump cswitch`: context switches per CPU in UTC order, streamed; with `--svg` collected
 //! first and drawn as a lane chart.
 
-use super::common::{display, finish, source, with_kernel};
+use super::common::{display, finish, renderer, source, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
 use etwdump::kernel::context::KernelContext;
 use etwdump::render::output::Renderer;
@@ -56,7 +56,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let r = Renderer::from(a.format);
+    let r = renderer(a.format);
     with_kernel(&a.kernel, |ctx| {
         // A CPU the machine does not have is a request that cannot be met, not an empty list.
         if let (Some(cpu), Some(n)) = (a.cpu, ctx.processors_known()) {

@@ -1,9 +1,8 @@
 //! `etwdump events`: one row per ETW record, streamed.
 
-use super::common::{finish, source, with_session};
+use super::common::{finish, renderer, source, with_session};
 use super::flags::{FilterArgs, KernelArgs, RowFormatArg, SessionArg};
 use etwdump::etw::source::EtwSource;
-use etwdump::render::output::Renderer;
 use etwdump::report::events::{self, EventRow};
 use etwdump::report::filter::FilterStats;
 use std::io::Write;
@@ -29,7 +28,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let r = Renderer::from(a.format);
+    let r = renderer(a.format);
     with_session(&a.kernel, &a.session, |ctx, session| {
         let dump_time = match (ctx.system_time(), ctx.system_time_flag()) {
             (_, Some((_, why))) => Err(format!("the dump's SystemTime cannot be right ({why})")),

@@ -1,8 +1,7 @@
 //! `etwdump providers`: the registered ETW providers, streamed.
 
-use super::common::{finish, with_kernel};
+use super::common::{finish, renderer, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
-use etwdump::render::output::Renderer;
 use etwdump::report::providers::{self, ProviderRow};
 use std::io::Write;
 
@@ -19,7 +18,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let r = Renderer::from(a.format);
+    let r = renderer(a.format);
     with_kernel(&a.kernel, |ctx| {
         let mut rows = r.listing::<_, ProviderRow>(out, "providers")?;
         let warnings = providers::stream(ctx, a.all, &mut |p| rows.row(p))?;

@@ -1,11 +1,11 @@
 //! `etwdump scan`: one pass over all physical memory for buffers, pending blocks and logger
 //! contexts, live or not; optionally the orphans written as .etl files.
 
-use super::common::{display, finish, overwrite_hint, with_kernel};
+use super::common::{display, finish, overwrite_hint, renderer, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
 use etwdump::etw::carve::Progress;
-use etwdump::render::output::Renderer;
 use etwdump::report::scan::{Scan, ScanRow};
+use etwdump::report::RowFormat;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
-    let r = Renderer::from(a.format);
+    let r = renderer(a.format);
     with_kernel(&a.kernel, |ctx| {
         let threads = a
             .threads
@@ -52,6 +52,11 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
         let m = scan
             .extract(ctx, &display(&a.kernel.dump.dump), dir, a.overwrite)
             .map_err(overwrite_hint)?;
+        // What was written, for people: JSON's stderr has only errors and JSON Lines' only
+        // JSON warnings (docs/output-contract.md); manifest.json says it all.
+        if matches!(r.format(), RowFormat::Json | RowFormat::Jsonl) {
+            return Ok(());
+        }
         for s in &m.sessions {
             eprintln!(
                 "{}: {} carved buffers, {} records, sha256 {}",
