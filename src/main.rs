@@ -69,6 +69,10 @@ enum Command {
     Events(cli::events::Args),
     /// Walk the buffers and records of an .etl file
     Etl(cli::etl::Args),
+    /// Every artefact in one run, into DIR: info, overview, sessions, buffers, providers,
+    /// tamper checks, .etl files, context switches (JSON Lines, CSV, SVG chart), events, the
+    /// scan with its carved .etl files, the warnings, collect.json and index.html linking them
+    Collect(cli::collect::Args),
     /// Structure layouts and global symbols as etwdump reads them from a PDB or ISF file
     /// (or, given a dump, from the symbols resolved for its kernel)
     Symbols(cli::symbols::Args),
@@ -96,6 +100,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cswitch(a) => cli::cswitch::run(a, out),
         Command::Events(a) => cli::events::run(a, out),
         Command::Etl(a) => cli::etl::run(a, out),
+        Command::Collect(a) => cli::collect::run(a, out),
         Command::Symbols(a) => cli::symbols::run(a, out),
         Command::Read(a) => cli::read::run(a, out),
     }?;
@@ -124,7 +129,7 @@ fn main() -> ExitCode {
             }
             // Errors quote the input (names, tags, paths from a server): one escaped line.
             eprintln!("etwdump: error: {}", etwdump::text::escape(&e.to_string()));
-            ExitCode::from(2)
+            ExitCode::from(cli::exit_status(&e))
         }
     }
 }

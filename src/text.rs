@@ -124,6 +124,41 @@ pub fn json_terminal_safe(text: &mut Vec<u8>) {
     *text = out.into_bytes();
 }
 
+/// `s` as HTML text, for an element's content or a quoted attribute value: terminal-safe as
+/// [`escape`] makes it (each character of [`needs_escape`] as `\u{..}`, so a page shows no
+/// control or bidi character either), and `&`, `<`, `>`, `"`, `'` as character references, so
+/// no text can open a tag, end an attribute or start an entity.
+pub fn html(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => push_escaped(&mut o, c),
+        }
+    }
+    o
+}
+
+/// A relative path of our own (`/`-separated) as a URL path: every byte but ASCII letters,
+/// digits and `-._~/` percent-encoded (a space, `#`, `?`, `%` or `:` cannot change what the
+/// link names).
+pub fn url_path(path: &str) -> String {
+    use fmt::Write;
+    let mut o = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            o.push(char::from(b));
+        } else {
+            let _ = write!(o, "%{b:02X}");
+        }
+    }
+    o
+}
+
 /// The terminal-safe form of `t`, or `fallback` (our own text) when there is none.
 pub fn shown_or(t: Option<&Untrusted>, fallback: &str) -> String {
     t.map_or_else(|| fallback.to_string(), Untrusted::to_string)
@@ -298,6 +333,27 @@ mod tests {
         assert_eq!(j, format!("\"{}\\u009b\"", "x".repeat(40)).into_bytes());
         // CR in a multi-line page is escaped (a `lines()` split would have dropped it).
         assert_eq!(escape_lines("a\r\nb\n"), "a\\u{d}\nb\n");
+    }
+
+    /// HTML: markup characters as references, controls and bidi as for a terminal; our
+    /// paths percent-encoded byte by byte.
+    #[test]
+    fn html_and_url_path() {
+        assert_eq!(
+            html("<script>a=\"1\" & 'b'</script>"),
+            "&lt;script&gt;a=&quot;1&quot; &amp; &#39;b&#39;&lt;/script&gt;"
+        );
+        assert_eq!(
+            html(HOSTILE),
+            "a\\u{1b}[31m\\u{7}\\u{d}\\u{a}\\u{0}\\u{7f}\\u{9b}\\u{85}\\u{202e}\\u{2066}\\u{200f}\\u{61c}\\u{2028}z"
+        );
+        assert_eq!(html("é ü 日本"), "é ü 日本");
+        assert_eq!(
+            url_path("etl/02-Circular Kernel Context Logger.etl"),
+            "etl/02-Circular%20Kernel%20Context%20Logger.etl"
+        );
+        assert_eq!(url_path("a#b?c%d:e\"f"), "a%23b%3Fc%25d%3Ae%22f");
+        assert_eq!(url_path("é"), "%C3%A9");
     }
 
     #[test]

@@ -12,7 +12,9 @@ echo "== cargo doc (the library's documentation builds without a warning)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p etwdump
 echo "== cargo test"
 # --nocapture so that the tests' own SKIP lines (reference data in ../shared absent) reach the
-# log; they are repeated with a count at the end.
+# log; they are repeated with a count at the end. Among the tests: collect's index.html in
+# headless Chromium (tests/collect_browser.rs; .ci/run installs Debian's chromium; without it
+# the test prints "SKIPPED: collect_browser: no chromium ..." and that line is listed below).
 log=$(mktemp)
 cargo test --workspace -- --nocapture 2>&1 | tee "$log"
 skips=$(grep -E '^(SKIP|SKIPPED)' "$log" | sort -u || true)

@@ -7,7 +7,7 @@
 //! the escaped form of what was injected. JSON keeps the exact text.
 
 mod common;
-use common::{etwdump, fixture};
+use common::{etwdump, fixture, replace_all};
 use etwdump::text::needs_escape;
 use etwdump_forge::{forge, Config, ImageKind, SlotSpec};
 use std::path::Path;
@@ -24,22 +24,6 @@ const MODULE_SHOWN: &str =
     "\\u{1b}[2J\\u{7}\\u{d}\\u{a}\\u{9b}\\u{202e}\\u{7f}\\system32\\ntoskrnl.exe";
 const SESSION: &str = "Sess\u{1b}[31m\u{7}\u{7f}\u{9b}\u{202e}\u{2066}\r\nX";
 const SESSION_SHOWN: &str = "Sess\\u{1b}[31m\\u{7}\\u{7f}\\u{9b}\\u{202e}\\u{2066}\\u{d}\\u{a}X";
-
-fn replace_all(hay: &mut [u8], needle: &[u8], with: &[u8]) -> usize {
-    assert_eq!(needle.len(), with.len());
-    let mut n = 0;
-    let mut i = 0;
-    while i + needle.len() <= hay.len() {
-        if &hay[i..i + needle.len()] == needle {
-            hay[i..i + needle.len()].copy_from_slice(with);
-            n += 1;
-            i += needle.len();
-        } else {
-            i += 1;
-        }
-    }
-    n
-}
 
 fn utf16(s: &str) -> Vec<u8> {
     s.encode_utf16().flat_map(|u| u.to_le_bytes()).collect()

@@ -65,6 +65,7 @@ fn every_readme_command_runs_on_the_sample() {
     let root = env!("CARGO_MANIFEST_DIR");
     std::env::set_current_dir(root).unwrap();
     let mut ran = 0;
+    let mut collected = None;
     for block in blocks("sh") {
         for line in block {
             let Some((args, redirect)) = args_of(line, &scratch) else {
@@ -77,6 +78,9 @@ fn every_readme_command_runs_on_the_sample() {
                 "README: `{line}` failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            if a.first() == Some(&"collect") {
+                collected = Some(String::from_utf8_lossy(&out.stdout).into_owned());
+            }
             // Help, install and man-page lines aside, every command prints or writes something.
             match redirect {
                 Some(f) => std::fs::write(&f, &out.stdout).unwrap(),
@@ -89,7 +93,7 @@ fn every_readme_command_runs_on_the_sample() {
         }
     }
     assert_eq!(
-        ran, 13,
+        ran, 14,
         "README commands found (update the count when the README changes)"
     );
     // What the -o and --svg lines promise exists.
@@ -98,6 +102,21 @@ fn every_readme_command_runs_on_the_sample() {
     assert!(std::fs::read_to_string(scratch.join("cpus.svg"))
         .unwrap()
         .starts_with("<svg"));
+    // collect: the lines the README shows are lines it prints (the page's path at the end).
+    assert!(scratch.join("case1/collect.json").is_file());
+    let printed = collected.expect("the README runs collect");
+    let shown = blocks("text")
+        .into_iter()
+        .find(|b| b.iter().any(|l| l.starts_with("info      info.json")))
+        .expect("the README shows collect's output");
+    for l in shown.iter().filter(|l| **l != "...") {
+        assert!(
+            printed
+                .lines()
+                .any(|p| p == *l || p.ends_with(&format!("/{l}"))),
+            "README: collect's line `{l}` is not in its output:\n{printed}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&scratch);
 }
 

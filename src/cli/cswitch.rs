@@ -126,19 +126,12 @@ fn with_chart(
         switches.push(s.clone());
         Ok(())
     })?;
-    let name = a
-        .kernel
-        .dump
-        .dump
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let chart = svg::render(
+    let (chart, empty) = chart(
+        ctx,
+        &a.kernel.dump.dump,
+        &display(path),
         &switches,
-        &svg::Chart {
-            dump_time: ctx.system_time().unwrap_or(0),
-            dump: &name,
-        },
+        switches.len() as u64,
     );
     std::fs::write(path, &chart.svg).map_err(|e| anyhow::anyhow!("{}: {e}", display(path)))?;
     let mut rows = r
@@ -147,16 +140,39 @@ fn with_chart(
     for s in &switches {
         rows.row(s)?;
     }
-    if chart.spans == 0 {
-        w.push(Warning::new(
-            WarningKind::NotFound,
-            format!(
-                "{}: no context switch with a UTC time that fits the dump to draw ({} switches listed); the chart says so",
-                display(path),
-                switches.len()
-            ),
-        ));
-    }
+    w.extend(empty);
     w.extend(rows.untimed_warning()?);
     finish(r, rows, &w)
+}
+
+/// The lane chart of `switches` (rows of a listing of `listed` switches) of dump `dump`,
+/// and the warning when it has no switch to draw (`shown`: the chart's file as the warning
+/// names it).
+pub fn chart(
+    ctx: &KernelContext<'_>,
+    dump: &Path,
+    shown: &str,
+    switches: &[SwitchRow],
+    listed: u64,
+) -> (svg::Drawn, Option<Warning>) {
+    let name = dump
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let chart = svg::render(
+        switches,
+        &svg::Chart {
+            dump_time: ctx.system_time().unwrap_or(0),
+            dump: &name,
+        },
+    );
+    let empty = (chart.spans == 0).then(|| {
+        Warning::new(
+            WarningKind::NotFound,
+            format!(
+                "{shown}: no context switch with a UTC time that fits the dump to draw ({listed} switches listed); the chart says so"
+            ),
+        )
+    });
+    (chart, empty)
 }

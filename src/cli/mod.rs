@@ -8,6 +8,7 @@ pub mod flags;
 
 pub mod buffers;
 pub mod check;
+pub mod collect;
 pub mod completions;
 pub mod cswitch;
 pub mod etl;
@@ -21,3 +22,13 @@ pub mod read;
 pub mod scan;
 pub mod sessions;
 pub mod symbols;
+
+/// The exit status of a command that failed: 1 when `collect` wrote its directory but some
+/// artefacts failed, 2 for any other error (docs/reference.md).
+pub fn exit_status(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<collect::Incomplete>().is_some() {
+        1
+    } else {
+        2
+    }
+}

@@ -4,6 +4,7 @@
 use super::common::{display, finish, overwrite_hint, renderer, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
 use etwdump::etw::carve::Progress;
+use etwdump::kernel::context::KernelContext;
 use etwdump::report::scan::{Scan, ScanRow};
 use etwdump::report::RowFormat;
 use std::io::Write;
@@ -31,18 +32,16 @@ pub struct Args {
 pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     let r = renderer(a.format);
     with_kernel(&a.kernel, |ctx| {
-        let threads = a
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .clamp(1, 64);
-        let progress = Progress::default();
-        let scan = std::thread::scope(|s| {
-            let bar = s.spawn(|| progress_bar(&progress));
-            let r = Scan::run(ctx, threads, &progress);
-            progress.stop.store(true, Ordering::Relaxed);
-            let _ = bar.join();
-            r
+        let bar = progress_bar();
+        let scan = scan_watched(ctx, threads(a.threads), &|done, total| {
+            if let Some(b) = &bar {
+                b.set_length(total);
+                b.set_position(done);
+            }
         });
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
         let mut rows = r.listing::<_, ScanRow>(&mut *out, "scan")?;
         for row in scan.rows() {
             rows.row(&row)?;
@@ -70,12 +69,41 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     })
 }
 
-/// A progress bar on stderr while `p` runs, when stderr is a terminal (silent otherwise);
-/// returns when `p.stop` is set.
-fn progress_bar(p: &Progress) {
+/// The scan's threads: `n` if given, else every core; 1 to 64.
+pub fn threads(n: Option<usize>) -> usize {
+    n.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 64)
+}
+
+/// Scan `ctx`'s physical memory on `threads` threads; while it runs, `watch` is given the
+/// pages done and the pages in all every 100 ms.
+pub fn scan_watched(
+    ctx: &KernelContext<'_>,
+    threads: usize,
+    watch: &(dyn Fn(u64, u64) + Sync),
+) -> Scan {
+    let progress = Progress::default();
+    std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            while !progress.stop.load(Ordering::Relaxed) {
+                watch(
+                    progress.done.load(Ordering::Relaxed),
+                    progress.total.load(Ordering::Relaxed),
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+        let r = Scan::run(ctx, threads, &progress);
+        progress.stop.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        r
+    })
+}
+
+/// The scan's progress bar on stderr when stderr is a terminal (None otherwise: silent).
+fn progress_bar() -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;
-    let tty = std::io::stderr().is_terminal();
-    let bar = tty.then(|| {
+    std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(0);
         b.set_style(
             indicatif::ProgressStyle::with_template(
@@ -84,15 +112,5 @@ fn progress_bar(p: &Progress) {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
-    });
-    while !p.stop.load(Ordering::Relaxed) {
-        if let Some(b) = &bar {
-            b.set_length(p.total.load(Ordering::Relaxed));
-            b.set_position(p.done.load(Ordering::Relaxed));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    })
 }

@@ -3,6 +3,7 @@
 
 pub mod buffers;
 pub mod check;
+pub mod collect;
 pub mod csv;
 pub mod etl;
 pub mod extract;

@@ -54,21 +54,12 @@ pub fn to_table(o: &Overview) -> String {
     for (cpu, rows) in &o.last_switches {
         let _ = writeln!(s, " CPU {cpu}:");
         for r in rows {
-            let who = |tid: Option<u32>, p: &Option<crate::text::Untrusted>| match (tid, p) {
-                (Some(t), Some(p)) => format!("{p} tid {t}"),
-                (Some(t), None) => format!("tid {t}"),
-                (None, _) => "?".to_string(),
-            };
-            let time = match (&r.time, r.time_flag) {
-                (Some(t), Some(f)) => format!("{t} ({f})"),
-                (Some(t), None) => t.clone(),
-                (None, _) => format!("raw {}", r.timestamp),
-            };
             let _ = writeln!(
                 s,
-                "   {time:<30} {} -> {}{} [{}]",
-                who(Some(r.old_tid), &r.old_process),
-                who(r.new_tid, &r.new_process),
+                "   {:<30} {} -> {}{} [{}]",
+                switch_time(r),
+                thread(Some(r.old_tid), &r.old_process),
+                thread(r.new_tid, &r.new_process),
                 r.old_wait_reason
                     .as_ref()
                     .map_or_else(String::new, |w| format!(" ({w})")),
@@ -97,6 +88,25 @@ pub fn to_table(o: &Overview) -> String {
         );
     }
     s
+}
+
+/// A thread of a switch as the overview shows it: `process tid N`, `tid N` or `?` (the
+/// process name escaped).
+pub(crate) fn thread(tid: Option<u32>, p: &Option<crate::text::Untrusted>) -> String {
+    match (tid, p) {
+        (Some(t), Some(p)) => format!("{p} tid {t}"),
+        (Some(t), None) => format!("tid {t}"),
+        (None, _) => "?".to_string(),
+    }
+}
+
+/// A switch's time as the overview shows it: UTC (with its flag), else the raw clock value.
+pub(crate) fn switch_time(r: &crate::report::cswitch::SwitchRow) -> String {
+    match (&r.time, r.time_flag) {
+        (Some(t), Some(f)) => format!("{t} ({f})"),
+        (Some(t), None) => t.clone(),
+        (None, _) => format!("raw {}", r.timestamp),
+    }
 }
 
 /// The overview as pretty JSON (terminal-safe).

@@ -4,6 +4,25 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+pub mod collect;
+
+/// Replace every `needle` in `hay` with `with` (the same length); how many were replaced.
+pub fn replace_all(hay: &mut [u8], needle: &[u8], with: &[u8]) -> usize {
+    assert_eq!(needle.len(), with.len());
+    let mut n = 0;
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        if &hay[i..i + needle.len()] == needle {
+            hay[i..i + needle.len()].copy_from_slice(with);
+            n += 1;
+            i += needle.len();
+        } else {
+            i += 1;
+        }
+    }
+    n
+}
+
 /// `../shared/data/dumps/<name>` if present; prints why a test is skipped otherwise.
 pub fn shared_dump(name: &str) -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
