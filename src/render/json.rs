@@ -163,10 +163,21 @@ impl Compound<'_, '_> {
         }
         self.first = false;
     }
-    fn key(&mut self, k: &str) {
+    /// A struct field's key: a name in etwdump's own code (`serde` derive: a Rust field name or
+    /// a `rename`), never text from the input (map keys, which may be, go through `MapKey`):
+    /// copied as it is. The output's keys are checked against `docs/schema` by
+    /// tests/json_schema.rs.
+    fn key(&mut self, k: &'static str) {
+        debug_assert!(
+            k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'),
+            "{k}"
+        );
         self.comma();
-        write_str(self.ser.out, k, self.ser.safe);
-        self.ser.out.push(b':');
+        let out = &mut *self.ser.out;
+        out.reserve(k.len() + 3);
+        out.push(b'"');
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b"\":");
     }
 }
 
