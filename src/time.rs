@@ -9,28 +9,49 @@ const EPOCH_DIFF_100NS: u64 = 116_444_736_000_000_000;
 pub fn filetime_to_iso8601(ft: u64) -> String {
     let frac = ft % 10_000_000;
     let secs_since_1601 = ft / 10_000_000;
+    let mut o = String::with_capacity(28);
+    // A listing's rows come in time order, many per second: the date and time of day are
+    // computed once per second (the last second's text is kept per thread).
+    thread_local! {
+        static LAST: std::cell::Cell<Option<(u64, [u8; 20])>> = const { std::cell::Cell::new(None) };
+    }
+    match LAST
+        .with(|l| l.get())
+        .filter(|(s, _)| *s == secs_since_1601)
+    {
+        Some((_, prefix)) => o.push_str(std::str::from_utf8(&prefix).unwrap_or_default()),
+        None => {
+            push_second(&mut o, secs_since_1601);
+            if let Ok(prefix) = <[u8; 20]>::try_from(o.as_bytes()) {
+                LAST.with(|l| l.set(Some((secs_since_1601, prefix))));
+            }
+        }
+    }
+    push_digits(&mut o, frac, 7);
+    o.push('Z');
+    o
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` of a second since 1601 (more year digits after year 9999).
+fn push_second(o: &mut String, secs_since_1601: u64) {
     let days = (secs_since_1601 / 86_400) as i64;
     let sod = secs_since_1601 % 86_400;
     // Days from 1601-01-01 to 1970-01-01.
     let (y, m, d) = civil_from_days(days - 134_774);
     // Written digit by digit (a listing formats millions of these; `format!` was a tenth of
     // its time); the same text as `{y:04}-{m:02}-{d:02}T{h:02}:{m:02}:{s:02}.{frac:07}Z`.
-    let mut o = String::with_capacity(30);
-    push_digits(&mut o, y.unsigned_abs(), 4);
+    push_digits(o, y.unsigned_abs(), 4);
     o.push('-');
-    push_digits(&mut o, u64::from(m), 2);
+    push_digits(o, u64::from(m), 2);
     o.push('-');
-    push_digits(&mut o, u64::from(d), 2);
+    push_digits(o, u64::from(d), 2);
     o.push('T');
-    push_digits(&mut o, sod / 3600, 2);
+    push_digits(o, sod / 3600, 2);
     o.push(':');
-    push_digits(&mut o, (sod / 60) % 60, 2);
+    push_digits(o, (sod / 60) % 60, 2);
     o.push(':');
-    push_digits(&mut o, sod % 60, 2);
+    push_digits(o, sod % 60, 2);
     o.push('.');
-    push_digits(&mut o, frac, 7);
-    o.push('Z');
-    o
 }
 
 /// Push `v` in decimal, zero-padded to at least `width` digits.
@@ -354,7 +375,8 @@ mod tests {
     }
 
     /// The digit-by-digit formatter gives the text of the `format!` it replaced, over the
-    /// whole u64 range (every u64 is on or after 1601: years 1601 to 60056).
+    /// whole u64 range (every u64 is on or after 1601: years 1601 to 60056), for times in the
+    /// second it formatted last and in others.
     #[test]
     fn iso8601_matches_format() {
         let reference = |ft: u64| {
@@ -384,6 +406,11 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             cases.push(x);
+            // The same second again (the cached date and time of day), its last tick, the
+            // next second's first.
+            cases.push(x.saturating_add(1));
+            cases.push(x - x % 10_000_000 + 9_999_999);
+            cases.push((x - x % 10_000_000).saturating_add(10_000_000));
             cases.push(x >> (x % 64));
         }
         for ft in cases {
