@@ -5,7 +5,8 @@
 //! `extract` writes from them, and the real dumps and .etl files of ../shared when present.
 //! Every command and format that writes JSON is covered (the list is checked against
 //! `--help`): `--format json` documents, `--format jsonl` rows on stdout and warnings on
-//! stderr, and the manifest.json of `extract -o` and `scan -o`. The schemas are themselves
+//! stderr, the manifest.json of `extract -o` and `scan -o`, and `collect -o`'s collect.json,
+//! warnings.jsonl and every JSON file of its other artefacts. The schemas are themselves
 //! validated against the 2020-12 meta-schema, their enums against the models' variants, and
 //! every schema family is shown to reject a document with a key removed, a value of the
 //! wrong type or a key added.
@@ -33,7 +34,9 @@ const LIBRARIES: &[&str] = &["defs.schema.json", "timesketch.schema.json"];
 
 /// Every JSON output etwdump writes, and the schema that describes it: one document on stdout
 /// (`--format json`), one row per line on stdout (`--format jsonl`, whose stderr lines are
-/// `warning.schema.json`), or the manifest.json written in DIR.
+/// `warning.schema.json`), or a file written in DIR: the manifest.json of `extract` and `scan`,
+/// `collect`'s collect.json and the lines of its warnings.jsonl (its other JSON files are
+/// the other commands' outputs, validated as theirs).
 const OUTPUTS: &[(&str, &str)] = &[
     ("overview --format json", "overview.schema.json"),
     ("info --format json", "info.schema.json"),
@@ -59,6 +62,11 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("etl --cswitch --format jsonl", "cswitch-row.schema.json"),
     ("symbols --format json", "symbols.schema.json"),
     ("read --format json", "read.schema.json"),
+    ("collect -o DIR", "collect.schema.json"),
+    (
+        "collect -o DIR warnings.jsonl",
+        "collect-warning.schema.json",
+    ),
 ];
 
 /// The commands that write no JSON.
@@ -251,24 +259,30 @@ impl Seen {
         self.document(output, &out.stdout, &format!("etwdump {}", a.join(" ")))
     }
 
-    /// `etwdump ARGS` with `--format jsonl`: every stdout line a row, every stderr line a
-    /// warning. Returns the rows and the warnings.
-    fn jsonl(&mut self, output: &'static str, args: &[&str]) -> (Vec<Value>, Vec<Value>) {
-        assert!(output.ends_with("--format jsonl"), "{output}");
+    /// JSON Lines `text` as `output` writes them: every line one value of its schema.
+    fn lines(&mut self, output: &'static str, text: &[u8], what: &str) -> Vec<Value> {
         let schema = schema_of(output);
-        let mut a = args.to_vec();
-        a.extend(["--format", "jsonl"]);
-        let out = run_ok(&a);
-        let what = format!("etwdump {}", a.join(" "));
         let mut rows = Vec::new();
-        for (i, line) in String::from_utf8(out.stdout).unwrap().lines().enumerate() {
+        for (i, line) in std::str::from_utf8(text).unwrap().lines().enumerate() {
             let v: Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("{what}: stdout line {}: {e}: {line}", i + 1));
-            assert_valid(schema, &v, &format!("{what}: stdout line {}", i + 1));
+                .unwrap_or_else(|e| panic!("{what} line {}: {e}: {line}", i + 1));
+            assert_valid(schema, &v, &format!("{what} line {}", i + 1));
             self.example(schema, &v);
             rows.push(v);
         }
         self.count(output, schema, rows.len());
+        rows
+    }
+
+    /// `etwdump ARGS` with `--format jsonl`: every stdout line a row, every stderr line a
+    /// warning. Returns the rows and the warnings.
+    fn jsonl(&mut self, output: &'static str, args: &[&str]) -> (Vec<Value>, Vec<Value>) {
+        assert!(output.ends_with("--format jsonl"), "{output}");
+        let mut a = args.to_vec();
+        a.extend(["--format", "jsonl"]);
+        let out = run_ok(&a);
+        let what = format!("etwdump {}", a.join(" "));
+        let rows = self.lines(output, &out.stdout, &format!("{what}: stdout"));
         let stderr = String::from_utf8(out.stderr).unwrap();
         let mut warnings = Vec::new();
         for (i, line) in stderr.lines().enumerate() {
@@ -401,6 +415,97 @@ fn etl_on_written(seen: &mut Seen, m: &Value, dir: &Path) {
     seen.jsonl("etl --events --format jsonl", &a);
 }
 
+/// The JSON files of `collect -o DIR` other than collect.json, and the output each is
+/// (the same bytes as that command writes: tests/collect.rs); `true`: JSON Lines.
+const COLLECTED: &[(&str, &str, bool)] = &[
+    ("info.json", "info --format json", false),
+    ("sessions.json", "sessions --format json", false),
+    ("buffers.jsonl", "buffers --format jsonl", true),
+    ("providers.json", "providers --format json", false),
+    ("check.json", "check --format json", false),
+    ("etl/manifest.json", "extract -o DIR", false),
+    ("cswitch.jsonl", "cswitch --format jsonl", true),
+    ("events.jsonl", "events --format jsonl", true),
+    ("scan.json", "scan --format json", false),
+    ("scan/manifest.json", "scan -o DIR", false),
+    ("warnings.jsonl", "collect -o DIR warnings.jsonl", true),
+];
+
+/// `collect DUMP EXTRA -o DIR` (DIR as the caller left it; `ok`: the exit status is 0, else 1,
+/// some artefacts failed): collect.json, and every JSON and JSON Lines file in DIR against the
+/// schema of the output it is (those of failed artefacts may be missing). collect.json lists
+/// files that exist, its artefacts are the schema's, its warnings are warnings.jsonl's lines.
+fn collect_dir(seen: &mut Seen, dump: &str, extra: &[&str], dir: &Path, ok: bool) -> Value {
+    let mut a = vec![
+        "collect",
+        dump,
+        "-o",
+        s(dir),
+        "--overwrite",
+        "--threads",
+        "1",
+    ];
+    a.extend(extra);
+    let out = etwdump(&a);
+    assert_eq!(
+        out.status.code(),
+        Some(if ok { 0 } else { 1 }),
+        "etwdump {a:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = dir.join("collect.json");
+    let c = seen.document("collect -o DIR", &std::fs::read(&p).unwrap(), s(&p));
+    let artefacts = c["artefacts"].as_array().unwrap();
+    let names: Vec<Value> = artefacts.iter().map(|a| a["name"].clone()).collect();
+    assert_eq!(
+        names,
+        schema_enum("collect.schema.json", "/$defs/artefact_name/enum")
+    );
+    for f in artefacts
+        .iter()
+        .flat_map(|a| a["files"].as_array().unwrap())
+    {
+        let path = f["path"].as_str().unwrap();
+        assert!(
+            dir.join(path).is_file(),
+            "collect.json lists {path}: not in DIR"
+        );
+    }
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "json" || x == "jsonl") {
+                let rel = p.strip_prefix(dir).unwrap().to_str().unwrap();
+                files.push(rel.replace('\\', "/"));
+            }
+        }
+    }
+    for rel in files.iter().filter(|f| *f != "collect.json") {
+        let (_, output, lines) = COLLECTED
+            .iter()
+            .find(|(f, _, _)| f == rel)
+            .unwrap_or_else(|| panic!("collect wrote {rel}: not in COLLECTED"));
+        let text = std::fs::read(dir.join(rel)).unwrap();
+        let what = dir.join(rel).display().to_string();
+        if *lines {
+            let rows = seen.lines(output, &text, &what);
+            if *rel == "warnings.jsonl" {
+                assert_eq!(&rows, c["warnings"].as_array().unwrap(), "{what}");
+            }
+        } else {
+            seen.document(output, &text, &what);
+        }
+    }
+    if ok {
+        assert_eq!(files.len(), COLLECTED.len() + 1, "{files:?}");
+    }
+    c
+}
+
 // ---------------------------------------------------------------------------------------------
 // The inputs.
 
@@ -459,6 +564,16 @@ fn the_sample(tmp: &Path) -> Seen {
     let dir = tmp.join("sample-scan");
     run_ok(&["scan", SAMPLE, "-o", s(&dir)]);
     seen.manifest("scan -o DIR", &dir);
+    // collect: every artefact; then again where a file stands in the way of scan/ (the scan
+    // fails after writing scan.json: its figures null, its error said).
+    let dir = tmp.join("sample-collect");
+    collect_dir(&mut seen, SAMPLE, &p, &dir, true);
+    let dir = tmp.join("sample-collect-failed");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("scan"), "not a directory").unwrap();
+    let c = collect_dir(&mut seen, SAMPLE, &p, &dir, false);
+    assert_eq!(c["artefacts"][9]["status"], "failed");
+    assert!(c["summary"]["scan_objects"].is_null());
     seen
 }
 
@@ -554,6 +669,9 @@ fn carved(tmp: &Path) -> Seen {
     seen.listing("events", &["events", d, p[0], p[1], "--carved"]);
     seen.listing("cswitch", &["cswitch", d, p[0], p[1], "--carved"]);
     etl_on_written(&mut seen, &m, &dir);
+    // collect: the carved files in scan/.
+    let c = collect_dir(&mut seen, d, &p, &tmp.join("carved-collect"), true);
+    assert!(c["summary"]["carved_files"].as_u64() > Some(0), "{name}");
     seen
 }
 
@@ -764,7 +882,8 @@ fn every_schema_rejects_a_broken_document() {
             .get(name)
             .unwrap_or_else(|| panic!("docs/schema/{name}: no example"));
         assert_valid(name, example, "the example");
-        let top_optional = if name == "warning.schema.json" {
+        let top_optional = if name == "warning.schema.json" || name == "collect-warning.schema.json"
+        {
             WARNING_OPTIONAL
         } else {
             &[]
@@ -779,6 +898,18 @@ fn every_schema_rejects_a_broken_document() {
                     &[]
                 };
                 copies.extend(broken_copies(example, &[list, "0"], optional));
+            }
+        }
+        if name == "collect.schema.json" {
+            // Its objects: the summary and the dump in it, an artefact, a file, the page's.
+            for path in [
+                &["summary"][..],
+                &["summary", "dump"],
+                &["artefacts", "0"],
+                &["artefacts", "0", "files", "0"],
+                &["index"],
+            ] {
+                copies.extend(broken_copies(example, path, &[]));
             }
         }
         for (what, d) in &copies {
@@ -926,6 +1057,66 @@ fn every_schema_rejects_a_broken_document() {
             "an unknown kind",
         ),
         (
+            "collect.schema.json",
+            "/artefacts/0/status",
+            Value::from("failed"),
+            "a failed artefact without its error",
+        ),
+        (
+            "collect.schema.json",
+            "/artefacts/0/error",
+            Value::from("why"),
+            "an artefact that went well with an error",
+        ),
+        (
+            "collect.schema.json",
+            "/artefacts/0/name",
+            Value::from("sessions"),
+            "the artefacts in another order",
+        ),
+        (
+            "collect.schema.json",
+            "/artefacts/0/files/0/path",
+            Value::from("events.jsonl"),
+            "another artefact's file",
+        ),
+        (
+            "collect.schema.json",
+            "/artefacts/5/files/0/path",
+            Value::from("etl/../x.etl"),
+            "a path out of etl/",
+        ),
+        (
+            "collect.schema.json",
+            "/artefacts/1/files/0/rows",
+            Value::Null,
+            "a listing without its rows",
+        ),
+        (
+            "collect.schema.json",
+            "/index/rows",
+            Value::from(1),
+            "rows for the page",
+        ),
+        (
+            "collect.schema.json",
+            "/artefacts",
+            Value::from(Vec::<Value>::new()),
+            "no artefact",
+        ),
+        (
+            "collect-warning.schema.json",
+            "/artefacts",
+            Value::from(Vec::<Value>::new()),
+            "a warning of no artefact",
+        ),
+        (
+            "collect-warning.schema.json",
+            "/artefacts/0",
+            Value::from("warnings"),
+            "a warning of warnings.jsonl",
+        ),
+        (
             "warning.schema.json",
             "/level",
             Value::from("error"),
@@ -1004,7 +1195,10 @@ fn every_command_that_writes_json_is_covered() {
             .map(str::to_string)
             .collect();
         assert_eq!(offered, tested, "{c}: JSON formats of --help vs OUTPUTS");
-        let manifest = mine.iter().any(|o| o.ends_with("-o DIR"));
+        // extract's and scan's; collect's directory has its own (collect.json).
+        let manifest = mine
+            .iter()
+            .any(|o| o.ends_with("-o DIR") && schema_of(o) == "manifest.schema.json");
         assert_eq!(
             h.contains("manifest.json"),
             manifest,
@@ -1163,6 +1357,7 @@ fn schema_enums_are_the_models_values() {
     use etwdump::etw::providers::RegKind as Reg;
     use etwdump::etw::triage::GlobalOrder as G;
     use etwdump::kernel::context::{KernelBaseSource as KB, LocatedHow as H};
+    use etwdump::report::collect::Status;
     use etwdump::symbols::builtin::corpus::CorpusMatch as M;
     use etwdump::symbols::layout::LayoutSource as L;
     use etwdump::warning::{Level, WarningKind as K};
@@ -1180,11 +1375,12 @@ fn schema_enums_are_the_models_values() {
     dump_types.extend(["unknown", "none (memory image)"]);
     let record = "/$defs/record/properties";
     let sets: Vec<(&str, String, Vec<Value>)> = vec![
-        ("warning", "/properties/kind/enum".into(), names(&every!(K::{
+        ("warning", "/$defs/warning/properties/kind/enum".into(), names(&every!(K::{
             Unreadable, Anomaly, NotFound, Bound, Conflict, Time, Decode, Inferred, Unconfirmed,
             Unknowable, Unsupported, OutputBound, Other,
         }))),
-        ("warning", "/properties/level/enum".into(), names(&every!(Level::{Warning, Note}))),
+        ("warning", "/$defs/warning/properties/level/enum".into(), names(&every!(Level::{Warning, Note}))),
+        ("collect", "/$defs/artefact/properties/status/enum".into(), names(&every!(Status::{Ok, Failed}))),
         ("buffers", format!("{record}/lists/items/enum"), names(&every!(B::{
             GlobalList, CurrentBuffer, PerCpu, BufferQueue, OverflowQueue, DirtyChain,
             BatchedBufferList, CompressionTarget, ScratchArray, UserBufferList,
