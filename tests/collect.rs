@@ -121,7 +121,7 @@ fn every_artefact_is_what_its_command_writes() {
 
     // collect.json: every file in DIR but itself, with its true size and hash.
     let c = json(&files["collect.json"]);
-    assert_eq!(c["format_version"], 2);
+    assert_eq!(c["format_version"], 3);
     assert_eq!(c["command"], "collect");
     assert_eq!(c["dump"], d);
     let names: Vec<&str> = c["artefacts"]

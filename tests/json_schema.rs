@@ -983,7 +983,7 @@ fn every_schema_rejects_a_broken_document() {
     ];
     for (ok, p) in payloads {
         row["payload"] = p.clone();
-        let doc = serde_json::json!({"format_version": 2, "command": "events", "records": [row], "warnings": []});
+        let doc = serde_json::json!({"format_version": 3, "command": "events", "records": [row], "warnings": []});
         assert_eq!(
             errors("events.schema.json", &doc).is_empty(),
             ok,

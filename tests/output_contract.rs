@@ -24,7 +24,7 @@ fn head(text: &str, what: &str) -> (Vec<String>, Value, Value) {
 fn assert_identity(text: &str, command: &str, what: &str) {
     let (keys, version, cmd) = head(text, what);
     assert_eq!(keys, ["format_version", "command"], "{what}");
-    assert_eq!(version, Value::from(2), "{what}");
+    assert_eq!(version, Value::from(3), "{what}");
     assert_eq!(cmd, Value::from(command), "{what}");
 }
 

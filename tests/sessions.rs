@@ -279,7 +279,7 @@ fn cli_formats() {
     assert!(out.status.success());
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // The envelope (docs/output-contract.md): version, command, records, typed warnings.
-    assert_eq!(j["format_version"], 2);
+    assert_eq!(j["format_version"], 3);
     assert_eq!(j["command"], "sessions");
     let all = j["records"].as_array().unwrap();
     // The rejected slots are also warnings, typed with their slot and address.

@@ -97,7 +97,7 @@ fn the_cli_streams_what_the_collected_rows_render_to() {
             "cswitch",
         ))
         .unwrap();
-        assert_eq!(j["format_version"], 2);
+        assert_eq!(j["format_version"], 3);
         assert_eq!(j["command"], "cswitch");
         assert_eq!(j["records"], serde_json::to_value(&cs.rows).unwrap());
         assert_eq!(j["warnings"], serde_json::to_value(&cs.warnings).unwrap());

@@ -29,7 +29,7 @@ pub enum Format {
 /// every JSON document etwdump writes.
 /// 2: `cswitch` and `events` rows give the raw clock value as `raw_timestamp` (was
 /// `timestamp`), and their JSON Lines carry Timesketch's `timestamp` (µs since 1970).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// A command's JSON document that is not a listing: `{"format_version", "command", ...}`, the
 /// model's own fields after those two.

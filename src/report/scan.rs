@@ -26,6 +26,9 @@ pub struct ScanRow {
     pub logger_id: Option<u64>,
     pub buffer_size: Option<u64>,
     pub sequence_number: Option<u64>,
+    /// The buffer header's raw clock value (`raw_timestamp` in JSON and CSV since
+    /// format_version 3: Timesketch reads a `timestamp` as microseconds since 1970).
+    #[serde(rename = "raw_timestamp")]
     pub timestamp: Option<u64>,
     pub processor: Option<u64>,
     pub valid_bytes: Option<u64>,

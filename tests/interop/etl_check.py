@@ -184,8 +184,8 @@ def addr(v):
 
 def check_buffers_cmd(c, etwdump, name, dump, pdb, exp):
     out, err, dt = run_json([etwdump, "buffers", dump, "--pdb", pdb, "--format", "json"])
-    # The output contract (docs/output-contract.md): {"format_version": 2, "command", "records", "warnings"}.
-    if isinstance(out, dict) and out.get("format_version") == 2 and out.get("command") == "buffers":
+    # The output contract (docs/output-contract.md): {"format_version": 3, "command", "records", "warnings"}.
+    if isinstance(out, dict) and out.get("format_version") == 3 and out.get("command") == "buffers":
         out = out["records"]
     if not c.check(isinstance(out, list), "%s: etwdump buffers (%.1f s) %s" % (
             name, dt, "" if isinstance(out, list) else err)):

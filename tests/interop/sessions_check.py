@@ -124,8 +124,8 @@ def run_etwdump(etwdump, dump, pdb):
     if r.returncode == 0:
         try:
             env = json.loads(r.stdout)
-            # The output contract (docs/output-contract.md): {"format_version": 2, "command", "records", "warnings"}.
-            if env.get("format_version") == 2 and env.get("command") == "sessions":
+            # The output contract (docs/output-contract.md): {"format_version": 3, "command", "records", "warnings"}.
+            if env.get("format_version") == 3 and env.get("command") == "sessions":
                 out = env["records"]
         except (ValueError, AttributeError, KeyError):
             out = None

@@ -12,7 +12,7 @@
 #
 # The decoding is etwdump's: each plugin runs the `etwdump` binary (--etwdump PATH, else
 # $ETWDUMP, else `etwdump` on PATH) on the memory Volatility opened and reads its JSON
-# contract (format_version 2). Volatility hands over what it found: the physical layout of
+# contract (format_version 3). Volatility hands over what it found: the physical layout of
 # its memory layer over the file (`etwdump --layout`), the kernel's page-table root and
 # architecture, and the kernel's ISF. Why a binary and not a binding: plugins/README.md.
 """ETW sessions, buffers, context switches, providers and tamper checks of a Windows image,
@@ -39,7 +39,7 @@ from volatility3.plugins import timeliner
 vollog = logging.getLogger(__name__)
 
 # The JSON contract this plugin reads (etwdump's FORMAT_VERSION).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PAGE = 0x1000
 # etwdump reads at most 2^16 ranges from a layout (src/dump/layout.rs).
 MAX_RANGES = 1 << 16
