@@ -591,10 +591,11 @@ impl ser::Serializer for MapKey<'_, '_> {
     }
 }
 
-/// The top-level fields of the struct `v` as CSV cell texts (the listings' CSV rows, the text
-/// `serde_json::to_value` then [`cell text`](Cell) gave): each field's text appended to
-/// `text`, its span put in `cells` at the index of the column named as the field (fields
-/// without a column are left out; a column without a field keeps `None`, an empty cell).
+/// The top-level fields of the struct `v` as CSV cell texts (the listings' CSV rows: a string
+/// as it is, null as nothing, anything else as compact JSON — the text they had through
+/// `serde_json::to_value`): each field's text appended to `text`, its span put in `cells` at
+/// the index of the column named as the field (fields without a column are left out; a column
+/// without a field keeps `None`, an empty cell).
 pub fn cells<T: Serialize + ?Sized>(
     v: &T,
     columns: &[String],
