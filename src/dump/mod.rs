@@ -20,6 +20,7 @@ mod phys;
 mod registry;
 mod runs;
 mod triage;
+pub mod xpress;
 
 pub use bitmap::Bitmap;
 pub use blobs::{Blob, SecondaryData};

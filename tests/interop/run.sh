@@ -75,6 +75,9 @@
 #    accepted with our datetime, `timestamp` in microseconds since 1970 of the same instant, the
 #    raw clock under `raw_timestamp`; untimed rows left out by default, counted, and given back
 #    by --keep-untimed.
+# 13. xpress_check.py: `forge --xpress` (the forge's Plain LZ77 and LZ77+Huffman compressors,
+#    [MS-XCA], on empty, tiny, spec-example, zero, random, text and forged-dump texts, on and off
+#    64 KiB): dissect.util==3.24 (PyPI, a black box) decodes every encoding to its plain text.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
 # fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
@@ -118,6 +121,11 @@ fi
 if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("dissect.etl") != "3.14")' 2>/dev/null; then
     echo "== installing dissect.etl==3.14 into $venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "dissect.etl==3.14"
+fi
+
+if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("dissect.util") != "3.24")' 2>/dev/null; then
+    echo "== installing dissect.util==3.24 into $venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "dissect.util==3.24"
 fi
 
 if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("timesketch-import-client") != "20261014")' 2>/dev/null; then
@@ -203,6 +211,10 @@ echo "== timesketch_check.py (cswitch/events JSON Lines through timesketch-impor
 echo "== scan_check.py (carving: etwdump scan on the forge's scan scenarios; etl-parser 1.0.1 on the carved .etl files)"
 "$target/debug/forge" "$out/scan" --scan >/dev/null
 "$venv/bin/python" "$here/scan_check.py" "$out/scan/manifest.json" || status=1
+
+echo "== xpress_check.py (forge --xpress: the forge's Xpress encodings decoded by dissect.util 3.24)"
+"$target/debug/forge" --xpress "$out/xpress" >/dev/null 2>&1
+"$venv/bin/python" "$here/xpress_check.py" "$out/xpress" || status=1
 
 echo "== qemu_check.py (a real QEMU dump-guest-memory ELF core: etwdump reads its PT_LOAD layout exactly)"
 python3 "$here/qemu_check.py" "$ETWDUMP" || status=1

@@ -46,6 +46,7 @@ mod image;
 mod kernel;
 mod triage;
 mod util;
+pub mod xpress;
 
 /// The compact context-switch encoder (etw-internals.md §4), public for etwdump's tests.
 pub use etw::ccswap;

@@ -37,6 +37,8 @@
 //! `forge --random-image PATH [SIZE_MIB [SEED]]`: a raw image of pseudo-random bytes (default
 //! 1024 MiB, seed 1), streamed (`write_random_image`), for the "no false buffers" check.
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
+//! `forge --xpress DIR`: the Xpress sample texts (`xpress::sample_set`) as `NAME.bin` and their
+//! Plain LZ77 / LZ77+Huffman encodings `NAME.lz77` / `NAME.huff` (tests/interop/xpress_check.py).
 //! `forge --triage OUTDIR`: write every synthetic triage-dump scenario (`triage_scenarios()`),
 //! each in `OUTDIR/<scenario>/`: `<scenario>.dmp`, the ISF `<GUID>-<age>.json` (Volatility 3
 //! naming, e.g. `5278AFF86C341677D7D7835C85B7B844-1.json`) and `expected.json`, and
@@ -1015,7 +1017,7 @@ fn triage_manifest_entry(
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --xpress DIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -1072,6 +1074,31 @@ fn parse_set_args(args: &[String]) -> Option<SetArgs> {
     Some(a)
 }
 
+/// `--xpress DIR`: each of `xpress::sample_set()` as `NAME.bin` (plain), `NAME.lz77` and
+/// `NAME.huff` (the forge's compressors), for tests/interop/xpress_check.py.
+fn write_xpress_set(dir: &Path) -> std::io::Result<()> {
+    use etwdump_forge::xpress;
+    std::fs::create_dir_all(dir)?;
+    let set = xpress::sample_set();
+    for (name, plain) in &set {
+        std::fs::write(dir.join(format!("{name}.bin")), plain)?;
+        std::fs::write(
+            dir.join(format!("{name}.lz77")),
+            xpress::compress_lz77(plain),
+        )?;
+        std::fs::write(
+            dir.join(format!("{name}.huff")),
+            xpress::compress_huffman(plain),
+        )?;
+    }
+    eprintln!(
+        "wrote {} plain texts and their Xpress encodings to {}",
+        set.len(),
+        dir.display()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.as_slice() {
@@ -1090,6 +1117,7 @@ fn main() -> ExitCode {
         [flag, path] if flag == "--sample-realtime" => write_realtime_sample(&PathBuf::from(path)),
         [flag, dir] if flag == "--plugin-set" => write_plugin_set(&PathBuf::from(dir)),
         [flag, dir] if flag == "--payloads" => write_payload_set(&PathBuf::from(dir)),
+        [flag, dir] if flag == "--xpress" => write_xpress_set(&PathBuf::from(dir)),
         [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {
             let mib = rest.first().map(|v| v.parse::<u64>());
             let seed = rest.get(1).map(|v| v.parse::<u64>());
