@@ -60,6 +60,22 @@ fn the_cli_streams_what_the_collected_rows_render_to() {
                 assert!(out.status.success(), "{cmd} {name}");
                 let got = String::from_utf8(out.stdout).unwrap();
                 assert_eq!(got, want, "seed {seed}: {cmd} --format {name}");
+                // Rendered on 0 and on 3 other threads (ETWDUMP_RENDER_THREADS; the default is
+                // the CPUs but one): the same bytes.
+                for threads in ["0", "3"] {
+                    let bin = std::env::var_os("ETWDUMP_TEST_BIN")
+                        .unwrap_or_else(|| env!("CARGO_BIN_EXE_etwdump").into());
+                    let o = std::process::Command::new(bin)
+                        .args([cmd, p, "--pdb", pdb_s, "--format", name])
+                        .env("ETWDUMP_RENDER_THREADS", threads)
+                        .output()
+                        .unwrap();
+                    assert_eq!(
+                        (o.stdout, o.stderr),
+                        (got.clone().into_bytes(), out.stderr.clone()),
+                        "seed {seed}: {cmd} --format {name}, {threads} render threads"
+                    );
+                }
                 let err = String::from_utf8(out.stderr).unwrap();
                 match fmt {
                     // JSON: the warnings are in the envelope, none on stderr.
