@@ -181,6 +181,21 @@ impl Compound<'_, '_> {
     }
 }
 
+/// Integer serializer methods, each writing the number: `json` on `&mut Json`, `cell` on
+/// [`Cell`] (through its `Json`).
+macro_rules! ints {
+    (json; $($f:ident: $t:ty),*) => {$(
+        fn $f(self, v: $t) -> Result<(), Error> {
+            self.int(v)
+        }
+    )*};
+    (cell; $($f:ident: $t:ty),*) => {$(
+        fn $f(self, v: $t) -> Result<(), Error> {
+            self.0.int(v)
+        }
+    )*};
+}
+
 impl<'a, 'b> ser::Serializer for &'b mut Json<'a> {
     type Ok = ();
     type Error = Error;
@@ -197,36 +212,9 @@ impl<'a, 'b> ser::Serializer for &'b mut Json<'a> {
             .extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.int(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.int(v)
-    }
+    ints!(json; serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128);
     // serde_json: finite floats by ryu, the others as null.
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         if v.is_finite() {
@@ -845,30 +833,8 @@ impl<'a, 'b> ser::Serializer for Cell<'b, 'a> {
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
         self.0.serialize_bool(v)
     }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.0.int(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.0.int(v)
-    }
+    ints!(cell; serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64);
     fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
         self.0.serialize_bytes(v)
     }
