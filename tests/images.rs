@@ -456,20 +456,7 @@ fn a_hole_skipping_raw_image_is_said_to_be_misplaced() {
 #[test]
 fn a_hosted_layout_places_memory_anywhere_in_a_file() {
     use etwdump::dump::layout::Layout;
-    let fx = "x64-19041";
-    let c = Config::from_fixture(&common::fixture(fx)).with_variation(3);
-    let f = forge(&c);
-    let dir = tempfile::tempdir().unwrap();
-    let dump_path = dir.path().join("m.dmp");
-    f.write_to(&dump_path).unwrap();
-    let opts = SymbolOptions {
-        pdb: Some(common::pdb_of(fx)),
-        ..SymbolOptions::default()
-    };
-    let want = listings(
-        &discover::open(&dump_path, OpenOptions::default()).unwrap(),
-        &opts,
-    );
+    let (f, dir, opts, want) = common::forged_with_listings("x64-19041", 3);
     // The raw image gives each run's bytes; they go into the hosted file last run first.
     let raw = f
         .write_image(&dir.path().join("m"), ImageKind::Raw)

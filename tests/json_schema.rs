@@ -1372,7 +1372,8 @@ fn schema_enums_are_the_models_values() {
     let mut dump_types: Vec<&str> = (0..=0xFFu32)
         .filter_map(|t| etwdump::dump::DumpType(t).name())
         .collect();
-    dump_types.extend(["unknown", "none (memory image)"]);
+    dump_types.push("unknown");
+    dump_types.extend(etwdump::report::info::NO_HEADER_DUMP_TYPES);
     let record = "/$defs/record/properties";
     let sets: Vec<(&str, String, Vec<Value>)> = vec![
         ("warning", "/$defs/warning/properties/kind/enum".into(), names(&every!(K::{

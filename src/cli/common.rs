@@ -73,7 +73,17 @@ pub fn with_kernel_by<T>(
         ),
         e => e.into(),
     })?;
-    body(&ctx)
+    let out = body(&ctx);
+    read_warnings(&d.dump, &dump.dump);
+    out
+}
+
+/// Problems met while reading pages (a compressed block of a hibernation file that cannot be
+/// decoded), once each, after the command's output.
+pub fn read_warnings(d: &etwdump::dump::DumpFile, path: &Path) {
+    for w in d.read_warnings() {
+        warn_opened(&w, format!("DAMAGED BLOCK ({}): {w}", display(path)));
+    }
 }
 
 /// Print a model held whole, then the warnings it leaves to stderr.
@@ -127,7 +137,7 @@ pub fn open_with(a: &DumpArgs, how: Opener) -> Result<Memory> {
     }
     // A memory image's layout warnings (a partial last page, memory a layout places past
     // the data, page tables naming pages beyond the image) concern every command.
-    if d.image().is_some() {
+    if d.headerless() {
         for w in d
             .warnings()
             .iter()

@@ -68,6 +68,19 @@ pub trait Container: Any + Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// Whether the memory comes without a crash-dump header (an image, a hibernation file):
+    /// the machine is then found by discovery (`kernel::discover::machine`) and the kernel's
+    /// lists by its symbols.
+    fn headerless(&self) -> bool {
+        false
+    }
+
+    /// Problems met while reading pages since the open (a damaged compressed block), each
+    /// once; the open's own warnings are [`super::DumpFile::warnings`].
+    fn read_warnings(&self) -> Vec<crate::warning::Warning> {
+        Vec::new()
+    }
+
     /// The container as `Any`, so [`super::DumpFile::container`] can name its type.
     fn as_any(&self) -> &dyn Any;
 }

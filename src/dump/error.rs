@@ -43,6 +43,8 @@ pub enum DumpError {
         format: &'static str,
         reason: ImageError,
     },
+    #[error("corrupt hibernation file: {reason}")]
+    BadHiberfil { reason: String },
     #[error("{0}")]
     Missing(String),
     #[error("{format} image: {reason}")]

@@ -218,6 +218,7 @@ pub(crate) fn has_no_signature(file: &[u8]) -> bool {
         && !file.starts_with(b"MDMP")
         && !is_elf(file)
         && !is_vmware_state(file)
+        && !super::hiberfil::has_signature(file)
 }
 
 /// Does the file start like an ELF file?
@@ -617,6 +618,10 @@ impl super::Container for PhysImage {
             runs: Some(self.ranges().len()),
             ..Default::default()
         }
+    }
+
+    fn headerless(&self) -> bool {
+        self.format != ImageFormat::Rdmp
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

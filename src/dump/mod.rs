@@ -14,6 +14,7 @@ mod container;
 mod error;
 mod format;
 mod header;
+pub mod hiberfil;
 pub mod image;
 pub mod layout;
 mod phys;
@@ -72,6 +73,9 @@ pub enum PageLookup<'a> {
     Present(PageRef<'a>),
     /// The dump does not contain this page (outside every run, bit clear, or a triage dump).
     NotInDump,
+    /// The file holds the page in a compressed block that cannot be decoded (starting at
+    /// `file_offset`; the container's read warnings say why).
+    Damaged { file_offset: u64 },
     /// The header says the page is stored at `file_offset`, but the file ends before it.
     BeyondEof { file_offset: u64 },
 }
@@ -381,6 +385,17 @@ impl DumpFile {
             // while mapped).
             let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
         }
+    }
+
+    /// Whether the memory comes without a crash-dump header (a memory image, a hibernation
+    /// file): its machine is found by discovery and the kernel's lists by its symbols.
+    pub fn headerless(&self) -> bool {
+        self.container.headerless()
+    }
+
+    /// Problems met while reading pages so far (a damaged compressed block), each once.
+    pub fn read_warnings(&self) -> Vec<Warning> {
+        self.container.read_warnings()
     }
 
     /// The triage part, for DumpType 4.

@@ -15,13 +15,14 @@
 
 use super::format::{Format, Input, Opened};
 use super::header::DumpHeader;
-use super::{bitmap, image, runs, triage, DumpError};
+use super::{bitmap, hiberfil, image, runs, triage, DumpError};
 
 /// The formats, in order of precedence: the first whose probe says yes opens the file.
 pub(crate) static FORMATS: &[Format] = &[
     image::VMWARE_STATE,
     image::VMWARE_VMEM,
     image::ELF_CORE,
+    hiberfil::HIBERFIL,
     image::RAW,
     runs::FULL_DUMP,
     bitmap::BITMAP_DUMP,

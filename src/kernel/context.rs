@@ -205,7 +205,7 @@ impl<'d> KernelContext<'d> {
     /// A memory image has no header to give PsLoadedModuleList and KdDebuggerDataBlock: take
     /// them from the symbols. On every dump kind, a KDBG Windows keeps encoded is decoded.
     fn find_lists_by_symbols(&mut self) {
-        if self.dump.image().is_none() {
+        if !self.dump.headerless() {
             self.decode_kdbg();
             return;
         }
@@ -338,7 +338,7 @@ impl<'d> KernelContext<'d> {
         let (mut base, mut base_source) = kernel_base(&modules, dump, kdbg_base);
         // A memory image has no header to lead to the kernel: look for its image.
         let mut scanned = None;
-        if base.is_none() && dump.image().is_some() && space.translation_supported() {
+        if base.is_none() && dump.headerless() && space.translation_supported() {
             match super::discover::find_kernel(&space) {
                 Some(img) => {
                     base = Some(img.base);
@@ -378,7 +378,7 @@ impl<'d> KernelContext<'d> {
         };
         let build = match &kuser {
             Ok(k) if k.nt_major_version >= 10 && k.build_number() != 0 => {
-                if k.build_number() != h.minor_version && dump.image().is_none() {
+                if k.build_number() != h.minor_version && !dump.headerless() {
                     warnings.push(
                         Warning::new(
                             WarningKind::Conflict,
@@ -393,7 +393,7 @@ impl<'d> KernelContext<'d> {
                 }
                 k.build_number()
             }
-            _ if h.minor_version == 0 && dump.image().is_some() => identity_build().unwrap_or(0),
+            _ if h.minor_version == 0 && dump.headerless() => identity_build().unwrap_or(0),
             _ => h.minor_version,
         };
         let symbols = Symbols::none(machine.arch.pointer_size()).with_builtin_for(

@@ -107,12 +107,13 @@ fn candidates(page: &[u8], pfn: u64, out: &mut Vec<Candidate>) {
 /// Every stored physical page of an image, in address order (a range is cut where the file
 /// ends, so a truncated or lying layout costs no more than the file's pages).
 fn pages(dump: &DumpFile) -> impl Iterator<Item = (u64, PageRef<'_>)> + '_ {
-    let ranges = dump.image().map_or(&[][..], |i| i.ranges());
-    let file_len = dump.len();
-    ranges.iter().flat_map(move |r| {
-        let in_file = file_len.saturating_sub(r.file_offset) / PAGE_SIZE;
-        let n = (r.size / PAGE_SIZE).min(in_file);
-        (r.start / PAGE_SIZE..r.start / PAGE_SIZE + n).filter_map(move |pfn| {
+    let runs = if dump.headerless() {
+        dump.physical_runs()
+    } else {
+        Vec::new()
+    };
+    runs.into_iter().flat_map(move |(first, n)| {
+        (first..first + n).filter_map(move |pfn| {
             dump.note_read(1);
             match dump.page(crate::addr::Pfn::new(pfn)) {
                 PageLookup::Present(p) => Some((pfn, p)),
@@ -180,7 +181,9 @@ fn test(dump: &DumpFile, c: Candidate, pae_searches: &mut usize) -> Option<(Arch
 
 /// Find the kernel's page-table root in an image (None when the dump has a header).
 pub(crate) fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, String>> {
-    let img = dump.image()?;
+    if !dump.headerless() {
+        return None;
+    }
     let mut found: Option<(MachineFound, u64)> = None;
     let mut looked = 0u64;
     let mut cands = Vec::new();
@@ -231,8 +234,8 @@ pub(crate) fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, Strin
             Ok(f)
         }
         None => Err(format!(
-            "no x64 or x86 kernel page tables found in its {looked:#x} pages ({} ranges): not the memory of a Windows machine, or not a format etwdump knows",
-            img.ranges().len()
+            "no x64 or x86 kernel page tables found in its {looked:#x} pages ({} runs): not the memory of a Windows machine, or not a format etwdump knows",
+            dump.physical_runs().len()
         )),
     })
 }
@@ -241,7 +244,11 @@ pub(crate) fn find_machine(dump: &DumpFile) -> Option<Result<MachineFound, Strin
 /// architecture and DTB found by the page-table self-reference, or why they cannot be (an
 /// error: not Windows memory).
 pub fn machine(dump: &DumpFile) -> Result<Machine, DumpError> {
-    let format = dump.image().map_or("memory", |i| i.format.name());
+    let format = match dump.image() {
+        Some(i) => i.format.name(),
+        None if dump.headerless() => dump.format(),
+        None => "memory",
+    };
     match find_machine(dump) {
         None => Ok(Machine::of_container(dump)),
         Some(Ok(m)) => {
@@ -270,11 +277,13 @@ fn anomaly(message: String) -> Warning {
 }
 
 fn tables_past_the_end(dump: &DumpFile, arch: Arch, dtb: u64) -> Option<String> {
-    let img = dump.image()?;
-    let end_pfn = img
-        .ranges()
+    if !dump.headerless() {
+        return None;
+    }
+    let end_pfn = dump
+        .physical_runs()
         .iter()
-        .map(|r| (r.start + r.size) / PAGE_SIZE)
+        .map(|&(first, n)| first + n)
         .max()
         .unwrap_or(0);
     let page_of = |pfn: u64| match dump.page(crate::addr::Pfn::new(pfn)) {

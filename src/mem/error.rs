@@ -56,6 +56,12 @@ pub enum MemError {
     PageMissing { va: VirtAddr, pa: PhysAddr },
     #[error("{va}: maps to physical {pa}, which lies past the end of the truncated dump")]
     PageBeyondEof { va: VirtAddr, pa: PhysAddr },
+    #[error("{va}: maps to physical {pa}, held in a compressed block of the file (at offset {file_offset:#x}) that cannot be decoded")]
+    PageDamaged {
+        va: VirtAddr,
+        pa: PhysAddr,
+        file_offset: u64,
+    },
     #[error("{va}: not in any memory block of this triage dump")]
     NotInTriage { va: VirtAddr },
     #[error("physical address {pa} is not in the dump")]
@@ -82,6 +88,7 @@ impl MemError {
                 | MemError::TableMissing { .. }
                 | MemError::PageMissing { .. }
                 | MemError::PageBeyondEof { .. }
+                | MemError::PageDamaged { .. }
                 | MemError::NotInTriage { .. }
                 | MemError::PhysMissing { .. }
         )
@@ -95,6 +102,7 @@ impl MemError {
             | MemError::TableMissing { va, .. }
             | MemError::PageMissing { va, .. }
             | MemError::PageBeyondEof { va, .. }
+            | MemError::PageDamaged { va, .. }
             | MemError::NotInTriage { va }
             | MemError::Wraps { va, .. }
             | MemError::TooLarge { va, .. } => Some(*va),

@@ -35,7 +35,7 @@ impl Machine {
     /// architecture hint (ELF e_machine) and no root yet.
     pub fn of_container(dump: &DumpFile) -> Machine {
         let h = dump.header();
-        if dump.image().is_some() {
+        if dump.headerless() {
             Machine {
                 arch: h.arch,
                 dtb: 0,

@@ -356,6 +356,11 @@ impl<'d> AddressSpace<'d> {
                     }
                     PageLookup::NotInDump => Err(MemError::PageMissing { va, pa: t.pa }),
                     PageLookup::BeyondEof { .. } => Err(MemError::PageBeyondEof { va, pa: t.pa }),
+                    PageLookup::Damaged { file_offset } => Err(MemError::PageDamaged {
+                        va,
+                        pa: t.pa,
+                        file_offset,
+                    }),
                 }
             }
         }

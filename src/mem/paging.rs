@@ -249,11 +249,13 @@ fn entry(
                     table_pa: entry_pa,
                 })
         }
-        PageLookup::NotInDump | PageLookup::BeyondEof { .. } => Err(MemError::TableMissing {
-            va,
-            level,
-            table_pa: PhysAddr::new(entry_pa.get() & !0xFFF),
-        }),
+        PageLookup::NotInDump | PageLookup::BeyondEof { .. } | PageLookup::Damaged { .. } => {
+            Err(MemError::TableMissing {
+                va,
+                level,
+                table_pa: PhysAddr::new(entry_pa.get() & !0xFFF),
+            })
+        }
     }
 }
 

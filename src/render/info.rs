@@ -314,6 +314,9 @@ impl InfoReport {
                 ),
             );
         }
+        if let Some(h) = &mem.hibernation {
+            hibernation_rows(h, t);
+        }
         if let Some(p) = mem.paging {
             t.row("Paging", p.into());
         }
@@ -380,4 +383,65 @@ impl super::output::Render for InfoReport {
             _ => super::output::table(out, &self.to_table()),
         }
     }
+}
+
+/// A hibernation file's header and restore sets.
+fn hibernation_rows(h: &crate::report::info::HibernationInfo, t: &mut Table) {
+    t.row(
+        "Hibernation file",
+        format!(
+            "signature {}, {}",
+            h.signature,
+            match (&h.length_self, h.windows) {
+                (Some(l), Some(w)) => format!("header layout {w} (LengthSelf {l})"),
+                (Some(l), None) => format!("unknown header layout (LengthSelf {l})"),
+                (None, _) => "header wiped".into(),
+            }
+        ),
+    );
+    t.row(
+        "  written (UTC)",
+        h.written
+            .clone()
+            .unwrap_or_else(|| "unknown (header wiped)".into()),
+    );
+    t.row(
+        "  variant",
+        match (h.variant, h.variant_unknown) {
+            ("fast_startup", _) => "Fast Startup (hybrid shutdown): kernel memory only".into(),
+            ("full", _) => "full hibernation".into(),
+            (_, Some(why)) => format!("unknown: {why}"),
+            (v, None) => v.into(),
+        },
+    );
+    for s in &h.restore_sets {
+        t.row(
+            &format!("  {} restore set", s.name),
+            format!(
+                "file offset {}: {} pages in {} compression sets{}",
+                s.file_offset,
+                s.pages_read,
+                s.compression_sets,
+                match s.pages_declared {
+                    Some(d) if d != s.pages_read => format!(" (the header declares {d})"),
+                    Some(_) => String::new(),
+                    None => " (page count not declared)".into(),
+                }
+            ),
+        );
+    }
+    t.row(
+        "  compression sets",
+        format!(
+            "{} Plain LZ77, {} LZ77+Huffman, {} stored{}",
+            h.sets_lz77,
+            h.sets_huffman,
+            h.sets_stored,
+            if h.duplicate_pages > 0 {
+                format!("; {} pages stored more than once", h.duplicate_pages)
+            } else {
+                String::new()
+            }
+        ),
+    );
 }

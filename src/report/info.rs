@@ -156,6 +156,10 @@ pub struct ModulesInfo {
     pub problem: Option<String>,
 }
 
+/// The `dump_type` names of memory without a crash-dump header: a memory image, a
+/// hibernation file.
+pub const NO_HEADER_DUMP_TYPES: [&str; 2] = ["none (memory image)", "none (hibernation file)"];
+
 #[derive(Debug, Serialize)]
 pub struct MemoryInfo {
     /// "physical (runs)", "physical (bitmap)" or "virtual blocks (triage)".
@@ -175,6 +179,85 @@ pub struct MemoryInfo {
     pub ranges: Option<Vec<RangeInfo>>,
     /// A .vmem's layout file (.vmss/.vmsn).
     pub metadata_file: Option<crate::text::Untrusted>,
+    /// A hibernation file's header and restore sets.
+    pub hibernation: Option<HibernationInfo>,
+}
+
+/// What a hibernation file's header and sets say ([`crate::dump::hiberfil`]).
+#[derive(Debug, Serialize)]
+pub struct HibernationInfo {
+    /// "HIBR", "WAKE", "RSTR" (as in the file, escaped), or "wiped".
+    pub signature: String,
+    /// `LengthSelf`, hex (None: wiped header).
+    pub length_self: Option<String>,
+    /// The Windows releases whose layout `LengthSelf` names (None: unknown or wiped).
+    pub windows: Option<&'static str>,
+    /// When the image was written (`SystemTime`), ISO 8601 UTC or why not; None: wiped.
+    pub written: Option<String>,
+    pub written_raw: Option<u64>,
+    /// "fast_startup" (kernel only), "full", or "unknown".
+    pub variant: &'static str,
+    /// Why the variant is unknown.
+    pub variant_unknown: Option<&'static str>,
+    pub highest_physical_page: Option<String>,
+    pub restore_sets: Vec<RestoreSetInfo>,
+    pub sets_stored: u64,
+    pub sets_lz77: u64,
+    pub sets_huffman: u64,
+    pub duplicate_pages: u64,
+}
+
+/// One restore set (or, in a file whose header is wiped, one chain of compression sets found).
+#[derive(Debug, Serialize)]
+pub struct RestoreSetInfo {
+    /// "boot", "kernel" or "carved".
+    pub name: &'static str,
+    pub file_offset: String,
+    pub end_offset: String,
+    /// Pages the header declares (None: not declared).
+    pub pages_declared: Option<u64>,
+    pub pages_read: u64,
+    pub compression_sets: u64,
+}
+
+impl HibernationInfo {
+    fn of(h: &crate::dump::hiberfil::HiberInfo) -> HibernationInfo {
+        let (variant, variant_unknown) = match h.fast_startup {
+            Some(true) => ("fast_startup", None),
+            Some(false) => ("full", None),
+            None if h.length_self.is_none() => ("unknown", Some("the header is wiped")),
+            None => (
+                "unknown",
+                Some("the offset of Hiberboot is not known for this header layout"),
+            ),
+        };
+        HibernationInfo {
+            signature: h.signature.clone(),
+            length_self: h.length_self.map(|l| hex(u64::from(l))),
+            windows: h.windows,
+            written: h.system_time.map(crate::time::filetime_text),
+            written_raw: h.system_time,
+            variant,
+            variant_unknown,
+            highest_physical_page: h.highest_physical_page.map(hex),
+            restore_sets: h
+                .restore_sets
+                .iter()
+                .map(|s| RestoreSetInfo {
+                    name: s.name,
+                    file_offset: hex(s.file_offset),
+                    end_offset: hex(s.end_offset),
+                    pages_declared: s.pages_declared,
+                    pages_read: s.pages_read,
+                    compression_sets: s.compression_sets,
+                })
+                .collect(),
+            sets_stored: h.sets_stored,
+            sets_lz77: h.sets_lz77,
+            sets_huffman: h.sets_huffman,
+            duplicate_pages: h.duplicate_pages,
+        }
+    }
 }
 
 /// One physical range of an image.
@@ -229,7 +312,7 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
 
     let memory = memory_info(dump, ctx.machine.arch, space);
     let triage = triage_info(dump, ctx.base);
-    let image = dump.image().is_some();
+    let image = dump.headerless();
     let module_head = if image {
         ctx.global("PsLoadedModuleList")
     } else {
@@ -252,8 +335,13 @@ pub fn info_with(ctx: &KernelContext<'_>) -> InfoReport {
         })),
         dump_type: DumpTypeInfo {
             value: h.dump_type.0,
-            name: if image {
-                "none (memory image)"
+            name: if dump
+                .container::<crate::dump::hiberfil::Hiberfil>()
+                .is_some()
+            {
+                NO_HEADER_DUMP_TYPES[1]
+            } else if image {
+                NO_HEADER_DUMP_TYPES[0]
             } else {
                 h.dump_type.name().unwrap_or("unknown")
             },
@@ -586,6 +674,9 @@ fn memory_info(dump: &DumpFile, arch: Arch, space: &AddressSpace<'_>) -> MemoryI
                 .collect()
         }),
         metadata_file: image.and_then(|i| i.metadata.clone()),
+        hibernation: dump
+            .container::<crate::dump::hiberfil::Hiberfil>()
+            .map(|h| HibernationInfo::of(h.info())),
     }
 }
 

@@ -138,3 +138,46 @@ pub fn listing_json(args: &[&str]) -> (Vec<serde_json::Value>, Vec<String>) {
         .collect();
     (j["records"].as_array().unwrap().clone(), warnings)
 }
+
+/// The records of the four ETW listings (sessions, buffers, cswitch, events) on `d`, as JSON
+/// (warnings left out: a crash dump warns of what its header says, an image of how it was
+/// read).
+#[allow(dead_code)]
+pub fn etw_listings(
+    d: &etwdump::dump::DumpFile,
+    opts: &etwdump::kernel::context::SymbolOptions,
+) -> [serde_json::Value; 4] {
+    use etwdump::report;
+    let ctx = etwdump::kernel::context::KernelContext::open(d, opts).unwrap();
+    let sessions = serde_json::to_value(report::sessions::Sessions::open(&ctx).records()).unwrap();
+    let buffers = serde_json::to_value(report::buffers::analyse(&ctx, None).rows).unwrap();
+    let cswitch = serde_json::to_value(report::cswitch::collect(&ctx, None).rows).unwrap();
+    let events = serde_json::to_value(report::events::collect(&ctx, None).rows).unwrap();
+    [sessions, buffers, cswitch, events]
+}
+
+/// The forge's machine of fixture `fx` with variation `seed`, its crash dump written in a
+/// new directory, the fixture's symbols and the dump's four ETW listings.
+#[allow(dead_code)]
+pub fn forged_with_listings(
+    fx: &str,
+    seed: u64,
+) -> (
+    etwdump_forge::Forged,
+    tempfile::TempDir,
+    etwdump::kernel::context::SymbolOptions,
+    [serde_json::Value; 4],
+) {
+    let c = etwdump_forge::Config::from_fixture(&fixture(fx)).with_variation(seed);
+    let f = etwdump_forge::forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let dump_path = dir.path().join("m.dmp");
+    f.write_to(&dump_path).unwrap();
+    let opts = etwdump::kernel::context::SymbolOptions {
+        pdb: Some(pdb_of(fx)),
+        ..Default::default()
+    };
+    let d = etwdump::kernel::discover::open(&dump_path, Default::default()).unwrap();
+    let want = etw_listings(&d, &opts);
+    (f, dir, opts, want)
+}

@@ -1,0 +1,879 @@
+//! Windows 8 … 11 hibernation files (`hiberfil.sys`, issue 32): the kernel's memory as it was
+//! written at hibernation or at a Fast Startup shutdown, in Xpress-compressed page sets.
+//!
+//! The facts and their sources are in `shared/reference/hibernation-format.md` (the
+//! `PO_MEMORY_IMAGE` type of the kernel PDBs; volatility3's `layers/hib.py`, MemProcFS's
+//! `device_hibr.c` and Hibr2Bin for the restore and compression sets; [MS-XCA] for the
+//! codecs, [`super::xpress`]). What this reader takes as given and what it confirms:
+//!
+//! * **Header** (`PO_MEMORY_IMAGE` at offset 0, x64): the signature (`HIBR`, `WAKE` once the
+//!   resume started, `RSTR`; upper or lower case), `LengthSelf` (0xC) choosing the layout,
+//!   `PageSize` (0x18, must be 4096), `SystemTime` (0x20, when the image was written),
+//!   `NumPagesForLoader` (0x58), `FirstBootRestorePage`, `FirstKernelRestorePage`,
+//!   `PerfInfo.KernelPagesProcessed`, `HighestPhysicalPage` and `Hiberboot` at the offsets of
+//!   [`LAYOUTS`] (from the PDB types of 9600, 14393, 17763 … 19041; 20348/22000 and 26100 from
+//!   the readers). An unknown `LengthSelf` is not refused: the restore pages are taken from
+//!   the offsets every Windows 10+ layout shares (0x68/0x70), or Windows 8's (0x60/0x68),
+//!   whichever pair points at valid compression sets, and the kernel set is read until its
+//!   chain ends — a warning says the layout is unconfirmed and what that means.
+//! * **Restore sets** (boot: `NumPagesForLoader` pages from `FirstBootRestorePage`; kernel:
+//!   `KernelPagesProcessed` pages from `FirstKernelRestorePage`): chains of compression sets,
+//!   one after another, until the set's page count is reached. A chain that ends early (a
+//!   header that is not a compression set, the file's end) is a warning naming the offset;
+//!   the pages read so far are used.
+//! * **Compression sets**: a u32 (bits 0–7 descriptor count, 8–29 data size, 30–31 method),
+//!   u64 descriptors `(PFN << 4) | (pages − 1)`, then the data. Data of exactly pages × 4096
+//!   bytes is stored as it is (read straight from the file); else methods 0/1 are Plain LZ77
+//!   and 2/3 LZ77+Huffman (Hibr2Bin, volatility3; MemProcFS reads any method bit as
+//!   Huffman): a set that does not decode with its method's codec is tried with the other,
+//!   and a success is used and said (the method bits are then not what the readers agree).
+//!   A set decodes to exactly its page count, never to a fixed 64 KiB.
+//! * **Wiped header** (the first page zeroed after a resume): the sets are still in the file.
+//!   They are found by their structure — a chain of compression sets starting on a page
+//!   boundary whose first set decodes exactly — and read; the version, time and variant are
+//!   then unknown and said so.
+//!
+//! Bounds: descriptors ≤ [`MAX_DESCRIPTORS`] (12 bytes of index each), pages per set ≤ 256,
+//! the decompressed sets kept in a cache of [`CACHE_BYTES`]. Decompression is lazy: opening
+//! reads the header and the set headers, not the data; a page is decoded when read.
+
+use super::container::{Container, Storage};
+use super::format::{Format, Input, Opened};
+use super::xpress::{self, XpressError};
+use super::{DumpError, PageLookup, PageRef};
+use crate::addr::{Pfn, PAGE_SIZE};
+use crate::bytes::LeBytes;
+use crate::warning::{Warning, WarningKind};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// The most page descriptors indexed (12 bytes each: 192 MiB); more is a warning, and the
+/// pages of the rest read as not in the file.
+pub const MAX_DESCRIPTORS: usize = 1 << 24;
+/// Decompressed sets kept (bytes of page data).
+pub const CACHE_BYTES: usize = 32 << 20;
+/// The most pages one compression set may hold (16 descriptors × 16 pages; Windows writes at
+/// most 16; more than 16 is a warning).
+const MAX_SET_PAGES: u64 = 256;
+/// Pages Windows puts in one compression set at most (Hibr2Bin, MemProcFS).
+const WINDOWS_SET_PAGES: u64 = 16;
+/// Pages searched for the start of a chain when the header is wiped (the probe) and, after a
+/// chain ends, for the next one.
+const CARVE_PROBE_PAGES: u64 = 1024;
+const CARVE_GAP_PAGES: u64 = 4096;
+/// Largest physical page number accepted in a descriptor (52-bit physical addresses).
+const MAX_PFN: u64 = 1 << 40;
+
+/// One `PO_MEMORY_IMAGE` layout: the offsets this reader uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HiberLayout {
+    /// `LengthSelf`: the size of the structure, which names the layout.
+    pub length_self: u32,
+    /// The Windows releases that write it.
+    pub windows: &'static str,
+    pub first_boot_restore_page: usize,
+    pub first_kernel_restore_page: usize,
+    /// `PerfInfo.KernelPagesProcessed`.
+    pub kernel_pages_processed: usize,
+    pub highest_physical_page: Option<usize>,
+    /// `Hiberboot` (a BOOLEAN: a Fast Startup, "hybrid shutdown", image).
+    pub hiberboot: Option<usize>,
+    /// Where the offsets come from.
+    pub source: &'static str,
+}
+
+/// The known layouts (x64), by `LengthSelf`.
+pub const LAYOUTS: &[HiberLayout] = &[
+    HiberLayout {
+        length_self: 0x360,
+        windows: "Windows 8 / 8.1 (9200/9600)",
+        first_boot_restore_page: 0x60,
+        first_kernel_restore_page: 0x68,
+        kernel_pages_processed: 0x1C8,
+        highest_physical_page: Some(0x330),
+        hiberboot: Some(0x2FC),
+        source: "PO_MEMORY_IMAGE of the 9600 kernel PDB",
+    },
+    HiberLayout {
+        length_self: 0x3C8,
+        windows: "Windows 10 1607 (14393)",
+        first_boot_restore_page: 0x68,
+        first_kernel_restore_page: 0x70,
+        kernel_pages_processed: 0x220,
+        highest_physical_page: Some(0x388),
+        hiberboot: Some(0x354),
+        source: "PO_MEMORY_IMAGE of the 14393 kernel PDB",
+    },
+    HiberLayout {
+        length_self: 0x3E0,
+        windows: "Windows 10 1703 … 22H2",
+        first_boot_restore_page: 0x68,
+        first_kernel_restore_page: 0x70,
+        kernel_pages_processed: 0x230,
+        highest_physical_page: Some(0x398),
+        hiberboot: Some(0x364),
+        source: "PO_MEMORY_IMAGE of the 17763 … 19041 kernel PDBs",
+    },
+    HiberLayout {
+        length_self: 0x448,
+        windows: "Windows Server 2022 / Windows 11 21H2 (20348/22000)",
+        first_boot_restore_page: 0x68,
+        first_kernel_restore_page: 0x70,
+        kernel_pages_processed: 0x230,
+        highest_physical_page: Some(0x400),
+        hiberboot: Some(0x3CC),
+        source: "the readers' tables for 20348/22000 (shared/reference/hibernation-format.md)",
+    },
+    HiberLayout {
+        length_self: 0x4D8,
+        windows: "Windows 11 24H2 (26100)",
+        first_boot_restore_page: 0x68,
+        first_kernel_restore_page: 0x70,
+        kernel_pages_processed: 0x238,
+        highest_physical_page: Some(0x498),
+        hiberboot: None,
+        source: "MemProcFS's table for 26100 (shared/reference/hibernation-format.md)",
+    },
+];
+
+/// The compression method a set's header names (bits 30–31).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// Stored as it is (data size = pages × 4096).
+    Stored,
+    /// Plain LZ77 ([MS-XCA] §2.4).
+    Lz77,
+    /// LZ77+Huffman ([MS-XCA] §2.2).
+    Huffman,
+}
+
+impl Codec {
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Stored => "stored",
+            Codec::Lz77 => "Plain LZ77",
+            Codec::Huffman => "LZ77+Huffman",
+        }
+    }
+}
+
+/// One restore set as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreSet {
+    /// "boot", "kernel", or "carved" (wiped header).
+    pub name: &'static str,
+    /// File offset of its first compression set.
+    pub file_offset: u64,
+    /// Pages the header says it holds (None: not known — a carved chain, an unknown layout's
+    /// kernel set).
+    pub pages_declared: Option<u64>,
+    /// Pages its compression sets hold.
+    pub pages_read: u64,
+    pub compression_sets: u64,
+    /// File offset just past its last compression set.
+    pub end_offset: u64,
+}
+
+/// What the header and the sets say, for `info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HiberInfo {
+    /// The first four bytes as text ("HIBR", "WAKE", "RSTR"; "wiped" when zero).
+    pub signature: String,
+    /// `LengthSelf` (None: wiped header).
+    pub length_self: Option<u32>,
+    /// The layout `LengthSelf` names (None: unknown or wiped).
+    pub windows: Option<&'static str>,
+    /// `SystemTime`: when the image was written (FILETIME; None: wiped header).
+    pub system_time: Option<u64>,
+    /// `Hiberboot`: true for a Fast Startup (kernel-only) image, false for a full hibernation;
+    /// None where the layout's offset is unknown or the header is wiped.
+    pub fast_startup: Option<bool>,
+    pub highest_physical_page: Option<u64>,
+    pub restore_sets: Vec<RestoreSet>,
+    /// Compression sets by how their data is stored: stored, Plain LZ77, LZ77+Huffman.
+    pub sets_stored: u64,
+    pub sets_lz77: u64,
+    pub sets_huffman: u64,
+    /// Pages stored more than once (the copy of the lower-starting descriptor is read).
+    pub duplicate_pages: u64,
+}
+
+/// One compression set: where its data is and how it is stored.
+#[derive(Clone, Copy, Debug)]
+struct Set {
+    data_offset: u64,
+    data_len: u32,
+    codec: Codec,
+    pages: u16,
+}
+
+/// Decompressed sets, oldest evicted first.
+#[derive(Default, Debug)]
+struct Cache {
+    sets: HashMap<u32, Arc<[Arc<[u8]>]>>,
+    order: VecDeque<u32>,
+    bytes: usize,
+}
+
+/// A hibernation file's memory.
+#[derive(Debug)]
+pub struct Hiberfil {
+    info: HiberInfo,
+    sets: Vec<Set>,
+    /// Sorted, non-overlapping: `(first PFN << 8) | pages` of each descriptor (pages 1–16).
+    starts: Vec<u64>,
+    /// Per entry of `starts`: `(set << 8) | index of its first page in the set`.
+    locs: Vec<u32>,
+    stored: u64,
+    cache: Mutex<Cache>,
+    /// Problems met while reading pages (damaged sets, methods that were not the header's),
+    /// each once.
+    read_notes: Mutex<(Vec<Warning>, std::collections::HashSet<u32>)>,
+}
+
+/// A compression set's header and descriptors, as parsed at `offset`.
+struct ParsedSet {
+    descriptors: Vec<(u64, u64)>,
+    set: Set,
+    /// File offset of the next set.
+    next: u64,
+}
+
+/// Why the bytes at an offset are not a compression set.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    #[error("the file ends inside the set's header")]
+    HeaderCut,
+    #[error("descriptor count 0 (header {header:#010x})")]
+    NoDescriptors { header: u32 },
+    #[error("data size 0 (header {header:#010x})")]
+    NoData { header: u32 },
+    #[error("the file ends inside descriptor {index}")]
+    DescriptorCut { index: usize },
+    #[error(
+        "descriptor {index} ({descriptor:#x}) names PFN {pfn:#x}, past 52-bit physical addresses"
+    )]
+    PfnTooHigh {
+        index: usize,
+        descriptor: u64,
+        pfn: u64,
+    },
+    #[error("{pages} pages in one set (more than {MAX_SET_PAGES})")]
+    TooManyPages { pages: u64 },
+    #[error(
+        "its {size:#x} bytes of data end at {end:#x}, past the end of the file ({file_len:#x})"
+    )]
+    DataPastEnd { size: u32, end: u64, file_len: u64 },
+    #[error("stopped at the bound of {max} compression sets")]
+    Bound { max: usize },
+}
+
+fn parse_set(file: &[u8], offset: u64) -> Result<ParsedSet, SetError> {
+    let o = usize::try_from(offset).map_err(|_| SetError::HeaderCut)?;
+    let header = file.u32_at(o).ok_or(SetError::HeaderCut)?;
+    let count = (header & 0xFF) as usize;
+    let size = (header >> 8) & 0x3F_FFFF;
+    let method = header >> 30;
+    if count == 0 {
+        return Err(SetError::NoDescriptors { header });
+    }
+    if size == 0 {
+        return Err(SetError::NoData { header });
+    }
+    let mut descriptors = Vec::with_capacity(count);
+    let mut pages = 0u64;
+    for index in 0..count {
+        let d = file
+            .u64_at(o + 4 + 8 * index)
+            .ok_or(SetError::DescriptorCut { index })?;
+        let (pfn, n) = (d >> 4, (d & 0xF) + 1);
+        if pfn + n > MAX_PFN {
+            return Err(SetError::PfnTooHigh {
+                index,
+                descriptor: d,
+                pfn,
+            });
+        }
+        pages += n;
+        descriptors.push((pfn, n));
+    }
+    if pages > MAX_SET_PAGES {
+        return Err(SetError::TooManyPages { pages });
+    }
+    let data_offset = offset + 4 + 8 * count as u64;
+    let end = data_offset + u64::from(size);
+    if end > file.len() as u64 {
+        return Err(SetError::DataPastEnd {
+            size,
+            end,
+            file_len: file.len() as u64,
+        });
+    }
+    let codec = if u64::from(size) == pages * PAGE_SIZE {
+        Codec::Stored
+    } else if method < 2 {
+        Codec::Lz77
+    } else {
+        Codec::Huffman
+    };
+    Ok(ParsedSet {
+        descriptors,
+        set: Set {
+            data_offset,
+            data_len: size,
+            codec,
+            pages: pages as u16,
+        },
+        next: end,
+    })
+}
+
+/// Decode `set`'s data into exactly its pages' bytes, with the header's codec or, failing
+/// that, the other one. Ok((bytes, codec that worked)).
+fn decode_set(file: &[u8], set: &Set) -> Result<(Vec<u8>, Codec), XpressError> {
+    let expected = usize::from(set.pages) * PAGE_SIZE as usize;
+    let truncated = XpressError::Truncated {
+        offset: 0,
+        produced: 0,
+        expected,
+    };
+    let data = usize::try_from(set.data_offset)
+        .ok()
+        .and_then(|o| file.bytes_at(o, set.data_len as usize))
+        .ok_or(truncated)?;
+    let mut out = Vec::new();
+    let (first, second): (Codec, Codec) = match set.codec {
+        Codec::Stored => return Ok((data.to_vec(), Codec::Stored)),
+        Codec::Lz77 => (Codec::Lz77, Codec::Huffman),
+        Codec::Huffman => (Codec::Huffman, Codec::Lz77),
+    };
+    let run = |c: Codec, out: &mut Vec<u8>| match c {
+        Codec::Huffman => xpress::decompress_huffman(data, out, expected),
+        _ => xpress::decompress_lz77(data, out, expected),
+    };
+    match run(first, &mut out) {
+        Ok(()) => Ok((out, first)),
+        Err(e) => match run(second, &mut out) {
+            Ok(()) => Ok((out, second)),
+            Err(_) => Err(e),
+        },
+    }
+}
+
+/// Read a chain of compression sets from `offset` until `want` pages (None: until the chain
+/// ends). Returns the sets read (with descriptors) and why it stopped early, if it did.
+fn read_chain(
+    file: &[u8],
+    offset: u64,
+    want: Option<u64>,
+    max_sets: usize,
+) -> (Vec<ParsedSet>, u64, Option<SetError>) {
+    let mut sets = Vec::new();
+    let mut at = offset;
+    let mut pages = 0u64;
+    loop {
+        if want.is_some_and(|w| pages >= w) {
+            return (sets, at, None);
+        }
+        if sets.len() >= max_sets {
+            return (sets, at, Some(SetError::Bound { max: max_sets }));
+        }
+        match parse_set(file, at) {
+            Ok(p) => {
+                pages += u64::from(p.set.pages);
+                at = p.next;
+                sets.push(p);
+            }
+            Err(reason) => return (sets, at, Some(reason)),
+        }
+    }
+}
+
+/// Does a chain start at `offset`: at least `min_sets` compression sets in a row (or the file
+/// ends after one or more), each of at most 16 pages, the first decoding exactly?
+fn chain_starts_at(file: &[u8], offset: u64, min_sets: usize) -> bool {
+    let (sets, end, stop) = read_chain(file, offset, None, min_sets);
+    if sets.is_empty()
+        || sets
+            .iter()
+            .any(|s| u64::from(s.set.pages) > WINDOWS_SET_PAGES)
+    {
+        return false;
+    }
+    let enough = sets.len() >= min_sets || (stop.is_some() && end + 4 > file.len() as u64);
+    enough && decode_set(file, &sets[0].set).is_ok()
+}
+
+/// The file's signature: HIBR, WAKE or RSTR in either case.
+fn signature(file: &[u8]) -> Option<&[u8]> {
+    let s = file.get(..4)?;
+    [b"HIBR", b"WAKE", b"RSTR"]
+        .iter()
+        .any(|k| s.eq_ignore_ascii_case(*k))
+        .then_some(s)
+}
+
+/// Does the file start with a hibernation file's signature?
+pub(crate) fn has_signature(file: &[u8]) -> bool {
+    signature(file).is_some()
+}
+
+/// A wiped header: a zero first page, and a chain of compression sets starting on one of the
+/// next [`CARVE_PROBE_PAGES`] page boundaries.
+fn wiped_chain_start(file: &[u8]) -> Option<u64> {
+    let first = file.get(..PAGE_SIZE as usize)?;
+    if first.iter().any(|&b| b != 0) {
+        return None;
+    }
+    let pages = (file.len() as u64 / PAGE_SIZE).min(CARVE_PROBE_PAGES);
+    (1..pages)
+        .map(|p| p * PAGE_SIZE)
+        .find(|&o| chain_starts_at(file, o, 3))
+}
+
+/// A hibernation file: `HIBR`/`WAKE`/`RSTR` at offset 0, or a wiped first page followed by
+/// compression sets.
+pub(crate) const HIBERFIL: Format = Format {
+    name: "hibernation file",
+    probe: |i| {
+        let b = i.bytes();
+        b.len() as u64 >= 2 * PAGE_SIZE
+            && (signature(b).is_some() || wiped_chain_start(b).is_some())
+    },
+    open: open_hiberfil,
+};
+
+fn bad(reason: String) -> DumpError {
+    DumpError::BadHiberfil { reason }
+}
+
+/// The restore pages of `layout`-like offsets, if both point at a chain of compression sets.
+fn restore_pair(file: &[u8], boot_at: usize, kernel_at: usize) -> Option<(u64, u64)> {
+    let boot = file.u64_at(boot_at)?;
+    let kernel = file.u64_at(kernel_at)?;
+    let ok = |p: u64| {
+        p.checked_mul(PAGE_SIZE)
+            .is_some_and(|o| o < file.len() as u64 && chain_starts_at(file, o, 1))
+    };
+    (ok(boot) && ok(kernel)).then_some((boot, kernel))
+}
+
+fn open_hiberfil(input: Input<'_>) -> Result<Opened, DumpError> {
+    let file = input.bytes();
+    let mut warnings = Vec::new();
+    let mut builder = Builder::default();
+    let info = match signature(file) {
+        Some(sig) => open_header(file, sig, &mut builder, &mut warnings)?,
+        None => {
+            let Some(start) = wiped_chain_start(file) else {
+                return Err(bad(
+                    "no signature and no compression sets after a zero first page".into(),
+                ));
+            };
+            open_wiped(file, start, &mut builder, &mut warnings)
+        }
+    };
+    let h = builder.finish(info, &mut warnings);
+    Ok(Opened {
+        format: "",
+        backing: input.backing,
+        file: input.file,
+        header: super::DumpHeader::none(super::Arch::X64),
+        container: Box::new(h),
+        warnings,
+    })
+}
+
+/// Parse the header and read both restore sets.
+fn open_header(
+    file: &[u8],
+    sig: &[u8],
+    b: &mut Builder,
+    warnings: &mut Vec<Warning>,
+) -> Result<HiberInfo, DumpError> {
+    let u32_at = |o: usize| file.u32_at(o).unwrap_or(0);
+    let u64_at = |o: usize| file.u64_at(o).unwrap_or(0);
+    let page_size = u32_at(0x18);
+    if page_size != PAGE_SIZE as u32 {
+        return Err(bad(format!(
+            "PageSize (offset 0x18) is {page_size:#x}, not 0x1000"
+        )));
+    }
+    let length_self = u32_at(0xC);
+    let layout = LAYOUTS.iter().find(|l| l.length_self == length_self);
+    let (boot_page, kernel_page, kernel_declared) = match layout {
+        Some(l) => (
+            u64_at(l.first_boot_restore_page),
+            u64_at(l.first_kernel_restore_page),
+            Some(u64_at(l.kernel_pages_processed)),
+        ),
+        None => {
+            let pair = restore_pair(file, 0x68, 0x70)
+                .map(|p| (p, "0x68/0x70 (every known Windows 10+ layout)"))
+                .or_else(|| {
+                    restore_pair(file, 0x60, 0x68).map(|p| (p, "0x60/0x68 (Windows 8's layout)"))
+                });
+            let Some(((boot, kernel), which)) = pair else {
+                return Err(bad(format!(
+                    "unknown header layout (LengthSelf {length_self:#x}) and neither the Windows 10+ nor the Windows 8 restore-page offsets point at compression sets"
+                )));
+            };
+            warnings.push(Warning::new(WarningKind::Unconfirmed, format!(
+                "unknown hibernation header layout (LengthSelf {length_self:#x}): the restore pages are read at offsets {which}, where both point at compression sets; KernelPagesProcessed's offset is unknown, so the kernel restore set is read until its chain of compression sets ends and its page count is not confirmed; Hiberboot and HighestPhysicalPage are not read"
+            )).field("PO_MEMORY_IMAGE.LengthSelf"));
+            (boot, kernel, None)
+        }
+    };
+    let loader_pages = u64_at(0x58);
+    let mut sets = Vec::new();
+    for (name, page, declared) in [
+        ("boot", boot_page, Some(loader_pages)),
+        ("kernel", kernel_page, kernel_declared),
+    ] {
+        let Some(offset) = page
+            .checked_mul(PAGE_SIZE)
+            .filter(|&o| o < file.len() as u64)
+        else {
+            warnings.push(Warning::new(WarningKind::Unreadable, format!(
+                "the {name} restore set's first page {page:#x} is past the end of the file ({:#x} bytes): its pages are not in the image",
+                file.len()
+            )).field(if name == "boot" { "PO_MEMORY_IMAGE.FirstBootRestorePage" } else { "PO_MEMORY_IMAGE.FirstKernelRestorePage" }));
+            continue;
+        };
+        sets.push(b.read_restore_set(file, name, offset, declared, warnings));
+    }
+    let hiberboot = layout.and_then(|l| l.hiberboot).and_then(|o| file.u8_at(o));
+    Ok(HiberInfo {
+        signature: crate::bytes::tag_text(sig),
+        length_self: Some(length_self),
+        windows: layout.map(|l| l.windows),
+        system_time: Some(u64_at(0x20)),
+        fast_startup: hiberboot.map(|v| v != 0),
+        highest_physical_page: layout.and_then(|l| l.highest_physical_page).map(u64_at),
+        restore_sets: sets,
+        sets_stored: 0,
+        sets_lz77: 0,
+        sets_huffman: 0,
+        duplicate_pages: 0,
+    })
+}
+
+/// A wiped header: read every chain found from `start` on.
+fn open_wiped(file: &[u8], start: u64, b: &mut Builder, warnings: &mut Vec<Warning>) -> HiberInfo {
+    let mut sets = Vec::new();
+    let mut at = Some(start);
+    while let Some(offset) = at {
+        let set = b.read_restore_set(file, "carved", offset, None, warnings);
+        let from = set.end_offset.div_ceil(PAGE_SIZE);
+        let to = (from + CARVE_GAP_PAGES).min(file.len() as u64 / PAGE_SIZE);
+        sets.push(set);
+        at = (from..to)
+            .map(|p| p * PAGE_SIZE)
+            .find(|&o| chain_starts_at(file, o, 3));
+        if b.full() {
+            break;
+        }
+    }
+    warnings.push(Warning::new(WarningKind::Inferred, format!(
+        "the hibernation file's header is wiped (its first page is zero, as Windows leaves it after a resume): {} chains of compression sets were found by their structure (page-aligned, each set's header and descriptors valid, the first set decoding exactly); the Windows version, the time it was written and whether it is a Fast Startup image are unknown, and pages of a chain not found are not in the image",
+        sets.len()
+    )));
+    HiberInfo {
+        signature: "wiped".into(),
+        length_self: None,
+        windows: None,
+        system_time: None,
+        fast_startup: None,
+        highest_physical_page: None,
+        restore_sets: sets,
+        sets_stored: 0,
+        sets_lz77: 0,
+        sets_huffman: 0,
+        duplicate_pages: 0,
+    }
+}
+
+/// The index being built.
+#[derive(Default)]
+struct Builder {
+    sets: Vec<Set>,
+    /// (first PFN, pages, set, first page in set), in file order.
+    descs: Vec<(u64, u8, u32, u8)>,
+    large_sets: u64,
+    bound_hit: bool,
+}
+
+impl Builder {
+    fn full(&self) -> bool {
+        self.bound_hit
+    }
+
+    fn read_restore_set(
+        &mut self,
+        file: &[u8],
+        name: &'static str,
+        offset: u64,
+        declared: Option<u64>,
+        warnings: &mut Vec<Warning>,
+    ) -> RestoreSet {
+        let room = (u32::MAX >> 8) as usize - self.sets.len();
+        let (parsed, end, stop) = read_chain(file, offset, declared, room);
+        let mut pages = 0u64;
+        let count = parsed.len() as u64;
+        for p in parsed {
+            if self.descs.len() + p.descriptors.len() > MAX_DESCRIPTORS {
+                self.bound_hit = true;
+                break;
+            }
+            let set = self.sets.len() as u32;
+            let mut first = 0u64;
+            for (pfn, n) in p.descriptors {
+                self.descs.push((pfn, n as u8, set, first as u8));
+                first += n;
+            }
+            if u64::from(p.set.pages) > WINDOWS_SET_PAGES {
+                self.large_sets += 1;
+            }
+            pages += u64::from(p.set.pages);
+            self.sets.push(p.set);
+        }
+        if self.bound_hit {
+            warnings.push(Warning::new(WarningKind::Bound, format!(
+                "the {name} restore set at file offset {offset:#x}: the index stopped at {MAX_DESCRIPTORS} page descriptors; the pages of later descriptors read as not in the image"
+            )));
+        }
+        match (stop, declared) {
+            (Some(reason), Some(d)) => warnings.push(Warning::new(WarningKind::Unreadable, format!(
+                "the {name} restore set (file offset {offset:#x}) declares {d} pages but its chain of compression sets ends after {pages} at file offset {end:#x}: {reason}; the pages read are used, the rest are not in the image"
+            ))),
+            (None, Some(d)) if pages > d => warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                "the {name} restore set (file offset {offset:#x}) declares {d} pages; its last compression set ends {} pages past that (sets are not split)",
+                pages - d
+            ))),
+            _ => {}
+        }
+        RestoreSet {
+            name,
+            file_offset: offset,
+            pages_declared: declared,
+            pages_read: pages,
+            compression_sets: count,
+            end_offset: end,
+        }
+    }
+
+    fn finish(mut self, mut info: HiberInfo, warnings: &mut Vec<Warning>) -> Hiberfil {
+        for s in &self.sets {
+            match s.codec {
+                Codec::Stored => info.sets_stored += 1,
+                Codec::Lz77 => info.sets_lz77 += 1,
+                Codec::Huffman => info.sets_huffman += 1,
+            }
+        }
+        if self.large_sets > 0 {
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                "{} compression sets hold more than {WINDOWS_SET_PAGES} pages (Windows writes at most {WINDOWS_SET_PAGES}); they are read",
+                self.large_sets
+            )));
+        }
+        // Sort by first PFN, then file order; a descriptor starting inside pages already
+        // covered loses those pages (the copy of the lower-starting descriptor is read).
+        let mut order: Vec<u32> = (0..self.descs.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| (self.descs[i as usize].0, i));
+        let mut starts = Vec::with_capacity(order.len());
+        let mut locs = Vec::with_capacity(order.len());
+        let (mut covered, mut duplicates, mut stored) = (0u64, 0u64, 0u64);
+        let mut first_dup = None;
+        for i in order {
+            let (pfn, n, set, first) = self.descs[i as usize];
+            let end = pfn + u64::from(n);
+            if end <= covered {
+                duplicates += u64::from(n);
+                first_dup.get_or_insert(pfn);
+                continue;
+            }
+            let skip = covered.saturating_sub(pfn);
+            if skip > 0 {
+                duplicates += skip;
+                first_dup.get_or_insert(pfn);
+            }
+            let (pfn, n, first) = (pfn + skip, u64::from(n) - skip, u64::from(first) + skip);
+            starts.push((pfn << 8) | n);
+            locs.push((set << 8) | first as u32);
+            stored += n;
+            covered = end;
+        }
+        self.descs = Vec::new();
+        if duplicates > 0 {
+            warnings.push(Warning::new(WarningKind::Anomaly, format!(
+                "{duplicates} pages are stored more than once (the first at PFN {:#x}); the copy of the descriptor with the lowest first PFN is read (ties: the earlier in the file)",
+                first_dup.unwrap_or(0)
+            )));
+        }
+        info.duplicate_pages = duplicates;
+        Hiberfil {
+            info,
+            sets: self.sets,
+            starts,
+            locs,
+            stored,
+            cache: Mutex::new(Cache::default()),
+            read_notes: Mutex::new(Default::default()),
+        }
+    }
+}
+
+impl Hiberfil {
+    /// What the header and the sets say.
+    pub fn info(&self) -> &HiberInfo {
+        &self.info
+    }
+
+    /// Problems met while reading pages so far (damaged compression sets, methods that were
+    /// not the header's), each once.
+    pub fn read_warnings(&self) -> Vec<Warning> {
+        self.read_notes
+            .lock()
+            .map(|n| n.0.clone())
+            .unwrap_or_default()
+    }
+
+    /// The compression set holding `pfn` and the page's index in it.
+    fn locate(&self, pfn: u64) -> Option<(u32, usize)> {
+        let k = self
+            .starts
+            .partition_point(|&s| s >> 8 <= pfn)
+            .checked_sub(1)?;
+        let (start, n) = (self.starts[k] >> 8, self.starts[k] & 0xFF);
+        if pfn >= start + n {
+            return None;
+        }
+        let loc = self.locs[k];
+        Some((loc >> 8, (loc & 0xFF) as usize + (pfn - start) as usize))
+    }
+
+    fn note(&self, set: u32, w: Warning) {
+        if let Ok(mut n) = self.read_notes.lock() {
+            if n.1.insert(set) {
+                n.0.push(w);
+            }
+        }
+    }
+
+    /// The decompressed pages of set `idx` (cached), or why they cannot be had.
+    fn set_pages(&self, file: &[u8], idx: u32) -> Result<Arc<[Arc<[u8]>]>, ()> {
+        if let Some(p) = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.sets.get(&idx).cloned())
+        {
+            return Ok(p);
+        }
+        let set = self.sets[idx as usize];
+        let (bytes, used) = match decode_set(file, &set) {
+            Ok(r) => r,
+            Err(e) => {
+                self.note(idx, Warning::new(WarningKind::Decode, format!(
+                    "the {} compression set whose data starts at file offset {:#x} ({} pages) cannot be decompressed: {e}; its pages are not in the image",
+                    set.codec.name(), set.data_offset, set.pages
+                )));
+                return Err(());
+            }
+        };
+        if used != set.codec {
+            self.note(idx, Warning::new(WarningKind::Anomaly, format!(
+                "the compression set whose data starts at file offset {:#x} names the {} method but decodes exactly as {}: read so",
+                set.data_offset, set.codec.name(), used.name()
+            )));
+        }
+        let pages: Arc<[Arc<[u8]>]> = bytes
+            .chunks_exact(PAGE_SIZE as usize)
+            .map(Arc::from)
+            .collect();
+        if let Ok(mut c) = self.cache.lock() {
+            let size = bytes.len();
+            while c.bytes + size > CACHE_BYTES {
+                let Some(old) = c.order.pop_front() else {
+                    break;
+                };
+                if let Some(p) = c.sets.remove(&old) {
+                    c.bytes -= p.len() * PAGE_SIZE as usize;
+                }
+            }
+            if c.sets.insert(idx, pages.clone()).is_none() {
+                c.order.push_back(idx);
+                c.bytes += size;
+            }
+        }
+        Ok(pages)
+    }
+}
+
+impl Container for Hiberfil {
+    /// A page of a set stored as it is is plain file bytes; a compressed one is not.
+    fn page_offset(&self, _file: &[u8], pfn: Pfn) -> Option<u64> {
+        let (idx, i) = self.locate(pfn.get())?;
+        let set = &self.sets[idx as usize];
+        (set.codec == Codec::Stored).then(|| set.data_offset + i as u64 * PAGE_SIZE)
+    }
+
+    fn page<'a>(&'a self, file: &'a [u8], pfn: Pfn) -> PageLookup<'a> {
+        let Some((idx, i)) = self.locate(pfn.get()) else {
+            return PageLookup::NotInDump;
+        };
+        let set = &self.sets[idx as usize];
+        if set.codec == Codec::Stored {
+            let o = set.data_offset + i as u64 * PAGE_SIZE;
+            return match usize::try_from(o)
+                .ok()
+                .and_then(|o| file.bytes_at(o, PAGE_SIZE as usize))
+            {
+                Some(p) => PageLookup::Present(PageRef::Borrowed(p)),
+                None => PageLookup::BeyondEof { file_offset: o },
+            };
+        }
+        match self.set_pages(file, idx) {
+            Ok(p) => PageLookup::Present(PageRef::Shared(p[i].clone())),
+            Err(()) => PageLookup::Damaged {
+                file_offset: set.data_offset,
+            },
+        }
+    }
+
+    fn physical_runs(&self, _file: &[u8]) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &s in &self.starts {
+            let (pfn, n) = (s >> 8, s & 0xFF);
+            match out.last_mut() {
+                Some((f, c)) if *f + *c == pfn => *c += n,
+                _ => out.push((pfn, n)),
+            }
+        }
+        out
+    }
+
+    fn stored_pages(&self) -> u64 {
+        self.stored
+    }
+
+    fn storage(&self) -> Storage {
+        Storage {
+            kind: "physical (hibernation compression sets)",
+            runs: Some(self.physical_runs(&[]).len()),
+            ..Default::default()
+        }
+    }
+
+    fn headerless(&self) -> bool {
+        true
+    }
+
+    fn read_warnings(&self) -> Vec<Warning> {
+        Hiberfil::read_warnings(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

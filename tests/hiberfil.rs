@@ -1,0 +1,443 @@
+//! Hibernation files (issue 32): the reader (`etwdump::dump::hiberfil`) on files built here
+//! from a forged machine's memory, and on every way such a file can be damaged.
+//!
+//! The builder below is this test's own, small reading of the format (one layout, sets in
+//! PFN order), meant for the hostile cases; the forge's writer (`Forged::write_hiberfil`,
+//! written from the public descriptions, not from the reader) varies everything the
+//! descriptions leave open and is checked by third-party readers (tests/interop).
+
+mod common;
+
+use etwdump::dump::hiberfil::Hiberfil;
+use etwdump::dump::{DumpFile, OpenOptions, PageLookup};
+use etwdump::kernel::discover;
+use etwdump::warning::WarningKind;
+use etwdump_forge::{forge, xpress, Config, Forged, ImageKind};
+
+const PAGE: usize = 4096;
+
+/// Stored pages: (PFN, bytes).
+type Mem = Vec<(u64, Vec<u8>)>;
+
+/// How the builder stores the sets.
+#[derive(Clone, Copy)]
+enum Codec {
+    Lz77,
+    Huffman,
+}
+
+/// One compression set: its descriptors (first PFN, pages) and its pages' bytes.
+struct SetSpec {
+    descs: Vec<(u64, u64)>,
+    data: Vec<u8>,
+}
+
+/// The stored memory of a forged machine: (PFN, bytes) of every page of its raw image's
+/// ranges.
+fn memory(f: &Forged, dir: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
+    let raw = f
+        .write_image(&dir.join("truth"), ImageKind::Raw)
+        .unwrap()
+        .remove(0);
+    let bytes = std::fs::read(&raw).unwrap();
+    let mut out = Vec::new();
+    for r in f.image_ranges(ImageKind::Raw) {
+        for p in 0..r.size / PAGE as u64 {
+            let o = (r.file_offset + p * PAGE as u64) as usize;
+            let page = bytes.get(o..o + PAGE).map_or(vec![0; PAGE], |b| b.to_vec());
+            out.push((r.start / PAGE as u64 + p, page));
+        }
+    }
+    out
+}
+
+/// Group pages (in PFN order) into sets of at most `per_set` pages, descriptors covering
+/// contiguous runs of at most 16.
+fn sets_of(pages: &[(u64, Vec<u8>)], per_set: usize) -> Vec<SetSpec> {
+    let mut out = Vec::new();
+    for chunk in pages.chunks(per_set) {
+        let mut descs: Vec<(u64, u64)> = Vec::new();
+        let mut data = Vec::new();
+        for (pfn, page) in chunk {
+            match descs.last_mut() {
+                Some((f, n)) if *f + *n == *pfn && *n < 16 => *n += 1,
+                _ => descs.push((*pfn, 1)),
+            }
+            data.extend_from_slice(page);
+        }
+        out.push(SetSpec { descs, data });
+    }
+    out
+}
+
+/// One compression set's bytes: header, descriptors, data (compressed unless that does not
+/// help, or `stored`).
+fn set_bytes(s: &SetSpec, codec: Codec, method_bits: Option<u32>) -> Vec<u8> {
+    let packed = match codec {
+        Codec::Lz77 => xpress::compress_lz77(&s.data),
+        Codec::Huffman => xpress::compress_huffman(&s.data),
+    };
+    let (data, method) = if packed.len() >= s.data.len() {
+        (s.data.clone(), 0)
+    } else {
+        (
+            packed,
+            method_bits.unwrap_or(match codec {
+                Codec::Lz77 => 0,
+                Codec::Huffman => 3,
+            }),
+        )
+    };
+    let header = s.descs.len() as u32 | (data.len() as u32) << 8 | method << 30;
+    let mut out = header.to_le_bytes().to_vec();
+    for &(pfn, n) in &s.descs {
+        out.extend_from_slice(&((pfn << 4) | (n - 1)).to_le_bytes());
+    }
+    out.extend_from_slice(&data);
+    out
+}
+
+/// A Windows 10 1703+ (LengthSelf 0x3E0) hibernation file: header page, boot set from page 1,
+/// kernel set from the next page boundary.
+struct Built {
+    bytes: Vec<u8>,
+    boot_offset: usize,
+    kernel_offset: usize,
+    /// File offset of each set's header, in file order.
+    set_offsets: Vec<usize>,
+}
+
+fn build(sets: &[SetSpec], boot_sets: usize, codec: Codec, fast_startup: bool) -> Built {
+    let pages = |ss: &[SetSpec]| -> u64 { ss.iter().flat_map(|s| &s.descs).map(|d| d.1).sum() };
+    let mut b = vec![0u8; PAGE];
+    b[0..4].copy_from_slice(b"HIBR");
+    b[0xC..0x10].copy_from_slice(&0x3E0u32.to_le_bytes());
+    b[0x18..0x1C].copy_from_slice(&0x1000u32.to_le_bytes());
+    b[0x20..0x28].copy_from_slice(&0x01DC_1234_5678_9ABCu64.to_le_bytes());
+    b[0x58..0x60].copy_from_slice(&pages(&sets[..boot_sets]).to_le_bytes());
+    b[0x230..0x238].copy_from_slice(&pages(&sets[boot_sets..]).to_le_bytes());
+    b[0x364] = u8::from(fast_startup);
+    let mut set_offsets = Vec::new();
+    let boot_offset = b.len();
+    for s in &sets[..boot_sets] {
+        set_offsets.push(b.len());
+        b.extend(set_bytes(s, codec, None));
+    }
+    b.resize(b.len().div_ceil(PAGE) * PAGE, 0);
+    let kernel_offset = b.len();
+    for s in &sets[boot_sets..] {
+        set_offsets.push(b.len());
+        b.extend(set_bytes(s, codec, None));
+    }
+    b.extend_from_slice(&[0u8; 64]);
+    b[0x68..0x70].copy_from_slice(&((boot_offset / PAGE) as u64).to_le_bytes());
+    b[0x70..0x78].copy_from_slice(&((kernel_offset / PAGE) as u64).to_le_bytes());
+    Built {
+        bytes: b,
+        boot_offset,
+        kernel_offset,
+        set_offsets,
+    }
+}
+
+fn hib(d: &DumpFile) -> &Hiberfil {
+    d.container::<Hiberfil>()
+        .expect("opened as a hibernation file")
+}
+
+/// Every page of `mem` reads back exactly from the file.
+fn pages_equal(d: &DumpFile, mem: &[(u64, Vec<u8>)]) {
+    for (pfn, want) in mem {
+        match d.page(etwdump::addr::Pfn::new(*pfn)) {
+            PageLookup::Present(p) => assert!(p[..] == want[..], "PFN {pfn:#x} differs"),
+            other => panic!("PFN {pfn:#x}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_hibernation_file_gives_the_crash_dumps_listings() {
+    let (f, dir, opts, want) = common::forged_with_listings("x64-19041", 3);
+    assert!(want[0].as_array().unwrap().len() > 3);
+    let mem = memory(&f, dir.path());
+    for (codec, per_set) in [(Codec::Lz77, 16), (Codec::Huffman, 7)] {
+        let sets = sets_of(&mem, per_set);
+        let built = build(&sets, sets.len() / 10, codec, false);
+        let path = dir.path().join("hiberfil.sys");
+        std::fs::write(&path, &built.bytes).unwrap();
+        let d = discover::open(&path, OpenOptions::default()).unwrap();
+        assert_eq!(d.format(), "hibernation file");
+        assert!(d.warnings().is_empty(), "{:?}", d.warnings());
+        let h = hib(&d).info();
+        assert_eq!(h.signature, "HIBR");
+        assert_eq!(h.length_self, Some(0x3E0));
+        assert_eq!(h.system_time, Some(0x01DC_1234_5678_9ABC));
+        assert_eq!(h.fast_startup, Some(false));
+        assert_eq!(h.restore_sets.len(), 2);
+        assert_eq!(h.restore_sets[0].file_offset, built.boot_offset as u64);
+        assert_eq!(h.restore_sets[1].file_offset, built.kernel_offset as u64);
+        assert_eq!(
+            h.restore_sets[0].compression_sets + h.restore_sets[1].compression_sets,
+            sets.len() as u64
+        );
+        assert_eq!(d.stored_pages(), mem.len() as u64);
+        assert_eq!(d.machine.dtb, f.page_table_root());
+        pages_equal(&d, &mem);
+        let got = common::etw_listings(&d, &opts);
+        for (i, name) in ["sessions", "buffers", "cswitch", "events"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(got[i], want[i], "{name} differ");
+        }
+        assert!(d.read_warnings().is_empty());
+    }
+}
+
+/// A small machine's memory and its hibernation file (LZ77, 16 pages per set, a tenth of the
+/// sets in the boot set).
+fn small() -> (Forged, Mem, Vec<SetSpec>, tempfile::TempDir) {
+    let c = Config::from_fixture(&common::fixture("x64-19041")).with_variation(5);
+    let f = forge(&c);
+    let dir = tempfile::tempdir().unwrap();
+    let mem = memory(&f, dir.path());
+    let sets = sets_of(&mem, 16);
+    (f, mem, sets, dir)
+}
+
+fn open_bytes(b: Vec<u8>) -> Result<DumpFile, etwdump::dump::DumpError> {
+    DumpFile::from_bytes(b, OpenOptions::default())
+}
+
+fn messages(w: &[etwdump::warning::Warning]) -> String {
+    w.iter()
+        .map(|w| w.message.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn header_variants_signatures_and_fast_startup() {
+    let (_f, mem, sets, _dir) = small();
+    let boot = sets.len() / 4;
+    for sig in [&b"WAKE"[..], b"RSTR", b"hibr"] {
+        let mut b = build(&sets, boot, Codec::Lz77, true).bytes;
+        b[..4].copy_from_slice(sig);
+        let d = open_bytes(b).unwrap();
+        assert_eq!(hib(&d).info().signature, String::from_utf8_lossy(sig));
+        assert_eq!(hib(&d).info().fast_startup, Some(true));
+        assert_eq!(d.stored_pages(), mem.len() as u64);
+    }
+    // PageSize other than 4096: refused, naming the field.
+    let mut b = build(&sets, boot, Codec::Lz77, false).bytes;
+    b[0x18..0x1C].copy_from_slice(&0x2000u32.to_le_bytes());
+    let e = open_bytes(b).unwrap_err().to_string();
+    assert!(e.contains("PageSize (offset 0x18) is 0x2000"), "{e}");
+    // Another known layout (Windows 8: restore pages at 0x60/0x68, KPP at 0x1C8).
+    let built = build(&sets, boot, Codec::Lz77, false);
+    let mut b = built.bytes.clone();
+    let kpp = b[0x230..0x238].to_vec();
+    let (bp, kp) = (b[0x68..0x70].to_vec(), b[0x70..0x78].to_vec());
+    b[0x58..0x360].fill(0);
+    b[0x58..0x60].copy_from_slice(&built_pages(&sets[..boot]).to_le_bytes());
+    b[0xC..0x10].copy_from_slice(&0x360u32.to_le_bytes());
+    b[0x60..0x68].copy_from_slice(&bp);
+    b[0x68..0x70].copy_from_slice(&kp);
+    b[0x1C8..0x1D0].copy_from_slice(&kpp);
+    b[0x2FC] = 1;
+    let d = open_bytes(b).unwrap();
+    assert!(d.warnings().is_empty(), "{}", messages(d.warnings()));
+    let h = hib(&d).info();
+    assert_eq!(h.windows, Some("Windows 8 / 8.1 (9200/9600)"));
+    assert_eq!(h.fast_startup, Some(true));
+    assert_eq!(h.restore_sets[1].file_offset, built.kernel_offset as u64);
+    pages_equal(&d, &mem);
+}
+
+fn built_pages(ss: &[SetSpec]) -> u64 {
+    ss.iter().flat_map(|s| &s.descs).map(|d| d.1).sum()
+}
+
+#[test]
+fn an_unknown_layout_is_read_where_the_evidence_points_and_said_unconfirmed() {
+    let (_f, mem, sets, _dir) = small();
+    let mut b = build(&sets, 3, Codec::Huffman, false).bytes;
+    b[0xC..0x10].copy_from_slice(&0x520u32.to_le_bytes());
+    let d = open_bytes(b.clone()).unwrap();
+    let w = d.warnings();
+    assert_eq!(w.len(), 1, "{}", messages(w));
+    assert_eq!(w[0].kind, WarningKind::Unconfirmed);
+    assert!(w[0].message.contains("LengthSelf 0x520") && w[0].message.contains("0x68/0x70"));
+    let h = hib(&d).info();
+    assert_eq!(h.windows, None);
+    assert_eq!(h.fast_startup, None);
+    assert_eq!(h.restore_sets[1].pages_declared, None);
+    assert_eq!(d.stored_pages(), mem.len() as u64);
+    pages_equal(&d, &mem);
+    // Neither offset pair points at compression sets: refused with the reason.
+    b[0x68..0x78].fill(0xEE);
+    let e = open_bytes(b).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown header layout (LengthSelf 0x520)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_damaged_set_is_one_warning_and_the_rest_is_read() {
+    let (_f, mem, sets, _dir) = small();
+    let built = build(&sets, 2, Codec::Lz77, false);
+    // Find a compressed set in the kernel set and spoil its data.
+    let k = (2..sets.len())
+        .find(|&i| {
+            let o = built.set_offsets[i];
+            let h = u32::from_le_bytes(built.bytes[o..o + 4].try_into().unwrap());
+            let size = (h >> 8) & 0x3F_FFFF;
+            size != built_pages(&sets[i..i + 1]) as u32 * 4096 && size > 64
+        })
+        .unwrap();
+    let o = built.set_offsets[k];
+    let mut b = built.bytes.clone();
+    let n = sets[k].descs.len();
+    let data = o + 4 + 8 * n;
+    b[data..data + 24].fill(0xFF);
+    let d = open_bytes(b).unwrap();
+    assert!(d.warnings().is_empty(), "{}", messages(d.warnings()));
+    let bad: Vec<u64> = sets[k].descs.iter().flat_map(|&(p, n)| p..p + n).collect();
+    for (pfn, want) in &mem {
+        match d.page(etwdump::addr::Pfn::new(*pfn)) {
+            PageLookup::Damaged { file_offset } => {
+                assert!(bad.contains(pfn), "{pfn:#x}");
+                assert_eq!(file_offset, data as u64);
+            }
+            PageLookup::Present(p) => {
+                assert!(!bad.contains(pfn));
+                assert!(p[..] == want[..]);
+            }
+            other => panic!("{pfn:#x}: {other:?}"),
+        }
+    }
+    let w = d.read_warnings();
+    assert_eq!(w.len(), 1, "{}", messages(&w));
+    assert_eq!(w[0].kind, WarningKind::Decode);
+    assert!(
+        w[0].message
+            .contains(&format!("data starts at file offset {data:#x}")),
+        "{}",
+        w[0].message
+    );
+}
+
+#[test]
+fn method_bits_are_confirmed_by_decoding() {
+    let (_f, mem, sets, _dir) = small();
+    // Every compressed set says Huffman (method 2) but holds Plain LZ77.
+    let mut b = build(&sets[..0], 0, Codec::Lz77, false).bytes;
+    b.truncate(PAGE);
+    b.resize(PAGE, 0);
+    b[0x58..0x60].copy_from_slice(&0u64.to_le_bytes());
+    b[0x68..0x70].copy_from_slice(&1u64.to_le_bytes());
+    b[0x70..0x78].copy_from_slice(&1u64.to_le_bytes());
+    b[0x230..0x238].copy_from_slice(&built_pages(&sets).to_le_bytes());
+    let mut compressed = 0;
+    for s in &sets {
+        let bytes = set_bytes(s, Codec::Lz77, Some(2));
+        compressed += usize::from(bytes[3] >> 6 == 2);
+        b.extend(bytes);
+    }
+    let d = open_bytes(b).unwrap();
+    pages_equal(&d, &mem);
+    let w = d.read_warnings();
+    assert_eq!(w.len(), compressed, "one note per set");
+    assert!(w.iter().all(|w| w.kind == WarningKind::Anomaly
+        && w.message
+            .contains("names the LZ77+Huffman method but decodes exactly as Plain LZ77")));
+}
+
+#[test]
+fn a_cut_chain_keeps_what_it_read_and_says_where_it_ends() {
+    let (_f, mem, sets, _dir) = small();
+    let built = build(&sets, 2, Codec::Huffman, false);
+    let cut = built.set_offsets[sets.len() / 2] + 10;
+    let mut b = built.bytes.clone();
+    b.truncate(cut);
+    let d = open_bytes(b).unwrap();
+    let w = d.warnings();
+    assert_eq!(w.len(), 1, "{}", messages(w));
+    assert_eq!(w[0].kind, WarningKind::Unreadable);
+    let at = built.set_offsets[sets.len() / 2];
+    assert!(
+        w[0].message.contains(&format!(
+            "ends after {} at file offset {at:#x}",
+            built_pages(&sets[2..sets.len() / 2])
+        )),
+        "{}",
+        w[0].message
+    );
+    let kept: u64 = built_pages(&sets[..sets.len() / 2]);
+    assert_eq!(d.stored_pages(), kept);
+    let mut present = 0;
+    for (pfn, want) in &mem {
+        if let PageLookup::Present(p) = d.page(etwdump::addr::Pfn::new(*pfn)) {
+            assert!(p[..] == want[..]);
+            present += 1;
+        }
+    }
+    assert_eq!(present, kept);
+}
+
+#[test]
+fn a_wiped_header_is_read_by_carving_the_sets() {
+    let (f, mem, sets, dir) = small();
+    let built = build(&sets, sets.len() / 3, Codec::Huffman, false);
+    let mut b = built.bytes.clone();
+    b[..PAGE].fill(0);
+    let path = dir.path().join("wiped.sys");
+    std::fs::write(&path, &b).unwrap();
+    let d = discover::open(&path, OpenOptions::default()).unwrap();
+    assert_eq!(d.format(), "hibernation file");
+    let w = d.warnings();
+    assert_eq!(w.len(), 1, "{}", messages(w));
+    assert_eq!(w[0].kind, WarningKind::Inferred);
+    assert!(w[0].message.contains("2 chains of compression sets"));
+    let h = hib(&d).info();
+    assert_eq!(h.signature, "wiped");
+    assert_eq!(h.system_time, None);
+    let offsets: Vec<u64> = h.restore_sets.iter().map(|s| s.file_offset).collect();
+    assert_eq!(
+        offsets,
+        vec![built.boot_offset as u64, built.kernel_offset as u64]
+    );
+    pages_equal(&d, &mem);
+    assert_eq!(d.machine.dtb, f.page_table_root());
+    // A raw image whose first page is zero is still a raw image.
+    let raw = f
+        .write_image(&dir.path().join("r"), ImageKind::Raw)
+        .unwrap()
+        .remove(0);
+    let d = discover::open(&raw, OpenOptions::default()).unwrap();
+    assert_eq!(d.format(), "raw");
+}
+
+#[test]
+fn pages_stored_twice_are_counted_and_one_copy_read() {
+    let (_f, mem, mut sets, _dir) = small();
+    // The first set's pages again at the end of the kernel set, with other bytes.
+    let mut again = SetSpec {
+        descs: sets[0].descs.clone(),
+        data: sets[0].data.clone(),
+    };
+    again.data.iter_mut().for_each(|x| *x ^= 0x5A);
+    let dup = built_pages(&sets[..1]);
+    sets.push(again);
+    let d = open_bytes(build(&sets, 1, Codec::Lz77, false).bytes).unwrap();
+    let w = d.warnings();
+    assert_eq!(w.len(), 1, "{}", messages(w));
+    assert!(w[0]
+        .message
+        .starts_with(&format!("{dup} pages are stored more than once")));
+    assert_eq!(hib(&d).info().duplicate_pages, dup);
+    assert_eq!(d.stored_pages(), mem.len() as u64);
+    // The boot set's copy (equal descriptors: the earlier in the file) is read.
+    pages_equal(&d, &mem);
+}
