@@ -46,6 +46,8 @@ MAX_RANGES = 1 << 16
 # How much memory the copy hand-off writes at most (bytes) unless --copy-limit says otherwise.
 DEFAULT_COPY_LIMIT = 64 << 30
 CRASH_DUMP_SIGNATURES = (b"PAGEDU64", b"PAGEDUMP")
+# A hibernation file (volatility3's HibernationLayer over it): etwdump decompresses it itself.
+HIBERNATION_SIGNATURES = (b"HIBR", b"WAKE", b"RSTR")
 EPOCH_1601 = datetime.datetime(1601, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -327,13 +329,18 @@ class _Etwdump(interfaces.plugins.PluginInterface):
         source = ""
         # A crash dump is given as it is (etwdump reads its header, runs, bitmap and triage
         # blocks itself), before any segment list is built: a fragmented bitmap dump can have
-        # more runs than a layout may hold.
+        # more runs than a layout may hold. So is a hibernation file: its compressed sets
+        # cannot be placed by a layout, and etwdump reads both restore sets itself.
         bottom = self._bottom_file(memory_layer) if mode == "auto" else None
         if bottom is not None:
             with open(bottom, "rb") as f:
-                if f.read(8) in CRASH_DUMP_SIGNATURES:
+                head = f.read(8)
+                if head in CRASH_DUMP_SIGNATURES:
                     args = [bottom]
                     source = f"{bottom} (a crash dump, read by etwdump itself)"
+                elif head[:4].upper() in HIBERNATION_SIGNATURES:
+                    args = [bottom]
+                    source = f"{bottom} (a hibernation file, read by etwdump itself)"
         if not args and mode != "copy":
             try:
                 path, ranges, chain = self._layout_ranges(memory_layer)
