@@ -73,6 +73,11 @@ fn sets_of(pages: &[(u64, Vec<u8>)], per_set: usize) -> Vec<SetSpec> {
 /// One compression set's bytes: header, descriptors, data (compressed unless that does not
 /// help, or `stored`).
 fn set_bytes(s: &SetSpec, codec: Codec, method_bits: Option<u32>) -> Vec<u8> {
+    set_bytes_w(s, codec, method_bits, 8)
+}
+
+/// [`set_bytes`] with `word`-byte page descriptors (8 on x64, 4 on x86).
+fn set_bytes_w(s: &SetSpec, codec: Codec, method_bits: Option<u32>, word: usize) -> Vec<u8> {
     let packed = match codec {
         Codec::Lz77 => xpress::compress_lz77(&s.data),
         Codec::Huffman => xpress::compress_huffman(&s.data),
@@ -91,7 +96,7 @@ fn set_bytes(s: &SetSpec, codec: Codec, method_bits: Option<u32>) -> Vec<u8> {
     let header = s.descs.len() as u32 | (data.len() as u32) << 8 | method << 30;
     let mut out = header.to_le_bytes().to_vec();
     for &(pfn, n) in &s.descs {
-        out.extend_from_slice(&((pfn << 4) | (n - 1)).to_le_bytes());
+        out.extend_from_slice(&((pfn << 4) | (n - 1)).to_le_bytes()[..word]);
     }
     out.extend_from_slice(&data);
     out
@@ -108,30 +113,70 @@ struct Built {
 }
 
 fn build(sets: &[SetSpec], boot_sets: usize, codec: Codec, fast_startup: bool) -> Built {
+    build_as(sets, boot_sets, codec, fast_startup, &X64_1809)
+}
+
+/// The header fields a builder writes: (LengthSelf, PageSize, SystemTime, NumPagesForLoader,
+/// FirstBootRestorePage, FirstKernelRestorePage, KernelPagesProcessed, Hiberboot, word).
+struct Hdr {
+    length_self: u32,
+    page_size: usize,
+    time: usize,
+    loader: usize,
+    boot: usize,
+    kernel: usize,
+    kpp: usize,
+    hiberboot: Option<usize>,
+    word: usize,
+}
+
+/// Windows 10 1809 … 22H2 x64 (PO_MEMORY_IMAGE of the 19041 PDB).
+const X64_1809: Hdr = Hdr {
+    length_self: 0x3E0,
+    page_size: 0x18,
+    time: 0x20,
+    loader: 0x58,
+    boot: 0x68,
+    kernel: 0x70,
+    kpp: 0x230,
+    hiberboot: Some(0x364),
+    word: 8,
+};
+
+fn build_as(
+    sets: &[SetSpec],
+    boot_sets: usize,
+    codec: Codec,
+    fast_startup: bool,
+    h: &Hdr,
+) -> Built {
     let pages = |ss: &[SetSpec]| -> u64 { ss.iter().flat_map(|s| &s.descs).map(|d| d.1).sum() };
     let mut b = vec![0u8; PAGE];
     b[0..4].copy_from_slice(b"HIBR");
-    b[0xC..0x10].copy_from_slice(&0x3E0u32.to_le_bytes());
-    b[0x18..0x1C].copy_from_slice(&0x1000u32.to_le_bytes());
-    b[0x20..0x28].copy_from_slice(&0x01DC_1234_5678_9ABCu64.to_le_bytes());
-    b[0x58..0x60].copy_from_slice(&pages(&sets[..boot_sets]).to_le_bytes());
-    b[0x230..0x238].copy_from_slice(&pages(&sets[boot_sets..]).to_le_bytes());
-    b[0x364] = u8::from(fast_startup);
+    b[0xC..0x10].copy_from_slice(&h.length_self.to_le_bytes());
+    b[h.page_size..h.page_size + 4].copy_from_slice(&0x1000u32.to_le_bytes());
+    b[h.time..h.time + 8].copy_from_slice(&0x01DC_1234_5678_9ABCu64.to_le_bytes());
+    b[h.loader..h.loader + 8].copy_from_slice(&pages(&sets[..boot_sets]).to_le_bytes());
+    b[h.kpp..h.kpp + 8].copy_from_slice(&pages(&sets[boot_sets..]).to_le_bytes());
+    if let Some(o) = h.hiberboot {
+        b[o] = u8::from(fast_startup);
+    }
     let mut set_offsets = Vec::new();
     let boot_offset = b.len();
     for s in &sets[..boot_sets] {
         set_offsets.push(b.len());
-        b.extend(set_bytes(s, codec, None));
+        b.extend(set_bytes_w(s, codec, None, h.word));
     }
     b.resize(b.len().div_ceil(PAGE) * PAGE, 0);
     let kernel_offset = b.len();
     for s in &sets[boot_sets..] {
         set_offsets.push(b.len());
-        b.extend(set_bytes(s, codec, None));
+        b.extend(set_bytes_w(s, codec, None, h.word));
     }
     b.extend_from_slice(&[0u8; 64]);
-    b[0x68..0x70].copy_from_slice(&((boot_offset / PAGE) as u64).to_le_bytes());
-    b[0x70..0x78].copy_from_slice(&((kernel_offset / PAGE) as u64).to_le_bytes());
+    let w = h.word;
+    b[h.boot..h.boot + w].copy_from_slice(&((boot_offset / PAGE) as u64).to_le_bytes()[..w]);
+    b[h.kernel..h.kernel + w].copy_from_slice(&((kernel_offset / PAGE) as u64).to_le_bytes()[..w]);
     Built {
         bytes: b,
         boot_offset,
@@ -278,7 +323,7 @@ fn an_unknown_layout_is_read_where_the_evidence_points_and_said_unconfirmed() {
     b[0x68..0x78].fill(0xEE);
     let e = open_bytes(b).unwrap_err().to_string();
     assert!(
-        e.contains("unknown header layout (LengthSelf 0x520)"),
+        e.contains("unknown x64 header layout (LengthSelf 0x520)"),
         "{e}"
     );
 }
@@ -439,5 +484,47 @@ fn pages_stored_twice_are_counted_and_one_copy_read() {
     assert_eq!(hib(&d).info().duplicate_pages, dup);
     assert_eq!(d.stored_pages(), mem.len() as u64);
     // The boot set's copy (equal descriptors: the earlier in the file) is read.
+    pages_equal(&d, &mem);
+}
+
+/// An x86 (PAE) machine's hibernation file, x86 layout of 14393 (MemProcFS's table:
+/// LengthSelf 0x328, 4-byte restore pages and descriptors): the crash dump's listings; with
+/// its header wiped, the same pages.
+#[test]
+fn an_x86_hibernation_file_gives_the_crash_dumps_listings() {
+    let (f, dir, opts, want) = common::forged_with_listings("x86-14393", 5);
+    assert!(!want[0].as_array().unwrap().is_empty());
+    let mem = memory(&f, dir.path());
+    let sets = sets_of(&mem, 16);
+    let h = Hdr {
+        length_self: 0x328,
+        page_size: 0x14,
+        time: 0x18,
+        loader: 0x48,
+        boot: 0x50,
+        kernel: 0x54,
+        kpp: 0x200,
+        hiberboot: None,
+        word: 4,
+    };
+    let built = build_as(&sets, sets.len() / 5, Codec::Huffman, false, &h);
+    let path = dir.path().join("hiberfil.sys");
+    std::fs::write(&path, &built.bytes).unwrap();
+    let d = discover::open(&path, OpenOptions::default()).unwrap();
+    assert!(d.warnings().is_empty(), "{}", messages(d.warnings()));
+    let info = hib(&d).info();
+    assert!(info.x86);
+    assert_eq!(info.windows, Some("Windows 10 1607 x86 (14393)"));
+    assert_eq!(info.fast_startup, None);
+    assert_eq!(info.system_time, Some(0x01DC_1234_5678_9ABC));
+    assert_eq!(d.machine.dtb, f.page_table_root());
+    pages_equal(&d, &mem);
+    let got = common::etw_listings(&d, &opts);
+    assert_eq!(got, want);
+    let mut b = built.bytes.clone();
+    b[..PAGE].fill(0);
+    let d = open_bytes(b).unwrap();
+    assert!(hib(&d).info().x86);
+    assert_eq!(hib(&d).info().restore_sets.len(), 2);
     pages_equal(&d, &mem);
 }

@@ -4,15 +4,16 @@
 //! The facts and their sources are in `shared/reference/hibernation-format.md` (the
 //! `PO_MEMORY_IMAGE` type of the kernel PDBs; volatility3's `layers/hib.py`, MemProcFS's
 //! `device_hibr.c` and Hibr2Bin for the restore and compression sets; [MS-XCA] for the
-//! codecs, [`super::xpress`]). What this reader takes as given and what it confirms:
+//! codecs, [`super::xpress`]). What this reader takes as given and what it confirms (x86
+//! files the same way, with MemProcFS's x86 offsets and 4-byte fields):
 //!
 //! * **Header** (`PO_MEMORY_IMAGE` at offset 0, x64): the signature (`HIBR`, `WAKE` once the
 //!   resume started, `RSTR`; upper or lower case), `LengthSelf` (0xC) choosing the layout,
 //!   `PageSize` (0x18, must be 4096), `SystemTime` (0x20, when the image was written),
 //!   `NumPagesForLoader` (0x58), `FirstBootRestorePage`, `FirstKernelRestorePage`,
 //!   `PerfInfo.KernelPagesProcessed`, `HighestPhysicalPage` and `Hiberboot` at the offsets of
-//!   [`LAYOUTS`] (from the PDB types of 9600, 14393, 17763 … 19041; 20348/22000 and 26100 from
-//!   the readers). An unknown `LengthSelf` is not refused: the restore pages are taken from
+//!   [`LAYOUTS`] (from the PDB types of 9600, 14393, 17763 … 19041, public PDB-derived headers
+//!   of 10240/10586 and 22000, and MemProcFS's table for 15063 … 17134 and 26100). An unknown `LengthSelf` is not refused: the restore pages are taken from
 //!   the offsets every Windows 10+ layout shares (0x68/0x70), or Windows 8's (0x60/0x68),
 //!   whichever pair points at valid compression sets, and the kernel set is read until its
 //!   chain ends — a warning says the layout is unconfirmed and what that means.
@@ -71,6 +72,9 @@ pub struct HiberLayout {
     pub length_self: u32,
     /// The Windows releases that write it.
     pub windows: &'static str,
+    /// A 32-bit (x86) layout: `PageSize` at 0x14, `SystemTime` at 0x18, `NumPagesForLoader` at
+    /// 0x48, restore pages, `HighestPhysicalPage` and page descriptors of 4 bytes.
+    pub x86: bool,
     pub first_boot_restore_page: usize,
     pub first_kernel_restore_page: usize,
     /// `PerfInfo.KernelPagesProcessed`.
@@ -87,6 +91,7 @@ pub const LAYOUTS: &[HiberLayout] = &[
     HiberLayout {
         length_self: 0x360,
         windows: "Windows 8 / 8.1 (9200/9600)",
+        x86: false,
         first_boot_restore_page: 0x60,
         first_kernel_restore_page: 0x68,
         kernel_pages_processed: 0x1C8,
@@ -95,8 +100,20 @@ pub const LAYOUTS: &[HiberLayout] = &[
         source: "PO_MEMORY_IMAGE of the 9600 kernel PDB",
     },
     HiberLayout {
+        length_self: 0x3B0,
+        windows: "Windows 10 1507 / 1511 (10240/10586)",
+        x86: false,
+        first_boot_restore_page: 0x68,
+        first_kernel_restore_page: 0x70,
+        kernel_pages_processed: 0x218,
+        highest_physical_page: Some(0x380),
+        hiberboot: Some(0x34C),
+        source: "PO_MEMORY_IMAGE of size 0x3B0 in two public PDB-derived header sets (Vergilius-style and a PDB type dump); MemProcFS's table (10240/10586) and volatility3's KernelPagesProcessed for 1507-1511 agree",
+    },
+    HiberLayout {
         length_self: 0x3C8,
         windows: "Windows 10 1607 (14393)",
+        x86: false,
         first_boot_restore_page: 0x68,
         first_kernel_restore_page: 0x70,
         kernel_pages_processed: 0x220,
@@ -105,8 +122,20 @@ pub const LAYOUTS: &[HiberLayout] = &[
         source: "PO_MEMORY_IMAGE of the 14393 kernel PDB",
     },
     HiberLayout {
+        length_self: 0x3D8,
+        windows: "Windows 10 1703 / 1709 / 1803 (15063/16299/17134)",
+        x86: false,
+        first_boot_restore_page: 0x68,
+        first_kernel_restore_page: 0x70,
+        kernel_pages_processed: 0x230,
+        highest_physical_page: Some(0x398),
+        hiberboot: None,
+        source: "MemProcFS's table (LeechCore device_hibr.c: 15063, 16299, 17134)",
+    },
+    HiberLayout {
         length_self: 0x3E0,
-        windows: "Windows 10 1703 … 22H2",
+        windows: "Windows 10 1809 … 22H2",
+        x86: false,
         first_boot_restore_page: 0x68,
         first_kernel_restore_page: 0x70,
         kernel_pages_processed: 0x230,
@@ -116,17 +145,19 @@ pub const LAYOUTS: &[HiberLayout] = &[
     },
     HiberLayout {
         length_self: 0x448,
-        windows: "Windows Server 2022 / Windows 11 21H2 (20348/22000)",
+        windows: "Windows Server 2022 / Windows 11 21H2, 22H2 (20348/22000/22621)",
+        x86: false,
         first_boot_restore_page: 0x68,
         first_kernel_restore_page: 0x70,
         kernel_pages_processed: 0x230,
         highest_physical_page: Some(0x400),
         hiberboot: Some(0x3CC),
-        source: "the readers' tables for 20348/22000 (shared/reference/hibernation-format.md)",
+        source: "a public Vergilius-style header of PO_MEMORY_IMAGE (size 0x448) and MemProcFS's table (20348, 22000, 22621)",
     },
     HiberLayout {
         length_self: 0x4D8,
         windows: "Windows 11 24H2 (26100)",
+        x86: false,
         first_boot_restore_page: 0x68,
         first_kernel_restore_page: 0x70,
         kernel_pages_processed: 0x238,
@@ -134,7 +165,65 @@ pub const LAYOUTS: &[HiberLayout] = &[
         hiberboot: None,
         source: "MemProcFS's table for 26100 (shared/reference/hibernation-format.md)",
     },
+    x86_layout(0x2C8, "Windows 8 / 8.1 x86 (9200/9600)", 0x1B0, 0x2B0),
+    x86_layout(0x310, "Windows 10 1507 / 1511 x86 (10240/10586)", 0x1F8, 0x2F8),
+    x86_layout(0x328, "Windows 10 1607 x86 (14393)", 0x200, 0x300),
+    x86_layout(0x338, "Windows 10 1703 … 1803 x86 (15063 … 17134)", 0x210, 0x310),
+    x86_layout(0x340, "Windows 10 1809 … 22H2 x86 (17763 … 19041)", 0x210, 0x310),
 ];
+
+/// An x86 layout of MemProcFS's table (LeechCore `device_hibr.c`): restore pages at 0x50/0x54
+/// (4 bytes each), `Hiberboot` not known.
+const fn x86_layout(
+    length_self: u32,
+    windows: &'static str,
+    kernel_pages_processed: usize,
+    highest_physical_page: usize,
+) -> HiberLayout {
+    HiberLayout {
+        length_self,
+        windows,
+        x86: true,
+        first_boot_restore_page: 0x50,
+        first_kernel_restore_page: 0x54,
+        kernel_pages_processed,
+        highest_physical_page: Some(highest_physical_page),
+        hiberboot: None,
+        source: "MemProcFS's table (LeechCore device_hibr.c), x86",
+    }
+}
+
+impl HiberLayout {
+    fn page_size_at(&self) -> usize {
+        if self.x86 {
+            0x14
+        } else {
+            0x18
+        }
+    }
+    fn system_time_at(&self) -> usize {
+        if self.x86 {
+            0x18
+        } else {
+            0x20
+        }
+    }
+    fn loader_pages_at(&self) -> usize {
+        if self.x86 {
+            0x48
+        } else {
+            0x58
+        }
+    }
+    /// Bytes of a page descriptor and of a restore-page field.
+    fn word(&self) -> usize {
+        if self.x86 {
+            4
+        } else {
+            8
+        }
+    }
+}
 
 /// The compression method a set's header names (bits 30–31).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +272,8 @@ pub struct HiberInfo {
     pub length_self: Option<u32>,
     /// The layout `LengthSelf` names (None: unknown or wiped).
     pub windows: Option<&'static str>,
+    /// An x86 file (4-byte restore pages and page descriptors).
+    pub x86: bool,
     /// `SystemTime`: when the image was written (FILETIME; None: wiped header).
     pub system_time: Option<u64>,
     /// `Hiberboot`: true for a Fast Startup (kernel-only) image, false for a full hibernation;
@@ -268,7 +359,8 @@ pub enum SetError {
     Bound { max: usize },
 }
 
-fn parse_set(file: &[u8], offset: u64) -> Result<ParsedSet, SetError> {
+/// The compression set at `offset`; page descriptors are `word` (8 on x64, 4 on x86) bytes.
+fn parse_set(file: &[u8], offset: u64, word: usize) -> Result<ParsedSet, SetError> {
     let o = usize::try_from(offset).map_err(|_| SetError::HeaderCut)?;
     let header = file.u32_at(o).ok_or(SetError::HeaderCut)?;
     let count = (header & 0xFF) as usize;
@@ -283,9 +375,13 @@ fn parse_set(file: &[u8], offset: u64) -> Result<ParsedSet, SetError> {
     let mut descriptors = Vec::with_capacity(count);
     let mut pages = 0u64;
     for index in 0..count {
-        let d = file
-            .u64_at(o + 4 + 8 * index)
-            .ok_or(SetError::DescriptorCut { index })?;
+        let at = o + 4 + word * index;
+        let d = if word == 4 {
+            file.u32_at(at).map(u64::from)
+        } else {
+            file.u64_at(at)
+        }
+        .ok_or(SetError::DescriptorCut { index })?;
         let (pfn, n) = (d >> 4, (d & 0xF) + 1);
         if pfn + n > MAX_PFN {
             return Err(SetError::PfnTooHigh {
@@ -300,7 +396,7 @@ fn parse_set(file: &[u8], offset: u64) -> Result<ParsedSet, SetError> {
     if pages > MAX_SET_PAGES {
         return Err(SetError::TooManyPages { pages });
     }
-    let data_offset = offset + 4 + 8 * count as u64;
+    let data_offset = offset + 4 + (word * count) as u64;
     let end = data_offset + u64::from(size);
     if end > file.len() as u64 {
         return Err(SetError::DataPastEnd {
@@ -365,6 +461,7 @@ fn decode_set(file: &[u8], set: &Set) -> Result<(Vec<u8>, Codec), XpressError> {
 fn read_chain(
     file: &[u8],
     offset: u64,
+    word: usize,
     want: Option<u64>,
     max_sets: usize,
 ) -> (Vec<ParsedSet>, u64, Option<SetError>) {
@@ -378,7 +475,7 @@ fn read_chain(
         if sets.len() >= max_sets {
             return (sets, at, Some(SetError::Bound { max: max_sets }));
         }
-        match parse_set(file, at) {
+        match parse_set(file, at, word) {
             Ok(p) => {
                 pages += u64::from(p.set.pages);
                 at = p.next;
@@ -391,8 +488,8 @@ fn read_chain(
 
 /// Does a chain start at `offset`: at least `min_sets` compression sets in a row (or the file
 /// ends after one or more), each of at most 16 pages, the first decoding exactly?
-fn chain_starts_at(file: &[u8], offset: u64, min_sets: usize) -> bool {
-    let (sets, end, stop) = read_chain(file, offset, None, min_sets);
+fn chain_starts_at(file: &[u8], offset: u64, word: usize, min_sets: usize) -> bool {
+    let (sets, end, stop) = read_chain(file, offset, word, None, min_sets);
     if sets.is_empty()
         || sets
             .iter()
@@ -418,17 +515,20 @@ pub(crate) fn has_signature(file: &[u8]) -> bool {
     signature(file).is_some()
 }
 
-/// A wiped header: a zero first page, and a chain of compression sets starting on one of the
-/// next [`CARVE_PROBE_PAGES`] page boundaries.
-fn wiped_chain_start(file: &[u8]) -> Option<u64> {
+/// A wiped header: a zero first page, and a chain of compression sets (x64 descriptors, else
+/// x86) starting on one of the next [`CARVE_PROBE_PAGES`] page boundaries: (offset, word).
+fn wiped_chain_start(file: &[u8]) -> Option<(u64, usize)> {
     let first = file.get(..PAGE_SIZE as usize)?;
     if first.iter().any(|&b| b != 0) {
         return None;
     }
     let pages = (file.len() as u64 / PAGE_SIZE).min(CARVE_PROBE_PAGES);
-    (1..pages)
-        .map(|p| p * PAGE_SIZE)
-        .find(|&o| chain_starts_at(file, o, 3))
+    (1..pages).map(|p| p * PAGE_SIZE).find_map(|o| {
+        [8, 4]
+            .into_iter()
+            .find(|&w| chain_starts_at(file, o, w, 3))
+            .map(|w| (o, w))
+    })
 }
 
 /// A hibernation file: `HIBR`/`WAKE`/`RSTR` at offset 0, or a wiped first page followed by
@@ -447,13 +547,23 @@ fn bad(reason: String) -> DumpError {
     DumpError::BadHiberfil { reason }
 }
 
-/// The restore pages of `layout`-like offsets, if both point at a chain of compression sets.
-fn restore_pair(file: &[u8], boot_at: usize, kernel_at: usize) -> Option<(u64, u64)> {
-    let boot = file.u64_at(boot_at)?;
-    let kernel = file.u64_at(kernel_at)?;
+/// A `word`-byte (8 or 4) field of the header.
+fn word_at(file: &[u8], at: usize, word: usize) -> Option<u64> {
+    if word == 4 {
+        file.u32_at(at).map(u64::from)
+    } else {
+        file.u64_at(at)
+    }
+}
+
+/// The restore pages at `boot_at`/`kernel_at` (`word` bytes each), if both point at a chain of
+/// compression sets.
+fn restore_pair(file: &[u8], boot_at: usize, kernel_at: usize, word: usize) -> Option<(u64, u64)> {
+    let boot = word_at(file, boot_at, word)?;
+    let kernel = word_at(file, kernel_at, word)?;
     let ok = |p: u64| {
         p.checked_mul(PAGE_SIZE)
-            .is_some_and(|o| o < file.len() as u64 && chain_starts_at(file, o, 1))
+            .is_some_and(|o| o < file.len() as u64 && chain_starts_at(file, o, word, 1))
     };
     (ok(boot) && ok(kernel)).then_some((boot, kernel))
 }
@@ -465,11 +575,12 @@ fn open_hiberfil(input: Input<'_>) -> Result<Opened, DumpError> {
     let info = match signature(file) {
         Some(sig) => open_header(file, sig, &mut builder, &mut warnings)?,
         None => {
-            let Some(start) = wiped_chain_start(file) else {
+            let Some((start, word)) = wiped_chain_start(file) else {
                 return Err(bad(
                     "no signature and no compression sets after a zero first page".into(),
                 ));
             };
+            builder.word = word;
             open_wiped(file, start, &mut builder, &mut warnings)
         }
     };
@@ -478,7 +589,11 @@ fn open_hiberfil(input: Input<'_>) -> Result<Opened, DumpError> {
         format: "",
         backing: input.backing,
         file: input.file,
-        header: super::DumpHeader::none(super::Arch::X64),
+        header: super::DumpHeader::none(if h.info.x86 {
+            super::Arch::X86 { pae: true }
+        } else {
+            super::Arch::X64
+        }),
         container: Box::new(h),
         warnings,
     })
@@ -493,29 +608,52 @@ fn open_header(
 ) -> Result<HiberInfo, DumpError> {
     let u32_at = |o: usize| file.u32_at(o).unwrap_or(0);
     let u64_at = |o: usize| file.u64_at(o).unwrap_or(0);
-    let page_size = u32_at(0x18);
-    if page_size != PAGE_SIZE as u32 {
-        return Err(bad(format!(
-            "PageSize (offset 0x18) is {page_size:#x}, not 0x1000"
-        )));
-    }
     let length_self = u32_at(0xC);
     let layout = LAYOUTS.iter().find(|l| l.length_self == length_self);
+    // The layout, or for an unknown LengthSelf what PageSize says: at 0x18 on x64, 0x14 on x86.
+    let x86 = match layout {
+        Some(l) => l.x86,
+        None => u32_at(0x18) != PAGE_SIZE as u32 && u32_at(0x14) == PAGE_SIZE as u32,
+    };
+    let (page_size_at, time_at, loader_at, word) = if x86 {
+        (0x14, 0x18, 0x48, 4)
+    } else {
+        (0x18, 0x20, 0x58, 8)
+    };
+    debug_assert!(layout.is_none_or(|l| l.page_size_at() == page_size_at
+        && l.system_time_at() == time_at
+        && l.loader_pages_at() == loader_at
+        && l.word() == word));
+    let page_size = u32_at(page_size_at);
+    if page_size != PAGE_SIZE as u32 {
+        return Err(bad(format!(
+            "PageSize (offset {page_size_at:#x}) is {page_size:#x}, not 0x1000"
+        )));
+    }
+    b.word = word;
+    let field = |at: usize| word_at(file, at, word).unwrap_or(0);
     let (boot_page, kernel_page, kernel_declared) = match layout {
         Some(l) => (
-            u64_at(l.first_boot_restore_page),
-            u64_at(l.first_kernel_restore_page),
+            field(l.first_boot_restore_page),
+            field(l.first_kernel_restore_page),
             Some(u64_at(l.kernel_pages_processed)),
         ),
         None => {
-            let pair = restore_pair(file, 0x68, 0x70)
-                .map(|p| (p, "0x68/0x70 (every known Windows 10+ layout)"))
-                .or_else(|| {
-                    restore_pair(file, 0x60, 0x68).map(|p| (p, "0x60/0x68 (Windows 8's layout)"))
-                });
+            let candidates: &[(usize, usize, &str)] = if x86 {
+                &[(0x50, 0x54, "0x50/0x54 (every known x86 layout)")]
+            } else {
+                &[
+                    (0x68, 0x70, "0x68/0x70 (every known Windows 10+ layout)"),
+                    (0x60, 0x68, "0x60/0x68 (Windows 8's layout)"),
+                ]
+            };
+            let pair = candidates
+                .iter()
+                .find_map(|&(bo, ko, which)| restore_pair(file, bo, ko, word).map(|p| (p, which)));
             let Some(((boot, kernel), which)) = pair else {
                 return Err(bad(format!(
-                    "unknown header layout (LengthSelf {length_self:#x}) and neither the Windows 10+ nor the Windows 8 restore-page offsets point at compression sets"
+                    "unknown {} header layout (LengthSelf {length_self:#x}) and none of the known restore-page offsets point at compression sets",
+                    if x86 { "x86" } else { "x64" }
                 )));
             };
             warnings.push(Warning::new(WarningKind::Unconfirmed, format!(
@@ -524,7 +662,7 @@ fn open_header(
             (boot, kernel, None)
         }
     };
-    let loader_pages = u64_at(0x58);
+    let loader_pages = u64_at(loader_at);
     let mut sets = Vec::new();
     for (name, page, declared) in [
         ("boot", boot_page, Some(loader_pages)),
@@ -547,9 +685,10 @@ fn open_header(
         signature: crate::bytes::tag_text(sig),
         length_self: Some(length_self),
         windows: layout.map(|l| l.windows),
-        system_time: Some(u64_at(0x20)),
+        x86,
+        system_time: Some(u64_at(time_at)),
         fast_startup: hiberboot.map(|v| v != 0),
-        highest_physical_page: layout.and_then(|l| l.highest_physical_page).map(u64_at),
+        highest_physical_page: layout.and_then(|l| l.highest_physical_page).map(field),
         restore_sets: sets,
         sets_stored: 0,
         sets_lz77: 0,
@@ -569,7 +708,7 @@ fn open_wiped(file: &[u8], start: u64, b: &mut Builder, warnings: &mut Vec<Warni
         sets.push(set);
         at = (from..to)
             .map(|p| p * PAGE_SIZE)
-            .find(|&o| chain_starts_at(file, o, 3));
+            .find(|&o| chain_starts_at(file, o, b.word, 3));
         if b.full() {
             break;
         }
@@ -582,6 +721,7 @@ fn open_wiped(file: &[u8], start: u64, b: &mut Builder, warnings: &mut Vec<Warni
         signature: "wiped".into(),
         length_self: None,
         windows: None,
+        x86: b.word == 4,
         system_time: None,
         fast_startup: None,
         highest_physical_page: None,
@@ -596,6 +736,8 @@ fn open_wiped(file: &[u8], start: u64, b: &mut Builder, warnings: &mut Vec<Warni
 /// The index being built.
 #[derive(Default)]
 struct Builder {
+    /// Bytes of a page descriptor: 8 (x64) or 4 (x86).
+    word: usize,
     sets: Vec<Set>,
     /// (first PFN, pages, set, first page in set), in file order.
     descs: Vec<(u64, u8, u32, u8)>,
@@ -617,7 +759,7 @@ impl Builder {
         warnings: &mut Vec<Warning>,
     ) -> RestoreSet {
         let room = (u32::MAX >> 8) as usize - self.sets.len();
-        let (parsed, end, stop) = read_chain(file, offset, declared, room);
+        let (parsed, end, stop) = read_chain(file, offset, self.word, declared, room);
         let mut pages = 0u64;
         let count = parsed.len() as u64;
         for p in parsed {

@@ -390,7 +390,8 @@ fn hibernation_rows(h: &crate::report::info::HibernationInfo, t: &mut Table) {
     t.row(
         "Hibernation file",
         format!(
-            "signature {}, {}",
+            "{}, signature {}, {}",
+            h.arch,
             h.signature,
             match (&h.length_self, h.windows) {
                 (Some(l), Some(w)) => format!("header layout {w} (LengthSelf {l})"),

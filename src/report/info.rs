@@ -192,6 +192,8 @@ pub struct HibernationInfo {
     pub length_self: Option<String>,
     /// The Windows releases whose layout `LengthSelf` names (None: unknown or wiped).
     pub windows: Option<&'static str>,
+    /// "x64" or "x86" (4-byte restore pages and page descriptors).
+    pub arch: &'static str,
     /// When the image was written (`SystemTime`), ISO 8601 UTC or why not; None: wiped.
     pub written: Option<String>,
     pub written_raw: Option<u64>,
@@ -235,6 +237,7 @@ impl HibernationInfo {
             signature: h.signature.clone(),
             length_self: h.length_self.map(|l| hex(u64::from(l))),
             windows: h.windows,
+            arch: if h.x86 { "x86" } else { "x64" },
             written: h.system_time.map(crate::time::filetime_text),
             written_raw: h.system_time,
             variant,
