@@ -78,6 +78,13 @@
 # 13. xpress_check.py: `forge --xpress` (the forge's Plain LZ77 and LZ77+Huffman compressors,
 #    [MS-XCA], on empty, tiny, spec-example, zero, random, text and forged-dump texts, on and off
 #    64 KiB): dissect.util==3.24 (PyPI, a black box) decodes every encoding to its plain text.
+# 13b. hiber_check.py: `forge --hiberfil` (Windows 8+ x64 hibernation files of the x64 fixture
+#    machines: every format version x codec x full/Fast Startup, one WAKE and one wiped file)
+#    read by LeechCore's hibr device (leechcorepyc==2.23.3, PyPI) and, when $HIBER_VOL_HIB names
+#    volatility3 pull request 1036's layers/hib.py (in no volatility3 release; decoding through
+#    xpress_lz77==1.0.1, PyPI), by volatility3's HibernationLayer: every page a reader yields
+#    equals the raw image, every stored PFN is readable, the wiped file is refused; the readers'
+#    known quirks are counted by name, anything else fails.
 # --with-16g adds two 16 GiB dumps (sparse; full and bitmap) to the set; --with-large adds
 # fixture-x64-19041-etw-large.dmp (256 MiB of ETW buffers; extract throughput is printed).
 # Exits non-zero on any disagreement.
@@ -215,6 +222,16 @@ echo "== scan_check.py (carving: etwdump scan on the forge's scan scenarios; etl
 echo "== xpress_check.py (forge --xpress: the forge's Xpress encodings decoded by dissect.util 3.24)"
 "$target/debug/forge" --xpress "$out/xpress" >/dev/null 2>&1
 "$venv/bin/python" "$here/xpress_check.py" "$out/xpress" || status=1
+
+for pkg in xpress_lz77==1.0.1 leechcorepyc==2.23.3; do
+    if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; n, v = sys.argv[1].split("=="); sys.exit(m.version(n) != v)' "$pkg" 2>/dev/null; then
+        echo "== installing $pkg into $venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "$pkg"
+    fi
+done
+echo "== hiber_check.py (forge --hiberfil: hibernation files read by LeechCore 2.23.3 and, with \$HIBER_VOL_HIB, volatility3 PR 1036's HibernationLayer)"
+"$target/debug/forge" --hiberfil "$out/hiberfil" >/dev/null 2>&1
+"$venv/bin/python" "$here/hiber_check.py" "$out/hiberfil/manifest.json" || status=1
 
 echo "== qemu_check.py (a real QEMU dump-guest-memory ELF core: etwdump reads its PT_LOAD layout exactly)"
 python3 "$here/qemu_check.py" "$ETWDUMP" || status=1

@@ -38,6 +38,8 @@
 //! [`Forged::write_image`] renders the same physical memory as images that are not crash dumps
 //! (raw, VMware `.vmem` + `.vmss` or embedded `.vmsn`, a QEMU-style ELF core; [`ImageKind`]), and
 //! [`Config::self_map_index`] moves the x64 page-table self-map away from 0x1ED.
+//! [`Forged::write_hiberfil`] writes it as a Windows 8+ x64 hibernation file ([`HiberSpec`],
+//! [`HiberTruth`]) and [`Forged::write_dump_of_pages`] as a crash dump of any page set.
 
 mod config;
 mod dump;
@@ -103,6 +105,13 @@ pub use etw::{
     EVENT_TRACE_NO_PER_PROCESSOR_BUFFERING, EVENT_TRACE_REAL_TIME_MODE,
     EVENT_TRACE_SYSTEM_LOGGER_MODE, EVENT_TRACE_USE_PAGED_MEMORY, LARGE_SESSION_SLOT,
     NON_PAGED_POOL, NON_PAGED_POOL_NX, PAGED_POOL,
+};
+pub use image::hiberfil::{
+    HiberCodec, HiberLayout, HiberSetTruth, HiberSignature, HiberSpec, HiberTruth, HiberVariant,
+    HiberVersion, RestoreSet, HIBER_CHECKSUM_OFFSET, HIBER_FEATURE_FLAGS_OFFSET,
+    HIBER_IMAGE_TYPE_OFFSET, HIBER_INTERRUPT_TIME_OFFSET, HIBER_LENGTH_SELF_OFFSET,
+    HIBER_NUM_PAGES_FOR_LOADER_OFFSET, HIBER_PAGE_SIZE_OFFSET, HIBER_SIGNATURE_OFFSET,
+    HIBER_SYSTEM_TIME_OFFSET,
 };
 pub use image::random::{random_image_bytes, write_random_image, RANDOM_IMAGE_SIZE};
 pub use image::{ImageKind, ImageRange};
@@ -280,6 +289,60 @@ impl Forged {
     /// [`Forged::write_to`].
     pub fn write_image(&self, path: &Path, kind: ImageKind) -> std::io::Result<Vec<PathBuf>> {
         image::write(self, path, kind)
+    }
+
+    /// Write a Windows 8+ x64 hibernation file (`hiberfil.sys`) of the machine's physical
+    /// memory as `spec` says ([`HiberSpec`]: format version, codec, full or Fast Startup
+    /// image, signature, seed for everything the format leaves open) and return what a reader
+    /// must find in it ([`HiberTruth`]). Every stored page of the machine (FastStartup: less
+    /// the user-only frames, [`HiberVariant::FastStartup`]) is in exactly one compression set,
+    /// with the bytes [`Forged::write_image`] puts at its physical address (zero pages
+    /// included). Errors for x86 machines (no public x86 `PO_MEMORY_IMAGE` here) and on I/O
+    /// failure. See `image/hiberfil.rs` for the format and its sources.
+    pub fn write_hiberfil(&self, path: &Path, spec: &HiberSpec) -> std::io::Result<HiberTruth> {
+        image::hiberfil::write(self, path, spec)
+    }
+
+    /// The PFNs a hibernation file of `variant` stores (ascending): what
+    /// [`Forged::write_hiberfil`] puts in its sets, without writing it.
+    pub fn hiberfil_pfns(&self, variant: HiberVariant) -> Vec<u64> {
+        image::hiberfil::stored_pfns(self, variant)
+    }
+
+    /// Write a crash dump of this machine that stores exactly `pfns` (any order, duplicates
+    /// ignored; each must be in a memory run): the same dump header (DirectoryTableBase,
+    /// KdDebuggerDataBlock, memory runs, ...) with DumpType 5 and an `SDMP` bitmap of `pfns`,
+    /// pages the forge wrote no content for stored as zero pages. With
+    /// `write_dump_of_pages(p, &truth.pfns)` a test compares a hibernation file with the crash
+    /// dump of exactly the same memory. Returns the file length.
+    pub fn write_dump_of_pages(&self, path: &Path, pfns: &[u64]) -> std::io::Result<u64> {
+        let mut sorted = pfns.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if let Some(&bad) = sorted.iter().find(|&&p| !self.pm.in_run(p)) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("PFN {bad:#x} is not in a memory run of the machine"),
+            ));
+        }
+        let pm = self.pm.restricted_to(&sorted);
+        let layout = Layout::Bitmap {
+            sig: BitmapSig::Sdmp,
+            dump_type: 5,
+        };
+        let header_size = self.header_size;
+        let placement = dump::layout::place(layout, header_size, &pm);
+        let mut prefix = self.file.prefix[..header_size as usize].to_vec();
+        dump::header::set_dump_type(
+            &mut prefix,
+            self.config.arch.is_x64(),
+            5,
+            placement.file_len,
+        );
+        prefix.extend_from_slice(&placement.after_header);
+        let pages = placement.pages.iter().map(|(off, p)| (*off, &p[..]));
+        dump::layout::write_sparse(path, &prefix, pages, placement.file_len)?;
+        Ok(placement.file_len)
     }
 
     /// Where [`Forged::write_image`] puts physical memory for `kind`: one [`ImageRange`] per

@@ -39,6 +39,14 @@
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
 //! `forge --xpress DIR`: the Xpress sample texts (`xpress::sample_set`) as `NAME.bin` and their
 //! Plain LZ77 / LZ77+Huffman encodings `NAME.lz77` / `NAME.huff` (tests/interop/xpress_check.py).
+//! `forge --hiberfil OUTDIR`: Windows 8+ x64 hibernation files (`Forged::write_hiberfil`) of
+//! the x64 fixture machines (`providers_config`: processes with user memory where the kernel
+//! supports it), one machine per `HiberVersion` (`HiberVersion::for_build`; Windows 10
+//! 1507–1511, which no fixture has, over the 14393 machine): every version × codec × variant
+//! `hiber-<version>-<codec>-<variant>.sys`, plus one `WAKE` and one wiped file; each machine's
+//! raw image `<machine>.raw`, each FastStartup file's crash dump of exactly its pages
+//! (`Forged::write_dump_of_pages`, `<stem>.dmp`) and `manifest.json` (every file's
+//! `HiberTruth`: `hiber_json`) for tests/interop/hiber_check.py.
 //! `forge --triage OUTDIR`: write every synthetic triage-dump scenario (`triage_scenarios()`),
 //! each in `OUTDIR/<scenario>/`: `<scenario>.dmp`, the ISF `<GUID>-<age>.json` (Volatility 3
 //! naming, e.g. `5278AFF86C341677D7D7835C85B7B844-1.json`) and `expected.json`, and
@@ -1017,7 +1025,7 @@ fn triage_manifest_entry(
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --xpress DIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --xpress DIR\n       forge --hiberfil OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
     );
     ExitCode::from(2)
 }
@@ -1099,6 +1107,171 @@ fn write_xpress_set(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A `HiberTruth` as JSON: the header facts, the stored PFNs as runs `[first, count]`, and
+/// every compression set.
+fn hiber_json(t: &etwdump_forge::HiberTruth) -> Value {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &p in &t.pfns {
+        match runs.last_mut() {
+            Some((b, n)) if *b + *n == p => *n += 1,
+            _ => runs.push((p, 1)),
+        }
+    }
+    let sets: Vec<Value> = t
+        .sets
+        .iter()
+        .map(|s| {
+            json!({
+                "restore_set": match s.restore_set {
+                    etwdump_forge::RestoreSet::Boot => "boot",
+                    etwdump_forge::RestoreSet::Kernel => "kernel",
+                },
+                "offset": s.offset,
+                "method": s.method,
+                "descriptors": s.descriptors,
+                "compressed_size": s.compressed_size,
+                "pages": s.pages,
+                "uncompressed": s.uncompressed,
+            })
+        })
+        .collect();
+    json!({
+        "version": t.version.name(),
+        "length_self": t.length_self,
+        "codec": t.codec.name(),
+        "signature": t.signature.name(),
+        "variant": t.variant.name(),
+        "system_time": t.system_time,
+        "highest_physical_page": t.highest_physical_page,
+        "hiberboot": t.hiberboot,
+        "pfn_count": t.pfns.len(),
+        "pfn_runs": runs,
+        "boot_pages": t.boot_pages,
+        "kernel_pages": t.kernel_pages,
+        "boot_set_offset": t.boot_set_offset,
+        "kernel_set_offset": t.kernel_set_offset,
+        "data_end": t.data_end,
+        "file_len": t.file_len,
+        "sets": sets,
+    })
+}
+
+/// `--hiberfil OUTDIR`: see the module documentation.
+fn write_hiber_set(outdir: &Path, fixtures: &Path) -> std::io::Result<()> {
+    use etwdump_forge::{HiberCodec, HiberSignature, HiberSpec, HiberVariant, HiberVersion};
+    std::fs::create_dir_all(outdir)?;
+    // One machine per version: the newest x64 fixture whose build writes it.
+    let mut machines: Vec<(HiberVersion, PathBuf)> = Vec::new();
+    for d in fixture_dirs(fixtures) {
+        let Ok(fx) = etwdump_forge::Fixture::load(&d) else {
+            continue;
+        };
+        if !fx.x64 {
+            continue;
+        }
+        if let Some(v) = HiberVersion::for_build(fx.build) {
+            machines.retain(|(w, _)| *w != v);
+            machines.push((v, d.clone()));
+        }
+        if fx.build == 14393 {
+            machines.retain(|(w, _)| *w != HiberVersion::Win10_1507);
+            machines.push((HiberVersion::Win10_1507, d));
+        }
+    }
+    machines.sort();
+    let mut entries = Vec::new();
+    let mut raws: Vec<String> = Vec::new();
+    let mut seed = 1u64;
+    for (i, (version, dir)) in machines.iter().enumerate() {
+        let cfg = providers_config(dir);
+        let name = cfg
+            .fixture
+            .as_ref()
+            .map(|f| f.name.clone())
+            .unwrap_or_default();
+        let f = forge(&cfg);
+        let raw = format!("{name}.raw");
+        if !raws.contains(&raw) {
+            f.write_image(&outdir.join(&raw), ImageKind::Raw)?;
+            raws.push(raw.clone());
+        }
+        let mut specs = Vec::new();
+        for codec in HiberCodec::ALL {
+            for variant in HiberVariant::ALL {
+                specs.push(HiberSpec {
+                    version: *version,
+                    codec,
+                    variant,
+                    signature: HiberSignature::Hibr,
+                    seed,
+                });
+                seed += 1;
+            }
+        }
+        // One WAKE and one wiped file, on the last machine.
+        if i + 1 == machines.len() {
+            for (signature, codec) in [
+                (HiberSignature::Wake, HiberCodec::Huffman),
+                (HiberSignature::Wiped, HiberCodec::Lz77),
+            ] {
+                specs.push(HiberSpec {
+                    version: *version,
+                    codec,
+                    variant: HiberVariant::Full,
+                    signature,
+                    seed,
+                });
+                seed += 1;
+            }
+        }
+        for spec in specs {
+            let mut stem = format!(
+                "hiber-{}-{}-{}",
+                spec.version.name(),
+                spec.codec.name(),
+                spec.variant.name()
+            );
+            if spec.signature != HiberSignature::Hibr {
+                stem = format!("{stem}-{}", spec.signature.name());
+            }
+            let file = format!("{stem}.sys");
+            let truth = f.write_hiberfil(&outdir.join(&file), &spec)?;
+            let dump = if spec.variant == HiberVariant::FastStartup {
+                let dump = format!("{stem}.dmp");
+                f.write_dump_of_pages(&outdir.join(&dump), &truth.pfns)?;
+                Some(dump)
+            } else {
+                None
+            };
+            let mut v = hiber_json(&truth);
+            let o = v.as_object_mut().expect("object");
+            o.insert("file".into(), json!(file));
+            o.insert("machine".into(), json!(name));
+            o.insert("build".into(), json!(f.config.build));
+            o.insert("seed".into(), json!(spec.seed));
+            o.insert("raw".into(), json!(raw));
+            o.insert("dump".into(), json!(dump));
+            o.insert("dtb".into(), json!(hex_addr(f.dtb)));
+            o.insert("kernel_base".into(), json!(hex_addr(f.config.kernel_base)));
+            o.insert(
+                "machine_pages".into(),
+                json!(f.hiberfil_pfns(HiberVariant::Full).len()),
+            );
+            entries.push(v);
+        }
+        eprintln!("wrote the hibernation files of {name} ({})", version.name());
+    }
+    let text = serde_json::to_string_pretty(&json!({ "hiberfiles": entries }))
+        .map_err(std::io::Error::other)?;
+    std::fs::write(outdir.join("manifest.json"), text + "\n")?;
+    eprintln!(
+        "wrote {} hibernation files to {}",
+        entries.len(),
+        outdir.display()
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.as_slice() {
@@ -1118,6 +1291,9 @@ fn main() -> ExitCode {
         [flag, dir] if flag == "--plugin-set" => write_plugin_set(&PathBuf::from(dir)),
         [flag, dir] if flag == "--payloads" => write_payload_set(&PathBuf::from(dir)),
         [flag, dir] if flag == "--xpress" => write_xpress_set(&PathBuf::from(dir)),
+        [flag, dir] if flag == "--hiberfil" => {
+            write_hiber_set(&PathBuf::from(dir), &default_fixtures_root())
+        }
         [flag, path, rest @ ..] if flag == "--random-image" && rest.len() <= 2 => {
             let mib = rest.first().map(|v| v.parse::<u64>());
             let seed = rest.get(1).map(|v| v.parse::<u64>());

@@ -48,6 +48,17 @@ mod x64 {
     pub const SIZE: usize = 0x2000;
 }
 
+/// Rewrite DumpType and RequiredDumpSpace of a built header `h` (x64 or x86).
+pub(crate) fn set_dump_type(h: &mut [u8], x64_header: bool, dump_type: u32, required: u64) {
+    if x64_header {
+        crate::util::put_u32(h, x64::DUMP_TYPE, dump_type);
+        crate::util::put_u64(h, x64::REQUIRED_DUMP_SPACE, required);
+    } else {
+        crate::util::put_u32(h, x86::DUMP_TYPE, dump_type);
+        crate::util::put_u64(h, x86::REQUIRED_DUMP_SPACE, required);
+    }
+}
+
 /// x86 offsets (§1.1).
 mod x86 {
     pub const DTB: usize = 0x10;

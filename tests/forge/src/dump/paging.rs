@@ -367,6 +367,11 @@ impl VirtMap {
         self.ranges.insert(va, (size, pa));
     }
 
+    /// Every mapped range as (VA, size, PA), ascending by VA.
+    pub(crate) fn mapped(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.ranges.iter().map(|(&va, &(size, pa))| (va, size, pa))
+    }
+
     /// Re-point the one-page range that starts at `va` at `pa`.
     pub(crate) fn remap_page(&mut self, va: u64, pa: u64) {
         let r = self.ranges.get_mut(&va).expect("remap_page: a mapped page");

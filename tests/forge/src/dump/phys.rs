@@ -233,6 +233,25 @@ impl PhysMem {
         out
     }
 
+    /// This memory as a bitmap store of exactly `pfns` (each in a memory run): their
+    /// contents, zero pages where the forge wrote none.
+    pub(crate) fn restricted_to(&self, pfns: &[u64]) -> PhysMem {
+        let mut out = self.clone();
+        out.bitmap = true;
+        out.pages = pfns
+            .iter()
+            .map(|&pfn| {
+                assert!(self.in_run(pfn), "PFN {pfn:#x} is not in a memory run");
+                let page = self.pages.get(&pfn).cloned();
+                (
+                    pfn,
+                    page.unwrap_or_else(|| vec![0u8; PAGE_SIZE as usize].into()),
+                )
+            })
+            .collect();
+        out
+    }
+
     pub(crate) fn pages(&self) -> &BTreeMap<u64, PageBuf> {
         &self.pages
     }

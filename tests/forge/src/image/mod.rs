@@ -18,10 +18,14 @@
 //! a 16 GiB machine has memory above 4 GiB), and a bitmap config's stored pages form many small
 //! runs, so region tables and program headers are exercised, not just a flat copy.
 //!
+//! Windows 8+ hibernation files of the same memory are in `hiberfil.rs`
+//! ([`crate::Forged::write_hiberfil`]).
+//!
 //! Byte layouts come from public format definitions (named in each file), never from
 //! etwdump's readers.
 
 mod elf;
+pub(crate) mod hiberfil;
 pub(crate) mod random;
 mod vmware;
 

@@ -6,6 +6,7 @@ mod cpu_clock;
 mod etw;
 mod etw_buffers;
 mod etw_pending;
+mod hiberfil;
 mod images;
 mod message;
 mod processes;
