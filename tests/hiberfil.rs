@@ -528,3 +528,161 @@ fn an_x86_hibernation_file_gives_the_crash_dumps_listings() {
     assert_eq!(hib(&d).info().restore_sets.len(), 2);
     pages_equal(&d, &mem);
 }
+
+/// The forge's hibernation files (`Forged::write_hiberfil`, written from the public format
+/// descriptions, not from this reader; checked by LeechCore and volatility3 in
+/// tests/interop/hiber_check.py): every format version × codec × variant, a WAKE file and a
+/// wiped one. etwdump reads exactly the header and sets the forge wrote, every stored page,
+/// and gives the four ETW listings of the crash dump of the same pages.
+#[test]
+fn the_forges_hibernation_files_in_every_version_codec_and_variant() {
+    use etwdump_forge::{HiberCodec, HiberSignature, HiberSpec, HiberVariant, HiberVersion};
+    // The machine with user-mode provider registrations and processes: a Fast Startup file
+    // leaves out pages only user space maps.
+    let c = etwdump_forge::providers_config(&common::fixture("x64-19041"));
+    let (f, dir, opts, want_full) = common::forged_config_with_listings(&c, "x64-19041");
+    let full_dump = discover::open(&dir.path().join("m.dmp"), OpenOptions::default()).unwrap();
+    let want_full_p = common::provider_listings(&full_dump, &opts);
+    let fast_pfns = f.hiberfil_pfns(HiberVariant::FastStartup);
+    let fast_dump = dir.path().join("fast.dmp");
+    f.write_dump_of_pages(&fast_dump, &fast_pfns).unwrap();
+    let fast_d = discover::open(&fast_dump, OpenOptions::default()).unwrap();
+    let want_fast = common::etw_listings(&fast_d, &opts);
+    let want_fast_p = common::provider_listings(&fast_d, &opts);
+    assert!(fast_pfns.len() < f.hiberfil_pfns(HiberVariant::Full).len());
+    assert!(want_full_p[0].as_array().unwrap().len() > 3);
+    let mem = memory(&f, dir.path());
+    let mut files = 0;
+    let mut seed = 100;
+    let mut specs = Vec::new();
+    for version in HiberVersion::ALL {
+        for codec in [HiberCodec::Lz77, HiberCodec::Huffman] {
+            for variant in [HiberVariant::Full, HiberVariant::FastStartup] {
+                seed += 1;
+                specs.push(HiberSpec {
+                    variant,
+                    ..HiberSpec::new(version, codec, seed)
+                });
+            }
+        }
+    }
+    for signature in [HiberSignature::Wake, HiberSignature::Wiped] {
+        specs.push(HiberSpec {
+            signature,
+            ..HiberSpec::new(HiberVersion::Win11_22000, HiberCodec::Huffman, 77)
+        });
+    }
+    for spec in &specs {
+        let label = format!(
+            "{} {} {} {}",
+            spec.version.name(),
+            spec.codec.name(),
+            spec.variant.name(),
+            spec.signature.name()
+        );
+        let path = dir.path().join("hiberfil.sys");
+        let truth = f.write_hiberfil(&path, spec).unwrap();
+        let d = discover::open(&path, OpenOptions::default())
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let info = hib(&d).info();
+        let wiped = spec.signature == HiberSignature::Wiped;
+        // The warnings: none, but the wiped header's one note.
+        match wiped {
+            false => assert!(
+                d.warnings().is_empty(),
+                "{label}: {}",
+                messages(d.warnings())
+            ),
+            true => {
+                assert_eq!(d.warnings().len(), 1, "{label}");
+                assert_eq!(d.warnings()[0].kind, WarningKind::Inferred);
+            }
+        }
+        if !wiped {
+            assert_eq!(info.length_self, Some(truth.length_self), "{label}");
+            assert_eq!(info.system_time, Some(truth.system_time), "{label}");
+            assert_eq!(
+                info.highest_physical_page,
+                Some(truth.highest_physical_page),
+                "{label}"
+            );
+            let hiberboot_known = spec.version.layout().hiberboot.is_some();
+            assert_eq!(
+                info.fast_startup,
+                hiberboot_known.then_some(truth.hiberboot),
+                "{label}"
+            );
+            assert_eq!(
+                truth.hiberboot,
+                hiberboot_known && spec.variant == HiberVariant::FastStartup
+            );
+            let sets: Vec<(&str, u64, Option<u64>)> = info
+                .restore_sets
+                .iter()
+                .map(|s| (s.name, s.file_offset, s.pages_declared))
+                .collect();
+            assert_eq!(
+                sets,
+                vec![
+                    ("boot", truth.boot_set_offset, Some(truth.boot_pages)),
+                    ("kernel", truth.kernel_set_offset, Some(truth.kernel_pages)),
+                ],
+                "{label}"
+            );
+        }
+        for s in &info.restore_sets {
+            if let Some(d) = s.pages_declared {
+                assert_eq!(s.pages_read, d, "{label}: {} set", s.name);
+            }
+        }
+        let (stored, lz, huff) = truth.sets.iter().fold((0, 0, 0), |(s, l, h), t| {
+            match (t.uncompressed, spec.codec) {
+                (true, _) => (s + 1, l, h),
+                (false, HiberCodec::Lz77) => (s, l + 1, h),
+                (false, HiberCodec::Huffman) => (s, l, h + 1),
+            }
+        });
+        assert_eq!(
+            (info.sets_stored, info.sets_lz77, info.sets_huffman),
+            (stored, lz, huff),
+            "{label}: sets by codec"
+        );
+        // Every stored page, and no other.
+        let runs = d.physical_runs();
+        let pfns: Vec<u64> = runs.iter().flat_map(|&(p, n)| p..p + n).collect();
+        assert_eq!(pfns, truth.pfns, "{label}: stored PFNs");
+        let stored: std::collections::BTreeSet<u64> = truth.pfns.iter().copied().collect();
+        let kept: Mem = mem
+            .iter()
+            .filter(|(p, _)| stored.contains(p))
+            .cloned()
+            .collect();
+        assert_eq!(kept.len(), truth.pfns.len(), "{label}");
+        pages_equal(&d, &kept);
+        let got = common::etw_listings(&d, &opts);
+        let want = match spec.variant {
+            HiberVariant::Full => &want_full,
+            HiberVariant::FastStartup => &want_fast,
+        };
+        for (i, name) in ["sessions", "buffers", "cswitch", "events"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(got[i], want[i], "{label}: {name}");
+        }
+        let got_p = common::provider_listings(&d, &opts);
+        let want_p = match spec.variant {
+            HiberVariant::Full => &want_full_p,
+            HiberVariant::FastStartup => &want_fast_p,
+        };
+        assert_eq!(got_p[0], want_p[0], "{label}: providers");
+        assert_eq!(got_p[1], want_p[1], "{label}: check findings");
+        assert!(d.read_warnings().is_empty(), "{label}");
+        files += 1;
+    }
+    assert_eq!(files, 2 * 2 * HiberVersion::ALL.len() + 2);
+    eprintln!(
+        "{files} forge hibernation files: headers, sets, {} pages each and the crash dump's listings",
+        mem.len()
+    );
+}

@@ -747,6 +747,38 @@ fn forge_dumps(tmp: &Path) -> Seen {
         seen.json("overview --format json", &["overview", img, p[0], p[1]]);
     }
     seen.listing("scan", &["scan", s(&tmp.join("image.raw")), p[0], p[1]]);
+    // Hibernation files of the same machine: a Fast Startup file with a header, a wiped one.
+    for (spec, name) in [
+        (
+            etwdump_forge::HiberSpec {
+                variant: etwdump_forge::HiberVariant::FastStartup,
+                ..etwdump_forge::HiberSpec::new(
+                    etwdump_forge::HiberVersion::Win10_1809,
+                    etwdump_forge::HiberCodec::Huffman,
+                    1,
+                )
+            },
+            "hiberfil.sys",
+        ),
+        (
+            etwdump_forge::HiberSpec {
+                signature: etwdump_forge::HiberSignature::Wiped,
+                ..etwdump_forge::HiberSpec::new(
+                    etwdump_forge::HiberVersion::Win8,
+                    etwdump_forge::HiberCodec::Lz77,
+                    2,
+                )
+            },
+            "wiped.sys",
+        ),
+    ] {
+        let path = tmp.join(name);
+        f.write_hiberfil(&path, &spec).unwrap();
+        let info = seen.json("info --format json", &["info", s(&path)]);
+        assert!(info["memory"]["hibernation"].is_object(), "{name}");
+        seen.json("sessions --format json", &["sessions", s(&path), p[0], p[1]]);
+        seen.listing("buffers", &["buffers", s(&path), p[0], p[1]]);
+    }
     seen
 }
 

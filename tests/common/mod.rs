@@ -156,6 +156,28 @@ pub fn etw_listings(
     [sessions, buffers, cswitch, events]
 }
 
+/// The `providers` rows and `check`'s findings on `d`, as JSON (what reads user memory:
+/// user-mode registrations, the ETW-write patch check).
+#[allow(dead_code)]
+pub fn provider_listings(
+    d: &etwdump::dump::DumpFile,
+    opts: &etwdump::kernel::context::SymbolOptions,
+) -> [serde_json::Value; 2] {
+    use etwdump::report;
+    let ctx = etwdump::kernel::context::KernelContext::open(d, opts).unwrap();
+    let mut rows = Vec::new();
+    report::providers::stream(&ctx, true, &mut |r| {
+        rows.push(serde_json::to_value(r).unwrap());
+        Ok(())
+    })
+    .unwrap();
+    let check = report::check::run(&ctx);
+    [
+        serde_json::Value::Array(rows),
+        serde_json::to_value(&check.findings).unwrap(),
+    ]
+}
+
 /// The forge's machine of fixture `fx` with variation `seed`, its crash dump written in a
 /// new directory, the fixture's symbols and the dump's four ETW listings.
 #[allow(dead_code)]
@@ -169,7 +191,21 @@ pub fn forged_with_listings(
     [serde_json::Value; 4],
 ) {
     let c = etwdump_forge::Config::from_fixture(&fixture(fx)).with_variation(seed);
-    let f = etwdump_forge::forge(&c);
+    forged_config_with_listings(&c, fx)
+}
+
+/// [`forged_with_listings`] of the machine `c` (fixture `fx`'s symbols).
+#[allow(dead_code)]
+pub fn forged_config_with_listings(
+    c: &etwdump_forge::Config,
+    fx: &str,
+) -> (
+    etwdump_forge::Forged,
+    tempfile::TempDir,
+    etwdump::kernel::context::SymbolOptions,
+    [serde_json::Value; 4],
+) {
+    let f = etwdump_forge::forge(c);
     let dir = tempfile::tempdir().unwrap();
     let dump_path = dir.path().join("m.dmp");
     f.write_to(&dump_path).unwrap();

@@ -55,6 +55,7 @@ VOL_VERSION = {
     "win10-1507": 2,
     "win10-1607": 3,
     "win10-1703": 0,
+    "win10-1809": 0,
     "win11-22000": 0,
     "win11-26100": 0,  # no table: vol-no-26100-table
 }

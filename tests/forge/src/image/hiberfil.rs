@@ -54,9 +54,10 @@ pub enum HiberVersion {
     Win10_1507,
     /// Windows 10 1607 (14393), LengthSelf 0x3C8.
     Win10_1607,
-    /// Windows 10 1703 … 22H2 (15063 … 19045), LengthSelf 0x3E0 (see [`HiberVersion::layout`]
-    /// on 15063–17134).
+    /// Windows 10 1703 … 1803 (15063 … 17134), LengthSelf 0x3D8 (LeechCore's table).
     Win10_1703,
+    /// Windows 10 1809 … 22H2 (17763 … 19045), LengthSelf 0x3E0.
+    Win10_1809,
     /// Windows Server 2022 / Windows 11 21H2–23H2 (20348, 22000 … 22631), LengthSelf 0x448.
     Win11_22000,
     /// Windows 11 24H2 (26100), LengthSelf 0x4D8.
@@ -102,11 +103,12 @@ pub const HIBER_NUM_PAGES_FOR_LOADER_OFFSET: usize = 0x58;
 
 impl HiberVersion {
     /// Every version, oldest first.
-    pub const ALL: [HiberVersion; 6] = [
+    pub const ALL: [HiberVersion; 7] = [
         HiberVersion::Win8,
         HiberVersion::Win10_1507,
         HiberVersion::Win10_1607,
         HiberVersion::Win10_1703,
+        HiberVersion::Win10_1809,
         HiberVersion::Win11_22000,
         HiberVersion::Win11_26100,
     ];
@@ -116,22 +118,25 @@ impl HiberVersion {
     ///   FirstKernelRestorePage 0x68, PerfInfo 0x70 + KernelPagesProcessed 0x158 = 0x1C8,
     ///   Hiberboot 0x2FC, HighestPhysicalPage 0x330 (LeechCore's 9200/9600 row agrees).
     /// * Win10_1507: LeechCore's 10240/10586 rows (size 0x3B0, 0x68, 0x70, 0x218, 0x380;
-    ///   volatility3's table has the same 0x70 / 0x218); Hiberboot: no source, not written.
+    ///   volatility3's table has the same 0x70 / 0x218); Hiberboot 0x34C from two public
+    ///   PDB-derived listings of the 0x3B0 PO_MEMORY_IMAGE (a Vergilius-style header and a PDB
+    ///   type dump: PerfInfo 0x88 + KernelPagesProcessed 0x190 = 0x218 there too).
     /// * Win10_1607: ISF 14393 (`517E128F…-1`): size 0x3C8, 0x68, 0x70, PerfInfo 0x88 + 0x198 =
     ///   0x220, Hiberboot 0x354, HighestPhysicalPage 0x388 (LeechCore agrees).
-    /// * Win10_1703: ISFs 17763 / 19041 and three more 0x3E0 builds: 0x68, 0x70, 0x88 + 0x1A8 =
-    ///   0x230, Hiberboot 0x364, HighestPhysicalPage 0x398. LeechCore lists 15063/16299/17134
-    ///   with LengthSelf 0x3D8 and the same offsets; the forge writes 0x3E0 for every build of
-    ///   this group (the size of 17763 … 19041).
+    /// * Win10_1703: LeechCore's 15063/16299/17134 rows: LengthSelf 0x3D8 with 0x68, 0x70,
+    ///   0x230, 0x398; Hiberboot: no source, not written.
+    /// * Win10_1809: ISFs 17763 / 19041 and three more 0x3E0 builds: 0x68, 0x70, 0x88 + 0x1A8 =
+    ///   0x230, Hiberboot 0x364, HighestPhysicalPage 0x398.
     /// * Win11_22000: LeechCore (20348/22000/22621: 0x448, 0x68, 0x70, 0x230, 0x400), Hiberboot
     ///   0x3CC from the reference map.
     /// * Win11_26100: LeechCore (26100: 0x4D8, 0x68, 0x70, 0x238, 0x498); Hiberboot: no source.
     pub fn layout(self) -> HiberLayout {
         let (length_self, fbrp, fkrp, kpp, hpp, hiberboot) = match self {
             HiberVersion::Win8 => (0x360, 0x60, 0x68, 0x1C8, 0x330, Some(0x2FC)),
-            HiberVersion::Win10_1507 => (0x3B0, 0x68, 0x70, 0x218, 0x380, None),
+            HiberVersion::Win10_1507 => (0x3B0, 0x68, 0x70, 0x218, 0x380, Some(0x34C)),
             HiberVersion::Win10_1607 => (0x3C8, 0x68, 0x70, 0x220, 0x388, Some(0x354)),
-            HiberVersion::Win10_1703 => (0x3E0, 0x68, 0x70, 0x230, 0x398, Some(0x364)),
+            HiberVersion::Win10_1703 => (0x3D8, 0x68, 0x70, 0x230, 0x398, None),
+            HiberVersion::Win10_1809 => (0x3E0, 0x68, 0x70, 0x230, 0x398, Some(0x364)),
             HiberVersion::Win11_22000 => (0x448, 0x68, 0x70, 0x230, 0x400, Some(0x3CC)),
             HiberVersion::Win11_26100 => (0x4D8, 0x68, 0x70, 0x238, 0x498, None),
         };
@@ -152,21 +157,23 @@ impl HiberVersion {
             9200..=9600 => HiberVersion::Win8,
             10240..=10586 => HiberVersion::Win10_1507,
             14393 => HiberVersion::Win10_1607,
-            15063..=19045 => HiberVersion::Win10_1703,
+            15063..=17134 => HiberVersion::Win10_1703,
+            17763..=19045 => HiberVersion::Win10_1809,
             20348..=22631 => HiberVersion::Win11_22000,
             26100..=26200 => HiberVersion::Win11_26100,
             _ => return None,
         })
     }
 
-    /// Short name ("win8", "win10-1507", "win10-1607", "win10-1703", "win11-22000",
-    /// "win11-26100").
+    /// Short name ("win8", "win10-1507", "win10-1607", "win10-1703", "win10-1809",
+    /// "win11-22000", "win11-26100").
     pub fn name(self) -> &'static str {
         match self {
             HiberVersion::Win8 => "win8",
             HiberVersion::Win10_1507 => "win10-1507",
             HiberVersion::Win10_1607 => "win10-1607",
             HiberVersion::Win10_1703 => "win10-1703",
+            HiberVersion::Win10_1809 => "win10-1809",
             HiberVersion::Win11_22000 => "win11-22000",
             HiberVersion::Win11_26100 => "win11-26100",
         }

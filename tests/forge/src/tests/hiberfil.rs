@@ -359,7 +359,7 @@ fn fast_startup_leaves_out_user_only_frames_and_matches_its_crash_dump() {
     let full = f.hiberfil_pfns(HiberVariant::Full);
     let spec = HiberSpec {
         variant: HiberVariant::FastStartup,
-        ..HiberSpec::new(HiberVersion::Win10_1703, HiberCodec::Huffman, 3)
+        ..HiberSpec::new(HiberVersion::Win10_1809, HiberCodec::Huffman, 3)
     };
     let (file, truth) = write(&f, &spec, "fs");
     assert!(truth.hiberboot);
@@ -541,7 +541,7 @@ fn header_offsets_match_the_isf_types() {
         BTreeSet::from([
             HiberVersion::Win8,
             HiberVersion::Win10_1607,
-            HiberVersion::Win10_1703
+            HiberVersion::Win10_1809
         ]),
         "the ISFs of 9600, 14393 and 17763/19041 are in {}",
         dir.display()
