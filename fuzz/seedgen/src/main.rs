@@ -40,6 +40,9 @@ fn main() {
         .unwrap_or_else(|| root().join("fuzz/work/seeds")));
     let fx = root().join("tests/fixtures");
 
+    // ---- hiberfil: small hibernation files (the forge's, cut to a few sets per restore set) ----
+    hiberfil_seeds(&out, &fx);
+
     // ---- dump_open: small dumps of every kind (the header plus a few pages) ----
     for (name, c) in [
         ("x64-full", Config::x64()),
@@ -250,4 +253,60 @@ fn main() {
     }
     out.put("translate", "nonpae-chain", &t);
     eprintln!("seeds written to {}", out.0.display());
+}
+
+/// Hibernation files of the forge's 19041 machine in several versions and codecs, cut to the
+/// header page and the first 4 compression sets of each restore set (the header's page counts
+/// and restore pages rewritten to match): 10-40 KB each, every part of the format present.
+fn hiberfil_seeds(out: &Out, fx: &Path) {
+    use etwdump_forge::{
+        HiberCodec, HiberSignature, HiberSpec, HiberVariant, HiberVersion, RestoreSet,
+    };
+    let f = forge(&Config::from_fixture(&fx.join("x64-19041")).with_variation(3));
+    let tmp = std::env::temp_dir().join(format!("etwdump-seedgen-hiber-{}", std::process::id()));
+    for (i, (version, codec, signature)) in [
+        (HiberVersion::Win10_1809, HiberCodec::Huffman, HiberSignature::Hibr),
+        (HiberVersion::Win10_1809, HiberCodec::Lz77, HiberSignature::Wake),
+        (HiberVersion::Win8, HiberCodec::Lz77, HiberSignature::Hibr),
+        (HiberVersion::Win11_26100, HiberCodec::Huffman, HiberSignature::Hibr),
+        (HiberVersion::Win10_1607, HiberCodec::Huffman, HiberSignature::Wiped),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let spec = HiberSpec {
+            signature,
+            variant: HiberVariant::FastStartup,
+            ..HiberSpec::new(version, codec, 40 + i as u64)
+        };
+        let truth = f.write_hiberfil(&tmp, &spec).unwrap();
+        let file = std::fs::read(&tmp).unwrap();
+        let l = version.layout();
+        let mut b = file[..4096].to_vec();
+        let mut pages = [0u64; 2];
+        for (k, which) in [RestoreSet::Boot, RestoreSet::Kernel].into_iter().enumerate() {
+            b.resize(b.len().div_ceil(4096) * 4096, 0);
+            let page = (b.len() / 4096) as u64;
+            let at = if k == 0 { l.first_boot_restore_page } else { l.first_kernel_restore_page };
+            if signature != HiberSignature::Wiped {
+                b[at..at + 8].copy_from_slice(&page.to_le_bytes());
+            }
+            for set in truth.sets.iter().filter(|s| s.restore_set == which).take(4) {
+                let end = set.data_offset() + u64::from(set.compressed_size);
+                b.extend_from_slice(&file[set.offset as usize..end as usize]);
+                pages[k] += u64::from(set.pages);
+            }
+        }
+        if signature != HiberSignature::Wiped {
+            b[0x58..0x60].copy_from_slice(&pages[0].to_le_bytes());
+            b[l.kernel_pages_processed..l.kernel_pages_processed + 8]
+                .copy_from_slice(&pages[1].to_le_bytes());
+        }
+        out.put(
+            "hiberfil",
+            &format!("{}-{}-{}", version.name(), codec.name(), signature.name()),
+            &b,
+        );
+    }
+    let _ = std::fs::remove_file(&tmp);
 }
