@@ -776,7 +776,10 @@ fn forge_dumps(tmp: &Path) -> Seen {
         f.write_hiberfil(&path, &spec).unwrap();
         let info = seen.json("info --format json", &["info", s(&path)]);
         assert!(info["memory"]["hibernation"].is_object(), "{name}");
-        seen.json("sessions --format json", &["sessions", s(&path), p[0], p[1]]);
+        seen.json(
+            "sessions --format json",
+            &["sessions", s(&path), p[0], p[1]],
+        );
         seen.listing("buffers", &["buffers", s(&path), p[0], p[1]]);
     }
     seen

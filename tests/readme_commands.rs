@@ -1,7 +1,8 @@
 //! Every `etwdump` command the README shows runs as shown (issue 31: "every README command
 //! runs in a test"): each line of its ```sh blocks that starts with `etwdump`, with `$S` and
 //! `$P` as the README defines them, output files in a scratch directory. Commands on a file the
-//! repository cannot ship (`MEMORY.raw`) run on the sample instead; `vol` and `cargo` lines
+//! repository cannot ship (`MEMORY.raw`) run on the sample instead, and `hiberfil.sys` is a
+//! hibernation file the forge writes of the machine of the fixture `$P` names; `vol` and `cargo` lines
 //! are the other tools' and the build's. The first look's output shown in the README is
 //! checked against the real output line by line (the lines it shows, `...` standing for the
 //! ones it leaves out).
@@ -33,6 +34,7 @@ fn blocks(lang: &str) -> Vec<Vec<&'static str>> {
 /// A README command line as arguments: comment cut, `$S`/`$P` expanded, shell redirection
 /// (`> FILE`) turned into a file in `scratch`, paths of outputs moved into `scratch`.
 fn args_of(line: &str, scratch: &std::path::Path) -> Option<(Vec<String>, Option<PathBuf>)> {
+    let hiberfil = scratch.join("hiberfil.sys");
     let line = line.split(" #").next().unwrap().trim();
     let rest = line.strip_prefix("etwdump")?;
     let mut args = Vec::new();
@@ -41,6 +43,7 @@ fn args_of(line: &str, scratch: &std::path::Path) -> Option<(Vec<String>, Option
     while let Some(w) = words.next() {
         match w {
             "$S" | "MEMORY.DMP" | "MEMORY.raw" => args.push(SAMPLE.to_string()),
+            "hiberfil.sys" => args.push(hiberfil.to_string_lossy().into_owned()),
             "$P" => {
                 args.push("--pdb".into());
                 args.push(PDB.into());
@@ -64,6 +67,18 @@ fn every_readme_command_runs_on_the_sample() {
     std::fs::create_dir_all(&scratch).unwrap();
     let root = env!("CARGO_MANIFEST_DIR");
     std::env::set_current_dir(root).unwrap();
+    // A hibernation file of a forged 19041 machine (the fixture whose PDB `$P` gives).
+    let c = etwdump_forge::Config::from_fixture(&common::fixture("x64-19041")).with_standard_etw();
+    etwdump_forge::forge(&c)
+        .write_hiberfil(
+            &scratch.join("hiberfil.sys"),
+            &etwdump_forge::HiberSpec::new(
+                etwdump_forge::HiberVersion::Win10_1809,
+                etwdump_forge::HiberCodec::Huffman,
+                1,
+            ),
+        )
+        .unwrap();
     let mut ran = 0;
     let mut collected = None;
     for block in blocks("sh") {
@@ -93,7 +108,7 @@ fn every_readme_command_runs_on_the_sample() {
         }
     }
     assert_eq!(
-        ran, 14,
+        ran, 16,
         "README commands found (update the count when the README changes)"
     );
     // What the -o and --svg lines promise exists.
