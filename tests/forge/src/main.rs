@@ -1173,9 +1173,15 @@ fn write_hiber_set(outdir: &Path, fixtures: &Path) -> std::io::Result<()> {
             machines.retain(|(w, _)| *w != v);
             machines.push((v, d.clone()));
         }
-        if fx.build == 14393 {
-            machines.retain(|(w, _)| *w != HiberVersion::Win10_1507);
-            machines.push((HiberVersion::Win10_1507, d));
+        // Versions without a fixture of their builds: the nearest later machine.
+        for (build, v) in [
+            (14393, HiberVersion::Win10_1507),
+            (17763, HiberVersion::Win10_1703),
+        ] {
+            if fx.build == build {
+                machines.retain(|(w, _)| *w != v);
+                machines.push((v, d.clone()));
+            }
         }
     }
     machines.sort();
