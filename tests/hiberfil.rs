@@ -686,3 +686,85 @@ fn the_forges_hibernation_files_in_every_version_codec_and_variant() {
         mem.len()
     );
 }
+
+/// `extract` and `scan` through the CLI: the .etl files extracted from a hibernation file are
+/// the bytes extracted from the crash dump of the same pages, and the scan finds the same
+/// buffers, blocks, contexts and groups (full hibernation, LZ77+Huffman; Fast Startup, Plain
+/// LZ77, Windows 8 layout).
+#[test]
+fn extract_and_scan_of_a_hibernation_file_equal_the_crash_dumps() {
+    use etwdump_forge::{HiberCodec, HiberSpec, HiberVariant, HiberVersion};
+    let c = etwdump_forge::providers_config(&common::fixture("x64-19041"));
+    let (f, dir, _opts, _) = common::forged_config_with_listings(&c, "x64-19041");
+    let pdb = common::pdb_of("x64-19041");
+    let p = pdb.to_str().unwrap();
+    let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    for (version, codec, variant) in [
+        (
+            HiberVersion::Win10_1809,
+            HiberCodec::Huffman,
+            HiberVariant::Full,
+        ),
+        (
+            HiberVersion::Win8,
+            HiberCodec::Lz77,
+            HiberVariant::FastStartup,
+        ),
+    ] {
+        let label = format!("{} {} {}", version.name(), codec.name(), variant.name());
+        let hib = dir.path().join(format!("{}.sys", version.name()));
+        f.write_hiberfil(
+            &hib,
+            &HiberSpec {
+                variant,
+                ..HiberSpec::new(version, codec, 5)
+            },
+        )
+        .unwrap();
+        let dump = match variant {
+            HiberVariant::Full => dir.path().join("m.dmp"),
+            HiberVariant::FastStartup => {
+                let d = dir.path().join("fast.dmp");
+                f.write_dump_of_pages(&d, &f.hiberfil_pfns(variant))
+                    .unwrap();
+                d
+            }
+        };
+        let mut etl = Vec::new();
+        for (src, out) in [(&dump, "from-dump"), (&hib, "from-hib")] {
+            let o = dir.path().join(format!("{out}-{}", version.name()));
+            let r = common::etwdump(&["extract", &s(src), "--pdb", p, "-o", &s(&o)]);
+            assert!(
+                r.status.success(),
+                "{label}: {}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&o)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "etl"))
+                .map(|p| {
+                    (
+                        p.file_name().unwrap().to_string_lossy().into_owned(),
+                        std::fs::read(&p).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            etl.push(files);
+        }
+        assert!(etl[0].len() >= 3, "{label}: {} .etl files", etl[0].len());
+        assert_eq!(etl[0], etl[1], "{label}: extracted .etl files");
+        let (from_dump, _) =
+            common::listing_json(&["scan", &s(&dump), "--pdb", p, "--format", "json"]);
+        let (from_hib, _) =
+            common::listing_json(&["scan", &s(&hib), "--pdb", p, "--format", "json"]);
+        assert!(!from_dump.is_empty());
+        assert_eq!(from_hib, from_dump, "{label}: scan");
+        eprintln!(
+            "{label}: {} .etl files, {} scan rows equal",
+            etl[0].len(),
+            from_dump.len()
+        );
+    }
+}
