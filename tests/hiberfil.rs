@@ -483,7 +483,7 @@ fn pages_stored_twice_are_counted_and_one_copy_read() {
         .starts_with(&format!("{dup} pages are stored more than once")));
     assert_eq!(hib(&d).info().duplicate_pages, dup);
     assert_eq!(d.stored_pages(), mem.len() as u64);
-    // The boot set's copy (equal descriptors: the earlier in the file) is read.
+    // The boot set's copy (equal descriptors: the one read first) is read.
     pages_equal(&d, &mem);
 }
 

@@ -48,9 +48,10 @@ use crate::warning::{Warning, WarningKind};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-/// The most page descriptors indexed (12 bytes each: 192 MiB); more is a warning, and the
-/// pages of the rest read as not in the file.
-pub const MAX_DESCRIPTORS: usize = 1 << 24;
+/// The most page descriptors indexed (8,388,608: at least 32 GiB of memory; 12 bytes each once
+/// open, 28 while the index is sorted: 224 MiB at the bound); more is a warning, and the pages
+/// of the rest read as not in the file.
+pub const MAX_DESCRIPTORS: usize = 1 << 23;
 /// Decompressed sets kept (bytes of page data).
 pub const CACHE_BYTES: usize = 32 << 20;
 /// The most pages one compression set may hold (16 descriptors × 16 pages; Windows writes at
@@ -818,16 +819,17 @@ impl Builder {
                 self.large_sets
             )));
         }
-        // Sort by first PFN, then file order; a descriptor starting inside pages already
-        // covered loses those pages (the copy of the lower-starting descriptor is read).
-        let mut order: Vec<u32> = (0..self.descs.len() as u32).collect();
-        order.sort_unstable_by_key(|&i| (self.descs[i as usize].0, i));
-        let mut starts = Vec::with_capacity(order.len());
-        let mut locs = Vec::with_capacity(order.len());
+        // Sort by first PFN, then read order (the set index: the boot set, then the kernel set,
+        // each in file order); a
+        // descriptor starting inside pages already covered loses those pages (the copy of the
+        // lower-starting descriptor is read). In place: no permutation vector.
+        self.descs
+            .sort_unstable_by_key(|&(pfn, _, set, first)| (pfn, set, first));
+        let mut starts = Vec::with_capacity(self.descs.len());
+        let mut locs = Vec::with_capacity(self.descs.len());
         let (mut covered, mut duplicates, mut stored) = (0u64, 0u64, 0u64);
         let mut first_dup = None;
-        for i in order {
-            let (pfn, n, set, first) = self.descs[i as usize];
+        for &(pfn, n, set, first) in &self.descs {
             let end = pfn + u64::from(n);
             if end <= covered {
                 duplicates += u64::from(n);
@@ -848,7 +850,7 @@ impl Builder {
         self.descs = Vec::new();
         if duplicates > 0 {
             warnings.push(Warning::new(WarningKind::Anomaly, format!(
-                "{duplicates} pages are stored more than once (the first at PFN {:#x}); the copy of the descriptor with the lowest first PFN is read (ties: the earlier in the file)",
+                "{duplicates} pages are stored more than once (the first at PFN {:#x}); the copy of the descriptor with the lowest first PFN is read (ties: the one read first, the boot restore set before the kernel set, each in file order)",
                 first_dup.unwrap_or(0)
             )));
         }
