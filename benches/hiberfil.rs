@@ -184,7 +184,7 @@ fn main() {
                         decoder,
                     ])
                     .output();
-                let Ok(out) = out.filter(|o| o.status.success()) else {
+                let Some(out) = out.ok().filter(|o| o.status.success()) else {
                     println!(
                         "| {decoder} {codec} | SKIPPED: not runnable with {} | | |",
                         python.display()
