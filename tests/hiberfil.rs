@@ -768,3 +768,54 @@ fn extract_and_scan_of_a_hibernation_file_equal_the_crash_dumps() {
         );
     }
 }
+
+/// Sets whose descriptors interleave PFNs (set 0 holds the even pages of a stretch, set 1 the
+/// odd ones): the pages read back; `runs_in_storage_order` (what `scan` reads) gives the
+/// descriptors set by set, in file order, and the same pages as `physical_runs`.
+#[test]
+fn interleaved_sets_read_back_and_scan_reads_them_set_by_set() {
+    let (_f, mem, _sets, _dir) = small();
+    let stretch: Vec<&(u64, Vec<u8>)> = mem.iter().take(64).collect();
+    let mut sets = Vec::new();
+    for part in 0..4u64 {
+        let mut descs: Vec<(u64, u64)> = Vec::new();
+        let mut data = Vec::new();
+        for (pfn, page) in stretch
+            .iter()
+            .map(|(p, b)| (*p, b))
+            .filter(|(p, _)| p % 4 == part)
+        {
+            if descs.len() == 16 {
+                sets.push(SetSpec { descs, data });
+                descs = Vec::new();
+                data = Vec::new();
+            }
+            descs.push((pfn, 1));
+            data.extend_from_slice(page);
+        }
+        if !descs.is_empty() {
+            sets.push(SetSpec { descs, data });
+        }
+    }
+    let rest = sets_of(&mem[64..], 16);
+    let n = sets.len();
+    sets.extend(rest);
+    let d = open_bytes(build(&sets, n, Codec::Huffman, false).bytes).unwrap();
+    assert!(d.warnings().is_empty(), "{}", messages(d.warnings()));
+    pages_equal(&d, &mem);
+    let order = d.runs_in_storage_order();
+    let want: Vec<u64> = sets
+        .iter()
+        .flat_map(|s| s.descs.iter().flat_map(|&(p, k)| p..p + k))
+        .collect();
+    let got: Vec<u64> = order.iter().flat_map(|&(p, k)| p..p + k).collect();
+    assert_eq!(got, want, "set by set, in file order");
+    let mut sorted = got.clone();
+    sorted.sort_unstable();
+    let by_pfn: Vec<u64> = d
+        .physical_runs()
+        .iter()
+        .flat_map(|&(p, k)| p..p + k)
+        .collect();
+    assert_eq!(sorted, by_pfn);
+}

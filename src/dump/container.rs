@@ -57,6 +57,14 @@ pub trait Container: Any + Send + Sync + std::fmt::Debug {
     /// file holds (see [`super::DumpFile::physical_runs`]).
     fn physical_runs(&self, file: &[u8]) -> Vec<(u64, u64)>;
 
+    /// The stored pages as runs in the order they are cheapest to read all of: a compressed
+    /// container's set by set, so that a pass over all memory decodes each block once.
+    /// Default: [`Container::physical_runs`] (PFN order, which is file order for the plain
+    /// formats).
+    fn runs_in_storage_order(&self, file: &[u8]) -> Vec<(u64, u64)> {
+        self.physical_runs(file)
+    }
+
     /// Number of physical pages the container says it stores.
     fn stored_pages(&self) -> u64;
 

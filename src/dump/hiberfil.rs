@@ -299,13 +299,30 @@ struct Set {
     pages: u16,
 }
 
-/// Decompressed sets, oldest evicted first.
+/// The pages of one decompressed set.
+type SetPages = Arc<[Arc<[u8]>]>;
+
+/// Decompressed sets, evicted by CLOCK: the oldest first, unless it was asked for again since
+/// it was decoded or last spared (then it is spared once more). A pass over all memory reads
+/// each set in one burst, served by the thread's own last set ([`LAST_SET`]), so its sets are
+/// never asked for again and go first; sets read over and over (page tables, the logger
+/// array's pages) stay.
 #[derive(Default, Debug)]
 struct Cache {
-    sets: HashMap<u32, Arc<[Arc<[u8]>]>>,
+    /// Set index → its pages and whether it was asked for again.
+    sets: HashMap<u32, (SetPages, bool)>,
     order: VecDeque<u32>,
     bytes: usize,
 }
+
+thread_local! {
+    /// The set this thread read last: (the container's id, set index, its pages).
+    static LAST_SET: std::cell::RefCell<Option<(u64, u32, SetPages)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The next [`Hiberfil`] id (keys [`LAST_SET`]: a thread never mixes two files' sets).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A hibernation file's memory.
 #[derive(Debug)]
@@ -317,6 +334,8 @@ pub struct Hiberfil {
     /// Per entry of `starts`: `(set << 8) | index of its first page in the set`.
     locs: Vec<u32>,
     stored: u64,
+    /// Unique in the process (see [`LAST_SET`]).
+    id: u64,
     cache: Mutex<Cache>,
     /// Problems met while reading pages (damaged sets, methods that were not the header's),
     /// each once.
@@ -861,6 +880,7 @@ impl Builder {
             starts,
             locs,
             stored,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cache: Mutex::new(Cache::default()),
             read_notes: Mutex::new(Default::default()),
         }
@@ -905,15 +925,32 @@ impl Hiberfil {
     }
 
     /// The decompressed pages of set `idx` (cached), or why they cannot be had.
-    fn set_pages(&self, file: &[u8], idx: u32) -> Result<Arc<[Arc<[u8]>]>, ()> {
-        if let Some(p) = self
-            .cache
-            .lock()
-            .ok()
-            .and_then(|c| c.sets.get(&idx).cloned())
-        {
+    fn set_pages(&self, file: &[u8], idx: u32) -> Result<SetPages, ()> {
+        let last = LAST_SET.with(|l| {
+            l.borrow()
+                .as_ref()
+                .filter(|(id, set, _)| *id == self.id && *set == idx)
+                .map(|(_, _, p)| p.clone())
+        });
+        if let Some(p) = last {
             return Ok(p);
         }
+        let cached = self.cache.lock().ok().and_then(|mut c| {
+            c.sets.get_mut(&idx).map(|(p, again)| {
+                *again = true;
+                p.clone()
+            })
+        });
+        let pages = match cached {
+            Some(p) => p,
+            None => self.decode(file, idx)?,
+        };
+        LAST_SET.with(|l| *l.borrow_mut() = Some((self.id, idx, pages.clone())));
+        Ok(pages)
+    }
+
+    /// Decode set `idx` and keep it in the cache.
+    fn decode(&self, file: &[u8], idx: u32) -> Result<SetPages, ()> {
         let set = self.sets[idx as usize];
         let (bytes, used) = match decode_set(file, &set) {
             Ok(r) => r,
@@ -931,21 +968,34 @@ impl Hiberfil {
                 set.data_offset, set.codec.name(), used.name()
             )));
         }
-        let pages: Arc<[Arc<[u8]>]> = bytes
+        let pages: SetPages = bytes
             .chunks_exact(PAGE_SIZE as usize)
             .map(Arc::from)
             .collect();
         if let Ok(mut c) = self.cache.lock() {
             let size = bytes.len();
-            while c.bytes + size > CACHE_BYTES {
+            // CLOCK: each set in the queue is looked at most twice per insertion.
+            let mut budget = 2 * c.order.len();
+            while c.bytes + size > CACHE_BYTES && budget > 0 {
+                budget -= 1;
                 let Some(old) = c.order.pop_front() else {
                     break;
                 };
-                if let Some(p) = c.sets.remove(&old) {
-                    c.bytes -= p.len() * PAGE_SIZE as usize;
+                match c.sets.get_mut(&old) {
+                    Some((_, again)) if *again => {
+                        *again = false;
+                        c.order.push_back(old);
+                    }
+                    Some(_) => {
+                        if let Some((p, _)) = c.sets.remove(&old) {
+                            c.bytes -= p.len() * PAGE_SIZE as usize;
+                        }
+                    }
+                    None => {}
                 }
             }
-            if c.sets.insert(idx, pages.clone()).is_none() {
+            if c.bytes + size <= CACHE_BYTES && !c.sets.contains_key(&idx) {
+                c.sets.insert(idx, (pages.clone(), false));
                 c.order.push_back(idx);
                 c.bytes += size;
             }
@@ -988,6 +1038,23 @@ impl Container for Hiberfil {
     fn physical_runs(&self, _file: &[u8]) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         for &s in &self.starts {
+            let (pfn, n) = (s >> 8, s & 0xFF);
+            match out.last_mut() {
+                Some((f, c)) if *f + *c == pfn => *c += n,
+                _ => out.push((pfn, n)),
+            }
+        }
+        out
+    }
+
+    /// The index's runs in set order (file order within each restore set): each set's
+    /// descriptors one after another, so a pass decodes each set once.
+    fn runs_in_storage_order(&self, _file: &[u8]) -> Vec<(u64, u64)> {
+        let mut order: Vec<u32> = (0..self.starts.len() as u32).collect();
+        order.sort_unstable_by_key(|&k| self.locs[k as usize]);
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(order.len());
+        for k in order {
+            let s = self.starts[k as usize];
             let (pfn, n) = (s >> 8, s & 0xFF);
             match out.last_mut() {
                 Some((f, c)) if *f + *c == pfn => *c += n,

@@ -478,6 +478,12 @@ impl DumpFile {
         self.container.physical_runs(self.backing.bytes())
     }
 
+    /// [`Self::physical_runs`] in the order they are cheapest to read all of (a hibernation
+    /// file's: compression set by compression set); what `scan` reads.
+    pub fn runs_in_storage_order(&self) -> Vec<(u64, u64)> {
+        self.container.runs_in_storage_order(self.backing.bytes())
+    }
+
     /// Number of physical pages the header says are stored.
     pub fn stored_pages(&self) -> u64 {
         self.container.stored_pages()

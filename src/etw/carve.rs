@@ -234,13 +234,30 @@ fn pass(
     threads: usize,
     progress: &Progress,
 ) -> (Vec<Hit>, u64) {
-    let mut chunks = Vec::new();
+    // Pieces of at most CHUNK_PAGES pages, in the order given; a chunk (a thread's unit of
+    // work) is one piece, or consecutive small pieces of at most CHUNK_PAGES pages together
+    // (a compressed container's runs in storage order are a few pages each).
+    let mut pieces: Vec<(u64, u64)> = Vec::new();
     for &(start, n) in runs {
         let mut s = start;
         while s < start + n {
             let e = (s + CHUNK_PAGES).min(start + n);
-            chunks.push((s, e));
+            pieces.push((s, e));
             s = e;
+        }
+    }
+    let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut in_chunk = 0u64;
+    for (i, &(s, e)) in pieces.iter().enumerate() {
+        match chunks.last_mut() {
+            Some(c) if in_chunk + (e - s) <= CHUNK_PAGES => {
+                c.end = i + 1;
+                in_chunk += e - s;
+            }
+            _ => {
+                chunks.push(i..i + 1);
+                in_chunk = e - s;
+            }
         }
     }
     progress
@@ -256,25 +273,33 @@ fn pass(
                     let mut pages = 0u64;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                        let Some(&(s, e)) = chunks.get(i) else { break };
+                        let Some(chunk) = chunks.get(i) else { break };
                         if progress.stop.load(Ordering::Relaxed) {
                             break;
                         }
                         // Read this chunk and the next ahead, in large sequential reads.
-                        dump.prefetch(s, e - s);
-                        if let Some(&(s2, e2)) = chunks.get(i + threads.max(1)) {
-                            dump.prefetch(s2, e2 - s2);
+                        for &(s, e) in &pieces[chunk.clone()] {
+                            dump.prefetch(s, e - s);
                         }
-                        for pfn in s..e {
-                            if let PageLookup::Present(p) = dump.page(crate::addr::Pfn::new(pfn)) {
-                                if hits.len() < MAX_CANDIDATES {
-                                    page_hits(&p, pfn * PAGE_SIZE, arch, &mut hits);
-                                }
-                                pages += 1;
+                        if let Some(next) = chunks.get(i + threads.max(1)) {
+                            for &(s2, e2) in &pieces[next.clone()] {
+                                dump.prefetch(s2, e2 - s2);
                             }
                         }
-                        dump.note_read(e - s);
-                        progress.done.fetch_add(e - s, Ordering::Relaxed);
+                        for &(s, e) in &pieces[chunk.clone()] {
+                            for pfn in s..e {
+                                if let PageLookup::Present(p) =
+                                    dump.page(crate::addr::Pfn::new(pfn))
+                                {
+                                    if hits.len() < MAX_CANDIDATES {
+                                        page_hits(&p, pfn * PAGE_SIZE, arch, &mut hits);
+                                    }
+                                    pages += 1;
+                                }
+                            }
+                            dump.note_read(e - s);
+                            progress.done.fetch_add(e - s, Ordering::Relaxed);
+                        }
                     }
                     (hits, pages)
                 })
@@ -326,7 +351,8 @@ fn phys(ctx: &KernelContext<'_>, va: VirtAddr) -> Option<u64> {
 /// may stop it).
 pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> ScanReport {
     let mut rep = ScanReport::default();
-    let runs = ctx.dump.physical_runs();
+    // In the order the container reads cheapest (a hibernation file: set by set).
+    let runs = ctx.dump.runs_in_storage_order();
     if runs.is_empty() {
         rep.warnings.push(Warning::new(
             WarningKind::Unsupported,
