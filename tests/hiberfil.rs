@@ -346,6 +346,23 @@ fn a_damaged_set_is_one_warning_and_the_rest_is_read() {
     let n = sets[k].descs.len();
     let data = o + 4 + 8 * n;
     b[data..data + 24].fill(0xFF);
+    // Through the CLI: `scan` reads every page; the damaged set is one DAMAGED BLOCK line
+    // after the output, naming its offset, and the scan completes.
+    let path = _dir.path().join("damaged.sys");
+    std::fs::write(&path, &b).unwrap();
+    let out = common::etwdump(&["scan", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("DAMAGED BLOCK"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains(&format!("data starts at file offset {data:#x}")),
+        "{}",
+        lines[0]
+    );
     let d = open_bytes(b).unwrap();
     assert!(d.warnings().is_empty(), "{}", messages(d.warnings()));
     let bad: Vec<u64> = sets[k].descs.iter().flat_map(|&(p, n)| p..p + n).collect();
