@@ -706,8 +706,7 @@ fn the_forges_hibernation_files_in_every_version_codec_and_variant() {
 
 /// `extract` and `scan` through the CLI: the .etl files extracted from a hibernation file are
 /// the bytes extracted from the crash dump of the same pages, and the scan finds the same
-/// buffers, blocks, contexts and groups (full hibernation, LZ77+Huffman; Fast Startup, Plain
-/// LZ77, Windows 8 layout).
+/// buffers, blocks, contexts and groups — in every format version × codec × variant.
 #[test]
 fn extract_and_scan_of_a_hibernation_file_equal_the_crash_dumps() {
     use etwdump_forge::{HiberCodec, HiberSpec, HiberVariant, HiberVersion};
@@ -716,40 +715,39 @@ fn extract_and_scan_of_a_hibernation_file_equal_the_crash_dumps() {
     let pdb = common::pdb_of("x64-19041");
     let p = pdb.to_str().unwrap();
     let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
-    for (version, codec, variant) in [
-        (
-            HiberVersion::Win10_1809,
-            HiberCodec::Huffman,
-            HiberVariant::Full,
-        ),
-        (
-            HiberVersion::Win8,
-            HiberCodec::Lz77,
-            HiberVariant::FastStartup,
-        ),
-    ] {
+    let fast = dir.path().join("fast.dmp");
+    f.write_dump_of_pages(&fast, &f.hiberfil_pfns(HiberVariant::FastStartup))
+        .unwrap();
+    let mut seed = 300;
+    let mut files = 0;
+    for (version, codec, variant) in HiberVersion::ALL.into_iter().flat_map(|v| {
+        [HiberCodec::Lz77, HiberCodec::Huffman]
+            .into_iter()
+            .flat_map(move |c| {
+                [HiberVariant::Full, HiberVariant::FastStartup]
+                    .into_iter()
+                    .map(move |x| (v, c, x))
+            })
+    }) {
+        seed += 1;
+        files += 1;
         let label = format!("{} {} {}", version.name(), codec.name(), variant.name());
-        let hib = dir.path().join(format!("{}.sys", version.name()));
+        let hib = dir.path().join("hiberfil.sys");
         f.write_hiberfil(
             &hib,
             &HiberSpec {
                 variant,
-                ..HiberSpec::new(version, codec, 5)
+                ..HiberSpec::new(version, codec, seed)
             },
         )
         .unwrap();
         let dump = match variant {
             HiberVariant::Full => dir.path().join("m.dmp"),
-            HiberVariant::FastStartup => {
-                let d = dir.path().join("fast.dmp");
-                f.write_dump_of_pages(&d, &f.hiberfil_pfns(variant))
-                    .unwrap();
-                d
-            }
+            HiberVariant::FastStartup => fast.clone(),
         };
         let mut etl = Vec::new();
         for (src, out) in [(&dump, "from-dump"), (&hib, "from-hib")] {
-            let o = dir.path().join(format!("{out}-{}", version.name()));
+            let o = dir.path().join(format!("{out}-{files}"));
             let r = common::etwdump(&["extract", &s(src), "--pdb", p, "-o", &s(&o)]);
             assert!(
                 r.status.success(),
@@ -784,6 +782,7 @@ fn extract_and_scan_of_a_hibernation_file_equal_the_crash_dumps() {
             from_dump.len()
         );
     }
+    assert_eq!(files, 4 * HiberVersion::ALL.len());
 }
 
 /// Sets whose descriptors interleave PFNs (set 0 holds the even pages of a stretch, set 1 the
