@@ -835,3 +835,39 @@ fn interleaved_sets_read_back_and_scan_reads_them_set_by_set() {
         .collect();
     assert_eq!(sorted, by_pfn);
 }
+
+/// A wiped file followed by thousands of page boundaries that look like chains of sets but do
+/// not decode: the search for chains stops at its bound with a warning, quickly, and the real
+/// chains are read.
+#[test]
+fn carving_a_wiped_file_is_bounded_on_lookalike_pages() {
+    let (_f, mem, sets, _dir) = small();
+    let mut b = build(&sets, sets.len() / 3, Codec::Lz77, false).bytes;
+    b[..PAGE].fill(0);
+    b.resize(b.len().div_ceil(PAGE) * PAGE, 0);
+    for i in 0..5000u64 {
+        let mut page = vec![0u8; PAGE];
+        let mut o = 0;
+        for k in 0..3u64 {
+            let header: u32 = 1 | (64 << 8);
+            page[o..o + 4].copy_from_slice(&header.to_le_bytes());
+            let d = ((0x10_0000 + i * 4 + k) << 4).to_le_bytes();
+            page[o + 4..o + 12].copy_from_slice(&d);
+            page[o + 12..o + 76].fill(0xFF);
+            o += 76;
+        }
+        b.extend_from_slice(&page);
+    }
+    let t = std::time::Instant::now();
+    let d = open_bytes(b).unwrap();
+    let took = t.elapsed();
+    let w = d.warnings();
+    assert!(
+        w.iter().any(|w| w.kind == WarningKind::Bound
+            && w.message.contains("stopped after 4096 trial decodes")),
+        "{}",
+        messages(w)
+    );
+    pages_equal(&d, &mem);
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}

@@ -506,9 +506,20 @@ fn read_chain(
     }
 }
 
+/// Decodes the search for chains may try in one open (each ≤ 64 KiB of output: 256 MiB at
+/// most), whatever a crafted file puts on its page boundaries.
+const MAX_CARVE_DECODES: u32 = 4096;
+
 /// Does a chain start at `offset`: at least `min_sets` compression sets in a row (or the file
-/// ends after one or more), each of at most 16 pages, the first decoding exactly?
-fn chain_starts_at(file: &[u8], offset: u64, word: usize, min_sets: usize) -> bool {
+/// ends after one or more), each of at most 16 pages, the first decoding exactly? Each decode
+/// tried counts against `decodes` ([`MAX_CARVE_DECODES`]; none left: no).
+fn chain_starts_at(
+    file: &[u8],
+    offset: u64,
+    word: usize,
+    min_sets: usize,
+    decodes: &std::cell::Cell<u32>,
+) -> bool {
     let (sets, end, stop) = read_chain(file, offset, word, None, min_sets);
     if sets.is_empty()
         || sets
@@ -518,7 +529,11 @@ fn chain_starts_at(file: &[u8], offset: u64, word: usize, min_sets: usize) -> bo
         return false;
     }
     let enough = sets.len() >= min_sets || (stop.is_some() && end + 4 > file.len() as u64);
-    enough && decode_set(file, &sets[0].set).is_ok()
+    if !enough || decodes.get() >= MAX_CARVE_DECODES {
+        return false;
+    }
+    decodes.set(decodes.get() + 1);
+    decode_set(file, &sets[0].set).is_ok()
 }
 
 /// The file's signature: HIBR, WAKE or RSTR in either case.
@@ -543,10 +558,11 @@ fn wiped_chain_start(file: &[u8]) -> Option<(u64, usize)> {
         return None;
     }
     let pages = (file.len() as u64 / PAGE_SIZE).min(CARVE_PROBE_PAGES);
+    let decodes = std::cell::Cell::new(0);
     (1..pages).map(|p| p * PAGE_SIZE).find_map(|o| {
         [8, 4]
             .into_iter()
-            .find(|&w| chain_starts_at(file, o, w, 3))
+            .find(|&w| chain_starts_at(file, o, w, 3, &decodes))
             .map(|w| (o, w))
     })
 }
@@ -582,8 +598,9 @@ fn restore_pair(file: &[u8], boot_at: usize, kernel_at: usize, word: usize) -> O
     let boot = word_at(file, boot_at, word)?;
     let kernel = word_at(file, kernel_at, word)?;
     let ok = |p: u64| {
-        p.checked_mul(PAGE_SIZE)
-            .is_some_and(|o| o < file.len() as u64 && chain_starts_at(file, o, word, 1))
+        p.checked_mul(PAGE_SIZE).is_some_and(|o| {
+            o < file.len() as u64 && chain_starts_at(file, o, word, 1, &std::cell::Cell::new(0))
+        })
     };
     (ok(boot) && ok(kernel)).then_some((boot, kernel))
 }
@@ -721,6 +738,7 @@ fn open_header(
 fn open_wiped(file: &[u8], start: u64, b: &mut Builder, warnings: &mut Vec<Warning>) -> HiberInfo {
     let mut sets = Vec::new();
     let mut at = Some(start);
+    let decodes = std::cell::Cell::new(0);
     while let Some(offset) = at {
         let set = b.read_restore_set(file, "carved", offset, None, warnings);
         let from = set.end_offset.div_ceil(PAGE_SIZE);
@@ -728,10 +746,15 @@ fn open_wiped(file: &[u8], start: u64, b: &mut Builder, warnings: &mut Vec<Warni
         sets.push(set);
         at = (from..to)
             .map(|p| p * PAGE_SIZE)
-            .find(|&o| chain_starts_at(file, o, b.word, 3));
+            .find(|&o| chain_starts_at(file, o, b.word, 3, &decodes));
         if b.full() {
             break;
         }
+    }
+    if decodes.get() >= MAX_CARVE_DECODES {
+        warnings.push(Warning::new(WarningKind::Bound, format!(
+            "the search for chains of compression sets stopped after {MAX_CARVE_DECODES} trial decodes (page boundaries that look like set headers but do not decode); pages of chains further on are not in the image"
+        )));
     }
     warnings.push(Warning::new(WarningKind::Inferred, format!(
         "the hibernation file's header is wiped (its first page is zero, as Windows leaves it after a resume): {} chains of compression sets were found by their structure (page-aligned, each set's header and descriptors valid, the first set decoding exactly); the Windows version, the time it was written and whether it is a Fast Startup image are unknown, and pages of a chain not found are not in the image",
