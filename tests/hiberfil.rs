@@ -871,3 +871,52 @@ fn carving_a_wiped_file_is_bounded_on_lookalike_pages() {
     pages_equal(&d, &mem);
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
 }
+
+/// A kernel restore set of more page descriptors than the index holds (2^23, 12 bytes each):
+/// the index stops at its bound with one warning, the pages of the descriptors indexed are
+/// there and the rest are not in the image; the chain is not collected in memory first.
+#[test]
+fn the_descriptor_index_stops_at_its_bound() {
+    use etwdump::dump::hiberfil::MAX_DESCRIPTORS;
+    let per_set = 255usize;
+    let sets_needed = MAX_DESCRIPTORS / per_set + 2;
+    let mut b = vec![0u8; PAGE];
+    b[0..4].copy_from_slice(b"HIBR");
+    b[0xC..0x10].copy_from_slice(&0x3E0u32.to_le_bytes());
+    b[0x18..0x1C].copy_from_slice(&0x1000u32.to_le_bytes());
+    b[0x58..0x60].copy_from_slice(&0u64.to_le_bytes());
+    b[0x68..0x70].copy_from_slice(&1u64.to_le_bytes());
+    b[0x70..0x78].copy_from_slice(&1u64.to_le_bytes());
+    let total = (sets_needed * per_set) as u64;
+    b[0x230..0x238].copy_from_slice(&total.to_le_bytes());
+    b.reserve(sets_needed * (4 + 8 * per_set + 1));
+    let mut pfn = 0u64;
+    for _ in 0..sets_needed {
+        b.extend_from_slice(&(per_set as u32 | 1 << 8).to_le_bytes());
+        for _ in 0..per_set {
+            b.extend_from_slice(&(pfn << 4).to_le_bytes());
+            pfn += 2;
+        }
+        b.push(0);
+    }
+    let d = open_bytes(b).unwrap();
+    let w: Vec<_> = d
+        .warnings()
+        .iter()
+        .filter(|w| w.kind == WarningKind::Bound)
+        .collect();
+    assert_eq!(w.len(), 1, "{}", messages(d.warnings()));
+    assert!(w[0]
+        .message
+        .contains("the index stopped at 8388608 page descriptors"));
+    let indexed = (MAX_DESCRIPTORS / per_set * per_set) as u64;
+    assert_eq!(d.stored_pages(), indexed);
+    assert!(matches!(
+        d.page(etwdump::addr::Pfn::new((indexed - 1) * 2)),
+        PageLookup::Damaged { .. }
+    ));
+    assert_eq!(
+        d.page(etwdump::addr::Pfn::new(indexed * 2)),
+        PageLookup::NotInDump
+    );
+}

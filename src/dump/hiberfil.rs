@@ -477,31 +477,39 @@ fn decode_set(file: &[u8], set: &Set) -> Result<(Vec<u8>, Codec), XpressError> {
 }
 
 /// Read a chain of compression sets from `offset` until `want` pages (None: until the chain
-/// ends). Returns the sets read (with descriptors) and why it stopped early, if it did.
+/// ends), handing each set to `take` as it is parsed (nothing is collected: a chain may be
+/// millions of sets); `take` returning false stops the chain at the bound of `max_sets`.
+/// Returns the sets read, where the chain stopped and why it stopped early, if it did.
 fn read_chain(
     file: &[u8],
     offset: u64,
     word: usize,
     want: Option<u64>,
     max_sets: usize,
-) -> (Vec<ParsedSet>, u64, Option<SetError>) {
-    let mut sets = Vec::new();
+    take: &mut dyn FnMut(ParsedSet) -> bool,
+) -> (usize, u64, Option<SetError>) {
+    let mut count = 0usize;
     let mut at = offset;
     let mut pages = 0u64;
     loop {
         if want.is_some_and(|w| pages >= w) {
-            return (sets, at, None);
+            return (count, at, None);
         }
-        if sets.len() >= max_sets {
-            return (sets, at, Some(SetError::Bound { max: max_sets }));
+        if count >= max_sets {
+            return (count, at, Some(SetError::Bound { max: max_sets }));
         }
         match parse_set(file, at, word) {
             Ok(p) => {
-                pages += u64::from(p.set.pages);
-                at = p.next;
-                sets.push(p);
+                let next = p.next;
+                let n = u64::from(p.set.pages);
+                if !take(p) {
+                    return (count, at, Some(SetError::Bound { max: count }));
+                }
+                pages += n;
+                at = next;
+                count += 1;
             }
-            Err(reason) => return (sets, at, Some(reason)),
+            Err(reason) => return (count, at, Some(reason)),
         }
     }
 }
@@ -520,7 +528,11 @@ fn chain_starts_at(
     min_sets: usize,
     decodes: &std::cell::Cell<u32>,
 ) -> bool {
-    let (sets, end, stop) = read_chain(file, offset, word, None, min_sets);
+    let mut sets = Vec::new();
+    let (_, end, stop) = read_chain(file, offset, word, None, min_sets, &mut |p| {
+        sets.push(p);
+        true
+    });
     if sets.is_empty()
         || sets
             .iter()
@@ -801,18 +813,16 @@ impl Builder {
         declared: Option<u64>,
         warnings: &mut Vec<Warning>,
     ) -> RestoreSet {
-        let room = (u32::MAX >> 8) as usize - self.sets.len();
-        let (parsed, end, stop) = read_chain(file, offset, self.word, declared, room);
+        let room = ((u32::MAX >> 8) as usize).saturating_sub(self.sets.len());
         let mut pages = 0u64;
-        let count = parsed.len() as u64;
-        for p in parsed {
+        let (count, end, stop) = read_chain(file, offset, self.word, declared, room, &mut |p| {
             if self.descs.len() + p.descriptors.len() > MAX_DESCRIPTORS {
                 self.bound_hit = true;
-                break;
+                return false;
             }
             let set = self.sets.len() as u32;
             let mut first = 0u64;
-            for (pfn, n) in p.descriptors {
+            for &(pfn, n) in &p.descriptors {
                 self.descs.push((pfn, n as u8, set, first as u8));
                 first += n;
             }
@@ -821,7 +831,11 @@ impl Builder {
             }
             pages += u64::from(p.set.pages);
             self.sets.push(p.set);
-        }
+            true
+        });
+        let count = count as u64;
+        // The index's bound is its own warning (below), not the chain's end.
+        let stop = stop.filter(|_| !self.bound_hit);
         if self.bound_hit {
             warnings.push(Warning::new(WarningKind::Bound, format!(
                 "the {name} restore set at file offset {offset:#x}: the index stopped at {MAX_DESCRIPTORS} page descriptors; the pages of later descriptors read as not in the image"
