@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-30}
-all=(dump_open translate pdb_load isf_load records ccswap cswitch etl_read pipeline images scan_mem walks symsrv xpress)
+all=(dump_open translate pdb_load isf_load records ccswap cswitch etl_read pipeline images scan_mem walks symsrv xpress hiberfil)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
