@@ -194,34 +194,36 @@ const fn x86_layout(
     }
 }
 
-impl HiberLayout {
-    fn page_size_at(&self) -> usize {
-        if self.x86 {
-            0x14
+/// The fields at the same offset in every layout of one architecture (PDB types; MemProcFS's
+/// table for x86): where `PageSize`, `SystemTime` and `NumPagesForLoader` are, and the size of
+/// a restore-page field and of a page descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fixed {
+    page_size_at: usize,
+    system_time_at: usize,
+    loader_pages_at: usize,
+    word: usize,
+}
+
+impl Fixed {
+    const X64: Fixed = Fixed {
+        page_size_at: 0x18,
+        system_time_at: 0x20,
+        loader_pages_at: 0x58,
+        word: 8,
+    };
+    const X86: Fixed = Fixed {
+        page_size_at: 0x14,
+        system_time_at: 0x18,
+        loader_pages_at: 0x48,
+        word: 4,
+    };
+
+    fn of(x86: bool) -> Fixed {
+        if x86 {
+            Fixed::X86
         } else {
-            0x18
-        }
-    }
-    fn system_time_at(&self) -> usize {
-        if self.x86 {
-            0x18
-        } else {
-            0x20
-        }
-    }
-    fn loader_pages_at(&self) -> usize {
-        if self.x86 {
-            0x48
-        } else {
-            0x58
-        }
-    }
-    /// Bytes of a page descriptor and of a restore-page field.
-    fn word(&self) -> usize {
-        if self.x86 {
-            4
-        } else {
-            8
+            Fixed::X64
         }
     }
 }
@@ -395,13 +397,8 @@ fn parse_set(file: &[u8], offset: u64, word: usize) -> Result<ParsedSet, SetErro
     let mut descriptors = Vec::with_capacity(count);
     let mut pages = 0u64;
     for index in 0..count {
-        let at = o + 4 + word * index;
-        let d = if word == 4 {
-            file.u32_at(at).map(u64::from)
-        } else {
-            file.u64_at(at)
-        }
-        .ok_or(SetError::DescriptorCut { index })?;
+        let d =
+            word_at(file, o + 4 + word * index, word).ok_or(SetError::DescriptorCut { index })?;
         let (pfn, n) = (d >> 4, (d & 0xF) + 1);
         if pfn + n > MAX_PFN {
             return Err(SetError::PfnTooHigh {
@@ -664,15 +661,12 @@ fn open_header(
         Some(l) => l.x86,
         None => u32_at(0x18) != PAGE_SIZE as u32 && u32_at(0x14) == PAGE_SIZE as u32,
     };
-    let (page_size_at, time_at, loader_at, word) = if x86 {
-        (0x14, 0x18, 0x48, 4)
-    } else {
-        (0x18, 0x20, 0x58, 8)
-    };
-    debug_assert!(layout.is_none_or(|l| l.page_size_at() == page_size_at
-        && l.system_time_at() == time_at
-        && l.loader_pages_at() == loader_at
-        && l.word() == word));
+    let Fixed {
+        page_size_at,
+        system_time_at: time_at,
+        loader_pages_at: loader_at,
+        word,
+    } = Fixed::of(x86);
     let page_size = u32_at(page_size_at);
     if page_size != PAGE_SIZE as u32 {
         return Err(bad(format!(
