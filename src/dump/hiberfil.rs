@@ -341,7 +341,19 @@ pub struct Hiberfil {
     cache: Mutex<Cache>,
     /// Problems met while reading pages (damaged sets, methods that were not the header's),
     /// each once.
-    read_notes: Mutex<(Vec<Warning>, std::collections::HashSet<u32>)>,
+    read_notes: Mutex<ReadNotes>,
+}
+
+/// Read warnings listed one by one; beyond, they are counted in one summary.
+pub const MAX_READ_NOTES: usize = 64;
+
+/// The read warnings: the first [`MAX_READ_NOTES`], the count of the others, and which sets
+/// were noted (a bit per set).
+#[derive(Debug, Default)]
+struct ReadNotes {
+    listed: Vec<Warning>,
+    more: u64,
+    noted: Vec<u64>,
 }
 
 /// A compression set's header and descriptors, as parsed at `offset`.
@@ -926,11 +938,20 @@ impl Hiberfil {
 
     /// Problems met while reading pages so far (damaged compression sets, methods that were
     /// not the header's), each once.
+    /// At most [`MAX_READ_NOTES`] are listed, then one summary counts the others (a file of
+    /// many damaged sets does not flood the output).
     pub fn read_warnings(&self) -> Vec<Warning> {
-        self.read_notes
-            .lock()
-            .map(|n| n.0.clone())
-            .unwrap_or_default()
+        let Ok(n) = self.read_notes.lock() else {
+            return Vec::new();
+        };
+        let mut out = n.listed.clone();
+        if n.more > 0 {
+            out.push(Warning::new(WarningKind::Decode, format!(
+                "{} more compression sets could not be decompressed or were read with the other codec than their method bits name (the first {MAX_READ_NOTES} are listed); their pages are not in the image, or were read as said",
+                n.more
+            )));
+        }
+        out
     }
 
     /// The compression set holding `pfn` and the page's index in it.
@@ -948,10 +969,22 @@ impl Hiberfil {
     }
 
     fn note(&self, set: u32, w: Warning) {
-        if let Ok(mut n) = self.read_notes.lock() {
-            if n.1.insert(set) {
-                n.0.push(w);
-            }
+        let Ok(mut n) = self.read_notes.lock() else {
+            return;
+        };
+        let (word, bit) = (set as usize / 64, 1u64 << (set % 64));
+        if n.noted.len() <= word {
+            n.noted
+                .resize(self.sets.len().div_ceil(64).max(word + 1), 0);
+        }
+        if n.noted[word] & bit != 0 {
+            return;
+        }
+        n.noted[word] |= bit;
+        if n.listed.len() < MAX_READ_NOTES {
+            n.listed.push(w);
+        } else {
+            n.more += 1;
         }
     }
 
