@@ -176,7 +176,7 @@ fn extract_writes_the_extractable_buffers() {
                 .map(|b| format!("{b:02x}"))
                 .collect()
         };
-        assert_eq!(sha, ms.sha256);
+        assert_eq!(Some(sha), ms.sha256);
         let etl = etwdump::etl::reader::read(&bytes);
         assert!(etl.problem.is_none());
         assert_eq!(etl.buffers.len(), ms.buffer_list.len());
@@ -225,6 +225,22 @@ fn extract_writes_the_extractable_buffers() {
         .to_string_lossy()
         .contains(".tmp-")));
     etwdump::report::extract::extract(&ctx, "forge", &out, None, true).unwrap();
+    // Without hashing (`--no-hash`): the same files byte for byte, the same manifest but for
+    // `sha256`, which is null.
+    let bare = dir.path().join("bare");
+    let n =
+        etwdump::report::extract::extract_with(&ctx, "forge", &bare, None, false, false).unwrap();
+    assert_eq!(n.sessions.len(), m.sessions.len());
+    for (a, b) in m.sessions.iter().zip(&n.sessions) {
+        assert!(a.sha256.is_some() && b.sha256.is_none(), "{}", a.file);
+        assert_eq!((&a.file, a.bytes, a.records), (&b.file, b.bytes, b.records));
+        assert_eq!(
+            std::fs::read(out.join(&a.file)).unwrap(),
+            std::fs::read(bare.join(&b.file)).unwrap(),
+            "{}",
+            a.file
+        );
+    }
 }
 
 /// Random corruption of buffer headers and contents never panics, and whatever `extract`

@@ -29,7 +29,7 @@ fn shared_etl(name: &str) -> Option<(PathBuf, Vec<u8>)> {
 fn rows_of(bytes: &[u8]) -> std::io::Result<(Vec<EventRow>, Vec<String>)> {
     let mut rows = Vec::new();
     let w = stream_etl("f.etl", &mut &bytes[..], bytes.len() as u64, &mut |r| {
-        rows.push(r.clone());
+        rows.push(r);
         Ok(())
     })?;
     Ok((rows, w.into_iter().map(|w| w.message).collect()))

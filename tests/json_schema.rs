@@ -715,6 +715,13 @@ fn forge_dumps(tmp: &Path) -> Seen {
     );
     seen.json("sessions --format json", &["sessions", d, p[0], p[1]]);
     extract_and_etl(&mut seen, d, &p, &tmp.join("realtime-extract"));
+    // Without hashing: every sha256 null, the rest as before.
+    let mut bare = p.to_vec();
+    bare.push("--no-hash");
+    let m = extract_and_etl(&mut seen, d, &bare, &tmp.join("realtime-extract-bare"));
+    assert!(m["sessions"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|x| x["sha256"].is_null())));
 
     // Hostile text in memory: names with control characters and formula prefixes.
     let dump = tmp.join("hostile.dmp");

@@ -264,7 +264,8 @@ impl<'o> Files<'o> {
                 path: format!("{sub}/{}", s.file),
                 bytes: s.bytes,
                 rows: Some(s.records as u64),
-                sha256: s.sha256.clone(),
+                // collect always hashes what it extracts.
+                sha256: s.sha256.clone().unwrap_or_default(),
             });
         }
         Ok(())
@@ -447,7 +448,7 @@ impl<'c, 'd, 'o> Collector<'c, 'd, 'o> {
                     let src = EtwSource::open(ctx, None);
                     Ok(events::stream_from(ctx, src, &mut |e| {
                         all += 1;
-                        r(e)
+                        r(&e)
                     })?)
                 })?;
             Ok((w, all))
@@ -591,10 +592,10 @@ fn switch_pass(ctx: &KernelContext<'_>, dir: &OutputDir, dump: &Path) -> Result<
     let mut listed = 0u64;
     let w = etwdump::report::cswitch::stream_with(ctx, src, None, None, false, &mut |r| {
         listed += 1;
-        overview.switch(r);
-        chart.push(r);
+        overview.switch(&r);
+        chart.push(&r);
         if let Some((j, c)) = &mut listing {
-            if let Err(e) = j.row(r).and_then(|()| c.row(r)) {
+            if let Err(e) = j.row(&r).and_then(|()| c.row(&r)) {
                 stopped = Some(e);
                 listing = None;
             }

@@ -76,8 +76,10 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
             None => {
                 let mut rows = r
                     .listing::<_, SwitchRow>(out, "cswitch")?
-                    .keep_untimed(a.keep_untimed);
-                let mut w = stream(&a, ctx, last, &mut |s| rows.row(s))?;
+                    .keep_untimed(a.keep_untimed)
+                    // Rendered on other threads (docs/performance.md "Rendering").
+                    .parallel(0);
+                let mut w = stream(&a, ctx, last, &mut |s| rows.row_owned(s))?;
                 w.extend(rows.untimed_warning()?);
                 finish(r, rows, &w)
             }
@@ -91,7 +93,7 @@ fn stream(
     a: &Args,
     ctx: &KernelContext<'_>,
     last: Option<Last>,
-    row: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    row: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> anyhow::Result<Vec<Warning>> {
     let src = source(ctx, a.carved);
     let filter = SwitchFilter {
@@ -102,7 +104,7 @@ fn stream(
     };
     let mut stats = FilterStats::default();
     let mut w = cswitch::stream_with(ctx, src, a.cpu, last, a.per_record, &mut |s| {
-        if filter.keeps(s, &mut stats) {
+        if filter.keeps(&s, &mut stats) {
             row(s)
         } else {
             Ok(())
@@ -123,7 +125,7 @@ fn with_chart(
 ) -> anyhow::Result<()> {
     let mut switches = Vec::new();
     let mut w = stream(a, ctx, last, &mut |s| {
-        switches.push(s.clone());
+        switches.push(s);
         Ok(())
     })?;
     let (chart, empty) = chart(

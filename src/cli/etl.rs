@@ -86,9 +86,9 @@ fn run_events(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut failed = None;
     for path in &a.file {
         let name = display(path);
-        let mut each = |e: &EventRow| {
-            if filter.keeps(e, &mut stats) {
-                rows.row(e)
+        let mut each = |e: EventRow| {
+            if filter.keeps(&e, &mut stats) {
+                rows.row_owned(e)
             } else {
                 Ok(())
             }
@@ -123,8 +123,8 @@ fn run_cswitch(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
         .listing::<_, SwitchRow>(out, "etl")?
         .keep_untimed(a.keep_untimed);
     let res = cswitch::stream_etl(files, a.cpu, last, a.per_record, &mut |s| {
-        if filter.keeps(s, &mut stats) {
-            rows.row(s)
+        if filter.keeps(&s, &mut stats) {
+            rows.row_owned(s)
         } else {
             Ok(())
         }
@@ -145,7 +145,7 @@ fn run_cswitch(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
 fn stream_file(
     path: &std::path::Path,
     name: &str,
-    each: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+    each: &mut dyn FnMut(EventRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<etwdump::warning::Warning>> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();

@@ -49,8 +49,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
             EtwSource::open(ctx, session)
         };
         let mut warnings = events::stream_from(ctx, src, &mut |e| {
-            if filter.keeps(e, &mut stats) {
-                rows.row(e)
+            if filter.keeps(&e, &mut stats) {
+                rows.row_owned(e)
             } else {
                 Ok(())
             }

@@ -62,7 +62,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
                 dir.join(&s.file).display(),
                 s.buffers,
                 s.records,
-                s.sha256
+                s.sha256.as_deref().unwrap_or("not computed")
             );
         }
         Ok(())

@@ -310,7 +310,8 @@ type Shared = Arc<Vec<u8>>;
 /// output directory and hashed (SHA-256) on a second thread, which hands each buffer back for
 /// reuse ([`EtlFileWriter::spare`]: no zero-fill, no new page faults); [`EtlFileWriter::commit`]
 /// renames the file into place. Dropped without a commit, the temporary file is removed, so a
-/// partial file never carries the final name.
+/// partial file never carries the final name. Without hashing (`extract --no-hash`) there is
+/// no second thread and the last buffer written is the spare.
 pub(crate) struct EtlFileWriter {
     tmp: PathBuf,
     path: PathBuf,
@@ -318,33 +319,41 @@ pub(crate) struct EtlFileWriter {
     to_hash: Option<SyncSender<Shared>>,
     back: Receiver<Shared>,
     hasher: Option<JoinHandle<Sha256>>,
+    /// Without hashing: the last buffer written, for reuse.
+    kept: Option<Vec<u8>>,
     len: u64,
     rehash: bool,
 }
 
 impl EtlFileWriter {
-    /// Start `dir/name` (the directory must exist).
-    pub fn create(dir: &Path, name: &str) -> std::io::Result<EtlFileWriter> {
+    /// Start `dir/name` (the directory must exist); `hash`: compute its SHA-256.
+    pub fn create_with(dir: &Path, name: &str, hash: bool) -> std::io::Result<EtlFileWriter> {
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let file = File::create(&tmp)?;
-        let (to_hash, rx) = sync_channel::<Shared>(16);
         let (back_tx, back) = channel::<Shared>();
-        let hasher = std::thread::spawn(move || {
-            let mut h = Sha256::new(&SHA256);
-            for b in rx {
-                h.update(&b);
-                // The writer may be gone (error path): then the buffer is dropped.
-                let _ = back_tx.send(b);
-            }
-            h
-        });
+        let (to_hash, hasher) = if hash {
+            let (to_hash, rx) = sync_channel::<Shared>(16);
+            let hasher = std::thread::spawn(move || {
+                let mut h = Sha256::new(&SHA256);
+                for b in rx {
+                    h.update(&b);
+                    // The writer may be gone (error path): then the buffer is dropped.
+                    let _ = back_tx.send(b);
+                }
+                h
+            });
+            (Some(to_hash), Some(hasher))
+        } else {
+            (None, None)
+        };
         Ok(EtlFileWriter {
             tmp,
             path: dir.join(name),
             file: Some(file),
-            to_hash: Some(to_hash),
+            to_hash,
             back,
-            hasher: Some(hasher),
+            hasher,
+            kept: None,
             len: 0,
             rehash: false,
         })
@@ -355,8 +364,12 @@ impl EtlFileWriter {
         &self.tmp
     }
 
-    /// A buffer handed back by the hashing thread, or a new empty one.
-    pub fn spare(&self) -> Vec<u8> {
+    /// A buffer handed back by the hashing thread (or, without hashing, the last one
+    /// written), or a new empty one.
+    pub fn spare(&mut self) -> Vec<u8> {
+        if let Some(b) = self.kept.take() {
+            return b;
+        }
         self.back
             .try_recv()
             .ok()
@@ -374,10 +387,13 @@ impl EtlFileWriter {
         let file = self.file.as_mut().ok_or_else(closed)?;
         file.write_all(&bytes)?;
         self.len += bytes.len() as u64;
-        if let Some(tx) = &self.to_hash {
-            if tx.send(Arc::new(bytes)).is_err() {
-                return Err(std::io::Error::other("the hashing thread stopped"));
+        match &self.to_hash {
+            Some(tx) => {
+                if tx.send(Arc::new(bytes)).is_err() {
+                    return Err(std::io::Error::other("the hashing thread stopped"));
+                }
             }
+            None => self.kept = Some(bytes),
         }
         Ok(())
     }
@@ -393,31 +409,38 @@ impl EtlFileWriter {
         Ok(())
     }
 
-    /// Finish: rename the file into place. Returns (bytes, SHA-256 in hex).
-    pub(crate) fn commit(mut self) -> std::io::Result<(u64, String)> {
+    /// Finish: rename the file into place. Returns (bytes, SHA-256 in hex: None when the
+    /// file was not hashed).
+    pub(crate) fn commit(mut self) -> std::io::Result<(u64, Option<String>)> {
+        if self.file.is_none() {
+            return Err(closed());
+        }
         drop(self.to_hash.take()); // ends the hasher's loop
-        let hasher = self
-            .hasher
-            .take()
-            .ok_or_else(closed)?
-            .join()
-            .map_err(|_| std::io::Error::other("hash thread panicked"))?;
-        let hasher = if self.rehash {
-            let mut h = Sha256::new(&SHA256);
-            h.update(&std::fs::read(&self.tmp)?);
-            h
-        } else {
-            hasher
+        let hasher = match self.hasher.take() {
+            Some(h) => Some(
+                h.join()
+                    .map_err(|_| std::io::Error::other("hash thread panicked"))?,
+            ),
+            None => None,
+        };
+        let hasher = match hasher {
+            Some(_) if self.rehash => {
+                let mut h = Sha256::new(&SHA256);
+                h.update(&std::fs::read(&self.tmp)?);
+                Some(h)
+            }
+            h => h,
         };
         // No fsync: the rename is what keeps a partial file from ever carrying the final name.
         drop(self.file.take());
         std::fs::rename(&self.tmp, &self.path)?;
-        let hex = hasher
-            .finish()
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = hasher.map(|h| {
+            h.finish()
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        });
         Ok((self.len, hex))
     }
 }
@@ -572,7 +595,7 @@ mod tests {
     fn a_file_is_renamed_into_place_only_when_committed() {
         let dir = std::env::temp_dir().join(format!("etwdump-writer-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut w = EtlFileWriter::create(&dir, "a.etl").unwrap();
+        let mut w = EtlFileWriter::create_with(&dir, "a.etl", true).unwrap();
         w.push(vec![1; 16]).unwrap();
         w.push(vec![2; 16]).unwrap();
         w.rewrite_start(&[3; 4]).unwrap();
@@ -588,8 +611,16 @@ mod tests {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        assert_eq!(sha, want);
-        let mut dropped = EtlFileWriter::create(&dir, "b.etl").unwrap();
+        assert_eq!(sha, Some(want));
+        // Not hashed: the same bytes, no digest, the buffer written kept as the spare.
+        let mut w = EtlFileWriter::create_with(&dir, "c.etl", false).unwrap();
+        w.push(vec![1; 16]).unwrap();
+        assert_eq!(w.spare(), vec![1; 16]);
+        w.push(vec![2; 16]).unwrap();
+        w.rewrite_start(&[3; 4]).unwrap();
+        assert_eq!(w.commit().unwrap(), (32, None));
+        assert_eq!(std::fs::read(dir.join("c.etl")).unwrap(), bytes);
+        let mut dropped = EtlFileWriter::create_with(&dir, "b.etl", true).unwrap();
         dropped.push(vec![0; 8]).unwrap();
         let tmp = dropped.temp_path().to_path_buf();
         drop(dropped);

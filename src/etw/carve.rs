@@ -57,6 +57,8 @@ const MAX_BUFFER_STATE: u64 = 7;
 pub(crate) const MAX_CANDIDATES: usize = 1 << 20;
 /// Pages per work unit handed to a thread.
 const CHUNK_PAGES: u64 = 1 << 14;
+/// Pages read at once with a positioned read in the pass (1 MiB: a thread's buffer).
+const READ_PAGES: u64 = 256;
 
 // The carved buffers' types and bytes are in `carved.rs`, which the ETW source (units of
 // origin `carved`) shares.
@@ -271,6 +273,8 @@ fn pass(
                 scope.spawn(|| {
                     let mut hits = Vec::new();
                     let mut pages = 0u64;
+                    let mut block = vec![0u8; (READ_PAGES * PAGE_SIZE) as usize];
+                    let mut pieces_of_block: Vec<(PhysAddr, usize)> = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed) as usize;
                         let Some(chunk) = chunks.get(i) else { break };
@@ -287,17 +291,45 @@ fn pass(
                             }
                         }
                         for &(s, e) in &pieces[chunk.clone()] {
-                            for pfn in s..e {
-                                if let PageLookup::Present(p) =
-                                    dump.page(crate::addr::Pfn::new(pfn))
-                                {
-                                    if hits.len() < MAX_CANDIDATES {
-                                        page_hits(&p, pfn * PAGE_SIZE, arch, &mut hits);
+                            let mut b = s;
+                            while b < e {
+                                let n = (e - b).min(READ_PAGES);
+                                // Pages stored as plain file bytes are copied with positioned
+                                // reads (no page of the mapping faulted in and released
+                                // again); any other page (compressed, missing, a dump held
+                                // in memory) is looked up one at a time.
+                                pieces_of_block.clear();
+                                pieces_of_block.extend((b..b + n).map(|pfn| {
+                                    (PhysAddr::new(pfn * PAGE_SIZE), PAGE_SIZE as usize)
+                                }));
+                                let buf = &mut block[..(n * PAGE_SIZE) as usize];
+                                if dump.read_physical_bulk(&pieces_of_block, buf) {
+                                    for (i, p) in buf.chunks_exact(PAGE_SIZE as usize).enumerate() {
+                                        if hits.len() < MAX_CANDIDATES {
+                                            page_hits(
+                                                p,
+                                                (b + i as u64) * PAGE_SIZE,
+                                                arch,
+                                                &mut hits,
+                                            );
+                                        }
                                     }
-                                    pages += 1;
+                                    pages += n;
+                                } else {
+                                    for pfn in b..b + n {
+                                        if let PageLookup::Present(p) =
+                                            dump.page(crate::addr::Pfn::new(pfn))
+                                        {
+                                            if hits.len() < MAX_CANDIDATES {
+                                                page_hits(&p, pfn * PAGE_SIZE, arch, &mut hits);
+                                            }
+                                            pages += 1;
+                                        }
+                                    }
+                                    dump.note_read(n);
                                 }
+                                b += n;
                             }
-                            dump.note_read(e - s);
                             progress.done.fetch_add(e - s, Ordering::Relaxed);
                         }
                     }

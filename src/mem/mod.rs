@@ -372,6 +372,24 @@ impl<'d> AddressSpace<'d> {
         let Ok(start) = self.normalize(va) else {
             return 0;
         };
+        // Bulk: the pages the tables map, copied with positioned reads when every one of them
+        // is stored as plain file bytes (a carved buffer of 64 KiB: no page of the mapping
+        // faulted in and released again); anything else page by page below, which stops at
+        // the first byte the dump does not hold.
+        if buf.len() >= 2 * PAGE_SIZE as usize && matches!(self.kind, Kind::Paged { .. }) {
+            let mut pieces: Vec<(PhysAddr, usize)> = Vec::new();
+            let mut done = 0usize;
+            while done < buf.len() {
+                let cur = start.offset(done as u64);
+                let n = ((PAGE_SIZE - cur.page_offset()) as usize).min(buf.len() - done);
+                let Ok(t) = self.translate(cur) else { break };
+                pieces.push((t.pa, n));
+                done += n;
+            }
+            if done > 0 && self.dump.read_physical_bulk(&pieces, &mut buf[..done]) {
+                return done;
+            }
+        }
         self.dump.note_read(pages_spanned(start, buf.len() as u64));
         let mut done = 0usize;
         while done < buf.len() {

@@ -24,7 +24,7 @@ impl Render for Written<'_> {
                 s.buffers,
                 s.records,
                 s.bytes,
-                s.sha256
+                s.sha256.as_deref().unwrap_or("not computed (--no-hash)")
             )?;
         }
         writeln!(out, "{}", self.dir.join("manifest.json").display())

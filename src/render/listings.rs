@@ -158,24 +158,33 @@ impl Row for EventRow {
             .as_ref()
             .filter(|p| p.class == crate::decode::tracelogging::CLASS);
         // A TraceLogging event names its provider and event itself: that is the headline.
-        message.push_str(&match tracelogging {
-            Some(p) => tracelogging_summary(p),
-            None => headline(r),
-        });
+        match tracelogging {
+            Some(p) => message.push_str(&tracelogging_summary(p)),
+            None => push_headline(r, message),
+        }
         let raw = r
             .payload
             .as_ref()
             .is_some_and(|p| p.class == crate::decode::raw::CLASS);
-        let detail = match (&r.routine_symbol, &r.routine) {
-            (Some(s), _) | (None, Some(s)) => Some(s.clone()),
+        // `: detail`, written in place and taken back when there is none or it is empty.
+        let before = message.len();
+        message.push_str(": ");
+        let detail = message.len();
+        match (&r.routine_symbol, &r.routine) {
+            (Some(s), _) | (None, Some(s)) => message.push_str(s),
             // A raw payload's hex stays out of the message (the row's `payload` has it).
-            _ if raw => r.payload.as_ref().map(raw_words),
-            _ if tracelogging.is_some() => None,
-            _ => payload_summary(r),
-        };
-        if let Some(d) = detail.filter(|d| !d.is_empty()) {
-            message.push_str(": ");
-            message.push_str(&d);
+            _ if raw => {
+                if let Some(p) = &r.payload {
+                    message.push_str(&raw_words(p));
+                }
+            }
+            _ if tracelogging.is_some() => {}
+            _ => {
+                push_payload_summary(r, message);
+            }
+        }
+        if message.len() == detail {
+            message.truncate(before);
         }
         let mut int = itoa::Buffer::new();
         message.push_str(" [logger ");
@@ -297,7 +306,41 @@ impl Row for crate::report::scan::ScanRow {
 /// hook name (or class) and first fields; text from the record escaped; `(decoding stopped:
 /// …)` when the payload did not fit.
 fn payload_summary(r: &EventRow) -> Option<String> {
-    let p = r.payload.as_ref()?;
+    let mut s = String::new();
+    push_payload_summary(r, &mut s).then_some(s)
+}
+
+/// [`payload_summary`] appended to `out`; false when the row has no payload (nothing written).
+fn push_payload_summary(r: &EventRow, out: &mut String) -> bool {
+    let Some(p) = r.payload.as_ref() else {
+        return false;
+    };
+    // The classes most rows have, written in place (millions of rows): a kernel class's
+    // first fields, the hook name leading the message.
+    if r.hook_name.is_some()
+        && !matches!(
+            p.class,
+            "Process_V2_TypeGroup1"
+                | "Process_V3_TypeGroup1"
+                | "Process_V4_TypeGroup1"
+                | "Process_Defunct_TypeGroup1"
+                | "Thread_V2_TypeGroup1"
+                | "Thread_V3_TypeGroup1"
+                | "Image_Load"
+                | "Image_Load_V2"
+                | crate::decode::tracelogging::CLASS
+                | crate::decode::raw::CLASS
+                | crate::decode::manifest::CLASS
+        )
+        && p.problem.is_none()
+    {
+        let start = out.len();
+        push_first_fields(p, out);
+        // `trim_start` of what `first_fields` gives.
+        let blank = out[start..].len() - out[start..].trim_start().len();
+        out.replace_range(start..start + blank, "");
+        return true;
+    }
     let v = |name: &str| p.get(name).map_or_else(|| "?".into(), |v| v.to_string());
     let mut s = match p.class {
         "Process_V2_TypeGroup1"
@@ -340,7 +383,10 @@ fn payload_summary(r: &EventRow) -> Option<String> {
             v("ProcessId")
         ),
         crate::decode::tracelogging::CLASS => tracelogging_summary(p),
-        crate::decode::raw::CLASS => return Some(raw_summary(p)),
+        crate::decode::raw::CLASS => {
+            out.push_str(&raw_summary(p));
+            return true;
+        }
         // The row names the provider and event id: the fields say the rest.
         crate::decode::manifest::CLASS if p.fields.is_empty() => "no fields".into(),
         crate::decode::manifest::CLASS => first_fields(p).trim_start().to_string(),
@@ -355,35 +401,49 @@ fn payload_summary(r: &EventRow) -> Option<String> {
         }
         s.push_str(&format!("(decoding stopped: {why})"));
     }
-    Some(s)
+    out.push_str(&s);
+    true
 }
 
 /// What a record is, in words, for the Timesketch message: a kernel hook's name as a phrase
 /// (`PROCESS_START` is "Process start", `MSI_INTERRUPT` "MSI interrupt"), else the hook id, a
 /// provider's event (`Microsoft-Windows-Kernel-Boot event 153`, the GUID when the provider has
 /// no known name; a TRACE_MESSAGE's message number), else the header type.
-fn headline(r: &EventRow) -> String {
+fn push_headline(r: &EventRow, out: &mut String) {
     match (&r.hook_name, &r.hook, &r.provider) {
-        (Some(n), _, _) => phrase(n),
-        (None, Some(h), _) => format!("Kernel event {h}"),
-        (None, None, Some(p)) => format!(
-            "{} event {}",
-            r.provider_name.unwrap_or(p),
-            r.event_id.map_or_else(|| "?".into(), |e| e.to_string())
-        ),
-        _ => r.header_type.to_string(),
+        (Some(n), _, _) => push_phrase(n, out),
+        (None, Some(h), _) => {
+            out.push_str("Kernel event ");
+            out.push_str(h);
+        }
+        (None, None, Some(p)) => {
+            out.push_str(r.provider_name.unwrap_or(p));
+            out.push_str(" event ");
+            match r.event_id {
+                Some(e) => out.push_str(itoa::Buffer::new().format(e)),
+                None => out.push('?'),
+            }
+        }
+        _ => out.push_str(r.header_type),
     }
 }
 
 /// `PROCESS_DC_START` as "Process DC start": the words of a hook name in lower case, the first
 /// capitalised, abbreviations kept.
+#[cfg(test)]
 fn phrase(hook_name: &str) -> String {
+    let mut out = String::new();
+    push_phrase(hook_name, &mut out);
+    out
+}
+
+/// [`phrase`] appended to `out`.
+fn push_phrase(hook_name: &str, out: &mut String) {
     const KEEP: &[&str] = &[
         "DC", "DPC", "ISR", "MSI", "IO", "TCP", "UDP", "IP", "IPV4", "IPV6", "CPU", "PNP", "NIC",
         "IRQ", "DPI", "WMI", "ETW", "PMC", "APC", "ALPC", "LPC", "CCSWAP", "WDF", "SMB", "TLB",
         "PFN", "VM", "KE", "MM",
     ];
-    let mut out = String::with_capacity(hook_name.len());
     for (i, w) in hook_name.split('_').filter(|w| !w.is_empty()).enumerate() {
         if i > 0 {
             out.push(' ');
@@ -392,18 +452,14 @@ fn phrase(hook_name: &str) -> String {
             out.push_str(w);
             continue;
         }
-        let lower = w.to_ascii_lowercase();
-        if i == 0 {
-            let mut c = lower.chars();
-            if let Some(f) = c.next() {
-                out.push(f.to_ascii_uppercase());
-                out.push_str(c.as_str());
-            }
-        } else {
-            out.push_str(&lower);
+        for (j, c) in w.chars().enumerate() {
+            out.push(if i == 0 && j == 0 {
+                c.to_ascii_uppercase()
+            } else {
+                c.to_ascii_lowercase()
+            });
         }
     }
-    out
 }
 
 /// `N bytes not decoded (why)`: a raw payload in words, without its hex.
@@ -449,20 +505,43 @@ fn tracelogging_summary(p: &crate::decode::payload::Payload) -> String {
 /// ` Field=value, …`: the first fields of a payload, each value cut to a few dozen characters
 /// (already escaped by its Display); empty for a payload without fields.
 fn first_fields(p: &crate::decode::payload::Payload) -> String {
+    let mut s = String::new();
+    push_first_fields(p, &mut s);
+    s
+}
+
+/// [`first_fields`] appended to `s`, without `fmt` for the common values.
+fn push_first_fields(p: &crate::decode::payload::Payload, s: &mut String) {
+    use crate::decode::payload::Value;
+    use std::fmt::Write as _;
     const FIELDS: usize = 3;
     const CHARS: usize = 60;
-    let mut s = String::new();
     for (i, (k, v)) in p.fields.iter().take(FIELDS).enumerate() {
-        let mut shown: String = v.to_string();
-        if shown.chars().count() > CHARS {
-            shown = shown.chars().take(CHARS).collect::<String>() + "…";
+        s.push_str(if i == 0 { " " } else { ", " });
+        k.push_shown(s);
+        s.push('=');
+        let start = s.len();
+        match v {
+            Value::Number(n) => s.push_str(itoa::Buffer::new().format(*n)),
+            Value::Signed(n) => s.push_str(itoa::Buffer::new().format(*n)),
+            Value::Address(x) | Value::Formatted(x) => s.push_str(x),
+            _ => {
+                let _ = write!(s, "{v}");
+            }
         }
-        s.push_str(&format!("{}{k}={shown}", if i == 0 { " " } else { ", " }));
+        // Cut to CHARS characters (a character is at least one byte).
+        if s.len() - start > CHARS {
+            if let Some((cut, _)) = s[start..].char_indices().nth(CHARS) {
+                s.truncate(start + cut);
+                s.push('…');
+            }
+        }
     }
     if p.fields.len() > FIELDS {
-        s.push_str(&format!(", … {} fields", p.fields.len()));
+        s.push_str(", … ");
+        s.push_str(itoa::Buffer::new().format(p.fields.len()));
+        s.push_str(" fields");
     }
-    s
 }
 
 #[cfg(test)]

@@ -169,28 +169,33 @@ const BATCH: usize = 1024;
 /// Batches each rendering thread may have queued or done but not yet written.
 const IN_FLIGHT_PER_WORKER: u64 = 2;
 
-/// A batch rendered: its text, rows written, rows left out.
-type Rendered = io::Result<(Vec<u8>, u64, u64)>;
+/// A batch rendered: its text, rows written, rows left out, and the batch's rows given back
+/// (dropped and their vector reused by the thread that made them: freeing on the thread that
+/// allocated is cheaper, and the rendering threads do the larger share of the work).
+type Rendered<R> = io::Result<(Vec<u8>, u64, u64, Vec<R>)>;
 
-/// A rendering thread: batches in (the index of the batch's first row, its rows), text out.
+/// A batch for a rendering thread: the index of its first row, its rows, and a text buffer
+/// to render into (recycled from a written batch).
+type Job<R> = (u64, Vec<R>, Vec<u8>);
+
+/// A rendering thread: batches in, text out.
 pub(crate) struct Worker<R> {
-    tx: Option<std::sync::mpsc::SyncSender<(u64, Vec<R>)>>,
-    rx: std::sync::mpsc::Receiver<Rendered>,
+    tx: Option<std::sync::mpsc::SyncSender<Job<R>>>,
+    rx: std::sync::mpsc::Receiver<Rendered<R>>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<R: Row + Send + 'static> Worker<R> {
     fn spawn(mut lines: Lines) -> Self {
-        let (tx, batches) =
-            std::sync::mpsc::sync_channel::<(u64, Vec<R>)>(IN_FLIGHT_PER_WORKER as usize);
+        let (tx, batches) = std::sync::mpsc::sync_channel::<Job<R>>(IN_FLIGHT_PER_WORKER as usize);
         // Unbounded, but the writer never has more than IN_FLIGHT_PER_WORKER batches of a
         // worker outstanding (`Pipeline::dispatch`).
-        let (done, rx) = std::sync::mpsc::channel::<Rendered>();
+        let (done, rx) = std::sync::mpsc::channel::<Rendered<R>>();
         let handle = std::thread::Builder::new()
             .name("etwdump-render".into())
             .spawn(move || {
-                for (first, batch) in batches {
-                    let mut out = Vec::with_capacity(batch.len() * 256);
+                for (first, batch, mut out) in batches {
+                    out.clear();
                     let (mut written, mut left_out) = (0, 0);
                     let mut result = Ok(());
                     for (i, r) in batch.iter().enumerate() {
@@ -204,7 +209,7 @@ impl<R: Row + Send + 'static> Worker<R> {
                         }
                     }
                     if done
-                        .send(result.map(|()| (out, written, left_out)))
+                        .send(result.map(|()| (out, written, left_out, batch)))
                         .is_err()
                     {
                         return;
@@ -247,6 +252,9 @@ struct Pipeline<R> {
     spawn: fn(Lines) -> Worker<R>,
     workers: Vec<Worker<R>>,
     batch: Vec<R>,
+    /// Emptied batch vectors and written text buffers, for the next batches.
+    spare_batches: Vec<Vec<R>>,
+    spare_text: Vec<Vec<u8>>,
     /// Batches sent, batches written.
     sent: u64,
     written: u64,
@@ -333,14 +341,32 @@ impl<W: Write, R: Row> RowWriter<W, R> {
     /// Write one row (streamed: nothing is kept; in parallel mode a copy waits in the batch).
     pub fn row(&mut self, r: &R) -> io::Result<()> {
         if let Some(p) = &mut self.pipeline {
-            p.batch.push((p.copy)(r));
-            p.given += 1;
-            if p.batch.len() >= BATCH {
-                return self.dispatch();
-            }
-            return Ok(());
+            let copy = (p.copy)(r);
+            return self.queue(copy);
         }
         self.serial(r)
+    }
+
+    /// [`row`](Self::row) for a row the caller gives away: in parallel mode it is moved into
+    /// the batch instead of copied.
+    pub fn row_owned(&mut self, r: R) -> io::Result<()> {
+        if self.pipeline.is_some() {
+            return self.queue(r);
+        }
+        self.serial(&r)
+    }
+
+    /// Add `r` to the pending batch (parallel mode), sending the batch when it is full.
+    fn queue(&mut self, r: R) -> io::Result<()> {
+        let Some(p) = &mut self.pipeline else {
+            return self.serial(&r);
+        };
+        p.batch.push(r);
+        p.given += 1;
+        if p.batch.len() >= BATCH {
+            return self.dispatch();
+        }
+        Ok(())
     }
 
     /// Render and write `r` on this thread.
@@ -384,16 +410,28 @@ impl<W: Write, R: Row> RowWriter<W, R> {
         let Some(p) = &mut self.pipeline else {
             return Ok(());
         };
-        let batch = std::mem::replace(&mut p.batch, Vec::with_capacity(BATCH));
+        let next = p
+            .spare_batches
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BATCH));
+        let batch = std::mem::replace(&mut p.batch, next);
+        let text = p
+            .spare_text
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(batch.len() * 1024));
         let first = p.given - batch.len() as u64;
         let k = (p.sent % n) as usize;
-        match p.workers[k].tx.as_ref().map(|tx| tx.send((first, batch))) {
+        match p.workers[k]
+            .tx
+            .as_ref()
+            .map(|tx| tx.send((first, batch, text)))
+        {
             Some(Ok(())) => {
                 p.sent += 1;
                 Ok(())
             }
             // The worker is gone (no thread, or it stopped): render the batch here, in order.
-            Some(Err(std::sync::mpsc::SendError((_, batch)))) => self.fallback(batch),
+            Some(Err(std::sync::mpsc::SendError((_, batch, _)))) => self.fallback(batch),
             None => Err(io::Error::other("no rendering thread")),
         }
     }
@@ -417,14 +455,21 @@ impl<W: Write, R: Row> RowWriter<W, R> {
         };
         let n = p.workers.len() as u64;
         let k = (p.written % n) as usize;
-        let (text, written, left_out) = p.workers[k]
+        let (text, written, left_out, mut rows) = p.workers[k]
             .rx
             .recv()
             .map_err(|_| io::Error::other("a rendering thread stopped"))??;
         p.written += 1;
         self.rows += written;
         self.untimed_left_out += left_out;
-        self.out.write_all(&text)
+        let result = self.out.write_all(&text);
+        if let Some(p) = &mut self.pipeline {
+            // Dropped here, by the thread that made them; the vectors serve again.
+            rows.clear();
+            p.spare_batches.push(rows);
+            p.spare_text.push(text);
+        }
+        result
     }
 
     /// Write every row given so far.
@@ -495,6 +540,8 @@ impl<W: Write, R: Row + Clone + Send + 'static> RowWriter<W, R> {
                 spawn: Worker::<R>::spawn,
                 workers: Vec::new(),
                 batch: Vec::with_capacity(BATCH),
+                spare_batches: Vec::new(),
+                spare_text: Vec::new(),
                 sent: 0,
                 written: 0,
                 given: 0,

@@ -171,12 +171,12 @@ struct Flagged {
 /// Where rows go as they are made: a callback, and its first error (after one, rows are
 /// dropped and the error is returned when the current buffer is done).
 struct Sink<'e> {
-    emit: &'e mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+    emit: &'e mut dyn FnMut(EventRow) -> std::io::Result<()>,
     err: Option<std::io::Error>,
 }
 
 impl Sink<'_> {
-    fn push(&mut self, r: &EventRow) {
+    fn push(&mut self, r: EventRow) {
         if self.err.is_none() {
             if let Err(e) = (self.emit)(r) {
                 self.err = Some(e);
@@ -232,7 +232,7 @@ fn push_rows(
                 )
             })
         });
-        out.push(&EventRow {
+        out.push(EventRow {
             logger_id: bc.logger_id,
             source: bc.source,
             buffer: bc.buffer.clone(),
@@ -270,7 +270,7 @@ fn push_rows(
 pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
     let mut rows = Vec::new();
     let warnings = stream(ctx, session, &mut |r| {
-        rows.push(r.clone());
+        rows.push(r);
         Ok(())
     })
     .unwrap_or_default();
@@ -283,7 +283,7 @@ pub fn collect(ctx: &KernelContext<'_>, session: Option<&str>) -> EventsReport {
 pub fn stream(
     ctx: &KernelContext<'_>,
     session: Option<&str>,
-    emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(EventRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     stream_from(ctx, EtwSource::open(ctx, session), emit)
 }
@@ -293,7 +293,7 @@ pub fn stream(
 pub fn stream_from(
     ctx: &KernelContext<'_>,
     src: EtwSource<'_, '_>,
-    emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(EventRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     let mut sink = Sink { emit, err: None };
     let res = Resolver::new(ctx);
@@ -476,7 +476,7 @@ pub fn stream_etl(
     name: &str,
     file: &mut dyn std::io::Read,
     len: u64,
-    emit: &mut dyn FnMut(&EventRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(EventRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE, FLAG_PROCESSOR_INDEX};
     let mut sink = Sink { emit, err: None };

@@ -251,7 +251,7 @@ impl Overview {
         let src = EtwSource::open(ctx, None);
         let mut b = OverviewBuilder::new(ctx, &src, per_cpu);
         let w = crate::report::cswitch::stream_from(ctx, src, None, None, &mut |r| {
-            b.switch(r);
+            b.switch(&r);
             Ok(())
         })?;
         Ok(b.finish(w))

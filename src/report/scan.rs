@@ -186,7 +186,7 @@ impl Scan {
             sess.name = g.name.clone();
             sess.buffer_size = Some(g.buffer_size);
             let header = header_buffer(ctx, &sess, &facts, bufs.len() as u32 + 1, None);
-            let mut file = SessionFile::create(dir, &name, header)?;
+            let mut file = SessionFile::create(dir, &name, header, true)?;
             let mut skipped = Vec::new();
             for b in bufs {
                 let Some((mut bytes, end)) = buffer_bytes(ctx, b) else {

@@ -409,7 +409,7 @@ pub fn stream_etl(
     cpu_filter: Option<u64>,
     last: Option<u64>,
     per_record: bool,
-    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     let p = plan_etl(files, cpu_filter, MAX_STREAMS)?;
     let last = last.map(|window| Last { window, end: None });

@@ -805,7 +805,7 @@ pub fn stream(
     ctx: &KernelContext<'_>,
     cpu_filter: Option<u64>,
     last: Option<Last>,
-    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     stream_from(ctx, EtwSource::open(ctx, None), cpu_filter, last, emit)
 }
@@ -817,7 +817,7 @@ pub fn stream_from<'c, 'd>(
     src: EtwSource<'c, 'd>,
     cpu_filter: Option<u64>,
     last: Option<Last>,
-    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     stream_with(ctx, src, cpu_filter, last, false, emit)
 }
@@ -830,7 +830,7 @@ pub fn stream_with<'c, 'd>(
     cpu_filter: Option<u64>,
     last: Option<Last>,
     per_record: bool,
-    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     run(plan(ctx, src, cpu_filter), last, per_record, emit)
 }
@@ -840,7 +840,7 @@ fn run(
     mut p: Plan<'_, '_>,
     last: Option<Last>,
     per_record: bool,
-    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<Vec<Warning>> {
     let max_res = p
         .groups
@@ -1004,7 +1004,7 @@ struct Emitting<'a, 'c, 'd> {
     untimed: &'a mut usize,
     flagged: &'a mut usize,
     dropped_all: &'a mut usize,
-    emit: &'a mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &'a mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
     result: std::io::Result<()>,
     /// None: one row per record (`--per-record`).
     dedup: Option<&'a mut Dedup>,
@@ -1013,7 +1013,7 @@ struct Emitting<'a, 'c, 'd> {
 }
 
 impl Emitting<'_, '_, '_> {
-    fn deliver(&mut self, row: &SwitchRow) {
+    fn deliver(&mut self, row: SwitchRow) {
         if self.result.is_err() {
             return;
         }
@@ -1030,10 +1030,9 @@ impl Emitting<'_, '_, '_> {
     /// Give the rows the merge decided (`ready` keeps its capacity).
     fn deliver_ready(&mut self) {
         let mut ready = std::mem::take(&mut self.ready);
-        for row in &ready {
+        for row in ready.drain(..) {
             self.deliver(row);
         }
-        ready.clear();
         self.ready = ready;
     }
 
@@ -1067,7 +1066,7 @@ impl MergeSource for Emitting<'_, '_, '_> {
         };
         let res = g.resolution;
         let Some(d) = self.dedup.as_deref_mut() else {
-            self.deliver(&row);
+            self.deliver(row);
             return;
         };
         match (row.filetime, res) {
@@ -1190,6 +1189,19 @@ impl Dedup {
             out.extend(self.held.pop().map(|h| h.row));
             return;
         }
+        // One recorder, in UTC order: no two records can be one switch (`matches`), so every
+        // group is one record and the rows go in the order held (what sorting by UTC time
+        // and position gives). Dense records of one session (many within a clock
+        // resolution) take this path instead of the pairwise comparison.
+        let first = self.held[0].recorder;
+        if self
+            .held
+            .windows(2)
+            .all(|w| w[1].recorder == first && w[0].ft <= w[1].ft)
+        {
+            out.extend(self.held.drain(..).map(|h| h.row));
+            return;
+        }
         let held = std::mem::take(&mut self.held);
         let n = held.len();
         let mut parent: Vec<usize> = (0..n).collect();
@@ -1298,12 +1310,12 @@ impl Dedup {
 
 /// Apply `--last` (`from`: None = no window; Some(None) = nothing can be placed) and emit.
 fn keep_row(
-    row: &SwitchRow,
+    row: SwitchRow,
     from: Option<Option<u64>>,
     untimed: &mut usize,
     flagged: &mut usize,
     dropped_all: &mut usize,
-    emit: &mut dyn FnMut(&SwitchRow) -> std::io::Result<()>,
+    emit: &mut dyn FnMut(SwitchRow) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     match from {
         None => emit(row),
@@ -1404,13 +1416,13 @@ impl CSwitchReport {
         let mut kept = Vec::new();
         for r in std::mem::take(&mut self.rows) {
             let _ = keep_row(
-                &r,
+                r,
                 from,
                 &mut untimed,
                 &mut flagged,
                 &mut dropped_all,
                 &mut |r| {
-                    kept.push(r.clone());
+                    kept.push(r);
                     Ok(())
                 },
             );

@@ -37,6 +37,10 @@
 //! `forge --random-image PATH [SIZE_MIB [SEED]]`: a raw image of pseudo-random bytes (default
 //! 1024 MiB, seed 1), streamed (`write_random_image`), for the "no false buffers" check.
 //! `forge --sample PATH`: write the small committed sample (x64 bitmap SDMP, type 5).
+//! `forge --bench-dump PATH BUFFERS`: the performance benchmarks' dump (benches/limits.py,
+//! benches/stream.rs): the 19041 fixture machine with one session of BUFFERS × 64 KiB buffers
+//! (`EtwSpec::with_large_buffers`: half the records CSwitch events) in
+//! `BUFFERS × 64 KiB + 512 MiB` of RAM; deterministic (no seed: the same bytes every time).
 //! `forge --xpress DIR`: the Xpress sample texts (`xpress::sample_set`) as `NAME.bin` and their
 //! Plain LZ77 / LZ77+Huffman encodings `NAME.lz77` / `NAME.huff` (tests/interop/xpress_check.py).
 //! `forge --hiberfil OUTDIR`: Windows 8+ x64 hibernation files (`Forged::write_hiberfil`) of
@@ -1023,9 +1027,19 @@ fn triage_manifest_entry(
     })
 }
 
+/// The benchmarks' machine (`--bench-dump`): the x64 19041 fixture with one session of
+/// `buffers` 64 KiB buffers.
+fn bench_config(buffers: u32) -> Config {
+    let fx = default_fixtures_root().join("x64-19041");
+    let mut cfg = Config::from_fixture(&fx);
+    cfg.physical_memory_bytes = (u64::from(buffers) << 16) + (512 << 20);
+    cfg.etw = Some(EtwSpec::standard(cfg.build).with_large_buffers(cfg.build, buffers, 0x1_0000));
+    cfg
+}
+
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --xpress DIR\n       forge --hiberfil OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]"
+        "usage: forge OUTDIR [--with-16g] [--with-large] [--images] [--scan] [--providers] [--tampered] [--realtime] [--fixtures DIR | --no-fixtures]\n       forge --sample PATH\n       forge --sample-realtime PATH\n       forge --triage OUTDIR\n       forge --triage-arm64 OUTDIR\n       forge --plugin-set OUTDIR\n       forge --payloads OUTDIR\n       forge --xpress DIR\n       forge --hiberfil OUTDIR\n       forge --random-image PATH [SIZE_MIB [SEED]]\n       forge --bench-dump PATH BUFFERS"
     );
     ExitCode::from(2)
 }
@@ -1314,6 +1328,22 @@ fn main() -> ExitCode {
                 }
             }
         }
+        [flag, path, n] if flag == "--bench-dump" => match n.parse::<u32>() {
+            Ok(buffers) if (1..=1 << 20).contains(&buffers) => {
+                let path = PathBuf::from(path);
+                let cfg = bench_config(buffers);
+                let f = forge(&cfg);
+                f.write_to(&path).map(|()| {
+                    eprintln!(
+                        "wrote {}: {} buffers x 64 KiB, {} bytes",
+                        path.display(),
+                        buffers,
+                        f.file_len()
+                    )
+                })
+            }
+            _ => return usage(),
+        },
         [flag, path] if flag == "--sample" => {
             let f = forge(&Config::sample());
             let path = PathBuf::from(path);
