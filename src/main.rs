@@ -80,11 +80,11 @@ enum Command {
     Read(cli::read::Args),
 }
 
-/// Run one command, its output buffered (listings of millions of rows are written as they
-/// are decoded).
+/// Run one command, its output buffered and written on a thread of its own (listings of
+/// millions of rows are written as they are decoded; a full pipe does not stop the decoding).
 fn run(cli: Cli) -> anyhow::Result<()> {
     etwdump::render::output::show_notes(cli.verbose);
-    let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut stdout = cli::stdout::ThreadedStdout::new();
     let out: &mut dyn Write = &mut stdout;
     match cli.command {
         Command::Completions(a) => cli::completions::run(a, Cli::command(), out),

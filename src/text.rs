@@ -167,19 +167,90 @@ pub fn shown_or(t: Option<&Untrusted>, fallback: &str) -> String {
 /// Text from the input. Shown escaped ([`fmt::Display`]), serialized exactly (JSON); the
 /// exact text is reached only through [`Untrusted::raw`] (comparisons, lookups) — there is no
 /// `Deref` or `AsRef<str>`.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Untrusted(String);
+///
+/// Cloning is cheap (a reference count, or nothing for a name from etwdump's tables): a
+/// process name is cloned into every context-switch row that names it.
+#[derive(Clone, Default)]
+pub struct Untrusted(Text);
+
+/// The text of an [`Untrusted`]: shared, or static (a name from etwdump's own tables).
+#[derive(Clone)]
+enum Text {
+    Static(&'static str),
+    Shared(std::sync::Arc<str>),
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text::Static("")
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Text::Static(s) => s,
+            Text::Shared(s) => s,
+        }
+    }
+}
+
+impl Text {
+    fn owned(s: String) -> Text {
+        Text::Shared(s.into())
+    }
+}
+
+impl PartialEq for Untrusted {
+    fn eq(&self, o: &Untrusted) -> bool {
+        *self.0 == *o.0
+    }
+}
+impl Eq for Untrusted {}
+impl std::hash::Hash for Untrusted {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (*self.0).hash(h)
+    }
+}
+impl PartialOrd for Untrusted {
+    fn partial_cmp(&self, o: &Untrusted) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Untrusted {
+    fn cmp(&self, o: &Untrusted) -> std::cmp::Ordering {
+        (*self.0).cmp(&*o.0)
+    }
+}
+impl Serialize for Untrusted {
+    /// The exact text, as a string (escaping is the serializer's).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+impl<'de> Deserialize<'de> for Untrusted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Untrusted, D::Error> {
+        String::deserialize(d).map(Untrusted::new)
+    }
+}
 
 impl Untrusted {
     /// Text already decoded (from a parser of the input).
     pub fn new(s: impl Into<String>) -> Untrusted {
-        Untrusted(s.into())
+        Untrusted(Text::owned(s.into()))
+    }
+
+    /// A name from etwdump's own tables that stands where input text may (a decoded
+    /// payload's field names sit beside TraceLogging's, which come from the record): kept
+    /// without a copy, treated as untrusted text like the others.
+    pub(crate) const fn from_static(s: &'static str) -> Untrusted {
+        Untrusted(Text::Static(s))
     }
 
     /// Bytes of the input as UTF-8 (invalid sequences replaced).
     pub fn from_utf8_lossy(b: &[u8]) -> Untrusted {
-        Untrusted(String::from_utf8_lossy(b).into_owned())
+        Untrusted(Text::owned(String::from_utf8_lossy(b).into_owned()))
     }
 
     /// Bytes up to the first NUL (or all), as UTF-8 (invalid sequences replaced).
@@ -195,12 +266,12 @@ impl Untrusted {
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .take_while(|&u| u != 0)
             .collect();
-        Untrusted(String::from_utf16_lossy(&units))
+        Untrusted(Text::owned(String::from_utf16_lossy(&units)))
     }
 
     /// UTF-16 code units as text, exactly: None when they hold a lone surrogate (not text).
     pub(crate) fn from_utf16_exact(units: &[u16]) -> Option<Untrusted> {
-        String::from_utf16(units).ok().map(Untrusted)
+        String::from_utf16(units).ok().map(Untrusted::new)
     }
 
     /// The exact text, for comparisons, lookups and parsing: never for printing (the
@@ -211,12 +282,12 @@ impl Untrusted {
 
     /// The exact text, owned (for a parser that goes on with it; not for printing).
     pub fn into_raw(self) -> String {
-        self.0
+        self.0.to_string()
     }
 
     /// New untrusted text made from this one (e.g. `name (pid)`): the result stays untrusted.
     pub fn map(&self, f: impl FnOnce(&str) -> String) -> Untrusted {
-        Untrusted(f(&self.0))
+        Untrusted(Text::owned(f(&self.0)))
     }
 
     /// The text is empty.
@@ -233,12 +304,12 @@ impl Untrusted {
     /// `csv_field` (which escape every cell as [`escape`] does and defuse formulas); only for
     /// building CSV rows.
     pub(crate) fn csv_cell(&self) -> String {
-        self.0.clone()
+        self.0.to_string()
     }
 
     /// At most `n` characters of it.
     pub fn truncated(&self, n: usize) -> Untrusted {
-        Untrusted(self.0.chars().take(n).collect())
+        Untrusted(Text::owned(self.0.chars().take(n).collect()))
     }
 
     /// The terminal-safe form (the same as `to_string()`).
@@ -268,31 +339,31 @@ impl fmt::Debug for Untrusted {
 
 impl From<String> for Untrusted {
     fn from(s: String) -> Untrusted {
-        Untrusted(s)
+        Untrusted(Text::owned(s))
     }
 }
 
 impl From<&str> for Untrusted {
     fn from(s: &str) -> Untrusted {
-        Untrusted(s.to_owned())
+        Untrusted(Text::owned(s.to_owned()))
     }
 }
 
 impl PartialEq<str> for Untrusted {
     fn eq(&self, o: &str) -> bool {
-        self.0 == o
+        *self.0 == *o
     }
 }
 
 impl PartialEq<&str> for Untrusted {
     fn eq(&self, o: &&str) -> bool {
-        self.0 == *o
+        *self.0 == **o
     }
 }
 
 impl PartialEq<String> for Untrusted {
     fn eq(&self, o: &String) -> bool {
-        &self.0 == o
+        *self.0 == **o
     }
 }
 

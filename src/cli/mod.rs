@@ -21,6 +21,7 @@ pub mod providers;
 pub mod read;
 pub mod scan;
 pub mod sessions;
+pub mod stdout;
 pub mod symbols;
 
 /// The exit status of a command that failed: 1 when `collect` wrote its directory but some

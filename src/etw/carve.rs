@@ -158,7 +158,15 @@ fn page_hits(page: &[u8], pa: u64, arch: Arch, out: &mut Vec<Hit>) {
     // The bytes a buffer found earlier in this page claims through its record chain: a
     // header-like run inside a record's payload is that record's data, not a buffer.
     let mut claimed_to = 0usize;
-    for o in (0..page.len()).step_by(8) {
+    let mut o = 0usize;
+    while o < page.len() {
+        // Eight words at a time past those where nothing can start: no BufferSize-like
+        // value in a word's low half and no pool tag in its high half (the first tests of
+        // `buffer_at` and of the tags below, so the hits are the same).
+        if o % 64 == 0 && o + 64 <= page.len() && !maybe_hit(&page[o..o + 64]) {
+            o += 64;
+            continue;
+        }
         if o >= claimed_to {
             if let Some(h) = buffer_at(page, o, pa) {
                 if let Hit::Buffer { chain_end, .. } = &h {
@@ -179,7 +187,25 @@ fn page_hits(page: &[u8], pa: u64, arch: Arch, out: &mut Vec<Hit>) {
                 });
             }
         }
+        o += 8;
     }
+}
+
+/// Whether a buffer header or a pool tag may start in one of the eight words of `b`: a low
+/// half that is a plausible BufferSize (`buffer_at`'s first test), or a high half that is
+/// `CCsw` or `EtwL`. Without a branch per word.
+#[inline]
+fn maybe_hit(b: &[u8]) -> bool {
+    const CCSW: u32 = u32::from_le_bytes(*b"CCsw");
+    const ETWL: u32 = u32::from_le_bytes(*b"EtwL");
+    let mut any = false;
+    for w in b.chunks_exact(8) {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let (lo, hi) = (x as u32, (x >> 32) as u32);
+        let size = (lo & 0x3ff == 0) & (lo.wrapping_sub(0x400) <= (64 << 20) - 0x400);
+        any |= size | (hi == CCSW) | (hi == ETWL);
+    }
+    any
 }
 
 /// A buffer header at `o` of `page` that passes the validity rules, as far as the page shows.

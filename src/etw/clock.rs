@@ -55,9 +55,24 @@ impl Converter {
                 if *den == 0 {
                     return None;
                 }
-                let d =
-                    (i128::from(ts) - i128::from(*raw_start)) * i128::from(*num) / i128::from(*den);
-                u64::try_from(i128::from(*start) + d).ok()
+                let diff = i128::from(ts) - i128::from(*raw_start);
+                // In 64 bits when the product fits (every real clock's timestamps within
+                // centuries of the anchor): the same quotient, rounded toward zero alike,
+                // without the 128-bit division.
+                // A product past 128 bits (a rate no clock has, from hostile input) has no
+                // time: None, never a wrapped value.
+                let d = match (
+                    i64::try_from(diff),
+                    i64::try_from(*num),
+                    i64::try_from(*den),
+                ) {
+                    (Ok(a), Ok(n), Ok(q)) => match a.checked_mul(n) {
+                        Some(p) => i128::from(p / q),
+                        None => diff.checked_mul(i128::from(*num))? / i128::from(*den),
+                    },
+                    _ => diff.checked_mul(i128::from(*num))? / i128::from(*den),
+                };
+                u64::try_from(i128::from(*start).checked_add(d)?).ok()
             }
             Converter::Unknown(_) => None,
         }
@@ -600,5 +615,40 @@ pub(crate) fn infer_clock(
             hi,
             clocks: fits.iter().map(|(c, _)| *c).collect(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod conversion_tests {
+    use super::Converter;
+    use proptest::prelude::*;
+
+    /// The conversion's definition: the 128-bit quotient (None past 128 bits).
+    fn reference(start: u64, raw_start: u64, num: u64, den: u64, ts: u64) -> Option<u64> {
+        if den == 0 {
+            return None;
+        }
+        let d = (i128::from(ts) - i128::from(raw_start)).checked_mul(i128::from(num))?
+            / i128::from(den);
+        u64::try_from(i128::from(start).checked_add(d)?).ok()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        /// The 64-bit path gives the 128-bit quotient, for any values and for a real clock's
+        /// (timestamps near the anchor, 10 MHz over a CPU or QPC frequency).
+        #[test]
+        fn the_64_bit_path_is_the_128_bit_quotient(
+            start in prop_oneof![any::<u64>(), 0u64..1 << 60],
+            raw_start in prop_oneof![any::<u64>(), 0u64..1 << 50],
+            near in prop_oneof![any::<u64>(), 0u64..1 << 40],
+            below in any::<bool>(),
+            num in prop_oneof![any::<u64>(), Just(10_000_000u64), 0u64..1 << 34],
+            den in prop_oneof![any::<u64>(), 0u64..1 << 34, Just(0u64)],
+        ) {
+            let ts = if below { raw_start.wrapping_sub(near) } else { raw_start.wrapping_add(near) };
+            let c = Converter::Scaled { start, raw_start, num, den, how: String::new() };
+            prop_assert_eq!(c.to_filetime(ts), reference(start, raw_start, num, den, ts));
+        }
     }
 }

@@ -42,6 +42,59 @@ pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T, safe: bool) -> Res
     v.serialize(&mut Json { out, safe })
 }
 
+/// Hand-written rows (`Row::write_json` of the per-record listings): each function appends
+/// what this serializer writes for the same value (terminal-safe), so that a row written
+/// field by field with literal keys is the bytes `write` gives for it (checked on every row
+/// in debug builds: `render::rows`).
+pub(crate) mod field {
+    use super::write_str;
+
+    /// `"key":` with what comes before it (`{` or `,`), as one literal: e.g. `b",\"cpu\":"`.
+    #[inline]
+    pub fn key(out: &mut Vec<u8>, k: &'static [u8]) {
+        out.extend_from_slice(k);
+    }
+
+    /// An integer.
+    #[inline]
+    pub fn int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    }
+
+    /// An integer or null.
+    #[inline]
+    pub fn opt_int(out: &mut Vec<u8>, v: Option<impl itoa::Integer>) {
+        match v {
+            Some(v) => int(out, v),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+
+    /// A string (escaped, terminal-safe).
+    #[inline]
+    pub fn str(out: &mut Vec<u8>, v: &str) {
+        write_str(out, v, true);
+    }
+
+    /// A string or null.
+    #[inline]
+    pub fn opt_str(out: &mut Vec<u8>, v: Option<&str>) {
+        match v {
+            Some(v) => write_str(out, v, true),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+
+    /// Any other value, through the serializer.
+    #[inline]
+    pub fn value<T: serde::Serialize + ?Sized>(
+        out: &mut Vec<u8>,
+        v: &T,
+    ) -> Result<(), super::Error> {
+        super::write(out, v, true)
+    }
+}
+
 /// Append `s` as a JSON string (quotes included).
 pub fn write_str(out: &mut Vec<u8>, s: &str, safe: bool) {
     out.push(b'"');
@@ -122,17 +175,37 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
 }
 
 /// Whether every byte of `b` is printable ASCII other than `"` and `\\` (nothing to escape
-/// in either mode): 32-byte chunks folded without a branch per byte, which the compiler
-/// vectorizes — most strings of a listing are such.
+/// in either mode), eight bytes at a time — most strings of a listing are such, and short.
 fn plain(b: &[u8]) -> bool {
-    let needs = |c: &u8| u8::from(c.wrapping_sub(0x20) > 0x5e || *c == b'"' || *c == b'\\');
-    let mut chunks = b.chunks_exact(32);
-    for ch in &mut chunks {
-        if ch.iter().map(needs).fold(0, |a, x| a | x) != 0 {
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        if needs_escape_word(u64::from_le_bytes([
+            w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+        ])) {
             return false;
         }
     }
-    chunks.remainder().iter().map(needs).fold(0, |a, x| a | x) == 0
+    // The last 1-7 bytes, padded with a byte that needs nothing.
+    let rest = words.remainder();
+    let mut last = [b'a'; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    !needs_escape_word(u64::from_le_bytes(last))
+}
+
+/// Whether a byte of `w` is below 0x20, at or above 0x7F, `"` or `\\` (Bit Twiddling Hacks'
+/// `hasless`, `hasmore` and `haszero`: a borrow or carry between bytes only ever comes from a
+/// byte that is itself such a byte, so the test as a whole is exact).
+#[inline]
+fn needs_escape_word(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w;
+    let del_or_high = w.wrapping_add(ONES) | w;
+    let q = w ^ (ONES * u64::from(b'"'));
+    let quote = q.wrapping_sub(ONES) & !q;
+    let s = w ^ (ONES * u64::from(b'\\'));
+    let backslash = s.wrapping_sub(ONES) & !s;
+    (below_space | del_or_high | quote | backslash) & HIGH != 0
 }
 
 struct Json<'a> {
@@ -959,6 +1032,32 @@ mod tests {
                     )),
             ]
         })
+    }
+
+    /// `plain`'s word test against the byte-by-byte definition: every byte value at every
+    /// position of every length up to 17, among bytes that need nothing.
+    #[test]
+    fn plain_is_the_byte_rule() {
+        let needs = |c: u8| c.wrapping_sub(0x20) > 0x5e || c == b'"' || c == b'\\';
+        for len in 0..=17usize {
+            for pos in 0..len.max(1) {
+                for c in 0..=255u8 {
+                    let mut v = vec![b'x'; len];
+                    if len > 0 {
+                        v[pos] = c;
+                    }
+                    assert_eq!(plain(&v), !v.iter().any(|&x| needs(x)), "{v:?}");
+                    // Neighbours that carry or borrow (0xFF, 0x00, 0x7E, 0x1F) next to it.
+                    for n in [0xffu8, 0x00, 0x7e, 0x1f, 0x21, 0x5b] {
+                        if pos + 1 < len {
+                            let mut w = v.clone();
+                            w[pos + 1] = n;
+                            assert_eq!(plain(&w), !w.iter().any(|&x| needs(x)), "{w:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     proptest! {

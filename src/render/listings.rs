@@ -1,9 +1,11 @@
 //! How the per-record rows of `cswitch` and `events` look in a table and in Timesketch's
 //! JSON Lines fields (their JSON and CSV forms are their serde fields).
 
+use super::json::field::{int, key, opt_int, opt_str, str, value};
 use super::rows::{Row, Timesketch};
 use crate::report::cswitch::SwitchRow;
 use crate::report::events::EventRow;
+use std::io;
 
 impl Row for SwitchRow {
     fn table_header() -> String {
@@ -57,6 +59,57 @@ impl Row for SwitchRow {
 
     fn filetime(&self) -> Option<u64> {
         self.filetime
+    }
+
+    /// The serde form of the row, field by field (millions of rows).
+    fn write_json(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        let r = self;
+        key(out, b"{\"cpu\":");
+        opt_int(out, r.cpu);
+        key(out, b",\"raw_timestamp\":");
+        int(out, r.timestamp);
+        key(out, b",\"time\":");
+        opt_str(out, r.time.as_deref());
+        key(out, b",\"time_flag\":");
+        opt_str(out, r.time_flag);
+        key(out, b",\"old_tid\":");
+        int(out, r.old_tid);
+        key(out, b",\"old_process\":");
+        opt_str(out, r.old_process.as_ref().map(|p| p.raw()));
+        key(out, b",\"old_pid\":");
+        opt_int(out, r.old_pid);
+        key(out, b",\"new_tid\":");
+        opt_int(out, r.new_tid);
+        key(out, b",\"new_process\":");
+        opt_str(out, r.new_process.as_ref().map(|p| p.raw()));
+        key(out, b",\"new_pid\":");
+        opt_int(out, r.new_pid);
+        key(out, b",\"old_priority\":");
+        opt_int(out, r.old_priority);
+        key(out, b",\"new_priority\":");
+        opt_int(out, r.new_priority);
+        key(out, b",\"old_state\":");
+        opt_str(out, r.old_state.as_deref());
+        key(out, b",\"old_wait_reason\":");
+        opt_str(out, r.old_wait_reason.as_deref());
+        key(out, b",\"old_wait_mode\":");
+        opt_str(out, r.old_wait_mode.as_deref());
+        key(out, b",\"old_state_wr\":");
+        opt_int(out, r.old_state_wr);
+        key(out, b",\"new_thread_wait_time\":");
+        opt_int(out, r.new_thread_wait_time);
+        key(out, b",\"source\":");
+        str(out, r.source);
+        key(out, b",\"logger_id\":");
+        opt_int(out, r.logger_id);
+        key(out, b",\"clock\":");
+        opt_int(out, r.clock);
+        key(out, b",\"found_by\":");
+        value(out, &r.found_by)?;
+        key(out, b",\"sources\":");
+        value(out, &r.sources)?;
+        out.push(b'}');
+        Ok(())
     }
 
     fn timesketch(&self, message: &mut String) -> Timesketch<'_> {
@@ -218,6 +271,66 @@ impl Row for EventRow {
     fn filetime(&self) -> Option<u64> {
         self.filetime
     }
+
+    /// The serde form of the row, field by field (millions of rows).
+    fn write_json(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        let r = self;
+        key(out, b"{\"logger_id\":");
+        opt_int(out, r.logger_id);
+        key(out, b",\"source\":");
+        str(out, r.source);
+        key(out, b",\"buffer\":");
+        opt_str(out, r.buffer.as_deref());
+        key(out, b",\"offset\":");
+        int(out, r.offset);
+        key(out, b",\"file_offset\":");
+        opt_int(out, r.file_offset);
+        key(out, b",\"header_type\":");
+        str(out, r.header_type);
+        key(out, b",\"hook\":");
+        opt_str(out, r.hook.as_deref());
+        key(out, b",\"hook_name\":");
+        opt_str(out, r.hook_name);
+        key(out, b",\"provider\":");
+        opt_str(out, r.provider.as_deref());
+        key(out, b",\"provider_name\":");
+        opt_str(out, r.provider_name);
+        key(out, b",\"event_id\":");
+        opt_int(out, r.event_id);
+        key(out, b",\"version\":");
+        opt_int(out, r.version);
+        key(out, b",\"raw_timestamp\":");
+        opt_int(out, r.timestamp);
+        key(out, b",\"time\":");
+        opt_str(out, r.time.as_deref());
+        key(out, b",\"time_flag\":");
+        opt_str(out, r.time_flag);
+        key(out, b",\"cpu\":");
+        opt_int(out, r.cpu);
+        key(out, b",\"pid\":");
+        opt_int(out, r.pid);
+        key(out, b",\"tid\":");
+        opt_int(out, r.tid);
+        key(out, b",\"size\":");
+        int(out, r.size);
+        key(out, b",\"routine\":");
+        opt_str(out, r.routine.as_deref());
+        key(out, b",\"routine_symbol\":");
+        opt_str(out, r.routine_symbol.as_deref());
+        key(out, b",\"message_flags\":");
+        opt_str(out, r.message_flags.as_deref());
+        key(out, b",\"sequence\":");
+        opt_int(out, r.sequence);
+        key(out, b",\"component_id\":");
+        opt_int(out, r.component_id);
+        key(out, b",\"payload\":");
+        match &r.payload {
+            Some(p) => write_payload(out, p)?,
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+        Ok(())
+    }
 }
 
 impl Row for crate::report::scan::ScanRow {
@@ -299,6 +412,45 @@ impl Row for crate::report::scan::ScanRow {
             timestamp_desc: "ETW object found by scan (no time)",
         }
     }
+}
+
+/// A payload's serde form (`decode::payload::Payload`'s `Serialize`), its common values
+/// written directly.
+fn write_payload(out: &mut Vec<u8>, p: &crate::decode::payload::Payload) -> io::Result<()> {
+    use crate::decode::payload::Value;
+    key(out, b"{\"class\":");
+    str(out, p.class);
+    if let Some(e) = &p.event {
+        key(out, b",\"event\":");
+        str(out, e.raw());
+    }
+    if let Some(pr) = &p.provider {
+        key(out, b",\"provider\":");
+        str(out, pr.raw());
+    }
+    key(out, b",\"fields\":{");
+    for (i, (k, v)) in p.fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        str(out, k.raw());
+        out.push(b':');
+        match v {
+            Value::Number(n) => int(out, *n),
+            Value::Signed(n) => int(out, *n),
+            Value::Address(t) | Value::Formatted(t) => str(out, t),
+            Value::Text(t) => str(out, t.raw()),
+            other => value(out, other)?,
+        }
+    }
+    key(out, b"},\"problem\":");
+    opt_str(out, p.problem.as_deref());
+    if let Some(h) = &p.how {
+        key(out, b",\"how\":");
+        str(out, h);
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// One line for a decoded payload (`decode::payload`): what happened to which process, thread

@@ -148,7 +148,7 @@ fn decode_fields(class: &Class, p: &[u8], ptr: usize) -> Payload {
         last = name;
         match read(ty, p, at, ptr) {
             Ok((v, n)) => {
-                out.fields.push((Untrusted::from(name), v));
+                out.fields.push((Untrusted::from_static(name), v));
                 at += n;
             }
             Err(why) => {

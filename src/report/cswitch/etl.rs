@@ -293,7 +293,7 @@ fn plan_etl(
     }
     let by_tid = name_warnings(&names, &mut warnings);
     Ok(Plan {
-        names: Names { symbols: None },
+        names: Names::new(None),
         feed: Feed::Etl(feed),
         facts: None,
         groups,

@@ -54,6 +54,7 @@ use crate::symbols::Symbols;
 use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
+use std::sync::Arc;
 
 mod etl;
 pub use etl::{stream_etl, EtlCswitchFile};
@@ -85,9 +86,10 @@ pub struct SwitchRow {
     pub new_pid: Option<u32>,
     pub old_priority: Option<i8>,
     pub new_priority: Option<i8>,
-    pub old_state: Option<String>,
-    pub old_wait_reason: Option<String>,
-    pub old_wait_mode: Option<String>,
+    /// The names are shared (one per value in a listing, not one per row).
+    pub old_state: Option<Arc<str>>,
+    pub old_wait_reason: Option<Arc<str>>,
+    pub old_wait_mode: Option<Arc<str>>,
     /// Compact switches (batches, pending blocks): OldThreadStateWr as packed — a wait reason
     /// below the build's MaximumWaitReason, else MaximumWaitReason + state. When that bias is
     /// not known for the build, `old_state` and `old_wait_reason` stay null and this raw value
@@ -156,33 +158,50 @@ impl SwitchRow {
     }
 }
 
-/// Names of thread states and wait reasons: the symbol file's enums when it has them (they
-/// follow the build), else the built-in tables; unknown values stay numbers.
-struct Names<'a> {
-    /// None for an .etl file: the built-in tables only.
-    symbols: Option<&'a Symbols>,
+/// Names of thread states, wait reasons and wait modes: the symbol file's enums when it has
+/// them (they follow the build), else the built-in tables; unknown values stay numbers. Each
+/// of the 256 values' name is made once.
+struct Names {
+    states: Vec<Arc<str>>,
+    wait_reasons: Vec<Arc<str>>,
+    wait_modes: Vec<Arc<str>>,
 }
 
-impl Names<'_> {
-    fn named(&self, v: Option<u8>, en: &str, f: fn(u8) -> Option<&'static str>) -> Option<String> {
-        v.map(|x| {
-            self.symbols
-                .and_then(|s| s.enum_name(en, i64::from(x)))
-                .map(String::from)
-                .or_else(|| f(x).map(String::from))
-                .unwrap_or_else(|| x.to_string())
-        })
+impl Names {
+    /// `symbols`: None for an .etl file (the built-in tables only).
+    fn new(symbols: Option<&Symbols>) -> Names {
+        let table = |en: &str, f: fn(u8) -> Option<&'static str>| -> Vec<Arc<str>> {
+            (0..=255u8)
+                .map(|x| {
+                    symbols
+                        .and_then(|s| s.enum_name(en, i64::from(x)))
+                        .map(Arc::from)
+                        .or_else(|| f(x).map(Arc::from))
+                        .unwrap_or_else(|| Arc::from(x.to_string()))
+                })
+                .collect()
+        };
+        Names {
+            states: table("_KTHREAD_STATE", thread_state),
+            wait_reasons: table("_KWAIT_REASON", wait_reason),
+            // The wait mode's names are the built-in table's (KPROCESSOR_MODE).
+            wait_modes: (0..=255u8)
+                .map(|x| wait_mode(x).map_or_else(|| Arc::from(x.to_string()), Arc::from))
+                .collect(),
+        }
     }
-    fn state(&self, v: Option<u8>) -> Option<String> {
-        self.named(v, "_KTHREAD_STATE", thread_state)
+    fn pick(t: &[Arc<str>], v: Option<u8>) -> Option<Arc<str>> {
+        v.and_then(|x| t.get(usize::from(x)).cloned())
     }
-    fn wait_reason(&self, v: Option<u8>) -> Option<String> {
-        self.named(v, "_KWAIT_REASON", wait_reason)
+    fn state(&self, v: Option<u8>) -> Option<Arc<str>> {
+        Self::pick(&self.states, v)
     }
-}
-
-fn name_or_number(v: Option<u8>, f: fn(u8) -> Option<&'static str>) -> Option<String> {
-    v.map(|x| f(x).map_or_else(|| x.to_string(), String::from))
+    fn wait_reason(&self, v: Option<u8>) -> Option<Arc<str>> {
+        Self::pick(&self.wait_reasons, v)
+    }
+    fn wait_mode(&self, v: Option<u8>) -> Option<Arc<str>> {
+        Self::pick(&self.wait_modes, v)
+    }
 }
 
 /// Where a switch was found.
@@ -378,7 +397,7 @@ pub struct Last {
 
 /// Everything `stream` needs decided before the first row: groups, streams, names.
 struct Plan<'c, 'd> {
-    names: Names<'c>,
+    names: Names,
     feed: Feed<'c, 'd>,
     /// The dump's clock facts (which converted times cannot be right); None for .etl files.
     facts: Option<ClockFacts>,
@@ -402,9 +421,7 @@ fn plan<'c, 'd>(
     cpu_filter: Option<u64>,
 ) -> Plan<'c, 'd> {
     let mut warnings = Vec::new();
-    let names = Names {
-        symbols: Some(&ctx.symbols),
-    };
+    let names = Names::new(Some(&ctx.symbols));
     let (mwr, _) = maximum_wait_reason_of(ctx);
     if mwr.is_none() {
         warnings.push(
@@ -747,7 +764,7 @@ impl Plan<'_, '_> {
             new_priority: r.new_priority,
             old_state: self.names.state(r.old_state),
             old_wait_reason: self.names.wait_reason(r.old_wait_reason),
-            old_wait_mode: name_or_number(r.old_wait_mode, wait_mode),
+            old_wait_mode: self.names.wait_mode(r.old_wait_mode),
             old_state_wr: r.old_state_wr,
             new_thread_wait_time: r.new_thread_wait_time,
             source: r.kind.name(),
