@@ -2,6 +2,19 @@
 //! JSON Lines fields (their JSON and CSV forms are their serde fields).
 
 use super::json::field::{int, key, opt_int, opt_str, str, value};
+
+/// Write a JSON object's fields in order, each key a literal (`"{\"first\":"`,
+/// `",\"next\":"`), each value by the expression given; the closing brace is the caller's.
+macro_rules! object {
+    ($out:ident; $k0:literal => $v0:expr $(, $k:literal => $v:expr)* $(,)?) => {{
+        key($out, concat!("{\"", $k0, "\":").as_bytes());
+        $v0;
+        $(
+            key($out, concat!(",\"", $k, "\":").as_bytes());
+            $v;
+        )*
+    }};
+}
 use super::rows::{Row, Timesketch};
 use crate::report::cswitch::SwitchRow;
 use crate::report::events::EventRow;
@@ -64,50 +77,30 @@ impl Row for SwitchRow {
     /// The serde form of the row, field by field (millions of rows).
     fn write_json(&self, out: &mut Vec<u8>) -> io::Result<()> {
         let r = self;
-        key(out, b"{\"cpu\":");
-        opt_int(out, r.cpu);
-        key(out, b",\"raw_timestamp\":");
-        int(out, r.timestamp);
-        key(out, b",\"time\":");
-        opt_str(out, r.time.as_deref());
-        key(out, b",\"time_flag\":");
-        opt_str(out, r.time_flag);
-        key(out, b",\"old_tid\":");
-        int(out, r.old_tid);
-        key(out, b",\"old_process\":");
-        opt_str(out, r.old_process.as_ref().map(|p| p.raw()));
-        key(out, b",\"old_pid\":");
-        opt_int(out, r.old_pid);
-        key(out, b",\"new_tid\":");
-        opt_int(out, r.new_tid);
-        key(out, b",\"new_process\":");
-        opt_str(out, r.new_process.as_ref().map(|p| p.raw()));
-        key(out, b",\"new_pid\":");
-        opt_int(out, r.new_pid);
-        key(out, b",\"old_priority\":");
-        opt_int(out, r.old_priority);
-        key(out, b",\"new_priority\":");
-        opt_int(out, r.new_priority);
-        key(out, b",\"old_state\":");
-        opt_str(out, r.old_state.as_deref());
-        key(out, b",\"old_wait_reason\":");
-        opt_str(out, r.old_wait_reason.as_deref());
-        key(out, b",\"old_wait_mode\":");
-        opt_str(out, r.old_wait_mode.as_deref());
-        key(out, b",\"old_state_wr\":");
-        opt_int(out, r.old_state_wr);
-        key(out, b",\"new_thread_wait_time\":");
-        opt_int(out, r.new_thread_wait_time);
-        key(out, b",\"source\":");
-        str(out, r.source);
-        key(out, b",\"logger_id\":");
-        opt_int(out, r.logger_id);
-        key(out, b",\"clock\":");
-        opt_int(out, r.clock);
-        key(out, b",\"found_by\":");
-        value(out, &r.found_by)?;
-        key(out, b",\"sources\":");
-        value(out, &r.sources)?;
+        object!(out;
+            "cpu" => opt_int(out, r.cpu),
+            "raw_timestamp" => int(out, r.timestamp),
+            "time" => opt_str(out, r.time.as_deref()),
+            "time_flag" => opt_str(out, r.time_flag),
+            "old_tid" => int(out, r.old_tid),
+            "old_process" => opt_str(out, r.old_process.as_ref().map(|p| p.raw())),
+            "old_pid" => opt_int(out, r.old_pid),
+            "new_tid" => opt_int(out, r.new_tid),
+            "new_process" => opt_str(out, r.new_process.as_ref().map(|p| p.raw())),
+            "new_pid" => opt_int(out, r.new_pid),
+            "old_priority" => opt_int(out, r.old_priority),
+            "new_priority" => opt_int(out, r.new_priority),
+            "old_state" => opt_str(out, r.old_state.as_deref()),
+            "old_wait_reason" => opt_str(out, r.old_wait_reason.as_deref()),
+            "old_wait_mode" => opt_str(out, r.old_wait_mode.as_deref()),
+            "old_state_wr" => opt_int(out, r.old_state_wr),
+            "new_thread_wait_time" => opt_int(out, r.new_thread_wait_time),
+            "source" => str(out, r.source),
+            "logger_id" => opt_int(out, r.logger_id),
+            "clock" => opt_int(out, r.clock),
+            "found_by" => value(out, &r.found_by)?,
+            "sources" => value(out, &r.sources)?,
+        );
         out.push(b'}');
         Ok(())
     }
@@ -275,59 +268,36 @@ impl Row for EventRow {
     /// The serde form of the row, field by field (millions of rows).
     fn write_json(&self, out: &mut Vec<u8>) -> io::Result<()> {
         let r = self;
-        key(out, b"{\"logger_id\":");
-        opt_int(out, r.logger_id);
-        key(out, b",\"source\":");
-        str(out, r.source);
-        key(out, b",\"buffer\":");
-        opt_str(out, r.buffer.as_deref());
-        key(out, b",\"offset\":");
-        int(out, r.offset);
-        key(out, b",\"file_offset\":");
-        opt_int(out, r.file_offset);
-        key(out, b",\"header_type\":");
-        str(out, r.header_type);
-        key(out, b",\"hook\":");
-        opt_str(out, r.hook.as_deref());
-        key(out, b",\"hook_name\":");
-        opt_str(out, r.hook_name);
-        key(out, b",\"provider\":");
-        opt_str(out, r.provider.as_deref());
-        key(out, b",\"provider_name\":");
-        opt_str(out, r.provider_name);
-        key(out, b",\"event_id\":");
-        opt_int(out, r.event_id);
-        key(out, b",\"version\":");
-        opt_int(out, r.version);
-        key(out, b",\"raw_timestamp\":");
-        opt_int(out, r.timestamp);
-        key(out, b",\"time\":");
-        opt_str(out, r.time.as_deref());
-        key(out, b",\"time_flag\":");
-        opt_str(out, r.time_flag);
-        key(out, b",\"cpu\":");
-        opt_int(out, r.cpu);
-        key(out, b",\"pid\":");
-        opt_int(out, r.pid);
-        key(out, b",\"tid\":");
-        opt_int(out, r.tid);
-        key(out, b",\"size\":");
-        int(out, r.size);
-        key(out, b",\"routine\":");
-        opt_str(out, r.routine.as_deref());
-        key(out, b",\"routine_symbol\":");
-        opt_str(out, r.routine_symbol.as_deref());
-        key(out, b",\"message_flags\":");
-        opt_str(out, r.message_flags.as_deref());
-        key(out, b",\"sequence\":");
-        opt_int(out, r.sequence);
-        key(out, b",\"component_id\":");
-        opt_int(out, r.component_id);
-        key(out, b",\"payload\":");
-        match &r.payload {
-            Some(p) => write_payload(out, p)?,
-            None => out.extend_from_slice(b"null"),
-        }
+        object!(out;
+            "logger_id" => opt_int(out, r.logger_id),
+            "source" => str(out, r.source),
+            "buffer" => opt_str(out, r.buffer.as_deref()),
+            "offset" => int(out, r.offset),
+            "file_offset" => opt_int(out, r.file_offset),
+            "header_type" => str(out, r.header_type),
+            "hook" => opt_str(out, r.hook.as_deref()),
+            "hook_name" => opt_str(out, r.hook_name),
+            "provider" => opt_str(out, r.provider.as_deref()),
+            "provider_name" => opt_str(out, r.provider_name),
+            "event_id" => opt_int(out, r.event_id),
+            "version" => opt_int(out, r.version),
+            "raw_timestamp" => opt_int(out, r.timestamp),
+            "time" => opt_str(out, r.time.as_deref()),
+            "time_flag" => opt_str(out, r.time_flag),
+            "cpu" => opt_int(out, r.cpu),
+            "pid" => opt_int(out, r.pid),
+            "tid" => opt_int(out, r.tid),
+            "size" => int(out, r.size),
+            "routine" => opt_str(out, r.routine.as_deref()),
+            "routine_symbol" => opt_str(out, r.routine_symbol.as_deref()),
+            "message_flags" => opt_str(out, r.message_flags.as_deref()),
+            "sequence" => opt_int(out, r.sequence),
+            "component_id" => opt_int(out, r.component_id),
+            "payload" => match &r.payload {
+                Some(p) => write_payload(out, p)?,
+                None => out.extend_from_slice(b"null"),
+            },
+        );
         out.push(b'}');
         Ok(())
     }
