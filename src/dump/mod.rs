@@ -204,6 +204,17 @@ impl DumpFile {
         }
     }
 
+    /// Copy stored page `pfn` into `page` (4 KiB) with one positioned read: false when the
+    /// page is not stored as plain file bytes or the dump is held in memory (then read it
+    /// with [`Self::page`], which says why it cannot be read).
+    pub(crate) fn read_page_direct(&self, pfn: Pfn, page: &mut [u8]) -> bool {
+        page.len() == PAGE_SIZE as usize
+            && self
+                .container
+                .page_offset(self.backing.bytes(), pfn)
+                .is_some_and(|off| self.read_file_at(off, page))
+    }
+
     /// Copy physical memory into `buf` with positioned reads of the file (bulk copies of
     /// trace buffers: no page of the mapping is faulted in and released again). `pieces` are
     /// the physical addresses and lengths of the consecutive parts of `buf` (each inside one
@@ -243,8 +254,15 @@ impl DumpFile {
     pub fn prefetch_pages(&self, pages: impl IntoIterator<Item = Option<Pfn>>) {
         let file = self.backing.bytes();
         let mut run: Option<(u64, u64)> = None;
+        let mut first = true;
         for pfn in pages {
             let off = pfn.and_then(|p| self.container.page_offset(file, p));
+            // A first page already in the page cache (the file was read before): the rest is
+            // taken to be too, and nothing is asked for (one `mincore` instead of a `madvise`
+            // per run of pages, each looking up every page).
+            if std::mem::take(&mut first) && off.is_some_and(|o| self.cached(o)) {
+                return;
+            }
             match (run, off) {
                 (Some((s, n)), Some(o)) if s.checked_add(n) == Some(o) => {
                     run = Some((s, n + PAGE_SIZE))
@@ -432,6 +450,31 @@ impl DumpFile {
     /// plain file bytes). Like [`Self::file_bytes`], not for the analysis above `src/dump/`.
     pub fn page_file_offset(&self, pfn: Pfn) -> Option<u64> {
         self.container.page_offset(self.backing.bytes(), pfn)
+    }
+
+    /// Whether the file's page at `offset` is in the page cache (false where that cannot be
+    /// told: not a mapped file, not Unix).
+    fn cached(&self, offset: u64) -> bool {
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.backing {
+            let page = (offset & !(PAGE_SIZE - 1)) as usize;
+            if page >= m.len() {
+                return false;
+            }
+            let mut v = [0u8; 1];
+            // SAFETY: a page-aligned address inside the mapping, one page long, and a
+            // one-byte vector for its one page.
+            let r = unsafe {
+                libc::mincore(
+                    m.as_ptr().add(page) as *mut libc::c_void,
+                    PAGE_SIZE as usize,
+                    v.as_mut_ptr(),
+                )
+            };
+            return r == 0 && v[0] & 1 == 1;
+        }
+        let _ = offset;
+        false
     }
 
     /// Ask the OS to read `len` bytes of the file at `offset` ahead (asynchronously).

@@ -310,19 +310,34 @@ type Shared = Arc<Vec<u8>>;
 /// output directory and hashed (SHA-256) on a second thread, which hands each buffer back for
 /// reuse ([`EtlFileWriter::spare`]: no zero-fill, no new page faults); [`EtlFileWriter::commit`]
 /// renames the file into place. Dropped without a commit, the temporary file is removed, so a
-/// partial file never carries the final name. Without hashing (`extract --no-hash`) there is
-/// no second thread and the last buffer written is the spare.
+/// partial file never carries the final name. Without hashing (`extract --no-hash`) the second
+/// thread writes the file instead, so that reading the next buffers and writing these overlap.
 pub(crate) struct EtlFileWriter {
     tmp: PathBuf,
     path: PathBuf,
+    /// Hashing: the file, written on this thread.
     file: Option<File>,
-    to_hash: Option<SyncSender<Shared>>,
+    /// The second thread: buffers to hash (or, without hashing, to write) in order.
+    to_worker: Option<SyncSender<Job>>,
     back: Receiver<Shared>,
-    hasher: Option<JoinHandle<Sha256>>,
-    /// Without hashing: the last buffer written, for reuse.
-    kept: Option<Vec<u8>>,
+    worker: Option<JoinHandle<Worked>>,
     len: u64,
     rehash: bool,
+    committed: bool,
+}
+
+/// Work for the second thread.
+enum Job {
+    /// Hash (or write) these bytes next.
+    Append(Shared),
+    /// Without hashing: write these bytes at the start of the file (the header buffer again).
+    Rewrite(Vec<u8>),
+}
+
+/// What the second thread gives back: the hash, or the file it wrote (or the write's error).
+enum Worked {
+    Hashed(Box<Sha256>),
+    Written(std::io::Result<File>),
 }
 
 impl EtlFileWriter {
@@ -331,31 +346,54 @@ impl EtlFileWriter {
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let file = File::create(&tmp)?;
         let (back_tx, back) = channel::<Shared>();
-        let (to_hash, hasher) = if hash {
-            let (to_hash, rx) = sync_channel::<Shared>(16);
-            let hasher = std::thread::spawn(move || {
+        let (to_worker, rx) = sync_channel::<Job>(16);
+        let (file, worker) = if hash {
+            let h = std::thread::spawn(move || {
                 let mut h = Sha256::new(&SHA256);
-                for b in rx {
-                    h.update(&b);
-                    // The writer may be gone (error path): then the buffer is dropped.
-                    let _ = back_tx.send(b);
+                for job in rx {
+                    if let Job::Append(b) = job {
+                        h.update(&b);
+                        // The writer may be gone (error path): then the buffer is dropped.
+                        let _ = back_tx.send(b);
+                    }
                 }
-                h
+                Worked::Hashed(Box::new(h))
             });
-            (Some(to_hash), Some(hasher))
+            (Some(file), h)
         } else {
-            (None, None)
+            let h = std::thread::spawn(move || {
+                let mut file = file;
+                for job in rx {
+                    let r = match job {
+                        Job::Append(b) => {
+                            let r = file.write_all(&b);
+                            let _ = back_tx.send(b);
+                            r
+                        }
+                        Job::Rewrite(b) => file
+                            .seek(SeekFrom::Start(0))
+                            .and_then(|_| file.write_all(&b))
+                            .and_then(|()| file.seek(SeekFrom::End(0)).map(|_| ())),
+                    };
+                    // The first error ends the thread; the writer learns it at its next push.
+                    if let Err(e) = r {
+                        return Worked::Written(Err(e));
+                    }
+                }
+                Worked::Written(Ok(file))
+            });
+            (None, h)
         };
         Ok(EtlFileWriter {
             tmp,
             path: dir.join(name),
-            file: Some(file),
-            to_hash,
+            file,
+            to_worker: Some(to_worker),
             back,
-            hasher,
-            kept: None,
+            worker: Some(worker),
             len: 0,
             rehash: false,
+            committed: false,
         })
     }
 
@@ -364,12 +402,8 @@ impl EtlFileWriter {
         &self.tmp
     }
 
-    /// A buffer handed back by the hashing thread (or, without hashing, the last one
-    /// written), or a new empty one.
+    /// A buffer handed back by the second thread, or a new empty one.
     pub fn spare(&mut self) -> Vec<u8> {
-        if let Some(b) = self.kept.take() {
-            return b;
-        }
         self.back
             .try_recv()
             .ok()
@@ -382,29 +416,57 @@ impl EtlFileWriter {
         self.len
     }
 
+    /// The second thread's result once it has stopped (its error, when writing failed).
+    fn stopped(&mut self) -> std::io::Error {
+        self.to_worker = None;
+        match self.worker.take().map(JoinHandle::join) {
+            Some(Ok(Worked::Written(Err(e)))) => e,
+            _ => std::io::Error::other("the writing thread stopped"),
+        }
+    }
+
     /// Append one buffer.
     pub fn push(&mut self, bytes: Vec<u8>) -> std::io::Result<()> {
-        let file = self.file.as_mut().ok_or_else(closed)?;
-        file.write_all(&bytes)?;
-        self.len += bytes.len() as u64;
-        match &self.to_hash {
-            Some(tx) => {
-                if tx.send(Arc::new(bytes)).is_err() {
-                    return Err(std::io::Error::other("the hashing thread stopped"));
-                }
-            }
-            None => self.kept = Some(bytes),
+        if self.committed {
+            return Err(closed());
         }
+        if let Some(file) = self.file.as_mut() {
+            file.write_all(&bytes)?;
+        }
+        let n = bytes.len() as u64;
+        let sent = self
+            .to_worker
+            .as_ref()
+            .map(|tx| tx.send(Job::Append(Arc::new(bytes))).is_ok());
+        if sent != Some(true) {
+            return Err(self.stopped());
+        }
+        self.len += n;
         Ok(())
     }
 
     /// Replace the file's first bytes (the header buffer, when BuffersWritten changed after it
     /// was written); the hash is then computed again from the file at commit.
     pub(crate) fn rewrite_start(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        let file = self.file.as_mut().ok_or_else(closed)?;
-        file.seek(SeekFrom::Start(0))?;
-        file.write_all(bytes)?;
-        file.seek(SeekFrom::End(0))?;
+        if self.committed {
+            return Err(closed());
+        }
+        match self.file.as_mut() {
+            Some(file) => {
+                file.seek(SeekFrom::Start(0))?;
+                file.write_all(bytes)?;
+                file.seek(SeekFrom::End(0))?;
+            }
+            None => {
+                let sent = self
+                    .to_worker
+                    .as_ref()
+                    .map(|tx| tx.send(Job::Rewrite(bytes.to_vec())).is_ok());
+                if sent != Some(true) {
+                    return Err(self.stopped());
+                }
+            }
+        }
         self.rehash = true;
         Ok(())
     }
@@ -412,28 +474,32 @@ impl EtlFileWriter {
     /// Finish: rename the file into place. Returns (bytes, SHA-256 in hex: None when the
     /// file was not hashed).
     pub(crate) fn commit(mut self) -> std::io::Result<(u64, Option<String>)> {
-        if self.file.is_none() {
+        if self.committed {
             return Err(closed());
         }
-        drop(self.to_hash.take()); // ends the hasher's loop
-        let hasher = match self.hasher.take() {
-            Some(h) => Some(
-                h.join()
-                    .map_err(|_| std::io::Error::other("hash thread panicked"))?,
-            ),
-            None => None,
-        };
-        let hasher = match hasher {
-            Some(_) if self.rehash => {
+        drop(self.to_worker.take()); // ends the second thread's loop
+        let worked = self
+            .worker
+            .take()
+            .ok_or_else(closed)?
+            .join()
+            .map_err(|_| std::io::Error::other("the second thread panicked"))?;
+        let hasher = match worked {
+            Worked::Hashed(_) if self.rehash => {
                 let mut h = Sha256::new(&SHA256);
                 h.update(&std::fs::read(&self.tmp)?);
                 Some(h)
             }
-            h => h,
+            Worked::Hashed(h) => Some(*h),
+            Worked::Written(file) => {
+                drop(file?);
+                None
+            }
         };
         // No fsync: the rename is what keeps a partial file from ever carrying the final name.
         drop(self.file.take());
         std::fs::rename(&self.tmp, &self.path)?;
+        self.committed = true;
         let hex = hasher.map(|h| {
             h.finish()
                 .as_ref()
@@ -451,11 +517,12 @@ fn closed() -> std::io::Error {
 
 impl Drop for EtlFileWriter {
     fn drop(&mut self) {
-        drop(self.to_hash.take());
-        if let Some(h) = self.hasher.take() {
+        drop(self.to_worker.take());
+        if let Some(h) = self.worker.take() {
             let _ = h.join();
         }
-        if self.file.take().is_some() {
+        drop(self.file.take());
+        if !self.committed {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
@@ -612,10 +679,9 @@ mod tests {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(sha, Some(want));
-        // Not hashed: the same bytes, no digest, the buffer written kept as the spare.
+        // Not hashed (written on the second thread): the same bytes, no digest.
         let mut w = EtlFileWriter::create_with(&dir, "c.etl", false).unwrap();
         w.push(vec![1; 16]).unwrap();
-        assert_eq!(w.spare(), vec![1; 16]);
         w.push(vec![2; 16]).unwrap();
         w.rewrite_start(&[3; 4]).unwrap();
         assert_eq!(w.commit().unwrap(), (32, None));
@@ -625,6 +691,11 @@ mod tests {
         let tmp = dropped.temp_path().to_path_buf();
         drop(dropped);
         assert!(!tmp.exists() && !dir.join("b.etl").exists());
+        let mut dropped = EtlFileWriter::create_with(&dir, "d.etl", false).unwrap();
+        dropped.push(vec![0; 8]).unwrap();
+        let tmp = dropped.temp_path().to_path_buf();
+        drop(dropped);
+        assert!(!tmp.exists() && !dir.join("d.etl").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
