@@ -26,6 +26,8 @@ rm -f "$log"
 echo "== interop (kdmp-parser from PyPI, independent x86 walker)"
 cargo build --quiet
 FORGE_TARGET_DIR="$PWD/target" ETWDUMP="$PWD/target/debug/etwdump" bash tests/interop/run.sh --require-etwdump --require-etwdump-symbols --require-etwdump-sessions --require-etwdump-buffers
+echo "== speed against the machine's limits (benches/limits.py --check: a 32 MiB-of-buffers dump; ratios to cat and to a pipe, not times)"
+python3 benches/limits.py --check
 echo "== fuzz smoke (cargo-fuzz: every target ${FUZZ_SECONDS:-30} s on the committed corpus and reproducers)"
 bash tests/fuzz_smoke.sh
 echo "== all checks passed"
