@@ -204,6 +204,23 @@ impl DumpFile {
         }
     }
 
+    /// Whether pages stored as plain bytes are read with positioned reads of the file (a
+    /// mapped file; not a dump held in memory).
+    pub(crate) fn positioned_reads(&self) -> bool {
+        matches!(self.backing, Backing::Map(_)) && self.file.is_some()
+    }
+
+    /// Copy `out.len()` bytes at physical `pa` (within one page) through a per-thread cache
+    /// of the 64 pages last read this way, each read with one positioned read of the file
+    /// instead of through the mapping: a field or a page-table entry in a page not read before
+    /// costs one `pread` of 4 KiB instead of a page fault that maps the whole page-cache folio
+    /// around it (up to megabytes, released again later: docs/performance.md "Limits"). False,
+    /// with nothing copied, when the page is not stored as plain file bytes (compressed
+    /// containers, a dump held in memory): read it with [`Self::page`].
+    pub(crate) fn copy_small(&self, pa: PhysAddr, out: &mut [u8]) -> bool {
+        small::copy(self, pa.pfn(), pa.page_offset() as usize, out)
+    }
+
     /// Copy stored page `pfn` into `page` (4 KiB) with one positioned read: false when the
     /// page is not stored as plain file bytes or the dump is held in memory (then read it
     /// with [`Self::page`], which says why it cannot be read).
@@ -535,6 +552,53 @@ impl DumpFile {
     /// Look up one physical page.
     pub fn page(&self, pfn: Pfn) -> PageLookup<'_> {
         self.container.page(self.backing.bytes(), pfn)
+    }
+}
+
+/// The per-thread cache of [`DumpFile::copy_small`]: keyed by the dump's id and the PFN (a
+/// dump's bytes never change).
+mod small {
+    use super::DumpFile;
+    use crate::addr::{Pfn, PAGE_SIZE};
+    use std::cell::RefCell;
+
+    const SLOTS: usize = 64;
+    const PAGE: usize = PAGE_SIZE as usize;
+
+    struct Cache {
+        keys: [Option<(u64, u64)>; SLOTS],
+        data: Vec<u8>,
+    }
+
+    thread_local! {
+        static CACHE: RefCell<Cache> = RefCell::new(Cache {
+            keys: [None; SLOTS],
+            data: vec![0u8; SLOTS * PAGE],
+        });
+    }
+
+    pub(super) fn copy(dump: &DumpFile, pfn: Pfn, o: usize, out: &mut [u8]) -> bool {
+        let Some(end) = o.checked_add(out.len()).filter(|&e| e <= PAGE) else {
+            return false;
+        };
+        let key = (dump.id(), pfn.get());
+        let slot = (pfn.get() as usize ^ (dump.id() as usize).wrapping_mul(31)) % SLOTS;
+        CACHE.with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else {
+                return false;
+            };
+            let c = &mut *c;
+            let page = &mut c.data[slot * PAGE..(slot + 1) * PAGE];
+            if c.keys[slot] != Some(key) {
+                if !dump.read_page_direct(pfn, page) {
+                    c.keys[slot] = None;
+                    return false;
+                }
+                c.keys[slot] = Some(key);
+            }
+            out.copy_from_slice(&page[o..end]);
+            true
+        })
     }
 }
 

@@ -7,7 +7,7 @@
 //! implements the same trait (docs/memory-stack.md).
 
 use super::PageLookup;
-use crate::addr::Pfn;
+use crate::addr::{Pfn, PhysAddr};
 
 /// Physical memory, page by page.
 pub trait PhysicalMemory: Sync {
@@ -21,6 +21,21 @@ pub trait PhysicalMemory: Sync {
 
     /// Unique among the containers this process opened (caches keyed by it never mix them).
     fn memory_id(&self) -> u64;
+
+    /// Copy `out.len()` bytes at `pa` (within one page) without going through [`Self::page`]
+    /// when the container has a cheaper way (a crash dump's positioned reads:
+    /// [`crate::dump::DumpFile`]); false, nothing copied, otherwise.
+    fn copy_small(&self, pa: PhysAddr, out: &mut [u8]) -> bool {
+        let _ = (pa, out);
+        false
+    }
+
+    /// Copy page `pfn` whole into `out` (4 KiB) the same way; false, nothing copied, when
+    /// the container has no cheaper way than [`Self::page`].
+    fn copy_page(&self, pfn: Pfn, out: &mut [u8]) -> bool {
+        let _ = (pfn, out);
+        false
+    }
 }
 
 impl PhysicalMemory for super::DumpFile {
@@ -34,5 +49,13 @@ impl PhysicalMemory for super::DumpFile {
 
     fn memory_id(&self) -> u64 {
         self.id()
+    }
+
+    fn copy_small(&self, pa: PhysAddr, out: &mut [u8]) -> bool {
+        super::DumpFile::copy_small(self, pa, out)
+    }
+
+    fn copy_page(&self, pfn: Pfn, out: &mut [u8]) -> bool {
+        self.read_page_direct(pfn, out)
     }
 }

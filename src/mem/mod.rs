@@ -51,60 +51,6 @@ mod tlb {
     }
 }
 
-/// The pages small reads were last copied from, per thread, read with positioned reads of
-/// the file instead of through its mapping: a field read from a page not read before (a
-/// buffer header among thousands, a list entry) costs one `pread` of 4 KiB instead of a page
-/// fault that maps the 16 pages around it, to be released again (docs/performance.md
-/// "Limits"). Keyed by the dump's id and the PFN: a dump's bytes never change. Pages the file
-/// does not hold as plain bytes (compressed containers, a dump held in memory) are read
-/// through the container as before.
-mod pages {
-    use crate::addr::{Pfn, PAGE_SIZE};
-    use crate::dump::DumpFile;
-    use std::cell::RefCell;
-
-    const SLOTS: usize = 64;
-    const PAGE: usize = PAGE_SIZE as usize;
-
-    struct Cache {
-        keys: [Option<(u64, u64)>; SLOTS],
-        data: Vec<u8>,
-    }
-
-    thread_local! {
-        static CACHE: RefCell<Cache> = RefCell::new(Cache {
-            keys: [None; SLOTS],
-            data: vec![0u8; SLOTS * PAGE],
-        });
-    }
-
-    /// Copy `out.len()` bytes at offset `o` of page `pfn` of `dump` into `out` (within the
-    /// page); false when the page is not stored as plain file bytes (nothing copied).
-    pub(super) fn copy(dump: &DumpFile, pfn: Pfn, o: usize, out: &mut [u8]) -> bool {
-        let Some(end) = o.checked_add(out.len()).filter(|&e| e <= PAGE) else {
-            return false;
-        };
-        let key = (dump.id(), pfn.get());
-        let slot = (pfn.get() as usize ^ (dump.id() as usize).wrapping_mul(31)) % SLOTS;
-        CACHE.with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else {
-                return false;
-            };
-            let c = &mut *c;
-            let page = &mut c.data[slot * PAGE..(slot + 1) * PAGE];
-            if c.keys[slot] != Some(key) {
-                if !dump.read_page_direct(pfn, page) {
-                    c.keys[slot] = None;
-                    return false;
-                }
-                c.keys[slot] = Some(key);
-            }
-            out.copy_from_slice(&page[o..end]);
-            true
-        })
-    }
-}
-
 /// Largest single read the memory layer accepts; bigger reads are a caller bug or hostile
 /// input (a length taken from memory).
 pub(crate) const MAX_READ: usize = 256 << 20;
@@ -335,7 +281,10 @@ impl<'d> AddressSpace<'d> {
                 mode: PagingMode::X64,
                 ..
             }
-        ) && buf.len() > PAGE_SIZE as usize;
+        ) && buf.len() > PAGE_SIZE as usize
+            // A dump read with positioned reads takes its pages one by one through
+            // `copy_small` instead of touching the mapping.
+            && !self.dump.positioned_reads();
         let mut table: Option<(u64, PageRef<'_>)> = None;
         while done < buf.len() {
             let cur = start.offset(done as u64);
@@ -402,12 +351,7 @@ impl<'d> AddressSpace<'d> {
             _ => {
                 let t = self.translate(va)?;
                 let n = ((PAGE_SIZE - va.page_offset()) as usize).min(out.len());
-                if pages::copy(
-                    self.dump,
-                    t.pa.pfn(),
-                    t.pa.page_offset() as usize,
-                    &mut out[..n],
-                ) {
+                if self.dump.copy_small(t.pa, &mut out[..n]) {
                     return Ok(n);
                 }
                 match self.dump.page(t.pa.pfn()) {

@@ -236,9 +236,23 @@ fn entry(
     level: PagingLevel,
     entry_pa: PhysAddr,
 ) -> Result<Pte, MemError> {
+    // The entry alone, without mapping its page, when the container can (a crash dump's
+    // positioned reads through a small per-thread cache: `PhysicalMemory::copy_small`).
+    let o = entry_pa.page_offset() as usize;
+    let mut e = [0u8; 8];
+    let n = 8.min(4096 - o.min(4096));
+    if n > 0 && mem.copy_small(entry_pa, &mut e[..n]) {
+        return spec
+            .table_entry(&e[..n], 0)
+            .map(Pte)
+            .ok_or(MemError::TableMissing {
+                va,
+                level,
+                table_pa: entry_pa,
+            });
+    }
     match mem.page(entry_pa.pfn()) {
         PageLookup::Present(p) => {
-            let o = entry_pa.page_offset() as usize;
             // Entries are naturally aligned, so they never straddle a page.
             p.get(o..)
                 .and_then(|t| spec.table_entry(t, 0))
@@ -436,8 +450,19 @@ impl MappingWalk<'_, '_> {
         self.tables += 1;
         let spec = self.spec;
         let l = spec.levels[depth];
-        let PageLookup::Present(page) = self.mem.page(PhysAddr::new(table_pa).pfn()) else {
-            return;
+        // The table copied with a positioned read where the container can (no page of the
+        // mapping faulted in), else as the container holds it.
+        let mut copy = [0u8; 4096];
+        let pfn = PhysAddr::new(table_pa).pfn();
+        let held;
+        let page: &[u8] = if self.mem.copy_page(pfn, &mut copy) {
+            &copy
+        } else {
+            let PageLookup::Present(p) = self.mem.page(pfn) else {
+                return;
+            };
+            held = p;
+            &held
         };
         let at = (table_pa & 0xFFF) as usize;
         let span = 1u64 << l.shift;
