@@ -177,7 +177,10 @@ fn input_text_is_untrusted_and_escaped_in_one_place() {
     rust_files(&src, &mut files);
     let read = |rel: &str| std::fs::read_to_string(src.join(rel)).unwrap();
     let text = read("text.rs");
-    assert!(text.contains("pub struct Untrusted(String);"));
+    // The text is held privately (shared or static), reached only through `raw()`.
+    assert!(text.contains("pub struct Untrusted(Text);"));
+    assert!(text.contains("\nenum Text {") && !text.contains("pub enum Text"));
+    assert!(!text.contains("impl std::ops::Deref for Untrusted"));
     for leak in [
         "Deref for Untrusted",
         "AsRef<str> for Untrusted",

@@ -83,10 +83,10 @@ impl Row for SwitchRow {
             "time" => opt_str(out, r.time.as_deref()),
             "time_flag" => opt_str(out, r.time_flag),
             "old_tid" => int(out, r.old_tid),
-            "old_process" => opt_str(out, r.old_process.as_ref().map(|p| p.raw())),
+            "old_process" => value(out, &r.old_process)?,
             "old_pid" => opt_int(out, r.old_pid),
             "new_tid" => opt_int(out, r.new_tid),
-            "new_process" => opt_str(out, r.new_process.as_ref().map(|p| p.raw())),
+            "new_process" => value(out, &r.new_process)?,
             "new_pid" => opt_int(out, r.new_pid),
             "old_priority" => opt_int(out, r.old_priority),
             "new_priority" => opt_int(out, r.new_priority),
@@ -392,24 +392,24 @@ fn write_payload(out: &mut Vec<u8>, p: &crate::decode::payload::Payload) -> io::
     str(out, p.class);
     if let Some(e) = &p.event {
         key(out, b",\"event\":");
-        str(out, e.raw());
+        value(out, e)?;
     }
     if let Some(pr) = &p.provider {
         key(out, b",\"provider\":");
-        str(out, pr.raw());
+        value(out, pr)?;
     }
     key(out, b",\"fields\":{");
     for (i, (k, v)) in p.fields.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        str(out, k.raw());
+        value(out, k)?;
         out.push(b':');
         match v {
             Value::Number(n) => int(out, *n),
             Value::Signed(n) => int(out, *n),
             Value::Address(t) | Value::Formatted(t) => str(out, t),
-            Value::Text(t) => str(out, t.raw()),
+            Value::Text(t) => value(out, t)?,
             other => value(out, other)?,
         }
     }
