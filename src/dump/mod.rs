@@ -270,16 +270,24 @@ impl DumpFile {
     /// the file are asked for at once.
     pub fn prefetch_pages(&self, pages: impl IntoIterator<Item = Option<Pfn>>) {
         let file = self.backing.bytes();
+        let offsets: Vec<Option<u64>> = pages
+            .into_iter()
+            .map(|pfn| pfn.and_then(|p| self.container.page_offset(file, p)))
+            .collect();
+        // The last page already in the page cache (the file was read before): the rest is
+        // taken to be too, and nothing is asked for (one `mincore` instead of a `madvise` per
+        // run of pages, each looking up every page). Not the first page: a buffer's header
+        // page is in the cache once the header has been read, the rest of it not yet.
+        if offsets
+            .iter()
+            .rev()
+            .find_map(|o| *o)
+            .is_some_and(|o| self.cached(o))
+        {
+            return;
+        }
         let mut run: Option<(u64, u64)> = None;
-        let mut first = true;
-        for pfn in pages {
-            let off = pfn.and_then(|p| self.container.page_offset(file, p));
-            // A first page already in the page cache (the file was read before): the rest is
-            // taken to be too, and nothing is asked for (one `mincore` instead of a `madvise`
-            // per run of pages, each looking up every page).
-            if std::mem::take(&mut first) && off.is_some_and(|o| self.cached(o)) {
-                return;
-            }
+        for off in offsets {
             match (run, off) {
                 (Some((s, n)), Some(o)) if s.checked_add(n) == Some(o) => {
                     run = Some((s, n + PAGE_SIZE))
@@ -555,48 +563,82 @@ impl DumpFile {
     }
 }
 
-/// The per-thread cache of [`DumpFile::copy_small`]: keyed by the dump's id and the PFN (a
-/// dump's bytes never change).
+/// The per-thread cache of [`DumpFile::copy_small`], keyed by the dump's id and the block's
+/// first PFN (a dump's bytes never change): blocks of 16 pages (64 KiB, aligned in PFN
+/// space), 16 of them per thread. A miss reads the whole block at once when its pages are
+/// stored one after another in the file (as the kernel's fault-around would have: from a
+/// cold disk, one read of 64 KiB instead of sixteen of 4 KiB for neighbouring page tables and
+/// headers), else only the page asked for. Each page of a block is valid or not (a bit each).
 mod small {
     use super::DumpFile;
     use crate::addr::{Pfn, PAGE_SIZE};
     use std::cell::RefCell;
 
-    const SLOTS: usize = 64;
+    const SLOTS: usize = 16;
     const PAGE: usize = PAGE_SIZE as usize;
+    const BLOCK_PAGES: u64 = 16;
+    const BLOCK: usize = PAGE * BLOCK_PAGES as usize;
 
     struct Cache {
-        keys: [Option<(u64, u64)>; SLOTS],
+        /// (dump id, first PFN of the block) and which of its pages hold their bytes.
+        keys: [Option<(u64, u64, u16)>; SLOTS],
         data: Vec<u8>,
     }
 
     thread_local! {
         static CACHE: RefCell<Cache> = RefCell::new(Cache {
             keys: [None; SLOTS],
-            data: vec![0u8; SLOTS * PAGE],
+            data: vec![0u8; SLOTS * BLOCK],
         });
+    }
+
+    /// The file offset of the block's pages when all 16 are stored one after another in the
+    /// file, inside it.
+    fn block_offset(dump: &DumpFile, first: u64) -> Option<u64> {
+        let file = dump.backing.bytes();
+        let off = dump.container.page_offset(file, Pfn::new(first))?;
+        let contiguous = (1..BLOCK_PAGES).all(|i| {
+            dump.container.page_offset(file, Pfn::new(first + i)) == off.checked_add(i * PAGE_SIZE)
+        });
+        contiguous.then_some(off)
     }
 
     pub(super) fn copy(dump: &DumpFile, pfn: Pfn, o: usize, out: &mut [u8]) -> bool {
         let Some(end) = o.checked_add(out.len()).filter(|&e| e <= PAGE) else {
             return false;
         };
-        let key = (dump.id(), pfn.get());
-        let slot = (pfn.get() as usize ^ (dump.id() as usize).wrapping_mul(31)) % SLOTS;
+        let first = pfn.get() & !(BLOCK_PAGES - 1);
+        let index = (pfn.get() - first) as usize;
+        let slot = ((first / BLOCK_PAGES) as usize ^ (dump.id() as usize).wrapping_mul(31)) % SLOTS;
         CACHE.with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else {
                 return false;
             };
             let c = &mut *c;
-            let page = &mut c.data[slot * PAGE..(slot + 1) * PAGE];
-            if c.keys[slot] != Some(key) {
-                if !dump.read_page_direct(pfn, page) {
-                    c.keys[slot] = None;
-                    return false;
+            let block = &mut c.data[slot * BLOCK..(slot + 1) * BLOCK];
+            let mut valid = match c.keys[slot] {
+                Some((id, f, v)) if id == dump.id() && f == first => v,
+                _ => 0,
+            };
+            if valid & (1 << index) == 0 {
+                if valid == 0 {
+                    if let Some(off) = block_offset(dump, first) {
+                        if dump.read_file_at(off, block) {
+                            valid = u16::MAX;
+                        }
+                    }
                 }
-                c.keys[slot] = Some(key);
+                if valid & (1 << index) == 0 {
+                    let page = &mut block[index * PAGE..(index + 1) * PAGE];
+                    if !dump.read_page_direct(pfn, page) {
+                        c.keys[slot] = (valid != 0).then_some((dump.id(), first, valid));
+                        return false;
+                    }
+                    valid |= 1 << index;
+                }
+                c.keys[slot] = Some((dump.id(), first, valid));
             }
-            out.copy_from_slice(&page[o..end]);
+            out.copy_from_slice(&block[index * PAGE + o..index * PAGE + end]);
             true
         })
     }
