@@ -64,12 +64,15 @@ GOALS = {
     "symbols": ("<=", 2.0),
 }
 # The CI-sized check's bounds on the median ratio (--check): a regression check, not the goal.
+# Set about 1.5x above what the first CI runs measured (events 3.99, cswitch 3.07, symbols
+# 4.77 with the bench-ci build), so that a machine's noise does not fail CI and a real
+# regression (a doubling) does.
 CHECK_BOUNDS = {
-    "cswitch-jsonl": 4.0,
-    "events-jsonl": 4.0,
+    "cswitch-jsonl": 5.0,
+    "events-jsonl": 6.0,
     "extract-warm": 5.0,
     "scan-warm": 5.0,
-    "symbols": 8.0,
+    "symbols": 10.0,
 }
 LIMIT_NAMES = {
     "cswitch-jsonl": "pipe, same bytes",
