@@ -197,7 +197,9 @@ impl<'d> AddressSpace<'d> {
     /// ([`DumpFile::prefetch_pages`]).
     pub(crate) fn prefetch(&self, va: VirtAddr, len: u64) {
         let first = va.get() & !(PAGE_SIZE - 1);
-        let end = va.get().saturating_add(len);
+        // At most MAX_READ: `prefetch_pages` holds the range's pages at once, and `len` may
+        // come from memory (a buffer's BufferSize).
+        let end = va.get().saturating_add(len.min(MAX_READ as u64));
         let pages = (0u64..)
             .map(move |i| first.saturating_add(i.saturating_mul(PAGE_SIZE)))
             .take_while(move |&page| page < end)
