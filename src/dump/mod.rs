@@ -563,82 +563,55 @@ impl DumpFile {
     }
 }
 
-/// The per-thread cache of [`DumpFile::copy_small`], keyed by the dump's id and the block's
-/// first PFN (a dump's bytes never change): blocks of 16 pages (64 KiB, aligned in PFN
-/// space), 16 of them per thread. A miss reads the whole block at once when its pages are
-/// stored one after another in the file (as the kernel's fault-around would have: from a
-/// cold disk, one read of 64 KiB instead of sixteen of 4 KiB for neighbouring page tables and
-/// headers), else only the page asked for. Each page of a block is valid or not (a bit each).
+/// The per-thread cache of [`DumpFile::copy_small`]: the 64 pages last read this way, each
+/// with one positioned read of 4 KiB, direct-mapped by page number and keyed by the dump's id
+/// and the page (a dump's bytes never change). One page, not a block around it: the reads it
+/// serves (fields, page-table entries, buffer headers) lie apart in the file, and a block of
+/// 16 pages read around each miss was copied for nothing, 44,177 times (2.9 GB) for 128 MiB of
+/// buffers when `extract` read them from a warm cache (docs/performance.md "Limits"); from a
+/// cold disk the kernel's read-ahead of the `pread` reads the neighbours as it would for a
+/// fault.
 mod small {
     use super::DumpFile;
     use crate::addr::{Pfn, PAGE_SIZE};
     use std::cell::RefCell;
 
-    const SLOTS: usize = 16;
+    const SLOTS: usize = 64;
     const PAGE: usize = PAGE_SIZE as usize;
-    const BLOCK_PAGES: u64 = 16;
-    const BLOCK: usize = PAGE * BLOCK_PAGES as usize;
 
     struct Cache {
-        /// (dump id, first PFN of the block) and which of its pages hold their bytes.
-        keys: [Option<(u64, u64, u16)>; SLOTS],
+        /// (dump id, PFN) of the page each slot holds.
+        keys: [Option<(u64, u64)>; SLOTS],
         data: Vec<u8>,
     }
 
     thread_local! {
         static CACHE: RefCell<Cache> = RefCell::new(Cache {
             keys: [None; SLOTS],
-            data: vec![0u8; SLOTS * BLOCK],
+            data: vec![0u8; SLOTS * PAGE],
         });
-    }
-
-    /// The file offset of the block's pages when all 16 are stored one after another in the
-    /// file, inside it.
-    fn block_offset(dump: &DumpFile, first: u64) -> Option<u64> {
-        let file = dump.backing.bytes();
-        let off = dump.container.page_offset(file, Pfn::new(first))?;
-        let contiguous = (1..BLOCK_PAGES).all(|i| {
-            dump.container.page_offset(file, Pfn::new(first + i)) == off.checked_add(i * PAGE_SIZE)
-        });
-        contiguous.then_some(off)
     }
 
     pub(super) fn copy(dump: &DumpFile, pfn: Pfn, o: usize, out: &mut [u8]) -> bool {
         let Some(end) = o.checked_add(out.len()).filter(|&e| e <= PAGE) else {
             return false;
         };
-        let first = pfn.get() & !(BLOCK_PAGES - 1);
-        let index = (pfn.get() - first) as usize;
-        let slot = ((first / BLOCK_PAGES) as usize ^ (dump.id() as usize).wrapping_mul(31)) % SLOTS;
+        let key = (dump.id(), pfn.get());
+        let slot = (pfn.get() as usize ^ (dump.id() as usize).wrapping_mul(31)) % SLOTS;
         CACHE.with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else {
                 return false;
             };
             let c = &mut *c;
-            let block = &mut c.data[slot * BLOCK..(slot + 1) * BLOCK];
-            let mut valid = match c.keys[slot] {
-                Some((id, f, v)) if id == dump.id() && f == first => v,
-                _ => 0,
-            };
-            if valid & (1 << index) == 0 {
-                if valid == 0 {
-                    if let Some(off) = block_offset(dump, first) {
-                        if dump.read_file_at(off, block) {
-                            valid = u16::MAX;
-                        }
-                    }
+            let page = &mut c.data[slot * PAGE..(slot + 1) * PAGE];
+            if c.keys[slot] != Some(key) {
+                c.keys[slot] = None;
+                if !dump.read_page_direct(pfn, page) {
+                    return false;
                 }
-                if valid & (1 << index) == 0 {
-                    let page = &mut block[index * PAGE..(index + 1) * PAGE];
-                    if !dump.read_page_direct(pfn, page) {
-                        c.keys[slot] = (valid != 0).then_some((dump.id(), first, valid));
-                        return false;
-                    }
-                    valid |= 1 << index;
-                }
-                c.keys[slot] = Some((dump.id(), first, valid));
+                c.keys[slot] = Some(key);
             }
-            out.copy_from_slice(&block[index * PAGE + o..index * PAGE + end]);
+            out.copy_from_slice(&page[o..end]);
             true
         })
     }

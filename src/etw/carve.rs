@@ -58,7 +58,7 @@ pub(crate) const MAX_CANDIDATES: usize = 1 << 20;
 /// Pages per work unit handed to a thread.
 const CHUNK_PAGES: u64 = 1 << 14;
 /// Pages read at once with a positioned read in the pass (1 MiB: a thread's buffer).
-const READ_PAGES: u64 = 256;
+const READ_PAGES: u64 = 32;
 
 // The carved buffers' types and bytes are in `carved.rs`, which the ETW source (units of
 // origin `carved`) shares.
@@ -445,39 +445,33 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
     let vas = reverse_map(ctx, &need);
     let live = LiveSet::of(ctx);
     let (mwr, _) = crate::etw::ccswap::maximum_wait_reason_of(ctx);
-    for h in hits {
-        match h {
-            Hit::Buffer {
-                pa,
-                header,
-                timestamp,
-                valid,
-                records,
-                chain_end,
-                rest,
-            } => {
-                let mut b = carve_buffer(
-                    ctx,
-                    pa,
-                    header,
-                    (valid, records, chain_end, rest),
-                    vas.get(&pa).copied(),
-                    &live,
-                );
-                b.timestamp = timestamp;
-                rep.buffers.push(b);
-            }
-            Hit::Block { pa } => {
-                if let Some(b) = carve_block(ctx, pa, vas.get(&pa).copied(), mwr, &live) {
-                    rep.blocks.push(b);
-                }
-            }
-            Hit::Context { pa } => {
-                if let Some(c) = carve_context(ctx, pa, vas.get(&pa).copied(), &live) {
-                    rep.contexts.push(c);
-                }
-            }
-        }
+    // Each candidate is carved on its own (a buffer that runs past its first page is read
+    // again through the page tables: its pages lie apart): the candidates in `threads`
+    // consecutive shares, each share's objects in its order, the shares in theirs.
+    let share = hits.len().div_ceil(threads.max(1)).max(1);
+    let carved: Vec<Carved> = std::thread::scope(|scope| {
+        let (vas, live) = (&vas, &live);
+        let handles: Vec<_> = hits
+            .chunks(share)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut out = Carved::default();
+                    for h in part {
+                        carve_hit(ctx, h, vas, live, mwr, &mut out);
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for c in carved {
+        rep.buffers.extend(c.buffers);
+        rep.blocks.extend(c.blocks);
+        rep.contexts.extend(c.contexts);
     }
     for (why, kind) in [
         (&live.sessions_unknown, "buffers and logger contexts"),
@@ -494,6 +488,57 @@ pub fn scan(ctx: &KernelContext<'_>, threads: usize, progress: &Progress) -> Sca
     }
     group_orphans(&mut rep);
     rep
+}
+
+/// The objects carved from a share of the candidates, in the candidates' order.
+#[derive(Default)]
+struct Carved {
+    buffers: Vec<CarvedBuffer>,
+    blocks: Vec<CarvedBlock>,
+    contexts: Vec<CarvedContext>,
+}
+
+/// Carve candidate `h` into `out` (`vas`: the candidates' virtual addresses still mapped).
+fn carve_hit(
+    ctx: &KernelContext<'_>,
+    h: &Hit,
+    vas: &HashMap<u64, VirtAddr>,
+    live: &LiveSet,
+    mwr: Option<u8>,
+    out: &mut Carved,
+) {
+    match *h {
+        Hit::Buffer {
+            pa,
+            header,
+            timestamp,
+            valid,
+            records,
+            chain_end,
+            rest,
+        } => {
+            let mut b = carve_buffer(
+                ctx,
+                pa,
+                header,
+                (valid, records, chain_end, rest),
+                vas.get(&pa).copied(),
+                live,
+            );
+            b.timestamp = timestamp;
+            out.buffers.push(b);
+        }
+        Hit::Block { pa } => {
+            if let Some(b) = carve_block(ctx, pa, vas.get(&pa).copied(), mwr, live) {
+                out.blocks.push(b);
+            }
+        }
+        Hit::Context { pa } => {
+            if let Some(c) = carve_context(ctx, pa, vas.get(&pa).copied(), live) {
+                out.contexts.push(c);
+            }
+        }
+    }
 }
 
 /// What the logger array and the CPUs lead to, by physical address, and the identities of the
