@@ -305,6 +305,83 @@ impl DumpFile {
         }
     }
 
+    /// Read the stored pages `pages` from a cold disk in file order, ahead of a reader that
+    /// takes them in another order (a session's buffers, whose pages lie apart): the pages'
+    /// file offsets sorted, joined into stretches across gaps of at most [`STREAM_GAP`], each
+    /// asked for in order in steps of [`STREAM_STEP`] (`MADV_WILLNEED`: the kernel reads them
+    /// asynchronously, in large requests), so the disk reads sequentially and the reader
+    /// finds its pages in the page cache or on their way instead of waiting for one random
+    /// read each. Blocking while the disk's queue is full (run it on a thread of its own); it
+    /// stops when `stop` is set. Nothing is
+    /// read when it would not pay or could crowd out the page cache: fewer than 256 pages,
+    /// more than [`STREAM_MAX_PAGES`], half or more of a sample of the first pages already
+    /// cached (a warm file), stretches totalling more than half the memory available (Linux's
+    /// MemAvailable; elsewhere never), or a dump not read with positioned reads. Returns the
+    /// bytes asked for.
+    pub(crate) fn stream_ahead(
+        &self,
+        pages: impl IntoIterator<Item = Pfn>,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> u64 {
+        use std::sync::atomic::Ordering;
+        if !self.positioned_reads() {
+            return 0;
+        }
+        let file = self.backing.bytes();
+        let mut offsets: Vec<u64> = Vec::new();
+        for p in pages {
+            if offsets.len() >= STREAM_MAX_PAGES {
+                return 0;
+            }
+            if let Some(o) = self.container.page_offset(file, p) {
+                offsets.push(o);
+                // The first 256 pages (in the reader's order, so from all over the file) tell
+                // whether the file is warm, before the rest are looked up.
+                if offsets.len() == 256
+                    && offsets
+                        .iter()
+                        .step_by(4)
+                        .filter(|&&o| self.cached(o))
+                        .count()
+                        >= 32
+                {
+                    return 0;
+                }
+            }
+        }
+        if offsets.len() < 256 {
+            return 0;
+        }
+        offsets.sort_unstable();
+        offsets.dedup();
+        let mut stretches: Vec<(u64, u64)> = Vec::new();
+        for o in offsets {
+            let end = o.saturating_add(PAGE_SIZE);
+            match stretches.last_mut() {
+                Some((_, e)) if o <= e.saturating_add(STREAM_GAP) => *e = (*e).max(end),
+                _ => stretches.push((o, end)),
+            }
+        }
+        let total: u64 = stretches.iter().map(|(s, e)| e - s).sum();
+        if memory_available().is_none_or(|m| total > m / 2) {
+            return 0;
+        }
+        let mut asked = 0u64;
+        for (s, e) in stretches {
+            let mut at = s;
+            while at < e {
+                if stop.load(Ordering::Relaxed) {
+                    return asked;
+                }
+                let n = (e - at).min(STREAM_STEP);
+                self.prefetch_file(at, n);
+                asked += n;
+                at += n;
+            }
+        }
+        asked
+    }
+
     /// This dump's id, unique in the process.
     pub fn id(&self) -> u64 {
         self.id
@@ -657,6 +734,28 @@ fn map_file(path: &Path) -> Result<(memmap2::Mmap, File), DumpError> {
     Ok((map, file))
 }
 
+/// [`DumpFile::stream_ahead`] reads through gaps of at most this many bytes between the pages
+/// asked for (one read instead of a seek: the disk's read-ahead reads them anyway).
+const STREAM_GAP: u64 = 32 << 10;
+/// The most pages [`DumpFile::stream_ahead`] sorts (their offsets: 32 MiB).
+const STREAM_MAX_PAGES: usize = 1 << 22;
+/// The bytes [`DumpFile::stream_ahead`] asks for at once.
+const STREAM_STEP: u64 = 1 << 20;
+
+/// The memory available for new page-cache pages without swapping (Linux's MemAvailable), in
+/// bytes; None where it cannot be told.
+fn memory_available() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
 /// The process's resident set in bytes (Linux: /proc/self/statm), None elsewhere.
 fn resident_bytes() -> Option<u64> {
     #[cfg(target_os = "linux")]
@@ -668,5 +767,78 @@ fn resident_bytes() -> Option<u64> {
     #[cfg(not(target_os = "linux"))]
     {
         None
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod stream_tests {
+    use super::{DumpFile, OpenOptions, PAGE_SIZE};
+    use crate::addr::Pfn;
+    use std::sync::atomic::AtomicBool;
+
+    /// Drop the file's pages from the page cache (written back first: only clean pages are
+    /// dropped); false when page `probe` is still cached (a tmpfs keeps its pages).
+    fn evict(d: &DumpFile, path: &std::path::Path, probe: u64) -> bool {
+        let f = std::fs::File::open(path).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: a valid descriptor; the advice only drops clean cached pages.
+        unsafe {
+            use std::os::fd::AsRawFd;
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+        !d.cached(probe)
+    }
+
+    #[test]
+    fn stream_ahead_asks_for_the_pages_in_stretches_only_when_cold() {
+        let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.dmp");
+        etwdump_forge::forge(&etwdump_forge::Config::from_fixture(&fx))
+            .write_to(&path)
+            .unwrap();
+        let d = DumpFile::open(&path, OpenOptions::default()).unwrap();
+        // The longest run of stored pages: consecutive pages one after another in the file.
+        let (first, n) = d.physical_runs().into_iter().max_by_key(|r| r.1).unwrap();
+        assert!(n >= 90 * 26, "the fixture's longest run is {n} pages");
+        let off = |p: u64| d.page_file_offset(Pfn::new(p)).unwrap();
+        assert_eq!(off(first + 100), off(first) + 100 * PAGE_SIZE);
+        // 90 groups of 3 pages, 26 pages apart: gaps of 23 pages (92 KiB) are not read
+        // through, so 90 stretches of 3 pages; in the reader's order, not the file's.
+        let apart: Vec<Pfn> = (0..90u64)
+            .rev()
+            .flat_map(|g| (0..3).map(move |i| Pfn::new(first + g * 26 + i)))
+            .collect();
+        // 90 groups of 3 pages 4 pages apart: gaps of one page (4 KiB) are read through, so one
+        // stretch from the first page to the end of the last.
+        let close: Vec<Pfn> = (0..90u64)
+            .flat_map(|g| (0..3).map(move |i| Pfn::new(first + g * 4 + i)))
+            .collect();
+        let go = AtomicBool::new(false);
+        let probe = off(first);
+        if !evict(&d, &path, probe) {
+            eprintln!("SKIPPED: the page cache cannot be emptied of a file here (tmpfs?)");
+            return;
+        }
+        assert_eq!(
+            d.stream_ahead(apart.iter().copied(), &go),
+            90 * 3 * PAGE_SIZE
+        );
+        assert!(evict(&d, &path, probe));
+        assert_eq!(
+            d.stream_ahead(close.iter().copied(), &go),
+            (89 * 4 + 3) * PAGE_SIZE
+        );
+        // Fewer than 256 pages: not worth it.
+        assert!(evict(&d, &path, probe));
+        assert_eq!(d.stream_ahead(apart[..255].iter().copied(), &go), 0);
+        // Stopped before it starts.
+        assert_eq!(
+            d.stream_ahead(apart.iter().copied(), &AtomicBool::new(true)),
+            0
+        );
+        // Warm: the file read whole first.
+        std::fs::read(&path).unwrap();
+        assert_eq!(d.stream_ahead(apart.iter().copied(), &go), 0);
     }
 }

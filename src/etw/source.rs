@@ -528,6 +528,27 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         }
     }
 
+    /// Read the pages of every unit in memory from a cold disk in file order, ahead of a
+    /// reader that takes the units in their order ([`DumpFile::stream_ahead`]: blocking, for a
+    /// thread of its own, stopped by `stop`; nothing when the file is warm or it would not
+    /// pay). Returns the bytes asked for.
+    ///
+    /// [`DumpFile::stream_ahead`]: crate::dump::DumpFile
+    pub(crate) fn stream_ahead(&self, stop: &std::sync::atomic::AtomicBool) -> u64 {
+        let pages = self.units.iter().flat_map(|u| {
+            let range = match (&u.data, u.address) {
+                (UnitData::Memory(b), Some(va)) => {
+                    Some((space_of(self.ctx, b), va, b.header.buffer_size))
+                }
+                _ => None,
+            };
+            range.into_iter().flat_map(|(space, va, len)| {
+                space.page_frames(va, len).flatten().collect::<Vec<_>>()
+            })
+        });
+        self.ctx.dump.stream_ahead(pages, stop)
+    }
+
     /// Does the unit's first record end inside its valid bytes (reading only its start)?
     /// Exactly when a walk would count a record: what makes a buffer worth a place in a file.
     pub(crate) fn has_record(&self, u: &TraceUnit) -> Result<bool, UnitError> {

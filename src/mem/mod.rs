@@ -196,15 +196,23 @@ impl<'d> AddressSpace<'d> {
     /// mapped is skipped): pages stored one after another are asked for at once
     /// ([`DumpFile::prefetch_pages`]).
     pub(crate) fn prefetch(&self, va: VirtAddr, len: u64) {
+        self.dump.prefetch_pages(self.page_frames(va, len));
+    }
+
+    /// The physical page of each virtual page of `[va, va + len)` (None where it does not
+    /// translate); at most `MAX_READ` bytes' worth (`len` may come from memory: a buffer's
+    /// BufferSize, and callers hold the pages at once).
+    pub(crate) fn page_frames(
+        &self,
+        va: VirtAddr,
+        len: u64,
+    ) -> impl Iterator<Item = Option<crate::addr::Pfn>> + '_ {
         let first = va.get() & !(PAGE_SIZE - 1);
-        // At most MAX_READ: `prefetch_pages` holds the range's pages at once, and `len` may
-        // come from memory (a buffer's BufferSize).
         let end = va.get().saturating_add(len.min(MAX_READ as u64));
-        let pages = (0u64..)
+        (0u64..)
             .map(move |i| first.saturating_add(i.saturating_mul(PAGE_SIZE)))
             .take_while(move |&page| page < end)
-            .map(|page| self.translate(VirtAddr::new(page)).ok().map(|t| t.pa.pfn()));
-        self.dump.prefetch_pages(pages);
+            .map(|page| self.translate(VirtAddr::new(page)).ok().map(|t| t.pa.pfn()))
     }
 
     /// The page-table root in use (None for triage dumps).

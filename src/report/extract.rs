@@ -679,12 +679,23 @@ pub fn extract_with(
             .saturating_mul(2)
             .saturating_add(MAX_UNBACKED_OUTPUT),
     };
-    let mut sessions = Vec::new();
-    for f in plan {
-        if let Some(m) = x.session_file(f)? {
-            sessions.push(m);
-        }
-    }
+    // From a cold disk, the buffers' pages are read in file order on a second thread while
+    // the files are written (each buffer's pages lie apart: one random read each otherwise).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let sessions = std::thread::scope(|scope| {
+        scope.spawn(|| src.stream_ahead(&stop));
+        let mut sessions = Vec::new();
+        let written = (|| {
+            for f in plan {
+                if let Some(m) = x.session_file(f)? {
+                    sessions.push(m);
+                }
+            }
+            Ok::<(), ExtractError>(())
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        written.map(|()| sessions)
+    })?;
     let mut warnings = x.warnings;
     if let Some(what) = src.unknowable() {
         warnings.push(Warning::new(
