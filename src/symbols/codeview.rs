@@ -188,7 +188,7 @@ fn split_name(b: &[u8], pascal: bool) -> Option<(&[u8], usize)> {
         let n = usize::from(*b.first()?);
         Some((b.get(1..1 + n)?, 1 + n))
     } else {
-        let end = b.iter().position(|&c| c == 0)?;
+        let end = memchr::memchr(0, b)?;
         Some((&b[..end], end + 1))
     }
 }
@@ -210,10 +210,8 @@ enum Ty<'t> {
     /// A structure, class, interface or union.
     Aggregate(Aggregate<'t>),
     Enum {
-        fwd: bool,
         name: &'t [u8],
         underlying: u32,
-        fields: u32,
     },
     Pointer {
         underlying: u32,
@@ -317,17 +315,12 @@ fn parse_enum<'t>(buf: &mut Buf<'t>, leaf: u16) -> Parse<Ty<'t>> {
     buf.u16()?;
     let props = buf.u16()?;
     let underlying = buf.u32()?;
-    let fields = buf.u32()?;
+    buf.u32()?; // field list (the index pass keeps the wanted enumerations')
     let name = buf.name(leaf)?;
     if props & PROP_UNIQUE_NAME != 0 {
         buf.name(leaf)?;
     }
-    Ok(Ty::Enum {
-        fwd: props & PROP_FORWARD_REF != 0,
-        name,
-        underlying,
-        fields,
-    })
+    Ok(Ty::Enum { name, underlying })
 }
 
 fn parse_array<'t>(buf: &mut Buf<'t>, leaf: u16) -> Parse<Ty<'t>> {
@@ -590,6 +583,60 @@ fn primitive(index: u32) -> Option<Ty<'static>> {
     })
 }
 
+/// What the index pass keeps of a record: a structure or union definition's name, or an
+/// enumeration definition's name and field list.
+enum Head<'t> {
+    Aggregate(&'t [u8]),
+    Enum(&'t [u8], u32),
+}
+
+/// The head of a named structure, union or enumeration definition (`data`: kind, then body),
+/// read without building the record: None for other kinds, forward references, and records
+/// the crate's parser refused (the same conditions as [`parse_class`], [`parse_union`] and
+/// [`parse_enum`]; a unique name only has to be there, so it is not walked).
+fn head(data: &[u8]) -> Option<Head<'_>> {
+    let kind = u16::from_le_bytes([*data.first()?, *data.get(1)?]);
+    // Offsets (from the kind) of the properties, the field list and the size leaf (the name
+    // for an enumeration).
+    let (props_at, after) = match kind {
+        LF_CLASS | LF_CLASS_ST | LF_STRUCTURE | LF_STRUCTURE_ST | LF_INTERFACE => (4, 18),
+        LF_STRUCTURE19 => (2, 20),
+        LF_UNION | LF_UNION_ST => (4, 10),
+        LF_ENUM | LF_ENUM_ST => (4, 14),
+        _ => return None,
+    };
+    let props = u16::from_le_bytes([*data.get(props_at)?, *data.get(props_at + 1)?]);
+    if props & PROP_FORWARD_REF != 0 {
+        return None;
+    }
+    let mut buf = Buf::new(data);
+    buf.pos = after;
+    if !matches!(kind, LF_ENUM | LF_ENUM_ST) {
+        buf.unsigned().ok()?;
+    }
+    let name = buf.name(kind).ok()?;
+    let is_enum = matches!(kind, LF_ENUM | LF_ENUM_ST);
+    if is_enum && !super::WANTED_ENUMS.iter().any(|w| w.as_bytes() == name) {
+        return None;
+    }
+    if props & PROP_UNIQUE_NAME != 0 {
+        let rest = data.get(buf.pos..)?;
+        let ok = if kind <= LF_ST_MAX {
+            rest.len() > usize::from(*rest.first()?)
+        } else {
+            memchr::memrchr(0, rest).is_some()
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some(if is_enum {
+        Head::Enum(name, super::pdb::u32_at(data, 10)?)
+    } else {
+        Head::Aggregate(name)
+    })
+}
+
 /// Structure and union definitions by name (the type stream's bytes), foldhash-hashed:
 /// seeded per process, so a crafted PDB cannot choose colliding names.
 type Defs<'t> = HashMap<&'t [u8], u32, foldhash::quality::RandomState>;
@@ -651,38 +698,18 @@ impl<'t> TypeStream<'t> {
                 .ok_or_else(|| format!("type record {index:#x} runs past the stream's end"))?;
             offsets.push(pos as u32);
             pos += 2 + len;
-            let kind = u16::from_le_bytes([data[0], data[1]]);
-            if matches!(
-                kind,
-                LF_CLASS
-                    | LF_CLASS_ST
-                    | LF_STRUCTURE
-                    | LF_STRUCTURE_ST
-                    | LF_INTERFACE
-                    | LF_STRUCTURE19
-                    | LF_UNION
-                    | LF_UNION_ST
-                    | LF_ENUM
-                    | LF_ENUM_ST
-            ) {
-                match parse_record(data) {
-                    Ok(Ty::Aggregate(a)) if !a.fwd => {
-                        defs.entry(a.name).or_insert(index);
-                    }
-                    Ok(Ty::Enum {
-                        fwd: false,
-                        name,
-                        fields,
-                        ..
-                    }) => {
-                        if let Some(w) = super::WANTED_ENUMS.iter().find(|w| w.as_bytes() == name) {
-                            if !enums.iter().any(|(n, _)| n == w) {
-                                enums.push((w, fields));
-                            }
+            match head(data) {
+                Some(Head::Aggregate(name)) => {
+                    defs.entry(name).or_insert(index);
+                }
+                Some(Head::Enum(name, fields)) => {
+                    if let Some(w) = super::WANTED_ENUMS.iter().find(|w| w.as_bytes() == name) {
+                        if !enums.iter().any(|(n, _)| n == w) {
+                            enums.push((w, fields));
                         }
                     }
-                    _ => {}
                 }
+                None => {}
             }
             // Past u32::MAX the crate's index wrapped (and its debug build failed): stop.
             index = index

@@ -1,7 +1,7 @@
 //! Reading layouts and global symbols from a PDB, without a PDB library (issue 30 item 4).
 //!
 //! The file is mapped (not read into a buffer) and its MSF container checked
-//! ([`super::msf::check`], then [`super::msf::Streams`]); a stream whose blocks are consecutive,
+//! (`msf::check`, then `msf::Streams`); a stream whose blocks are consecutive,
 //! as linkers write them, is used where it lies in the mapping, any other is copied block by
 //! block. Then, from the mapped bytes:
 //!
@@ -11,10 +11,10 @@
 //!   records, and parses the heads of the named structure, union and enumeration records, to
 //!   find each structure's first definition by name (members usually reference forward
 //!   declarations, resolved by name). Only the requested structures, what they embed by value,
-//!   and the wanted enumerations' field lists are parsed further ([`super::codeview`]);
+//!   and the wanted enumerations' field lists are parsed further (`symbols::codeview`);
 //! * global addresses: the publics (S_PUB32, what Microsoft's public PDBs have) and global data
 //!   records (S_GDATA32 and the other data kinds), mapped to RVAs through the section headers
-//!   (and the OMAP, when the PDB has one).
+//!   (and the OMAP, when the PDB has one), on a second thread while the first reads the types.
 //!
 //! The result is the one the `pdb` crate gave ([`super::pdb_reference`], kept as the tests'
 //! oracle): the same records are accepted and the same names, sizes and addresses result,
@@ -57,8 +57,8 @@ pub fn load(path: &Path, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
         source: e,
     };
     let file = File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    if len == 0 || !file.metadata().map_err(io)?.is_file() {
+    let meta = file.metadata().map_err(io)?;
+    if meta.len() == 0 || !meta.is_file() {
         use std::io::Read;
         // Bounded like any file we read: a PDB is at most 4 GiB of 4 KiB blocks (u32 count).
         let mut bytes = Vec::new();
@@ -113,10 +113,25 @@ pub fn load_bytes(name: &Path, bytes: &[u8], wanted: &[&str]) -> Result<PdbConte
     };
 
     let tpi = stream(2, "type information (TPI)")?;
-    let types = TypeStream::index(&tpi)
-        .and_then(|ts| codeview::read_types(&ts, wanted, pointer_size))
-        .map_err(|why| bad(name, why))?;
-    let symbols = read_symbols(&streams, &dbi, pointer_size == 4).map_err(|why| bad(name, why))?;
+    // The global symbols are read on a second thread while this one reads the types (about
+    // a third of a large PDB's load each); errors are reported in the same order as before.
+    let (types, symbols) = std::thread::scope(|scope| {
+        let symbols = std::thread::Builder::new()
+            .name("pdb-symbols".into())
+            .spawn_scoped(scope, || read_symbols(&streams, &dbi, pointer_size == 4));
+        let types =
+            TypeStream::index(&tpi).and_then(|ts| codeview::read_types(&ts, wanted, pointer_size));
+        let symbols = match symbols {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err("reading the global symbols failed".into())),
+            // No thread to be had: read them here.
+            Err(_) => read_symbols(&streams, &dbi, pointer_size == 4),
+        };
+        (types, symbols)
+    });
+    let types = types.map_err(|why| bad(name, why))?;
+    let symbols = symbols.map_err(|why| bad(name, why))?;
     Ok(PdbContents {
         identity,
         pointer_size,
@@ -332,11 +347,15 @@ const S_ALIGN: u16 = 0x0402;
 const S_SKIP: u16 = 0x0007;
 const S_PUB32: u16 = 0x110E;
 const S_PUB32_ST: u16 = 0x1009;
-/// S_LDATA32, S_LDATA32_ST, S_GDATA32, S_GDATA32_ST, S_LMANDATA, S_LMANDATA_ST, S_GMANDATA,
-/// S_GMANDATA_ST: the data records the `pdb` crate parsed as `SymbolData::Data`.
-const DATA_KINDS: &[u16] = &[
-    0x110C, 0x1007, 0x110D, 0x1008, 0x111C, 0x1020, 0x111D, 0x1021,
-];
+// The data records the `pdb` crate parsed as `SymbolData::Data`.
+const S_LDATA32: u16 = 0x110C;
+const S_LDATA32_ST: u16 = 0x1007;
+const S_GDATA32: u16 = 0x110D;
+const S_GDATA32_ST: u16 = 0x1008;
+const S_LMANDATA: u16 = 0x111C;
+const S_LMANDATA_ST: u16 = 0x1020;
+const S_GMANDATA: u16 = 0x111D;
+const S_GMANDATA_ST: u16 = 0x1021;
 /// Kinds below this carry a length-prefixed name; others a NUL-terminated one.
 const S_ST_MAX: u16 = 0x1100;
 
@@ -373,10 +392,12 @@ fn read_symbols(
         if kind == S_ALIGN || kind == S_SKIP {
             continue;
         }
-        let public = kind == S_PUB32 || kind == S_PUB32_ST;
-        if !public && !DATA_KINDS.contains(&kind) {
-            continue;
-        }
+        let public = match kind {
+            S_PUB32 | S_PUB32_ST => true,
+            S_LDATA32 | S_LDATA32_ST | S_GDATA32 | S_GDATA32_ST | S_LMANDATA | S_LMANDATA_ST
+            | S_GMANDATA | S_GMANDATA_ST => false,
+            _ => continue,
+        };
         // Public: flags, offset, segment, name; data: type, offset, segment, name.
         let (Some(offset), Some(section)) = (u32_at(rec, 6), u16_at(rec, 10)) else {
             continue;
@@ -387,16 +408,18 @@ fn read_symbols(
         let Some(rva) = map.rva(section, offset) else {
             continue;
         };
-        let mut name = String::from_utf8_lossy(name);
         // x86 publics carry the C decoration (a leading underscore); S_GDATA32 names do not.
-        if x86 && public {
-            if let Some(stripped) = name.strip_prefix('_') {
-                name = Cow::Owned(stripped.to_string());
-            }
-        }
-        if !out.contains_key(&*name) {
-            out.insert(name.into_owned(), u64::from(rva));
-        }
+        // (Stripped after the lossy conversion, as the crate-based loader did: a name of an
+        // underscore then invalid UTF-8 keeps its replacement characters.)
+        let name = match std::str::from_utf8(name) {
+            Ok(n) => Cow::Borrowed(n),
+            Err(_) => String::from_utf8_lossy(name),
+        };
+        let name = match name.strip_prefix('_') {
+            Some(stripped) if x86 && public => stripped,
+            _ => &name,
+        };
+        out.entry(name.to_owned()).or_insert(u64::from(rva));
     }
     Ok(out)
 }
