@@ -23,7 +23,7 @@
 //! and what is wrong, or the degraded result the crate gave (a record that does not parse is
 //! skipped where the crate skipped it).
 
-use super::codeview::{self, TypeStream};
+use super::codeview::{self, u16_at, u32_at, TypeStream};
 use super::{PdbIdentity, SymbolError};
 use std::borrow::Cow;
 use std::fs::File;
@@ -189,16 +189,6 @@ pub(crate) fn contained<T>(f: impl FnOnce() -> T) -> Result<T, String> {
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "panic".into())
     })
-}
-
-pub(crate) fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    b.get(o..o.checked_add(2)?)
-        .map(|x| u16::from_le_bytes([x[0], x[1]]))
-}
-
-pub(crate) fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    b.get(o..o.checked_add(4)?)
-        .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
 }
 
 /// The machine types the `pdb` crate names (`MachineType`); any other value was reported as
@@ -413,7 +403,7 @@ fn read_symbols(
         // underscore then invalid UTF-8 keeps its replacement characters.)
         let name = match std::str::from_utf8(name) {
             Ok(n) => Cow::Borrowed(n),
-            Err(_) => String::from_utf8_lossy(name),
+            Err(_) => Cow::Owned(crate::text::Untrusted::from_utf8_lossy(name).into_raw()),
         };
         let name = match name.strip_prefix('_') {
             Some(stripped) if x86 && public => stripped,

@@ -503,3 +503,41 @@ fn read_symbols<'s, S: pdb::Source<'s> + 's>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use pdb::FallibleIterator;
+
+    /// Every primitive type index (below 0x1000) is named, sized and signed by etwdump's
+    /// reader (`codeview`) as the `pdb` crate's `PrimitiveType` was by this loader, and
+    /// refused where the crate refused it.
+    #[test]
+    fn primitives_match_the_crate() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/x64-19041/ntkrnlmp.pdb"
+        );
+        let mut pdb = pdb::PDB::open(std::fs::File::open(path).unwrap()).unwrap();
+        let ti = pdb.type_information().unwrap();
+        let mut finder = ti.finder();
+        let mut it = ti.iter();
+        while it.next().unwrap().is_some() {
+            finder.update(&it);
+        }
+        let mut known = 0;
+        for i in 0..0x1000u32 {
+            let theirs = finder.find(pdb::TypeIndex(i)).unwrap().parse();
+            match (theirs, super::super::codeview::primitive_type(i)) {
+                (Ok(pdb::TypeData::Primitive(p)), Some((ty, size, indirect))) => {
+                    assert_eq!(super::primitive(p.kind), ty, "{i:#x}");
+                    assert_eq!(super::primitive_size(p.kind), size, "{i:#x}");
+                    assert_eq!(p.indirection.is_some(), indirect, "{i:#x}");
+                    known += 1;
+                }
+                (Err(_), None) => {}
+                (t, o) => panic!("{i:#x}: the crate gave {t:?}, etwdump {o:?}"),
+            }
+        }
+        assert!(known > 300, "{known}");
+    }
+}
