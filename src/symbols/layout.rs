@@ -208,7 +208,7 @@ impl StructLayout {
 }
 
 /// Layouts by structure name, and the constants of the wanted enumerations.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct TypeStore {
     types: HashMap<String, StructLayout>,
     enums: HashMap<String, Vec<(String, i64)>>,

@@ -2,11 +2,14 @@
 //! local symbol store, a Volatility 3 ISF file, or the built-in per-version tables.
 
 pub mod builtin;
+mod codeview;
 mod identity;
 pub mod isf;
 pub mod layout;
 mod msf;
 pub mod pdb;
+#[doc(hidden)]
+pub mod pdb_reference;
 #[cfg(feature = "fetch")]
 pub mod server;
 pub mod store;

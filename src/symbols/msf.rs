@@ -13,6 +13,7 @@
 //!
 //! Anything else the crate gets wrong is contained by the caller (a panic becomes an error).
 
+use std::borrow::Cow;
 use std::io::{Read, Seek, SeekFrom};
 
 const MAGIC: &[u8; 32] = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0";
@@ -221,6 +222,103 @@ fn check_dbi(h: &[u8], stream: u32) -> Result<(), Reject> {
         ));
     }
     Ok(())
+}
+
+/// The streams of a PDB held in memory (a mapped file or a buffer), for the crate-free loader
+/// (`super::pdb`): the container is checked by [`check`] first (same checks, same messages), then
+/// a stream is borrowed from the file's bytes when its blocks are consecutive (what linkers
+/// write) and copied block by block otherwise. Every block number and size was bounded by
+/// [`check`]; the accessors bound them again, so no index from the file can slice out of range.
+pub(crate) struct Streams<'a> {
+    file: &'a [u8],
+    block_size: usize,
+    /// Per stream: its size (None: a nil stream) and where its block list starts in `dir`.
+    entries: Vec<(Option<u32>, usize)>,
+    dir: Vec<u8>,
+}
+
+impl<'a> Streams<'a> {
+    /// Check the container (as [`check`]) and index its streams.
+    pub(crate) fn open(file: &'a [u8]) -> Result<Streams<'a>, Reject> {
+        check(&mut std::io::Cursor::new(file), file.len() as u64)?;
+        // `check` accepted these; read them again without trusting that.
+        let block_size = u32_at(file, 32).unwrap_or(0) as usize;
+        let dir_bytes = u32_at(file, 44).unwrap_or(0) as usize;
+        let map_addr = u32_at(file, 52).unwrap_or(0) as usize;
+        if block_size == 0 {
+            return Err("block size 0".into());
+        }
+        let block = |n: usize| -> Result<&'a [u8], Reject> {
+            n.checked_mul(block_size)
+                .and_then(|o| file.get(o..o.checked_add(block_size)?))
+                .ok_or_else(|| format!("block {n} is past the end of the file"))
+        };
+        let map = block(map_addr)?;
+        let mut dir = Vec::with_capacity(dir_bytes.min(file.len()));
+        for i in 0..dir_bytes.div_ceil(block_size) {
+            let b = u32_at(map, i * 4).ok_or("the stream directory's block map is too long")?;
+            dir.extend_from_slice(block(b as usize)?);
+        }
+        dir.truncate(dir_bytes);
+        let count = u32_at(&dir, 0).ok_or("empty stream directory")? as usize;
+        if count > MAX_STREAMS as usize || count.saturating_mul(4) + 4 > dir.len() {
+            return Err(format!("{count} streams do not fit the directory"));
+        }
+        let mut entries = Vec::with_capacity(count);
+        let mut pos = 4 + count * 4;
+        for s in 0..count {
+            let size = u32_at(&dir, 4 + s * 4).unwrap_or(0);
+            let blocks = if size == u32::MAX {
+                0
+            } else {
+                (size as usize).div_ceil(block_size)
+            };
+            entries.push(((size != u32::MAX).then_some(size), pos));
+            pos = pos.saturating_add(blocks.saturating_mul(4));
+        }
+        Ok(Streams {
+            file,
+            block_size,
+            entries,
+            dir,
+        })
+    }
+
+    /// Stream `n`'s bytes: None if the directory has no such stream or it is nil.
+    pub(crate) fn get(&self, n: usize) -> Result<Option<Cow<'a, [u8]>>, Reject> {
+        let Some(&(Some(size), list)) = self.entries.get(n) else {
+            return Ok(None);
+        };
+        let size = size as usize;
+        let bs = self.block_size;
+        let count = size.div_ceil(bs);
+        let blocks = list
+            .checked_add(count * 4)
+            .and_then(|end| self.dir.get(list..end))
+            .ok_or_else(|| format!("the directory ends inside stream {n}'s block list"))?;
+        let at = |i: usize| u32_at(blocks, i * 4).unwrap_or(u32::MAX) as usize;
+        let range = |b: usize, len: usize| -> Result<std::ops::Range<usize>, Reject> {
+            let start = b
+                .checked_mul(bs)
+                .filter(|s| s.saturating_add(len) <= self.file.len());
+            start
+                .map(|s| s..s + len)
+                .ok_or_else(|| format!("stream {n} names block {b} past the end of the file"))
+        };
+        if count == 0 {
+            return Ok(Some(Cow::Borrowed(&[])));
+        }
+        let first = at(0);
+        if (1..count).all(|i| at(i) == first.wrapping_add(i)) {
+            return Ok(Some(Cow::Borrowed(&self.file[range(first, size)?])));
+        }
+        let mut out = Vec::with_capacity(size);
+        for i in 0..count {
+            let len = bs.min(size - i * bs);
+            out.extend_from_slice(&self.file[range(at(i), len)?]);
+        }
+        Ok(Some(Cow::Owned(out)))
+    }
 }
 
 #[cfg(test)]

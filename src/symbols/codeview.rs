@@ -1,0 +1,1042 @@
+//! CodeView type records of a PDB's type stream (TPI), read for the layouts etwdump needs.
+//!
+//! [`TypeStream::index`] passes over the stream once reading only each record's length (every
+//! record's position, for lookups by type index) and, for the named structure, union and
+//! enumeration records, their head (kind, forward-reference flag, name): the first definition
+//! of each structure by name, and the field lists of the wanted enumerations. Nothing else is
+//! parsed until [`read_types`] converts the requested structures and what they embed.
+//!
+//! The records are parsed as the `pdb` crate 0.8 parsed them (the reference,
+//! `super::pdb_reference`): a record the crate refused is refused here, a field list's entries
+//! are stepped over by the same grammar (so the same members are found), numeric leaves and
+//! names are read the same way. Where the crate failed the whole load (a damaged record a
+//! layout needs), this reader fails too, or gives a result; it never panics, and every count
+//! and offset from the file is bounded by the record or stream holding it.
+
+use super::layout::{Field, LayoutSource, StructLayout, TypeRef, TypeStore};
+use crate::text::Untrusted;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Most structures converted for one request (a kernel's `_KPRCB` closure is a few hundred).
+const MAX_TYPES: usize = 20_000;
+/// Deepest type-reference chain followed (pointer to array of modifier of ...).
+const MAX_DEPTH: u32 = 32;
+/// Field-list continuations followed for one enumeration.
+const MAX_ENUM_LISTS: usize = 64;
+
+// CodeView leaf kinds (cvinfo.h).
+const LF_MODIFIER: u16 = 0x1001;
+const LF_POINTER: u16 = 0x1002;
+const LF_ARRAY_ST: u16 = 0x1003;
+const LF_CLASS_ST: u16 = 0x1004;
+const LF_STRUCTURE_ST: u16 = 0x1005;
+const LF_UNION_ST: u16 = 0x1006;
+const LF_ENUM_ST: u16 = 0x1007;
+const LF_PROCEDURE: u16 = 0x1008;
+const LF_MFUNCTION: u16 = 0x1009;
+const LF_ARGLIST: u16 = 0x1201;
+const LF_FIELDLIST: u16 = 0x1203;
+const LF_BITFIELD: u16 = 0x1205;
+const LF_METHODLIST: u16 = 0x1206;
+const LF_BCLASS: u16 = 0x1400;
+const LF_VBCLASS: u16 = 0x1401;
+const LF_IVBCLASS: u16 = 0x1402;
+const LF_ENUMERATE_ST: u16 = 0x0403;
+const LF_INDEX: u16 = 0x1404;
+const LF_MEMBER_ST: u16 = 0x1405;
+const LF_STMEMBER_ST: u16 = 0x1406;
+const LF_METHOD_ST: u16 = 0x1407;
+const LF_NESTTYPE_ST: u16 = 0x1408;
+const LF_VFUNCTAB: u16 = 0x1409;
+const LF_ONEMETHOD_ST: u16 = 0x140b;
+const LF_NESTTYPEEX_ST: u16 = 0x140d;
+/// Kinds up to this carry length-prefixed names; later ones NUL-terminated names.
+const LF_ST_MAX: u16 = 0x1500;
+const LF_ENUMERATE: u16 = 0x1502;
+const LF_ARRAY: u16 = 0x1503;
+const LF_CLASS: u16 = 0x1504;
+const LF_STRUCTURE: u16 = 0x1505;
+const LF_UNION: u16 = 0x1506;
+const LF_ENUM: u16 = 0x1507;
+const LF_MEMBER: u16 = 0x150d;
+const LF_STMEMBER: u16 = 0x150e;
+const LF_METHOD: u16 = 0x150f;
+const LF_NESTTYPE: u16 = 0x1510;
+const LF_ONEMETHOD: u16 = 0x1511;
+const LF_NESTTYPEEX: u16 = 0x1512;
+const LF_STRIDED_ARRAY: u16 = 0x1516;
+const LF_INTERFACE: u16 = 0x1519;
+const LF_BINTERFACE: u16 = 0x151a;
+const LF_STRUCTURE19: u16 = 0x1609;
+// Numeric leaves.
+const LF_NUMERIC: u16 = 0x8000;
+const LF_CHAR: u16 = 0x8000;
+const LF_SHORT: u16 = 0x8001;
+const LF_USHORT: u16 = 0x8002;
+const LF_LONG: u16 = 0x8003;
+const LF_ULONG: u16 = 0x8004;
+const LF_QUADWORD: u16 = 0x8009;
+const LF_UQUADWORD: u16 = 0x800a;
+
+/// Property bits of a structure, union or enumeration (CV_prop_t).
+const PROP_FORWARD_REF: u16 = 0x0080;
+const PROP_UNIQUE_NAME: u16 = 0x0200;
+
+/// A record that does not parse (as the `pdb` crate would have refused it).
+#[derive(Debug)]
+struct Damaged;
+
+type Parse<T> = Result<T, Damaged>;
+
+/// A little-endian reader over one record's bytes.
+struct Buf<'t> {
+    b: &'t [u8],
+    pos: usize,
+}
+
+impl<'t> Buf<'t> {
+    fn new(b: &'t [u8]) -> Self {
+        Buf { b, pos: 0 }
+    }
+    fn is_empty(&self) -> bool {
+        self.pos >= self.b.len()
+    }
+    fn take(&mut self, n: usize) -> Parse<&'t [u8]> {
+        let end = self.pos.checked_add(n).ok_or(Damaged)?;
+        let s = self.b.get(self.pos..end).ok_or(Damaged)?;
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Parse<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Parse<u16> {
+        let s = self.take(2)?;
+        Ok(u16::from_le_bytes([s[0], s[1]]))
+    }
+    fn u32(&mut self) -> Parse<u32> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u64(&mut self) -> Parse<u64> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn peek_u8(&self) -> Parse<u8> {
+        self.b.get(self.pos).copied().ok_or(Damaged)
+    }
+    fn peek_u16(&self) -> Parse<u16> {
+        let s = self.b.get(self.pos..self.pos + 2).ok_or(Damaged)?;
+        Ok(u16::from_le_bytes([s[0], s[1]]))
+    }
+    /// A name: length-prefixed for the old (`_ST`) kinds, NUL-terminated otherwise.
+    fn name(&mut self, leaf: u16) -> Parse<&'t [u8]> {
+        let rest = self.b.get(self.pos..).ok_or(Damaged)?;
+        let (name, used) = split_name(rest, leaf <= LF_ST_MAX).ok_or(Damaged)?;
+        self.pos += used;
+        Ok(name)
+    }
+    /// An unsigned numeric leaf (a size or offset).
+    fn unsigned(&mut self) -> Parse<u64> {
+        let leaf = self.u16()?;
+        if leaf < LF_NUMERIC {
+            return Ok(u64::from(leaf));
+        }
+        match leaf {
+            LF_CHAR => Ok(u64::from(self.u8()?)),
+            LF_USHORT => Ok(u64::from(self.u16()?)),
+            LF_ULONG => Ok(u64::from(self.u32()?)),
+            LF_UQUADWORD => self.u64(),
+            _ => Err(Damaged),
+        }
+    }
+    /// A numeric leaf of any kind (an enumerator's value), as i64 (unsigned 64-bit values
+    /// wrap, as etwdump always converted them).
+    fn variant(&mut self) -> Parse<i64> {
+        let leaf = self.u16()?;
+        if leaf < LF_NUMERIC {
+            return Ok(i64::from(leaf));
+        }
+        Ok(match leaf {
+            LF_CHAR => i64::from(self.u8()?),
+            LF_SHORT => i64::from(self.u16()? as i16),
+            LF_LONG => i64::from(self.u32()? as i32),
+            LF_QUADWORD => self.u64()? as i64,
+            LF_USHORT => i64::from(self.u16()?),
+            LF_ULONG => i64::from(self.u32()?),
+            LF_UQUADWORD => self.u64()? as i64,
+            _ => return Err(Damaged),
+        })
+    }
+    /// Padding bytes (0xF0-0xFF) between field-list entries.
+    fn padding(&mut self) -> Parse<()> {
+        while !self.is_empty() && self.peek_u8()? >= 0xf0 {
+            let p = self.u8()?;
+            if p > 0xf0 {
+                self.take(usize::from(p & 0x0f) - 1)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The name at the start of `b` and the bytes it takes: `pascal`, a length byte then the
+/// name; otherwise up to a NUL (which must be there).
+fn split_name(b: &[u8], pascal: bool) -> Option<(&[u8], usize)> {
+    if pascal {
+        let n = usize::from(*b.first()?);
+        Some((b.get(1..1 + n)?, 1 + n))
+    } else {
+        let end = memchr::memchr(0, b)?;
+        Some((&b[..end], end + 1))
+    }
+}
+
+/// The little-endian u16 at `o`, if `b` holds it.
+pub(crate) fn u16_at(b: &[u8], o: usize) -> Option<u16> {
+    b.get(o..o.checked_add(2)?)
+        .map(|x| u16::from_le_bytes([x[0], x[1]]))
+}
+
+/// The little-endian u32 at `o`, if `b` holds it.
+pub(crate) fn u32_at(b: &[u8], o: usize) -> Option<u32> {
+    b.get(o..o.checked_add(4)?)
+        .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+/// A symbol record's name (see [`split_name`]).
+pub(crate) fn record_name(b: &[u8], pascal: bool) -> Option<&[u8]> {
+    split_name(b, pascal).map(|(n, _)| n)
+}
+
+/// A type, as far as the layouts need it.
+enum Ty<'t> {
+    /// A primitive type index: (name, size, signed) of the base type (None: void), and
+    /// whether the index is a pointer to it.
+    Primitive {
+        base: Option<(&'static str, u64, bool)>,
+        size: u64,
+        indirect: bool,
+    },
+    /// A structure, class, interface or union.
+    Aggregate(Aggregate<'t>),
+    Enum {
+        name: &'t [u8],
+        underlying: u32,
+    },
+    Pointer {
+        underlying: u32,
+        size: u8,
+    },
+    Modifier(u32),
+    Array {
+        element: u32,
+        dims: Vec<u32>,
+    },
+    Bitfield {
+        underlying: u32,
+        length: u8,
+        position: u8,
+    },
+    Function,
+    FieldList(FieldList<'t>),
+    /// A kind the layouts do not use.
+    Other,
+}
+
+struct Aggregate<'t> {
+    is_union: bool,
+    fwd: bool,
+    size: u64,
+    name: &'t [u8],
+    /// A structure's field list (None for 0 and 0xFFFF); a union's, always.
+    fields: Option<u32>,
+}
+
+#[derive(Default)]
+struct FieldList<'t> {
+    members: Vec<(&'t [u8], u32, u64)>,
+    enumerates: Vec<(&'t [u8], i64)>,
+    continuation: Option<u32>,
+}
+
+/// What one field-list entry was.
+enum Entry<'t> {
+    Member(&'t [u8], u32, u64),
+    Enumerate(&'t [u8], i64),
+    /// A nested field list: the rest of the buffer belongs to it.
+    NestedList,
+    Other,
+}
+
+fn optional_index(i: u32) -> Option<u32> {
+    (i != 0 && i != 0xffff).then_some(i)
+}
+
+/// A structure, class or interface record's body (after its kind).
+fn parse_class<'t>(buf: &mut Buf<'t>, leaf: u16) -> Parse<Aggregate<'t>> {
+    let (props, fields) = if leaf == LF_STRUCTURE19 {
+        let props = buf.u32()? as u16;
+        let fields = buf.u32()?;
+        buf.u32()?; // derived from
+        buf.u32()?; // vtable shape
+        buf.u16()?; // member count
+        (props, fields)
+    } else {
+        buf.u16()?; // member count
+        let props = buf.u16()?;
+        let fields = buf.u32()?;
+        buf.u32()?;
+        buf.u32()?;
+        (props, fields)
+    };
+    let size = buf.unsigned()?;
+    let name = buf.name(leaf)?;
+    if props & PROP_UNIQUE_NAME != 0 {
+        buf.name(leaf)?;
+    }
+    Ok(Aggregate {
+        is_union: false,
+        fwd: props & PROP_FORWARD_REF != 0,
+        size,
+        name,
+        fields: optional_index(fields),
+    })
+}
+
+fn parse_union<'t>(buf: &mut Buf<'t>, leaf: u16) -> Parse<Aggregate<'t>> {
+    buf.u16()?;
+    let props = buf.u16()?;
+    let fields = buf.u32()?;
+    let size = buf.unsigned()?;
+    let name = buf.name(leaf)?;
+    if props & PROP_UNIQUE_NAME != 0 {
+        buf.name(leaf)?;
+    }
+    Ok(Aggregate {
+        is_union: true,
+        fwd: props & PROP_FORWARD_REF != 0,
+        size,
+        name,
+        fields: Some(fields),
+    })
+}
+
+fn parse_enum<'t>(buf: &mut Buf<'t>, leaf: u16) -> Parse<Ty<'t>> {
+    buf.u16()?;
+    let props = buf.u16()?;
+    let underlying = buf.u32()?;
+    buf.u32()?; // field list (the index pass keeps the wanted enumerations')
+    let name = buf.name(leaf)?;
+    if props & PROP_UNIQUE_NAME != 0 {
+        buf.name(leaf)?;
+    }
+    Ok(Ty::Enum { name, underlying })
+}
+
+fn parse_array<'t>(buf: &mut Buf<'t>, leaf: u16) -> Parse<Ty<'t>> {
+    let element = buf.u32()?;
+    buf.u32()?; // indexing type
+    if leaf == LF_STRIDED_ARRAY {
+        buf.u32()?;
+    }
+    let mut dims = Vec::new();
+    loop {
+        let d = buf.unsigned()?;
+        dims.push(u32::try_from(d).map_err(|_| Damaged)?);
+        if buf.is_empty() {
+            return Err(Damaged);
+        }
+        if buf.peek_u8()? == 0 {
+            buf.u8()?;
+            break;
+        }
+    }
+    buf.padding()?;
+    // The array must end its buffer (the crate asserted it).
+    if !buf.is_empty() {
+        return Err(Damaged);
+    }
+    Ok(Ty::Array { element, dims })
+}
+
+/// One entry of a field list (any record kind may stand there; each is stepped over by its
+/// own grammar, as the crate's parser did).
+fn parse_entry<'t>(buf: &mut Buf<'t>) -> Parse<Entry<'t>> {
+    let leaf = buf.u16()?;
+    match leaf {
+        LF_MEMBER | LF_MEMBER_ST => {
+            buf.u16()?;
+            let ty = buf.u32()?;
+            let offset = buf.unsigned()?;
+            let name = buf.name(leaf)?;
+            Ok(Entry::Member(name, ty, offset))
+        }
+        LF_ENUMERATE | LF_ENUMERATE_ST => {
+            buf.u16()?;
+            let v = buf.variant()?;
+            let name = buf.name(leaf)?;
+            Ok(Entry::Enumerate(name, v))
+        }
+        LF_FIELDLIST => Ok(Entry::NestedList),
+        _ => {
+            parse_other(buf, leaf)?;
+            Ok(Entry::Other)
+        }
+    }
+}
+
+/// Step over a record body of kind `leaf` that the layouts do not use (in a field list, or
+/// as a record), failing where the crate's parser failed.
+fn parse_other(buf: &mut Buf<'_>, leaf: u16) -> Parse<()> {
+    match leaf {
+        LF_CLASS | LF_CLASS_ST | LF_STRUCTURE | LF_STRUCTURE_ST | LF_INTERFACE | LF_STRUCTURE19 => {
+            parse_class(buf, leaf)?;
+        }
+        LF_UNION | LF_UNION_ST => {
+            parse_union(buf, leaf)?;
+        }
+        LF_ENUM | LF_ENUM_ST => {
+            parse_enum(buf, leaf)?;
+        }
+        LF_ARRAY | LF_ARRAY_ST | LF_STRIDED_ARRAY => {
+            parse_array(buf, leaf)?;
+        }
+        LF_NESTTYPE | LF_NESTTYPE_ST | LF_NESTTYPEEX | LF_NESTTYPEEX_ST => {
+            buf.u16()?;
+            buf.u32()?;
+            buf.name(leaf)?;
+        }
+        LF_MFUNCTION => {
+            buf.take(4 + 4 + 4 + 2 + 2 + 4 + 4)?;
+        }
+        LF_METHOD | LF_METHOD_ST | LF_STMEMBER | LF_STMEMBER_ST => {
+            buf.u16()?;
+            buf.u32()?;
+            buf.name(leaf)?;
+        }
+        LF_ONEMETHOD | LF_ONEMETHOD_ST => {
+            let attr = buf.u16()?;
+            buf.u32()?;
+            if matches!((attr & 0x1c) >> 2, 4 | 6) {
+                buf.u32()?;
+            }
+            buf.name(leaf)?;
+        }
+        LF_BCLASS | LF_BINTERFACE => {
+            buf.u16()?;
+            buf.u32()?;
+            buf.unsigned()?;
+        }
+        LF_VFUNCTAB => {
+            buf.u16()?;
+            buf.u32()?;
+        }
+        LF_POINTER => {
+            buf.u32()?;
+            let attr = buf.u32()?;
+            if matches!((attr >> 5) & 7, 2 | 3) {
+                buf.u32()?;
+            }
+        }
+        LF_PROCEDURE => {
+            buf.take(4 + 2 + 2 + 4)?;
+        }
+        LF_MODIFIER => {
+            buf.take(4 + 2)?;
+        }
+        LF_BITFIELD => {
+            buf.take(4 + 1 + 1)?;
+        }
+        LF_VBCLASS | LF_IVBCLASS => {
+            buf.u16()?;
+            buf.u32()?;
+            buf.u32()?;
+            buf.unsigned()?;
+            buf.unsigned()?;
+        }
+        LF_ARGLIST => {
+            let n = buf.u32()? as usize;
+            buf.take(n.checked_mul(4).ok_or(Damaged)?)?;
+        }
+        LF_METHODLIST => {
+            while !buf.is_empty() {
+                let attr = buf.u16()?;
+                buf.u16()?;
+                buf.u32()?;
+                if matches!((attr & 0x1c) >> 2, 4 | 6) {
+                    buf.u32()?;
+                }
+            }
+        }
+        _ => return Err(Damaged),
+    }
+    Ok(())
+}
+
+/// A field list record's body: its members, enumerators and continuation. A nested field
+/// list (the crate parsed it recursively and kept none of its entries) is stepped over.
+fn parse_field_list<'t>(buf: &mut Buf<'t>) -> Parse<FieldList<'t>> {
+    let mut list = FieldList::default();
+    let mut nested = false;
+    while !buf.is_empty() {
+        if buf.peek_u16()? == LF_INDEX {
+            buf.u16()?;
+            let next = buf.u32()?;
+            if !nested {
+                list.continuation = Some(next);
+            }
+        } else {
+            match parse_entry(buf)? {
+                Entry::Member(name, ty, offset) if !nested => list.members.push((name, ty, offset)),
+                Entry::Enumerate(name, v) if !nested => list.enumerates.push((name, v)),
+                Entry::NestedList => nested = true,
+                _ => {}
+            }
+        }
+        buf.padding()?;
+    }
+    Ok(list)
+}
+
+/// Parse one type record (its bytes after the length: kind, then body).
+fn parse_record(data: &[u8]) -> Parse<Ty<'_>> {
+    let mut buf = Buf::new(data);
+    let leaf = buf.u16()?;
+    Ok(match leaf {
+        LF_CLASS | LF_CLASS_ST | LF_STRUCTURE | LF_STRUCTURE_ST | LF_INTERFACE | LF_STRUCTURE19 => {
+            Ty::Aggregate(parse_class(&mut buf, leaf)?)
+        }
+        LF_UNION | LF_UNION_ST => Ty::Aggregate(parse_union(&mut buf, leaf)?),
+        LF_ENUM | LF_ENUM_ST => parse_enum(&mut buf, leaf)?,
+        LF_POINTER => {
+            let underlying = buf.u32()?;
+            let attr = buf.u32()?;
+            if matches!((attr >> 5) & 7, 2 | 3) {
+                buf.u32()?;
+            }
+            let size = match ((attr >> 13) & 0x3f) as u8 {
+                0 => match attr & 0x1f {
+                    0x0a | 0x0b => 4,
+                    0x0c => 8,
+                    _ => 0,
+                },
+                s => s,
+            };
+            Ty::Pointer { underlying, size }
+        }
+        LF_MODIFIER => {
+            let underlying = buf.u32()?;
+            buf.u16()?;
+            Ty::Modifier(underlying)
+        }
+        LF_ARRAY | LF_ARRAY_ST | LF_STRIDED_ARRAY => parse_array(&mut buf, leaf)?,
+        LF_BITFIELD => Ty::Bitfield {
+            underlying: buf.u32()?,
+            length: buf.u8()?,
+            position: buf.u8()?,
+        },
+        LF_PROCEDURE | LF_MFUNCTION => {
+            parse_other(&mut buf, leaf)?;
+            Ty::Function
+        }
+        LF_FIELDLIST => Ty::FieldList(parse_field_list(&mut buf)?),
+        _ => Ty::Other,
+    })
+}
+
+/// A primitive type index (below 0x1000): the crate's `PrimitiveKind`, as etwdump named and
+/// sized it. None: not a primitive the crate knew (it failed on those).
+fn primitive(index: u32) -> Option<Ty<'static>> {
+    let indirect = match index & 0xf00 {
+        0x000 => false,
+        0x100..=0x700 => true,
+        _ => return None,
+    };
+    let (name, size, signed) = match index & 0xff {
+        0x00 | 0x03 => ("", 0, false),
+        0x08 => ("HRESULT", 4, true),
+        0x10 | 0x70 => ("char", 1, true),
+        0x20 | 0x69 => ("unsigned char", 1, false),
+        0x68 => ("signed char", 1, true),
+        0x71 | 0x7a => ("wchar", 2, false),
+        0x7b => ("char32", 4, false),
+        0x11 | 0x72 => ("short", 2, true),
+        0x21 | 0x73 => ("unsigned short", 2, false),
+        0x12 => ("long", 4, true),
+        0x22 => ("unsigned long", 4, false),
+        0x74 => ("int", 4, true),
+        0x75 => ("unsigned int", 4, false),
+        0x13 | 0x76 => ("long long", 8, true),
+        0x23 | 0x77 => ("unsigned long long", 8, false),
+        0x14 | 0x78 => ("__int128", 16, true),
+        0x24 | 0x79 => ("unsigned __int128", 16, false),
+        0x46 => ("float", 2, true),
+        0x40 | 0x45 => ("float", 4, true),
+        0x44 => ("float", 6, true),
+        0x41 => ("float", 8, true),
+        0x42 => ("float", 10, true),
+        0x43 => ("float", 16, true),
+        0x50 => ("complex", 8, true),
+        0x51 => ("complex", 16, true),
+        0x52 => ("complex", 20, true),
+        0x53 => ("complex", 32, true),
+        0x30 => ("bool", 1, false),
+        0x31 => ("bool", 2, false),
+        0x32 => ("bool", 4, false),
+        0x33 => ("bool", 8, false),
+        _ => return None,
+    };
+    Some(Ty::Primitive {
+        base: (!name.is_empty()).then_some((name, size, signed)),
+        size,
+        indirect,
+    })
+}
+
+/// What the index pass keeps of a record: a structure or union definition's name, or an
+/// enumeration definition's name and field list.
+enum Head<'t> {
+    Aggregate(&'t [u8]),
+    Enum(&'t [u8], u32),
+}
+
+/// The head of a named structure, union or enumeration definition (`data`: kind, then body),
+/// read without building the record: None for other kinds, forward references, and records
+/// the crate's parser refused (the same conditions as [`parse_class`], [`parse_union`] and
+/// [`parse_enum`]; a unique name only has to be there, so it is not walked).
+fn head(data: &[u8]) -> Option<Head<'_>> {
+    let kind = u16::from_le_bytes([*data.first()?, *data.get(1)?]);
+    // Offsets (from the kind) of the properties, the field list and the size leaf (the name
+    // for an enumeration).
+    let (props_at, after) = match kind {
+        LF_CLASS | LF_CLASS_ST | LF_STRUCTURE | LF_STRUCTURE_ST | LF_INTERFACE => (4, 18),
+        LF_STRUCTURE19 => (2, 20),
+        LF_UNION | LF_UNION_ST => (4, 10),
+        LF_ENUM | LF_ENUM_ST => (4, 14),
+        _ => return None,
+    };
+    let props = u16::from_le_bytes([*data.get(props_at)?, *data.get(props_at + 1)?]);
+    if props & PROP_FORWARD_REF != 0 {
+        return None;
+    }
+    let mut buf = Buf::new(data);
+    buf.pos = after;
+    if !matches!(kind, LF_ENUM | LF_ENUM_ST) {
+        buf.unsigned().ok()?;
+    }
+    let name = buf.name(kind).ok()?;
+    let is_enum = matches!(kind, LF_ENUM | LF_ENUM_ST);
+    if is_enum && !super::WANTED_ENUMS.iter().any(|w| w.as_bytes() == name) {
+        return None;
+    }
+    if props & PROP_UNIQUE_NAME != 0 {
+        let rest = data.get(buf.pos..)?;
+        let ok = if kind <= LF_ST_MAX {
+            rest.len() > usize::from(*rest.first()?)
+        } else {
+            memchr::memrchr(0, rest).is_some()
+        };
+        if !ok {
+            return None;
+        }
+    }
+    Some(if is_enum {
+        Head::Enum(name, u32_at(data, 10)?)
+    } else {
+        Head::Aggregate(name)
+    })
+}
+
+/// A primitive type index as the layouts show it: the type, its size and whether the index is
+/// a pointer to it (None: not a primitive); for `pdb_reference`'s test against the crate.
+#[cfg(test)]
+pub(crate) fn primitive_type(index: u32) -> Option<(TypeRef, u64, bool)> {
+    match primitive(index)? {
+        Ty::Primitive {
+            base,
+            size,
+            indirect,
+        } => Some((
+            match base {
+                None => TypeRef::Void,
+                Some((name, size, signed)) => TypeRef::Base {
+                    name: name.into(),
+                    size,
+                    signed,
+                },
+            },
+            size,
+            indirect,
+        )),
+        _ => None,
+    }
+}
+
+/// Structure and union definitions by name (the type stream's bytes), foldhash-hashed:
+/// seeded per process, so a crafted PDB cannot choose colliding names.
+type Defs<'t> = HashMap<&'t [u8], u32, foldhash::quality::RandomState>;
+
+/// A type stream, indexed: where each record is, the first definition of each structure or
+/// union by name, and the wanted enumerations' field lists.
+pub(crate) struct TypeStream<'t> {
+    stream: &'t [u8],
+    min: u32,
+    max: u32,
+    /// Offset of each record's length field, by `index - min`.
+    offsets: Vec<u32>,
+    defs: Defs<'t>,
+    /// Wanted enumeration name → its field list (first definition).
+    enums: Vec<(&'t str, u32)>,
+}
+
+impl<'t> TypeStream<'t> {
+    /// Index the type stream `stream` (header and records). Fails where a record's length
+    /// breaks the chain (the crate's walk failed there too).
+    pub(crate) fn index(stream: &'t [u8]) -> Result<TypeStream<'t>, String> {
+        let u32_at = |o| u32_at(stream, o).unwrap_or(0);
+        if stream.is_empty() {
+            return Ok(TypeStream {
+                stream,
+                min: 0,
+                max: 0,
+                offsets: Vec::new(),
+                defs: Defs::default(),
+                enums: Vec::new(),
+            });
+        }
+        if stream.len() < 56 {
+            return Err(format!("TPI stream of {} bytes", stream.len()));
+        }
+        let (header_size, min, max) = (u32_at(4) as usize, u32_at(8), u32_at(12));
+        if !(56..=1024).contains(&header_size) || header_size > stream.len() {
+            return Err(format!("TPI HeaderSize {header_size}"));
+        }
+        if min < 0x1000 || max < min {
+            return Err(format!("TPI type indices {min:#x}..{max:#x}"));
+        }
+        // At most one record per 4 bytes (a length and a kind).
+        let claimed = ((max - min) as usize).min(stream.len() / 4);
+        let mut offsets = Vec::with_capacity(claimed);
+        let mut defs = Defs::with_capacity_and_hasher(claimed / 4, Default::default());
+        let mut enums: Vec<(&'t str, u32)> = Vec::new();
+        let mut pos = header_size;
+        let mut index = min;
+        while pos < stream.len() {
+            let len = u16_at(stream, pos).ok_or("the type records end inside a record's length")?
+                as usize;
+            if len < 2 {
+                return Err(format!("type record {index:#x} of {len} bytes"));
+            }
+            let data = stream
+                .get(pos + 2..pos + 2 + len)
+                .ok_or_else(|| format!("type record {index:#x} runs past the stream's end"))?;
+            offsets.push(pos as u32);
+            pos += 2 + len;
+            match head(data) {
+                Some(Head::Aggregate(name)) => {
+                    defs.entry(name).or_insert(index);
+                }
+                Some(Head::Enum(name, fields)) => {
+                    if let Some(w) = super::WANTED_ENUMS.iter().find(|w| w.as_bytes() == name) {
+                        if !enums.iter().any(|(n, _)| n == w) {
+                            enums.push((w, fields));
+                        }
+                    }
+                }
+                None => {}
+            }
+            // Past u32::MAX the crate's index wrapped (and its debug build failed): stop.
+            index = index
+                .checked_add(1)
+                .ok_or("more type records than type indices")?;
+        }
+        Ok(TypeStream {
+            stream,
+            min,
+            max,
+            offsets,
+            defs,
+            enums,
+        })
+    }
+
+    /// The record of type index `idx` (primitives below the stream's first index).
+    fn parse(&self, idx: u32) -> Parse<Ty<'t>> {
+        if idx < self.min {
+            // The crate parsed the two bytes FF FF (no such kind) above 0x1000.
+            return if idx < 0x1000 {
+                primitive(idx).ok_or(Damaged)
+            } else {
+                Err(Damaged)
+            };
+        }
+        if idx > self.max {
+            return Err(Damaged);
+        }
+        let at = *self.offsets.get((idx - self.min) as usize).ok_or(Damaged)? as usize;
+        let len = u16_at(self.stream, at).ok_or(Damaged)? as usize;
+        parse_record(self.stream.get(at + 2..at + 2 + len).ok_or(Damaged)?)
+    }
+
+    /// The first definition of the structure or union `name`.
+    fn definition_of(&self, name: &[u8]) -> Option<u32> {
+        self.defs.get(name).copied()
+    }
+}
+
+/// Convert the `wanted` structures (and those they embed by value) and the wanted
+/// enumerations' constants.
+pub(crate) fn read_types(
+    ts: &TypeStream<'_>,
+    wanted: &[&str],
+    pointer_size: u64,
+) -> Result<TypeStore, String> {
+    let damaged = |what: &str| format!("a type record of {what} is damaged");
+    let mut conv = Converter {
+        ts,
+        pointer_size,
+        anonymous: HashMap::new(),
+    };
+    let mut store = TypeStore::default();
+    let mut queue: VecDeque<(String, u32)> = wanted
+        .iter()
+        .filter_map(|w| ts.definition_of(w.as_bytes()).map(|i| (w.to_string(), i)))
+        .collect();
+    let mut done = HashSet::new();
+    while let Some((name, idx)) = queue.pop_front() {
+        if !done.insert(name.clone()) || done.len() > MAX_TYPES {
+            continue;
+        }
+        let (layout, embedded) = conv.structure(&name, idx).map_err(|_| damaged(&name))?;
+        store.insert(layout);
+        queue.extend(embedded);
+    }
+    for &(name, fields) in &ts.enums {
+        let constants = enum_constants(ts, fields).map_err(|_| damaged(name))?;
+        store.insert_enum(name, constants);
+    }
+    Ok(store)
+}
+
+/// The constants of an enumeration's field list (and its continuations; bounded).
+fn enum_constants(ts: &TypeStream<'_>, fields: u32) -> Parse<Vec<(String, i64)>> {
+    let mut out = Vec::new();
+    let mut next = Some(fields);
+    let mut seen = HashSet::new();
+    while let Some(fl) = next.filter(|&i| seen.insert(i) && seen.len() < MAX_ENUM_LISTS) {
+        next = None;
+        if let Ty::FieldList(list) = ts.parse(fl)? {
+            for (name, v) in list.enumerates {
+                out.push((lossy(name), v));
+            }
+            next = list.continuation;
+        }
+    }
+    Ok(out)
+}
+
+struct Converter<'a, 't> {
+    ts: &'a TypeStream<'t>,
+    pointer_size: u64,
+    /// Unnamed nested types get a synthetic name from their type index.
+    anonymous: HashMap<u32, String>,
+}
+
+/// MSVC names anonymous aggregates `<unnamed-tag>` / `<anonymous-tag>` (many types share the
+/// name); those get a unique synthetic name. Other names are kept as the PDB has them.
+fn is_unnamed(name: &str) -> bool {
+    name.is_empty() || name.contains("<unnamed-") || name.contains("<anonymous-")
+}
+
+fn lossy(b: &[u8]) -> String {
+    Untrusted::from_utf8_lossy(b).into_raw()
+}
+
+impl Converter<'_, '_> {
+    /// The definition of a structure or union named like `idx` (which may be a forward
+    /// reference).
+    fn definition(&self, idx: u32) -> u32 {
+        match self.ts.parse(idx) {
+            Ok(Ty::Aggregate(a)) if a.fwd => self.ts.definition_of(a.name).unwrap_or(idx),
+            _ => idx,
+        }
+    }
+
+    /// Convert one structure; also returns the structures it embeds by value.
+    fn structure(&mut self, name: &str, idx: u32) -> Parse<(StructLayout, Vec<(String, u32)>)> {
+        let (size, is_union, fields) = match self.ts.parse(idx)? {
+            Ty::Aggregate(a) => (a.size, a.is_union, a.fields),
+            _ => (0, false, None),
+        };
+        let mut layout = StructLayout::new(name, size, LayoutSource::Pdb);
+        layout.is_union = is_union;
+        let mut embedded = Vec::new();
+        let mut next = fields;
+        let mut seen_lists = HashSet::new();
+        while let Some(fl) = next {
+            if !seen_lists.insert(fl) {
+                break;
+            }
+            next = None;
+            if let Ty::FieldList(list) = self.ts.parse(fl)? {
+                for (field, ty, offset) in list.members {
+                    let ty = self.type_ref(ty, 0, &mut embedded)?;
+                    layout.fields.push(Field {
+                        name: Untrusted::from_utf8_lossy(field),
+                        offset,
+                        ty,
+                    });
+                }
+                next = list.continuation;
+            }
+        }
+        layout.normalize();
+        Ok((layout, embedded))
+    }
+
+    fn aggregate_name(&mut self, raw: &[u8], idx: u32) -> String {
+        let raw = lossy(raw);
+        if is_unnamed(&raw) {
+            let def = self.definition(idx);
+            self.anonymous
+                .entry(def)
+                .or_insert_with(|| format!("<unnamed-{def:#x}>"))
+                .clone()
+        } else {
+            raw
+        }
+    }
+
+    /// Convert a type reference. Structures embedded by value are pushed on `embedded`.
+    fn type_ref(
+        &mut self,
+        idx: u32,
+        depth: u32,
+        embedded: &mut Vec<(String, u32)>,
+    ) -> Parse<TypeRef> {
+        if depth > MAX_DEPTH {
+            return Ok(TypeRef::Void);
+        }
+        Ok(match self.ts.parse(idx)? {
+            Ty::Primitive { base, indirect, .. } => {
+                let base = match base {
+                    None => TypeRef::Void,
+                    Some((name, size, signed)) => TypeRef::Base {
+                        name: name.into(),
+                        size,
+                        signed,
+                    },
+                };
+                if indirect {
+                    TypeRef::Pointer {
+                        target: Box::new(base),
+                    }
+                } else {
+                    base
+                }
+            }
+            Ty::Pointer { underlying, .. } => {
+                // Do not queue the pointee: pointers do not need its layout.
+                let mut no_embed = Vec::new();
+                TypeRef::Pointer {
+                    target: Box::new(self.type_ref(underlying, depth + 1, &mut no_embed)?),
+                }
+            }
+            Ty::Modifier(underlying) => self.type_ref(underlying, depth + 1, embedded)?,
+            Ty::Array { element, dims } => {
+                let mut t = self.type_ref(element, depth + 1, embedded)?;
+                let elem_size = self.size_of(element, depth + 1)?.max(1);
+                // Dimensions are cumulative byte sizes, innermost first.
+                let mut inner = elem_size;
+                for d in dims {
+                    let count = u64::from(d) / inner.max(1);
+                    t = TypeRef::Array {
+                        element: Box::new(t),
+                        count,
+                    };
+                    inner = u64::from(d).max(1);
+                }
+                t
+            }
+            Ty::Aggregate(a) => {
+                let name = self.aggregate_name(a.name, idx);
+                embedded.push((name.clone(), self.definition(idx)));
+                if a.is_union {
+                    TypeRef::Union { name: name.into() }
+                } else {
+                    TypeRef::Struct { name: name.into() }
+                }
+            }
+            Ty::Enum {
+                name, underlying, ..
+            } => TypeRef::Enum {
+                name: lossy(name).into(),
+                size: self.size_of(underlying, depth + 1)?,
+            },
+            Ty::Bitfield {
+                underlying,
+                length,
+                position,
+            } => TypeRef::Bitfield {
+                base: Box::new(self.type_ref(underlying, depth + 1, embedded)?),
+                position: u32::from(position),
+                length: u32::from(length),
+            },
+            Ty::Function => TypeRef::Function,
+            Ty::FieldList(_) | Ty::Other => TypeRef::Void,
+        })
+    }
+
+    /// Size in bytes of a type.
+    fn size_of(&self, idx: u32, depth: u32) -> Parse<u64> {
+        if depth > MAX_DEPTH {
+            return Ok(0);
+        }
+        Ok(match self.ts.parse(idx)? {
+            Ty::Primitive { size, indirect, .. } => {
+                if indirect {
+                    self.pointer_size
+                } else {
+                    size
+                }
+            }
+            Ty::Pointer { size, .. } => u64::from(size).max(1),
+            Ty::Modifier(underlying) => self.size_of(underlying, depth + 1)?,
+            Ty::Array { dims, .. } => dims.last().map_or(0, |&d| u64::from(d)),
+            Ty::Aggregate(_) => match self.ts.parse(self.definition(idx))? {
+                Ty::Aggregate(a) => a.size,
+                _ => 0,
+            },
+            Ty::Enum { underlying, .. } => self.size_of(underlying, depth + 1)?,
+            Ty::Bitfield { underlying, .. } => self.size_of(underlying, depth + 1)?,
+            _ => 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_numeric_leaves() {
+        assert_eq!(split_name(b"ab\0c", false), Some((&b"ab"[..], 3)));
+        assert_eq!(split_name(b"ab", false), None);
+        assert_eq!(split_name(b"\x02abc", true), Some((&b"ab"[..], 3)));
+        assert_eq!(split_name(b"\x05ab", true), None);
+        assert_eq!(
+            Buf::new(&[0x04, 0x80, 1, 2, 3, 4]).unsigned().unwrap(),
+            0x0403_0201
+        );
+        assert!(Buf::new(&[0x01, 0x80, 1, 2]).unsigned().is_err());
+        assert_eq!(Buf::new(&[0x01, 0x80, 0xFE, 0xFF]).variant().unwrap(), -2);
+        assert_eq!(Buf::new(&[0x00, 0x80, 0xFE]).variant().unwrap(), 0xFE);
+        let mut b = Buf::new(&[0xF3, 0, 0, 7]);
+        b.padding().unwrap();
+        assert_eq!(b.pos, 3);
+        assert!(Buf::new(&[0xF3]).padding().is_err());
+    }
+}
