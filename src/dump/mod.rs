@@ -329,8 +329,10 @@ impl DumpFile {
         }
         let file = self.backing.bytes();
         let mut offsets: Vec<u64> = Vec::new();
-        for p in pages {
-            if offsets.len() >= STREAM_MAX_PAGES {
+        for (i, p) in pages.into_iter().enumerate() {
+            // Looking the pages up (through the page tables) may take a while too.
+            if offsets.len() >= STREAM_MAX_PAGES || i % 4096 == 4095 && stop.load(Ordering::Relaxed)
+            {
                 return 0;
             }
             if let Some(o) = self.container.page_offset(file, p) {
