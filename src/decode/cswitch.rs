@@ -73,7 +73,8 @@ pub fn payload(buf: &[u8], r: &crate::etl::records::Record) -> Option<super::pay
         ));
         return Some(out);
     };
-    let mut f = |name: &str, value: Value| out.fields.push((Untrusted::from(name), value));
+    let mut f =
+        |name: &'static str, value: Value| out.fields.push((Untrusted::from_static(name), value));
     let n = |x: u64| Value::Number(x);
     let s = |x: i8| Value::Signed(i64::from(x));
     f("NewThreadId", n(u64::from(c.new_tid)));

@@ -65,6 +65,42 @@ pub fn wait_reason(v: u8) -> Option<&'static str> {
     NAMES.get(usize::from(v)).copied()
 }
 
+/// The decimal text of `v` ("0" to "255"), static: the name shown for an enum value no table
+/// names (one per row of millions costs nothing to share).
+pub fn decimal(v: u8) -> &'static str {
+    /// "0".."255", three bytes a number, left-aligned (the unused bytes are never read).
+    static DIGITS: [u8; 768] = {
+        let mut t = [0u8; 768];
+        let mut v = 0usize;
+        while v < 256 {
+            let (h, d, u) = ((v / 100) as u8, ((v / 10) % 10) as u8, (v % 10) as u8);
+            let at = v * 3;
+            if v >= 100 {
+                t[at] = b'0' + h;
+                t[at + 1] = b'0' + d;
+                t[at + 2] = b'0' + u;
+            } else if v >= 10 {
+                t[at] = b'0' + d;
+                t[at + 1] = b'0' + u;
+            } else {
+                t[at] = b'0' + u;
+            }
+            v += 1;
+        }
+        t
+    };
+    let len = match v {
+        100..=255 => 3,
+        10..=99 => 2,
+        _ => 1,
+    };
+    let at = usize::from(v) * 3;
+    DIGITS
+        .get(at..at + len)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or("")
+}
+
 /// KPROCESSOR_MODE.
 pub fn wait_mode(v: u8) -> Option<&'static str> {
     match v {
@@ -106,4 +142,14 @@ pub enum MwrSource {
     /// Inferred: the build lies between these two corpus builds, whose enums have the same
     /// MaximumWaitReason.
     Between(u32, u32),
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_is_the_number() {
+        for v in 0..=255u8 {
+            assert_eq!(super::decimal(v), v.to_string());
+        }
+    }
 }

@@ -94,8 +94,14 @@ pub(crate) fn of(data: &[u8], why: &str) -> Payload {
     Payload {
         class: CLASS,
         fields: vec![
-            (Untrusted::from("size"), Value::Number(data.len() as u64)),
-            (Untrusted::from("hex"), Value::Formatted(hex_digits(data))),
+            (
+                Untrusted::from_static("size"),
+                Value::Number(data.len() as u64),
+            ),
+            (
+                Untrusted::from_static("hex"),
+                Value::Formatted(hex_digits(data)),
+            ),
         ],
         problem: Some(format!("not decoded: {why}")),
         ..Payload::default()

@@ -316,7 +316,7 @@ fn switches(o: &mut String, ov: &Overview, c: &Collection) {
                 html(&switch_time(r)),
                 html(&thread(Some(r.old_tid), &r.old_process)),
                 html(&thread(r.new_tid, &r.new_process)),
-                html(r.old_wait_reason.as_deref().unwrap_or("")),
+                html(&crate::text::shown_or(r.old_wait_reason.as_ref(), "")),
                 html(&r.source_label())
             );
         }

@@ -144,7 +144,17 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
     let mut start = 0;
     let mut i = 0;
     while i < b.len() {
-        let c = b[i];
+        // Runs that need nothing (a long string with one character to decide), eight bytes
+        // at a time.
+        while let Some(w) = b.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
+            if needs_escape_word(u64::from_le_bytes(w)) {
+                break;
+            }
+            i += 8;
+        }
+        let Some(&c) = b.get(i) else {
+            break;
+        };
         let e = ESCAPE[c as usize];
         // Printable ASCII other than `"` and `\` needs nothing in either mode.
         if e == 0 && (c < 0x7f || !safe) {
@@ -185,11 +195,29 @@ fn plain(b: &[u8]) -> bool {
             return false;
         }
     }
-    // The last 1-7 bytes, padded with a byte that needs nothing.
     let rest = words.remainder();
-    let mut last = [b'a'; 8];
-    last[..rest.len()].copy_from_slice(rest);
-    !needs_escape_word(u64::from_le_bytes(last))
+    if rest.is_empty() {
+        return true;
+    }
+    // The last 1-7 bytes: as the last eight bytes of a longer string (some tested again),
+    // else gathered into a word padded with a byte that needs nothing — without a copy
+    // through memory, whose narrow stores and wide load stall store forwarding.
+    let last = b
+        .len()
+        .checked_sub(8)
+        .and_then(|at| b.get(at..))
+        .and_then(|l| <[u8; 8]>::try_from(l).ok());
+    let w = match last {
+        Some(l) => u64::from_le_bytes(l),
+        None => rest
+            .iter()
+            .enumerate()
+            .fold(u64::from_le_bytes([b'a'; 8]), |w, (k, &c)| {
+                let shift = 8 * k;
+                (w & !(0xff << shift)) | (u64::from(c) << shift)
+            }),
+    };
+    !needs_escape_word(w)
 }
 
 /// Whether a byte of `w` is below 0x20, at or above 0x7F, `"` or `\\` (Bit Twiddling Hacks'

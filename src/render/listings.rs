@@ -57,8 +57,8 @@ impl Row for SwitchRow {
             who(Some(r.old_tid), &r.old_process),
             who(r.new_tid, &r.new_process),
             r.old_priority.map(|p| p.to_string()).unwrap_or_default(),
-            r.old_state.as_deref().unwrap_or("-"),
-            r.old_wait_reason.as_deref().unwrap_or("-"),
+            crate::text::shown_or(r.old_state.as_ref(), "-"),
+            crate::text::shown_or(r.old_wait_reason.as_ref(), "-"),
             r.new_thread_wait_time
                 .map(|w| w.to_string())
                 .unwrap_or_default(),
@@ -90,9 +90,9 @@ impl Row for SwitchRow {
             "new_pid" => opt_int(out, r.new_pid),
             "old_priority" => opt_int(out, r.old_priority),
             "new_priority" => opt_int(out, r.new_priority),
-            "old_state" => opt_str(out, r.old_state.as_deref()),
-            "old_wait_reason" => opt_str(out, r.old_wait_reason.as_deref()),
-            "old_wait_mode" => opt_str(out, r.old_wait_mode.as_deref()),
+            "old_state" => value(out, &r.old_state)?,
+            "old_wait_reason" => value(out, &r.old_wait_reason)?,
+            "old_wait_mode" => value(out, &r.old_wait_mode)?,
             "old_state_wr" => opt_int(out, r.old_state_wr),
             "new_thread_wait_time" => opt_int(out, r.new_thread_wait_time),
             "source" => str(out, r.source),
@@ -133,10 +133,10 @@ impl Row for SwitchRow {
         who(message, r.new_tid, &r.new_process);
         if let Some(st) = &r.old_state {
             message.push_str("; old thread ");
-            message.push_str(st);
+            st.push_shown(message);
             if let Some(w) = &r.old_wait_reason {
                 message.push_str(" (");
-                message.push_str(w);
+                w.push_shown(message);
                 message.push(')');
             }
         }

@@ -43,7 +43,7 @@
 use crate::addr::VirtAddr;
 use crate::decode::ccswap::{self, CompactSwitch};
 use crate::decode::cswitch;
-use crate::decode::names::{thread_state, wait_mode, wait_reason};
+use crate::decode::names::{decimal, thread_state, wait_mode, wait_reason};
 use crate::etl::records;
 use crate::etw::ccswap::{maximum_wait_reason_of, FoundBy, PendingFound};
 use crate::etw::clock::{self, ClockFacts, TimeFlags};
@@ -51,10 +51,10 @@ use crate::etw::source::EtwSource;
 use crate::kernel::context::KernelContext;
 use crate::kernel::processes;
 use crate::symbols::Symbols;
+use crate::text::Untrusted;
 use crate::time::filetime_to_iso8601;
 use crate::warning::{Warning, WarningKind};
 use serde::Serialize;
-use std::sync::Arc;
 
 mod etl;
 pub use etl::{stream_etl, EtlCswitchFile};
@@ -87,9 +87,9 @@ pub struct SwitchRow {
     pub old_priority: Option<i8>,
     pub new_priority: Option<i8>,
     /// The names are shared (one per value in a listing, not one per row).
-    pub old_state: Option<Arc<str>>,
-    pub old_wait_reason: Option<Arc<str>>,
-    pub old_wait_mode: Option<Arc<str>>,
+    pub old_state: Option<Untrusted>,
+    pub old_wait_reason: Option<Untrusted>,
+    pub old_wait_mode: Option<Untrusted>,
     /// Compact switches (batches, pending blocks): OldThreadStateWr as packed — a wait reason
     /// below the build's MaximumWaitReason, else MaximumWaitReason + state. When that bias is
     /// not known for the build, `old_state` and `old_wait_reason` stay null and this raw value
@@ -162,22 +162,24 @@ impl SwitchRow {
 /// them (they follow the build), else the built-in tables; unknown values stay numbers. Each
 /// of the 256 values' name is made once.
 struct Names {
-    states: Vec<Arc<str>>,
-    wait_reasons: Vec<Arc<str>>,
-    wait_modes: Vec<Arc<str>>,
+    states: Vec<Untrusted>,
+    wait_reasons: Vec<Untrusted>,
+    wait_modes: Vec<Untrusted>,
 }
 
 impl Names {
-    /// `symbols`: None for an .etl file (the built-in tables only).
+    /// `symbols`: None for an .etl file (the built-in tables only). A name the symbols give
+    /// that is the built-in table's, and the number shown for a value neither names, are
+    /// static (nothing is counted when millions of rows share them).
     fn new(symbols: Option<&Symbols>) -> Names {
-        let table = |en: &str, f: fn(u8) -> Option<&'static str>| -> Vec<Arc<str>> {
+        let table = |en: &str, f: fn(u8) -> Option<&'static str>| -> Vec<Untrusted> {
             (0..=255u8)
                 .map(|x| {
-                    symbols
-                        .and_then(|s| s.enum_name(en, i64::from(x)))
-                        .map(Arc::from)
-                        .or_else(|| f(x).map(Arc::from))
-                        .unwrap_or_else(|| Arc::from(x.to_string()))
+                    let builtin = f(x);
+                    match symbols.and_then(|s| s.enum_name(en, i64::from(x))) {
+                        Some(n) if Some(n) != builtin => Untrusted::new(n),
+                        _ => Untrusted::from_static(builtin.unwrap_or_else(|| decimal(x))),
+                    }
                 })
                 .collect()
         };
@@ -186,20 +188,20 @@ impl Names {
             wait_reasons: table("_KWAIT_REASON", wait_reason),
             // The wait mode's names are the built-in table's (KPROCESSOR_MODE).
             wait_modes: (0..=255u8)
-                .map(|x| wait_mode(x).map_or_else(|| Arc::from(x.to_string()), Arc::from))
+                .map(|x| Untrusted::from_static(wait_mode(x).unwrap_or_else(|| decimal(x))))
                 .collect(),
         }
     }
-    fn pick(t: &[Arc<str>], v: Option<u8>) -> Option<Arc<str>> {
+    fn pick(t: &[Untrusted], v: Option<u8>) -> Option<Untrusted> {
         v.and_then(|x| t.get(usize::from(x)).cloned())
     }
-    fn state(&self, v: Option<u8>) -> Option<Arc<str>> {
+    fn state(&self, v: Option<u8>) -> Option<Untrusted> {
         Self::pick(&self.states, v)
     }
-    fn wait_reason(&self, v: Option<u8>) -> Option<Arc<str>> {
+    fn wait_reason(&self, v: Option<u8>) -> Option<Untrusted> {
         Self::pick(&self.wait_reasons, v)
     }
-    fn wait_mode(&self, v: Option<u8>) -> Option<Arc<str>> {
+    fn wait_mode(&self, v: Option<u8>) -> Option<Untrusted> {
         Self::pick(&self.wait_modes, v)
     }
 }
@@ -966,26 +968,32 @@ fn merge(firsts: &[(Key, usize)], src: &mut impl MergeSource, max_open: usize) -
     /// Give the smallest held row and advance its stream; false when nothing is held.
     fn give(
         heap: &mut Heap,
-        open: &mut std::collections::HashMap<usize, Vec<Raw>>,
+        open: &mut [Vec<Raw>],
         held: &mut usize,
         f: &mut dyn FnMut(usize, &Raw),
     ) -> bool {
         let Some(Reverse((_, s, i))) = heap.pop() else {
             return false;
         };
-        let rows = &open[&s];
-        f(s, &rows[i]);
+        // Every stream in the heap has its rows in its slot (pushed with them).
+        let Some(rows) = open.get_mut(s) else {
+            return true;
+        };
+        if let Some(r) = rows.get(i) {
+            f(s, r);
+        }
         match rows.get(i + 1) {
             Some(n) => heap.push(Reverse((n.key, s, i + 1))),
             None => {
-                if let Some(r) = open.remove(&s) {
-                    *held -= r.len();
-                }
+                *held -= rows.len();
+                *rows = Vec::new();
             }
         }
         true
     }
-    let mut open: std::collections::HashMap<usize, Vec<Raw>> = Default::default();
+    // The open streams' rows, by stream id (a slot per id in `firsts`; empty when closed).
+    let slots = firsts.iter().map(|&(_, s)| s + 1).max().unwrap_or(0);
+    let mut open: Vec<Vec<Raw>> = std::iter::repeat_with(Vec::new).take(slots).collect();
     let mut heap: Heap = Default::default();
     let (mut held, mut early, mut k) = (0usize, 0usize, 0usize);
     loop {
@@ -1000,10 +1008,10 @@ fn merge(firsts: &[(Key, usize)], src: &mut impl MergeSource, max_open: usize) -
                 continue;
             }
             let rows = src.open(sid);
-            if let Some(r) = rows.first() {
+            if let (Some(r), Some(slot)) = (rows.first(), open.get_mut(sid)) {
                 heap.push(Reverse((r.key, sid, 0)));
                 held += rows.len();
-                open.insert(sid, rows);
+                *slot = rows;
             }
             k += 1;
         }
