@@ -154,6 +154,21 @@ pub(crate) fn hex_str(v: u64, buf: &mut [u8; 18]) -> &str {
     std::str::from_utf8(&buf[i - 2..]).unwrap_or("0x?")
 }
 
+/// `v` as `0x…` with at least `min_digits` hexadecimal digits (zero-padded): the text of
+/// `format!("{v:#0w$x}")` with `w = min_digits + 2`, without the formatting machinery (a
+/// listing formats millions of these).
+pub(crate) fn hex_string(v: u64, min_digits: usize) -> String {
+    let mut buf = [0u8; 18];
+    let digits = hex_str(v, &mut buf).len() - 2;
+    let mut s = String::with_capacity(2 + digits.max(min_digits));
+    s.push_str("0x");
+    for _ in digits..min_digits {
+        s.push('0');
+    }
+    s.push_str(hex_str(v, &mut buf).get(2..).unwrap_or(""));
+    s
+}
+
 macro_rules! hex_serde {
     ($t:ty) => {
         impl serde::Serialize for $t {
@@ -186,6 +201,9 @@ mod tests {
         }
         for v in vals {
             assert_eq!(hex_str(v, &mut [0; 18]), format!("{v:#x}"));
+            assert_eq!(hex_string(v, 1), format!("{v:#x}"));
+            assert_eq!(hex_string(v, 4), format!("{v:#06x}"));
+            assert_eq!(hex_string(v, 16), format!("{v:#018x}"));
         }
         assert_eq!(
             serde_json::to_string(&VirtAddr::new(0xfffff80312345000)).unwrap(),

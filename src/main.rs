@@ -85,26 +85,25 @@ enum Command {
 fn run(cli: Cli) -> anyhow::Result<()> {
     etwdump::render::output::show_notes(cli.verbose);
     let mut stdout = cli::stdout::ThreadedStdout::new();
-    let out: &mut dyn Write = &mut stdout;
     match cli.command {
-        Command::Completions(a) => cli::completions::run(a, Cli::command(), out),
-        Command::Manpage => cli::manpage::run(Cli::command(), out),
-        Command::Overview(a) => cli::overview::run(a, out),
-        Command::Info(a) => cli::info::run(a, out),
-        Command::Sessions(a) => cli::sessions::run(a, out),
-        Command::Buffers(a) => cli::buffers::run(a, out),
-        Command::Providers(a) => cli::providers::run(a, out),
-        Command::Check(a) => cli::check::run(a, out),
-        Command::Extract(a) => cli::extract::run(a, out),
-        Command::Scan(a) => cli::scan::run(a, out),
-        Command::Cswitch(a) => cli::cswitch::run(a, out),
-        Command::Events(a) => cli::events::run(a, out),
-        Command::Etl(a) => cli::etl::run(a, out),
-        Command::Collect(a) => cli::collect::run(a, out),
-        Command::Symbols(a) => cli::symbols::run(a, out),
-        Command::Read(a) => cli::read::run(a, out),
+        Command::Completions(a) => cli::completions::run(a, Cli::command(), &mut stdout),
+        Command::Manpage => cli::manpage::run(Cli::command(), &mut stdout),
+        Command::Overview(a) => cli::overview::run(a, &mut stdout),
+        Command::Info(a) => cli::info::run(a, &mut stdout),
+        Command::Sessions(a) => cli::sessions::run(a, &mut stdout),
+        Command::Buffers(a) => cli::buffers::run(a, &mut stdout),
+        Command::Providers(a) => cli::providers::run(a, &mut stdout),
+        Command::Check(a) => cli::check::run(a, &mut stdout),
+        Command::Extract(a) => cli::extract::run(a, &mut stdout),
+        Command::Scan(a) => cli::scan::run(a, &mut stdout),
+        Command::Cswitch(a) => cli::cswitch::run(a, &mut stdout),
+        Command::Events(a) => cli::events::run(a, &mut stdout),
+        Command::Etl(a) => cli::etl::run(a, &mut stdout),
+        Command::Collect(a) => cli::collect::run(a, &mut stdout),
+        Command::Symbols(a) => cli::symbols::run(a, &mut stdout),
+        Command::Read(a) => cli::read::run(a, &mut stdout),
     }?;
-    out.flush()?;
+    stdout.flush()?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 use super::common::{display, finish, renderer, source, with_kernel};
 use super::flags::{KernelArgs, RowFormatArg};
+use super::stdout::ThreadedStdout;
 use etwdump::kernel::context::KernelContext;
 use etwdump::render::output::Renderer;
 use etwdump::render::svg;
@@ -55,7 +56,7 @@ pub struct Args {
     format: RowFormatArg,
 }
 
-pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn run(a: Args, out: &mut ThreadedStdout) -> anyhow::Result<()> {
     let r = renderer(a.format);
     with_kernel(&a.kernel, |ctx| {
         // A CPU the machine does not have is a request that cannot be met, not an empty list.
@@ -78,7 +79,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
                     .listing::<_, SwitchRow>(out, "cswitch")?
                     .keep_untimed(a.keep_untimed)
                     // Rendered on other threads (docs/performance.md "Rendering").
-                    .parallel(0);
+                    .parallel(0)
+                    .giving(ThreadedStdout::give_to);
                 let mut w = stream(&a, ctx, last, &mut |s| rows.row_owned(s))?;
                 w.extend(rows.untimed_warning()?);
                 finish(r, rows, &w)

@@ -3,13 +3,13 @@
 
 use super::common::{display, emit, finish};
 use super::flags::{FilterArgs, FormatArg, RowFormatArg};
+use super::stdout::ThreadedStdout;
 use etwdump::etl::reader;
 use etwdump::render::output::Renderer;
 use etwdump::report::cswitch::{self, SwitchRow};
 use etwdump::report::etl::EtlReport;
 use etwdump::report::events::{self, EventRow};
 use etwdump::report::filter::FilterStats;
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -42,7 +42,7 @@ pub struct Args {
     format: RowFormatArg,
 }
 
-pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn run(a: Args, out: &mut ThreadedStdout) -> anyhow::Result<()> {
     if a.events {
         return run_events(a, out);
     }
@@ -70,7 +70,7 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// `--events`: every file's records, streamed through the filters.
-fn run_events(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+fn run_events(a: Args, out: &mut ThreadedStdout) -> anyhow::Result<()> {
     let r = Renderer::from(a.format);
     let filter = a.filter.filter(Err(
         "an .etl file has no dump SystemTime to count back from".to_string(),
@@ -81,7 +81,8 @@ fn run_events(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
         .keep_untimed(a.keep_untimed)
         // Rendered on other threads: a third less wall time on a 2-CPU machine
         // (docs/performance.md "Rendering"; context switches gain nothing).
-        .parallel(0);
+        .parallel(0)
+        .giving(ThreadedStdout::give_to);
     let mut warnings = Vec::new();
     let mut failed = None;
     for path in &a.file {
@@ -109,7 +110,7 @@ fn run_events(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// `--cswitch`: the context switches of every file, merged per CPU in time order.
-fn run_cswitch(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+fn run_cswitch(a: Args, out: &mut ThreadedStdout) -> anyhow::Result<()> {
     let r = Renderer::from(a.format);
     let (filter, last) = a.filter.switch_filter()?;
     let mut files = Vec::new();

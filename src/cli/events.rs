@@ -2,10 +2,10 @@
 
 use super::common::{finish, renderer, source, with_session};
 use super::flags::{FilterArgs, KernelArgs, RowFormatArg, SessionArg};
+use super::stdout::ThreadedStdout;
 use etwdump::etw::source::EtwSource;
 use etwdump::report::events::{self, EventRow};
 use etwdump::report::filter::FilterStats;
-use std::io::Write;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,7 +27,7 @@ pub struct Args {
     format: RowFormatArg,
 }
 
-pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn run(a: Args, out: &mut ThreadedStdout) -> anyhow::Result<()> {
     let r = renderer(a.format);
     with_session(&a.kernel, &a.session, |ctx, session| {
         let dump_time = match (ctx.system_time(), ctx.system_time_flag()) {
@@ -42,7 +42,8 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
             .keep_untimed(a.keep_untimed)
             // Rendered on other threads: a third less wall time on a 2-CPU machine
             // (docs/performance.md "Rendering"; context switches gain nothing).
-            .parallel(0);
+            .parallel(0)
+            .giving(ThreadedStdout::give_to);
         let src = if a.carved {
             source(ctx, true)
         } else {

@@ -136,6 +136,39 @@ impl ThreadedStdout {
     }
 }
 
+impl ThreadedStdout {
+    /// Write `chunk` (after everything written before) by handing it to the writing thread
+    /// instead of copying it; returns an empty buffer for the caller's next chunk (one the
+    /// thread is done with, when there is one). For [`RowWriter::giving`]: a listing's
+    /// rendered batches go out without another copy.
+    ///
+    /// [`RowWriter::giving`]: etwdump::render::rows::RowWriter::giving
+    pub fn give(&mut self, mut chunk: Vec<u8>) -> io::Result<Vec<u8>> {
+        if let Some(e) = self.failure.get() {
+            return Err(e);
+        }
+        self.send()?;
+        match &self.tx {
+            Some(tx) => {
+                tx.send(Msg::Data(chunk))
+                    .map_err(|_| io::Error::other("the stdout thread stopped"))?;
+                Ok(self.spare.try_recv().unwrap_or_default())
+            }
+            None => {
+                io::stdout().lock().write_all(&chunk)?;
+                chunk.clear();
+                Ok(chunk)
+            }
+        }
+    }
+
+    /// [`give`](Self::give) as a [`RowWriter`](etwdump::render::rows::RowWriter) takes it
+    /// (its writer is a `&mut ThreadedStdout`).
+    pub fn give_to(out: &mut &mut ThreadedStdout, chunk: Vec<u8>) -> io::Result<Vec<u8>> {
+        out.give(chunk)
+    }
+}
+
 impl Default for ThreadedStdout {
     fn default() -> Self {
         Self::new()

@@ -435,7 +435,7 @@ fn scalar(m: &FieldMeta, rd: &mut Reader<'_>) -> Result<Value, String> {
     let hex = matches!(m.out_type, 0x04 | 0x0e | 0x25);
     let unsigned = |v: u64| {
         if hex {
-            Value::Address(format!("{v:#x}"))
+            Value::Address(crate::addr::hex_string(v, 1))
         } else {
             Value::Number(v)
         }

@@ -533,7 +533,7 @@ fn push_payload_summary(r: &EventRow, out: &mut String) -> bool {
 /// no known name; a TRACE_MESSAGE's message number), else the header type.
 fn push_headline(r: &EventRow, out: &mut String) {
     match (&r.hook_name, &r.hook, &r.provider) {
-        (Some(n), _, _) => push_phrase(n, out),
+        (Some(n), _, _) => push_phrase_cached(n, out),
         (None, Some(h), _) => {
             out.push_str("Kernel event ");
             out.push_str(h);
@@ -557,6 +557,36 @@ fn phrase(hook_name: &str) -> String {
     let mut out = String::new();
     push_phrase(hook_name, &mut out);
     out
+}
+
+/// [`push_phrase`] of one of etwdump's own hook names, from a small per-thread table of the
+/// phrases made so far (a listing has a few dozen hooks and millions of rows).
+fn push_phrase_cached(hook_name: &'static str, out: &mut String) {
+    /// Hooks remembered per thread; past this, phrases are made each time.
+    const KEPT: usize = 256;
+    thread_local! {
+        static PHRASES: std::cell::RefCell<Vec<(&'static str, String)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    PHRASES.with(|t| {
+        let Ok(mut t) = t.try_borrow_mut() else {
+            return push_phrase(hook_name, out);
+        };
+        // The same name is the same static text: compared by address first.
+        if let Some((_, p)) = t
+            .iter()
+            .find(|(n, _)| std::ptr::eq(*n, hook_name) || *n == hook_name)
+        {
+            out.push_str(p);
+            return;
+        }
+        let mut p = String::new();
+        push_phrase(hook_name, &mut p);
+        out.push_str(&p);
+        if t.len() < KEPT {
+            t.push((hook_name, p));
+        }
+    })
 }
 
 /// [`phrase`] appended to `out`.

@@ -280,7 +280,13 @@ pub struct RowWriter<W: Write, R: Row> {
     /// The row's text, kept between rows.
     line: Vec<u8>,
     pipeline: Option<Pipeline<R>>,
+    /// How `out` takes a rendered batch's text without a copy ([`RowWriter::giving`]).
+    give: Option<Give<W>>,
 }
+
+/// A writer's way of taking a whole buffer of text (written in order after everything
+/// before it), giving back an empty buffer to render the next batch into.
+pub type Give<W> = fn(&mut W, Vec<u8>) -> io::Result<Vec<u8>>;
 
 impl<W: Write, R: Row> RowWriter<W, R> {
     /// Start the listing of `command`: writes the table header, the CSV header line or the
@@ -314,7 +320,17 @@ impl<W: Write, R: Row> RowWriter<W, R> {
             untimed_left_out: 0,
             line: Vec::new(),
             pipeline: None,
+            give: None,
         })
+    }
+
+    /// In [parallel mode](RowWriter::parallel), hand each rendered batch's text to `out`
+    /// through `give` instead of copying it into `out` (e.g. a writer that passes buffers to
+    /// a writing thread: a listing of gigabytes is then not copied once more on the thread
+    /// that produces its rows). The bytes and their order are the same.
+    pub fn giving(mut self, give: Give<W>) -> Self {
+        self.give = Some(give);
+        self
     }
 
     /// JSON Lines of timeline rows: keep rows without a known time (`datetime` and
@@ -468,7 +484,14 @@ impl<W: Write, R: Row> RowWriter<W, R> {
         p.written += 1;
         self.rows += written;
         self.untimed_left_out += left_out;
-        let result = self.out.write_all(&text);
+        let (result, mut text) = match self.give {
+            Some(give) => match give(&mut self.out, text) {
+                Ok(spare) => (Ok(()), spare),
+                Err(e) => (Err(e), Vec::new()),
+            },
+            None => (self.out.write_all(&text), text),
+        };
+        text.clear();
         if let Some(p) = &mut self.pipeline {
             // Dropped here, by the thread that made them; the vectors serve again.
             rows.clear();

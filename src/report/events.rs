@@ -216,7 +216,7 @@ fn push_rows(
                 };
                 if let Some(v) = v {
                     let (m, s) = res.resolve(v);
-                    routine = Some(format!("{v:#x}"));
+                    routine = Some(crate::addr::hex_string(v, 1));
                     routine_symbol = s.or(m);
                 }
             }
@@ -239,7 +239,7 @@ fn push_rows(
             offset: r.offset + shift,
             file_offset: bc.file_base.map(|b| b + r.offset as u64),
             header_type: kind_name(r.kind),
-            hook: r.hook.map(|h| format!("{h:#06x}")),
+            hook: r.hook.map(|h| crate::addr::hex_string(u64::from(h), 4)),
             hook_name: r.hook.and_then(hook_name),
             provider: f.provider,
             provider_name: f
@@ -258,7 +258,9 @@ fn push_rows(
             size: r.size,
             routine,
             routine_symbol,
-            message_flags: f.message_flags.map(|x| format!("{x:#06x}")),
+            message_flags: f
+                .message_flags
+                .map(|x| crate::addr::hex_string(u64::from(x), 4)),
             sequence: f.sequence,
             component_id: f.component_id,
             payload: crate::decode::dispatch::decode(buf, r),

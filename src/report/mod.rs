@@ -64,5 +64,5 @@ pub enum RowFormat {
 
 /// `0x…` text for a value.
 pub fn hex(v: u64) -> String {
-    format!("{v:#x}")
+    crate::addr::hex_string(v, 1)
 }

@@ -191,8 +191,8 @@ fn read(ty: Ty, p: &[u8], at: usize, ptr: usize) -> Result<(Value, usize), Strin
         Ty::I16 => (Value::Signed(i64::from(num(2)? as u16 as i16)), 2),
         Ty::I32 => (Value::Signed(i64::from(num(4)? as u32 as i32)), 4),
         Ty::I64 => (Value::Signed(num(8)? as i64), 8),
-        Ty::Hex32 => (Value::Address(format!("{:#x}", num(4)?)), 4),
-        Ty::Ptr => (Value::Address(format!("{:#x}", num(ptr)?)), ptr),
+        Ty::Hex32 => (Value::Address(crate::addr::hex_string(num(4)?, 1)), 4),
+        Ty::Ptr => (Value::Address(crate::addr::hex_string(num(ptr)?, 1)), ptr),
         Ty::SizeT => (Value::Number(num(ptr)?), ptr),
         Ty::Port => {
             let b = bytes(2)?;
