@@ -85,6 +85,19 @@ pub(crate) mod field {
         }
     }
 
+    /// An address (`"0x…"`, as its serde form) or null.
+    #[inline]
+    pub fn opt_addr(out: &mut Vec<u8>, v: Option<crate::addr::VirtAddr>) {
+        match v {
+            Some(a) => {
+                out.push(b'"');
+                out.extend_from_slice(crate::addr::hex_str(a.get(), &mut [0; 18]).as_bytes());
+                out.push(b'"');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+
     /// Any other value, through the serializer.
     #[inline]
     pub fn value<T: serde::Serialize + ?Sized>(

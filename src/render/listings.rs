@@ -1,7 +1,7 @@
 //! How the per-record rows of `cswitch` and `events` look in a table and in Timesketch's
 //! JSON Lines fields (their JSON and CSV forms are their serde fields).
 
-use super::json::field::{int, key, opt_int, opt_str, str, value};
+use super::json::field::{int, key, opt_addr, opt_int, opt_str, str, value};
 
 /// Write a JSON object's fields in order, each key a literal (`"{\"first\":"`,
 /// `",\"next\":"`), each value by the expression given; the closing brace is the caller's.
@@ -99,7 +99,7 @@ impl Row for SwitchRow {
             "logger_id" => opt_int(out, r.logger_id),
             "clock" => opt_int(out, r.clock),
             "found_by" => value(out, &r.found_by)?,
-            "sources" => value(out, &r.sources)?,
+            "sources" => write_sources(out, &r.sources)?,
         );
         out.push(b'}');
         Ok(())
@@ -148,6 +148,38 @@ impl Row for SwitchRow {
             timestamp_desc: "Context switch",
         }
     }
+}
+
+/// A switch row's `sources` as their serde form, field by field (one or a few per row of
+/// millions).
+fn write_sources(
+    out: &mut Vec<u8>,
+    sources: &[crate::report::cswitch::SwitchSource],
+) -> io::Result<()> {
+    out.push(b'[');
+    for (i, s) in sources.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        object!(out;
+            "source" => str(out, s.source),
+            "logger_id" => opt_int(out, s.logger_id),
+            "raw_timestamp" => int(out, s.raw_timestamp),
+            "clock" => opt_int(out, s.clock),
+            "buffer" => opt_addr(out, s.buffer),
+            "offset" => opt_int(out, s.offset),
+            "block" => opt_addr(out, s.block),
+            "index" => opt_int(out, s.index),
+        );
+        // Only an .etl file's record names its file (skipped when absent, as serde does).
+        if let Some(f) = &s.file {
+            key(out, b",\"file\":");
+            value(out, f)?;
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+    Ok(())
 }
 
 impl Row for EventRow {
