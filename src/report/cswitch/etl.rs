@@ -32,7 +32,6 @@ use super::{
 use crate::decode::names::{maximum_wait_reason, MwrSource};
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE, FLAG_PROCESSOR_INDEX};
 use crate::etl::records;
-use crate::etw::clock::TimeFlags;
 use crate::text::Untrusted;
 use crate::warning::{Warning, WarningKind};
 use std::collections::HashMap;
@@ -231,8 +230,6 @@ fn plan_etl(
                         clock_type: header.map(|h| u64::from(h.clock_type)),
                         found_by: None,
                         block: None,
-                        rows: 0,
-                        flags: TimeFlags::default(),
                     });
                     g = Some(groups.len() - 1);
                     groups.len() - 1

@@ -330,6 +330,12 @@ struct Group {
     block: Option<VirtAddr>,
     /// One raw unit in 100 ns, rounded up (None: the clock cannot be converted).
     resolution: Option<u64>,
+}
+
+/// What the rows of one [`Group`] counted as they were given (kept apart from the plan, which
+/// the thread decoding streams ahead of the merge reads at the same time).
+#[derive(Default)]
+struct Tally {
     rows: usize,
     flags: TimeFlags,
 }
@@ -387,6 +393,9 @@ fn key_of(conv: &clock::Converter, g: usize, ts: u64) -> Key {
 /// CPU share one time range: docs/performance.md).
 const MAX_OPEN_BYTES: usize = 96 << 20;
 /// [`MAX_OPEN_BYTES`] in switches (80 bytes each on 64-bit: 1,258,291).
+/// Streams the opening thread may have decoded before the merge asks for them (each one
+/// buffer's switches: about 100 KB for a 64 KiB buffer).
+const OPENED_AHEAD: usize = 8;
 const MAX_OPEN_ROWS: usize = MAX_OPEN_BYTES / std::mem::size_of::<Raw>();
 
 /// The `--last` window: keep the switches of the last `window` (100 ns units) before `end`
@@ -556,8 +565,6 @@ impl Gather<'_, '_, '_> {
             clock_type: p.clock,
             found_by: Some(p.found_by),
             block: Some(p.block),
-            rows: 0,
-            flags: TimeFlags::default(),
         });
         if self.wanted(Some(p.cpu)) && !rows.is_empty() {
             let g = self.groups.len() - 1;
@@ -653,8 +660,6 @@ impl Gather<'_, '_, '_> {
                     clock_type,
                     found_by: None,
                     block: None,
-                    rows: 0,
-                    flags: TimeFlags::default(),
                 });
                 self.groups.len() - 1
             });
@@ -707,16 +712,19 @@ impl Plan<'_, '_> {
             .map(|(pid, name)| name.map(|n| format!("{n} ({pid})")))
     }
 
-    /// The row of `r` from stream `s`, with names, time and flag; counts the flag.
-    fn row(&mut self, s: usize, r: &Raw) -> SwitchRow {
+    /// The row of `r` from stream `s`, with names, time and flag; counts the row and its flag
+    /// in the group's tally.
+    fn row(&self, tallies: &mut [Tally], s: usize, r: &Raw) -> SwitchRow {
         let (cpu, g) = (self.streams[s].cpu, self.streams[s].group);
-        let group = &mut self.groups[g];
+        let group = &self.groups[g];
         let filetime = group.conv.to_filetime(r.ts);
+        let mut no_tally = Tally::default();
+        let tally = tallies.get_mut(g).unwrap_or(&mut no_tally);
         let time_flag = match (&self.facts, filetime) {
-            (Some(facts), Some(ft)) => group.flags.check(facts, ft, &group.conv, |why| why),
+            (Some(facts), Some(ft)) => tally.flags.check(facts, ft, &group.conv, |why| why),
             _ => None,
         };
-        group.rows += 1;
+        tally.rows += 1;
         let (logger_id, clock, found_by) = match r.kind {
             Kind::Pending => (None, group.clock, group.found_by),
             _ => (group.logger_id, None, None),
@@ -880,57 +888,85 @@ fn run(
     let mut order: Vec<usize> = (0..p.streams.len()).collect();
     order.sort_by_key(|&i| (p.streams[i].cpu, p.streams[i].first_key, i));
     let mut disorder = Vec::new();
-    let mut next = 0;
-    while next < order.len() {
-        let cpu = p.streams[order[next]].cpu;
-        let end = order[next..]
-            .iter()
-            .position(|&i| p.streams[i].cpu != cpu)
-            .map_or(order.len(), |n| next + n);
-        let cpu_streams = &order[next..end];
-        next = end;
-        let firsts: Vec<(Key, usize)> = cpu_streams
-            .iter()
-            .map(|&i| (p.streams[i].first_key, i))
-            .collect();
-        let mut sink = Emitting {
-            plan: &mut p,
-            from,
-            untimed: &mut untimed,
-            flagged: &mut flagged,
-            dropped_all: &mut dropped_all,
-            emit: &mut *emit,
-            result: Ok(()),
-            dedup: dedup.as_mut(),
-            ready: Vec::new(),
-        };
-        let out_of_order = merge(&firsts, &mut sink, MAX_OPEN_ROWS);
-        sink.flush();
-        std::mem::replace(&mut sink.result, Ok(()))?;
-        if out_of_order > 0 {
-            let mut w = Warning::new(
+    let mut tallies: Vec<Tally> = std::iter::repeat_with(Tally::default)
+        .take(p.groups.len())
+        .collect();
+    // The streams are opened (read, decoded, sorted) on a second thread, in the order the
+    // merges will ask for them (CPU by CPU, each CPU's by first key: `order`), a few ahead.
+    let plan = &p;
+    let done = std::thread::scope(|scope| -> std::io::Result<()> {
+        let (tx, ahead) = std::sync::mpsc::sync_channel::<(usize, Vec<Raw>)>(OPENED_AHEAD);
+        let opener = std::thread::Builder::new()
+            .name("etwdump-cswitch-open".into())
+            .spawn_scoped(scope, {
+                let order = &order;
+                move || {
+                    for &sid in order {
+                        if tx.send((sid, plan.open(sid))).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        // Without a thread, every stream is opened by the merge itself.
+        let mut ahead = opener.is_ok().then_some(ahead);
+        let mut next = 0;
+        while next < order.len() {
+            let cpu = p.streams[order[next]].cpu;
+            let end = order[next..]
+                .iter()
+                .position(|&i| p.streams[i].cpu != cpu)
+                .map_or(order.len(), |n| next + n);
+            let cpu_streams = &order[next..end];
+            next = end;
+            let firsts: Vec<(Key, usize)> = cpu_streams
+                .iter()
+                .map(|&i| (p.streams[i].first_key, i))
+                .collect();
+            let mut sink = Emitting {
+                plan,
+                tallies: &mut tallies,
+                ahead: ahead.take(),
+                from,
+                untimed: &mut untimed,
+                flagged: &mut flagged,
+                dropped_all: &mut dropped_all,
+                emit: &mut *emit,
+                result: Ok(()),
+                dedup: dedup.as_mut(),
+                ready: Vec::new(),
+            };
+            let out_of_order = merge(&firsts, &mut sink, MAX_OPEN_ROWS);
+            sink.flush();
+            ahead = sink.ahead.take();
+            std::mem::replace(&mut sink.result, Ok(()))?;
+            if out_of_order > 0 {
+                let mut w = Warning::new(
                 WarningKind::Bound,
                 format!(
                     "CPU {}: the time ranges of its buffers overlap beyond {MAX_OPEN_ROWS} held switches; {out_of_order} switches were given before the merge could place them (not in strict time order)",
                     cpu.map_or("?".into(), |c| c.to_string())
                 ),
             );
-            w.cpu = cpu;
-            disorder.push(w);
+                w.cpu = cpu;
+                disorder.push(w);
+            }
         }
-    }
+        Ok(())
+    });
+    done?;
     let mut warnings = std::mem::take(&mut p.warnings);
-    for g in &p.groups {
-        if g.flags.any() {
+    for (g, t) in p.groups.iter().zip(&tallies) {
+        if t.flags.any() {
             let mut w = Warning::new(
                 WarningKind::Time,
                 format!(
                     "{}: {} of {} switch times fall after the dump's SystemTime and {} before boot (e.g. {}); converted with {}: the clock facts or the anchor do not fit these timestamps",
                     g.whose,
-                    g.flags.after,
-                    g.rows,
-                    g.flags.before,
-                    g.flags.example.clone().unwrap_or_default(),
+                    t.flags.after,
+                    t.rows,
+                    t.flags.before,
+                    t.flags.example.clone().unwrap_or_default(),
                     g.conv.how().unwrap_or("FILETIME timestamps (system-time clock)")
                 ),
             );
@@ -1024,7 +1060,11 @@ fn merge(firsts: &[(Key, usize)], src: &mut impl MergeSource, max_open: usize) -
 /// The merge's sink in `stream`: names and times attached, `--last` applied, the caller's
 /// callback (its first error ends the output).
 struct Emitting<'a, 'c, 'd> {
-    plan: &'a mut Plan<'c, 'd>,
+    plan: &'a Plan<'c, 'd>,
+    tallies: &'a mut [Tally],
+    /// The streams opened ahead by the opening thread, in the order the merges ask for them
+    /// (None: opened here).
+    ahead: Option<std::sync::mpsc::Receiver<(usize, Vec<Raw>)>>,
     from: Option<Option<u64>>,
     untimed: &'a mut usize,
     flagged: &'a mut usize,
@@ -1072,6 +1112,14 @@ impl Emitting<'_, '_, '_> {
 
 impl MergeSource for Emitting<'_, '_, '_> {
     fn open(&mut self, sid: usize) -> Vec<Raw> {
+        if let Some(ahead) = &self.ahead {
+            match ahead.recv() {
+                Ok((s, rows)) if s == sid => return rows,
+                // Not the stream asked for (the orders differ): open everything here from
+                // now on.
+                _ => self.ahead = None,
+            }
+        }
         self.plan.open(sid)
     }
 
@@ -1079,7 +1127,7 @@ impl MergeSource for Emitting<'_, '_, '_> {
         if self.result.is_err() {
             return;
         }
-        let row = self.plan.row(sid, r);
+        let row = self.plan.row(self.tallies, sid, r);
         let g = &self.plan.groups[self.plan.streams[sid].group];
         // An .etl file is one recorder (the same buffer kept in two files, e.g. a session's
         // log file and `extract`'s copy of memory, is then one switch with two sources).
