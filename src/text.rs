@@ -48,6 +48,22 @@ fn printable_ascii(b: &[u8]) -> bool {
     chunks.remainder().iter().map(outside).fold(0, |a, x| a | x) == 0
 }
 
+/// Whether every byte of `b` is ASCII below DEL (U+0000-U+007E): then [`json_terminal_safe`]
+/// changes nothing (serde_json escaped the C0 controls in strings; those left are the line
+/// breaks of pretty JSON). Byte loop folded like [`printable_ascii`]'s: a pretty document of
+/// a few hundred kilobytes (`symbols --format json`) is checked in microseconds rather than
+/// decoded character by character.
+fn ascii_below_del(b: &[u8]) -> bool {
+    let outside = |c: &u8| u8::from(*c >= 0x7f);
+    let mut chunks = b.chunks_exact(32);
+    for ch in &mut chunks {
+        if ch.iter().map(outside).fold(0, |a, x| a | x) != 0 {
+            return false;
+        }
+    }
+    chunks.remainder().iter().map(outside).fold(0, |a, x| a | x) == 0
+}
+
 /// `s` made safe for a terminal: each character of [`needs_escape`] as `\u{..}`.
 pub fn escape(s: &str) -> Cow<'_, str> {
     if printable_ascii(s.as_bytes()) || !s.chars().any(needs_escape) {
@@ -102,7 +118,7 @@ pub fn printable(s: &str) -> String {
 /// `\u009b`, `\u202e`... escapes (still the same JSON string). They can only occur inside
 /// strings, where the escape is valid.
 pub fn json_terminal_safe(text: &mut Vec<u8>) {
-    if printable_ascii(text) {
+    if ascii_below_del(text) {
         return;
     }
     let Ok(s) = std::str::from_utf8(text) else {
@@ -466,6 +482,32 @@ mod tests {
             Untrusted::new("svchost.exe").map(|s| format!("{s} (4)")),
             "svchost.exe (4)"
         );
+    }
+
+    /// Pretty JSON (line breaks) of ASCII below DEL is left as it is; DEL, C1 and bidi
+    /// controls are escaped wherever they stand (in the 32-byte chunks or the remainder of the
+    /// fast check), other non-ASCII text is kept.
+    #[test]
+    fn pretty_json_checked_below_del() {
+        let plain = serde_json::json!({"a": "x~".repeat(40), "b": [1, 2]});
+        let mut t = serde_json::to_vec_pretty(&plain).unwrap();
+        let before = t.clone();
+        json_terminal_safe(&mut t);
+        assert_eq!(t, before);
+        for c in ["\u{7f}", "\u{9b}", "\u{202e}", "é"] {
+            let long = "x".repeat(40);
+            for v in [
+                serde_json::json!({"a": format!("{c}{long}"), "b": 1}),
+                serde_json::json!({"a": long, "b": c}),
+            ] {
+                let mut t = serde_json::to_vec_pretty(&v).unwrap();
+                json_terminal_safe(&mut t);
+                let s = String::from_utf8(t).unwrap();
+                assert!(!s.chars().any(|ch| ch != '\n' && needs_escape(ch)), "{s}");
+                assert_eq!(s.contains('é'), c == "é");
+                assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@
 use super::layout::{Field, LayoutSource, StructLayout, TypeRef, TypeStore};
 use crate::text::Untrusted;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 
 /// Most structures converted for one request (a kernel's `_KPRCB` closure is a few hundred).
 const MAX_TYPES: usize = 20_000;
@@ -675,9 +676,65 @@ pub(crate) fn primitive_type(index: u32) -> Option<(TypeRef, u64, bool)> {
     }
 }
 
-/// Structure and union definitions by name (the type stream's bytes), foldhash-hashed:
-/// seeded per process, so a crafted PDB cannot choose colliding names.
-type Defs<'t> = HashMap<&'t [u8], u32, foldhash::quality::RandomState>;
+/// Structure and union definitions by name: a table of their type indexes only (4 bytes an
+/// entry, where a slice and an index took 24: a kernel's 40,000 definitions then fit a core's
+/// cache), the names compared where they lie in the stream (found again through the record's
+/// offset, only when the hashes' tags agree). foldhash-hashed: seeded per process, so a
+/// crafted PDB cannot choose colliding names.
+#[derive(Default)]
+struct Defs {
+    table: hashbrown::HashTable<u32>,
+    hasher: foldhash::quality::RandomState,
+}
+
+/// Where the index pass's records are: the stream, its first type index, each record's offset.
+#[derive(Clone, Copy)]
+struct Records<'a, 't> {
+    stream: &'t [u8],
+    min: u32,
+    offsets: &'a [u32],
+}
+
+impl<'t> Records<'_, 't> {
+    /// The bytes of record `idx` after its length (kind, then body).
+    fn data(&self, idx: u32) -> Option<&'t [u8]> {
+        let at = *self.offsets.get(idx.checked_sub(self.min)? as usize)? as usize;
+        let len = usize::from(u16_at(self.stream, at)?);
+        self.stream
+            .get(at.checked_add(2)?..at.checked_add(2 + len)?)
+    }
+
+    /// The name of definition `idx` (empty if it is none, which [`Defs`] never holds).
+    fn def_name(&self, idx: u32) -> &'t [u8] {
+        match self.data(idx).and_then(head) {
+            Some(Head::Aggregate(name)) => name,
+            _ => &[],
+        }
+    }
+}
+
+impl Defs {
+    /// Record definition `index` of `name` unless one is known (`index` is the last record
+    /// of `records`).
+    fn insert_first(&mut self, records: Records<'_, '_>, name: &[u8], index: u32) {
+        let hash = self.hasher.hash_one(name);
+        let hasher = &self.hasher;
+        if let hashbrown::hash_table::Entry::Vacant(v) = self.table.entry(
+            hash,
+            |&e| records.def_name(e) == name,
+            |&e| hasher.hash_one(records.def_name(e)),
+        ) {
+            v.insert(index);
+        }
+    }
+
+    fn get(&self, records: Records<'_, '_>, name: &[u8]) -> Option<u32> {
+        let hash = self.hasher.hash_one(name);
+        self.table
+            .find(hash, |&e| records.def_name(e) == name)
+            .copied()
+    }
+}
 
 /// A type stream, indexed: where each record is, the first definition of each structure or
 /// union by name, and the wanted enumerations' field lists.
@@ -687,7 +744,7 @@ pub(crate) struct TypeStream<'t> {
     max: u32,
     /// Offset of each record's length field, by `index - min`.
     offsets: Vec<u32>,
-    defs: Defs<'t>,
+    defs: Defs,
     /// Wanted enumeration name → its field list (first definition).
     enums: Vec<(&'t str, u32)>,
 }
@@ -720,7 +777,12 @@ impl<'t> TypeStream<'t> {
         // At most one record per 4 bytes (a length and a kind).
         let claimed = ((max - min) as usize).min(stream.len() / 4);
         let mut offsets = Vec::with_capacity(claimed);
-        let mut defs = Defs::with_capacity_and_hasher(claimed / 4, Default::default());
+        // About one definition per 3.5 records in a kernel PDB: room for one per 3 (no
+        // rehash, which would find every name again).
+        let mut defs = Defs {
+            table: hashbrown::HashTable::with_capacity(claimed / 3),
+            hasher: Default::default(),
+        };
         let mut enums: Vec<(&'t str, u32)> = Vec::new();
         let mut pos = header_size;
         let mut index = min;
@@ -737,7 +799,12 @@ impl<'t> TypeStream<'t> {
             pos += 2 + len;
             match head(data) {
                 Some(Head::Aggregate(name)) => {
-                    defs.entry(name).or_insert(index);
+                    let records = Records {
+                        stream,
+                        min,
+                        offsets: &offsets,
+                    };
+                    defs.insert_first(records, name, index);
                 }
                 Some(Head::Enum(name, fields)) => {
                     if let Some(w) = super::WANTED_ENUMS.iter().find(|w| w.as_bytes() == name) {
@@ -776,14 +843,20 @@ impl<'t> TypeStream<'t> {
         if idx > self.max {
             return Err(Damaged);
         }
-        let at = *self.offsets.get((idx - self.min) as usize).ok_or(Damaged)? as usize;
-        let len = u16_at(self.stream, at).ok_or(Damaged)? as usize;
-        parse_record(self.stream.get(at + 2..at + 2 + len).ok_or(Damaged)?)
+        parse_record(self.records().data(idx).ok_or(Damaged)?)
+    }
+
+    fn records(&self) -> Records<'_, 't> {
+        Records {
+            stream: self.stream,
+            min: self.min,
+            offsets: &self.offsets,
+        }
     }
 
     /// The first definition of the structure or union `name`.
     fn definition_of(&self, name: &[u8]) -> Option<u32> {
-        self.defs.get(name).copied()
+        self.defs.get(self.records(), name)
     }
 }
 

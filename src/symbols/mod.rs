@@ -19,14 +19,11 @@ pub use builtin::TableFamily;
 pub use identity::PdbIdentity;
 pub use layout::{Field, LayoutSource, StructLayout, TypeRef, TypeStore};
 
-use serde::Serialize;
-use std::collections::HashMap;
+mod symbol_map;
 
-/// Global symbol name → RVA. foldhash (seeded per process, so a crafted symbol file cannot
-/// choose colliding names) instead of SipHash: a kernel PDB has tens of thousands of globals
-/// (issue 30 item 4).
-pub type SymbolMap = HashMap<String, u64, foldhash::quality::RandomState>;
+use serde::Serialize;
 use std::path::PathBuf;
+pub use symbol_map::SymbolMap;
 use thiserror::Error;
 
 /// The structures the tool reads; a PDB or ISF is asked for these (and what they embed).
@@ -383,7 +380,7 @@ impl Symbols {
         for (name, constants) in entry.enums() {
             self.builtin.insert_enum(name, constants.to_vec());
         }
-        self.builtin_rvas = entry.symbols().clone().into_iter().collect();
+        self.builtin_rvas = entry.symbols().iter().map(|(k, v)| (k, *v)).collect();
         notes.push(format!(
             "built-in exact match: the kernel's PDB GUID and age are those of \
              {} in the built-in table of {total} ntkrnlmp.pdb builds; its layouts, \
@@ -447,7 +444,7 @@ impl Symbols {
     /// Every global symbol the symbol file gives, with its RVA (not the built-in table's few
     /// data globals: they would name code addresses after the nearest global).
     pub fn all_symbols(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.rvas.iter().map(|(k, v)| (k.as_str(), *v))
+        self.rvas.iter().map(|(k, v)| (k, *v))
     }
 
     /// Number of global symbols the symbol file gives.
@@ -457,7 +454,7 @@ impl Symbols {
 
     /// The global RVAs of the built-in table in use (exact corpus match only).
     pub(crate) fn builtin_symbols(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.builtin_rvas.iter().map(|(k, v)| (k.as_str(), *v))
+        self.builtin_rvas.iter().map(|(k, v)| (k, *v))
     }
 
     /// Constant `constant` of enumeration `name` (one of [`WANTED_ENUMS`]), from the symbol

@@ -351,9 +351,9 @@ fn read_symbols(
         .flatten()
         .ok_or_else(|| format!("no global symbol records (stream {n})"))?;
     let records: &[u8] = &records;
-    // About one record per 40 bytes in a kernel PDB; bounded by the stream's size.
-    let mut out =
-        super::SymbolMap::with_capacity_and_hasher(records.len() / 64, Default::default());
+    // About one record per 40 bytes in a kernel PDB, half of them publics, half data records
+    // of the same names, a name per 90 bytes of records; bounded by the stream's size.
+    let mut out = super::SymbolMap::with_capacity(records.len() / 64, records.len() / 6);
     let mut pos = 0usize;
     while pos < records.len() {
         let len = usize::from(
@@ -386,18 +386,29 @@ fn read_symbols(
         let Some(rva) = map.rva(section, offset) else {
             continue;
         };
+        // Each global is named twice (its public and its data record): a name the map has is
+        // valid UTF-8 as it stands, the key it would be given, so it is not decoded again. (The
+        // underscore stripped below is one byte, whether before or after decoding.)
+        let key = match name.strip_prefix(b"_") {
+            Some(stripped) if x86 && public => stripped,
+            _ => name,
+        };
+        let Some(absent) = out.absent(key) else {
+            continue;
+        };
+        if let Ok(key) = std::str::from_utf8(key) {
+            out.insert_absent(absent, key, u64::from(rva));
+            continue;
+        }
         // x86 publics carry the C decoration (a leading underscore); S_GDATA32 names do not.
         // (Stripped after the lossy conversion, as the crate-based loader did: a name of an
         // underscore then invalid UTF-8 keeps its replacement characters.)
-        let name = match std::str::from_utf8(name) {
-            Ok(n) => Cow::Borrowed(n),
-            Err(_) => Cow::Owned(crate::text::Untrusted::from_utf8_lossy(name).into_raw()),
-        };
+        let name = crate::text::Untrusted::from_utf8_lossy(name).into_raw();
         let name = match name.strip_prefix('_') {
             Some(stripped) if x86 && public => stripped,
             _ => &name,
         };
-        out.entry(name.to_owned()).or_insert(u64::from(rva));
+        out.insert_first(name, u64::from(rva));
     }
     Ok(out)
 }

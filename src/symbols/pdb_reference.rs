@@ -499,7 +499,7 @@ fn read_symbols<'s, S: pdb::Source<'s> + 's>(
                 name = stripped.to_string();
             }
         }
-        out.entry(name).or_insert(u64::from(rva.0));
+        out.insert_first(&name, u64::from(rva.0));
     }
     Ok(out)
 }
