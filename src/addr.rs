@@ -158,14 +158,17 @@ pub(crate) fn hex_str(v: u64, buf: &mut [u8; 18]) -> &str {
 /// `format!("{v:#0w$x}")` with `w = min_digits + 2`, without the formatting machinery (a
 /// listing formats millions of these).
 pub(crate) fn hex_string(v: u64, min_digits: usize) -> String {
-    let mut buf = [0u8; 18];
-    let digits = hex_str(v, &mut buf).len() - 2;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    // Digits the value needs (at least one), then the padding asked for.
+    let digits = (16 - v.leading_zeros() as usize / 4).max(1);
     let mut s = String::with_capacity(2 + digits.max(min_digits));
     s.push_str("0x");
     for _ in digits..min_digits {
         s.push('0');
     }
-    s.push_str(hex_str(v, &mut buf).get(2..).unwrap_or(""));
+    for i in (0..digits).rev() {
+        s.push(char::from(DIGITS[((v >> (4 * i)) & 0xf) as usize]));
+    }
     s
 }
 
