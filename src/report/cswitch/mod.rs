@@ -1008,19 +1008,25 @@ fn merge(firsts: &[(Key, usize)], src: &mut impl MergeSource, max_open: usize) -
         held: &mut usize,
         f: &mut dyn FnMut(usize, &Raw),
     ) -> bool {
-        let Some(Reverse((_, s, i))) = heap.pop() else {
+        // The smallest held row is replaced in place by its stream's next one (one sift down,
+        // where a pop and a push take two passes): the order given is the same, the heap's
+        // entries being unique.
+        let Some(mut top) = heap.peek_mut() else {
             return false;
         };
+        let Reverse((_, s, i)) = *top;
         // Every stream in the heap has its rows in its slot (pushed with them).
         let Some(rows) = open.get_mut(s) else {
+            std::collections::binary_heap::PeekMut::pop(top);
             return true;
         };
         if let Some(r) = rows.get(i) {
             f(s, r);
         }
         match rows.get(i + 1) {
-            Some(n) => heap.push(Reverse((n.key, s, i + 1))),
+            Some(n) => *top = Reverse((n.key, s, i + 1)),
             None => {
+                std::collections::binary_heap::PeekMut::pop(top);
                 *held -= rows.len();
                 *rows = Vec::new();
             }
