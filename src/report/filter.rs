@@ -85,12 +85,18 @@ impl EventFilter {
             _ => M::No,
         };
         let event = on(&self.event_ids, r.event_id);
-        let hook = on(
-            &self.hooks,
-            r.hook
-                .as_deref()
-                .and_then(|h| u16::from_str_radix(h.trim_start_matches("0x"), 16).ok()),
-        );
+        // The hook's text is parsed only when hooks are asked for (every row of a listing
+        // passes here).
+        let hook = if self.hooks.is_empty() {
+            M::Yes
+        } else {
+            on(
+                &self.hooks,
+                r.hook
+                    .as_deref()
+                    .and_then(|h| u16::from_str_radix(h.trim_start_matches("0x"), 16).ok()),
+            )
+        };
         let time = if self.since.is_none() && self.until.is_none() {
             M::Yes
         } else {
