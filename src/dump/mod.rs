@@ -384,6 +384,55 @@ impl DumpFile {
         asked
     }
 
+    /// Read the whole file from a cold disk in file order, in the background, for a reader
+    /// that will touch most of it in another order (a command over sessions whose buffers are
+    /// a large share of the dump: their headers are found through linked lists, one random
+    /// read each, and their pages lie apart). A thread of its own asks for the file in steps
+    /// of [`STREAM_STEP`] (`POSIX_FADV_WILLNEED`: the kernel reads them asynchronously, in
+    /// large requests) until it reaches the end or the returned [`FileStream`] is dropped.
+    /// None, with nothing read, when it would not pay or could crowd out the page cache: a
+    /// file of less than [`STREAM_FILE_MIN`] bytes, a warm file (half or more of 64 pages
+    /// spread over it already cached), a file longer than half the memory available (Linux's
+    /// MemAvailable; elsewhere never), or a dump not read with positioned reads.
+    pub(crate) fn stream_file(&self) -> Option<FileStream> {
+        self.stream_file_of(STREAM_FILE_MIN)
+    }
+
+    /// [`Self::stream_file`] for files of at least `min` bytes.
+    fn stream_file_of(&self, min: u64) -> Option<FileStream> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        if !self.positioned_reads() {
+            return None;
+        }
+        let len = self.len();
+        if len < min {
+            return None;
+        }
+        let pages = len / PAGE_SIZE;
+        let cached = (0..64u64)
+            .filter(|i| self.cached(i * pages / 64 * PAGE_SIZE))
+            .count();
+        if cached >= 32 || memory_available().is_none_or(|m| len > m / 2) {
+            return None;
+        }
+        let file = self.file.as_ref()?.try_clone().ok()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("etwdump-read-ahead".into())
+            .spawn(move || {
+                let mut at = 0u64;
+                while at < len && !stopped.load(Ordering::Relaxed) {
+                    let n = (len - at).min(STREAM_STEP);
+                    advise_will_need(&file, at, n);
+                    at += n;
+                }
+            })
+            .ok()?;
+        Some(FileStream { stop })
+    }
+
     /// This dump's id, unique in the process.
     pub fn id(&self) -> u64 {
         self.id
@@ -744,6 +793,39 @@ const STREAM_MAX_PAGES: usize = 1 << 22;
 /// The bytes [`DumpFile::stream_ahead`] asks for at once.
 const STREAM_STEP: u64 = 1 << 20;
 
+/// The smallest file [`DumpFile::stream_file`] reads whole (64 MiB: below, the reads it
+/// would save cost less than starting it).
+const STREAM_FILE_MIN: u64 = 64 << 20;
+
+/// A read of the whole dump file going on in the background ([`DumpFile::stream_file`]):
+/// dropped, it stops at its next step.
+pub(crate) struct FileStream {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for FileStream {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Ask the OS to read `len` bytes of `file` at `offset` ahead (asynchronously; blocking only
+/// while the disk's queue is full).
+fn advise_will_need(file: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let (Ok(o), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) {
+            // SAFETY: a valid descriptor; the advice only reads the file into the page cache.
+            unsafe {
+                libc::posix_fadvise(file.as_raw_fd(), o, n, libc::POSIX_FADV_WILLNEED);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
+}
+
 /// The memory available for new page-cache pages without swapping (Linux's MemAvailable), in
 /// bytes; None where it cannot be told.
 fn memory_available() -> Option<u64> {
@@ -842,5 +924,35 @@ mod stream_tests {
         // Warm: the file read whole first.
         std::fs::read(&path).unwrap();
         assert_eq!(d.stream_ahead(apart.iter().copied(), &go), 0);
+    }
+
+    #[test]
+    fn stream_file_reads_a_cold_file_whole_and_a_warm_one_not() {
+        let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.dmp");
+        etwdump_forge::forge(&etwdump_forge::Config::from_fixture(&fx))
+            .write_to(&path)
+            .unwrap();
+        let d = DumpFile::open(&path, OpenOptions::default()).unwrap();
+        let last = (d.len() - 1) / PAGE_SIZE * PAGE_SIZE;
+        if !evict(&d, &path, last) {
+            eprintln!("SKIPPED: the page cache cannot be emptied of a file here (tmpfs?)");
+            return;
+        }
+        // Smaller than the least worth reading whole.
+        assert!(d.stream_file().is_none(), "{} bytes", d.len());
+        assert!(!d.cached(last));
+        let stream = d.stream_file_of(0).expect("a cold file is read");
+        // The reads are asynchronous: the file's last page arrives within seconds.
+        let t = std::time::Instant::now();
+        while !d.cached(last) && t.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(d.cached(last), "the last page is not read after 20 s");
+        assert!(d.cached(0));
+        drop(stream);
+        // Warm now: nothing to do.
+        assert!(d.stream_file_of(0).is_none());
     }
 }

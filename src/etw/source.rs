@@ -272,7 +272,17 @@ pub struct EtwSource<'c, 'd> {
     converters: Vec<Converter>,
     units: Vec<TraceUnit>,
     warnings: Vec<Warning>,
+    /// The whole dump being read ahead from a cold disk while the source lives (when the
+    /// selected sessions' buffers are a large share of it: [`WHOLE_FILE_SHARE`]).
+    read_ahead: Option<crate::dump::FileStream>,
 }
+
+/// The dump file is read whole, in file order, from a cold disk when the buffers the
+/// selected sessions declare (NumberOfBuffers x BufferSize) are at least 1/`WHOLE_FILE_SHARE`
+/// of it: their pages lie all over the file and are found one list entry at a time, so
+/// reading up to four times their bytes sequentially costs less than reading them where they
+/// lie (docs/performance.md "Limits": `extract` from a cold disk).
+const WHOLE_FILE_SHARE: u64 = 4;
 
 impl<'c, 'd> EtwSource<'c, 'd> {
     /// Open the source of `ctx`'s dump, with the units of the sessions `sel` selects (by
@@ -344,6 +354,7 @@ impl<'c, 'd> EtwSource<'c, 'd> {
             converters: Vec::new(),
             units: Vec::new(),
             warnings: Vec::new(),
+            read_ahead: None,
         };
         if ctx.dump.triage().is_some() {
             src.open_triage(sel, need);
@@ -521,8 +532,12 @@ impl<'c, 'd> EtwSource<'c, 'd> {
     }
 
     /// Ask the OS to read a memory unit's pages ahead (a pass over many buffers overlaps their
-    /// reads with the work on the previous ones).
+    /// reads with the work on the previous ones); nothing while the whole file is being read
+    /// (random reads would only slow that down).
     pub(crate) fn prefetch(&self, u: &TraceUnit) {
+        if self.read_ahead.is_some() {
+            return;
+        }
         if let (UnitData::Memory(b), Some(va)) = (&u.data, u.address) {
             space_of(self.ctx, b).prefetch(va, b.header.buffer_size);
         }
@@ -530,11 +545,14 @@ impl<'c, 'd> EtwSource<'c, 'd> {
 
     /// Read the pages of every unit in memory from a cold disk in file order, ahead of a
     /// reader that takes the units in their order ([`DumpFile::stream_ahead`]: blocking, for a
-    /// thread of its own, stopped by `stop`; nothing when the file is warm or it would not
-    /// pay). Returns the bytes asked for.
+    /// thread of its own, stopped by `stop`; nothing when the file is warm, when it would not
+    /// pay, or when the whole file is being read already). Returns the bytes asked for.
     ///
     /// [`DumpFile::stream_ahead`]: crate::dump::DumpFile
     pub(crate) fn stream_ahead(&self, stop: &std::sync::atomic::AtomicBool) -> u64 {
+        if self.read_ahead.is_some() {
+            return 0;
+        }
         let pages = self.units.iter().flat_map(|u| {
             let range = match (&u.data, u.address) {
                 (UnitData::Memory(b), Some(va)) => {
@@ -702,6 +720,19 @@ impl<'c, 'd> EtwSource<'c, 'd> {
         if need == Need::Sessions {
             self.memory = Some((list, None));
             return;
+        }
+        let declared = list
+            .sessions
+            .iter()
+            .filter(|s| selects(Some(s.logger_id), s.name.as_ref().map(|n| n.raw()), sel))
+            .map(|s| {
+                s.number_of_buffers
+                    .unwrap_or(0)
+                    .saturating_mul(s.buffer_size.unwrap_or(0))
+            })
+            .fold(0u64, u64::saturating_add);
+        if declared.saturating_mul(WHOLE_FILE_SHARE) >= ctx.dump.len() {
+            self.read_ahead = ctx.dump.stream_file();
         }
         let facts = (need == Need::Clocks).then(|| ClockFacts::gather(ctx, &list.sessions));
         match list.array.as_ref() {
