@@ -873,8 +873,8 @@ mod stream_tests {
         !d.cached(probe)
     }
 
-    #[test]
-    fn stream_ahead_asks_for_the_pages_in_stretches_only_when_cold() {
+    /// The fixture machine's full dump, written to a temporary directory and opened.
+    fn forged() -> (tempfile::TempDir, std::path::PathBuf, DumpFile) {
         let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("full.dmp");
@@ -882,6 +882,12 @@ mod stream_tests {
             .write_to(&path)
             .unwrap();
         let d = DumpFile::open(&path, OpenOptions::default()).unwrap();
+        (dir, path, d)
+    }
+
+    #[test]
+    fn stream_ahead_asks_for_the_pages_in_stretches_only_when_cold() {
+        let (_dir, path, d) = forged();
         // The longest run of stored pages: consecutive pages one after another in the file.
         let (first, n) = d.physical_runs().into_iter().max_by_key(|r| r.1).unwrap();
         assert!(n >= 90 * 26, "the fixture's longest run is {n} pages");
@@ -928,13 +934,7 @@ mod stream_tests {
 
     #[test]
     fn stream_file_reads_a_cold_file_whole_and_a_warm_one_not() {
-        let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/x64-19041");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("full.dmp");
-        etwdump_forge::forge(&etwdump_forge::Config::from_fixture(&fx))
-            .write_to(&path)
-            .unwrap();
-        let d = DumpFile::open(&path, OpenOptions::default()).unwrap();
+        let (_dir, path, d) = forged();
         let last = (d.len() - 1) / PAGE_SIZE * PAGE_SIZE;
         if !evict(&d, &path, last) {
             eprintln!("SKIPPED: the page cache cannot be emptied of a file here (tmpfs?)");
