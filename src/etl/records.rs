@@ -412,6 +412,26 @@ pub fn walk_from(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&R
     w
 }
 
+/// The record chain of `buf[start..valid]` as [`walk_from`] finds it, without the counts by
+/// kind or the first record: (complete records, end of the last one with its padding, capped
+/// at the valid end), i.e. `walk_from`'s `count` and `end`. For passes that only judge a
+/// chain (carving reads every buffer in memory this way).
+pub fn chain_from(buf: &[u8], start: usize, valid: usize) -> (usize, usize) {
+    let valid = valid.min(buf.len());
+    let (mut count, mut end) = (0usize, start.min(valid));
+    let mut off = start;
+    while off < valid {
+        let Some(rec) = quick_parse(buf, off, valid) else {
+            break;
+        };
+        count += 1;
+        let next = off + align8(rec.size);
+        end = next.min(valid);
+        off = next;
+    }
+    (count, end)
+}
+
 /// Re-synchronise on a window that starts inside a buffer (triage-etw.md §4.1 step 3.4): the
 /// smallest offset `p` ≥ `phase`, `p ≡ phase (mod 8)` (records are 8-aligned relative to the
 /// buffer, so `phase` is the window's distance to the next 8-aligned buffer offset), from which
@@ -637,6 +657,56 @@ mod tests {
         // An empty buffer.
         let w = walk(&b, BUFFER_HEADER_SIZE);
         assert!(w.count == 0 && w.first.is_none() && w.trimmed == 0 && w.torn.is_none());
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A record of `kind` (0 PerfInfo64, 1 System64, 2 event header, 3 message) of `size`
+    /// bytes (at least its kind's minimum).
+    fn record(kind: u8, size: usize) -> Vec<u8> {
+        let (marker, so, min) = match kind % 4 {
+            0 => (0xC011_0002u32, 4, 0x10),
+            1 => (0xC002_0002, 4, 0x20),
+            2 => (0xC013_0000, 0, 0x50),
+            _ => (0x9000_0000, 0, 0x08),
+        };
+        let size = size.max(min);
+        let mut r = marker.to_le_bytes().to_vec();
+        r.resize(size, 0x5A);
+        r[so..so + 2].copy_from_slice(&(size as u16).to_le_bytes());
+        r
+    }
+
+    proptest! {
+        /// `chain_from` counts and ends where `walk_from` does: on chains of every record
+        /// kind, cut at any valid end, with any bytes overwritten (torn and garbage chains).
+        #[test]
+        fn chain_from_agrees_with_walk_from(
+            recs in proptest::collection::vec((0u8..4, 0usize..0x300), 0..40),
+            cut in 0usize..0x4000,
+            damage in proptest::collection::vec((0usize..0x4000, any::<u8>()), 0..4),
+            start in prop_oneof![Just(BUFFER_HEADER_SIZE), 0usize..0x100],
+        ) {
+            let mut b = vec![0u8; BUFFER_HEADER_SIZE];
+            for (k, n) in recs {
+                b.extend_from_slice(&record(k, n));
+                while b.len() % 8 != 0 {
+                    b.push(0);
+                }
+            }
+            for (at, v) in damage {
+                if let Some(x) = b.get_mut(at) {
+                    *x = v;
+                }
+            }
+            let valid = cut.min(b.len() + 8);
+            let w = walk_from(&b, start, valid, |_| {});
+            prop_assert_eq!(chain_from(&b, start, valid), (w.count, w.end));
+        }
     }
 }
 

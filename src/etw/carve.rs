@@ -38,7 +38,7 @@ use crate::bytes::LeBytes;
 use crate::decode::ccswap::{decode_pending, PENDING_BLOCK_SIZE};
 use crate::dump::{Arch, DumpFile, PageLookup};
 use crate::etl::header::{BufferHeader, BUFFER_HEADER_SIZE};
-use crate::etl::records::walk_from;
+use crate::etl::records::chain_from;
 use crate::etw::clock::{self, ClockFacts, Converter};
 use crate::etw::loggers::Session;
 use crate::etw::source::EtwSource;
@@ -234,8 +234,8 @@ fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
     let here = (page.len() - o) as u64;
     let avail = valid.min(here) as usize;
     let bytes = &page[o..o + avail];
-    let w = walk_from(bytes, BUFFER_HEADER_SIZE, avail, |_| {});
-    if w.count == 0 {
+    let (records, chain_end) = chain_from(bytes, BUFFER_HEADER_SIZE, avail);
+    if records == 0 {
         return None;
     }
     // A live buffer's last record may be cut (being written when memory was taken): the chain
@@ -248,8 +248,8 @@ fn buffer_at(page: &[u8], o: usize, pa: u64) -> Option<Hit> {
             .u64_at(crate::etl::header::offsets::TIME_STAMP)
             .unwrap_or(0),
         valid,
-        records: w.count,
-        chain_end: w.end as u64,
+        records,
+        chain_end: chain_end as u64,
         rest,
     })
 }
@@ -496,6 +496,8 @@ struct Carved {
     buffers: Vec<CarvedBuffer>,
     blocks: Vec<CarvedBlock>,
     contexts: Vec<CarvedContext>,
+    /// The bytes of the buffer being carved (one allocation per thread).
+    scratch: Vec<u8>,
 }
 
 /// Carve candidate `h` into `out` (`vas`: the candidates' virtual addresses still mapped).
@@ -524,6 +526,7 @@ fn carve_hit(
                 (valid, records, chain_end, rest),
                 vas.get(&pa).copied(),
                 live,
+                &mut out.scratch,
             );
             b.timestamp = timestamp;
             out.buffers.push(b);
@@ -725,6 +728,7 @@ fn carve_buffer(
     (valid, first_records, first_chain_end, rest): (u64, usize, u64, bool),
     va: Option<VirtAddr>,
     live: &LiveSet,
+    scratch: &mut Vec<u8>,
 ) -> CarvedBuffer {
     let class = if live.buffers.contains(&pa) {
         Class::Live
@@ -746,11 +750,13 @@ fn carve_buffer(
     let (recovered, records, chain_end) = match (rest, va) {
         (false, _) => (valid, first_records, first_chain_end),
         (true, Some(va)) => {
-            let mut b = vec![0u8; valid as usize];
-            let n = (ctx.space.read_prefix(va, &mut b) as u64).max(in_page);
+            scratch.clear();
+            scratch.resize(valid as usize, 0);
+            let n = (ctx.space.read_prefix(va, scratch) as u64).max(in_page);
             if n > in_page {
-                let w = walk_from(&b[..n as usize], BUFFER_HEADER_SIZE, n as usize, |_| {});
-                (n, w.count, w.end as u64)
+                let (count, end) =
+                    chain_from(&scratch[..n as usize], BUFFER_HEADER_SIZE, n as usize);
+                (n, count, end as u64)
             } else {
                 (in_page, first_records, first_chain_end)
             }
@@ -820,8 +826,8 @@ fn physical_continuation(ctx: &KernelContext<'_>, pa: u64, valid: u64) -> Option
         b.extend_from_slice(&p[o..o + take]);
         at += take as u64;
     }
-    let w = walk_from(&b, BUFFER_HEADER_SIZE, b.len(), |_| {});
-    (w.end as u64 == valid).then_some((w.count, valid))
+    let (count, end) = chain_from(&b, BUFFER_HEADER_SIZE, b.len());
+    (end as u64 == valid).then_some((count, valid))
 }
 
 /// Read `len` bytes of a carved object: through its virtual address, else from its physical
