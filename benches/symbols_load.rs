@@ -8,7 +8,7 @@
 //! with a message otherwise).
 
 use criterion::Criterion;
-use etwdump::symbols::{Symbols, WANTED_TYPES};
+use etwdump::symbols::{Globals, Symbols, WANTED_TYPES};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -48,6 +48,10 @@ fn main() {
         c.bench_function("open large PDB + resolve the tool's types", |b| {
             b.iter(|| Symbols::from_pdb(&pdb, WANTED_TYPES).unwrap())
         });
+        c.bench_function(
+            "the same, keeping only the tool's globals (symbols --pdb)",
+            |b| b.iter(|| Symbols::from_pdb_keeping(&pdb, WANTED_TYPES, Globals::Tool).unwrap()),
+        );
         c.bench_function("the same with the pdb crate (reference loader)", |b| {
             b.iter(|| etwdump::symbols::pdb_reference::load(&pdb, WANTED_TYPES).unwrap())
         });
