@@ -6,7 +6,7 @@
 
 use etwdump::symbols::pdb::{load, load_bytes, PdbContents};
 use etwdump::symbols::pdb_reference;
-use etwdump::symbols::WANTED_TYPES;
+use etwdump::symbols::{is_tool_global, Globals, WANTED_TYPES};
 use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
@@ -67,19 +67,52 @@ fn assert_same(what: &str, ours: &PdbContents, theirs: &PdbContents) {
     }
 }
 
+/// A load keeping the tool's globals ([`Globals::Tool`]) of `bytes`: the full load `all` of
+/// the same bytes, its symbols restricted to those the tool reads (each at the address the
+/// full load gives it, in the same order), or the same error.
+fn assert_tool_load(what: &str, path: &Path, bytes: &[u8], all: &Result<PdbContents, String>) {
+    let tool = load_bytes(path, bytes, WANTED_TYPES, Globals::Tool).map_err(|e| e.to_string());
+    match (all, &tool) {
+        (Ok(all), Ok(tool)) => {
+            assert_eq!(tool.identity, all.identity, "{what}: identity");
+            assert_eq!(tool.pointer_size, all.pointer_size, "{what}: pointer size");
+            assert_eq!(tool.machine, all.machine, "{what}: machine");
+            assert_eq!(tool.types, all.types, "{what}: layouts");
+            let kept: Vec<(&str, &u64)> = all
+                .symbols
+                .iter()
+                .filter(|(k, _)| is_tool_global(k))
+                .collect();
+            assert_eq!(
+                tool.symbols.iter().collect::<Vec<_>>(),
+                kept,
+                "{what}: tool's globals"
+            );
+        }
+        (Err(a), Err(t)) => assert_eq!(t, a, "{what}: error"),
+        _ => panic!(
+            "{what}: full load {:?}, tool's globals {:?}",
+            all.as_ref().err(),
+            tool.err()
+        ),
+    }
+}
+
 #[test]
 fn every_fixture_pdb_loads_as_the_crate_loads_it() {
     let all = fixtures();
     assert!(all.len() >= 12, "{} PDBs found", all.len());
     for p in &all {
         let theirs = pdb_reference::load(p, WANTED_TYPES).unwrap();
-        let ours = load(p, WANTED_TYPES).unwrap();
+        let ours = load(p, WANTED_TYPES, Globals::All).unwrap();
         assert_same(&p.display().to_string(), &ours, &theirs);
         assert!(!ours.symbols.is_empty(), "{}", p.display());
         // And from memory.
         let bytes = std::fs::read(p).unwrap();
-        let mem = load_bytes(p, &bytes, WANTED_TYPES).unwrap();
+        let mem = load_bytes(p, &bytes, WANTED_TYPES, Globals::All).unwrap();
         assert_same(&p.display().to_string(), &mem, &theirs);
+        let what = p.display().to_string();
+        assert_tool_load(&what, p, &bytes, &Ok(mem));
     }
     println!("{} fixture and corpus PDBs: identical", all.len());
 }
@@ -95,8 +128,13 @@ fn the_large_pdb_loads_as_the_crate_loads_it() {
         return;
     }
     let theirs = pdb_reference::load(&p, WANTED_TYPES).unwrap();
-    let ours = load(&p, WANTED_TYPES).unwrap();
+    let ours = load(&p, WANTED_TYPES, Globals::All).unwrap();
     assert_same("large PDB", &ours, &theirs);
+    let tool = load(&p, WANTED_TYPES, Globals::Tool).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    assert_tool_load("large PDB", &p, &bytes, &Ok(ours));
+    let ours = load(&p, WANTED_TYPES, Globals::All).unwrap();
+    assert_eq!(tool.types, ours.types);
     assert!(ours.types.len() > 50 && ours.symbols.len() > 10_000);
     println!(
         "large PDB: {} structures, {} symbols: identical",
@@ -148,14 +186,51 @@ fn names_not_utf8_load_as_the_crate_loads_them() {
             pos += 2 + len;
         }
         let what = format!("{} with {changed} names not UTF-8", p.display());
-        let ours = load_bytes(&p, &b, WANTED_TYPES).unwrap();
+        let ours = load_bytes(&p, &b, WANTED_TYPES, Globals::All).unwrap();
         let theirs = pdb_reference::load_bytes(&p, &b, WANTED_TYPES).unwrap();
         assert_same(&what, &ours, &theirs);
+        let ours = load_bytes(&p, &b, WANTED_TYPES, Globals::All).map_err(|e| e.to_string());
+        assert_tool_load(&what, &p, &b, &ours);
+        let ours = ours.unwrap();
         let lossy = ours.symbols.iter().filter(|(k, _)| k.contains('\u{FFFD}'));
         let lossy = lossy.count();
         println!("{what}: {lossy} names with a replacement character");
         assert!(changed >= 5 && lossy >= 3, "{what}: {lossy}");
     }
+}
+
+/// Registration handles whose names are not UTF-8 (a byte inside each `Etw...RegHandle` name
+/// of a fixture becomes 0xFF, then the bytes "Et" of one of them also, so that it no longer
+/// looks like a handle): keeping the tool's globals decodes such names before selecting them,
+/// so the handles kept under their lossy names, and those left out, are the full load's.
+#[test]
+fn tool_globals_not_utf8_are_selected_after_decoding() {
+    let p = root().join("tests/fixtures/x64-19041/ntkrnlmp.pdb");
+    let mut b = std::fs::read(&p).unwrap();
+    let mut changed = 0;
+    let mut at = 0;
+    while let Some(i) = b[at..].windows(3).position(|w| w == b"Etw").map(|i| at + i) {
+        at = i + 3;
+        let end = b[i..].iter().position(|&c| c == 0).map_or(i, |n| i + n);
+        if b[i..end].ends_with(b"RegHandle") && end - i > 12 {
+            b[i + 4] = 0xFF;
+            if changed == 0 {
+                b[i] = 0xFF;
+            }
+            changed += 1;
+        }
+    }
+    let all = load_bytes(&p, &b, WANTED_TYPES, Globals::All).unwrap();
+    let lossy = all
+        .symbols
+        .iter()
+        .filter(|(k, _)| k.contains('\u{FFFD}') && is_tool_global(k))
+        .count();
+    assert!(
+        changed >= 10 && lossy >= 5,
+        "{changed} changed, {lossy} lossy handles"
+    );
+    assert_tool_load("handles not UTF-8", &p, &b, &Ok(all));
 }
 
 /// xorshift64: reproducible damage.
@@ -359,9 +434,11 @@ fn damaged_copies_load_as_the_crate_loads_them_or_the_crate_fails() {
         let mut b = src.clone();
         let how = damage(&mut b, &l, &mut rng);
         let what = format!("copy {i} of {} ({how})", path.display());
-        let ours = std::panic::catch_unwind(|| load_bytes(path, &b, WANTED_TYPES))
+        let ours = std::panic::catch_unwind(|| load_bytes(path, &b, WANTED_TYPES, Globals::All))
             .unwrap_or_else(|_| panic!("{what}: the new loader panicked"));
         let theirs = pdb_reference::load_bytes(path, &b, WANTED_TYPES);
+        let all = load_bytes(path, &b, WANTED_TYPES, Globals::All).map_err(|e| e.to_string());
+        assert_tool_load(&what, path, &b, &all);
         match (ours, theirs) {
             (Ok(o), Ok(t)) => {
                 assert_same(&what, &o, &t);

@@ -11,13 +11,13 @@
 // Linked for its allocation guard (src/lib.rs) even where no helper is used.
 extern crate etwdump_fuzz;
 
-use etwdump::symbols::{pdb, pdb_reference, WANTED_TYPES};
+use etwdump::symbols::{pdb, pdb_reference, Globals, WANTED_TYPES};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
     let name = Path::new("input.pdb");
-    let ours = pdb::load_bytes(name, data, WANTED_TYPES);
+    let ours = pdb::load_bytes(name, data, WANTED_TYPES, Globals::All);
     if let Ok(theirs) = pdb_reference::load_bytes(name, data, WANTED_TYPES) {
         match ours {
             Ok(ours) => assert!(ours == theirs, "the reader and the crate disagree"),

@@ -5,13 +5,17 @@
 //! file is written per run. Then every wanted layout (with the field sizes readers compute),
 //! symbol and enumeration, and on one input in four (by a hash of 64 sampled bytes) the
 //! built-in fallback tables on top.
+//! The same bytes loaded keeping only the tool's globals (`Globals::Tool`) must give the full
+//! load's globals restricted to those, or the same error.
 //! Run with `-rss_limit_mb=2048 -malloc_limit_mb=1024` so allocation blow-ups are findings.
 #![no_main]
 
 // Linked for its allocation guard (src/lib.rs) even where no helper is used.
 extern crate etwdump_fuzz;
 
-use etwdump::symbols::{Symbols, WANTED_ENUMS, WANTED_SYMBOLS, WANTED_TYPES};
+use etwdump::symbols::{
+    is_tool_global, Globals, Symbols, WANTED_ENUMS, WANTED_SYMBOLS, WANTED_TYPES,
+};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
@@ -27,7 +31,23 @@ fn sample_hash(data: &[u8]) -> u32 {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(s) = Symbols::from_pdb_bytes(Path::new("input.pdb"), data, WANTED_TYPES) {
+    let full = Symbols::from_pdb_bytes(Path::new("input.pdb"), data, WANTED_TYPES);
+    // Oracle: keeping only the tool's globals gives the full load's, or the same error.
+    let tool =
+        Symbols::from_pdb_bytes_keeping(Path::new("input.pdb"), data, WANTED_TYPES, Globals::Tool);
+    match (&full, &tool) {
+        (Ok(f), Ok(t)) => {
+            let kept: Vec<_> = f.all_symbols().filter(|(k, _)| is_tool_global(k)).collect();
+            assert_eq!(t.all_symbols().collect::<Vec<_>>(), kept);
+        }
+        (Err(f), Err(t)) => assert_eq!(f.to_string(), t.to_string()),
+        _ => panic!(
+            "full load {:?}, tool's globals {:?}",
+            full.as_ref().err(),
+            tool.as_ref().err()
+        ),
+    }
+    if let Ok(s) = full {
         let mut fields = 0usize;
         for t in WANTED_TYPES {
             if let Some(l) = s.layout(t) {

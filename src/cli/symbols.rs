@@ -3,7 +3,7 @@
 use super::common::{emit, with_kernel_by};
 use super::flags::{DumpArgs, FormatArg, SymbolArgs};
 use etwdump::report::symbols::{report, SymbolsReport};
-use etwdump::symbols::{Symbols, TableFamily};
+use etwdump::symbols::{Globals, Symbols, TableFamily};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -56,7 +56,13 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
 fn without_dump(a: &Args, wanted: &[&str]) -> anyhow::Result<SymbolsReport> {
     let s = &a.symbols;
     let sym = if let Some(p) = &s.pdb {
-        Symbols::from_pdb(p, wanted)?
+        // The report lists the tool's globals unless all are asked for.
+        let globals = if a.all_symbols {
+            Globals::All
+        } else {
+            Globals::Tool
+        };
+        Symbols::from_pdb_keeping(p, wanted, globals)?
     } else if let Some(p) = &s.isf {
         Symbols::from_isf(p, wanted)?
     } else if a.build.is_some() {

@@ -66,7 +66,8 @@ fn type_info(l: &StructLayout) -> TypeInfo {
 }
 
 /// Build the report for `types` (all global symbols when `all_symbols`, else the ones the
-/// tool uses).
+/// tool uses: those [`Globals::Tool`](crate::symbols::Globals::Tool) keeps, so symbols loaded
+/// with it give the same report).
 pub fn report(sym: &Symbols, types: &[&str], all_symbols: bool) -> SymbolsReport {
     let mut out = BTreeMap::new();
     let mut missing = Vec::new();

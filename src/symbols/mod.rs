@@ -107,7 +107,48 @@ pub(crate) const OTHER_REG_HANDLES: &[&str] = &["EtwpRegTraceHandle"];
 /// A kernel global provider registration handle (`Etw*ProvRegHandle`, `Etw*RegHandle`, and
 /// `OTHER_REG_HANDLES`): the tool uses every one the symbols name (the tamper checks).
 pub fn is_reg_handle(name: &str) -> bool {
-    (name.starts_with("Etw") && name.ends_with("RegHandle")) || OTHER_REG_HANDLES.contains(&name)
+    is_reg_handle_bytes(name.as_bytes())
+}
+
+/// [`is_reg_handle`] on a name's bytes.
+fn is_reg_handle_bytes(name: &[u8]) -> bool {
+    (name.starts_with(b"Etw") && name.ends_with(b"RegHandle"))
+        || OTHER_REG_HANDLES.iter().any(|h| h.as_bytes() == name)
+}
+
+/// A global the tool reads: one of [`WANTED_SYMBOLS`] or a registration handle
+/// ([`is_reg_handle`]). What [`Globals::Tool`] keeps.
+pub fn is_tool_global(name: &str) -> bool {
+    is_tool_global_bytes(name.as_bytes())
+}
+
+/// [`is_tool_global`] on a name's bytes (a PDB's names, before they are decoded).
+pub(crate) fn is_tool_global_bytes(name: &[u8]) -> bool {
+    is_reg_handle_bytes(name) || WANTED_SYMBOLS.iter().any(|w| w.as_bytes() == name)
+}
+
+/// Which global symbols a symbol-file load keeps.
+///
+/// A kernel PDB names about 26,000 globals; the tool reads a few dozen of them. Keeping only
+/// those spares building a table of every name (issue 30 item 4: a fifth of `etwdump symbols
+/// --pdb`'s time). The map kept is the full one restricted to those names: each name still
+/// takes the address of its first record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Globals {
+    /// Every global (for `--all-symbols`, and where any name may be asked for).
+    All,
+    /// Only those [`is_tool_global`] accepts.
+    Tool,
+}
+
+impl Globals {
+    /// Whether a load with this selection keeps the global `name`.
+    pub fn keeps(self, name: &str) -> bool {
+        match self {
+            Globals::All => true,
+            Globals::Tool => is_tool_global(name),
+        }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -241,7 +282,17 @@ impl Symbols {
 
     /// Load a PDB (the types in `wanted` and everything they embed; all global symbols).
     pub fn from_pdb(path: &std::path::Path, wanted: &[&str]) -> Result<Symbols, SymbolError> {
-        let c = pdb::load(path, wanted)?;
+        Symbols::from_pdb_keeping(path, wanted, Globals::All)
+    }
+
+    /// [`from_pdb`](Self::from_pdb) keeping only the global symbols `globals` selects (the
+    /// layouts, identity and errors are the same).
+    pub fn from_pdb_keeping(
+        path: &std::path::Path,
+        wanted: &[&str],
+        globals: Globals,
+    ) -> Result<Symbols, SymbolError> {
+        let c = pdb::load(path, wanted, globals)?;
         Ok(Symbols {
             source: SymbolSource::Pdb(path.to_path_buf()),
             identity: Some(c.identity),

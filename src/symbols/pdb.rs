@@ -14,7 +14,9 @@
 //!   and the wanted enumerations' field lists are parsed further (`symbols::codeview`);
 //! * global addresses: the publics (S_PUB32, what Microsoft's public PDBs have) and global data
 //!   records (S_GDATA32 and the other data kinds), mapped to RVAs through the section headers
-//!   (and the OMAP, when the PDB has one).
+//!   (and the OMAP, when the PDB has one); every record is walked, but only the names the
+//!   [`Globals`] selection keeps are looked up and stored (`symbols --pdb` without
+//!   `--all-symbols` needs a few dozen of the ~26,000 a kernel names).
 //!
 //! The result is the one the `pdb` crate gave ([`super::pdb_reference`], kept as the tests'
 //! oracle): the same records are accepted and the same names, sizes and addresses result,
@@ -24,7 +26,7 @@
 //! skipped where the crate skipped it).
 
 use super::codeview::{self, u16_at, u32_at, TypeStream};
-use super::{PdbIdentity, SymbolError};
+use super::{Globals, PdbIdentity, SymbolError};
 use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
@@ -48,10 +50,11 @@ pub(crate) fn bad(path: &Path, e: impl std::fmt::Display) -> SymbolError {
     }
 }
 
-/// Read `wanted` structures (and what they embed) and all global symbols from a PDB.
+/// Read `wanted` structures (and what they embed) and the global symbols `globals` selects
+/// from a PDB.
 ///
 /// The file is mapped read-only (read into memory when it cannot be mapped, e.g. a pipe).
-pub fn load(path: &Path, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
+pub fn load(path: &Path, wanted: &[&str], globals: Globals) -> Result<PdbContents, SymbolError> {
     let io = |e| SymbolError::Io {
         path: path.to_path_buf(),
         source: e,
@@ -63,18 +66,23 @@ pub fn load(path: &Path, wanted: &[&str]) -> Result<PdbContents, SymbolError> {
         // Bounded like any file we read: a PDB is at most 4 GiB of 4 KiB blocks (u32 count).
         let mut bytes = Vec::new();
         file.take(1 << 32).read_to_end(&mut bytes).map_err(io)?;
-        return load_bytes(path, &bytes, wanted);
+        return load_bytes(path, &bytes, wanted, globals);
     }
     // SAFETY: the mapping is read-only and private to this call; the bytes are only read
     // through bounds-checked slices. A file truncated by another process while mapped would
     // fault (SIGBUS), as for any mapped input (dumps are mapped the same way).
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    load_bytes(path, &map, wanted)
+    load_bytes(path, &map, wanted, globals)
 }
 
 /// [`load`] on the bytes of a PDB held in memory (same checks, same result); `name` stands for
 /// the file: in errors, and its file name in the identity.
-pub fn load_bytes(name: &Path, bytes: &[u8], wanted: &[&str]) -> Result<PdbContents, SymbolError> {
+pub fn load_bytes(
+    name: &Path,
+    bytes: &[u8],
+    wanted: &[&str],
+    globals: Globals,
+) -> Result<PdbContents, SymbolError> {
     let streams = super::msf::Streams::open(bytes).map_err(|why| bad(name, why))?;
     let stream = |n: usize, what: &str| -> Result<Cow<'_, [u8]>, SymbolError> {
         streams
@@ -117,7 +125,7 @@ pub fn load_bytes(name: &Path, bytes: &[u8], wanted: &[&str]) -> Result<PdbConte
     // the in-process load slower, 15.7-19.8 ms against 11.8-12.1 ms, and the CLI no faster.)
     let types =
         TypeStream::index(&tpi).and_then(|ts| codeview::read_types(&ts, wanted, pointer_size));
-    let symbols = read_symbols(&streams, &dbi, pointer_size == 4);
+    let symbols = read_symbols(&streams, &dbi, pointer_size == 4, globals);
     let types = types.map_err(|why| bad(name, why))?;
     let symbols = symbols.map_err(|why| bad(name, why))?;
     Ok(PdbContents {
@@ -137,7 +145,18 @@ impl super::Symbols {
         bytes: &[u8],
         wanted: &[&str],
     ) -> Result<super::Symbols, SymbolError> {
-        let c = load_bytes(name, bytes, wanted)?;
+        Self::from_pdb_bytes_keeping(name, bytes, wanted, Globals::All)
+    }
+
+    /// [`from_pdb_bytes`](Self::from_pdb_bytes) keeping only the global symbols `globals`
+    /// selects.
+    pub fn from_pdb_bytes_keeping(
+        name: &Path,
+        bytes: &[u8],
+        wanted: &[&str],
+        globals: Globals,
+    ) -> Result<super::Symbols, SymbolError> {
+        let c = load_bytes(name, bytes, wanted, globals)?;
         Ok(super::Symbols {
             source: super::SymbolSource::Pdb(name.to_path_buf()),
             identity: Some(c.identity),
@@ -337,11 +356,13 @@ const S_GMANDATA_ST: u16 = 0x1021;
 /// Kinds below this carry a length-prefixed name; others a NUL-terminated one.
 const S_ST_MAX: u16 = 0x1100;
 
-/// Every public and data record of the symbol record stream, by name (first one wins).
+/// The public and data records of the symbol record stream that `globals` keeps, by name
+/// (first one wins). Every record is walked either way (a damaged one fails the load alike).
 fn read_symbols(
     streams: &super::msf::Streams<'_>,
     dbi: &Dbi,
     x86: bool,
+    globals: Globals,
 ) -> Result<super::SymbolMap, String> {
     let map = AddressMap::read(streams, dbi)?;
     let n = dbi.symbol_records;
@@ -353,7 +374,10 @@ fn read_symbols(
     let records: &[u8] = &records;
     // About one record per 40 bytes in a kernel PDB, half of them publics, half data records
     // of the same names, a name per 90 bytes of records; bounded by the stream's size.
-    let mut out = super::SymbolMap::with_capacity(records.len() / 64, records.len() / 6);
+    let mut out = match globals {
+        Globals::All => super::SymbolMap::with_capacity(records.len() / 64, records.len() / 6),
+        Globals::Tool => super::SymbolMap::default(),
+    };
     let mut pos = 0usize;
     while pos < records.len() {
         let len = usize::from(
@@ -383,21 +407,30 @@ fn read_symbols(
         let Some(name) = codeview::record_name(&rec[12..], kind < S_ST_MAX) else {
             continue;
         };
+        let key = match name.strip_prefix(b"_") {
+            Some(stripped) if x86 && public => stripped,
+            _ => name,
+        };
+        // An ASCII key is the name the map would be given: a name `globals` does not keep is
+        // skipped before anything else is done for it (the selection depends on the name only,
+        // so the names kept get the address of their first record, as in the full map). Other
+        // keys are decoded first, then selected.
+        if globals == Globals::Tool && key.is_ascii() && !super::is_tool_global_bytes(key) {
+            continue;
+        }
         let Some(rva) = map.rva(section, offset) else {
             continue;
         };
         // Each global is named twice (its public and its data record): a name the map has is
         // valid UTF-8 as it stands, the key it would be given, so it is not decoded again. (The
-        // underscore stripped below is one byte, whether before or after decoding.)
-        let key = match name.strip_prefix(b"_") {
-            Some(stripped) if x86 && public => stripped,
-            _ => name,
-        };
+        // underscore stripped above is one byte, whether before or after decoding.)
         let Some(absent) = out.absent(key) else {
             continue;
         };
         if let Ok(key) = std::str::from_utf8(key) {
-            out.insert_absent(absent, key, u64::from(rva));
+            if globals.keeps(key) {
+                out.insert_absent(absent, key, u64::from(rva));
+            }
             continue;
         }
         // x86 publics carry the C decoration (a leading underscore); S_GDATA32 names do not.
@@ -408,7 +441,9 @@ fn read_symbols(
             Some(stripped) if x86 && public => stripped,
             _ => &name,
         };
-        out.insert_first(name, u64::from(rva));
+        if globals.keeps(name) {
+            out.insert_first(name, u64::from(rva));
+        }
     }
     Ok(out)
 }
