@@ -385,29 +385,21 @@ pub fn walk_each(buf: &[u8], valid: usize, each: impl FnMut(&Record)) -> Walk {
 /// calling `each` for every complete record. Record offsets are relative to `buf`.
 pub fn walk_from(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&Record)) -> Walk {
     let valid = valid.min(buf.len());
-    let mut w = Walk {
-        end: start.min(valid),
-        ..Walk::default()
-    };
-    let mut off = start;
+    let mut w = Walk::default();
     let mut cache = [0u16; 64];
-    while off < valid {
-        let Some(rec) = quick_parse(buf, off, valid) else {
-            // Slow path, only once per buffer: say why.
-            let reason = parse_at(buf, off, valid).err().unwrap_or_default();
-            w.torn = Some(Torn {
-                offset: off,
-                reason,
-            });
-            break;
-        };
-        w.count(&rec, &mut cache);
-        each(&rec);
-        // The record's alignment padding belongs to it (the kernel reserves aligned sizes).
-        let next = off + align8(rec.size);
-        w.end = next.min(valid);
-        off = next;
+    let (end, stop) = chain(buf, start, valid, |rec| {
+        w.count(rec, &mut cache);
+        each(rec);
+    });
+    if stop < valid {
+        // Slow path, only once per buffer: say why.
+        let reason = parse_at(buf, stop, valid).err().unwrap_or_default();
+        w.torn = Some(Torn {
+            offset: stop,
+            reason,
+        });
     }
+    w.end = end;
     w.trimmed = valid.saturating_sub(w.end);
     w
 }
@@ -417,19 +409,30 @@ pub fn walk_from(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&R
 /// at the valid end), i.e. `walk_from`'s `count` and `end`. For passes that only judge a
 /// chain (carving reads every buffer in memory this way).
 pub fn chain_from(buf: &[u8], start: usize, valid: usize) -> (usize, usize) {
-    let valid = valid.min(buf.len());
-    let (mut count, mut end) = (0usize, start.min(valid));
+    let mut count = 0usize;
+    let (end, _) = chain(buf, start, valid.min(buf.len()), |_| count += 1);
+    (count, end)
+}
+
+/// The one walk of a record chain: `each` complete record of `buf[start..valid]` (`valid` at
+/// most `buf.len()`) in order; returns (the end of the last one with its alignment padding,
+/// capped at `valid`: `start` when there is none; where the walk stopped: at or past `valid`
+/// when the chain reached it, else the offset of the record that is not complete).
+#[inline(always)]
+fn chain(buf: &[u8], start: usize, valid: usize, mut each: impl FnMut(&Record)) -> (usize, usize) {
+    let mut end = start.min(valid);
     let mut off = start;
     while off < valid {
         let Some(rec) = quick_parse(buf, off, valid) else {
             break;
         };
-        count += 1;
+        each(&rec);
+        // The record's alignment padding belongs to it (the kernel reserves aligned sizes).
         let next = off + align8(rec.size);
         end = next.min(valid);
         off = next;
     }
-    (count, end)
+    (end, off)
 }
 
 /// Re-synchronise on a window that starts inside a buffer (triage-etw.md §4.1 step 3.4): the
