@@ -289,6 +289,7 @@ fn plan_etl(
         ));
     }
     let by_tid = name_warnings(&names, &mut warnings);
+    let by_tid = super::threads(by_tid.iter().map(|(t, (p, n))| (*t, *p, n)));
     Ok(Plan {
         names: Names::new(None),
         feed: Feed::Etl(feed),

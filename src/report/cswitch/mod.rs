@@ -273,6 +273,12 @@ fn compact_raw(s: &CompactSwitch, kind: Kind, offset: usize, index: usize) -> Ra
 /// events and 0x0525 batches).
 fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> Vec<Raw> {
     let mut out = Vec::new();
+    each_switch(data, first, valid, mwr, |r| out.push(r));
+    out
+}
+
+/// [`buffer_switches`], each switch given to `out` instead of kept.
+fn each_switch(data: &[u8], first: usize, valid: usize, mwr: Option<u8>, mut out: impl FnMut(Raw)) {
     records::walk_from(data, first, valid, |r| {
         let (Some(payload), Some(ts)) = (r.perfinfo_payload(data), r.perfinfo_timestamp(data))
         else {
@@ -281,7 +287,7 @@ fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> 
         match r.hook {
             Some(0x0524) => {
                 if let Some(c) = cswitch::decode(payload, r.version) {
-                    out.push(Raw {
+                    out(Raw {
                         key: (0, 0, 0),
                         ts,
                         offset: r.offset as u32,
@@ -301,18 +307,71 @@ fn buffer_switches(data: &[u8], first: usize, valid: usize, mwr: Option<u8>) -> 
             }
             Some(0x0525) => {
                 let batch = ccswap::decode(payload, mwr);
-                out.extend(
-                    batch
-                        .switches
-                        .iter()
-                        .enumerate()
-                        .map(|(i, sw)| compact_raw(sw, Kind::Batch, r.offset, i)),
-                );
+                for (i, sw) in batch.switches.iter().enumerate() {
+                    out(compact_raw(sw, Kind::Batch, r.offset, i));
+                }
             }
             _ => {}
         }
     });
-    out
+}
+
+/// The smallest merge key and the largest raw time of unit `u`'s switches (group `g`, clock
+/// `conv`); None when it has none or cannot be read.
+fn unit_range(
+    src: &EtwSource<'_, '_>,
+    u: &crate::etw::source::TraceUnit,
+    conv: &clock::Converter,
+    g: usize,
+    mwr: Option<u8>,
+) -> Option<(Key, u64)> {
+    let data = src.bytes(u)?;
+    let mut range: Option<(Key, u64)> = None;
+    each_switch(&data, u.first_record, u.valid, mwr, |r| {
+        // The smallest key (a time that cannot be converted keys after every timed one, so
+        // the smallest raw value need not have it).
+        let k = key_of(conv, g, r.ts);
+        range = Some(match range {
+            None => (k, r.ts),
+            Some((f, l)) => (f.min(k), l.max(r.ts)),
+        });
+    });
+    range
+}
+
+/// [`unit_range`] of each (unit, group) of `todo`, in its order, on up to `threads` threads
+/// (each unit is read and decoded: the longest step before the first row).
+fn unit_ranges(
+    src: &EtwSource<'_, '_>,
+    groups: &[Group],
+    todo: &[(usize, usize)],
+    mwr: Option<u8>,
+    threads: usize,
+) -> Vec<Option<(Key, u64)>> {
+    let one = |&(i, g): &(usize, usize)| {
+        let u = src.all_units().get(i)?;
+        unit_range(src, u, &groups.get(g)?.conv, g, mwr)
+    };
+    if threads < 2 || todo.len() < 64 {
+        return todo.iter().map(one).collect();
+    }
+    let per = todo.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = todo
+            .chunks(per)
+            .map(|part| {
+                (
+                    part,
+                    scope.spawn(move || part.iter().map(one).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+        parts
+            .into_iter()
+            // A part whose thread failed is done here (the ranges must all be there).
+            .flat_map(|(part, h)| h.join().unwrap_or_else(|_| part.iter().map(one).collect()))
+            .collect()
+    })
 }
 
 /// A set of switches that share a clock: one pending block, or one session's buffers. Counts
@@ -414,10 +473,34 @@ struct Plan<'c, 'd> {
     facts: Option<ClockFacts>,
     groups: Vec<Group>,
     streams: Vec<Stream>,
-    by_tid: std::collections::HashMap<u64, (u64, crate::text::Untrusted)>,
+    /// Thread id → its process id (None when it does not fit 32 bits) and the process as the
+    /// rows show it ("name (pid)"): [`threads`].
+    by_tid: Threads,
     mwr: Option<u8>,
     warnings: Vec<Warning>,
     late_warnings: Vec<Warning>,
+}
+
+/// Thread id → process id (None when it does not fit 32 bits) and "name (pid)", each text
+/// made once and shared by the rows.
+type Threads =
+    std::collections::HashMap<u32, (Option<u32>, Untrusted), foldhash::fast::RandomState>;
+
+/// The [`Threads`] of (thread id, process id, process name) triples; a thread id over 32 bits
+/// is no thread a switch record can name.
+fn threads<'n>(list: impl IntoIterator<Item = (u64, u64, &'n Untrusted)>) -> Threads {
+    list.into_iter()
+        .filter_map(|(tid, pid, name)| {
+            let tid = u32::try_from(tid).ok()?;
+            Some((
+                tid,
+                (
+                    u32::try_from(pid).ok(),
+                    name.map(|n| format!("{n} ({pid})")),
+                ),
+            ))
+        })
+        .collect()
 }
 
 fn note(w: &mut Vec<Warning>, what: Warning) {
@@ -478,11 +561,7 @@ fn plan<'c, 'd>(
     } = gather;
     // Thread id → process, from the process list.
     let procs = processes::walk(ctx);
-    let by_tid = procs
-        .by_tid()
-        .into_iter()
-        .map(|(t, (p, n))| (t, (p, n.clone())))
-        .collect();
+    let by_tid = threads(procs.by_tid().into_iter().map(|(t, (p, n))| (t, p, n)));
     Plan {
         names,
         feed: Feed::Dump(Box::new(src)),
@@ -626,14 +705,16 @@ impl Gather<'_, '_, '_> {
 
     /// Events and batches in the units of the dump's ETW source (the sessions' buffers in
     /// memory, a triage dump's saved windows and secondary data): each unit is decoded once
-    /// here for its time range (nothing is kept), and again when the merge reaches it. One
-    /// group per clock.
+    /// here for its time range (nothing is kept; on every CPU), and again when the merge
+    /// reaches it. One group per clock.
     fn units(&mut self, src: &EtwSource<'_, '_>, mwr: Option<u8>) {
         let ctx = self.ctx;
         for w in src.warnings() {
             note(&mut self.warnings, w.clone());
         }
         let mut group_of: std::collections::HashMap<usize, usize> = Default::default();
+        // (unit, group) of each unit to decode.
+        let mut todo: Vec<(usize, usize)> = Vec::new();
         for (i, u) in src
             .all_units()
             .iter()
@@ -663,26 +744,18 @@ impl Gather<'_, '_, '_> {
                 });
                 self.groups.len() - 1
             });
-            let cpu = u.processor;
-            if !self.wanted(cpu) {
-                continue;
+            if self.wanted(u.processor) {
+                todo.push((i, g));
             }
-            let Some(data) = src.bytes(u) else {
-                continue;
-            };
-            let rows = buffer_switches(&data, u.first_record, u.valid, mwr);
-            // The smallest key (a time that cannot be converted keys after every timed one, so
-            // the smallest raw value need not have it).
-            let (Some(first), Some(last)) = (
-                rows.iter()
-                    .map(|r| key_of(&self.groups[g].conv, g, r.ts))
-                    .min(),
-                rows.iter().map(|r| r.ts).max(),
-            ) else {
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ranges = unit_ranges(src, &self.groups, &todo, mwr, threads);
+        for (&(i, g), range) in todo.iter().zip(ranges) {
+            let Some((first, last)) = range else {
                 continue;
             };
             self.streams.push(Stream {
-                cpu,
+                cpu: src.all_units()[i].processor,
                 group: g,
                 source: Source::Unit(i),
                 first_key: first,
@@ -694,28 +767,22 @@ impl Gather<'_, '_, '_> {
 
 impl Plan<'_, '_> {
     /// The process id of thread `tid` (0 for the idle thread), from the thread list.
-    fn pid(&self, tid: u32) -> Option<u32> {
+    /// Thread `tid`'s process as the rows show it ("name (pid)"; "Idle" for thread 0) and
+    /// its process id (0 for the idle thread), from the thread list; None when not in it.
+    fn thread(&self, tid: u32) -> (Option<crate::text::Untrusted>, Option<u32>) {
         if tid == 0 {
-            return Some(0);
+            return (Some(Untrusted::from_static("Idle")), Some(0));
         }
-        self.by_tid
-            .get(&u64::from(tid))
-            .and_then(|(pid, _)| u32::try_from(*pid).ok())
+        match self.by_tid.get(&tid) {
+            Some((pid, shown)) => (Some(shown.clone()), *pid),
+            None => (None, None),
+        }
     }
 
-    fn process(&self, tid: u32) -> Option<crate::text::Untrusted> {
-        if tid == 0 {
-            return Some("Idle".into());
-        }
-        self.by_tid
-            .get(&u64::from(tid))
-            .map(|(pid, name)| name.map(|n| format!("{n} ({pid})")))
-    }
-
-    /// The row of `r` from stream `s`, with names, time and flag; counts the row and its flag
-    /// in the group's tally.
-    fn row(&self, tallies: &mut [Tally], s: usize, r: &Raw) -> SwitchRow {
-        let (cpu, g) = (self.streams[s].cpu, self.streams[s].group);
+    /// The record `r` of stream `s` as the merge gives it: its UTC time and time flag, counted
+    /// (the row and its flag) in the group's tally. Called once per record, in merge order.
+    fn timed(&self, tallies: &mut [Tally], s: usize, r: &Raw) -> Item {
+        let g = self.streams[s].group;
         let group = &self.groups[g];
         let filetime = group.conv.to_filetime(r.ts);
         let mut no_tally = Tally::default();
@@ -725,9 +792,21 @@ impl Plan<'_, '_> {
             _ => None,
         };
         tally.rows += 1;
-        let (logger_id, clock, found_by) = match r.kind {
-            Kind::Pending => (None, group.clock, group.found_by),
-            _ => (group.logger_id, None, None),
+        Item {
+            sid: s,
+            raw: *r,
+            filetime,
+            time_flag,
+        }
+    }
+
+    /// Where the record of `it` is, as a row's source.
+    fn source(&self, it: &Item) -> SwitchSource {
+        let (s, r) = (it.sid, &it.raw);
+        let group = &self.groups[self.streams[s].group];
+        let logger_id = match r.kind {
+            Kind::Pending => None,
+            _ => group.logger_id,
         };
         let mut source = SwitchSource {
             source: r.kind.name(),
@@ -758,18 +837,35 @@ impl Plan<'_, '_> {
             }
             (Source::Rows(_), _) => {}
         }
+        source
+    }
+
+    /// The row of the record `it` ([`Plan::timed`]), with names, time and its source.
+    fn row(&self, it: &Item) -> SwitchRow {
+        let (s, r) = (it.sid, &it.raw);
+        let (cpu, g) = (self.streams[s].cpu, self.streams[s].group);
+        let group = &self.groups[g];
+        let (logger_id, clock, found_by) = match r.kind {
+            Kind::Pending => (None, group.clock, group.found_by),
+            _ => (group.logger_id, None, None),
+        };
+        let (old_process, old_pid) = self.thread(r.old_tid);
+        let (new_process, new_pid) = match r.new_tid {
+            Some(t) => self.thread(t),
+            None => (None, None),
+        };
         SwitchRow {
             cpu,
             timestamp: r.ts,
-            time: filetime.map(filetime_to_iso8601),
-            filetime,
-            time_flag,
+            time: it.filetime.map(filetime_to_iso8601),
+            filetime: it.filetime,
+            time_flag: it.time_flag,
             old_tid: r.old_tid,
-            old_process: self.process(r.old_tid),
-            old_pid: self.pid(r.old_tid),
+            old_process,
+            old_pid,
             new_tid: r.new_tid,
-            new_process: r.new_tid.and_then(|t| self.process(t)),
-            new_pid: r.new_tid.and_then(|t| self.pid(t)),
+            new_process,
+            new_pid,
             old_priority: r.old_priority,
             new_priority: r.new_priority,
             old_state: self.names.state(r.old_state),
@@ -781,7 +877,20 @@ impl Plan<'_, '_> {
             logger_id,
             clock,
             found_by,
-            sources: vec![source],
+            sources: vec![self.source(it)],
+        }
+    }
+
+    /// The row of a decided switch: its own, or, for records merged into one switch, the
+    /// primary record's with every record as a source (in time order).
+    fn decided(&self, d: &Decided<Item>) -> SwitchRow {
+        match d {
+            Decided::One(it) => self.row(it),
+            Decided::Merged(primary, members) => {
+                let mut row = self.row(primary);
+                row.sources = members.iter().map(|m| self.source(m)).collect();
+                row
+            }
         }
     }
 
@@ -992,6 +1101,10 @@ trait MergeSource {
     fn emit(&mut self, sid: usize, r: &Raw);
 }
 
+/// How many rows ahead of the one given the merge asks the cache for (a row is 80 bytes:
+/// four rows are five lines on).
+const PREFETCH_AHEAD: usize = 4;
+
 /// k-way merge of one CPU's streams. `firsts` = (first key, stream id), sorted; rows come out
 /// by (key, stream id, index in stream), which is the stable sort of all the streams' rows by
 /// key when ids follow creation order. A stream is opened only when
@@ -1022,6 +1135,17 @@ fn merge(firsts: &[(Key, usize)], src: &mut impl MergeSource, max_open: usize) -
         };
         if let Some(r) = rows.get(i) {
             f(s, r);
+        }
+        // The stream's row a few ahead: it is asked for only after the rows of every other
+        // open stream have had their turn (hundreds, when buffers overlap), long enough for
+        // memory to answer, and a stream's lines are fetched one by one otherwise.
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ahead) = rows.get(i + PREFETCH_AHEAD) {
+            // SAFETY: a prefetch only hints the cache: it never faults and reads no value.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>((ahead as *const Raw).cast());
+            }
         }
         match rows.get(i + 1) {
             Some(n) => *top = Reverse((n.key, s, i + 1)),
@@ -1079,8 +1203,8 @@ struct Emitting<'a, 'c, 'd> {
     result: std::io::Result<()>,
     /// None: one row per record (`--per-record`).
     dedup: Option<&'a mut Dedup>,
-    /// Rows the merge decided, to give.
-    ready: Vec<SwitchRow>,
+    /// Switches the merge decided, to give.
+    ready: Vec<Decided<Item>>,
 }
 
 impl Emitting<'_, '_, '_> {
@@ -1098,11 +1222,14 @@ impl Emitting<'_, '_, '_> {
         );
     }
 
-    /// Give the rows the merge decided (`ready` keeps its capacity).
+    /// Give the switches the merge decided, as rows (`ready` keeps its capacity).
     fn deliver_ready(&mut self) {
         let mut ready = std::mem::take(&mut self.ready);
-        for row in ready.drain(..) {
-            self.deliver(row);
+        for d in ready.drain(..) {
+            if self.result.is_err() {
+                break;
+            }
+            self.deliver(self.plan.decided(&d));
         }
         self.ready = ready;
     }
@@ -1133,7 +1260,7 @@ impl MergeSource for Emitting<'_, '_, '_> {
         if self.result.is_err() {
             return;
         }
-        let row = self.plan.row(self.tallies, sid, r);
+        let item = self.plan.timed(self.tallies, sid, r);
         let g = &self.plan.groups[self.plan.streams[sid].group];
         // An .etl file is one recorder (the same buffer kept in two files, e.g. a session's
         // log file and `extract`'s copy of memory, is then one switch with two sources).
@@ -1145,13 +1272,16 @@ impl MergeSource for Emitting<'_, '_, '_> {
         };
         let res = g.resolution;
         let Some(d) = self.dedup.as_deref_mut() else {
-            self.deliver(row);
+            self.deliver(self.plan.row(&item));
             return;
         };
-        match (row.filetime, res) {
+        match (item.filetime, res) {
             (Some(ft), Some(res)) => d.push(
                 Held {
-                    row,
+                    cpu: self.plan.streams[sid].cpu,
+                    old_tid: r.old_tid,
+                    new_tid: r.new_tid,
+                    item,
                     ft,
                     res,
                     recorder,
@@ -1167,7 +1297,7 @@ impl MergeSource for Emitting<'_, '_, '_> {
                     Some(_) => d.coarse += 1,
                 }
                 d.flush(&mut self.ready);
-                self.ready.push(row);
+                self.ready.push(Decided::One(item));
             }
         }
         self.deliver_ready();
@@ -1182,9 +1312,35 @@ enum Recorder {
     Group(usize),
 }
 
-/// A timed record held by [`Dedup`] until no later record can be the same switch.
-struct Held {
-    row: SwitchRow,
+/// A record as the merge gives it ([`Plan::timed`]): rows are built from it only once
+/// [`Dedup`] has decided which switch it is (a record held there is about 100 bytes where
+/// its row is over 300).
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    /// Its stream.
+    sid: usize,
+    raw: Raw,
+    filetime: Option<u64>,
+    time_flag: Option<&'static str>,
+}
+
+/// A switch decided by [`Dedup`]: one record, or records of several recorders merged — the
+/// primary record (whose fields the row shows) and every member in time order (the row's
+/// sources).
+#[derive(Debug)]
+enum Decided<T> {
+    One(T),
+    Merged(T, Vec<T>),
+}
+
+/// A timed record held by [`Dedup`] until no later record can be the same switch: what
+/// matching needs, and the record (`item`).
+#[derive(Clone, Copy)]
+struct Held<T> {
+    item: T,
+    cpu: Option<u64>,
+    old_tid: u32,
+    new_tid: Option<u32>,
     ft: u64,
     res: u64,
     recorder: Recorder,
@@ -1199,10 +1355,10 @@ const MAX_HELD: usize = 256;
 
 /// One row per switch: the per-CPU merge gives the timed records in UTC order; records within
 /// reach of each other are held, then grouped by the rule of the module documentation.
-struct Dedup {
+struct Dedup<T = Item> {
     /// The largest resolution of any clock in the listing.
     max_res: u64,
-    held: Vec<Held>,
+    held: Vec<Held<T>>,
     /// No record after this FILETIME can match a held one.
     reach: u64,
     /// Records folded into another's row.
@@ -1219,8 +1375,8 @@ struct Dedup {
     candidates: usize,
 }
 
-impl Dedup {
-    fn new(max_res: u64) -> Dedup {
+impl<T: Copy> Dedup<T> {
+    fn new(max_res: u64) -> Dedup<T> {
         Dedup {
             max_res,
             held: Vec::new(),
@@ -1235,7 +1391,7 @@ impl Dedup {
     }
 
     /// Take record `h` (in UTC order); the rows it lets the merge decide go to `out`.
-    fn push(&mut self, h: Held, out: &mut Vec<SwitchRow>) {
+    fn push(&mut self, h: Held<T>, out: &mut Vec<Decided<T>>) {
         self.candidates += 1;
         if !self.held.is_empty() && (h.ft > self.reach || self.held.len() >= MAX_HELD) {
             if h.ft <= self.reach {
@@ -1250,22 +1406,22 @@ impl Dedup {
     }
 
     /// Whether `a` and `b` are the same switch by themselves (module documentation).
-    fn matches(a: &Held, b: &Held) -> bool {
+    fn matches(a: &Held<T>, b: &Held<T>) -> bool {
         a.recorder != b.recorder
-            && a.row.cpu.is_some()
-            && a.row.cpu == b.row.cpu
-            && a.row.old_tid == b.row.old_tid
-            && a.row.new_tid.is_some()
-            && a.row.new_tid == b.row.new_tid
+            && a.cpu.is_some()
+            && a.cpu == b.cpu
+            && a.old_tid == b.old_tid
+            && a.new_tid.is_some()
+            && a.new_tid == b.new_tid
             && a.ft.abs_diff(b.ft) <= a.res.saturating_add(b.res)
     }
 
     /// Decide every held record: one row per unambiguous group, in UTC order, to `out`.
-    fn flush(&mut self, out: &mut Vec<SwitchRow>) {
+    fn flush(&mut self, out: &mut Vec<Decided<T>>) {
         self.reach = 0;
         if self.held.len() <= 1 {
             // The common case: nothing within reach (the held vector keeps its capacity).
-            out.extend(self.held.pop().map(|h| h.row));
+            out.extend(self.held.pop().map(|h| Decided::One(h.item)));
             return;
         }
         // One recorder, in UTC order: no two records can be one switch (`matches`), so every
@@ -1278,7 +1434,7 @@ impl Dedup {
             .windows(2)
             .all(|w| w[1].recorder == first && w[0].ft <= w[1].ft)
         {
-            out.extend(self.held.drain(..).map(|h| h.row));
+            out.extend(self.held.drain(..).map(|h| Decided::One(h.item)));
             return;
         }
         let held = std::mem::take(&mut self.held);
@@ -1304,7 +1460,7 @@ impl Dedup {
             let r = root(&mut parent, i);
             groups.entry(r).or_default().push(i);
         }
-        let mut rows: Vec<(u64, usize, SwitchRow)> = Vec::with_capacity(n);
+        let mut rows: Vec<(u64, usize, Decided<T>)> = Vec::with_capacity(n);
         for members in groups.into_values() {
             let clique = members.iter().enumerate().all(|(k, &i)| {
                 members[k + 1..]
@@ -1318,7 +1474,7 @@ impl Dedup {
                 rows.extend(
                     members
                         .iter()
-                        .map(|&i| (held[i].ft, i, held[i].row.clone())),
+                        .map(|&i| (held[i].ft, i, Decided::One(held[i].item))),
                 );
                 continue;
             }
@@ -1326,18 +1482,16 @@ impl Dedup {
                 .iter()
                 .min_by_key(|&&i| (held[i].rank, held[i].ft, i))
                 .expect("non-empty");
-            let mut row = held[primary].row.clone();
-            let mut sources: Vec<(u64, usize, SwitchSource)> = members
-                .iter()
-                .flat_map(|&i| {
-                    let ft = held[i].ft;
-                    held[i].row.sources.iter().map(move |s| (ft, i, s.clone()))
-                })
-                .collect();
-            sources.sort_by_key(|(ft, i, _)| (*ft, *i));
-            row.sources = sources.into_iter().map(|(_, _, s)| s).collect();
+            // Each record is one source (the row of one record has one).
+            let mut sources: Vec<(u64, usize)> = members.iter().map(|&i| (held[i].ft, i)).collect();
+            sources.sort();
+            let sources = sources.into_iter().map(|(_, i)| held[i].item).collect();
             self.merged += members.len() - 1;
-            rows.push((held[primary].ft, members[0], row));
+            rows.push((
+                held[primary].ft,
+                members[0],
+                Decided::Merged(held[primary].item, sources),
+            ));
         }
         rows.sort_by_key(|(ft, i, _)| (*ft, *i));
         out.extend(rows.into_iter().map(|(_, _, r)| r));
@@ -1601,23 +1755,14 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    /// A record for [`Dedup`]: CPU 0, threads 5 → 6, at `ft` with resolution `res`.
-    fn held(ft: u64, res: u64, rec: Recorder, kind: Kind) -> Held {
-        let mut row = SwitchRow {
+    /// A record for [`Dedup`]: CPU 0, threads 5 → 6, at `ft` with resolution `res`; the
+    /// record itself is its kind and time.
+    fn held(ft: u64, res: u64, rec: Recorder, kind: Kind) -> Held<(Kind, u64)> {
+        Held {
+            item: (kind, ft),
             cpu: Some(0),
             old_tid: 5,
             new_tid: Some(6),
-            filetime: Some(ft),
-            source: kind.name(),
-            ..SwitchRow::default()
-        };
-        row.sources = vec![SwitchSource {
-            source: kind.name(),
-            raw_timestamp: ft,
-            ..SwitchSource::default()
-        }];
-        Held {
-            row,
             ft,
             res,
             recorder: rec,
@@ -1625,7 +1770,9 @@ mod tests {
         }
     }
 
-    fn run_dedup(records: Vec<Held>) -> (Vec<SwitchRow>, Dedup) {
+    /// The rows of the switches `Dedup` decided for `records` (each record's row: its kind
+    /// as the source, its time; a merged switch's: the primary's, every member a source).
+    fn run_dedup(records: Vec<Held<(Kind, u64)>>) -> (Vec<SwitchRow>, Dedup<(Kind, u64)>) {
         let max_res = records.iter().map(|h| h.res).max().unwrap_or(0);
         let mut d = Dedup::new(max_res);
         let mut out = Vec::new();
@@ -1633,7 +1780,31 @@ mod tests {
             d.push(h, &mut out);
         }
         d.flush(&mut out);
-        (out, d)
+        let source = |&(kind, ft): &(Kind, u64)| SwitchSource {
+            source: kind.name(),
+            raw_timestamp: ft,
+            ..SwitchSource::default()
+        };
+        let row = |&(kind, ft): &(Kind, u64)| SwitchRow {
+            cpu: Some(0),
+            old_tid: 5,
+            new_tid: Some(6),
+            filetime: Some(ft),
+            source: kind.name(),
+            sources: vec![source(&(kind, ft))],
+            ..SwitchRow::default()
+        };
+        let rows = out
+            .iter()
+            .map(|d| match d {
+                Decided::One(it) => row(it),
+                Decided::Merged(p, members) => SwitchRow {
+                    sources: members.iter().map(source).collect(),
+                    ..row(p)
+                },
+            })
+            .collect();
+        (rows, d)
     }
 
     #[test]
@@ -1683,12 +1854,12 @@ mod tests {
         assert_eq!(rows[0].sources.len(), 3);
         // Unknown new thread or CPU: never merged.
         let mut x = held(100, 1, a, Kind::Batch);
-        x.row.new_tid = None;
+        x.new_tid = None;
         let (rows, _) = run_dedup(vec![x, held(100, 1, b, Kind::Event)]);
         assert_eq!(rows.len(), 2);
         let mut x = held(100, 1, a, Kind::Event);
         let mut y = held(100, 1, b, Kind::Event);
-        (x.row.cpu, y.row.cpu) = (None, None);
+        (x.cpu, y.cpu) = (None, None);
         let (rows, _) = run_dedup(vec![x, y]);
         assert_eq!(rows.len(), 2);
         // Output in time order, whatever was merged.
