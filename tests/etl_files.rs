@@ -122,7 +122,7 @@ fn real_kernel_events_decode_exactly() {
     assert_eq!(r.text("UserSID"), Some(&Untrusted::from("S-1-5-18")));
     assert_eq!(
         r.get("UniqueProcessKey"),
-        Some(&Value::Address("0xffffca8681ad6080".into()))
+        Some(&Value::Address(0xffffca8681ad6080))
     );
     assert!(ntdll > 0);
     assert!(named_threads > 0, "no thread carries a name");

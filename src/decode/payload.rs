@@ -76,6 +76,11 @@ impl Serialize for Pairs<'_> {
     }
 }
 
+/// [`Value::Address`] as its text (`0x` and lower-case hex digits, no padding).
+fn hex_text<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(crate::addr::hex_str(*v, &mut [0; 18]))
+}
+
 /// A decoded value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -88,8 +93,10 @@ pub enum Value {
     Float(Float),
     /// BOOL32 (any non-zero value is true).
     Bool(bool),
-    /// Pointers and hexadecimal integers, as `0x…` text like every address etwdump prints.
-    Address(String),
+    /// Pointers and hexadecimal integers, written as `0x…` text like every address etwdump
+    /// prints (kept as the number: millions of these in a listing).
+    #[serde(serialize_with = "hex_text")]
+    Address(u64),
     /// Strings from the record: untrusted text.
     Text(Untrusted),
     /// Text etwdump composes from binary data: a GUID, an ISO-8601 UTC time, a SID, bytes as
@@ -113,7 +120,8 @@ impl fmt::Display for Value {
             Value::Signed(n) => write!(f, "{n}"),
             Value::Float(x) => write!(f, "{x}"),
             Value::Bool(b) => write!(f, "{b}"),
-            Value::Address(s) | Value::Formatted(s) => f.write_str(s),
+            Value::Address(v) => f.write_str(crate::addr::hex_str(*v, &mut [0; 18])),
+            Value::Formatted(s) => f.write_str(s),
             Value::Text(t) => write!(f, "{t}"),
             Value::Array(items) => {
                 f.write_str("[")?;

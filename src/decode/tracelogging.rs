@@ -435,7 +435,7 @@ fn scalar(m: &FieldMeta, rd: &mut Reader<'_>) -> Result<Value, String> {
     let hex = matches!(m.out_type, 0x04 | 0x0e | 0x25);
     let unsigned = |v: u64| {
         if hex {
-            Value::Address(crate::addr::hex_string(v, 1))
+            Value::Address(v)
         } else {
             Value::Number(v)
         }
@@ -488,8 +488,8 @@ fn scalar(m: &FieldMeta, rd: &mut Reader<'_>) -> Result<Value, String> {
             rd.take(n)?;
             Value::Formatted(s)
         }
-        20 => Value::Address(format!("{:#x}", rd.uint(4)?)),
-        21 => Value::Address(format!("{:#x}", rd.uint(8)?)),
+        20 => Value::Address(rd.uint(4)?),
+        21 => Value::Address(rd.uint(8)?),
         22 => Value::Text(Untrusted::from_utf16le_z(rd.counted()?)),
         23 => Value::Text(Untrusted::from_utf8_lossy(rd.counted()?)),
         16 => return Err("InType 16 (a pointer of unstated size) is not decoded".into()),

@@ -440,7 +440,8 @@ fn write_payload(out: &mut Vec<u8>, p: &crate::decode::payload::Payload) -> io::
         match v {
             Value::Number(n) => int(out, *n),
             Value::Signed(n) => int(out, *n),
-            Value::Address(t) | Value::Formatted(t) => str(out, t),
+            Value::Address(v) => str(out, crate::addr::hex_str(*v, &mut [0; 18])),
+            Value::Formatted(t) => str(out, t),
             Value::Text(t) => value(out, t)?,
             other => value(out, other)?,
         }
@@ -708,7 +709,8 @@ fn push_first_fields(p: &crate::decode::payload::Payload, s: &mut String) {
         match v {
             Value::Number(n) => s.push_str(itoa::Buffer::new().format(*n)),
             Value::Signed(n) => s.push_str(itoa::Buffer::new().format(*n)),
-            Value::Address(x) | Value::Formatted(x) => s.push_str(x),
+            Value::Address(v) => s.push_str(crate::addr::hex_str(*v, &mut [0; 18])),
+            Value::Formatted(x) => s.push_str(x),
             _ => {
                 let _ = write!(s, "{v}");
             }

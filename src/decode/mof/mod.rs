@@ -191,8 +191,8 @@ fn read(ty: Ty, p: &[u8], at: usize, ptr: usize) -> Result<(Value, usize), Strin
         Ty::I16 => (Value::Signed(i64::from(num(2)? as u16 as i16)), 2),
         Ty::I32 => (Value::Signed(i64::from(num(4)? as u32 as i32)), 4),
         Ty::I64 => (Value::Signed(num(8)? as i64), 8),
-        Ty::Hex32 => (Value::Address(crate::addr::hex_string(num(4)?, 1)), 4),
-        Ty::Ptr => (Value::Address(crate::addr::hex_string(num(ptr)?, 1)), ptr),
+        Ty::Hex32 => (Value::Address(num(4)?), 4),
+        Ty::Ptr => (Value::Address(num(ptr)?), ptr),
         Ty::SizeT => (Value::Number(num(ptr)?), ptr),
         Ty::Port => {
             let b = bytes(2)?;
@@ -292,10 +292,7 @@ mod tests {
             assert_eq!(p.number("ProcessId"), Some(4312));
             assert_eq!(p.number("ParentId"), Some(4100));
             assert_eq!(p.get("ExitStatus"), Some(&Value::Signed(259)));
-            assert_eq!(
-                p.get("DirectoryTableBase"),
-                Some(&Value::Address("0x1aa000".into()))
-            );
+            assert_eq!(p.get("DirectoryTableBase"), Some(&Value::Address(0x1aa000)));
             assert_eq!(p.text("UserSID"), Some(&Untrusted::from("S-1-0-0")));
             assert_eq!(
                 p.text("ImageFileName"),
@@ -322,10 +319,7 @@ mod tests {
                 ("Thread_V3_TypeGroup1", None)
             );
             assert_eq!(t.number("TThreadId"), Some(8));
-            assert_eq!(
-                t.get("Win32StartAddr"),
-                Some(&Value::Address("0x4242".into()))
-            );
+            assert_eq!(t.get("Win32StartAddr"), Some(&Value::Address(0x4242)));
             assert_eq!(t.number("BasePriority"), Some(13));
             assert_eq!(t.number("ThreadFlags"), Some(0));
 
@@ -344,7 +338,7 @@ mod tests {
                 },
             ));
             assert_eq!((i.class, i.problem.as_deref()), ("Image_Load", None));
-            assert_eq!(i.get("ImageSize"), Some(&Value::Address("0xa40000".into())));
+            assert_eq!(i.get("ImageSize"), Some(&Value::Address(0xa40000)));
             assert_eq!(i.number("TimeDateStamp"), Some(0x5f00_0000));
             assert_eq!(
                 i.text("FileName"),

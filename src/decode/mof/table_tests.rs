@@ -286,7 +286,7 @@ fn sample(ty: &str, i: usize, w: usize) -> (Vec<u8>, Value) {
         }
         "hex32" => {
             let v = 0xC000_0000 + i as u32;
-            (v.to_le_bytes().to_vec(), Value::Address(format!("{v:#x}")))
+            (v.to_le_bytes().to_vec(), Value::Address(u64::from(v)))
         }
         "ptr" | "sizet" => {
             let v = if w == 8 {
@@ -296,7 +296,7 @@ fn sample(ty: &str, i: usize, w: usize) -> (Vec<u8>, Value) {
             };
             let b = v.to_le_bytes()[..w].to_vec();
             let value = if ty == "ptr" {
-                Value::Address(format!("{v:#x}"))
+                Value::Address(v)
             } else {
                 Value::Number(v)
             };
@@ -561,10 +561,7 @@ fn real_and_realistic_payloads() {
     assert_eq!((p.class, p.problem.as_deref()), ("ISR_MSI", None));
     assert_eq!(p.number("Vector"), Some(0x60));
     assert_eq!(p.number("MessageNumber"), Some(0));
-    assert_eq!(
-        p.get("Routine"),
-        Some(&Value::Address("0xfffff8047a14df70".into()))
-    );
+    assert_eq!(p.get("Routine"), Some(&Value::Address(0xfffff8047a14df70)));
     // A TCP receive on 64-bit: 1460 bytes from 93.184.216.34:443 to 10.0.0.5:49712.
     let mut tcp = Vec::new();
     tcp.extend_from_slice(&4242u32.to_le_bytes());
@@ -607,7 +604,7 @@ fn real_and_realistic_payloads() {
             ("sport", "50000"),
         ])[..]
     );
-    assert_eq!(p.get("connid"), Some(&Value::Address("0x0".into())));
+    assert_eq!(p.get("connid"), Some(&Value::Address(0)));
     // A failed system call: STATUS_OBJECT_NAME_NOT_FOUND.
     let p = decode_record(0x0F34, 2, 8, true, &0xC000_0034u32.to_le_bytes()).unwrap();
     assert_eq!(shown(&p), pairs(&[("SysCallNtStatus", "0xc0000034")]));
