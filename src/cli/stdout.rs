@@ -62,24 +62,34 @@ impl Failure {
     }
 }
 
-/// Standard output through a writing thread (see the module documentation).
+/// Standard output through a writing thread (see the module documentation). The thread is
+/// started with the first full chunk: an output shorter than a chunk (`symbols`, `info`, a
+/// page of any command) is written by the caller's thread when flushed, without the thread's
+/// start (measured in docs/performance.md, "symbols").
 pub struct ThreadedStdout {
     buf: Vec<u8>,
-    tx: Option<SyncSender<Msg>>,
-    /// Chunks the thread has written, for reuse.
-    spare: Receiver<Vec<u8>>,
+    /// The writing thread, once started (None after a failed start too: then bytes are
+    /// written on the caller's thread).
+    writer: Option<Writer>,
+    /// Whether the thread was started (or its start failed).
+    started: bool,
     failure: Arc<Failure>,
-    handle: Option<JoinHandle<()>>,
 }
 
-impl ThreadedStdout {
-    /// Start the writing thread; where no thread can be started, bytes are written on the
-    /// caller's thread.
-    pub fn new() -> ThreadedStdout {
+/// The writing thread and its channels.
+struct Writer {
+    tx: SyncSender<Msg>,
+    /// Chunks the thread has written, for reuse.
+    spare: Receiver<Vec<u8>>,
+    handle: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Start the writing thread (None where no thread can be started).
+    fn start(failure: &Arc<Failure>) -> Option<Writer> {
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
         let (back, spare) = sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
-        let failure = Arc::new(Failure::default());
-        let f = Arc::clone(&failure);
+        let f = Arc::clone(failure);
         let handle = std::thread::Builder::new()
             .name("etwdump-stdout".into())
             .spawn(move || {
@@ -107,14 +117,29 @@ impl ThreadedStdout {
                 }
                 let _ = out.flush();
             })
-            .ok();
+            .ok()?;
+        Some(Writer { tx, spare, handle })
+    }
+}
+
+impl ThreadedStdout {
+    /// Standard output; the writing thread starts with the first full chunk.
+    pub fn new() -> ThreadedStdout {
         ThreadedStdout {
-            buf: Vec::with_capacity(CHUNK),
-            tx: handle.as_ref().map(|_| tx),
-            spare,
-            failure,
-            handle,
+            buf: Vec::new(),
+            writer: None,
+            started: false,
+            failure: Arc::new(Failure::default()),
         }
+    }
+
+    /// The writing thread, started if it was not (None: it could not be started).
+    fn writer(&mut self) -> Option<&Writer> {
+        if !self.started {
+            self.started = true;
+            self.writer = Writer::start(&self.failure);
+        }
+        self.writer.as_ref()
     }
 
     /// Hand the gathered bytes to the writing thread (or write them here without one).
@@ -122,17 +147,31 @@ impl ThreadedStdout {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let next = self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
-        let chunk = std::mem::replace(&mut self.buf, next);
-        match &self.tx {
-            Some(tx) => tx
-                .send(Msg::Data(chunk))
-                .map_err(|_| io::Error::other("the stdout thread stopped")),
-            None => io::stdout().lock().write_all(&chunk),
+        match self.writer() {
+            Some(w) => {
+                let next = w
+                    .spare
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+                let chunk = std::mem::replace(&mut self.buf, next);
+                self.writer_send(Msg::Data(chunk))
+            }
+            None => {
+                let r = io::stdout().lock().write_all(&self.buf);
+                self.buf.clear();
+                r
+            }
         }
+    }
+
+    /// Send `msg` to the writing thread, which must have been started.
+    fn writer_send(&self, msg: Msg) -> io::Result<()> {
+        self.writer
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the stdout thread stopped"))?
+            .tx
+            .send(msg)
+            .map_err(|_| io::Error::other("the stdout thread stopped"))
     }
 }
 
@@ -148,17 +187,17 @@ impl ThreadedStdout {
             return Err(e);
         }
         self.send()?;
-        match &self.tx {
-            Some(tx) => {
-                tx.send(Msg::Data(chunk))
-                    .map_err(|_| io::Error::other("the stdout thread stopped"))?;
-                Ok(self.spare.try_recv().unwrap_or_default())
-            }
-            None => {
-                io::stdout().lock().write_all(&chunk)?;
-                chunk.clear();
-                Ok(chunk)
-            }
+        if self.writer().is_some() {
+            self.writer_send(Msg::Data(chunk))?;
+            Ok(self
+                .writer
+                .as_ref()
+                .and_then(|w| w.spare.try_recv().ok())
+                .unwrap_or_default())
+        } else {
+            io::stdout().lock().write_all(&chunk)?;
+            chunk.clear();
+            Ok(chunk)
         }
     }
 
@@ -183,6 +222,9 @@ impl Write for ThreadedStdout {
         if !self.buf.is_empty() && self.buf.len() + b.len() > CHUNK {
             self.send()?;
         }
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(CHUNK.max(b.len()));
+        }
         self.buf.extend_from_slice(b);
         if self.buf.len() >= CHUNK {
             self.send()?;
@@ -191,27 +233,33 @@ impl Write for ThreadedStdout {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.send()?;
-        match &self.tx {
-            Some(tx) => {
-                let (ack, done) = sync_channel(1);
-                tx.send(Msg::Flush(ack))
-                    .map_err(|_| io::Error::other("the stdout thread stopped"))?;
-                done.recv()
-                    .map_err(|_| io::Error::other("the stdout thread stopped"))?
-            }
-            None => io::stdout().lock().flush(),
+        if self.writer.is_none() {
+            // No thread (not started: everything so far fits a chunk; or it could not be
+            // started): the bytes go out from here.
+            let mut out = io::stdout().lock();
+            let r = out.write_all(&self.buf).and_then(|()| out.flush());
+            self.buf.clear();
+            return r;
         }
+        self.send()?;
+        let (ack, done) = sync_channel(1);
+        self.writer_send(Msg::Flush(ack))?;
+        done.recv()
+            .map_err(|_| io::Error::other("the stdout thread stopped"))?
     }
 }
 
 impl Drop for ThreadedStdout {
     /// What was written and not flushed goes out (as a `BufWriter` does on drop).
     fn drop(&mut self) {
+        if self.writer.is_none() {
+            let _ = io::stdout().lock().write_all(&self.buf);
+            return;
+        }
         let _ = self.send();
-        self.tx = None;
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+        if let Some(w) = self.writer.take() {
+            drop(w.tx);
+            let _ = w.handle.join();
         }
     }
 }

@@ -49,7 +49,10 @@ pub fn run(a: Args, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         None => without_dump(&a, &wanted)?,
     };
-    emit(out, a.format.into(), &rep)
+    emit(out, a.format.into(), &rep)?;
+    // Not freed either (see `without_dump`).
+    std::mem::forget(rep);
+    Ok(())
 }
 
 /// The symbols of a PDB or ISF file, or the built-in layouts of a build.
@@ -81,5 +84,9 @@ fn without_dump(a: &Args, wanted: &[&str]) -> anyhow::Result<SymbolsReport> {
         }
         None => sym,
     };
-    Ok(report(&sym, wanted, a.all_symbols))
+    let rep = report(&sym, wanted, a.all_symbols);
+    // Not freed: the process ends after printing the report, and freeing the layouts' many
+    // small allocations one by one took about 2 % of a `symbols --pdb` run (docs/performance.md).
+    std::mem::forget(sym);
+    Ok(rep)
 }

@@ -197,6 +197,76 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
     out.extend_from_slice(&b[start..]);
 }
 
+/// Pretty JSON (serde_json's `to_writer_pretty`) written to `w` as it is serialized,
+/// terminal-safe: the text [`crate::text::json_terminal_safe`] makes of serde_json's pretty
+/// text, without holding the text whole first (a model of a few hundred kilobytes, `symbols
+/// --format json`, was built in a growing buffer, checked, then copied: a third of that run's
+/// page faults).
+///
+/// serde_json escapes `"`, `\\` and the C0 controls itself and hands every other character of
+/// a string to the formatter as a string fragment of whole characters; the characters
+/// `json_terminal_safe` rewrites (all at or above U+0020, and only ever inside strings) are
+/// escaped there, as the same `\\uXXXX` text. `tests` compare both on random values.
+pub fn write_pretty<W: std::io::Write, T: Serialize + ?Sized>(
+    w: W,
+    v: &T,
+) -> Result<(), serde_json::Error> {
+    let mut ser = serde_json::Serializer::with_formatter(w, TerminalSafePretty::default());
+    v.serialize(&mut ser)
+}
+
+/// `Formatter` methods passed on to the wrapped `PrettyFormatter`: those taking the writer,
+/// then those taking the writer and whether the value is the first.
+macro_rules! pretty_methods {
+    ($($f:ident),*; $($g:ident),*) => {
+        $(fn $f<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            self.0.$f(w)
+        })*
+        $(fn $g<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            self.0.$g(w, first)
+        })*
+    };
+}
+
+/// serde_json's `PrettyFormatter` (every method it overrides is passed on to it) with string
+/// fragments made terminal-safe.
+#[derive(Default)]
+struct TerminalSafePretty(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for TerminalSafePretty {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let b = fragment.as_bytes();
+        // Fast path: ASCII below DEL needs nothing (C0 never reaches a fragment).
+        if b.iter().all(|&c| c < 0x7f) {
+            return w.write_all(b);
+        }
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if crate::text::needs_escape(c) && u32::from(c) >= 0x20 {
+                w.write_all(&b[start..i])?;
+                let mut e = Vec::with_capacity(6);
+                push_u_escape(&mut e, u32::from(c));
+                w.write_all(&e)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&b[start..])
+    }
+
+    pretty_methods!(
+        begin_array, end_array, end_array_value, begin_object, end_object, begin_object_value,
+        end_object_value; begin_array_value, begin_object_key
+    );
+}
+
 /// Whether every byte of `b` is printable ASCII other than `"` and `\\` (nothing to escape
 /// in either mode), eight bytes at a time — most strings of a listing are such, and short.
 fn plain(b: &[u8]) -> bool {
@@ -1109,6 +1179,24 @@ mod tests {
             prop_assert_eq!(ours(&v, false), reference(&v, false));
             prop_assert_eq!(ours(&v, true), reference(&v, true));
         }
+
+        /// `write_pretty` is serde_json's pretty text after the terminal-safety pass.
+        #[test]
+        fn pretty_is_serde_pretty_made_safe(v in value()) {
+            prop_assert_eq!(pretty_ours(&v), pretty_reference(&v));
+        }
+    }
+
+    fn pretty_reference<T: serde::Serialize + ?Sized>(v: &T) -> String {
+        let mut t = serde_json::to_vec_pretty(v).unwrap();
+        crate::text::json_terminal_safe(&mut t);
+        String::from_utf8(t).unwrap()
+    }
+
+    fn pretty_ours<T: serde::Serialize + ?Sized>(v: &T) -> String {
+        let mut t = Vec::new();
+        write_pretty(&mut t, v).unwrap();
+        String::from_utf8(t).unwrap()
     }
 
     #[derive(serde::Serialize)]
@@ -1167,6 +1255,7 @@ mod tests {
                 String::from_utf8(want).unwrap()
             );
         }
+        assert_eq!(pretty_ours(&s), pretty_reference(&s));
         // A key serde_json refuses is refused here too.
         let bad: std::collections::BTreeMap<(u8, u8), u8> = [((1, 2), 1)].into_iter().collect();
         assert!(serde_json::to_vec(&bad).is_err());

@@ -126,7 +126,12 @@ pub fn table(out: &mut dyn Write, text: &str) -> io::Result<()> {
 
 /// A value as terminal-safe pretty JSON and a newline.
 pub fn json(out: &mut dyn Write, v: &(impl Serialize + ?Sized)) -> io::Result<()> {
-    writeln!(out, "{}", super::rows::to_json_pretty(v)?)
+    // Streamed through a small buffer (not built whole, then copied): see
+    // `render::json::write_pretty`.
+    let mut w = io::BufWriter::with_capacity(1 << 16, out);
+    super::json::write_pretty(&mut w, v).map_err(io::Error::from)?;
+    w.write_all(b"\n")?;
+    w.flush()
 }
 
 /// The JSON envelope of a listing held whole, pretty and terminal-safe.

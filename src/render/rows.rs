@@ -636,11 +636,6 @@ fn pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
     String::from_utf8(t).map_err(io::Error::other)
 }
 
-/// Terminal-safe pretty JSON of a whole value (the envelope of the listing commands).
-pub(crate) fn to_json_pretty<T: Serialize + ?Sized>(v: &T) -> io::Result<String> {
-    pretty(v)
-}
-
 /// Write `text`'s lines, each with `prefix`, without a final newline.
 fn indent(out: &mut impl Write, text: &str, prefix: &str) -> io::Result<()> {
     for (i, line) in text.lines().enumerate() {

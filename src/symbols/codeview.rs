@@ -1,8 +1,9 @@
 //! CodeView type records of a PDB's type stream (TPI), read for the layouts etwdump needs.
 //!
-//! [`TypeStream::index`] passes over the stream once reading only each record's length (every
-//! record's position, for lookups by type index) and, for the named structure, union and
-//! enumeration records, their head (kind, forward-reference flag, name): the first definition
+//! [`TypeStream::index`] passes over the stream once reading only each record's length (the
+//! position of every eighth record, for lookups by type index) and kind, and, for the named
+//! structure, union and enumeration definitions (not forward references), their head (name):
+//! the first definition
 //! of each structure by name, and the field lists of the wanted enumerations. Nothing else is
 //! parsed until [`read_types`] converts the requested structures and what they embed.
 //!
@@ -190,9 +191,34 @@ fn split_name(b: &[u8], pascal: bool) -> Option<(&[u8], usize)> {
         let n = usize::from(*b.first()?);
         Some((b.get(1..1 + n)?, 1 + n))
     } else {
-        let end = memchr::memchr(0, b)?;
+        let end = nul_at(b)?;
         Some((&b[..end], end + 1))
     }
+}
+
+/// Where the first NUL of `b` is: eight bytes at a time, inline (the names of type and symbol
+/// records are a few dozen bytes: a call to `memchr` cost more than the search; issue 30 item 4).
+#[inline]
+fn nul_at(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = b.chunks_exact(8);
+    let mut at = 0;
+    for w in &mut words {
+        let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        // A zero byte's lowest occurrence sets the lowest flagged bit (borrows only come from
+        // a zero byte below, so the first flag is exact).
+        let zero = v.wrapping_sub(ONES) & !v & HIGH;
+        if zero != 0 {
+            return Some(at + (zero.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == 0)
+        .map(|i| at + i)
 }
 
 /// The little-endian u16 at `o`, if `b` holds it.
@@ -604,10 +630,31 @@ enum Head<'t> {
     Enum(&'t [u8], u32),
 }
 
+/// Whether [`head`] may give something for `data` (kind, then body): false for kinds other than
+/// the structures, unions and enumerations, and for their forward references (the first test
+/// of [`head`], inline).
+#[inline(always)]
+fn may_have_head(data: &[u8]) -> bool {
+    let (Some(&k0), Some(&k1)) = (data.first(), data.get(1)) else {
+        return false;
+    };
+    let props_at = match u16::from_le_bytes([k0, k1]) {
+        LF_CLASS | LF_CLASS_ST | LF_STRUCTURE | LF_STRUCTURE_ST | LF_INTERFACE | LF_UNION
+        | LF_UNION_ST | LF_ENUM | LF_ENUM_ST => 4,
+        LF_STRUCTURE19 => 2,
+        _ => return false,
+    };
+    match (data.get(props_at), data.get(props_at + 1)) {
+        (Some(&p0), Some(&p1)) => u16::from_le_bytes([p0, p1]) & PROP_FORWARD_REF == 0,
+        _ => false,
+    }
+}
+
 /// The head of a named structure, union or enumeration definition (`data`: kind, then body),
 /// read without building the record: None for other kinds, forward references, and records
 /// the crate's parser refused (the same conditions as [`parse_class`], [`parse_union`] and
 /// [`parse_enum`]; a unique name only has to be there, so it is not walked).
+#[inline]
 fn head(data: &[u8]) -> Option<Head<'_>> {
     let kind = u16::from_le_bytes([*data.first()?, *data.get(1)?]);
     // Offsets (from the kind) of the properties, the field list and the size leaf (the name
@@ -638,7 +685,7 @@ fn head(data: &[u8]) -> Option<Head<'_>> {
         let ok = if kind <= LF_ST_MAX {
             rest.len() > usize::from(*rest.first()?)
         } else {
-            memchr::memrchr(0, rest).is_some()
+            nul_at(rest).is_some()
         };
         if !ok {
             return None;
@@ -687,18 +734,33 @@ struct Defs {
     hasher: foldhash::quality::RandomState,
 }
 
-/// Where the index pass's records are: the stream, its first type index, each record's offset.
+/// The index pass keeps the offset of every `STRIDE`-th record; a record is found from the
+/// offset kept before it by stepping over at most `STRIDE - 1` record lengths (checked by the
+/// index pass). A table of every offset took 4 bytes a record (574 KB for a kernel's 143,561
+/// records: page faults and stores that cost more than the steps; docs/performance.md).
+const STRIDE: usize = 8;
+
+/// Where the index pass's records are: the stream, its first type index, the offset of every
+/// `STRIDE`-th record, and how many records there are.
 #[derive(Clone, Copy)]
 struct Records<'a, 't> {
     stream: &'t [u8],
     min: u32,
-    offsets: &'a [u32],
+    marks: &'a [u32],
+    count: usize,
 }
 
 impl<'t> Records<'_, 't> {
     /// The bytes of record `idx` after its length (kind, then body).
     fn data(&self, idx: u32) -> Option<&'t [u8]> {
-        let at = *self.offsets.get(idx.checked_sub(self.min)? as usize)? as usize;
+        let i = idx.checked_sub(self.min)? as usize;
+        if i >= self.count {
+            return None;
+        }
+        let mut at = *self.marks.get(i / STRIDE)? as usize;
+        for _ in 0..i % STRIDE {
+            at = at.checked_add(2 + usize::from(u16_at(self.stream, at)?))?;
+        }
         let len = usize::from(u16_at(self.stream, at)?);
         self.stream
             .get(at.checked_add(2)?..at.checked_add(2 + len)?)
@@ -742,8 +804,11 @@ pub(crate) struct TypeStream<'t> {
     stream: &'t [u8],
     min: u32,
     max: u32,
-    /// Offset of each record's length field, by `index - min`.
-    offsets: Vec<u32>,
+    /// Offset of every `STRIDE`-th record's length field (record `index - min` is found from
+    /// entry `(index - min) / STRIDE`).
+    marks: Vec<u32>,
+    /// How many records the stream holds.
+    count: usize,
     defs: Defs,
     /// Wanted enumeration name → its field list (first definition).
     enums: Vec<(&'t str, u32)>,
@@ -759,7 +824,8 @@ impl<'t> TypeStream<'t> {
                 stream,
                 min: 0,
                 max: 0,
-                offsets: Vec::new(),
+                marks: Vec::new(),
+                count: 0,
                 defs: Defs::default(),
                 enums: Vec::new(),
             });
@@ -776,7 +842,8 @@ impl<'t> TypeStream<'t> {
         }
         // At most one record per 4 bytes (a length and a kind).
         let claimed = ((max - min) as usize).min(stream.len() / 4);
-        let mut offsets = Vec::with_capacity(claimed);
+        let mut marks = Vec::with_capacity(claimed / STRIDE + 1);
+        let mut count = 0usize;
         // About one definition per 3.5 records in a kernel PDB: room for one per 3 (no
         // rehash, which would find every name again).
         let mut defs = Defs {
@@ -795,14 +862,20 @@ impl<'t> TypeStream<'t> {
             let data = stream
                 .get(pos + 2..pos + 2 + len)
                 .ok_or_else(|| format!("type record {index:#x} runs past the stream's end"))?;
-            offsets.push(pos as u32);
+            if count % STRIDE == 0 {
+                marks.push(pos as u32);
+            }
+            count += 1;
             pos += 2 + len;
-            match head(data) {
+            // Most records are not named definitions: their kind (and a forward reference's
+            // properties) are looked at here, before `head` is called.
+            match may_have_head(data).then(|| head(data)).flatten() {
                 Some(Head::Aggregate(name)) => {
                     let records = Records {
                         stream,
                         min,
-                        offsets: &offsets,
+                        marks: &marks,
+                        count,
                     };
                     defs.insert_first(records, name, index);
                 }
@@ -824,7 +897,8 @@ impl<'t> TypeStream<'t> {
             stream,
             min,
             max,
-            offsets,
+            marks,
+            count,
             defs,
             enums,
         })
@@ -850,7 +924,8 @@ impl<'t> TypeStream<'t> {
         Records {
             stream: self.stream,
             min: self.min,
-            offsets: &self.offsets,
+            marks: &self.marks,
+            count: self.count,
         }
     }
 
@@ -1093,6 +1168,25 @@ impl Converter<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `nul_at` is the first NUL, for every position and neighbouring bytes that borrow.
+    #[test]
+    fn nul_at_is_the_first_nul() {
+        for len in 0..=20usize {
+            for pos in 0..=len {
+                for fill in [0x01u8, 0x80, 0xff, b'a'] {
+                    let mut v = vec![fill; len];
+                    if pos < len {
+                        v[pos] = 0;
+                        if pos + 1 < len {
+                            v[pos + 1] = 0;
+                        }
+                    }
+                    assert_eq!(nul_at(&v), v.iter().position(|&c| c == 0), "{v:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn names_and_numeric_leaves() {

@@ -127,6 +127,45 @@ pub(crate) fn is_tool_global_bytes(name: &[u8]) -> bool {
     is_reg_handle_bytes(name) || WANTED_SYMBOLS.iter().any(|w| w.as_bytes() == name)
 }
 
+/// The first two bytes of every global [`is_tool_global`] accepts, as a set of 65,536 bits
+/// (built from [`WANTED_SYMBOLS`], [`OTHER_REG_HANDLES`] and the `Etw` of the `Etw*RegHandle`
+/// names): a PDB load keeping [`Globals::Tool`] skips the ~26,000 other names of a kernel
+/// before finding where they end.
+static TOOL_FIRST_TWO: [u64; 1024] = {
+    const fn add(mut set: [u64; 1024], name: &str) -> [u64; 1024] {
+        let b = name.as_bytes();
+        assert!(b.len() >= 2, "a tool global of fewer than two bytes");
+        let pair = (b[0] as usize) << 8 | b[1] as usize;
+        set[pair / 64] |= 1 << (pair % 64);
+        set
+    }
+    let mut set = add([0; 1024], "Etw");
+    let mut i = 0;
+    while i < WANTED_SYMBOLS.len() {
+        set = add(set, WANTED_SYMBOLS[i]);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < OTHER_REG_HANDLES.len() {
+        set = add(set, OTHER_REG_HANDLES[i]);
+        i += 1;
+    }
+    set
+};
+
+/// Whether a name whose first bytes are `start` may be one [`is_tool_global`] accepts (false
+/// for every other name whose first two bytes are not those of a tool global; `start` shorter
+/// than two bytes: not one).
+pub(crate) fn may_be_tool_global(start: &[u8]) -> bool {
+    match start {
+        [a, b, ..] => {
+            let pair = usize::from(*a) << 8 | usize::from(*b);
+            TOOL_FIRST_TWO[pair / 64] & (1 << (pair % 64)) != 0
+        }
+        _ => false,
+    }
+}
+
 /// Which global symbols a symbol-file load keeps.
 ///
 /// A kernel PDB names about 26,000 globals; the tool reads a few dozen of them. Keeping only
@@ -608,4 +647,36 @@ fn nearest_notes(
             _ => String::new(),
         }
     )
+}
+
+#[cfg(test)]
+mod tool_global_tests {
+    use super::*;
+
+    /// The two-byte test lets every tool global through (and the names that only look like
+    /// one, which the full test then refuses), and keeps out names of other first bytes.
+    #[test]
+    fn first_two_bytes_let_every_tool_global_through() {
+        for n in WANTED_SYMBOLS.iter().chain(OTHER_REG_HANDLES) {
+            assert!(is_tool_global(n) && may_be_tool_global(n.as_bytes()), "{n}");
+        }
+        for n in [
+            "EtwpFooProvRegHandle",
+            "EtwKernelRegHandle",
+            "Etw\u{FFFD}RegHandle",
+        ] {
+            assert!(is_tool_global(n) && may_be_tool_global(n.as_bytes()), "{n}");
+        }
+        for n in [
+            "ExAllocatePool",
+            "_KiFoo",
+            "a",
+            "",
+            "IoCreateFile",
+            "\u{e9}tw",
+        ] {
+            assert!(!may_be_tool_global(n.as_bytes()), "{n}");
+            assert!(!is_tool_global(n), "{n}");
+        }
+    }
 }

@@ -404,6 +404,19 @@ fn read_symbols(
         let (Some(offset), Some(section)) = (u32_at(rec, 6), u16_at(rec, 10)) else {
             continue;
         };
+        if globals == Globals::Tool {
+            // The name's first two bytes (after the length byte of the old kinds, and the
+            // underscore an x86 public loses): a name the selection cannot keep is skipped
+            // before its end is looked for. A kept name is a tool global, whose first two
+            // characters are ASCII: the same two bytes before decoding.
+            let mut at = if kind < S_ST_MAX { 13 } else { 12 };
+            if x86 && public && rec.get(at) == Some(&b'_') {
+                at += 1;
+            }
+            if !super::may_be_tool_global(rec.get(at..).unwrap_or_default()) {
+                continue;
+            }
+        }
         let Some(name) = codeview::record_name(&rec[12..], kind < S_ST_MAX) else {
             continue;
         };
