@@ -111,22 +111,7 @@ fn rows_parallel(
     units: &[TraceUnit],
     threads: usize,
 ) -> Vec<BufferRow> {
-    if threads < 2 || units.len() < 64 {
-        return units.iter().map(|u| row(src, names, u)).collect();
-    }
-    let per = units.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = units
-            .chunks(per)
-            .map(|part| {
-                scope.spawn(move || part.iter().map(|u| row(src, names, u)).collect::<Vec<_>>())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    })
+    super::in_order(units, threads, |u| row(src, names, u))
 }
 
 fn row(

@@ -348,35 +348,9 @@ fn unit_ranges(
     mwr: Option<u8>,
     threads: usize,
 ) -> Vec<Option<(Key, u64)>> {
-    in_order(todo, threads, |&(i, g)| {
+    super::in_order(todo, threads, |&(i, g)| {
         let u = src.all_units().get(i)?;
         unit_range(src, u, &groups.get(g)?.conv, g, mwr)
-    })
-}
-
-/// `f` of each item, in the items' order, computed in consecutive shares on up to `threads`
-/// threads (on this one for fewer than 64 items); a share whose thread failed is computed
-/// here, so that every result is there.
-fn in_order<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    if threads < 2 || items.len() < 64 {
-        return items.iter().map(&f).collect();
-    }
-    let per = items.len().div_ceil(threads);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = items
-            .chunks(per)
-            .map(|part| {
-                (
-                    part,
-                    scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()),
-                )
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|(part, h)| h.join().unwrap_or_else(|_| part.iter().map(f).collect()))
-            .collect()
     })
 }
 
@@ -1877,21 +1851,6 @@ mod tests {
         ]);
         let times: Vec<u64> = rows.iter().filter_map(|r| r.filetime).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
-    }
-
-    #[test]
-    fn in_order_is_the_sequential_map_on_any_number_of_threads() {
-        for n in [0usize, 1, 63, 64, 65, 127, 1000] {
-            let items: Vec<u64> = (0..n as u64).collect();
-            let want: Vec<u64> = items.iter().map(|x| x * x + 7).collect();
-            for threads in [0, 1, 2, 3, 4, 7] {
-                assert_eq!(
-                    in_order(&items, threads, |x| x * x + 7),
-                    want,
-                    "{n} {threads}"
-                );
-            }
-        }
     }
 
     #[test]
