@@ -64,6 +64,8 @@ pub fn payload(buf: &[u8], r: &crate::etl::records::Record) -> Option<super::pay
     let need = if v == 1 { 0x10 } else { 0x18 };
     let mut out = Payload {
         class: "CSwitch",
+        // Twelve fields at most: one allocation per row, not one per doubling.
+        fields: Vec::with_capacity(12),
         ..Payload::default()
     };
     let Some(c) = decode(p, v) else {

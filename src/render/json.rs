@@ -150,30 +150,13 @@ fn push_u_escape(out: &mut Vec<u8>, c: u32) {
 /// The contents of a JSON string for `s` (without quotes).
 fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
     let b = s.as_bytes();
-    if plain(b) {
-        out.extend_from_slice(b);
-        return;
-    }
     let mut start = 0;
-    let mut i = 0;
+    // Runs that need nothing are skipped sixteen (or eight) bytes at a time to the next byte
+    // to decide: most strings are such a run to their end, copied at once.
+    let mut i = next_special(b, 0);
     while i < b.len() {
-        // Runs that need nothing (a long string with one character to decide), eight bytes
-        // at a time.
-        while let Some(w) = b.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
-            if needs_escape_word(u64::from_le_bytes(w)) {
-                break;
-            }
-            i += 8;
-        }
-        let Some(&c) = b.get(i) else {
-            break;
-        };
+        let c = b[i];
         let e = ESCAPE[c as usize];
-        // Printable ASCII other than `"` and `\` needs nothing in either mode.
-        if e == 0 && (c < 0x7f || !safe) {
-            i += 1;
-            continue;
-        }
         if e != 0 {
             out.extend_from_slice(&b[start..i]);
             match e {
@@ -182,17 +165,21 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
             }
             i += 1;
             start = i;
-            continue;
+        } else if !safe && c >= 0x7f {
+            // DEL and the bytes of multi-byte characters need nothing outside safe mode.
+            i += 1;
+        } else {
+            // safe mode, DEL or a byte of a multi-byte character: the whole character decides.
+            let ch = s[i..].chars().next().unwrap_or('\0');
+            let n = ch.len_utf8();
+            if crate::text::needs_escape(ch) {
+                out.extend_from_slice(&b[start..i]);
+                push_u_escape(out, u32::from(ch));
+                start = i + n;
+            }
+            i += n;
         }
-        // safe mode, DEL or a byte of a multi-byte character: the whole character decides.
-        let ch = s[i..].chars().next().unwrap_or('\0');
-        let n = ch.len_utf8();
-        if crate::text::needs_escape(ch) {
-            out.extend_from_slice(&b[start..i]);
-            push_u_escape(out, u32::from(ch));
-            start = i + n;
-        }
-        i += n;
+        i = next_special(b, i);
     }
     out.extend_from_slice(&b[start..]);
 }
@@ -268,46 +255,120 @@ impl serde_json::ser::Formatter for TerminalSafePretty {
 }
 
 /// Whether every byte of `b` is printable ASCII other than `"` and `\\` (nothing to escape
-/// in either mode), eight bytes at a time — most strings of a listing are such, and short.
+/// in either mode).
+#[cfg(test)]
 fn plain(b: &[u8]) -> bool {
-    let mut words = b.chunks_exact(8);
-    for w in &mut words {
-        if needs_escape_word(u64::from_le_bytes([
-            w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
-        ])) {
-            return false;
-        }
-    }
-    let rest = words.remainder();
-    if rest.is_empty() {
-        return true;
-    }
-    // The last 1-7 bytes: as the last eight bytes of a longer string (some tested again),
-    // else gathered into a word padded with a byte that needs nothing — without a copy
-    // through memory, whose narrow stores and wide load stall store forwarding.
-    let last = b
-        .len()
-        .checked_sub(8)
-        .and_then(|at| b.get(at..))
-        .and_then(|l| <[u8; 8]>::try_from(l).ok());
-    let w = match last {
-        Some(l) => u64::from_le_bytes(l),
-        None => rest
-            .iter()
-            .enumerate()
-            .fold(u64::from_le_bytes([b'a'; 8]), |w, (k, &c)| {
-                let shift = 8 * k;
-                (w & !(0xff << shift)) | (u64::from(c) << shift)
-            }),
-    };
-    !needs_escape_word(w)
+    next_special(b, 0) == b.len()
 }
 
-/// Whether a byte of `w` is below 0x20, at or above 0x7F, `"` or `\\` (Bit Twiddling Hacks'
-/// `hasless`, `hasmore` and `haszero`: a borrow or carry between bytes only ever comes from a
-/// byte that is itself such a byte, so the test as a whole is exact).
+/// The index of the first byte of `b` from `from` on that is not printable ASCII other than
+/// `"` and `\\` (one to escape or decide), else `b.len()` — most strings of a listing are
+/// plain, and short. Sixteen bytes at a time with SSE2 (part of x86-64's baseline) from 16
+/// bytes on, the last 16 read again overlapping; shorter strings eight at a time
+/// ([`next_special_words`]).
+#[cfg(target_arch = "x86_64")]
 #[inline]
-fn needs_escape_word(w: u64) -> bool {
+fn next_special(b: &[u8], from: usize) -> usize {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+    let n = b.len();
+    if n < 16 || from >= n {
+        return next_special_words(b, from);
+    }
+    // A bit per byte of the 16 at `at` that needs something: below 0x20 or from 0x80 (both
+    // below 0x20 as signed bytes), DEL, `"` and `\\`.
+    let special = |at: usize| -> u32 {
+        assert!(at + 16 <= n);
+        // SAFETY: `at + 16 <= b.len()` (asserted), so the unaligned 16-byte load reads only
+        // `b`'s bytes; the other intrinsics are SSE2 arithmetic on registers.
+        let m = unsafe {
+            let x = _mm_loadu_si128(b.as_ptr().add(at).cast::<__m128i>());
+            let control_or_high = _mm_cmpgt_epi8(_mm_set1_epi8(0x20), x);
+            let del = _mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f));
+            let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+            _mm_movemask_epi8(_mm_or_si128(
+                _mm_or_si128(control_or_high, del),
+                _mm_or_si128(quote, backslash),
+            ))
+        };
+        m as u32
+    };
+    let mut at = from;
+    while at + 16 <= n {
+        let m = special(at);
+        if m != 0 {
+            return at + m.trailing_zeros() as usize;
+        }
+        at += 16;
+    }
+    if at == n {
+        return n;
+    }
+    // The last 16 bytes, without those before `at` (already passed).
+    let m = special(n - 16) >> (at - (n - 16));
+    if m != 0 {
+        at + m.trailing_zeros() as usize
+    } else {
+        n
+    }
+}
+
+/// [`next_special`] on other targets.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn next_special(b: &[u8], from: usize) -> usize {
+    next_special_words(b, from)
+}
+
+/// [`next_special`] without vector instructions: eight bytes at a time, the last eight read
+/// again overlapping (the x86-64 build uses it for strings shorter than 16 bytes; its tests
+/// hold it to the byte rule on every length).
+#[inline]
+fn next_special_words(b: &[u8], from: usize) -> usize {
+    let n = b.len();
+    let word = |at: usize| {
+        b.get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let mut at = from;
+    while at + 8 <= n {
+        let m = escape_bits(word(at));
+        if m != 0 {
+            return at + (m.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    if at >= n {
+        return n;
+    }
+    if n >= 8 {
+        // The last eight bytes, those before `at` (passed, and maybe a byte decided before)
+        // replaced by one that needs nothing, so no borrow or carry comes from them.
+        let before = (1u64 << (8 * (at - (n - 8)))) - 1;
+        let w = (word(n - 8) & !before) | (u64::from_le_bytes([b'a'; 8]) & before);
+        let m = escape_bits(w) & !before;
+        return if m != 0 {
+            n - 8 + (m.trailing_zeros() / 8) as usize
+        } else {
+            n
+        };
+    }
+    b[at..]
+        .iter()
+        .position(|&c| c.wrapping_sub(0x20) > 0x5e || c == b'"' || c == b'\\')
+        .map_or(n, |k| at + k)
+}
+
+/// The high bit of each byte of `w` that is below 0x20, at or above 0x7F, `"` or `\\` (Bit
+/// Twiddling Hacks' `hasless`, `hasmore` and `haszero`), and possibly of bytes above such a
+/// byte: a borrow or carry between bytes only ever comes from a byte that is itself such a
+/// byte, so the lowest bit set is exact, and none is set when no byte is such.
+#[inline]
+fn escape_bits(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below_space = w.wrapping_sub(ONES * 0x20) & !w;
@@ -316,7 +377,7 @@ fn needs_escape_word(w: u64) -> bool {
     let quote = q.wrapping_sub(ONES) & !q;
     let s = w ^ (ONES * u64::from(b'\\'));
     let backslash = s.wrapping_sub(ONES) & !s;
-    (below_space | del_or_high | quote | backslash) & HIGH != 0
+    (below_space | del_or_high | quote | backslash) & HIGH
 }
 
 struct Json<'a> {
@@ -1145,25 +1206,64 @@ mod tests {
         })
     }
 
-    /// `plain`'s word test against the byte-by-byte definition: every byte value at every
-    /// position of every length up to 17, among bytes that need nothing.
+    /// `next_special` (vector and word forms) against the byte-by-byte definition: every
+    /// byte value at every position of every length up to 40 (one, two and a part of 16-byte
+    /// steps, the overlapping last step), among bytes that need nothing, from every start.
     #[test]
-    fn plain_is_the_byte_rule() {
+    fn next_special_is_the_byte_rule() {
         let needs = |c: u8| c.wrapping_sub(0x20) > 0x5e || c == b'"' || c == b'\\';
-        for len in 0..=17usize {
+        // From the start, around the bytes that matter and each step's edges.
+        let check = |v: &[u8], pos: usize| {
+            let near = [
+                pos.saturating_sub(1),
+                pos,
+                pos + 1,
+                pos + 2,
+                pos + 9,
+                pos + 10,
+            ];
+            let edges = [
+                0,
+                1,
+                7,
+                8,
+                9,
+                15,
+                16,
+                17,
+                v.len().saturating_sub(1),
+                v.len(),
+            ];
+            for from in near.into_iter().chain(edges).filter(|&f| f <= v.len()) {
+                let want = v[from..]
+                    .iter()
+                    .position(|&c| needs(c))
+                    .map_or(v.len(), |k| from + k);
+                assert_eq!(next_special(v, from), want, "{v:?} from {from}");
+                assert_eq!(next_special_words(v, from), want, "{v:?} from {from}");
+            }
+            assert_eq!(plain(v), !v.iter().any(|&x| needs(x)), "{v:?}");
+        };
+        for len in 0..=40usize {
             for pos in 0..len.max(1) {
                 for c in 0..=255u8 {
                     let mut v = vec![b'x'; len];
                     if len > 0 {
                         v[pos] = c;
                     }
-                    assert_eq!(plain(&v), !v.iter().any(|&x| needs(x)), "{v:?}");
-                    // Neighbours that carry or borrow (0xFF, 0x00, 0x7E, 0x1F) next to it.
-                    for n in [0xffu8, 0x00, 0x7e, 0x1f, 0x21, 0x5b] {
+                    check(&v, pos);
+                    // Neighbours that carry or borrow (0xFF, 0x00, 0x7E, 0x1F) after it, and
+                    // a second byte to decide further on.
+                    for n in [0xffu8, 0x00, 0x7e, 0x1f, 0x21, 0x5b, b'"'] {
                         if pos + 1 < len {
                             let mut w = v.clone();
                             w[pos + 1] = n;
-                            assert_eq!(plain(&w), !w.iter().any(|&x| needs(x)), "{w:?}");
+                            check(&w, pos);
+                        }
+                        if pos + 9 < len {
+                            let mut w = v.clone();
+                            w[pos + 9] = n;
+                            check(&w, pos);
                         }
                     }
                 }

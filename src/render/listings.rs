@@ -489,15 +489,13 @@ fn push_payload_summary(r: &EventRow, out: &mut String) -> bool {
         )
         && p.problem.is_none()
     {
-        let start = out.len();
-        push_first_fields(p, out);
-        // `trim_start` of what `first_fields` gives.
-        let blank = out[start..].len() - out[start..].trim_start().len();
-        out.replace_range(start..start + blank, "");
+        // `trim_start` of what `first_fields` gives: without its leading blank (a kernel
+        // class's field names are etwdump's own, none starting with a blank).
+        push_first_fields(p, out, "");
         return true;
     }
     let v = |name: &str| p.get(name).map_or_else(|| "?".into(), |v| v.to_string());
-    let mut s = match p.class {
+    let s = match p.class {
         "Process_V2_TypeGroup1"
         | "Process_V3_TypeGroup1"
         | "Process_V4_TypeGroup1"
@@ -547,17 +545,31 @@ fn push_payload_summary(r: &EventRow, out: &mut String) -> bool {
         crate::decode::manifest::CLASS => first_fields(p).trim_start().to_string(),
         // A kernel class: the hook name has its own column and leads the message.
         _ if r.hook_name.is_some() && p.fields.is_empty() => String::new(),
-        _ if r.hook_name.is_some() => first_fields(p).trim_start().to_string(),
+        _ if r.hook_name.is_some() => {
+            let start = out.len();
+            push_first_fields(p, out, "");
+            push_problem(p, out, start);
+            return true;
+        }
         _ => p.class.to_string() + &first_fields(p),
     };
-    if let Some(why) = &p.problem {
-        if !s.is_empty() {
-            s.push(' ');
-        }
-        s.push_str(&format!("(decoding stopped: {why})"));
-    }
+    let start = out.len();
     out.push_str(&s);
+    push_problem(p, out, start);
     true
+}
+
+/// ` (decoding stopped: why)` after the message begun at `start` of `out` (without the blank
+/// when it is empty), when decoding stopped.
+fn push_problem(p: &crate::decode::payload::Payload, out: &mut String, start: usize) {
+    if let Some(why) = &p.problem {
+        if out.len() > start {
+            out.push(' ');
+        }
+        out.push_str("(decoding stopped: ");
+        out.push_str(why);
+        out.push(')');
+    }
 }
 
 /// What a record is, in words, for the Timesketch message: a kernel hook's name as a phrase
@@ -691,18 +703,19 @@ fn tracelogging_summary(p: &crate::decode::payload::Payload) -> String {
 /// (already escaped by its Display); empty for a payload without fields.
 fn first_fields(p: &crate::decode::payload::Payload) -> String {
     let mut s = String::new();
-    push_first_fields(p, &mut s);
+    push_first_fields(p, &mut s, " ");
     s
 }
 
 /// [`first_fields`] appended to `s`, without `fmt` for the common values.
-fn push_first_fields(p: &crate::decode::payload::Payload, s: &mut String) {
+/// `lead` is written before the first field (`first_fields` gives " ").
+fn push_first_fields(p: &crate::decode::payload::Payload, s: &mut String, lead: &str) {
     use crate::decode::payload::Value;
     use std::fmt::Write as _;
     const FIELDS: usize = 3;
     const CHARS: usize = 60;
     for (i, (k, v)) in p.fields.iter().take(FIELDS).enumerate() {
-        s.push_str(if i == 0 { " " } else { ", " });
+        s.push_str(if i == 0 { lead } else { ", " });
         k.push_shown(s);
         s.push('=');
         let start = s.len();
