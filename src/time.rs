@@ -9,27 +9,41 @@ const EPOCH_DIFF_100NS: u64 = 116_444_736_000_000_000;
 pub fn filetime_to_iso8601(ft: u64) -> String {
     let frac = ft % 10_000_000;
     let secs_since_1601 = ft / 10_000_000;
-    let mut o = String::with_capacity(28);
     // A listing's rows come in time order, many per second: the date and time of day are
-    // computed once per second (the last second's text is kept per thread).
+    // computed once per second (the last second's text is kept per thread), and the common
+    // text (a four-digit year) is put together in a fixed array, made a string once.
     thread_local! {
-        static LAST: std::cell::Cell<Option<(u64, [u8; 20])>> = const { std::cell::Cell::new(None) };
+        static LAST: std::cell::Cell<(u64, [u8; 20])> = const { std::cell::Cell::new((u64::MAX, [0; 20])) };
     }
-    match LAST
-        .with(|l| l.get())
-        .filter(|(s, _)| *s == secs_since_1601)
-    {
-        Some((_, prefix)) => o.push_str(std::str::from_utf8(&prefix).unwrap_or_default()),
-        None => {
-            push_second(&mut o, secs_since_1601);
-            if let Ok(prefix) = <[u8; 20]>::try_from(o.as_bytes()) {
-                LAST.with(|l| l.set(Some((secs_since_1601, prefix))));
+    let (second, prefix) = LAST.with(|l| l.get());
+    let prefix = if second == secs_since_1601 {
+        prefix
+    } else {
+        let mut o = String::with_capacity(28);
+        push_second(&mut o, secs_since_1601);
+        match <[u8; 20]>::try_from(o.as_bytes()) {
+            Ok(prefix) => {
+                LAST.with(|l| l.set((secs_since_1601, prefix)));
+                prefix
+            }
+            // More than four year digits: the text as it comes.
+            Err(_) => {
+                push_digits(&mut o, frac, 7);
+                o.push('Z');
+                return o;
             }
         }
+    };
+    let mut text = [0u8; 28];
+    text[..20].copy_from_slice(&prefix);
+    let mut v = frac;
+    for d in text[20..27].iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
     }
-    push_digits(&mut o, frac, 7);
-    o.push('Z');
-    o
+    text[27] = b'Z';
+    // ASCII digits and separators only: always valid UTF-8.
+    std::str::from_utf8(&text).unwrap_or_default().to_owned()
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.` of a second since 1601 (more year digits after year 9999).
@@ -59,13 +73,12 @@ fn push_digits(o: &mut String, mut v: u64, width: usize) {
     let mut buf = [b'0'; 20];
     let mut n = 0;
     while v > 0 || n == 0 {
-        buf[n] = b'0' + (v % 10) as u8;
+        buf[19 - n] = b'0' + (v % 10) as u8;
         v /= 10;
         n += 1;
     }
-    for &c in buf[..n.max(width).min(20)].iter().rev() {
-        o.push(char::from(c));
-    }
+    // ASCII digits only: always valid UTF-8.
+    o.push_str(std::str::from_utf8(&buf[20 - n.max(width).min(20)..]).unwrap_or_default());
 }
 
 /// The last valid FILETIME: 30828-09-14T02:48:05.4775807Z (0x7FFFFFFFFFFFFFFF: FILETIMEs are

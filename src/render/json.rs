@@ -58,7 +58,7 @@ pub(crate) mod field {
     /// An integer.
     #[inline]
     pub fn int(out: &mut Vec<u8>, v: impl itoa::Integer) {
-        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        super::push_bytes(out, itoa::Buffer::new().format(v).as_bytes());
     }
 
     /// An integer or null.
@@ -91,7 +91,7 @@ pub(crate) mod field {
         match v {
             Some(a) => {
                 out.push(b'"');
-                out.extend_from_slice(crate::addr::hex_str(a.get(), &mut [0; 18]).as_bytes());
+                super::push_bytes(out, crate::addr::hex_str(a.get(), &mut [0; 18]).as_bytes());
                 out.push(b'"');
             }
             None => out.extend_from_slice(b"null"),
@@ -113,6 +113,54 @@ pub fn write_str(out: &mut Vec<u8>, s: &str, safe: bool) {
     out.push(b'"');
     escape_into(out, s, safe);
     out.push(b'"');
+}
+
+/// Append `b` to `out`: a run of up to 16 bytes (most names, numbers and addresses of a row)
+/// as two overlapping word copies instead of a call to `memcpy`; longer runs as
+/// `extend_from_slice`.
+#[inline]
+pub(crate) fn push_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    let n = b.len();
+    if n > 16 {
+        out.extend_from_slice(b);
+        return;
+    }
+    out.reserve(16);
+    let at = out.len();
+    let dst = out.as_mut_ptr();
+    // SAFETY: `reserve(16)` leaves at least 16 bytes of capacity after `at`, and every store
+    // below lands in `at..at + n` (n ≤ 16): the first and last 8 (n ≥ 8), 4 (n ≥ 4) or 1
+    // bytes of `b`, read from `b` itself (bounds-checked slices), written unaligned. Together
+    // they cover `at..at + n`, so every byte below the new length is initialised.
+    unsafe {
+        let d = dst.add(at);
+        if n >= 8 {
+            let (first, last) = (word8(&b[..8]), word8(&b[n - 8..]));
+            std::ptr::write_unaligned(d.cast::<u64>(), first);
+            std::ptr::write_unaligned(d.add(n - 8).cast::<u64>(), last);
+        } else if n >= 4 {
+            let (first, last) = (word4(&b[..4]), word4(&b[n - 4..]));
+            std::ptr::write_unaligned(d.cast::<u32>(), first);
+            std::ptr::write_unaligned(d.add(n - 4).cast::<u32>(), last);
+        } else if n > 0 {
+            *d = b[0];
+            *d.add(n / 2) = b[n / 2];
+            *d.add(n - 1) = b[n - 1];
+        }
+        out.set_len(at + n);
+    }
+}
+
+/// Eight bytes as a native word (for a copy: the byte order is kept).
+#[inline]
+fn word8(b: &[u8]) -> u64 {
+    u64::from_ne_bytes(<[u8; 8]>::try_from(b).unwrap_or_default())
+}
+
+/// Four bytes as a native word.
+#[inline]
+fn word4(b: &[u8]) -> u32 {
+    u32::from_ne_bytes(<[u8; 4]>::try_from(b).unwrap_or_default())
 }
 
 /// What a byte needs in a JSON string: 0 nothing, b'u' `\u00XX`, else the short escape's letter.
@@ -158,7 +206,7 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
         let c = b[i];
         let e = ESCAPE[c as usize];
         if e != 0 {
-            out.extend_from_slice(&b[start..i]);
+            push_bytes(out, &b[start..i]);
             match e {
                 b'u' => push_u_escape(out, u32::from(c)),
                 letter => out.extend_from_slice(&[b'\\', letter]),
@@ -173,7 +221,7 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
             let ch = s[i..].chars().next().unwrap_or('\0');
             let n = ch.len_utf8();
             if crate::text::needs_escape(ch) {
-                out.extend_from_slice(&b[start..i]);
+                push_bytes(out, &b[start..i]);
                 push_u_escape(out, u32::from(ch));
                 start = i + n;
             }
@@ -181,7 +229,7 @@ fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
         }
         i = next_special(b, i);
     }
-    out.extend_from_slice(&b[start..]);
+    push_bytes(out, &b[start..]);
 }
 
 /// Pretty JSON (serde_json's `to_writer_pretty`) written to `w` as it is serialized,
@@ -387,8 +435,7 @@ struct Json<'a> {
 
 impl Json<'_> {
     fn int(&mut self, v: impl itoa::Integer) -> Result<(), Error> {
-        self.out
-            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        push_bytes(self.out, itoa::Buffer::new().format(v).as_bytes());
         Ok(())
     }
 }
@@ -1204,6 +1251,28 @@ mod tests {
                     )),
             ]
         })
+    }
+
+    /// `push_bytes` appends exactly the bytes `extend_from_slice` does, for every length up
+    /// to 40, onto buffers of every fill up to 20 bytes and with capacity exactly used up
+    /// (so that it must grow).
+    #[test]
+    fn push_bytes_is_extend_from_slice() {
+        let src: Vec<u8> = (0..40u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(1))
+            .collect();
+        for n in 0..=40 {
+            for fill in 0..=20usize {
+                for tight in [false, true] {
+                    let mut out = Vec::with_capacity(if tight { fill } else { 64 });
+                    out.extend((0..fill).map(|i| 200 + i as u8));
+                    let mut want = out.clone();
+                    want.extend_from_slice(&src[..n]);
+                    push_bytes(&mut out, &src[..n]);
+                    assert_eq!(out, want, "n {n} fill {fill} tight {tight}");
+                }
+            }
+        }
     }
 
     /// `next_special` (vector and word forms) against the byte-by-byte definition: every
