@@ -10,8 +10,8 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
     let frac = ft % 10_000_000;
     let secs_since_1601 = ft / 10_000_000;
     // A listing's rows come in time order, many per second: the date and time of day are
-    // computed once per second (the last second's text is kept per thread), and the common
-    // text (a four-digit year) is put together in a fixed array, made a string once.
+    // computed once per second (the last second's text is kept per thread), and the usual
+    // text (a four-digit year: 28 bytes) is put together in a fixed array, made a string once.
     thread_local! {
         static LAST: std::cell::Cell<(u64, [u8; 20])> = const { std::cell::Cell::new((u64::MAX, [0; 20])) };
     }
@@ -19,14 +19,14 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
     let prefix = if second == secs_since_1601 {
         prefix
     } else {
-        let mut o = String::with_capacity(28);
+        let mut o = String::with_capacity(29);
         push_second(&mut o, secs_since_1601);
         match <[u8; 20]>::try_from(o.as_bytes()) {
             Ok(prefix) => {
                 LAST.with(|l| l.set((secs_since_1601, prefix)));
                 prefix
             }
-            // More than four year digits: the text as it comes.
+            // More than four year digits.
             Err(_) => {
                 push_digits(&mut o, frac, 7);
                 o.push('Z');
@@ -36,11 +36,7 @@ pub fn filetime_to_iso8601(ft: u64) -> String {
     };
     let mut text = [0u8; 28];
     text[..20].copy_from_slice(&prefix);
-    let mut v = frac;
-    for d in text[20..27].iter_mut().rev() {
-        *d = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
+    write_digits(&mut text[20..27], frac);
     text[27] = b'Z';
     // ASCII digits and separators only: always valid UTF-8.
     std::str::from_utf8(&text).unwrap_or_default().to_owned()
@@ -69,16 +65,24 @@ fn push_second(o: &mut String, secs_since_1601: u64) {
 }
 
 /// Push `v` in decimal, zero-padded to at least `width` digits.
-fn push_digits(o: &mut String, mut v: u64, width: usize) {
-    let mut buf = [b'0'; 20];
-    let mut n = 0;
-    while v > 0 || n == 0 {
-        buf[19 - n] = b'0' + (v % 10) as u8;
-        v /= 10;
-        n += 1;
+fn push_digits(o: &mut String, v: u64, width: usize) {
+    let mut digits = 1;
+    while digits < 20 && 10u64.pow(digits as u32) <= v {
+        digits += 1;
     }
+    let mut buf = [b'0'; 20];
+    let n = digits.max(width).min(20);
+    write_digits(&mut buf[20 - n..], v);
     // ASCII digits only: always valid UTF-8.
-    o.push_str(std::str::from_utf8(&buf[20 - n.max(width).min(20)..]).unwrap_or_default());
+    o.push_str(std::str::from_utf8(&buf[20 - n..]).unwrap_or_default());
+}
+
+/// `v`'s last `dst.len()` decimal digits into `dst`, zero-padded on the left.
+fn write_digits(dst: &mut [u8], mut v: u64) {
+    for d in dst.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
 }
 
 /// The last valid FILETIME: 30828-09-14T02:48:05.4775807Z (0x7FFFFFFFFFFFFFFF: FILETIMEs are

@@ -407,8 +407,15 @@ fn next_special_words(b: &[u8], from: usize) -> usize {
     }
     b[at..]
         .iter()
-        .position(|&c| c.wrapping_sub(0x20) > 0x5e || c == b'"' || c == b'\\')
+        .position(|&c| special_byte(c))
         .map_or(n, |k| at + k)
+}
+
+/// Whether byte `c` is not printable ASCII other than `"` and `\\`: a byte [`escape_into`]
+/// escapes or decides (the rule `next_special`'s vector and word forms compute in bulk).
+#[inline]
+fn special_byte(c: u8) -> bool {
+    c.wrapping_sub(0x20) > 0x5e || c == b'"' || c == b'\\'
 }
 
 /// The high bit of each byte of `w` that is below 0x20, at or above 0x7F, `"` or `\\` (Bit

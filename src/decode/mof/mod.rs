@@ -271,6 +271,30 @@ mod tests {
         got.expect("decoded")
     }
 
+    /// Every field name of every class is an identifier: non-empty, starting with an ASCII
+    /// letter (the Timesketch message of a kernel event relies on it: it writes the first
+    /// field without a leading blank instead of trimming blanks off).
+    #[test]
+    fn field_names_are_identifiers() {
+        let mut n = 0;
+        for group in 0..=255u8 {
+            for c in classes(group) {
+                for &(name, _) in c.fields.iter().flat_map(|run| run.iter()).chain(c.tail) {
+                    assert!(
+                        name.starts_with(|ch: char| ch.is_ascii_alphabetic())
+                            && name
+                                .chars()
+                                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_'),
+                        "{}: {name:?}",
+                        c.name
+                    );
+                    n += 1;
+                }
+            }
+        }
+        assert!(n > 100, "{n} field names");
+    }
+
     /// What etl::rundown writes decodes back to the same values, on both widths.
     #[test]
     fn rundown_records_decode_back() {
