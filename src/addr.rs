@@ -138,37 +138,48 @@ hex_fmt!(VirtAddr, "VirtAddr");
 /// Addresses serialize as `"0x…"` strings: JSON numbers cannot hold every u64 exactly.
 /// `v` as `{:#x}` formats it (`0x` then lower-case digits, no leading zeros), in `buf`.
 pub(crate) fn hex_str(v: u64, buf: &mut [u8; 18]) -> &str {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut i = buf.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        buf[i] = DIGITS[(v & 0xf) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    buf[i - 2] = b'0';
-    buf[i - 1] = b'x';
-    std::str::from_utf8(&buf[i - 2..]).unwrap_or("0x?")
+    // All sixteen digits at once, then `0x` written over the last leading zeros.
+    buf[2..10].copy_from_slice(&hex_digits(v >> 32));
+    buf[10..18].copy_from_slice(&hex_digits(v & 0xffff_ffff));
+    let start = 16 - digits(v);
+    buf[start] = b'0';
+    buf[start + 1] = b'x';
+    std::str::from_utf8(&buf[start..]).unwrap_or("0x?")
+}
+
+/// The hexadecimal digits `v` needs (at least one).
+fn digits(v: u64) -> usize {
+    (16 - v.leading_zeros() as usize / 4).max(1)
+}
+
+/// The eight lower-case hexadecimal digits of `v` (below 2^32), most significant first: each
+/// nibble spread to a byte, then `'0'` added, and `'a' - '0' - 10` more where it is above 9 (a
+/// nibble above 9 is one that reaches 16 when 6 is added), without a branch or a table.
+fn hex_digits(v: u64) -> [u8; 8] {
+    const LOW: u64 = 0x0f0f_0f0f_0f0f_0f0f;
+    let mut x = v & 0xffff_ffff;
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & LOW;
+    // Byte i holds nibble i (least significant first): the text's order is the reverse.
+    let above_nine = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+    let ascii = x + 0x3030_3030_3030_3030 + above_nine * u64::from(b'a' - b'0' - 10);
+    ascii.to_be_bytes()
 }
 
 /// `v` as `0x…` with at least `min_digits` hexadecimal digits (zero-padded): the text of
 /// `format!("{v:#0w$x}")` with `w = min_digits + 2`, without the formatting machinery (a
 /// listing formats millions of these).
 pub(crate) fn hex_string(v: u64, min_digits: usize) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    // Digits the value needs (at least one), then the padding asked for.
-    let digits = (16 - v.leading_zeros() as usize / 4).max(1);
+    let mut buf = [0u8; 18];
+    let shown = hex_str(v, &mut buf);
+    let digits = shown.len() - 2;
     let mut s = String::with_capacity(2 + digits.max(min_digits));
     s.push_str("0x");
     for _ in digits..min_digits {
         s.push('0');
     }
-    for i in (0..digits).rev() {
-        s.push(char::from(DIGITS[((v >> (4 * i)) & 0xf) as usize]));
-    }
+    s.push_str(&shown[2..]);
     s
 }
 

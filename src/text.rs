@@ -45,7 +45,24 @@ fn printable_ascii(b: &[u8]) -> bool {
             return false;
         }
     }
-    chunks.remainder().iter().map(outside).fold(0, |a, x| a | x) == 0
+    // The rest (most names are all rest) eight bytes at a time, the last word padded with
+    // spaces.
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // The high bit of a byte below 0x20 or from 0x7F; a borrow or carry between bytes only
+    // comes from such a byte, so the word has a bit set exactly when one of its bytes is.
+    let outside_word = |w: u64| (w.wrapping_sub(ONES * 0x20) & !w) | w.wrapping_add(ONES) | w;
+    let mut words = chunks.remainder().chunks_exact(8);
+    let mut any = 0u64;
+    for w in &mut words {
+        any |= outside_word(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let mut w = [b' '; 8];
+        w[..tail.len()].copy_from_slice(tail);
+        any |= outside_word(u64::from_le_bytes(w));
+    }
+    any & (ONES * 0x80) == 0
 }
 
 /// Whether every byte of `b` is ASCII below DEL (U+0000-U+007E): then [`json_terminal_safe`]
@@ -337,7 +354,11 @@ impl Untrusted {
 impl Untrusted {
     /// Append the text as [`fmt::Display`] shows it (escaped), without `fmt`.
     pub fn push_shown(&self, out: &mut String) {
-        out.push_str(&escape(&self.0));
+        if printable_ascii(self.0.as_bytes()) {
+            out.push_str(&self.0);
+        } else {
+            out.push_str(&escape(&self.0));
+        }
     }
 }
 
@@ -396,14 +417,26 @@ mod tests {
     /// character-by-character path gives (the oracle is `needs_escape` itself).
     #[test]
     fn fast_path_agrees_with_the_character_walk() {
-        for len in [1usize, 31, 32, 33, 64, 70] {
+        for len in (1usize..=40).chain([63, 64, 65, 70]) {
             for pos in 0..len {
-                for b in 0u8..=0x7f {
+                for b in 0u8..=0xff {
+                    for fill in [b' ', b'a', b'~'] {
+                        let mut v = vec![fill; len];
+                        v[pos] = b;
+                        let printable = (0x20..=0x7e).contains(&b);
+                        assert_eq!(printable_ascii(&v), printable, "{b:#x} at {pos}/{len}");
+                    }
+                    if b > 0x7f {
+                        continue;
+                    }
                     let mut v = vec![b'a'; len];
                     v[pos] = b;
                     let s = std::str::from_utf8(&v).unwrap();
                     let hit = needs_escape(char::from(b));
                     assert_eq!(!printable_ascii(&v), hit, "{b:#x} at {pos}/{len}");
+                    let mut shown = String::from("<");
+                    Untrusted::new(s).push_shown(&mut shown);
+                    assert_eq!(shown, format!("<{}", escape(s)), "{b:#x} at {pos}/{len}");
                     assert_eq!(matches!(escape(s), Cow::Owned(_)), hit, "{b:#x}");
                     let lines_hit = hit && b != b'\n';
                     assert_eq!(

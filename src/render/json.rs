@@ -52,18 +52,21 @@ pub(crate) mod field {
     /// `"key":` with what comes before it (`{` or `,`), as one literal: e.g. `b",\"cpu\":"`.
     #[inline]
     pub fn key(out: &mut Vec<u8>, k: &'static [u8]) {
-        out.extend_from_slice(k);
+        super::push_bytes(out, k);
     }
 
-    /// An integer.
+    /// An integer (a single digit, common in a row — CPU, logger, clock — without `itoa`).
     #[inline]
-    pub fn int(out: &mut Vec<u8>, v: impl itoa::Integer) {
-        super::push_bytes(out, itoa::Buffer::new().format(v).as_bytes());
+    pub fn int<T: itoa::Integer + TryInto<u8> + Copy>(out: &mut Vec<u8>, v: T) {
+        match v.try_into() {
+            Ok(d) if d < 10 => out.push(b'0' + d),
+            _ => super::push_bytes(out, itoa::Buffer::new().format(v).as_bytes()),
+        }
     }
 
     /// An integer or null.
     #[inline]
-    pub fn opt_int(out: &mut Vec<u8>, v: Option<impl itoa::Integer>) {
+    pub fn opt_int<T: itoa::Integer + TryInto<u8> + Copy>(out: &mut Vec<u8>, v: Option<T>) {
         match v {
             Some(v) => int(out, v),
             None => out.extend_from_slice(b"null"),
@@ -109,32 +112,89 @@ pub(crate) mod field {
 }
 
 /// Append `s` as a JSON string (quotes included).
+#[inline]
 pub fn write_str(out: &mut Vec<u8>, s: &str, safe: bool) {
+    let b = s.as_bytes();
+    // Most strings of a row need nothing: quotes and bytes with one reservation.
+    let i = next_special(b, 0);
+    if i == b.len() {
+        push_quoted(out, b);
+    } else {
+        write_str_from(out, s, i, safe);
+    }
+}
+
+/// [`write_str`] of a string whose first byte to decide is at `i`.
+#[inline(never)]
+fn write_str_from(out: &mut Vec<u8>, s: &str, i: usize, safe: bool) {
     out.push(b'"');
-    escape_into(out, s, safe);
+    escape_into(out, s, i, safe);
     out.push(b'"');
 }
 
-/// Append `b` to `out`: a run of up to 16 bytes (most names, numbers and addresses of a row)
-/// as two overlapping word copies instead of a call to `memcpy`; longer runs as
+/// Append `b` (nothing in it to escape) between quotes, with one reservation.
+#[inline]
+fn push_quoted(out: &mut Vec<u8>, b: &[u8]) {
+    let n = b.len();
+    if n > 32 {
+        out.reserve(n + 2);
+        out.push(b'"');
+        out.extend_from_slice(b);
+        out.push(b'"');
+        return;
+    }
+    out.reserve(34);
+    let at = out.len();
+    // SAFETY: `reserve(34)` leaves at least 34 bytes of capacity after `at`; the quote at
+    // `at`, the bytes at `at + 1 .. at + 1 + n` (n ≤ 32, written by `copy_small`, which
+    // stores only inside its destination range) and the quote at `at + 1 + n` all land in
+    // `at .. at + n + 2`, which they cover, so every byte below the new length is initialised.
+    unsafe {
+        let d = out.as_mut_ptr().add(at);
+        *d = b'"';
+        copy_small(d.add(1), b);
+        *d.add(n + 1) = b'"';
+        out.set_len(at + n + 2);
+    }
+}
+
+/// Append `b` to `out`: a run of up to 32 bytes (keys, most names, numbers, addresses and
+/// times of a row) as two overlapping copies instead of a call to `memcpy`; longer runs as
 /// `extend_from_slice`.
 #[inline]
 pub(crate) fn push_bytes(out: &mut Vec<u8>, b: &[u8]) {
     let n = b.len();
-    if n > 16 {
+    if n > 32 {
         out.extend_from_slice(b);
         return;
     }
-    out.reserve(16);
+    out.reserve(32);
     let at = out.len();
-    let dst = out.as_mut_ptr();
-    // SAFETY: `reserve(16)` leaves at least 16 bytes of capacity after `at`, and every store
-    // below lands in `at..at + n` (n ≤ 16): the first and last 8 (n ≥ 8), 4 (n ≥ 4) or 1
-    // bytes of `b`, read from `b` itself (bounds-checked slices), written unaligned. Together
-    // they cover `at..at + n`, so every byte below the new length is initialised.
+    // SAFETY: `reserve(32)` leaves at least 32 bytes of capacity after `at`; `copy_small`
+    // stores exactly `at..at + n` (n ≤ 32), so every byte below the new length is initialised.
     unsafe {
-        let d = dst.add(at);
-        if n >= 8 {
+        copy_small(out.as_mut_ptr().add(at), b);
+        out.set_len(at + n);
+    }
+}
+
+/// Copy `b` (at most 32 bytes) to `d`: the first and last 16 (n ≥ 16), 8 (n ≥ 8), 4 (n ≥ 4)
+/// or 1 bytes of `b`, read from `b` itself (bounds-checked slices), written unaligned;
+/// together they cover `d .. d + n` and nothing else.
+///
+/// # Safety
+/// `d .. d + b.len()` must be valid for writes, and `b.len() <= 32`.
+#[inline]
+unsafe fn copy_small(d: *mut u8, b: &[u8]) {
+    let n = b.len();
+    debug_assert!(n <= 32);
+    // SAFETY: every store is inside `d .. d + n`, which the caller guarantees is writable.
+    unsafe {
+        if n >= 16 {
+            let (first, last) = (word16(&b[..16]), word16(&b[n - 16..]));
+            std::ptr::write_unaligned(d.cast::<u128>(), first);
+            std::ptr::write_unaligned(d.add(n - 16).cast::<u128>(), last);
+        } else if n >= 8 {
             let (first, last) = (word8(&b[..8]), word8(&b[n - 8..]));
             std::ptr::write_unaligned(d.cast::<u64>(), first);
             std::ptr::write_unaligned(d.add(n - 8).cast::<u64>(), last);
@@ -147,8 +207,13 @@ pub(crate) fn push_bytes(out: &mut Vec<u8>, b: &[u8]) {
             *d.add(n / 2) = b[n / 2];
             *d.add(n - 1) = b[n - 1];
         }
-        out.set_len(at + n);
     }
+}
+
+/// Sixteen bytes as a native word (for a copy: the byte order is kept).
+#[inline]
+fn word16(b: &[u8]) -> u128 {
+    u128::from_ne_bytes(<[u8; 16]>::try_from(b).unwrap_or_default())
 }
 
 /// Eight bytes as a native word (for a copy: the byte order is kept).
@@ -196,12 +261,13 @@ fn push_u_escape(out: &mut Vec<u8>, c: u32) {
 }
 
 /// The contents of a JSON string for `s` (without quotes).
-fn escape_into(out: &mut Vec<u8>, s: &str, safe: bool) {
+/// `first`: the first byte to decide (`next_special(s, 0)`).
+fn escape_into(out: &mut Vec<u8>, s: &str, first: usize, safe: bool) {
     let b = s.as_bytes();
     let mut start = 0;
     // Runs that need nothing are skipped sixteen (or eight) bytes at a time to the next byte
     // to decide: most strings are such a run to their end, copied at once.
-    let mut i = next_special(b, 0);
+    let mut i = first;
     while i < b.len() {
         let c = b[i];
         let e = ESCAPE[c as usize];
@@ -1260,8 +1326,8 @@ mod tests {
         })
     }
 
-    /// `push_bytes` appends exactly the bytes `extend_from_slice` does, for every length up
-    /// to 40, onto buffers of every fill up to 20 bytes and with capacity exactly used up
+    /// `push_bytes` appends exactly the bytes `extend_from_slice` does (and `push_quoted`
+    /// the same between quotes), for every length up to 40, onto buffers of every fill up to 20 bytes and with capacity exactly used up
     /// (so that it must grow).
     #[test]
     fn push_bytes_is_extend_from_slice() {
@@ -1275,8 +1341,16 @@ mod tests {
                     out.extend((0..fill).map(|i| 200 + i as u8));
                     let mut want = out.clone();
                     want.extend_from_slice(&src[..n]);
+                    let mut quoted = out.clone();
                     push_bytes(&mut out, &src[..n]);
                     assert_eq!(out, want, "n {n} fill {fill} tight {tight}");
+                    // `push_quoted` is the same between quotes.
+                    push_quoted(&mut quoted, &src[..n]);
+                    let mut want = want[..fill].to_vec();
+                    want.push(b'"');
+                    want.extend_from_slice(&src[..n]);
+                    want.push(b'"');
+                    assert_eq!(quoted, want, "quoted: n {n} fill {fill} tight {tight}");
                 }
             }
         }
