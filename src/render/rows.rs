@@ -172,6 +172,8 @@ impl Lines {
 
 /// Rows given to a [`RowWriter`] at a time in parallel mode.
 const BATCH: usize = 1024;
+/// The most a text buffer is reserved ahead for a batch (rows of a few KiB each).
+const MAX_TEXT_HINT: usize = 16 << 20;
 /// Batches each rendering thread may have queued or done but not yet written.
 const IN_FLIGHT_PER_WORKER: u64 = 2;
 
@@ -261,6 +263,10 @@ struct Pipeline<R> {
     /// Emptied batch vectors and written text buffers, for the next batches.
     spare_batches: Vec<Vec<R>>,
     spare_text: Vec<Vec<u8>>,
+    /// The length of the last batch's text: a text buffer given back empty (the writer had
+    /// none to spare) is reserved this much before it is rendered into, instead of growing
+    /// by doubling on the rendering thread (about six copies of the text a batch).
+    text_hint: usize,
     /// Batches sent, batches written.
     sent: u64,
     written: u64,
@@ -437,10 +443,11 @@ impl<W: Write, R: Row> RowWriter<W, R> {
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(BATCH));
         let batch = std::mem::replace(&mut p.batch, next);
-        let text = p
+        let mut text = p
             .spare_text
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(batch.len() * 1024));
+        text.reserve(p.text_hint.min(MAX_TEXT_HINT));
         let first = p.given - batch.len() as u64;
         let k = (p.sent % n) as usize;
         match p.workers[k]
@@ -482,6 +489,7 @@ impl<W: Write, R: Row> RowWriter<W, R> {
             .recv()
             .map_err(|_| io::Error::other("a rendering thread stopped"))??;
         p.written += 1;
+        p.text_hint = text.len();
         self.rows += written;
         self.untimed_left_out += left_out;
         let (result, mut text) = match self.give {
@@ -571,6 +579,7 @@ impl<W: Write, R: Row + Clone + Send + 'static> RowWriter<W, R> {
                 batch: Vec::with_capacity(BATCH),
                 spare_batches: Vec::new(),
                 spare_text: Vec::new(),
+                text_hint: 0,
                 sent: 0,
                 written: 0,
                 given: 0,
