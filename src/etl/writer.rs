@@ -486,8 +486,18 @@ impl EtlFileWriter {
             .map_err(|_| std::io::Error::other("the second thread panicked"))?;
         let hasher = match worked {
             Worked::Hashed(_) if self.rehash => {
+                // Read back in 1 MiB steps (the file may be gigabytes; this thread wrote it).
                 let mut h = Sha256::new(&SHA256);
-                h.update(&std::fs::read(&self.tmp)?);
+                let mut f = File::open(&self.tmp)?;
+                let mut step = vec![0u8; 1 << 20];
+                loop {
+                    match std::io::Read::read(&mut f, &mut step) {
+                        Ok(0) => break,
+                        Ok(n) => h.update(&step[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
                 Some(h)
             }
             Worked::Hashed(h) => Some(*h),
@@ -686,6 +696,35 @@ mod tests {
         w.rewrite_start(&[3; 4]).unwrap();
         assert_eq!(w.commit().unwrap(), (32, None));
         assert_eq!(std::fs::read(dir.join("c.etl")).unwrap(), bytes);
+        // Larger than the 1 MiB steps of the read-back: with and without a rewrite, the
+        // digest is the file's.
+        let sha_of = |p: &Path| -> String {
+            let mut h = Sha256::new(&SHA256);
+            h.update(&std::fs::read(p).unwrap());
+            h.finish()
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        for (name, rewrite) in [("e.etl", false), ("f.etl", true)] {
+            let mut w = EtlFileWriter::create_with(&dir, name, true).unwrap();
+            for i in 0..40u8 {
+                w.push(vec![i; 65536 + usize::from(i)]).unwrap();
+            }
+            if rewrite {
+                w.rewrite_start(&[0xee; 4096]).unwrap();
+            }
+            let (len, sha) = w.commit().unwrap();
+            let p = dir.join(name);
+            assert_eq!(len, std::fs::metadata(&p).unwrap().len());
+            assert_eq!(len, 40 * 65536 + (0..40).sum::<u64>());
+            assert_eq!(sha, Some(sha_of(&p)), "{name}");
+            assert_eq!(
+                std::fs::read(&p).unwrap()[4095],
+                if rewrite { 0xee } else { 0 }
+            );
+        }
         let mut dropped = EtlFileWriter::create_with(&dir, "b.etl", true).unwrap();
         dropped.push(vec![0; 8]).unwrap();
         let tmp = dropped.temp_path().to_path_buf();
