@@ -1327,8 +1327,8 @@ mod tests {
     }
 
     /// `push_bytes` appends exactly the bytes `extend_from_slice` does (and `push_quoted`
-    /// the same between quotes), for every length up to 40, onto buffers of every fill up to 20 bytes and with capacity exactly used up
-    /// (so that it must grow).
+    /// the same between quotes), for every length up to 40, onto buffers of every fill up to
+    /// 20 bytes and with capacity exactly used up (so that it must grow).
     #[test]
     fn push_bytes_is_extend_from_slice() {
         let src: Vec<u8> = (0..40u8)
