@@ -47,22 +47,31 @@ fn printable_ascii(b: &[u8]) -> bool {
     }
     // The rest (most names are all rest) eight bytes at a time, the last word padded with
     // spaces.
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    // The high bit of a byte below 0x20 or from 0x7F; a borrow or carry between bytes only
-    // comes from such a byte, so the word has a bit set exactly when one of its bytes is.
-    let outside_word = |w: u64| (w.wrapping_sub(ONES * 0x20) & !w) | w.wrapping_add(ONES) | w;
     let mut words = chunks.remainder().chunks_exact(8);
     let mut any = 0u64;
     for w in &mut words {
-        any |= outside_word(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+        any |= unprintable_bits(u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
     }
     let tail = words.remainder();
     if !tail.is_empty() {
         let mut w = [b' '; 8];
         w[..tail.len()].copy_from_slice(tail);
-        any |= outside_word(u64::from_le_bytes(w));
+        any |= unprintable_bits(u64::from_le_bytes(w));
     }
-    any & (ONES * 0x80) == 0
+    any == 0
+}
+
+/// The high bit of each byte of `w` (eight bytes, little-endian) that is not printable ASCII
+/// (below 0x20, or from 0x7F), and possibly of bytes above such a byte (Bit Twiddling Hacks'
+/// `hasless` and `hasmore`): a borrow or carry between bytes only ever comes from a byte that
+/// is itself such a byte, so the lowest bit set is exact, and none is set when no byte is
+/// such. The word form of [`printable_ascii`]'s rule, shared with the JSON writer's.
+#[inline]
+pub(crate) fn unprintable_bits(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w;
+    let del_or_high = w.wrapping_add(ONES) | w;
+    (below_space | del_or_high) & (ONES * 0x80)
 }
 
 /// Whether every byte of `b` is ASCII below DEL (U+0000-U+007E): then [`json_terminal_safe`]
@@ -81,9 +90,21 @@ fn ascii_below_del(b: &[u8]) -> bool {
     chunks.remainder().iter().map(outside).fold(0, |a, x| a | x) == 0
 }
 
-/// `s` made safe for a terminal: each character of [`needs_escape`] as `\u{..}`.
+/// `s` made safe for a terminal: each character of [`needs_escape`] as `\u{..}`. Inline up
+/// to the printable-ASCII check (nearly every name of a listing passes it: two in every
+/// `cswitch` row's message).
+#[inline]
 pub fn escape(s: &str) -> Cow<'_, str> {
-    if printable_ascii(s.as_bytes()) || !s.chars().any(needs_escape) {
+    if printable_ascii(s.as_bytes()) {
+        return Cow::Borrowed(s);
+    }
+    escape_chars(s)
+}
+
+/// [`escape`] past its printable-ASCII check.
+#[inline(never)]
+fn escape_chars(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
         return Cow::Borrowed(s);
     }
     let mut o = String::with_capacity(s.len() + 16);
@@ -354,11 +375,7 @@ impl Untrusted {
 impl Untrusted {
     /// Append the text as [`fmt::Display`] shows it (escaped), without `fmt`.
     pub fn push_shown(&self, out: &mut String) {
-        if printable_ascii(self.0.as_bytes()) {
-            out.push_str(&self.0);
-        } else {
-            out.push_str(&escape(&self.0));
-        }
+        out.push_str(&escape(&self.0));
     }
 }
 

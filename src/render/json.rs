@@ -484,21 +484,20 @@ fn special_byte(c: u8) -> bool {
     c.wrapping_sub(0x20) > 0x5e || c == b'"' || c == b'\\'
 }
 
-/// The high bit of each byte of `w` that is below 0x20, at or above 0x7F, `"` or `\\` (Bit
-/// Twiddling Hacks' `hasless`, `hasmore` and `haszero`), and possibly of bytes above such a
-/// byte: a borrow or carry between bytes only ever comes from a byte that is itself such a
-/// byte, so the lowest bit set is exact, and none is set when no byte is such.
+/// The high bit of each byte of `w` that is below 0x20, at or above 0x7F
+/// ([`crate::text::unprintable_bits`]), `"` or `\\` (Bit Twiddling Hacks' `haszero`), and
+/// possibly of bytes above such a byte: a borrow between bytes only ever comes from a byte
+/// that is itself such a byte, so the lowest bit set is exact, and none is set when no byte
+/// is such.
 #[inline]
 fn escape_bits(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let below_space = w.wrapping_sub(ONES * 0x20) & !w;
-    let del_or_high = w.wrapping_add(ONES) | w;
     let q = w ^ (ONES * u64::from(b'"'));
     let quote = q.wrapping_sub(ONES) & !q;
     let s = w ^ (ONES * u64::from(b'\\'));
     let backslash = s.wrapping_sub(ONES) & !s;
-    (below_space | del_or_high | quote | backslash) & HIGH
+    crate::text::unprintable_bits(w) | ((quote | backslash) & HIGH)
 }
 
 struct Json<'a> {
