@@ -1,11 +1,30 @@
 //! CodeView type records of a PDB's type stream (TPI), read for the layouts etwdump needs.
 //!
-//! [`TypeStream::index`] passes over the stream once reading only each record's length (the
-//! position of every eighth record, for lookups by type index) and kind, and, for the named
-//! structure, union and enumeration definitions (not forward references), their head (name):
-//! the first definition
-//! of each structure by name, and the field lists of the wanted enumerations. Nothing else is
-//! parsed until [`read_types`] converts the requested structures and what they embed.
+//! Records are found one of two ways; [`read_pdb_types`] chooses.
+//!
+//! - **Through the hash stream** the TPI header names ([`TypeStream::index_hashed`]), as a
+//!   debugger finds a type by name: each record's stored hash (the name's `hash_v1` modulo the
+//!   bucket count, for a definition), chained by hash, and a record offset every few kilobytes
+//!   (the index offset buffer), the stretch after it walked when a record in it is first asked
+//!   for. Only the records of the wanted structures, what they embed and the wanted
+//!   enumerations are read: on a kernel-sized PDB a few dozen kilobytes of a 6.6 MB stream.
+//!   What is read is checked against the hash stream: each stretch's record lengths must lead
+//!   exactly to the next offset, each definition read must be filed under its name's hash, a
+//!   forward reference met in a layout must lead to a definition, and at least one wanted
+//!   structure must be found by name (evidence that the file hashes as looked up). Anything
+//!   else, and the whole stream is walked instead. What this cannot see: a wanted structure
+//!   that nothing read embeds, filed under another hash (a damaged or crafted hash value), is
+//!   not found, so it is reported unavailable rather than read (debuggers, which look types up
+//!   the same way, would not find it either).
+//! - **By a walk** ([`TypeStream::index`]) when there is no usable hash stream: one pass over
+//!   the stream reading only each record's length (the position of every eighth record, for
+//!   lookups by type index) and kind, and, for the named structure, union and enumeration
+//!   definitions (not forward references), their head (name): the first definition of each
+//!   structure by name, and the field lists of the wanted enumerations.
+//!
+//! Either way, nothing else is parsed until [`read_types`] converts the requested structures
+//! and what they embed, and both give the same layouts for a PDB whose hash stream is as its
+//! linker wrote it (tests: every fixture, the large generated PDB, 2,400 damaged copies).
 //!
 //! The records are parsed as the `pdb` crate 0.8 parsed them (the reference,
 //! `super::pdb_reference`): a record the crate refused is refused here, a field list's entries
@@ -650,12 +669,11 @@ fn may_have_head(data: &[u8]) -> bool {
     }
 }
 
-/// The head of a named structure, union or enumeration definition (`data`: kind, then body),
-/// read without building the record: None for other kinds, forward references, and records
-/// the crate's parser refused (the same conditions as [`parse_class`], [`parse_union`] and
-/// [`parse_enum`]; a unique name only has to be there, so it is not walked).
+/// A structure, union or enumeration definition (not a forward reference) as far as its
+/// name: its kind, properties, name and where the name ends (`data`: kind, then body). None for
+/// other kinds, forward references, and records the crate's parser refused before the name.
 #[inline]
-fn head(data: &[u8]) -> Option<Head<'_>> {
+fn definition_name(data: &[u8]) -> Option<(u16, u16, &[u8], usize)> {
     let kind = u16::from_le_bytes([*data.first()?, *data.get(1)?]);
     // Offsets (from the kind) of the properties, the field list and the size leaf (the name
     // for an enumeration).
@@ -676,12 +694,22 @@ fn head(data: &[u8]) -> Option<Head<'_>> {
         buf.unsigned().ok()?;
     }
     let name = buf.name(kind).ok()?;
+    Some((kind, props, name, buf.pos))
+}
+
+/// The head of a named structure, union or enumeration definition (`data`: kind, then body),
+/// read without building the record: None for other kinds, forward references, and records
+/// the crate's parser refused (the same conditions as [`parse_class`], [`parse_union`] and
+/// [`parse_enum`]; a unique name only has to be there, so it is not walked).
+#[inline]
+fn head(data: &[u8]) -> Option<Head<'_>> {
+    let (kind, props, name, end) = definition_name(data)?;
     let is_enum = matches!(kind, LF_ENUM | LF_ENUM_ST);
     if is_enum && !super::WANTED_ENUMS.iter().any(|w| w.as_bytes() == name) {
         return None;
     }
     if props & PROP_UNIQUE_NAME != 0 {
-        let rest = data.get(buf.pos..)?;
+        let rest = data.get(end..)?;
         let ok = if kind <= LF_ST_MAX {
             rest.len() > usize::from(*rest.first()?)
         } else {
@@ -812,13 +840,15 @@ pub(crate) struct TypeStream<'t> {
     defs: Defs,
     /// Wanted enumeration name → its field list (first definition).
     enums: Vec<(&'t str, u32)>,
+    /// Records found through the PDB's TPI hash stream instead (`marks`, `count` and `defs`
+    /// are then empty: the stream was not walked).
+    hashed: Option<HashIndex<'t>>,
 }
 
 impl<'t> TypeStream<'t> {
     /// Index the type stream `stream` (header and records). Fails where a record's length
     /// breaks the chain (the crate's walk failed there too).
     pub(crate) fn index(stream: &'t [u8]) -> Result<TypeStream<'t>, String> {
-        let u32_at = |o| u32_at(stream, o).unwrap_or(0);
         if stream.is_empty() {
             return Ok(TypeStream {
                 stream,
@@ -828,18 +858,10 @@ impl<'t> TypeStream<'t> {
                 count: 0,
                 defs: Defs::default(),
                 enums: Vec::new(),
+                hashed: None,
             });
         }
-        if stream.len() < 56 {
-            return Err(format!("TPI stream of {} bytes", stream.len()));
-        }
-        let (header_size, min, max) = (u32_at(4) as usize, u32_at(8), u32_at(12));
-        if !(56..=1024).contains(&header_size) || header_size > stream.len() {
-            return Err(format!("TPI HeaderSize {header_size}"));
-        }
-        if min < 0x1000 || max < min {
-            return Err(format!("TPI type indices {min:#x}..{max:#x}"));
-        }
+        let (header_size, min, max) = tpi_header(stream)?;
         // At most one record per 4 bytes (a length and a kind).
         let claimed = ((max - min) as usize).min(stream.len() / 4);
         let mut marks = Vec::with_capacity(claimed / STRIDE + 1);
@@ -901,6 +923,7 @@ impl<'t> TypeStream<'t> {
             count,
             defs,
             enums,
+            hashed: None,
         })
     }
 
@@ -917,7 +940,11 @@ impl<'t> TypeStream<'t> {
         if idx > self.max {
             return Err(Damaged);
         }
-        parse_record(self.records().data(idx).ok_or(Damaged)?)
+        let data = match &self.hashed {
+            Some(h) => h.data(self.stream, idx - self.min).ok_or(Damaged)?,
+            None => self.records().data(idx).ok_or(Damaged)?,
+        };
+        parse_record(data)
     }
 
     fn records(&self) -> Records<'_, 't> {
@@ -931,8 +958,327 @@ impl<'t> TypeStream<'t> {
 
     /// The first definition of the structure or union `name`.
     fn definition_of(&self, name: &[u8]) -> Option<u32> {
-        self.defs.get(self.records(), name)
+        match &self.hashed {
+            Some(h) => h
+                .first(
+                    self.stream,
+                    name,
+                    |d| matches!(head(d), Some(Head::Aggregate(n)) if n == name),
+                )
+                .map(|r| r + self.min),
+            None => self.defs.get(self.records(), name),
+        }
     }
+
+    /// [`definition_of`](Self::definition_of) for a forward reference met in a layout: through
+    /// the hash stream, none found contradicts it (a compiler refers by value only to a
+    /// structure it has defined, and a pointer's target is not looked up), so the whole stream
+    /// is walked instead.
+    fn definition_of_forward(&self, name: &[u8]) -> Option<u32> {
+        let found = self.definition_of(name);
+        if let (None, Some(h)) = (found, &self.hashed) {
+            h.contradicted.set(true);
+        }
+        found
+    }
+
+    /// Index the type stream `stream` through its hash stream `hash` (the TPI header's hash
+    /// value and index offset buffers): no record is read until asked for. None when the hash
+    /// stream is absent or not what the header describes, or the header is refused (then
+    /// [`index`](Self::index) is the way, with its errors).
+    pub(crate) fn index_hashed(stream: &'t [u8], hash: &'t [u8]) -> Option<TypeStream<'t>> {
+        let (header_size, min, max) = tpi_header(stream).ok()?;
+        let hashed = HashIndex::new(stream, header_size, (max - min) as usize, hash)?;
+        let mut ts = TypeStream {
+            stream,
+            min,
+            max,
+            marks: Vec::new(),
+            count: 0,
+            defs: Defs::default(),
+            enums: Vec::new(),
+            hashed: Some(hashed),
+        };
+        let h = ts.hashed.as_ref()?;
+        for &w in super::WANTED_ENUMS {
+            let mut fields = None;
+            h.first(stream, w.as_bytes(), |d| match head(d) {
+                Some(Head::Enum(n, f)) if n == w.as_bytes() => {
+                    fields = Some(f);
+                    true
+                }
+                _ => false,
+            });
+            if let Some(f) = fields {
+                ts.enums.push((w, f));
+            }
+        }
+        Some(ts)
+    }
+
+    /// Whether the records read so far agree with the hash stream they were found by (always
+    /// true for a walked stream). When false, what was read through it must be read again
+    /// from a walk of the whole stream.
+    pub(crate) fn consistent(&self) -> bool {
+        self.hashed.as_ref().is_none_or(|h| !h.contradicted.get())
+    }
+}
+
+/// The TPI header's size and type-index range, refused as the crate refused them.
+fn tpi_header(stream: &[u8]) -> Result<(usize, u32, u32), String> {
+    let u32_at = |o| u32_at(stream, o).unwrap_or(0);
+    if stream.len() < 56 {
+        return Err(format!("TPI stream of {} bytes", stream.len()));
+    }
+    let (header_size, min, max) = (u32_at(4) as usize, u32_at(8), u32_at(12));
+    if !(56..=1024).contains(&header_size) || header_size > stream.len() {
+        return Err(format!("TPI HeaderSize {header_size}"));
+    }
+    if min < 0x1000 || max < min {
+        return Err(format!("TPI type indices {min:#x}..{max:#x}"));
+    }
+    Ok((header_size, min, max))
+}
+
+/// Most hash buckets a TPI header may claim (LLVM's `MaxTpiHashBuckets`; Microsoft's linker
+/// and lld write 0x3FFFF).
+const MAX_HASH_BUCKETS: u32 = 0x40000;
+/// Most records of one stored hash read for a lookup (a kernel PDB's largest is a few: a
+/// name's forward references and definition, and other records in its bucket).
+const MAX_CANDIDATES: usize = 1024;
+/// CV_prop_t: a scoped (function-local or nested) definition, hashed by its unique name.
+const PROP_SCOPED: u16 = 0x0100;
+
+/// The name hash of a PDB's hash tables (Microsoft's `LHashPbCb`, LLVM's `hashStringV1`):
+/// the name's little-endian 32-bit words XORed, then a 16-bit and an 8-bit tail, folded with
+/// a case-insensitive mask. A type record's hash is this modulo the header's bucket count.
+pub(crate) fn hash_v1(name: &[u8]) -> u32 {
+    let mut words = name.chunks_exact(4);
+    let mut h = 0u32;
+    for w in &mut words {
+        h ^= u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+    }
+    let rest = words.remainder();
+    let mut tail = rest;
+    if tail.len() >= 2 {
+        h ^= u32::from(u16::from_le_bytes([tail[0], tail[1]]));
+        tail = &tail[2..];
+    }
+    if let Some(&b) = tail.first() {
+        h ^= u32::from(b);
+    }
+    h |= 0x2020_2020;
+    h ^= h >> 11;
+    h ^ (h >> 16)
+}
+
+/// Whether a definition's hash is that of its name (Microsoft's tpi.cpp `hashPrec`, LLVM's
+/// `getHashForUdt`): not scoped, and not anonymous with a unique name (those are hashed by
+/// their unique name or whole record, so no lookup by name finds them).
+fn hashed_by_name(props: u16, name: &[u8]) -> bool {
+    let anonymous = [&b"<unnamed-tag>"[..], b"__unnamed"].iter().any(|a| {
+        name == *a || (name.ends_with(a) && name[..name.len() - a.len()].ends_with(b"::"))
+    });
+    props & PROP_SCOPED == 0 && !(props & PROP_UNIQUE_NAME != 0 && anonymous)
+}
+
+/// A type stream's records found through its hash stream, as a debugger finds them: each
+/// record's hash (one 32-bit value per record, the hash value buffer) chained by bucket, and
+/// the offset of a record every few kilobytes (the index offset buffer). A stretch between two
+/// such offsets is walked (its record lengths must lead from one to the next) the first time a
+/// record in it is asked for; every definition read is checked against its stored hash. Any
+/// disagreement sets `contradicted`, and the caller walks the whole stream instead.
+struct HashIndex<'t> {
+    values: &'t [u8],
+    buckets: u32,
+    /// Per chain (a power of two of them, chosen by a stored hash's low bits): 1 + its first
+    /// record in stream order; 0: none.
+    first: Vec<u32>,
+    /// Per record: 1 + the next record of its chain; 0: none.
+    next: Vec<u32>,
+    /// Where each stretch starts: (record number, offset in the stream), both increasing; the
+    /// first is (0, the header's size), the last ends at the stream's end.
+    stretches: Vec<(u32, u32)>,
+    /// Each stretch's record offsets once walked (None: its lengths do not lead to the next).
+    walked: Vec<std::cell::OnceCell<Option<Box<[u32]>>>>,
+    count: usize,
+    contradicted: std::cell::Cell<bool>,
+}
+
+impl<'t> HashIndex<'t> {
+    /// The hash stream `hash` of type stream `stream` (records from `header_size`, `count` of
+    /// them), checked as far as it can be without reading the records.
+    fn new(stream: &'t [u8], header_size: usize, count: usize, hash: &'t [u8]) -> Option<Self> {
+        let field = |o| u32_at(stream, o);
+        let (key_size, buckets) = (field(24)?, field(28)?);
+        let span = |o: usize| -> Option<&'t [u8]> {
+            let (at, len) = (field(o)? as usize, field(o + 4)? as usize);
+            hash.get(at..at.checked_add(len)?)
+        };
+        let (values, offsets) = (span(32)?, span(40)?);
+        if key_size != 4
+            || !(1..=MAX_HASH_BUCKETS).contains(&buckets)
+            || values.len() != count.checked_mul(4)?
+            || count > stream.len() / 4
+            || offsets.len() % 8 != 0
+        {
+            return None;
+        }
+        let record_bytes = stream.len() - header_size;
+        let mut stretches = vec![(0u32, header_size as u32)];
+        for pair in offsets.chunks_exact(8) {
+            let (ti, off) = (u32_at(pair, 0)?, u32_at(pair, 4)? as usize);
+            let (rec, at) = (ti.checked_sub(field(8)?)?, header_size.checked_add(off)?);
+            if rec == 0 && off == 0 {
+                continue;
+            }
+            let &(last_rec, last_at) = stretches.last()?;
+            if rec <= last_rec
+                || at <= last_at as usize
+                || rec as usize >= count
+                || off >= record_bytes
+            {
+                return None;
+            }
+            stretches.push((rec, u32::try_from(at).ok()?));
+        }
+        // Chains by the stored hash's low bits (a table of about one entry per 8 records, so
+        // it stays in a core's cache; a chain's records are told apart by their stored hash).
+        let mut first = vec![0u32; (count / 8).next_power_of_two()];
+        let mask = first.len() - 1;
+        let mut next = vec![0u32; count];
+        for (r, v) in values.chunks_exact(4).enumerate().rev() {
+            let b = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+            if b >= buckets {
+                return None;
+            }
+            let slot = &mut first[b as usize & mask];
+            next[r] = *slot;
+            *slot = r as u32 + 1;
+        }
+        let walked = stretches.iter().map(|_| Default::default()).collect();
+        Some(HashIndex {
+            values,
+            buckets,
+            first,
+            next,
+            stretches,
+            walked,
+            count,
+            contradicted: Default::default(),
+        })
+    }
+
+    /// The record offsets of stretch `k`, walked once (None: its lengths do not lead exactly
+    /// to the next stretch, or the stream's end).
+    fn stretch(&self, stream: &[u8], k: usize) -> Option<&[u32]> {
+        let walked = self.walked.get(k)?.get_or_init(|| {
+            let (rec, at) = self.stretches[k];
+            let (end_rec, end_at) = match self.stretches.get(k + 1) {
+                Some(&(r, a)) => (r as usize, a as usize),
+                None => (self.count, stream.len()),
+            };
+            let n = end_rec - rec as usize;
+            let mut at = at as usize;
+            if n > (end_at - at) / 4 {
+                return None;
+            }
+            let mut offsets = Vec::with_capacity(n);
+            for _ in 0..n {
+                let len = usize::from(u16_at(stream, at)?);
+                if len < 2 || at + 2 + len > end_at {
+                    return None;
+                }
+                offsets.push(at as u32);
+                at += 2 + len;
+            }
+            (at == end_at).then(|| offsets.into_boxed_slice())
+        });
+        if walked.is_none() {
+            self.contradicted.set(true);
+        }
+        walked.as_deref()
+    }
+
+    /// The bytes of record `r` (kind, then body); a definition among them is checked against
+    /// its stored hash.
+    fn data(&self, stream: &'t [u8], r: u32) -> Option<&'t [u8]> {
+        if r as usize >= self.count {
+            return None;
+        }
+        let k = self.stretches.partition_point(|&(first, _)| first <= r) - 1;
+        let at = *self
+            .stretch(stream, k)?
+            .get((r - self.stretches[k].0) as usize)? as usize;
+        let len = usize::from(u16_at(stream, at)?);
+        let data = stream.get(at + 2..at + 2 + len)?;
+        if let Some((_, props, name, _)) =
+            may_have_head(data).then(|| definition_name(data)).flatten()
+        {
+            if hashed_by_name(props, name)
+                && u32_at(self.values, r as usize * 4) != Some(hash_v1(name) % self.buckets)
+            {
+                self.contradicted.set(true);
+            }
+        }
+        Some(data)
+    }
+
+    /// The first record (in stream order) of those hashed like `name` that `is` accepts. A name
+    /// no definition is hashed by (an anonymous one) cannot be looked up: that contradicts.
+    fn first(
+        &self,
+        stream: &'t [u8],
+        name: &[u8],
+        mut is: impl FnMut(&[u8]) -> bool,
+    ) -> Option<u32> {
+        if !hashed_by_name(PROP_UNIQUE_NAME, name) {
+            self.contradicted.set(true);
+            return None;
+        }
+        let h = hash_v1(name) % self.buckets;
+        let mut at = self.first[h as usize & (self.first.len() - 1)];
+        let mut candidates = 0;
+        while let Some(r) = at.checked_sub(1) {
+            if u32_at(self.values, r as usize * 4) == Some(h) {
+                candidates += 1;
+                if candidates > MAX_CANDIDATES {
+                    // Not a hash table's spread: every lookup would read as many records.
+                    self.contradicted.set(true);
+                    return None;
+                }
+                if self.data(stream, r).is_some_and(&mut is) {
+                    return Some(r);
+                }
+            }
+            at = self.next[r as usize];
+        }
+        None
+    }
+}
+
+/// The layouts of the `wanted` structures (and those they embed by value) and the wanted
+/// enumerations' constants from type stream `tpi`: through its hash stream `hash` when there is
+/// one and the records read agree with it, else from a walk of the whole stream.
+pub(crate) fn read_pdb_types(
+    tpi: &[u8],
+    hash: Option<&[u8]>,
+    wanted: &[&str],
+    pointer_size: u64,
+) -> Result<TypeStore, String> {
+    if let Some(ts) = hash.and_then(|h| TypeStream::index_hashed(tpi, h)) {
+        let types = read_types(&ts, wanted, pointer_size);
+        // A structure found by its name's hash shows the file's hash function is the one
+        // looked up with; none found (a writer's other function, or values left zero) says
+        // nothing of what is there.
+        let found = types
+            .as_ref()
+            .is_ok_and(|t| wanted.iter().any(|w| t.get(w).is_some()));
+        if ts.consistent() && found {
+            return types;
+        }
+    }
+    TypeStream::index(tpi).and_then(|ts| read_types(&ts, wanted, pointer_size))
 }
 
 /// Convert the `wanted` structures (and those they embed by value) and the wanted
@@ -1008,7 +1354,7 @@ impl Converter<'_, '_> {
     /// reference).
     fn definition(&self, idx: u32) -> u32 {
         match self.ts.parse(idx) {
-            Ok(Ty::Aggregate(a)) if a.fwd => self.ts.definition_of(a.name).unwrap_or(idx),
+            Ok(Ty::Aggregate(a)) if a.fwd => self.ts.definition_of_forward(a.name).unwrap_or(idx),
             _ => idx,
         }
     }
@@ -1031,7 +1377,7 @@ impl Converter<'_, '_> {
             next = None;
             if let Ty::FieldList(list) = self.ts.parse(fl)? {
                 for (field, ty, offset) in list.members {
-                    let ty = self.type_ref(ty, 0, &mut embedded)?;
+                    let ty = self.type_ref(ty, 0, Some(&mut embedded))?;
                     layout.fields.push(Field {
                         name: Untrusted::from_utf8_lossy(field),
                         offset,
@@ -1058,12 +1404,13 @@ impl Converter<'_, '_> {
         }
     }
 
-    /// Convert a type reference. Structures embedded by value are pushed on `embedded`.
+    /// Convert a type reference. Structures embedded by value are pushed on `embedded` (None
+    /// behind a pointer: a pointee's layout is not needed, nor its definition looked up).
     fn type_ref(
         &mut self,
         idx: u32,
         depth: u32,
-        embedded: &mut Vec<(String, u32)>,
+        mut embedded: Option<&mut Vec<(String, u32)>>,
     ) -> Parse<TypeRef> {
         if depth > MAX_DEPTH {
             return Ok(TypeRef::Void);
@@ -1088,14 +1435,13 @@ impl Converter<'_, '_> {
             }
             Ty::Pointer { underlying, .. } => {
                 // Do not queue the pointee: pointers do not need its layout.
-                let mut no_embed = Vec::new();
                 TypeRef::Pointer {
-                    target: Box::new(self.type_ref(underlying, depth + 1, &mut no_embed)?),
+                    target: Box::new(self.type_ref(underlying, depth + 1, None)?),
                 }
             }
             Ty::Modifier(underlying) => self.type_ref(underlying, depth + 1, embedded)?,
             Ty::Array { element, dims } => {
-                let mut t = self.type_ref(element, depth + 1, embedded)?;
+                let mut t = self.type_ref(element, depth + 1, embedded.as_deref_mut())?;
                 let elem_size = self.size_of(element, depth + 1)?.max(1);
                 // Dimensions are cumulative byte sizes, innermost first.
                 let mut inner = elem_size;
@@ -1111,7 +1457,9 @@ impl Converter<'_, '_> {
             }
             Ty::Aggregate(a) => {
                 let name = self.aggregate_name(a.name, idx);
-                embedded.push((name.clone(), self.definition(idx)));
+                if let Some(embedded) = embedded {
+                    embedded.push((name.clone(), self.definition(idx)));
+                }
                 if a.is_union {
                     TypeRef::Union { name: name.into() }
                 } else {
@@ -1186,6 +1534,221 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A fixture PDB's type stream and hash stream (copied out of their blocks).
+    fn streams_of(path: &str) -> (Vec<u8>, Vec<u8>) {
+        let file = std::fs::read(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let streams = super::super::msf::Streams::open(&file).unwrap();
+        let tpi = streams.get(2).unwrap().unwrap().into_owned();
+        let n = usize::from(u16_at(&tpi, 20).unwrap());
+        let hash = streams.get(n).unwrap().unwrap().into_owned();
+        (tpi, hash)
+    }
+
+    const FIXTURES: &[&str] = &[
+        "tests/fixtures/x64-7601/ntkrnlmp.pdb",
+        "tests/fixtures/x64-19041/ntkrnlmp.pdb",
+        "tests/fixtures/x64-26100/ntkrnlmp.pdb",
+        "tests/fixtures/x86-14393/ntkrpamp.pdb",
+    ];
+
+    /// The linker's stored hash of every definition hashed by name is `hash_v1` of the name
+    /// modulo the bucket count: the rule `HashIndex` looks definitions up by, on PDBs a real
+    /// linker wrote (hundreds of definitions each).
+    #[test]
+    fn stored_hashes_are_hash_v1_of_the_names() {
+        for path in FIXTURES {
+            let (tpi, hash) = streams_of(path);
+            let ts = TypeStream::index(&tpi).unwrap();
+            let buckets = u32_at(&tpi, 28).unwrap();
+            let values = &hash[u32_at(&tpi, 32).unwrap() as usize..];
+            let mut checked = 0;
+            for r in 0..ts.count as u32 {
+                let data = ts.records().data(ts.min + r).unwrap();
+                if let Some((_, props, name, _)) = definition_name(data) {
+                    if hashed_by_name(props, name) {
+                        assert_eq!(
+                            u32_at(values, r as usize * 4),
+                            Some(hash_v1(name) % buckets),
+                            "{path}: {}",
+                            String::from_utf8_lossy(name)
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+            assert!(checked > 70, "{path}: {checked}");
+        }
+        // Known values (the word, half-word and byte tails; the case mask).
+        let h = |x: u32| {
+            let x = x | 0x2020_2020;
+            let x = x ^ (x >> 11);
+            x ^ (x >> 16)
+        };
+        assert_eq!(hash_v1(b""), h(0));
+        assert_eq!(h(0), 0x2024_0400);
+        assert_eq!(hash_v1(b"a"), h(0x61));
+        assert_eq!(hash_v1(b"abc"), h(0x6261 ^ 0x63));
+        assert_eq!(hash_v1(b"abcdef"), h(0x6463_6261 ^ 0x6665));
+        assert_eq!(hash_v1(b"ABCD"), hash_v1(b"abcd"));
+    }
+
+    /// Read through the hash stream, every fixture gives the layouts and enumerations a walk
+    /// of the whole stream gives, without falling back to the walk; with the index offsets or
+    /// a stored hash of a definition it reads damaged, it notices and the walk gives them.
+    #[test]
+    fn hashed_lookups_match_the_walk_and_fall_back_on_contradiction() {
+        let wanted = super::super::WANTED_TYPES;
+        for path in FIXTURES {
+            let (tpi, hash) = streams_of(path);
+            let walked = read_types(&TypeStream::index(&tpi).unwrap(), wanted, 8).unwrap();
+            assert!(walked.names().count() > 20, "{path}");
+            let ts = TypeStream::index_hashed(&tpi, &hash).unwrap();
+            assert_eq!(ts.count, 0, "{path}: the stream was walked");
+            assert_eq!(ts.enums, TypeStream::index(&tpi).unwrap().enums, "{path}");
+            let hashed = read_types(&ts, wanted, 8).unwrap();
+            assert!(ts.consistent(), "{path}");
+            assert!(hashed == walked, "{path}");
+            let touched = ts.hashed.as_ref().unwrap().walked.iter();
+            let touched = touched.filter(|w| w.get().is_some()).count();
+            println!(
+                "{path}: {touched} of {} stretches walked",
+                ts.hashed.as_ref().unwrap().walked.len()
+            );
+
+            // `bad` (a damaged hash stream) contradicts what is read, and the walk gives the
+            // layouts.
+            let falls_back = |bad: &[u8], what: &str| {
+                let ts = TypeStream::index_hashed(&tpi, bad).unwrap();
+                let _ = read_types(&ts, wanted, 8);
+                assert!(!ts.consistent(), "{path}: {what}");
+                let types = read_pdb_types(&tpi, Some(bad), wanted, 8).unwrap();
+                assert!(types == walked, "{path}: {what}");
+            };
+            // An index offset moved by two bytes: its stretch's lengths no longer lead to it.
+            let mut bad = hash.clone();
+            let io = u32_at(&tpi, 40).unwrap() as usize;
+            let off = u32_at(&bad, io + 12).unwrap();
+            bad[io + 12..io + 16].copy_from_slice(&(off + 2).to_le_bytes());
+            falls_back(&bad, "moved offset");
+
+            // A stored hash of a definition changed: a wanted structure another embeds by value.
+            // Its name's chain no longer leads to it, and reading the member (through a
+            // forward reference found nowhere, or the definition itself, whose stored hash is
+            // checked) contradicts the hash stream: the walk gives the layouts.
+            let values = u32_at(&tpi, 32).unwrap() as usize;
+            let buckets = u32_at(&tpi, 28).unwrap();
+            let w = TypeStream::index(&tpi).unwrap();
+            let damaged = |name: &[u8]| {
+                let def = w.definition_of(name).unwrap() - w.min;
+                let mut bad = hash.clone();
+                let at = values + def as usize * 4;
+                let other = (u32_at(&bad, at).unwrap() + 1) % buckets;
+                bad[at..at + 4].copy_from_slice(&other.to_le_bytes());
+                bad
+            };
+            let inner = walked
+                .names()
+                .flat_map(|n| &walked.get(n).unwrap().fields)
+                .find_map(|f| match &f.ty {
+                    TypeRef::Struct { name } if wanted.contains(&name.raw()) => Some(name.raw()),
+                    _ => None,
+                })
+                .unwrap();
+            falls_back(&damaged(inner.as_bytes()), inner);
+            // One that nothing read embeds (the logger context) is not found by its name, as a
+            // debugger looking it up by name would not find it (nor what only it embeds): every
+            // layout given is the walk's.
+            let bad = damaged(b"_WMI_LOGGER_CONTEXT");
+            let ts = TypeStream::index_hashed(&tpi, &bad).unwrap();
+            let types = read_types(&ts, wanted, 8).unwrap();
+            assert!(ts.consistent(), "{path}");
+            assert!(types.get("_WMI_LOGGER_CONTEXT").is_none(), "{path}");
+            assert!(types.get("_KPRCB").is_some(), "{path}");
+            for n in types.names() {
+                assert_eq!(types.get(n), walked.get(n), "{path}: {n}");
+            }
+            // Hash values all zero (a writer that does not hash): nothing is found by name, so
+            // the walk gives the layouts; two thousand records under one hash: the walk too.
+            let mut bad = hash.clone();
+            let n = w.count;
+            bad[values..values + n * 4].fill(0);
+            let ts = TypeStream::index_hashed(&tpi, &bad).unwrap();
+            assert!(
+                read_types(&ts, wanted, 8).unwrap().names().count() == 0,
+                "{path}"
+            );
+            assert!(
+                read_pdb_types(&tpi, Some(&bad), wanted, 8).unwrap() == walked,
+                "{path}"
+            );
+            let h = hash_v1(b"_KPRCB") % buckets;
+            for v in bad[values..values + n * 4].chunks_exact_mut(4) {
+                v.copy_from_slice(&h.to_le_bytes());
+            }
+            falls_back(&bad, "one hash for all");
+            // Hash values out of range, a key size other than 4, a short value buffer: the
+            // hash stream is not used.
+            let mut bad = hash.clone();
+            bad[values..values + 4].copy_from_slice(&buckets.to_le_bytes());
+            assert!(TypeStream::index_hashed(&tpi, &bad).is_none(), "{path}");
+            let mut t = tpi.clone();
+            t[24] = 2;
+            assert!(TypeStream::index_hashed(&t, &hash).is_none(), "{path}");
+            assert!(
+                TypeStream::index_hashed(&tpi, &hash[..values + 8]).is_none(),
+                "{path}"
+            );
+            assert!(
+                read_pdb_types(&t, Some(&hash), wanted, 8).unwrap() == walked,
+                "{path}"
+            );
+        }
+    }
+
+    /// A lookup reads at most `MAX_CANDIDATES` records of its name's hash: a stream of 2,000
+    /// records (none a definition) all filed under one name's hash is not read through.
+    #[test]
+    fn a_lookup_reads_a_bounded_number_of_records() {
+        let n = 2000u32;
+        let mut tpi = vec![0u8; 56];
+        for (at, v) in [
+            (0, 20040203),
+            (4, 56),
+            (8, 0x1000),
+            (12, 0x1000 + n),
+            (16, n * 4),
+        ] {
+            tpi[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        for (at, v) in [
+            (24, 4u32),
+            (28, 0x3FFFF),
+            (32, 0),
+            (36, n * 4),
+            (40, n * 4),
+            (44, 0),
+        ] {
+            tpi[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        for _ in 0..n {
+            tpi.extend_from_slice(&[2, 0, 0x01, 0x12]); // LF_ARGLIST, empty
+        }
+        let h = hash_v1(b"_KPRCB") % 0x3FFFF;
+        let hash: Vec<u8> = (0..n).flat_map(|_| h.to_le_bytes()).collect();
+        let ts = TypeStream::index_hashed(&tpi, &hash).unwrap();
+        assert_eq!(ts.definition_of(b"_KPRCB"), None);
+        assert!(!ts.consistent());
+        // Under the bound, the same records are all read and the answer stands.
+        let few = MAX_CANDIDATES as u32 - 1;
+        let mut t = tpi[..56 + few as usize * 4].to_vec();
+        t[12..16].copy_from_slice(&(0x1000 + few).to_le_bytes());
+        t[36..40].copy_from_slice(&(few * 4).to_le_bytes());
+        t[40..44].copy_from_slice(&(few * 4).to_le_bytes());
+        let ts = TypeStream::index_hashed(&t, &hash[..few as usize * 4]).unwrap();
+        assert_eq!(ts.definition_of(b"_KPRCB"), None);
+        assert!(ts.consistent());
     }
 
     #[test]

@@ -264,6 +264,19 @@ impl TypeStore {
             .map(|(n, _)| n.as_str())
     }
 
+    /// Whether every structure and enumeration here is in `other`, identical (a PDB read
+    /// through its hash stream gives a subset of what a walk gives when a wanted structure is
+    /// filed under another hash: `symbols::codeview`).
+    pub fn is_subset_of(&self, other: &TypeStore) -> bool {
+        self.types
+            .iter()
+            .all(|(n, t)| other.types.get(n) == Some(t))
+            && self
+                .enums
+                .iter()
+                .all(|(n, e)| other.enums.get(n) == Some(e))
+    }
+
     /// Whether enumeration `name` is known.
     pub(crate) fn has_enum(&self, name: &str) -> bool {
         self.enums.contains_key(name)

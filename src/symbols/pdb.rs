@@ -25,7 +25,7 @@
 //! and what is wrong, or the degraded result the crate gave (a record that does not parse is
 //! skipped where the crate skipped it).
 
-use super::codeview::{self, u16_at, u32_at, TypeStream};
+use super::codeview::{self, u16_at, u32_at};
 use super::{Globals, PdbIdentity, SymbolError};
 use std::borrow::Cow;
 use std::fs::File;
@@ -123,8 +123,12 @@ pub fn load_bytes(
     let tpi = stream(2, "type information (TPI)")?;
     // (A second thread for the global symbols was tried: on the shared 2-core machine it made
     // the in-process load slower, 15.7-19.8 ms against 11.8-12.1 ms, and the CLI no faster.)
-    let types =
-        TypeStream::index(&tpi).and_then(|ts| codeview::read_types(&ts, wanted, pointer_size));
+    // The TPI header names the hash stream (an unreadable one is only not used: the records
+    // are then found by walking them all).
+    let hash = u16_at(&tpi, 20)
+        .filter(|&n| n != u16::MAX)
+        .and_then(|n| streams.get(usize::from(n)).ok().flatten());
+    let types = codeview::read_pdb_types(&tpi, hash.as_deref(), wanted, pointer_size);
     let symbols = read_symbols(&streams, &dbi, pointer_size == 4, globals);
     let types = types.map_err(|why| bad(name, why))?;
     let symbols = symbols.map_err(|why| bad(name, why))?;
