@@ -316,27 +316,51 @@ pub fn write_pretty<W: std::io::Write, T: Serialize + ?Sized>(
     v.serialize(&mut ser)
 }
 
-/// `Formatter` methods passed on to the wrapped `PrettyFormatter`: those taking the writer,
-/// then those taking the writer and whether the value is the first.
-macro_rules! pretty_methods {
-    ($($f:ident),*; $($g:ident),*) => {
-        $(fn $f<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-            self.0.$f(w)
-        })*
-        $(fn $g<W: ?Sized + std::io::Write>(
-            &mut self,
-            w: &mut W,
-            first: bool,
-        ) -> std::io::Result<()> {
-            self.0.$g(w, first)
-        })*
-    };
+/// serde_json's `PrettyFormatter` (two spaces a level; the same text), with string fragments
+/// made terminal-safe, and each line break written with its indentation in one piece (the
+/// wrapped formatter wrote the indentation a level at a time: most of `symbols --format json`'s
+/// writes).
+#[derive(Default)]
+struct TerminalSafePretty {
+    level: usize,
+    has_value: bool,
 }
 
-/// serde_json's `PrettyFormatter` (every method it overrides is passed on to it) with string
-/// fragments made terminal-safe.
-#[derive(Default)]
-struct TerminalSafePretty(serde_json::ser::PrettyFormatter<'static>);
+/// A line break and the indentation of up to `(INDENTED.len() - 1) / 2` levels.
+const INDENTED: &[u8; 129] = b"\n                                                                                                                                ";
+
+impl TerminalSafePretty {
+    /// A line break (after `comma`), then the current level's indentation.
+    fn line<W: ?Sized + std::io::Write>(&self, w: &mut W, comma: bool) -> std::io::Result<()> {
+        if comma {
+            w.write_all(b",")?;
+        }
+        let mut spaces = 2 * self.level;
+        let first = spaces.min(INDENTED.len() - 1);
+        w.write_all(&INDENTED[..1 + first])?;
+        spaces -= first;
+        while spaces > 0 {
+            let n = spaces.min(INDENTED.len() - 1);
+            w.write_all(&INDENTED[1..1 + n])?;
+            spaces -= n;
+        }
+        Ok(())
+    }
+
+    fn open<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(c)
+    }
+
+    fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
+        self.level = self.level.saturating_sub(1);
+        if self.has_value {
+            self.line(w, false)?;
+        }
+        w.write_all(c)
+    }
+}
 
 impl serde_json::ser::Formatter for TerminalSafePretty {
     fn write_string_fragment<W: ?Sized + std::io::Write>(
@@ -362,10 +386,51 @@ impl serde_json::ser::Formatter for TerminalSafePretty {
         w.write_all(&b[start..])
     }
 
-    pretty_methods!(
-        begin_array, end_array, end_array_value, begin_object, end_object, begin_object_value,
-        end_object_value; begin_array_value, begin_object_key
-    );
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.line(w, !first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.line(w, !first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
 }
 
 /// Whether every byte of `b` is printable ASCII other than `"` and `\\` (nothing to escape
@@ -1433,6 +1498,35 @@ mod tests {
         #[test]
         fn pretty_is_serde_pretty_made_safe(v in value()) {
             prop_assert_eq!(pretty_ours(&v), pretty_reference(&v));
+        }
+    }
+
+    /// Nesting deeper than one piece of indentation holds (64 levels), empty and one-element
+    /// arrays and objects at every depth: serde_json's pretty text.
+    #[test]
+    fn pretty_indentation_at_every_depth() {
+        for depth in [0usize, 1, 2, 63, 64, 65, 130, 200] {
+            for leaf in [
+                json!([]),
+                json!({}),
+                json!([1]),
+                json!({"k": "v"}),
+                json!(null),
+            ] {
+                let mut v = leaf.clone();
+                for i in 0..depth {
+                    v = if i % 2 == 0 {
+                        json!([v, 2, {}])
+                    } else {
+                        json!({"a": v, "b": [], "c": {"d": 1}})
+                    };
+                }
+                assert_eq!(
+                    pretty_ours(&v),
+                    pretty_reference(&v),
+                    "depth {depth}, {leaf}"
+                );
+            }
         }
     }
 
