@@ -362,6 +362,33 @@ impl TerminalSafePretty {
     }
 }
 
+/// A bracket pair's four `Formatter` methods: open, close, an element's (or key's) line, and
+/// an element (or value) written.
+macro_rules! brackets {
+    ($open:ident, $close:ident, $element:ident, $written:ident, $o:expr, $c:expr) => {
+        fn $open<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            self.open(w, $o)
+        }
+
+        fn $close<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            self.close(w, $c)
+        }
+
+        fn $element<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            self.line(w, !first)
+        }
+
+        fn $written<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+            self.has_value = true;
+            Ok(())
+        }
+    };
+}
+
 impl serde_json::ser::Formatter for TerminalSafePretty {
     fn write_string_fragment<W: ?Sized + std::io::Write>(
         &mut self,
@@ -386,50 +413,25 @@ impl serde_json::ser::Formatter for TerminalSafePretty {
         w.write_all(&b[start..])
     }
 
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"[")
-    }
-
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"]")
-    }
-
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.line(w, !first)
-    }
-
-    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
-
-    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"{")
-    }
-
-    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"}")
-    }
-
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.line(w, !first)
-    }
+    brackets!(
+        begin_array,
+        end_array,
+        begin_array_value,
+        end_array_value,
+        b"[",
+        b"]"
+    );
+    brackets!(
+        begin_object,
+        end_object,
+        begin_object_key,
+        end_object_value,
+        b"{",
+        b"}"
+    );
 
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         w.write_all(b": ")
-    }
-
-    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.has_value = true;
-        Ok(())
     }
 }
 
