@@ -1043,6 +1043,10 @@ fn tpi_header(stream: &[u8]) -> Result<(usize, u32, u32), String> {
 /// Most hash buckets a TPI header may claim (LLVM's `MaxTpiHashBuckets`; Microsoft's linker
 /// and lld write 0x3FFFF).
 const MAX_HASH_BUCKETS: u32 = 0x40000;
+/// Most records of a type stream read through its hash stream (the chains take 4 bytes a
+/// record; a kernel PDB has about 150,000, the largest PDBs a few million); a larger stream is
+/// walked instead.
+const MAX_HASHED_RECORDS: usize = 1 << 24;
 /// Most records of one stored hash read for a lookup (a kernel PDB's largest is a few: a
 /// name's forward references and definition, and other records in its bucket).
 const MAX_CANDIDATES: usize = 1024;
@@ -1120,6 +1124,7 @@ impl<'t> HashIndex<'t> {
             || !(1..=MAX_HASH_BUCKETS).contains(&buckets)
             || values.len() != count.checked_mul(4)?
             || count > stream.len() / 4
+            || count > MAX_HASHED_RECORDS
             || offsets.len() % 8 != 0
         {
             return None;
