@@ -7,7 +7,7 @@
 //!   bucket count, for a definition), chained by hash, and a record offset every few kilobytes
 //!   (the index offset buffer), the stretch after it walked when a record in it is first asked
 //!   for. Only the records of the wanted structures, what they embed and the wanted
-//!   enumerations are read: on a kernel-sized PDB a few dozen kilobytes of a 6.6 MB stream.
+//!   enumerations are read: about 130 KB of the 6.6 MB type stream of an 11 MB PDB.
 //!   What is read is checked against the hash stream: each stretch's record lengths must lead
 //!   exactly to the next offset, each definition read must be filed under its name's hash, a
 //!   forward reference met in a layout must lead to a definition, and at least one wanted
