@@ -117,18 +117,38 @@ fn main() -> ExitCode {
         libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let code = match run(cli) {
+        Ok(()) => 0,
         Err(e) => {
             // A closed pipe (`etwdump ... | head`) is not an error worth a message.
-            if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                if io.kind() == std::io::ErrorKind::BrokenPipe {
-                    return ExitCode::SUCCESS;
+            match e.downcast_ref::<std::io::Error>() {
+                Some(io) if io.kind() == std::io::ErrorKind::BrokenPipe => 0,
+                _ => {
+                    // Errors quote the input (names, tags, paths from a server): one escaped
+                    // line.
+                    eprintln!("etwdump: error: {}", etwdump::text::escape(&e.to_string()));
+                    cli::exit_status(&e)
                 }
             }
-            // Errors quote the input (names, tags, paths from a server): one escaped line.
-            eprintln!("etwdump: error: {}", etwdump::text::escape(&e.to_string()));
-            ExitCode::from(cli::exit_status(&e))
         }
+    };
+    exit_now(code)
+}
+
+/// Leave with `code` without the process's teardown. What etwdump writes is out by then: its
+/// stdout thread is flushed and joined before `run` returns, std's own stdout buffer is flushed
+/// here, stderr is unbuffered, and every file is closed. What is skipped is the allocator
+/// giving its freed memory back to the system a page run at a time (over a hundred `madvise`
+/// calls after `symbols`, more after a large listing), which the kernel's unmapping of the
+/// process does at once.
+fn exit_now(code: u8) -> ExitCode {
+    let _ = std::io::stdout().flush();
+    #[cfg(unix)]
+    // SAFETY: _exit takes an integer and ends the process; nothing of this process runs
+    // after it, and nothing left unflushed is needed (above).
+    unsafe {
+        libc::_exit(i32::from(code))
     }
+    #[cfg(not(unix))]
+    ExitCode::from(code)
 }
