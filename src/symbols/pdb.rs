@@ -121,15 +121,23 @@ pub fn load_bytes(
     };
 
     let tpi = stream(2, "type information (TPI)")?;
-    // (A second thread for the global symbols was tried: on the shared 2-core machine it made
-    // the in-process load slower, 15.7-19.8 ms against 11.8-12.1 ms, and the CLI no faster.)
+    // The global symbols are read on a second thread while the types are (the walk of their
+    // records, a name pattern, is about a third of the load once the types come through the
+    // hash stream: `symbols` 5.1 -> 4.7 ms a call on the idle 2-core VM; on a machine whose
+    // other core was busy, earlier, a second thread made the load slower: docs/performance.md).
     // The TPI header names the hash stream (an unreadable one is only not used: the records
     // are then found by walking them all).
     let hash = u16_at(&tpi, 20)
         .filter(|&n| n != u16::MAX)
         .and_then(|n| streams.get(usize::from(n)).ok().flatten());
-    let types = codeview::read_pdb_types(&tpi, hash.as_deref(), wanted, pointer_size);
-    let symbols = read_symbols(&streams, &dbi, pointer_size == 4, globals);
+    let (types, symbols) = std::thread::scope(|scope| {
+        let symbols = scope.spawn(|| read_symbols(&streams, &dbi, pointer_size == 4, globals));
+        let types = codeview::read_pdb_types(&tpi, hash.as_deref(), wanted, pointer_size);
+        let symbols = symbols
+            .join()
+            .unwrap_or_else(|_| Err("the symbol records' reader stopped".into()));
+        (types, symbols)
+    });
     let types = types.map_err(|why| bad(name, why))?;
     let symbols = symbols.map_err(|why| bad(name, why))?;
     Ok(PdbContents {
