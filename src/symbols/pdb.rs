@@ -7,11 +7,13 @@
 //!
 //! * identity and machine: the PDB information stream (GUID, age) and the DBI header (age,
 //!   machine);
-//! * layouts: one pass over the type stream reads only each record's length, to index the
-//!   records, and parses the heads of the named structure, union and enumeration records, to
-//!   find each structure's first definition by name (members usually reference forward
-//!   declarations, resolved by name). Only the requested structures, what they embed by value,
-//!   and the wanted enumerations' field lists are parsed further (`symbols::codeview`);
+//! * layouts: each structure's first definition by name (members usually reference forward
+//!   declarations, resolved by name) is found through the type stream's hash stream, as a
+//!   debugger finds it, each record read checked against it; without a usable hash stream, or
+//!   where what is read contradicts it, one pass over the type stream reads each record's
+//!   length and the heads of the named definitions instead. Only the requested structures, what
+//!   they embed by value, and the wanted enumerations' field lists are parsed
+//!   (`symbols::codeview`, which says what the hash path cannot see);
 //! * global addresses: the publics (S_PUB32, what Microsoft's public PDBs have) and global data
 //!   records (S_GDATA32 and the other data kinds), mapped to RVAs through the section headers
 //!   (and the OMAP, when the PDB has one); every record is walked, but only the names the
@@ -20,7 +22,8 @@
 //!
 //! The result is the one the `pdb` crate gave ([`super::pdb_reference`], kept as the tests'
 //! oracle): the same records are accepted and the same names, sizes and addresses result,
-//! wherever the crate reads the file at all. Everything the file gives is bounded before it
+//! wherever the crate reads the file at all (but for a structure the hash stream files under
+//! another hash, which may be missing: the crate never read the hash stream). Everything the file gives is bounded before it
 //! drives a loop, an allocation or a slice; damage gives [`SymbolError::BadPdb`] naming the file
 //! and what is wrong, or the degraded result the crate gave (a record that does not parse is
 //! skipped where the crate skipped it).
