@@ -789,9 +789,7 @@ impl<'t> Records<'_, 't> {
         for _ in 0..i % STRIDE {
             at = at.checked_add(2 + usize::from(u16_at(self.stream, at)?))?;
         }
-        let len = usize::from(u16_at(self.stream, at)?);
-        self.stream
-            .get(at.checked_add(2)?..at.checked_add(2 + len)?)
+        record_at(self.stream, at)
     }
 
     /// The name of definition `idx` (empty if it is none, which [`Defs`] never holds).
@@ -1024,6 +1022,12 @@ impl<'t> TypeStream<'t> {
     }
 }
 
+/// The bytes (kind, then body) of the record whose length field is at `at` of `stream`.
+fn record_at(stream: &[u8], at: usize) -> Option<&[u8]> {
+    let len = usize::from(u16_at(stream, at)?);
+    stream.get(at.checked_add(2)?..at.checked_add(2 + len)?)
+}
+
 /// The TPI header's size and type-index range, refused as the crate refused them.
 fn tpi_header(stream: &[u8]) -> Result<(usize, u32, u32), String> {
     let u32_at = |o| u32_at(stream, o).unwrap_or(0);
@@ -1215,8 +1219,7 @@ impl<'t> HashIndex<'t> {
         let at = *self
             .stretch(stream, k)?
             .get((r - self.stretches[k].0) as usize)? as usize;
-        let len = usize::from(u16_at(stream, at)?);
-        let data = stream.get(at + 2..at + 2 + len)?;
+        let data = record_at(stream, at)?;
         if let Some((_, props, name, _)) =
             may_have_head(data).then(|| definition_name(data)).flatten()
         {

@@ -23,10 +23,10 @@
 //! The result is the one the `pdb` crate gave ([`super::pdb_reference`], kept as the tests'
 //! oracle): the same records are accepted and the same names, sizes and addresses result,
 //! wherever the crate reads the file at all (but for a structure the hash stream files under
-//! another hash, which may be missing: the crate never read the hash stream). Everything the file gives is bounded before it
-//! drives a loop, an allocation or a slice; damage gives [`SymbolError::BadPdb`] naming the file
-//! and what is wrong, or the degraded result the crate gave (a record that does not parse is
-//! skipped where the crate skipped it).
+//! another hash, which may be missing: the crate never read the hash stream). Everything the
+//! file gives is bounded before it drives a loop, an allocation or a slice; damage gives
+//! [`SymbolError::BadPdb`] naming the file and what is wrong, or the degraded result the crate
+//! gave (a record that does not parse is skipped where the crate skipped it).
 
 use super::codeview::{self, u16_at, u32_at};
 use super::{Globals, PdbIdentity, SymbolError};
@@ -124,21 +124,26 @@ pub fn load_bytes(
     };
 
     let tpi = stream(2, "type information (TPI)")?;
-    // The global symbols are read on a second thread while the types are (the walk of their
-    // records, a name pattern, is about a third of the load once the types come through the
-    // hash stream: `symbols` 5.1 -> 4.7 ms a call on the idle 2-core VM; on a machine whose
-    // other core was busy, earlier, a second thread made the load slower: docs/performance.md).
     // The TPI header names the hash stream (an unreadable one is only not used: the records
     // are then found by walking them all).
     let hash = u16_at(&tpi, 20)
         .filter(|&n| n != u16::MAX)
         .and_then(|n| streams.get(usize::from(n)).ok().flatten());
+    let read_globals = || read_symbols(&streams, &dbi, pointer_size == 4, globals);
+    // The global symbols are read on a second thread while the types are (the walk of their
+    // records, a name pattern, is about a third of the load once the types come through the
+    // hash stream: `symbols` 5.1 -> 4.7 ms a call on the idle 2-core VM; on a machine whose
+    // other core was busy, earlier, a second thread made the load slower: docs/performance.md).
+    // Where no thread can be started, they are read after the types.
     let (types, symbols) = std::thread::scope(|scope| {
-        let symbols = scope.spawn(|| read_symbols(&streams, &dbi, pointer_size == 4, globals));
+        let globals = std::thread::Builder::new().spawn_scoped(scope, read_globals);
         let types = codeview::read_pdb_types(&tpi, hash.as_deref(), wanted, pointer_size);
-        let symbols = symbols
-            .join()
-            .unwrap_or_else(|_| Err("the symbol records' reader stopped".into()));
+        let symbols = match globals {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err("the symbol records' reader stopped".into())),
+            Err(_) => read_globals(),
+        };
         (types, symbols)
     });
     let types = types.map_err(|why| bad(name, why))?;
