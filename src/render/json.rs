@@ -435,6 +435,162 @@ impl serde_json::ser::Formatter for TerminalSafePretty {
     }
 }
 
+/// Pretty JSON written by hand into a buffer, for a model of hundreds of kilobytes whose
+/// serde form went through the generic serializer value by value (`symbols --format json`:
+/// a quarter of its instructions): each method appends what serde_json's pretty printer and
+/// [`TerminalSafePretty`] write at that point (keys and strings as [`write_str`] writes
+/// them, terminal-safe), so a writer that calls them in its model's serde order gives the
+/// same text as [`write_pretty`] (tests compare both). The text goes to `w` each time the
+/// buffer holds 64 KiB, and at [`finish`](Self::finish).
+pub(crate) struct Pretty<'w> {
+    buf: Vec<u8>,
+    w: &'w mut dyn std::io::Write,
+    level: usize,
+    /// Whether the innermost open object or array has a value yet (the next one follows a
+    /// comma).
+    has_value: bool,
+}
+
+/// The buffer's size before it goes to the writer.
+const PRETTY_FLUSH: usize = 1 << 16;
+
+impl<'w> Pretty<'w> {
+    pub fn new(w: &'w mut dyn std::io::Write) -> Self {
+        Pretty {
+            buf: Vec::with_capacity(PRETTY_FLUSH + 4096),
+            w,
+            level: 0,
+            has_value: false,
+        }
+    }
+
+    /// A line break (after a comma when the container has a value), then the indentation.
+    fn line(&mut self, comma: bool) {
+        if comma {
+            self.buf.push(b',');
+        }
+        let mut spaces = 2 * self.level;
+        let first = spaces.min(INDENTED.len() - 1);
+        self.buf.extend_from_slice(&INDENTED[..1 + first]);
+        spaces -= first;
+        while spaces > 0 {
+            let n = spaces.min(INDENTED.len() - 1);
+            self.buf.extend_from_slice(&INDENTED[1..1 + n]);
+            spaces -= n;
+        }
+    }
+
+    /// `{` (or `[`): a container opens.
+    pub fn open(&mut self, bracket: u8) {
+        self.level += 1;
+        self.has_value = false;
+        self.buf.push(bracket);
+    }
+
+    /// `}` (or `]`): the innermost container closes (on a line of its own unless empty).
+    pub fn close(&mut self, bracket: u8) {
+        self.level = self.level.saturating_sub(1);
+        if self.has_value {
+            self.line(false);
+        }
+        self.buf.push(bracket);
+        self.has_value = true;
+    }
+
+    /// An object's key: a name of etwdump's own (`format_version`, `fields`, ...), plain
+    /// ASCII with nothing to escape, copied as it is.
+    pub fn key(&mut self, k: &'static str) {
+        debug_assert!(next_special(k.as_bytes(), 0) == k.len(), "{k}");
+        self.line(self.has_value);
+        self.buf.reserve(k.len() + 4);
+        self.buf.push(b'"');
+        self.buf.extend_from_slice(k.as_bytes());
+        self.buf.extend_from_slice(b"\": ");
+    }
+
+    /// An object's key from the input (escaped as its serde form is).
+    pub fn key_of<K: Serialize + ?Sized>(&mut self, k: &K) -> Result<(), Error> {
+        self.line(self.has_value);
+        write(&mut self.buf, k, true)?;
+        self.buf.extend_from_slice(b": ");
+        Ok(())
+    }
+
+    /// An object's key from the input, and an object under it opening.
+    pub fn object_under<K: Serialize + ?Sized>(&mut self, k: &K) -> Result<(), Error> {
+        self.key_of(k)?;
+        self.open(b'{');
+        Ok(())
+    }
+
+    /// The next element of an array (its value follows).
+    pub fn element(&mut self) {
+        self.line(self.has_value);
+    }
+
+    /// A string value.
+    pub fn str(&mut self, v: &str) {
+        write_str(&mut self.buf, v, true);
+        self.has_value = true;
+    }
+
+    /// An integer value.
+    pub fn int<T: itoa::Integer>(&mut self, v: T) {
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self.has_value = true;
+    }
+
+    /// `true` or `false`.
+    pub fn bool(&mut self, v: bool) {
+        self.buf
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        self.has_value = true;
+    }
+
+    /// A key (etwdump's own) and its integer.
+    pub fn key_int<T: itoa::Integer>(&mut self, k: &'static str, v: T) {
+        self.key(k);
+        self.int(v);
+    }
+
+    /// A key (etwdump's own) and its string.
+    pub fn key_str(&mut self, k: &'static str, v: &str) {
+        self.key(k);
+        self.str(v);
+    }
+
+    /// `null`.
+    pub fn null(&mut self) {
+        self.buf.extend_from_slice(b"null");
+        self.has_value = true;
+    }
+
+    /// Any other value through its serde form, compact: only for values without an object
+    /// or array inside (strings, numbers), whose compact and pretty texts are the same.
+    pub fn value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), Error> {
+        write(&mut self.buf, v, true)?;
+        self.has_value = true;
+        Ok(())
+    }
+
+    /// Hand the text so far to the writer once the buffer holds 64 KiB.
+    pub fn flush_if_full(&mut self) -> std::io::Result<()> {
+        if self.buf.len() >= PRETTY_FLUSH {
+            self.w.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// End the text with a line break and write out the rest of it.
+    pub fn finish_line(mut self) -> std::io::Result<()> {
+        self.buf.push(b'\n');
+        self.w.write_all(&self.buf)?;
+        self.w.flush()
+    }
+}
+
 /// Whether every byte of `b` is printable ASCII other than `"` and `\\` (nothing to escape
 /// in either mode).
 #[cfg(test)]

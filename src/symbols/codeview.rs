@@ -1153,9 +1153,20 @@ impl<'t> HashIndex<'t> {
         }
         // Chains by the stored hash's low bits (a table of about one entry per 8 records, so
         // it stays in a core's cache; a chain's records are told apart by their stored hash).
-        let mut first = vec![0u32; (count / 8).next_power_of_two()];
+        // Both tables are written before they are read (`resize`, not `vec![0; n]`): memory
+        // the allocator takes fresh from the system would otherwise be read first, mapping the
+        // shared zero page, then written, each page faulting twice and its TLB entry flushed
+        // on every CPU running the process (the global symbols' thread: an interrupt to it a
+        // page).
+        #[allow(clippy::slow_vector_initialization)] // the write is the point (above)
+        let zeroed = |n: usize| {
+            let mut v = Vec::with_capacity(n);
+            v.resize(n, 0u32);
+            v
+        };
+        let mut first = zeroed((count / 8).next_power_of_two());
         let mask = first.len() - 1;
-        let mut next = vec![0u32; count];
+        let mut next = zeroed(count);
         for (r, v) in values.chunks_exact(4).enumerate().rev() {
             let b = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
             if b >= buckets {
