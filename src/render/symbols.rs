@@ -81,7 +81,7 @@ impl SymbolsReport {
     /// The JSON document (`Document::new("symbols", self)`'s pretty serde form, and a line
     /// break) written field by field: the layouts of a large PDB are a few hundred kilobytes
     /// of text, which the generic serializer took a quarter of the command's instructions to
-    /// write (docs/performance.md, "Symbols round").
+    /// write (docs/performance.md, "Symbols round, second part").
     pub(crate) fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         let mut p = Pretty::new(out);
         p.open(b'{');
