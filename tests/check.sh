@@ -28,6 +28,10 @@ cargo build --quiet
 FORGE_TARGET_DIR="$PWD/target" ETWDUMP="$PWD/target/debug/etwdump" bash tests/interop/run.sh --require-etwdump --require-etwdump-symbols --require-etwdump-sessions --require-etwdump-buffers
 echo "== speed against the machine's limits (benches/limits.py --check: a 32 MiB-of-buffers dump; ratios to cat and to a pipe, not times)"
 python3 benches/limits.py --check
-echo "== fuzz smoke (cargo-fuzz: every target ${FUZZ_SECONDS:-30} s on the committed corpus and reproducers)"
+# 10 s a target here (fuzz_smoke.sh's own default, by hand, is 30): the whole check stays
+# nearer 30 minutes on a 2-CPU machine (38 minutes with 30 s, 2026-11-29); the campaigns of
+# docs/fuzzing.md are where the targets run for hours.
+export FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+echo "== fuzz smoke (cargo-fuzz: every target ${FUZZ_SECONDS} s on the committed corpus and reproducers)"
 bash tests/fuzz_smoke.sh
 echo "== all checks passed"
